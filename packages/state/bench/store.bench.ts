@@ -1,0 +1,116 @@
+// Store benchmark: upsert and get through SqliteForgeStateStore vs raw better-sqlite3
+// running the same SQL with the same pragmas, in one run. Goal: ratio >= 0.8.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { reportBench } from '@bb/tooling/bench';
+import Database from 'better-sqlite3';
+import { SqliteForgeStateStore, STATE_MIGRATIONS, STATE_SQL } from '../src/index';
+import { sampleState } from '../src/testing-data';
+
+const N = 20_000;
+// Odd, so the median is one round; each round measures both sides back to back.
+const ROUNDS = 9;
+const dir = mkdtempSync(join(tmpdir(), 'bb-bench-state-'));
+
+function opsPerSec(fn: () => void): number {
+  const t0 = process.hrtime.bigint();
+  fn();
+  const ns = Number(process.hrtime.bigint() - t0);
+  return N / (ns / 1e9);
+}
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+const states = Array.from({ length: N }, (_, i) => sampleState(i + 1, { slug: `s-${i + 1}` }));
+const rows = states.map((s) => ({
+  owner: s.owner,
+  repo: s.repo,
+  issue_number: s.issueNumber,
+  slug: s.slug,
+  agent_name: s.agentName,
+  bottle_names: JSON.stringify(s.bottleNames),
+  backend_name: s.backendName,
+  agent_git_user: s.agentGitUser,
+  pr_number: s.prNumber,
+  status: s.status,
+  last_checkin_at: s.lastCheckinAt,
+  session_id: s.sessionId,
+  cwd: s.cwd,
+  created_at: s.createdAt,
+  updated_at: s.updatedAt,
+}));
+
+const store = new SqliteForgeStateStore({ path: join(dir, 'ours.db') });
+const raw = new Database(join(dir, 'raw.db'));
+raw.pragma('busy_timeout = 5000');
+raw.pragma('journal_mode = WAL');
+raw.pragma('synchronous = NORMAL');
+raw.pragma('foreign_keys = ON');
+raw.exec(STATE_MIGRATIONS[0]!.up as string);
+const rawUpsert = raw.prepare(STATE_SQL.upsert);
+const rawGet = raw.prepare(STATE_SQL.get);
+
+const up = { ours: [] as number[], raw: [] as number[] };
+const get = { ours: [] as number[], raw: [] as number[] };
+for (let r = 0; r < ROUNDS; r++) {
+  // Alternate who goes first so neither always gets the warmer cache.
+  const order = r % 2 === 0 ? ['ours', 'raw'] : ['raw', 'ours'];
+  for (const who of order) {
+    if (who === 'ours') {
+      up.ours.push(
+        opsPerSec(() => {
+          for (const s of states) store.upsert(s);
+        }),
+      );
+      get.ours.push(
+        opsPerSec(() => {
+          for (let i = 1; i <= N; i++) store.get('acme', 'widgets', i);
+        }),
+      );
+    } else {
+      up.raw.push(
+        opsPerSec(() => {
+          for (const row of rows) rawUpsert.run(row);
+        }),
+      );
+      get.raw.push(
+        opsPerSec(() => {
+          for (let i = 1; i <= N; i++) rawGet.get('acme', 'widgets', i);
+        }),
+      );
+    }
+  }
+}
+store.close();
+raw.close();
+rmSync(dir, { recursive: true, force: true });
+
+// The ratio is the median of per-round ratios: both sides of a round ran under the
+// same machine conditions, so this is steadier than a ratio of medians.
+const ratios = (o: number[], b: number[]) => median(o.map((x, i) => x / b[i]!));
+const upRatio = ratios(up.ours, up.raw);
+const getRatio = ratios(get.ours, get.raw);
+reportBench({
+  name: 'state',
+  metric: 'upsert ops/s (SqliteForgeStateStore vs raw better-sqlite3)',
+  ours: median(up.raw) * upRatio,
+  baseline: median(up.raw),
+  goal: 0.8,
+  higherIsBetter: true,
+  extra: {
+    rounds: ROUNDS,
+    opsPerRound: N,
+    getOpsPerSecOurs: Math.round(median(get.raw) * getRatio),
+    getOpsPerSecRaw: Math.round(median(get.raw)),
+    getRatio: Math.round(getRatio * 1000) / 1000,
+  },
+});
+reportBench({
+  name: 'state-get',
+  metric: 'get ops/s (SqliteForgeStateStore vs raw better-sqlite3)',
+  ours: median(get.raw) * getRatio,
+  baseline: median(get.raw),
+  goal: 0.8,
+  higherIsBetter: true,
+  extra: { rounds: ROUNDS, opsPerRound: N },
+});

@@ -1,0 +1,45 @@
+/**
+ * @module
+ * `@bb/state`: where bot-bottle remembers forge-managed bottles and accepted
+ * webhook deliveries.
+ *
+ * - {@link ForgeStateStore}: the small interface; {@link SqliteForgeStateStore}
+ *   (the default, at `$BB_HOME/bot-bottle.db`) and {@link MemoryForgeStateStore}.
+ * - {@link DeliveryLedger}: "have we processed this change already?", atomic
+ *   across processes.
+ * - {@link BbDatabase}: the shared SQLite file with per-component migrations, for
+ *   packages that keep tables of their own.
+ *
+ * Conformance suite for other engines: `@bb/state/testing`.
+ */
+export {
+  BbDatabase,
+  defaultDatabasePath,
+  type Migration,
+  mapSqliteError,
+  type OpenDatabaseOptions,
+  resolveBbHome,
+  type SynchronousMode,
+} from './database';
+export type {
+  DeliveryLedger,
+  DeliveryMeta,
+  DeliveryRecord,
+} from './delivery-ledger';
+export {
+  type ForgeState,
+  type ForgeStateKey,
+  ForgeStateKeySchema,
+  ForgeStateSchema,
+  type ForgeStatus,
+  ForgeStatusSchema,
+  parseForgeState,
+} from './forge-state';
+export { MemoryForgeStateStore } from './memory-store';
+export {
+  SqliteForgeStateStore,
+  type SqliteForgeStateStoreOptions,
+  STATE_MIGRATIONS,
+  STATE_SQL,
+} from './sqlite-store';
+export type { ForgeStateStore } from './store';

@@ -1,0 +1,347 @@
+import { BbError, isBbError } from '@bb/errors';
+import type Database from 'better-sqlite3';
+import { BbDatabase, type Migration, mapSqliteError, type OpenDatabaseOptions } from './database';
+import {
+  checkDeliveryKey,
+  type DeliveryLedger,
+  type DeliveryMeta,
+  type DeliveryRecord,
+} from './delivery-ledger';
+import {
+  type ForgeState,
+  ForgeStateSchema,
+  parseForgeState,
+  parseForgeStateKey,
+} from './forge-state';
+import type { ForgeStateStore } from './store';
+
+/** The `state` component's schema, oldest first. Append; never edit a shipped step. */
+export const STATE_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    up: `
+      CREATE TABLE forge_state (
+        owner           TEXT    NOT NULL,
+        repo            TEXT    NOT NULL,
+        issue_number    INTEGER NOT NULL,
+        slug            TEXT    NOT NULL UNIQUE,
+        agent_name      TEXT    NOT NULL,
+        bottle_names    TEXT    NOT NULL,
+        backend_name    TEXT    NOT NULL,
+        agent_git_user  TEXT    NOT NULL,
+        pr_number       INTEGER,
+        status          TEXT    NOT NULL CHECK (status IN ('running', 'frozen', 'destroyed')),
+        last_checkin_at TEXT    NOT NULL,
+        session_id      TEXT,
+        cwd             TEXT,
+        created_at      TEXT    NOT NULL,
+        updated_at      TEXT    NOT NULL,
+        PRIMARY KEY (owner, repo, issue_number)
+      ) WITHOUT ROWID;
+      CREATE TABLE webhook_deliveries (
+        key         TEXT PRIMARY KEY,
+        delivery_id TEXT,
+        event       TEXT,
+        received_at TEXT NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX webhook_deliveries_received_at ON webhook_deliveries (received_at);
+    `,
+  },
+];
+
+interface Row {
+  owner: string;
+  repo: string;
+  issue_number: number;
+  slug: string;
+  agent_name: string;
+  bottle_names: string;
+  backend_name: string;
+  agent_git_user: string;
+  pr_number: number | null;
+  status: string;
+  last_checkin_at: string;
+  session_id: string | null;
+  cwd: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+const COLUMNS =
+  'owner, repo, issue_number, slug, agent_name, bottle_names, backend_name, agent_git_user, pr_number, status, last_checkin_at, session_id, cwd, created_at, updated_at';
+
+/** The SQL the store runs, exported so the benchmark's baseline runs exactly the same. */
+export const STATE_SQL = {
+  upsert: `INSERT INTO forge_state (${COLUMNS})
+    VALUES (@owner, @repo, @issue_number, @slug, @agent_name, @bottle_names, @backend_name, @agent_git_user,
+            @pr_number, @status, @last_checkin_at, @session_id, @cwd, @created_at, @updated_at)
+    ON CONFLICT (owner, repo, issue_number) DO UPDATE SET
+      slug = excluded.slug, agent_name = excluded.agent_name, bottle_names = excluded.bottle_names,
+      backend_name = excluded.backend_name, agent_git_user = excluded.agent_git_user,
+      pr_number = excluded.pr_number, status = excluded.status, last_checkin_at = excluded.last_checkin_at,
+      session_id = excluded.session_id, cwd = excluded.cwd, updated_at = excluded.updated_at`,
+  get: `SELECT ${COLUMNS} FROM forge_state WHERE owner = ? AND repo = ? AND issue_number = ?`,
+  delete: 'DELETE FROM forge_state WHERE owner = ? AND repo = ? AND issue_number = ?',
+  all: `SELECT ${COLUMNS} FROM forge_state ORDER BY owner, repo, issue_number`,
+  recordDelivery: `INSERT INTO webhook_deliveries (key, delivery_id, event, received_at)
+    VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+  getDelivery: 'SELECT key, delivery_id, event, received_at FROM webhook_deliveries WHERE key = ?',
+  pruneDeliveries: 'DELETE FROM webhook_deliveries WHERE received_at < ?',
+} as const;
+
+export interface SqliteForgeStateStoreOptions extends OpenDatabaseOptions {
+  /** Use an already open database instead of opening one. The store does not close it. */
+  database?: BbDatabase;
+}
+
+/**
+ * The forge state store and delivery ledger on SQLite (better-sqlite3): one file,
+ * shared safely by several processes (WAL, busy timeout, atomic upserts).
+ */
+export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger {
+  readonly database: BbDatabase;
+  readonly #owned: boolean;
+  readonly #stmts: { [K in keyof typeof STATE_SQL]: Database.Statement };
+
+  constructor(options: SqliteForgeStateStoreOptions = {}) {
+    this.#owned = options.database === undefined;
+    this.database = options.database ?? BbDatabase.open(options);
+    try {
+      this.database.migrate('state', STATE_MIGRATIONS);
+      const db = this.database.db;
+      this.#stmts = {
+        upsert: db.prepare(STATE_SQL.upsert),
+        // Arrays, not objects: the state is built from them in one step.
+        get: db.prepare(STATE_SQL.get).raw(true),
+        delete: db.prepare(STATE_SQL.delete),
+        all: db.prepare(STATE_SQL.all).raw(true),
+        recordDelivery: db.prepare(STATE_SQL.recordDelivery),
+        getDelivery: db.prepare(STATE_SQL.getDelivery),
+        pruneDeliveries: db.prepare(STATE_SQL.pruneDeliveries),
+      };
+    } catch (err) {
+      if (this.#owned) this.database.close();
+      throw err;
+    }
+  }
+
+  /** The database file's path. */
+  get path(): string {
+    return this.database.path;
+  }
+
+  upsert(state: ForgeState): void {
+    const s = parseForgeState(state);
+    this.#write('upsert', () => {
+      try {
+        this.#stmts.upsert.run(toRow(s));
+      } catch (err) {
+        if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE') {
+          throw new BbError(
+            'CONFLICT',
+            `slug ${JSON.stringify(s.slug)} already belongs to another issue; choose another slug`,
+            { cause: err, data: { slug: s.slug } },
+          );
+        }
+        throw err;
+      }
+    });
+  }
+
+  get(owner: string, repo: string, issueNumber: number): ForgeState | undefined {
+    const k = parseForgeStateKey(owner, repo, issueNumber);
+    let cells: unknown[] | undefined;
+    try {
+      cells = this.#stmts.get.get(k.owner, k.repo, k.issueNumber) as unknown[] | undefined;
+    } catch (err) {
+      throw mapSqliteError(err, this.database.path, 'read');
+    }
+    return cells ? this.#fromRow(cellsToRow(cells)) : undefined;
+  }
+
+  delete(owner: string, repo: string, issueNumber: number): void {
+    const k = parseForgeStateKey(owner, repo, issueNumber);
+    this.#write('delete', () => this.#stmts.delete.run(k.owner, k.repo, k.issueNumber));
+  }
+
+  all(): ForgeState[] {
+    const rows = this.#read('list', () => this.#stmts.all.all()) as unknown[][];
+    return rows.map((cells) => this.#fromRow(cellsToRow(cells)));
+  }
+
+  recordDelivery(key: string, meta: DeliveryMeta = {}): boolean {
+    checkDeliveryKey(key);
+    return this.#write('record delivery in', () => {
+      const info = this.#stmts.recordDelivery.run(
+        key,
+        meta.deliveryId ?? null,
+        meta.event ?? null,
+        new Date().toISOString(),
+      );
+      return info.changes === 1;
+    });
+  }
+
+  getDelivery(key: string): DeliveryRecord | undefined {
+    checkDeliveryKey(key);
+    const row = this.#read('read delivery from', () => this.#stmts.getDelivery.get(key)) as
+      | { key: string; delivery_id: string | null; event: string | null; received_at: string }
+      | undefined;
+    if (!row) return undefined;
+    return {
+      key: row.key,
+      receivedAt: row.received_at,
+      ...(row.delivery_id === null ? {} : { deliveryId: row.delivery_id }),
+      ...(row.event === null ? {} : { event: row.event }),
+    };
+  }
+
+  pruneDeliveries(before: Date): number {
+    if (!(before instanceof Date) || Number.isNaN(before.getTime())) {
+      throw new BbError(
+        'INVALID_INPUT',
+        `pruneDeliveries needs a valid Date, got ${String(before)}`,
+      );
+    }
+    return this.#write(
+      'prune deliveries in',
+      () => this.#stmts.pruneDeliveries.run(before.toISOString()).changes,
+    );
+  }
+
+  /** Close the database if this store opened it. */
+  close(): void {
+    if (this.#owned) this.database.close();
+  }
+
+  #write<T>(action: string, fn: () => T): T {
+    try {
+      return fn();
+    } catch (err) {
+      throw isBbError(err) ? err : mapSqliteError(err, this.database.path, action);
+    }
+  }
+
+  #read<T>(action: string, fn: () => T): T {
+    return this.#write(action, fn);
+  }
+
+  #fromRow(row: Row): ForgeState {
+    // Rows were validated on the way in and the table has CHECK constraints, so a
+    // cheap structural check is enough on the hot path; zod runs only to explain a
+    // row that fails it (a hand edit, a damaged file).
+    const fast = fastRow(row);
+    if (fast) return fast;
+    let bottleNames: unknown;
+    try {
+      bottleNames = JSON.parse(row.bottle_names);
+    } catch {
+      bottleNames = row.bottle_names;
+    }
+    const result = ForgeStateSchema.safeParse({ ...rowFields(row), bottleNames });
+    const why = result.success
+      ? 'fields out of range'
+      : result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new BbError(
+      'STATE_CORRUPT',
+      `row ${row.owner}/${row.repo}#${row.issue_number} in ${this.database.path} is invalid: ${why}`,
+      { data: { path: this.database.path } },
+    );
+  }
+}
+
+const STATUSES = new Set(['running', 'frozen', 'destroyed']);
+// Timestamps were checked by zod when written; on read, a shape check suffices.
+const isIso = (t: unknown): boolean =>
+  typeof t === 'string' && t.length >= 20 && t.charCodeAt(4) === 45 && t.charCodeAt(10) === 84;
+
+function rowFields(row: Row): Omit<ForgeState, 'bottleNames'> {
+  return {
+    owner: row.owner,
+    repo: row.repo,
+    issueNumber: row.issue_number,
+    slug: row.slug,
+    agentName: row.agent_name,
+    backendName: row.backend_name,
+    agentGitUser: row.agent_git_user,
+    prNumber: row.pr_number,
+    status: row.status as ForgeState['status'],
+    lastCheckinAt: row.last_checkin_at,
+    sessionId: row.session_id,
+    cwd: row.cwd,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function fastRow(row: Row): ForgeState | undefined {
+  let names: unknown;
+  try {
+    names = JSON.parse(row.bottle_names);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(names) || !names.every((n) => typeof n === 'string' && n.length > 0))
+    return undefined;
+  const ok =
+    typeof row.owner === 'string' &&
+    typeof row.repo === 'string' &&
+    Number.isSafeInteger(row.issue_number) &&
+    row.issue_number > 0 &&
+    typeof row.slug === 'string' &&
+    typeof row.agent_name === 'string' &&
+    typeof row.backend_name === 'string' &&
+    typeof row.agent_git_user === 'string' &&
+    (row.pr_number === null || (Number.isSafeInteger(row.pr_number) && row.pr_number > 0)) &&
+    STATUSES.has(row.status) &&
+    isIso(row.last_checkin_at) &&
+    isIso(row.created_at) &&
+    isIso(row.updated_at) &&
+    (row.session_id === null || typeof row.session_id === 'string') &&
+    (row.cwd === null || typeof row.cwd === 'string');
+  if (!ok) return undefined;
+  const state = rowFields(row) as ForgeState;
+  state.bottleNames = names as string[];
+  return state;
+}
+
+/** Name the cells of a raw row, in COLUMNS order. */
+function cellsToRow(c: unknown[]): Row {
+  return {
+    owner: c[0] as string,
+    repo: c[1] as string,
+    issue_number: c[2] as number,
+    slug: c[3] as string,
+    agent_name: c[4] as string,
+    bottle_names: c[5] as string,
+    backend_name: c[6] as string,
+    agent_git_user: c[7] as string,
+    pr_number: c[8] as number | null,
+    status: c[9] as string,
+    last_checkin_at: c[10] as string,
+    session_id: c[11] as string | null,
+    cwd: c[12] as string | null,
+    created_at: c[13] as string,
+    updated_at: c[14] as string,
+  };
+}
+
+function toRow(s: ForgeState): Row {
+  return {
+    owner: s.owner,
+    repo: s.repo,
+    issue_number: s.issueNumber,
+    slug: s.slug,
+    agent_name: s.agentName,
+    bottle_names: JSON.stringify(s.bottleNames),
+    backend_name: s.backendName,
+    agent_git_user: s.agentGitUser,
+    pr_number: s.prNumber,
+    status: s.status,
+    last_checkin_at: s.lastCheckinAt,
+    session_id: s.sessionId,
+    cwd: s.cwd,
+    created_at: s.createdAt,
+    updated_at: s.updatedAt,
+  };
+}

@@ -1,0 +1,28 @@
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runFixtureSuite } from '@bb/tooling/fixture-run';
+import { describe, expect, it } from 'vitest';
+
+const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+describe('the conformance suites', () => {
+  it('fail on a deliberately broken store', () => {
+    const run = runFixtureSuite(pkg, 'test/fixtures/broken-store.fixture.ts');
+    expect(run.exitCode).not.toBe(0);
+    expect(run.failed).toEqual(
+      expect.arrayContaining([
+        'upsert replaces every field but createdAt',
+        'delete removes the row and is idempotent',
+        'all() is ordered by owner, repo, issue number',
+        'returned rows are copies: changing them does not change the store',
+        'invalid values are rejected with INVALID_INPUT and change nothing',
+        'a slug already used by another issue is a CONFLICT and changes nothing',
+        'a key is new once, then known',
+        'the first delivery meta is kept',
+        'bad keys are INVALID_INPUT',
+      ]),
+    );
+    // What the broken store does right still passes: the suite is not failing blindly.
+    expect(run.passed).toContain('get returns undefined for a missing row');
+  });
+});

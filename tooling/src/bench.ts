@@ -1,0 +1,76 @@
+/**
+ * @module
+ * Benchmark reporting: every benchmark compares us with a baseline measured in the
+ * same run and writes `bench/results/<name>.json` at the repository root.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export interface BenchResult {
+  name: string;
+  metric: string;
+  ours: number;
+  baseline: number;
+  ratio: number;
+  target: string;
+  pass: boolean;
+  /** Extra figures worth reporting (absolute times, memory, ...). */
+  extra?: Record<string, number | string>;
+}
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/**
+ * Write one result file and print it as a table row.
+ * `higherIsBetter` decides how `ratio` is read against `goal`.
+ */
+export function reportBench(input: {
+  name: string;
+  metric: string;
+  ours: number;
+  baseline: number;
+  goal: number;
+  higherIsBetter: boolean;
+  extra?: Record<string, number | string>;
+}): BenchResult {
+  const ratio = input.ours / input.baseline;
+  const pass = input.higherIsBetter ? ratio >= input.goal : ratio <= input.goal;
+  const result: BenchResult = {
+    name: input.name,
+    metric: input.metric,
+    ours: round(input.ours),
+    baseline: round(input.baseline),
+    ratio: round(ratio),
+    target: `${input.higherIsBetter ? '>=' : '<='} ${input.goal}`,
+    pass,
+    ...(input.extra ? { extra: input.extra } : {}),
+  };
+  const file = join(root, 'bench', 'results', `${input.name}.json`);
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+  printTable([result]);
+  return result;
+}
+
+export function printTable(rows: BenchResult[]): void {
+  const head = ['name', 'metric', 'ours', 'baseline', 'ratio', 'target', 'pass'];
+  const body = rows.map((r) => [
+    r.name,
+    r.metric,
+    String(r.ours),
+    String(r.baseline),
+    String(r.ratio),
+    r.target,
+    r.pass ? 'yes' : 'NO',
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => (b[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
+  console.log(line(head));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const b of body) console.log(line(b));
+}
+
+function round(n: number): number {
+  return Math.round(n * 1000) / 1000;
+}

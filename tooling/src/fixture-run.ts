@@ -1,0 +1,58 @@
+/**
+ * @module
+ * Run one fixture test file in a child vitest and report which tests failed. Used
+ * to prove that a conformance suite fails on a deliberately broken implementation.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface FixtureRun {
+  exitCode: number;
+  passed: string[];
+  failed: string[];
+  skipped: string[];
+}
+
+export function runFixtureSuite(packageDir: string, file: string): FixtureRun {
+  const require = createRequire(join(packageDir, 'package.json'));
+  const vitestBin = join(require.resolve('vitest/package.json'), '..', 'vitest.mjs');
+  const out = mkdtempSync(join(tmpdir(), 'bb-fixture-'));
+  const report = join(out, 'report.json');
+  try {
+    const res = spawnSync(
+      process.execPath,
+      [vitestBin, 'run', file, '--reporter=json', `--outputFile=${report}`],
+      {
+        cwd: packageDir,
+        env: {
+          ...process.env,
+          BB_FIXTURE_RUN: '1',
+          VITEST: undefined,
+          VITEST_POOL_ID: undefined,
+          VITEST_WORKER_ID: undefined,
+        } as NodeJS.ProcessEnv,
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
+    const json = JSON.parse(readFileSync(report, 'utf8')) as {
+      testResults: Array<{
+        assertionResults: Array<{ title: string; fullName: string; status: string }>;
+      }>;
+    };
+    const all = json.testResults.flatMap((f) => f.assertionResults);
+    return {
+      exitCode: res.status ?? -1,
+      passed: all.filter((a) => a.status === 'passed').map((a) => a.title),
+      failed: all.filter((a) => a.status === 'failed').map((a) => a.title),
+      skipped: all
+        .filter((a) => a.status === 'skipped' || a.status === 'pending')
+        .map((a) => a.title),
+    };
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,58 @@
+import type { ParsedWebhook, WebhookHeaders } from './events';
+import type { Comment, Issue, OpenPrInput, PullRequest } from './types';
+
+/**
+ * A forge (Gitea, GitHub, ...) as bot-bottle uses it, bound to one repository.
+ *
+ * Implementations throw `BbError`s: `NOT_FOUND` for a missing issue or PR,
+ * `UNAUTHORIZED` for a bad token, `FORGE_UNAVAILABLE` when the forge cannot be
+ * reached or keeps failing, `INVALID_INPUT` for bad arguments. Prove an
+ * implementation with `describeForgeConformance` from `@bb/forge/testing`.
+ */
+export abstract class Forge {
+  /** A short name of the forge kind, e.g. `gitea`. */
+  abstract readonly kind: string;
+  abstract readonly owner: string;
+  abstract readonly repo: string;
+
+  /** An issue (or a PR seen as an issue, with `isPullRequest: true`). */
+  abstract readIssue(n: number): Promise<Issue>;
+  /** A pull request; `NOT_FOUND` when `n` is a plain issue. */
+  abstract readPr(n: number): Promise<PullRequest>;
+  /** The conversation comments of an issue or PR, oldest first. */
+  abstract readComments(n: number): Promise<Comment[]>;
+  /** Post a comment as the token's user. */
+  abstract postComment(n: number, body: string): Promise<Comment>;
+  /** Replace the body of an issue or PR. */
+  abstract updateDescription(n: number, body: string): Promise<void>;
+  /** Open a PR from an already pushed branch. */
+  abstract openPr(input: OpenPrInput): Promise<PullRequest>;
+  /**
+   * Whether `user` is a member of `org`. Resolves `false` only when the forge
+   * says "not a member"; throws when it cannot tell (e.g. the token's user may
+   * not see the org's members).
+   */
+  abstract isOrgMember(org: string, user: string): Promise<boolean>;
+  /** The PR that resolves issue `n`, if any. */
+  abstract getPrForIssue(n: number): Promise<number | undefined>;
+
+  /** Whether PR `n` is open. */
+  async isPrOpen(n: number): Promise<boolean> {
+    return (await this.readPr(n)).state === 'open';
+  }
+
+  /**
+   * Check a webhook delivery's signature over the raw body, in constant time.
+   * Never throws for a bad or missing signature: it returns `false`.
+   */
+  abstract verifyWebhook(
+    headers: WebhookHeaders,
+    rawBody: Uint8Array | string,
+    secret: string,
+  ): boolean;
+  /**
+   * Normalise a (verified) delivery into a `ForgeEvent`, or `{ kind: 'ignored',
+   * reason }`. Throws `INVALID_INPUT` for a body that is not what the headers say.
+   */
+  abstract parseWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string): ParsedWebhook;
+}

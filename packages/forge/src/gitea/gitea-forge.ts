@@ -1,0 +1,251 @@
+import { BbError, isBbError } from '@bb/errors';
+import type { ParsedWebhook, WebhookHeaders } from '../events';
+import { Forge } from '../forge';
+import {
+  type Comment,
+  type Issue,
+  type OpenPrInput,
+  OpenPrInputSchema,
+  type PullRequest,
+} from '../types';
+import { GiteaClient, type GiteaClientOptions } from './client';
+import {
+  type GiteaComment,
+  type GiteaIssue,
+  type GiteaPull,
+  type GiteaTimelineItem,
+  toComment,
+  toIssue,
+  toPullRequest,
+} from './mapping';
+import { parseGiteaWebhook, verifyGiteaWebhook } from './webhooks';
+
+export interface GiteaForgeOptions {
+  owner: string;
+  repo: string;
+  /** A client to share; otherwise one is made from `baseUrl` and `token`. */
+  client?: GiteaClient;
+  baseUrl?: string;
+  token?: string | undefined;
+  clientOptions?: Omit<GiteaClientOptions, 'baseUrl' | 'token'>;
+  /** Called when the forge cannot tell something (e.g. org membership answered 303). */
+  onWarning?: (message: string) => void;
+}
+
+/** The bottle branch convention: `bb/<agent>-<issue>`. */
+export const BOTTLE_BRANCH = /^bb\/[a-z0-9][a-z0-9._-]*-(\d+)$/;
+
+const positive = (n: number, what: string) => {
+  if (!Number.isSafeInteger(n) || n <= 0) {
+    throw new BbError('INVALID_INPUT', `${what} must be a positive whole number, got ${String(n)}`);
+  }
+};
+
+/** `Forge` for Gitea (and Forgejo) through its REST API. */
+export class GiteaForge extends Forge {
+  readonly kind = 'gitea';
+  readonly owner: string;
+  readonly repo: string;
+  readonly client: GiteaClient;
+  readonly #warn: (message: string) => void;
+
+  constructor(options: GiteaForgeOptions) {
+    super();
+    this.owner = options.owner;
+    this.repo = options.repo;
+    if (!options.client && !options.baseUrl) {
+      throw new BbError(
+        'INVALID_INPUT',
+        'GiteaForge needs a client or a baseUrl (FORGE_GITEA_API)',
+      );
+    }
+    this.client =
+      options.client ??
+      new GiteaClient({
+        baseUrl: options.baseUrl!,
+        token: options.token,
+        ...options.clientOptions,
+      });
+    this.#warn = options.onWarning ?? (() => {});
+  }
+
+  get #repoPath(): string {
+    return `/repos/${encodeURIComponent(this.owner)}/${encodeURIComponent(this.repo)}`;
+  }
+
+  async readIssue(n: number): Promise<Issue> {
+    positive(n, 'issue number');
+    const res = await this.#notFound(`issue #${n}`, () =>
+      this.client.request<GiteaIssue>({ method: 'GET', path: `${this.#repoPath}/issues/${n}` }),
+    );
+    return toIssue(res.body);
+  }
+
+  async readPr(n: number): Promise<PullRequest> {
+    positive(n, 'PR number');
+    const res = await this.#notFound(`PR #${n}`, () =>
+      this.client.request<GiteaPull>({ method: 'GET', path: `${this.#repoPath}/pulls/${n}` }),
+    );
+    return toPullRequest(res.body);
+  }
+
+  async readComments(n: number): Promise<Comment[]> {
+    positive(n, 'issue number');
+    // Gitea answers 500 (not 404) for comments of a missing issue: ask about the
+    // issue itself before trusting a 5xx.
+    try {
+      const res = await this.client.request<GiteaComment[] | null>({
+        method: 'GET',
+        path: `${this.#repoPath}/issues/${n}/comments`,
+      });
+      return (res.body ?? []).map(toComment);
+    } catch (err) {
+      if (isBbError(err, 'FORGE_UNAVAILABLE') || isBbError(err, 'NOT_FOUND'))
+        await this.readIssue(n);
+      throw err;
+    }
+  }
+
+  async postComment(n: number, body: string): Promise<Comment> {
+    positive(n, 'issue number');
+    if (typeof body !== 'string' || body.trim().length === 0) {
+      throw new BbError('INVALID_INPUT', 'a comment needs a non-empty body');
+    }
+    try {
+      const res = await this.client.request<GiteaComment>({
+        method: 'POST',
+        path: `${this.#repoPath}/issues/${n}/comments`,
+        body: { body },
+      });
+      return toComment(res.body);
+    } catch (err) {
+      if (isBbError(err, 'FORGE_UNAVAILABLE') || isBbError(err, 'NOT_FOUND'))
+        await this.readIssue(n);
+      throw err;
+    }
+  }
+
+  async updateDescription(n: number, body: string): Promise<void> {
+    positive(n, 'issue number');
+    if (typeof body !== 'string')
+      throw new BbError('INVALID_INPUT', 'a description must be a string');
+    // Gitea answers PATCH /issues/{n} with 201 (not 200); PRs are issues here too.
+    await this.#notFound(`issue #${n}`, () =>
+      this.client.request(
+        { method: 'PATCH', path: `${this.#repoPath}/issues/${n}`, body: { body } },
+        [200, 201],
+      ),
+    );
+  }
+
+  async openPr(input: OpenPrInput): Promise<PullRequest> {
+    const parsed = OpenPrInputSchema.safeParse(input);
+    if (!parsed.success) {
+      throw new BbError(
+        'INVALID_INPUT',
+        `invalid PR: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+      );
+    }
+    const { head, base, title, body } = parsed.data;
+    try {
+      const res = await this.client.request<GiteaPull>(
+        { method: 'POST', path: `${this.#repoPath}/pulls`, body: { head, base, title, body } },
+        [201],
+      );
+      return toPullRequest(res.body);
+    } catch (err) {
+      if (isBbError(err, 'CONFLICT')) {
+        throw new BbError('CONFLICT', `an open PR from ${head} into ${base} already exists`, {
+          cause: err,
+          data: { head, base },
+        });
+      }
+      throw err;
+    }
+  }
+
+  async isOrgMember(org: string, user: string): Promise<boolean> {
+    const res = await this.client.request(
+      {
+        method: 'GET',
+        path: `/orgs/${encodeURIComponent(org)}/members/${encodeURIComponent(user)}`,
+      },
+      [204, 404, 303, 302],
+    );
+    if (res.status === 204) return true;
+    if (res.status === 404) return false;
+    // 303: the token's user is not a member of the org, so Gitea will not say.
+    // That is a misconfiguration, never a membership.
+    const message = `cannot tell whether ${user} is a member of ${org}: Gitea redirected (${res.status}) because the token's user is not a member of ${org}; use a token of an ${org} member`;
+    this.#warn(message);
+    throw new BbError('FORGE_ERROR', message, { data: { org, user, status: res.status } });
+  }
+
+  async getPrForIssue(n: number): Promise<number | undefined> {
+    positive(n, 'issue number');
+    // The timeline's pull_ref items with ref_action "closes" are what Gitea itself
+    // uses to close the issue on merge.
+    const candidates: number[] = [];
+    for (let page = 1; page <= 20; page++) {
+      const res = await this.#notFound(`issue #${n}`, () =>
+        this.client.request<GiteaTimelineItem[] | null>({
+          method: 'GET',
+          path: `${this.#repoPath}/issues/${n}/timeline`,
+          query: { page, limit: 50 },
+        }),
+      );
+      const items = res.body ?? [];
+      for (const item of items) {
+        if (
+          item.type === 'pull_ref' &&
+          item.ref_action === 'closes' &&
+          item.ref_issue?.pull_request
+        ) {
+          candidates.push(item.ref_issue.number);
+        }
+      }
+      if (items.length < 50) break;
+    }
+    if (candidates.length > 0) {
+      // Prefer an open PR; otherwise the most recent reference.
+      for (const c of [...candidates].reverse()) {
+        try {
+          if (await this.isPrOpen(c)) return c;
+        } catch (err) {
+          if (!isBbError(err, 'NOT_FOUND')) throw err;
+        }
+      }
+      return candidates.at(-1);
+    }
+    // Fall back to the bottle branch convention bb/<agent>-<issue>.
+    for await (const pr of this.client.paginate<GiteaPull>(`${this.#repoPath}/pulls`, {
+      state: 'all',
+    })) {
+      const m = BOTTLE_BRANCH.exec(pr.head.ref);
+      if (m && Number(m[1]) === n) return pr.number;
+    }
+    return undefined;
+  }
+
+  verifyWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string, secret: string): boolean {
+    return verifyGiteaWebhook(headers, rawBody, secret);
+  }
+
+  parseWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string): ParsedWebhook {
+    return parseGiteaWebhook(headers, rawBody);
+  }
+
+  async #notFound<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (isBbError(err, 'NOT_FOUND')) {
+        throw new BbError('NOT_FOUND', `${what} not found in ${this.owner}/${this.repo}`, {
+          cause: err,
+          data: { owner: this.owner, repo: this.repo, what },
+        });
+      }
+      throw err;
+    }
+  }
+}

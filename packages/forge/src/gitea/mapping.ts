@@ -1,0 +1,115 @@
+import type { Comment, Issue, PullRequest, User } from '../types';
+
+/** The parts of Gitea's JSON that bot-bottle reads. */
+export interface GiteaUser {
+  id: number;
+  login: string;
+}
+export interface GiteaLabel {
+  name: string;
+}
+export interface GiteaIssue {
+  number: number;
+  title: string;
+  body: string | null;
+  state: string;
+  user: GiteaUser;
+  labels: GiteaLabel[] | null;
+  assignees: GiteaUser[] | null;
+  html_url: string;
+  created_at: string;
+  updated_at: string;
+  closed_at: string | null;
+  pull_request: unknown | null;
+}
+export interface GiteaBranch {
+  ref: string;
+  sha: string;
+  label?: string;
+}
+export interface GiteaPull {
+  number: number;
+  title: string;
+  body: string | null;
+  state: string;
+  user: GiteaUser;
+  labels: GiteaLabel[] | null;
+  assignees: GiteaUser[] | null;
+  html_url: string;
+  head: GiteaBranch;
+  base: GiteaBranch;
+  merged: boolean;
+  merged_at: string | null;
+  merge_commit_sha: string | null;
+  created_at: string;
+  updated_at: string;
+  closed_at: string | null;
+}
+export interface GiteaComment {
+  id: number;
+  body: string;
+  user: GiteaUser;
+  html_url: string;
+  created_at: string;
+  updated_at: string;
+}
+export interface GiteaTimelineItem {
+  type: string;
+  ref_action?: string;
+  ref_issue?: { number: number; pull_request: unknown | null; state?: string } | null;
+}
+
+export function toUser(u: GiteaUser): User {
+  return { id: u.id, login: u.login };
+}
+
+const state = (s: string): 'open' | 'closed' => (s === 'closed' ? 'closed' : 'open');
+
+export function toIssue(i: GiteaIssue): Issue {
+  return {
+    number: i.number,
+    title: i.title,
+    body: i.body ?? '',
+    state: state(i.state),
+    author: toUser(i.user),
+    labels: (i.labels ?? []).map((l) => ({ name: l.name })),
+    assignees: (i.assignees ?? []).map(toUser),
+    isPullRequest: i.pull_request !== null && i.pull_request !== undefined,
+    url: i.html_url,
+    createdAt: i.created_at,
+    updatedAt: i.updated_at,
+    closedAt: i.closed_at,
+  };
+}
+
+export function toPullRequest(p: GiteaPull): PullRequest {
+  return {
+    number: p.number,
+    title: p.title,
+    body: p.body ?? '',
+    state: state(p.state),
+    author: toUser(p.user),
+    labels: (p.labels ?? []).map((l) => ({ name: l.name })),
+    assignees: (p.assignees ?? []).map(toUser),
+    url: p.html_url,
+    head: { ref: p.head.ref, sha: p.head.sha },
+    base: { ref: p.base.ref, sha: p.base.sha },
+    merged: p.merged,
+    mergedAt: p.merged_at,
+    mergeCommitSha: p.merge_commit_sha,
+    createdAt: p.created_at,
+    updatedAt: p.updated_at,
+    closedAt: p.closed_at,
+  };
+}
+
+export function toComment(c: GiteaComment): Comment {
+  return {
+    id: c.id,
+    body: c.body,
+    author: toUser(c.user),
+    url: c.html_url,
+    createdAt: c.created_at,
+    updatedAt: c.updated_at,
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * @module
+ * `@bb/forge`: the forge abstraction bot-bottle talks through.
+ *
+ * - {@link Forge}: the abstract class a forge implements (issues, PRs, comments,
+ *   org membership, webhook verification and normalisation to {@link ForgeEvent}s).
+ * - {@link ScopedForge}: one bottle's write scope around any forge.
+ * - {@link GiteaForge} and {@link GiteaClient}: Gitea (and Forgejo).
+ * - {@link evaluateTargeting}: which issues launch which agent.
+ *
+ * Test helpers and the conformance suite: `@bb/forge/testing`.
+ */
+export {
+  type CommentCreated,
+  type ForgeEvent,
+  type ForgeEventKind,
+  header,
+  type IgnoredEvent,
+  type IssueClosed,
+  type IssueRef,
+  type IssueTargetingChanged,
+  type ParsedWebhook,
+  type PrClosed,
+  type PrOpened,
+  type PrRef,
+  type PrReopened,
+  type PrSynchronized,
+  type ReviewSubmitted,
+  type WebhookHeaders,
+} from './events';
+export { Forge } from './forge';
+export {
+  closeGiteaPools,
+  GiteaClient,
+  type GiteaClientOptions,
+  type GiteaRequest,
+  type GiteaResponse,
+} from './gitea/client';
+export { BOTTLE_BRANCH, GiteaForge, type GiteaForgeOptions } from './gitea/gitea-forge';
+export { parseGiteaWebhook, verifyGiteaWebhook } from './gitea/webhooks';
+export {
+  ForgeScopeError,
+  type ForgeScopeErrorData,
+  ScopedForge,
+  type ScopedForgeOptions,
+  type ScopedOp,
+} from './scoped-forge';
+export {
+  AGENT_LABEL_PREFIX,
+  BOTTLE_LABEL_PREFIX,
+  checkName,
+  evaluateTargeting,
+  NAME_PATTERN,
+  type TargetingInput,
+  type TargetingOptions,
+  type TargetingResult,
+} from './targeting';
+export {
+  type BranchRef,
+  type Comment,
+  CommentSchema,
+  type Issue,
+  IssueSchema,
+  type Label,
+  LabelSchema,
+  type OpenPrInput,
+  OpenPrInputSchema,
+  type PullRequest,
+  PullRequestSchema,
+  type RepoRef,
+  type User,
+  UserSchema,
+} from './types';

@@ -1,0 +1,254 @@
+import { isBbError } from '@bb/errors';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ParsedWebhook } from '../events';
+import type { Forge } from '../forge';
+
+/** One webhook delivery in the forge's own format, and what it must parse to. */
+export interface WebhookFixture {
+  name: string;
+  headers: Record<string, string>;
+  body: Uint8Array | string;
+  secret: string;
+  /** Fields the parsed event must have (compared with `toMatchObject`). */
+  expect: Partial<Record<string, unknown>> & { kind: ParsedWebhook['kind'] };
+}
+
+/**
+ * A freshly seeded repository for one test. The forge acts as `bot`, a member of
+ * `org`; `issue` is an open issue (not a PR) labelled and assigned to `bot`.
+ */
+export interface ForgeConformanceWorld {
+  forge: Forge;
+  bot: string;
+  org: string;
+  /** Another member of `org`. */
+  member: string;
+  /** A user who is not a member of `org`. */
+  nonMember: string;
+  issue: number;
+  issueTitle: string;
+  /** A label on `issue`. */
+  issueLabel: string;
+  /** The default branch. */
+  base: string;
+  /** Push a branch with one new commit (as the bottle's sidecar would). */
+  pushBranch: (branch: string) => Promise<void>;
+  /** Merge a PR as a maintainer, when the forge can do it here. */
+  merge?: (pr: number) => Promise<void>;
+  /** The forge's own webhook deliveries. */
+  webhooks?: WebhookFixture[];
+  dispose?: () => Promise<void> | void;
+}
+
+export interface ForgeConformanceOptions {
+  create: () => Promise<ForgeConformanceWorld> | ForgeConformanceWorld;
+  /** Tests to skip, by name, with the reason shown in the report. */
+  skip?: { reason: string; tests: string[] };
+}
+
+async function code(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (err) {
+    return isBbError(err) ? err.code : `not a BbError: ${String(err)}`;
+  }
+  return 'resolved';
+}
+
+/** The behaviour every `Forge` subclass must have. */
+export function describeForgeConformance(name: string, options: ForgeConformanceOptions): void {
+  describe(`Forge conformance: ${name}`, () => {
+    let current: ForgeConformanceWorld | undefined;
+    afterEach(async () => {
+      await current?.dispose?.();
+      current = undefined;
+    });
+    const make = async () => {
+      current = await options.create();
+      return current;
+    };
+    const test = (title: string, fn: () => Promise<void>, timeout?: number) => {
+      if (options.skip?.tests.includes(title))
+        it.skip(`${title} (skipped: ${options.skip.reason})`, () => {});
+      else it(title, fn, timeout);
+    };
+
+    test('readIssue returns the issue with its labels and assignees', async () => {
+      const w = await make();
+      const issue = await w.forge.readIssue(w.issue);
+      expect(issue.number).toBe(w.issue);
+      expect(issue.title).toBe(w.issueTitle);
+      expect(issue.state).toBe('open');
+      expect(issue.isPullRequest).toBe(false);
+      expect(issue.labels.map((l) => l.name)).toContain(w.issueLabel);
+      expect(issue.assignees.map((a) => a.login)).toContain(w.bot);
+      expect(typeof issue.url).toBe('string');
+    });
+
+    test('missing issues and PRs are NOT_FOUND for every read and write', async () => {
+      const w = await make();
+      const missing = 9999;
+      expect(await code(w.forge.readIssue(missing))).toBe('NOT_FOUND');
+      expect(await code(w.forge.readPr(missing))).toBe('NOT_FOUND');
+      expect(await code(w.forge.readComments(missing))).toBe('NOT_FOUND');
+      expect(await code(w.forge.postComment(missing, 'hello'))).toBe('NOT_FOUND');
+      expect(await code(w.forge.updateDescription(missing, 'x'))).toBe('NOT_FOUND');
+    });
+
+    test('a plain issue is not a PR', async () => {
+      const w = await make();
+      expect(await code(w.forge.readPr(w.issue))).toBe('NOT_FOUND');
+      expect(await w.forge.getPrForIssue(w.issue)).toBeUndefined();
+    });
+
+    test('postComment posts as the forge user and readComments lists oldest first', async () => {
+      const w = await make();
+      const first = await w.forge.postComment(w.issue, 'first comment');
+      const second = await w.forge.postComment(w.issue, 'second <b>&</b> comment');
+      expect(first.body).toBe('first comment');
+      expect(first.author.login).toBe(w.bot);
+      expect(second.id).not.toBe(first.id);
+      const all = await w.forge.readComments(w.issue);
+      const mine = all.filter((c) => c.id === first.id || c.id === second.id);
+      expect(mine.map((c) => c.body)).toEqual(['first comment', 'second <b>&</b> comment']);
+      expect(all.indexOf(all.find((c) => c.id === first.id)!)).toBeLessThan(
+        all.indexOf(all.find((c) => c.id === second.id)!),
+      );
+    });
+
+    test('updateDescription replaces the body', async () => {
+      const w = await make();
+      await w.forge.updateDescription(w.issue, 'new body\n\nwith lines');
+      expect((await w.forge.readIssue(w.issue)).body).toBe('new body\n\nwith lines');
+    });
+
+    test('openPr opens a PR that is linked to its issue and readable as a PR', async () => {
+      const w = await make();
+      const head = `bb/implementer-${w.issue}`;
+      await w.pushBranch(head);
+      const pr = await w.forge.openPr({
+        head,
+        base: w.base,
+        title: 'Fix it',
+        body: `Fixes #${w.issue}\n\nDetails.`,
+      });
+      expect(pr.state).toBe('open');
+      expect(pr.merged).toBe(false);
+      expect(pr.mergedAt).toBeNull();
+      expect(pr.head.ref).toBe(head);
+      expect(pr.base.ref).toBe(w.base);
+      expect(pr.author.login).toBe(w.bot);
+      const again = await w.forge.readPr(pr.number);
+      expect(again.number).toBe(pr.number);
+      expect(again.title).toBe('Fix it');
+      expect(await w.forge.isPrOpen(pr.number)).toBe(true);
+      expect((await w.forge.readIssue(pr.number)).isPullRequest).toBe(true);
+      expect(await w.forge.getPrForIssue(w.issue)).toBe(pr.number);
+      // A PR takes comments and description edits like an issue.
+      await w.forge.postComment(pr.number, 'on the PR');
+      expect((await w.forge.readComments(pr.number)).map((c) => c.body)).toContain('on the PR');
+      await w.forge.updateDescription(pr.number, `Fixes #${w.issue}\n\nUpdated.`);
+      expect((await w.forge.readPr(pr.number)).body).toBe(`Fixes #${w.issue}\n\nUpdated.`);
+    });
+
+    test('a second open PR for the same branch is a CONFLICT', async () => {
+      const w = await make();
+      const head = `bb/implementer-${w.issue}`;
+      await w.pushBranch(head);
+      await w.forge.openPr({ head, base: w.base, title: 'one', body: `Fixes #${w.issue}` });
+      expect(
+        await code(w.forge.openPr({ head, base: w.base, title: 'two', body: `Fixes #${w.issue}` })),
+      ).toBe('CONFLICT');
+    });
+
+    test('a PR from a branch that does not exist is refused', async () => {
+      const w = await make();
+      const c = await code(
+        w.forge.openPr({ head: 'no-such-branch', base: w.base, title: 't', body: '' }),
+      );
+      expect(['NOT_FOUND', 'INVALID_INPUT']).toContain(c);
+    });
+
+    test('a merged PR reads as merged and closed', async () => {
+      const w = await make();
+      if (!w.merge) return;
+      const head = `bb/implementer-${w.issue}`;
+      await w.pushBranch(head);
+      const pr = await w.forge.openPr({
+        head,
+        base: w.base,
+        title: 'merge me',
+        body: `Fixes #${w.issue}`,
+      });
+      await w.merge(pr.number);
+      const merged = await w.forge.readPr(pr.number);
+      expect(merged.merged).toBe(true);
+      expect(merged.state).toBe('closed');
+      expect(merged.mergedAt).not.toBeNull();
+      expect(merged.mergeCommitSha).toMatch(/^[0-9a-f]{7,64}$|^m+$/);
+      expect(await w.forge.isPrOpen(pr.number)).toBe(false);
+    });
+
+    test('isOrgMember tells members from non-members', async () => {
+      const w = await make();
+      expect(await w.forge.isOrgMember(w.org, w.bot)).toBe(true);
+      expect(await w.forge.isOrgMember(w.org, w.member)).toBe(true);
+      expect(await w.forge.isOrgMember(w.org, w.nonMember)).toBe(false);
+    });
+
+    test('bad arguments are INVALID_INPUT', async () => {
+      const w = await make();
+      for (const n of [0, -1, 1.5, Number.NaN]) {
+        expect(await code(w.forge.readIssue(n))).toBe('INVALID_INPUT');
+      }
+      expect(await code(w.forge.postComment(w.issue, ''))).toBe('INVALID_INPUT');
+      expect(await code(w.forge.openPr({ head: 'x', base: w.base, title: '', body: '' }))).toBe(
+        'INVALID_INPUT',
+      );
+    });
+
+    test('webhooks verify with the secret, fail on any change, and parse to the right event', async () => {
+      const w = await make();
+      for (const fx of w.webhooks ?? []) {
+        const body = typeof fx.body === 'string' ? Buffer.from(fx.body) : Buffer.from(fx.body);
+        expect(w.forge.verifyWebhook(fx.headers, body, fx.secret), `${fx.name} verifies`).toBe(
+          true,
+        );
+        expect(
+          w.forge.verifyWebhook(fx.headers, body, `${fx.secret}x`),
+          `${fx.name} with a wrong secret`,
+        ).toBe(false);
+        expect(w.forge.verifyWebhook(fx.headers, body, ''), `${fx.name} with no secret`).toBe(
+          false,
+        );
+        for (const at of [0, Math.floor(body.length / 2), body.length - 1]) {
+          const changed = Buffer.from(body);
+          changed[at] = changed[at]! ^ 0x01;
+          expect(
+            w.forge.verifyWebhook(fx.headers, changed, fx.secret),
+            `${fx.name} with byte ${at} changed`,
+          ).toBe(false);
+        }
+        const event = w.forge.parseWebhook(fx.headers, body);
+        expect(event, fx.name).toMatchObject(fx.expect);
+        if (event.kind !== 'ignored') {
+          expect(event.key.length, `${fx.name} has a dedupe key`).toBeGreaterThan(0);
+          expect(w.forge.parseWebhook(fx.headers, body)).toEqual(event);
+        }
+      }
+    });
+
+    test('a malformed webhook body is INVALID_INPUT', async () => {
+      const w = await make();
+      const fx = w.webhooks?.[0];
+      if (!fx) return;
+      let thrown: unknown;
+      try {
+        w.forge.parseWebhook(fx.headers, '{"truncated": ');
+      } catch (err) {
+        thrown = err;
+      }
+      expect(isBbError(thrown, 'INVALID_INPUT')).toBe(true);
+    });
+  });
+}

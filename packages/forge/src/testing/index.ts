@@ -1,0 +1,35 @@
+/**
+ * @module
+ * `@bb/forge/testing`: what a forge implementer and a forge user test with.
+ *
+ * - `describeForgeConformance(name, { create })`: the behaviour suite every
+ *   `Forge` subclass must pass (vitest, an optional peer dependency).
+ * - `MemoryForge`: a complete in-memory forge.
+ * - `createGiteaTestServer({ world })`: a Gitea-compatible server on loopback
+ *   (REST subset, git smart HTTP via `git http-backend`, signed webhooks).
+ */
+export {
+  describeForgeConformance,
+  type ForgeConformanceOptions,
+  type ForgeConformanceWorld,
+  type WebhookFixture,
+} from './conformance';
+export { type Delivery, eventHeader } from './gitea-server/hooks';
+export type {
+  GiteaWorldSeed,
+  IssueModel,
+  SeedIssue,
+  SeedLabel,
+  SeedOrg,
+  SeedRepo,
+  SeedUser,
+} from './gitea-server/model';
+export {
+  type ApiExchange,
+  createGiteaTestServer,
+  GiteaTestServer,
+  type GiteaTestServerOptions,
+  type NewIssue,
+  type TestHookOptions,
+} from './gitea-server/server';
+export { MEMORY_SIGNATURE_HEADER, MemoryForge, MemoryForgeWorld } from './memory-forge';

@@ -1,0 +1,4 @@
+import { describeForgeConformance } from './conformance';
+import { memoryWorld } from './memory-forge.test-world';
+
+describeForgeConformance('MemoryForge', { create: memoryWorld });

@@ -1,0 +1,328 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { BbError } from '@bb/errors';
+import { type ForgeEvent, header, type ParsedWebhook, type WebhookHeaders } from '../events';
+import { Forge } from '../forge';
+import {
+  type Comment,
+  type Issue,
+  type OpenPrInput,
+  OpenPrInputSchema,
+  type PullRequest,
+  type User,
+} from '../types';
+
+interface MemIssue {
+  issue: Issue;
+  comments: Comment[];
+  pr?: PullRequest;
+}
+
+/** The shared state behind one or more `MemoryForge`s (one per repository and user). */
+export class MemoryForgeWorld {
+  readonly users = new Map<string, User>();
+  readonly orgs = new Map<string, Set<string>>();
+  readonly repos = new Map<
+    string,
+    { items: Map<number, MemIssue>; branches: Map<string, string>; next: number }
+  >();
+  #ids = 1000;
+  #clock = Date.parse('2026-01-01T00:00:00Z');
+
+  user(login: string): User {
+    let u = this.users.get(login);
+    if (!u) {
+      u = { id: this.nextId(), login };
+      this.users.set(login, u);
+    }
+    return u;
+  }
+
+  repo(owner: string, repo: string) {
+    const key = `${owner}/${repo}`;
+    let r = this.repos.get(key);
+    if (!r) {
+      r = { items: new Map(), branches: new Map([['main', 'a'.repeat(40)]]), next: 1 };
+      this.repos.set(key, r);
+    }
+    return r;
+  }
+
+  nextId(): number {
+    return ++this.#ids;
+  }
+
+  /** A strictly increasing clock, so ordering by time is well defined. */
+  tick(): string {
+    this.#clock += 1000;
+    return new Date(this.#clock).toISOString();
+  }
+
+  addIssue(
+    owner: string,
+    repo: string,
+    input: {
+      title: string;
+      body?: string;
+      author: string;
+      labels?: string[];
+      assignees?: string[];
+    },
+  ): number {
+    const r = this.repo(owner, repo);
+    const n = r.next++;
+    const t = this.tick();
+    r.items.set(n, {
+      issue: {
+        number: n,
+        title: input.title,
+        body: input.body ?? '',
+        state: 'open',
+        author: this.user(input.author),
+        labels: (input.labels ?? []).map((name) => ({ name })),
+        assignees: (input.assignees ?? []).map((a) => this.user(a)),
+        isPullRequest: false,
+        url: `memory://${owner}/${repo}/issues/${n}`,
+        createdAt: t,
+        updatedAt: t,
+        closedAt: null,
+      },
+      comments: [],
+    });
+    return n;
+  }
+
+  /** Create or move a branch (what a git push would do). */
+  pushBranch(
+    owner: string,
+    repo: string,
+    branch: string,
+    sha = this.nextId().toString(16).padStart(40, '0'),
+  ): string {
+    this.repo(owner, repo).branches.set(branch, sha);
+    return sha;
+  }
+
+  addMember(org: string, user: string): void {
+    this.user(user);
+    let m = this.orgs.get(org);
+    if (!m) {
+      m = new Set();
+      this.orgs.set(org, m);
+    }
+    m.add(user);
+  }
+
+  merge(owner: string, repo: string, n: number): void {
+    const item = this.repo(owner, repo).items.get(n);
+    if (!item?.pr) throw new BbError('NOT_FOUND', `PR #${n} not found`);
+    const t = this.tick();
+    item.pr = {
+      ...item.pr,
+      state: 'closed',
+      merged: true,
+      mergedAt: t,
+      mergeCommitSha: 'm'.repeat(40),
+      closedAt: t,
+      updatedAt: t,
+    };
+    item.issue = { ...item.issue, state: 'closed', closedAt: t, updatedAt: t };
+  }
+}
+
+/** The webhook header `MemoryForge` signs with (hex HMAC-SHA256). */
+export const MEMORY_SIGNATURE_HEADER = 'x-memory-signature';
+
+/**
+ * A complete `Forge` held in memory: for tests of code that uses a forge, and as
+ * the reference implementation of the conformance suite. Its webhook format is
+ * its own: a JSON `ForgeEvent` signed in `x-memory-signature`.
+ */
+export class MemoryForge extends Forge {
+  readonly kind = 'memory';
+  readonly owner: string;
+  readonly repo: string;
+  readonly world: MemoryForgeWorld;
+  readonly as: User;
+
+  constructor(options: { owner: string; repo: string; as: string; world?: MemoryForgeWorld }) {
+    super();
+    this.owner = options.owner;
+    this.repo = options.repo;
+    this.world = options.world ?? new MemoryForgeWorld();
+    this.as = this.world.user(options.as);
+    this.world.repo(this.owner, this.repo);
+  }
+
+  get #items() {
+    return this.world.repo(this.owner, this.repo).items;
+  }
+
+  #get(n: number, what: string): MemIssue {
+    if (!Number.isSafeInteger(n) || n <= 0)
+      throw new BbError(
+        'INVALID_INPUT',
+        `${what} number must be a positive whole number, got ${String(n)}`,
+      );
+    const item = this.#items.get(n);
+    if (!item)
+      throw new BbError('NOT_FOUND', `${what} #${n} not found in ${this.owner}/${this.repo}`);
+    return item;
+  }
+
+  async readIssue(n: number): Promise<Issue> {
+    return structuredClone(this.#get(n, 'issue').issue);
+  }
+
+  async readPr(n: number): Promise<PullRequest> {
+    const item = this.#get(n, 'PR');
+    if (!item.pr)
+      throw new BbError(
+        'NOT_FOUND',
+        `PR #${n} not found in ${this.owner}/${this.repo} (#${n} is an issue)`,
+      );
+    return structuredClone(item.pr);
+  }
+
+  async readComments(n: number): Promise<Comment[]> {
+    return structuredClone(this.#get(n, 'issue').comments);
+  }
+
+  async postComment(n: number, body: string): Promise<Comment> {
+    const item = this.#get(n, 'issue');
+    if (typeof body !== 'string' || body.trim() === '')
+      throw new BbError('INVALID_INPUT', 'a comment needs a non-empty body');
+    const t = this.world.tick();
+    const c: Comment = {
+      id: this.world.nextId(),
+      body,
+      author: this.as,
+      url: `${item.issue.url}#c`,
+      createdAt: t,
+      updatedAt: t,
+    };
+    c.url = `${item.issue.url}#comment-${c.id}`;
+    item.comments.push(c);
+    return structuredClone(c);
+  }
+
+  async updateDescription(n: number, body: string): Promise<void> {
+    const item = this.#get(n, 'issue');
+    if (typeof body !== 'string')
+      throw new BbError('INVALID_INPUT', 'a description must be a string');
+    const t = this.world.tick();
+    item.issue = { ...item.issue, body, updatedAt: t };
+    if (item.pr) item.pr = { ...item.pr, body, updatedAt: t };
+  }
+
+  async openPr(input: OpenPrInput): Promise<PullRequest> {
+    const parsed = OpenPrInputSchema.safeParse(input);
+    if (!parsed.success)
+      throw new BbError(
+        'INVALID_INPUT',
+        `invalid PR: ${parsed.error.issues.map((i) => i.message).join('; ')}`,
+      );
+    const { head, base, title, body } = parsed.data;
+    const repo = this.world.repo(this.owner, this.repo);
+    const headSha = repo.branches.get(head);
+    const baseSha = repo.branches.get(base);
+    if (!headSha || !baseSha)
+      throw new BbError('NOT_FOUND', `branch ${!headSha ? head : base} does not exist`);
+    for (const item of repo.items.values()) {
+      if (
+        item.pr &&
+        item.pr.state === 'open' &&
+        item.pr.head.ref === head &&
+        item.pr.base.ref === base
+      ) {
+        throw new BbError('CONFLICT', `an open PR from ${head} into ${base} already exists`);
+      }
+    }
+    const n = this.world.addIssue(this.owner, this.repo, { title, body, author: this.as.login });
+    const item = repo.items.get(n)!;
+    item.issue = {
+      ...item.issue,
+      isPullRequest: true,
+      url: `memory://${this.owner}/${this.repo}/pulls/${n}`,
+    };
+    item.pr = {
+      number: n,
+      title,
+      body,
+      state: 'open',
+      author: this.as,
+      labels: [],
+      assignees: [],
+      url: item.issue.url,
+      head: { ref: head, sha: headSha },
+      base: { ref: base, sha: baseSha },
+      merged: false,
+      mergedAt: null,
+      mergeCommitSha: null,
+      createdAt: item.issue.createdAt,
+      updatedAt: item.issue.updatedAt,
+      closedAt: null,
+    };
+    return structuredClone(item.pr);
+  }
+
+  async isOrgMember(org: string, user: string): Promise<boolean> {
+    return this.world.orgs.get(org)?.has(user) ?? false;
+  }
+
+  async getPrForIssue(n: number): Promise<number | undefined> {
+    this.#get(n, 'issue');
+    const mention = new RegExp(`\\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\\s+#${n}(?!\\d)`, 'i');
+    let found: number | undefined;
+    for (const item of this.#items.values()) {
+      if (!item.pr) continue;
+      if (
+        mention.test(item.pr.body) ||
+        new RegExp(`^bb/[a-z0-9._-]+-${n}$`).test(item.pr.head.ref)
+      ) {
+        if (item.pr.state === 'open') return item.pr.number;
+        found = item.pr.number;
+      }
+    }
+    return found;
+  }
+
+  /** Sign an event as this forge's webhooks would be: `{ headers, body }`. */
+  static signWebhook(
+    event: ForgeEvent,
+    secret: string,
+  ): { headers: Record<string, string>; body: string } {
+    const body = JSON.stringify(event);
+    return {
+      headers: {
+        'content-type': 'application/json',
+        [MEMORY_SIGNATURE_HEADER]: createHmac('sha256', secret).update(body).digest('hex'),
+      },
+      body,
+    };
+  }
+
+  verifyWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string, secret: string): boolean {
+    const given = header(headers, MEMORY_SIGNATURE_HEADER);
+    if (!secret || !given || !/^[0-9a-f]{64}$/.test(given)) return false;
+    const expected = createHmac('sha256', secret).update(rawBody).digest();
+    return timingSafeEqual(expected, Buffer.from(given, 'hex'));
+  }
+
+  parseWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string): ParsedWebhook {
+    if (!/^application\/json/.test(header(headers, 'content-type') ?? '')) {
+      throw new BbError('INVALID_INPUT', 'memory webhooks are application/json');
+    }
+    try {
+      const event = JSON.parse(
+        typeof rawBody === 'string' ? rawBody : Buffer.from(rawBody).toString('utf8'),
+      ) as ParsedWebhook;
+      if (typeof event?.kind !== 'string') throw new Error('no kind');
+      return event;
+    } catch (err) {
+      throw new BbError(
+        'INVALID_INPUT',
+        `memory webhook body is not an event: ${(err as Error).message}`,
+      );
+    }
+  }
+}

@@ -1,0 +1,22 @@
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runFixtureSuite } from '@bb/tooling/fixture-run';
+import { describe, expect, it } from 'vitest';
+
+const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+describe('describeForgeConformance', () => {
+  it('fails on a deliberately broken forge, test by test', () => {
+    const run = runFixtureSuite(pkg, 'test/fixtures/broken-forge.fixture.ts');
+    expect(run.exitCode).not.toBe(0);
+    expect(run.failed).toEqual(
+      expect.arrayContaining([
+        'postComment posts as the forge user and readComments lists oldest first',
+        'a plain issue is not a PR',
+        'isOrgMember tells members from non-members',
+        'webhooks verify with the secret, fail on any change, and parse to the right event',
+      ]),
+    );
+    expect(run.passed).toContain('readIssue returns the issue with its labels and assignees');
+  });
+});

@@ -1,0 +1,108 @@
+// GiteaForge against the Gitea-compatible test server (and, when BB_GITEA_URL and
+// BB_GITEA_TOKEN are set, against that real Gitea), through the conformance suite.
+// Every API response the test server produces here is checked against Gitea's
+// swagger spec.
+import { afterAll } from 'vitest';
+import { closeGiteaPools, GiteaForge } from '../src/index';
+import {
+  type ApiExchange,
+  createGiteaTestServer,
+  describeForgeConformance,
+} from '../src/testing/index';
+import { giteaWebhookFixtures } from './support/fixtures';
+import { checkAgainstSwagger } from './support/swagger';
+import { pushBranch, TOKENS, WORLD } from './support/world';
+
+export const swaggerProblems: string[] = [];
+export function recordExchange(x: ApiExchange): void {
+  for (const p of checkAgainstSwagger(x.template || x.path, x.method, x.status, x.body))
+    swaggerProblems.push(p);
+}
+
+describeForgeConformance('GiteaForge on the Gitea-compatible test server', {
+  create: async () => {
+    const server = await createGiteaTestServer({ world: WORLD, onResponse: recordExchange });
+    const forge = new GiteaForge({
+      baseUrl: server.apiUrl,
+      token: TOKENS.bot,
+      owner: 'acme',
+      repo: 'widgets',
+    });
+    return {
+      forge,
+      bot: 'bb-claude',
+      org: 'bot-bottle',
+      member: 'bb-codex',
+      nonMember: 'alice',
+      issue: 1,
+      issueTitle: 'Widget export drops trailing newline',
+      issueLabel: 'bot-bottle:implementer',
+      base: 'main',
+      pushBranch: async (branch) => {
+        await pushBranch(server.cloneUrl('acme/widgets'), TOKENS.bot, branch);
+      },
+      merge: async (pr) => {
+        await server.mergePr('alice', 'acme/widgets', pr);
+      },
+      webhooks: giteaWebhookFixtures(),
+      dispose: () => server.close(),
+    };
+  },
+});
+
+afterAll(async () => {
+  await closeGiteaPools();
+  if (swaggerProblems.length > 0) {
+    throw new Error(
+      `test-server responses that do not match Gitea's swagger:\n${[...new Set(swaggerProblems)].join('\n')}`,
+    );
+  }
+});
+
+const realUrl = process.env['BB_GITEA_URL'];
+const realToken = process.env['BB_GITEA_TOKEN'];
+if (realUrl && realToken) {
+  // Against a real Gitea: the repository named by BB_GITEA_REPO (owner/name) must
+  // have issue BB_GITEA_ISSUE open, labelled and assigned to the token's user, who
+  // is a member of BB_GITEA_ORG; BB_GITEA_MEMBER and BB_GITEA_NON_MEMBER name two
+  // more users. Branches are pushed with the same token.
+  const [owner, repo] = (process.env['BB_GITEA_REPO'] ?? '').split('/');
+  describeForgeConformance(`GiteaForge against ${realUrl}`, {
+    create: async () => {
+      const forge = new GiteaForge({
+        baseUrl: realUrl,
+        token: realToken,
+        owner: owner!,
+        repo: repo!,
+      });
+      const me = (await forge.client.request<{ login: string }>({ method: 'GET', path: '/user' }))
+        .body.login;
+      const issue = Number(process.env['BB_GITEA_ISSUE'] ?? 1);
+      const read = await forge.readIssue(issue);
+      const web = forge.client.webBase;
+      return {
+        forge,
+        bot: me,
+        org: process.env['BB_GITEA_ORG'] ?? 'bot-bottle',
+        member: process.env['BB_GITEA_MEMBER'] ?? me,
+        nonMember: process.env['BB_GITEA_NON_MEMBER'] ?? 'ghost',
+        issue,
+        issueTitle: read.title,
+        issueLabel: read.labels[0]?.name ?? '',
+        base: 'main',
+        pushBranch: async (branch) => {
+          await pushBranch(`${web}/${owner}/${repo}.git`, realToken, `${branch}-${Date.now()}`);
+        },
+        webhooks: giteaWebhookFixtures(),
+      };
+    },
+    skip: {
+      reason: 'a shared real Gitea keeps state between tests',
+      tests: [
+        'a plain issue is not a PR',
+        'openPr opens a PR that is linked to its issue and readable as a PR',
+        'a second open PR for the same branch is a CONFLICT',
+      ],
+    },
+  });
+}

@@ -1,0 +1,108 @@
+// The world the GiteaForge tests and the conformance suite run against: the same
+// people, org and repository as ../shared/gitea's fixtures.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { GiteaWorldSeed } from '../../src/testing/index';
+
+export const TOKENS = {
+  alice: 'alice-token-0123456789',
+  bot: 'bb-claude-token-0123456789',
+  outsider: 'eve-token-0123456789',
+};
+
+export const WORLD: GiteaWorldSeed = {
+  users: [
+    {
+      login: 'alice',
+      fullName: 'Alice Maintainer',
+      email: 'alice@acme.test',
+      tokens: [TOKENS.alice],
+    },
+    {
+      login: 'bb-claude',
+      fullName: 'bot-bottle Claude',
+      email: 'bb-claude@bot-bottle.test',
+      tokens: [TOKENS.bot],
+    },
+    { login: 'bb-codex', fullName: 'bot-bottle Codex' },
+    { login: 'eve', tokens: [TOKENS.outsider] },
+  ],
+  orgs: [
+    { name: 'acme', fullName: 'Acme Corp', members: ['alice'] },
+    { name: 'bot-bottle', members: ['bb-claude', 'bb-codex'] },
+  ],
+  repos: [
+    {
+      owner: 'acme',
+      name: 'widgets',
+      description: 'Widgets for everyone',
+      collaborators: ['bb-claude'],
+    },
+  ],
+  labels: [{ repo: 'acme/widgets', name: 'bot-bottle:implementer', color: '5319e7' }],
+  issues: [
+    {
+      repo: 'acme/widgets',
+      title: 'Widget export drops trailing newline',
+      body: 'Exporting a widget drops the trailing newline.',
+      author: 'alice',
+      labels: ['bot-bottle:implementer'],
+      assignees: ['bb-claude'],
+    },
+  ],
+};
+
+const run = promisify(execFile);
+
+/**
+ * Push a branch with one new commit to `cloneUrl`, authenticating with `token`
+ * through an extra header (never in the URL). Asynchronous: the server may be
+ * in this same process.
+ */
+export async function pushBranch(
+  cloneUrl: string,
+  token: string,
+  branch: string,
+  file = 'CHANGE.md',
+): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'bb-push-'));
+  const env = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: dir, GIT_TERMINAL_PROMPT: '0' };
+  const w = join(dir, 'w');
+  const git = async (cwd: string, ...args: string[]) =>
+    (await run('git', args, { cwd, env })).stdout.trim();
+  try {
+    await git(dir, 'clone', '--quiet', cloneUrl, 'w');
+    // Continue the branch when it exists, so the push is a fast-forward.
+    await git(w, 'checkout', '-q', '-B', branch, `origin/${branch}`).catch(() =>
+      git(w, 'checkout', '-q', '-B', branch),
+    );
+    writeFileSync(join(w, file), `change on ${branch} at ${Date.now()}\n`);
+    await git(w, 'add', file);
+    await git(
+      w,
+      '-c',
+      'user.name=Bot',
+      '-c',
+      'user.email=bot@example.test',
+      'commit',
+      '-q',
+      '-m',
+      `change on ${branch}`,
+    );
+    await git(
+      w,
+      '-c',
+      `http.extraHeader=Authorization: token ${token}`,
+      'push',
+      '-q',
+      'origin',
+      `HEAD:refs/heads/${branch}`,
+    );
+    return await git(w, 'rev-parse', 'HEAD');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

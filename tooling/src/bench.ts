@@ -33,16 +33,19 @@ export function reportBench(input: {
   goal: number;
   higherIsBetter: boolean;
   extra?: Record<string, number | string>;
+  /** For goals that are not a ratio (e.g. "+50 µs"): the target text and the verdict. */
+  target?: string;
+  pass?: boolean;
 }): BenchResult {
   const ratio = input.ours / input.baseline;
-  const pass = input.higherIsBetter ? ratio >= input.goal : ratio <= input.goal;
+  const pass = input.pass ?? (input.higherIsBetter ? ratio >= input.goal : ratio <= input.goal);
   const result: BenchResult = {
     name: input.name,
     metric: input.metric,
     ours: round(input.ours),
     baseline: round(input.baseline),
     ratio: round(ratio),
-    target: `${input.higherIsBetter ? '>=' : '<='} ${input.goal}`,
+    target: input.target ?? `${input.higherIsBetter ? '>=' : '<='} ${input.goal}`,
     pass,
     ...(input.extra ? { extra: input.extra } : {}),
   };

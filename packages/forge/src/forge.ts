@@ -1,6 +1,13 @@
 import type { ParsedWebhook, WebhookHeaders } from './events';
 import type { Comment, Issue, OpenPrInput, PullRequest } from './types';
 
+/** Where branches are pushed, and the HTTP headers that authenticate the push. */
+export interface GitRemote {
+  url: string;
+  /** Sent by git as `http.extraHeader`; holds the credential, so never log it. */
+  headers: Record<string, string>;
+}
+
 /**
  * A forge (Gitea, GitHub, ...) as bot-bottle uses it, bound to one repository.
  *
@@ -35,6 +42,14 @@ export abstract class Forge {
   abstract isOrgMember(org: string, user: string): Promise<boolean>;
   /** The PR that resolves issue `n`, if any. */
   abstract getPrForIssue(n: number): Promise<number | undefined>;
+
+  /**
+   * The repository's git remote and push credentials, for the forge sidecar.
+   * `undefined` when this forge cannot push (the default).
+   */
+  gitRemote(): GitRemote | undefined {
+    return undefined;
+  }
 
   /** Whether PR `n` is open. */
   async isPrOpen(n: number): Promise<boolean> {

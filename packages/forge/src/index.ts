@@ -28,7 +28,7 @@ export {
   type ReviewSubmitted,
   type WebhookHeaders,
 } from './events';
-export { Forge } from './forge';
+export { Forge, type GitRemote } from './forge';
 export {
   closeGiteaPools,
   GiteaClient,

@@ -97,6 +97,9 @@ export class ScopedForge extends Forge {
   override isPrOpen(n: number): Promise<boolean> {
     return this.#inner.isPrOpen(n);
   }
+  override gitRemote() {
+    return this.#inner.gitRemote();
+  }
 
   async postComment(n: number, body: string): Promise<Comment> {
     this.#check('postComment', n);

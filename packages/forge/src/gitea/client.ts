@@ -109,6 +109,11 @@ export class GiteaClient {
     this.#pool = poolFor(base.origin, options);
   }
 
+  /** The `Authorization` header value this client sends, for git pushes. Never log it. */
+  authorization(): string | undefined {
+    return this.#auth;
+  }
+
   /** The web root (the API base without `/api/v1`). */
   get webBase(): string {
     return `${this.apiBase.origin}${this.apiBase.pathname.replace(/\/api\/v1$/, '')}`;

@@ -1,6 +1,6 @@
 import { BbError, isBbError } from '@bb/errors';
 import type { ParsedWebhook, WebhookHeaders } from '../events';
-import { Forge } from '../forge';
+import { Forge, type GitRemote } from '../forge';
 import {
   type Comment,
   type Issue,
@@ -225,6 +225,15 @@ export class GiteaForge extends Forge {
       if (m && Number(m[1]) === n) return pr.number;
     }
     return undefined;
+  }
+
+  /** `<web root>/<owner>/<repo>.git`, authenticated with the client's token header. */
+  override gitRemote(): GitRemote {
+    const auth = this.client.authorization();
+    return {
+      url: `${this.client.webBase}/${encodeURIComponent(this.owner)}/${encodeURIComponent(this.repo)}.git`,
+      headers: auth ? { Authorization: auth } : {},
+    };
   }
 
   verifyWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string, secret: string): boolean {

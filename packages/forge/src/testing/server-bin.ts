@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // bb-gitea-test-server: run the Gitea-compatible test server standalone.
 //   bb-gitea-test-server [--port N] [--seed world.json]
 // The seed file is a GiteaWorldSeed (users, orgs, repos, labels, issues) and may

@@ -145,7 +145,8 @@ export function checkAgainstSwagger(
 ): string[] {
   // Gitea's auth middleware answers 401 on any route before the handler runs
   // (README: "token is required" / "invalid username, password or token").
-  if (status === 401) return checkDefinition('APIError', body).map((p) => `${method} ${template} 401: ${p}`);
+  if (status === 401)
+    return checkDefinition('APIError', body).map((p) => `${method} ${template} 401: ${p}`);
   const quirk = QUIRKS.find(
     (q) => q.method === method && q.template === template && q.status === status,
   );

@@ -1,0 +1,101 @@
+import { BbError } from '@bb/errors';
+import type { Comment, Issue, PullRequest } from '@bb/forge';
+import { Pool } from 'undici';
+import { fromWireError, type WireError } from './codes';
+import type { DoneSignal } from './queue';
+
+export interface ForgeSidecarClientOptions {
+  /** The sidecar's socket. @default process.env.BB_SIDECAR_SOCKET ?? '/run/bb/forge.sock' */
+  socketPath?: string;
+  /** @default 120000 (a push can take a while) */
+  timeoutMs?: number;
+  /** Connections kept to the sidecar, for concurrent calls. @default 4 */
+  connections?: number;
+}
+
+/**
+ * A typed client of the forge sidecar. Errors come back as the same `BbError`
+ * codes the sidecar raised (`SCOPE_DENIED`, `NOT_FOUND`, `INVALID_INPUT`, ...).
+ */
+export class ForgeSidecarClient {
+  readonly socketPath: string;
+  readonly #client: Pool;
+  readonly #timeout: number;
+  #id = 0;
+
+  constructor(options: ForgeSidecarClientOptions = {}) {
+    this.socketPath =
+      options.socketPath ?? process.env['BB_SIDECAR_SOCKET'] ?? '/run/bb/forge.sock';
+    this.#timeout = options.timeoutMs ?? 120_000;
+    this.#client = new Pool('http://sidecar', {
+      socketPath: this.socketPath,
+      connections: options.connections ?? 4,
+      headersTimeout: this.#timeout,
+      bodyTimeout: this.#timeout,
+    });
+  }
+
+  /** Call any method; resolves with its result or throws the typed error. */
+  async call<T = unknown>(method: string, params: Record<string, unknown> = {}): Promise<T> {
+    const id = ++this.#id;
+    let res: Awaited<ReturnType<Pool['request']>>;
+    try {
+      res = await this.#client.request({
+        method: 'POST',
+        path: '/rpc',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
+      });
+    } catch (err) {
+      throw new BbError(
+        'FORGE_UNAVAILABLE',
+        `cannot reach the forge sidecar at ${this.socketPath}: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+    const text = await res.body.text();
+    if (res.statusCode !== 200)
+      throw new BbError(
+        'FORGE_ERROR',
+        `the forge sidecar answered HTTP ${res.statusCode}: ${text.slice(0, 200)}`,
+      );
+    const body = JSON.parse(text) as { result?: T; error?: WireError };
+    if (body.error) throw fromWireError(body.error);
+    return body.result as T;
+  }
+
+  health(): Promise<{ ok: boolean; issue: number; scope: number[] }> {
+    return this.#client
+      .request({ method: 'GET', path: '/healthz' })
+      .then((r) => r.body.json() as Promise<{ ok: boolean; issue: number; scope: number[] }>);
+  }
+
+  readIssue(number: number): Promise<Issue> {
+    return this.call('read_issue', { number });
+  }
+  readPr(number: number): Promise<PullRequest> {
+    return this.call('read_pr', { number });
+  }
+  readComments(number: number): Promise<Comment[]> {
+    return this.call('read_comments', { number });
+  }
+  postComment(number: number, body: string): Promise<Comment> {
+    return this.call('post_comment', { number, body });
+  }
+  updateDescription(number: number, body: string): Promise<{ ok: true }> {
+    return this.call('update_description', { number, body });
+  }
+  openPr(input: { title: string; body?: string; base?: string }): Promise<PullRequest> {
+    return this.call('open_pr', input);
+  }
+  push(): Promise<{ sha: string }> {
+    return this.call('push', {});
+  }
+  signalDone(status: DoneSignal['status'], summary: string): Promise<{ ok: true }> {
+    return this.call('signal_done', { status, summary });
+  }
+
+  close(): Promise<void> {
+    return this.#client.close();
+  }
+}

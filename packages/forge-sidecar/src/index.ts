@@ -1,0 +1,42 @@
+/**
+ * @module
+ * `@bb/forge-sidecar`: the agent's only door to the forge. A per-bottle process
+ * that holds the forge token and serves a small JSON-RPC 2.0 API on a Unix
+ * socket: reads anywhere in the repository, writes only to the bottle's issue
+ * and its PRs, one hash-chained op-log line per call, and events relayed to the
+ * orchestrator through a queue directory.
+ */
+
+export { runBbForge } from './bb-forge';
+export { ForgeSidecarClient, type ForgeSidecarClientOptions } from './client';
+export { ERROR_TABLE, fromWireError, toWireError, type WireCode, type WireError } from './codes';
+export { loadSidecarEnv, type SidecarEnv, SidecarEnvSchema } from './config';
+export { gitPushEnv, pushHead, remoteDefaultBranch } from './git-push';
+export { type RunSidecarOptions, runSidecarFromEnv, stderrLogger } from './main';
+export { createForgeMcpServer } from './mcp-bridge';
+export { callMethod, METHOD_NAMES, type MethodContext, type MethodName, PARAMS } from './methods';
+export {
+  GENESIS,
+  OpLog,
+  type OpLogEntry,
+  type OpLogVerification,
+  type OpOutcome,
+  verifyOpLog,
+  verifyOpLogFile,
+} from './op-log';
+export { FORGE_PROMPT_OVERLAY } from './prompt';
+export {
+  CheckinThrottle,
+  type DoneSignal,
+  type QueueEvent,
+  type QueueEventType,
+  QueueReader,
+  type QueueReaderOptions,
+  QueueWriter,
+} from './queue';
+export {
+  type RunningSidecar,
+  type SidecarLogger,
+  type SidecarOptions,
+  startSidecar,
+} from './server';

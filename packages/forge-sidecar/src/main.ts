@@ -1,0 +1,71 @@
+import { BbError, errorMessage, redactString, registerSecret } from '@bb/errors';
+import { type Forge, GiteaForge, ScopedForge } from '@bb/forge';
+import { loadSidecarEnv, type SidecarEnv } from './config';
+import { OpLog } from './op-log';
+import { QueueWriter } from './queue';
+import { type RunningSidecar, type SidecarLogger, startSidecar } from './server';
+
+/** A JSON-lines logger on stderr whose every line is redacted of registered secrets. */
+export function stderrLogger(): SidecarLogger {
+  const line = (level: string) => (obj: Record<string, unknown>, msg: string) => {
+    process.stderr.write(
+      `${redactString(JSON.stringify({ time: new Date().toISOString(), level, msg, ...obj }))}\n`,
+    );
+  };
+  return { info: line('info'), warn: line('warn'), error: line('error') };
+}
+
+export interface RunSidecarOptions {
+  env: Record<string, string | undefined>;
+  /** Build the forge (a third party's, say). @default GiteaForge from FORGE_GITEA_API and FORGE_TOKEN */
+  makeForge?: (env: SidecarEnv) => Forge;
+  logger?: SidecarLogger;
+}
+
+/** Start a sidecar from its environment, as the `bb-forge-sidecar` command does. */
+export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<RunningSidecar> {
+  const env = loadSidecarEnv(options.env);
+  registerSecret(env.FORGE_TOKEN);
+  const inner =
+    options.makeForge?.(env) ??
+    new GiteaForge({
+      baseUrl: env.FORGE_GITEA_API,
+      token: env.FORGE_TOKEN,
+      owner: env.FORGE_OWNER,
+      repo: env.FORGE_REPO,
+    });
+  const forge = new ScopedForge(inner, {
+    issue: env.FORGE_ISSUE_NUMBER,
+    prs: env.FORGE_PR_NUMBER ? [env.FORGE_PR_NUMBER] : [],
+    branch: env.BB_BRANCH,
+  });
+  const owner = env.BB_SOCKET_OWNER?.split(':').map(Number) as [number, number] | undefined;
+  return startSidecar({
+    forge,
+    socketPath: env.BB_SIDECAR_SOCKET,
+    opLog: new OpLog(env.BB_OPS_LOG),
+    queue: new QueueWriter(env.BB_QUEUE_DIR, env.BB_SLUG),
+    workspace: env.BB_WORKSPACE,
+    branch: env.BB_BRANCH,
+    socketOwner: owner ? { uid: owner[0], gid: owner[1] } : undefined,
+    logger: options.logger ?? stderrLogger(),
+  });
+}
+
+/** The `bb-forge-sidecar` command: run until SIGTERM or SIGINT, then shut down gracefully. */
+export async function sidecarMain(): Promise<void> {
+  const log = stderrLogger();
+  let running: RunningSidecar;
+  try {
+    running = await runSidecarFromEnv({ env: process.env, logger: log });
+  } catch (err) {
+    process.stderr.write(`bb-forge-sidecar: ${errorMessage(err)}\n`);
+    process.exit(err instanceof BbError && err.code === 'INVALID_INPUT' ? 2 : 1);
+  }
+  const stop = (signal: string) => {
+    log.info({ signal }, 'shutting down');
+    void running.close().then(() => process.exit(0));
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}

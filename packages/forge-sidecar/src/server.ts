@@ -1,0 +1,342 @@
+import { chmodSync, chownSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import { dirname } from 'node:path';
+import { BbError, errorMessage } from '@bb/errors';
+import type { ScopedForge } from '@bb/forge';
+import {
+  JSONRPCErrorException,
+  type JSONRPCRequest,
+  type JSONRPCResponse,
+  JSONRPCServer,
+} from 'json-rpc-2.0';
+import { ERROR_TABLE, toWireError } from './codes';
+import { callMethod, METHOD_NAMES, type MethodContext } from './methods';
+import type { OpLog } from './op-log';
+import { CheckinThrottle, type QueueWriter } from './queue';
+
+/** Where the sidecar writes its own diagnostics (never the token). */
+export interface SidecarLogger {
+  info(obj: Record<string, unknown>, msg: string): void;
+  warn(obj: Record<string, unknown>, msg: string): void;
+  error(obj: Record<string, unknown>, msg: string): void;
+}
+
+export interface SidecarOptions {
+  forge: ScopedForge;
+  socketPath: string;
+  opLog: OpLog;
+  queue: QueueWriter;
+  workspace: string;
+  branch: string;
+  /** uid/gid allowed to connect; the socket and its directory are given to them. */
+  socketOwner?: { uid: number; gid: number } | undefined;
+  /** At most one check-in event per this many ms (the latest always lands). @default 1000 */
+  checkinIntervalMs?: number;
+  /** Largest request body accepted. @default 1 MiB */
+  maxBodyBytes?: number;
+  logger?: SidecarLogger;
+}
+
+export interface RunningSidecar {
+  socketPath: string;
+  /** Stop accepting, let calls in flight finish, remove the socket. */
+  close(): Promise<void>;
+}
+
+const silent: SidecarLogger = { info() {}, warn() {}, error() {} };
+
+/** Start the forge sidecar: JSON-RPC 2.0 over HTTP (`POST /rpc`, `GET /healthz`) on a Unix socket. */
+export async function startSidecar(options: SidecarOptions): Promise<RunningSidecar> {
+  const log = options.logger ?? silent;
+  const maxBody = options.maxBodyBytes ?? 1024 * 1024;
+  const ctx: MethodContext = {
+    forge: options.forge,
+    opLog: options.opLog,
+    queue: options.queue,
+    checkins: new CheckinThrottle(options.queue, options.checkinIntervalMs ?? 1000),
+    workspace: options.workspace,
+    branch: options.branch,
+  };
+
+  const rpc = new JSONRPCServer({
+    errorListener: (message, data) => log.error({ err: errorMessage(data) }, message),
+  });
+  for (const name of METHOD_NAMES) {
+    rpc.addMethod(name, async (params: unknown) => {
+      try {
+        return (await callMethod(ctx, name, params)) ?? null;
+      } catch (err) {
+        const { wire, internal } = toWireError(err);
+        if (internal)
+          log.error(
+            { method: name, err: errorMessage(err), stack: (err as Error).stack },
+            'internal error in a sidecar method',
+          );
+        else log.info({ method: name, code: wire.data?.code }, 'call refused or failed');
+        throw new JSONRPCErrorException(wire.message, wire.code, wire.data);
+      }
+    });
+  }
+  rpc.mapErrorToJSONRPCErrorResponse = (id, error) => {
+    if (error instanceof JSONRPCErrorException)
+      return { jsonrpc: '2.0', id, error: error.toObject() };
+    return { jsonrpc: '2.0', id, error: toWireError(error).wire };
+  };
+
+  const handleOne = async (req: unknown): Promise<JSONRPCResponse | null> => {
+    if (!isRequestShape(req)) {
+      const id =
+        typeof req === 'object' && req !== null && isId((req as { id?: unknown }).id)
+          ? (req as { id: string | number | null }).id
+          : null;
+      return errorResponse(
+        id,
+        'INVALID_REQUEST',
+        'Invalid Request: expected {"jsonrpc":"2.0","method":string,"params"?,"id"?}',
+      );
+    }
+    if (!rpc.hasMethod(req.method)) {
+      if (req.id === undefined) return null;
+      return errorResponse(
+        req.id,
+        'METHOD_NOT_FOUND',
+        `Method not found: ${JSON.stringify(req.method).slice(0, 80)}; methods are ${METHOD_NAMES.join(', ')}`,
+      );
+    }
+    const res = (await rpc.receive(req)) as JSONRPCResponse | null;
+    return req.id === undefined ? null : res;
+  };
+
+  const inFlight = new Set<Promise<unknown>>();
+  const server: Server = createServer((req, res) => {
+    const p = handle(req, res).catch((err) => {
+      log.error({ err: errorMessage(err) }, 'request failed');
+      if (!res.headersSent) res.writeHead(500).end();
+      else res.destroy();
+    });
+    inFlight.add(p);
+    void p.finally(() => inFlight.delete(p));
+  });
+  // Slow or vanished clients must not hold the sidecar.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 120_000;
+  server.keepAliveTimeout = 5_000;
+  server.on('clientError', (_err, socket) => socket.destroy());
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method === 'GET' && path === '/healthz') {
+      return json(res, 200, { ok: true, issue: options.forge.issue, scope: options.forge.scope });
+    }
+    if (path !== '/rpc')
+      return json(res, 404, { error: 'not found: use POST /rpc or GET /healthz' });
+    if (req.method !== 'POST') return json(res, 405, { error: 'use POST /rpc' });
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > maxBody) {
+      res.writeHead(413, { connection: 'close', 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify(
+          errorResponse(null, 'INVALID_REQUEST', `request body over ${maxBody} bytes`),
+        ),
+      );
+      req.destroy();
+      return;
+    }
+    const raw = await readBody(req, maxBody);
+    if (raw === 'too-large') {
+      res.writeHead(413, { connection: 'close', 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify(
+          errorResponse(null, 'INVALID_REQUEST', `request body over ${maxBody} bytes`),
+        ),
+      );
+      req.destroy();
+      return;
+    }
+    if (raw === 'aborted') return;
+    let payload: unknown;
+    try {
+      payload = JSON.parse(raw.toString('utf8'));
+    } catch {
+      return json(
+        res,
+        200,
+        errorResponse(null, 'PARSE_ERROR', 'Parse error: the body is not valid JSON'),
+      );
+    }
+    if (Array.isArray(payload)) {
+      if (payload.length === 0)
+        return json(
+          res,
+          200,
+          errorResponse(null, 'INVALID_REQUEST', 'Invalid Request: empty batch'),
+        );
+      if (payload.length > 100)
+        return json(
+          res,
+          200,
+          errorResponse(null, 'INVALID_REQUEST', 'Invalid Request: batches hold at most 100 calls'),
+        );
+      const out = (await Promise.all(payload.map(handleOne))).filter(
+        (r): r is JSONRPCResponse => r !== null,
+      );
+      if (out.length === 0) return end(res, 204);
+      return json(res, 200, out);
+    }
+    const one = await handleOne(payload);
+    if (one === null) return end(res, 204);
+    return json(res, 200, one);
+  }
+
+  await prepareSocket(options.socketPath, options.socketOwner);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.socketPath, () => resolve());
+  });
+  chmodSync(options.socketPath, 0o600);
+  if (options.socketOwner)
+    chownSync(options.socketPath, options.socketOwner.uid, options.socketOwner.gid);
+  log.info({ socket: options.socketPath, issue: options.forge.issue }, 'forge sidecar listening');
+
+  let closing: Promise<void> | undefined;
+  return {
+    socketPath: options.socketPath,
+    close: () => {
+      closing ??= (async () => {
+        const closed = new Promise<void>((r) => server.close(() => r()));
+        server.closeIdleConnections();
+        await Promise.allSettled([...inFlight]);
+        server.closeAllConnections();
+        await closed;
+        try {
+          unlinkSync(options.socketPath);
+        } catch {
+          // already gone
+        }
+        ctx.checkins.flush();
+        options.opLog.sync();
+        log.info({}, 'forge sidecar stopped');
+      })();
+      return closing;
+    },
+  };
+}
+
+function isId(v: unknown): v is string | number | null {
+  return v === null || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
+}
+
+function isRequestShape(v: unknown): v is JSONRPCRequest {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  const r = v as Record<string, unknown>;
+  return (
+    r['jsonrpc'] === '2.0' &&
+    typeof r['method'] === 'string' &&
+    (r['id'] === undefined || isId(r['id'])) &&
+    (r['params'] === undefined || (typeof r['params'] === 'object' && r['params'] !== null))
+  );
+}
+
+function errorResponse(
+  id: string | number | null,
+  code: keyof typeof ERROR_TABLE,
+  message: string,
+): JSONRPCResponse {
+  const entry = ERROR_TABLE[code];
+  return {
+    jsonrpc: '2.0',
+    id,
+    error: { code: entry.wire, message, data: { code, kind: entry.kind } },
+  };
+}
+
+function json(res: ServerResponse, status: number, value: unknown): void {
+  const text = JSON.stringify(value);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+function end(res: ServerResponse, status: number): void {
+  res.writeHead(status).end();
+}
+
+function readBody(req: IncomingMessage, max: number): Promise<Buffer | 'too-large' | 'aborted'> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    req.on('data', (c: Buffer) => {
+      if (done) return;
+      size += c.length;
+      if (size > max) {
+        done = true;
+        resolve('too-large');
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => {
+      if (!done) {
+        done = true;
+        resolve(Buffer.concat(chunks));
+      }
+    });
+    req.on('error', () => {
+      if (!done) {
+        done = true;
+        resolve('aborted');
+      }
+    });
+    req.on('aborted', () => {
+      if (!done) {
+        done = true;
+        resolve('aborted');
+      }
+    });
+  });
+}
+
+/** Make the socket's directory (0700), and clear a stale socket, refusing a live one. */
+async function prepareSocket(
+  socketPath: string,
+  owner?: { uid: number; gid: number },
+): Promise<void> {
+  const dir = dirname(socketPath);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
+  if (owner) chownSync(dir, owner.uid, owner.gid);
+  let st: ReturnType<typeof lstatSync> | undefined;
+  try {
+    st = lstatSync(socketPath);
+  } catch {
+    return;
+  }
+  if (!st.isSocket()) {
+    throw new BbError(
+      'INVALID_INPUT',
+      `${socketPath} exists and is not a socket; not removing it. Choose another BB_SIDECAR_SOCKET.`,
+    );
+  }
+  // A socket left by a dead sidecar refuses connections; a live one accepts them.
+  const live = await new Promise<boolean>((resolve) => {
+    const s = connect(socketPath);
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+  if (live) {
+    throw new BbError(
+      'CONFLICT',
+      `another process is serving ${socketPath}; stop it or choose another BB_SIDECAR_SOCKET`,
+    );
+  }
+  unlinkSync(socketPath);
+}
+
+export { ERROR_TABLE };

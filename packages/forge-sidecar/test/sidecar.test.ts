@@ -1,0 +1,459 @@
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { isBbError } from '@bb/errors';
+import { closeGiteaPools } from '@bb/forge';
+import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { verifyOpLogFile } from '../src/op-log';
+import { type QueueEvent, QueueReader } from '../src/queue';
+import { startSidecar } from '../src/server';
+import { ALICE, type Harness, rawPost, startHarness, TOKEN } from './harness';
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+afterAll(() => closeGiteaPools());
+
+const writes = (x: Harness) => x.exchanges.filter((e) => e.method !== 'GET').length;
+async function drain(x: Harness): Promise<QueueEvent[]> {
+  const events: QueueEvent[] = [];
+  await new QueueReader(x.env['BB_QUEUE_DIR']!).drain((e) => {
+    events.push(e);
+  });
+  return events;
+}
+
+describe('forge sidecar methods against the Gitea-compatible test server', () => {
+  it('reads anywhere: issues, PRs, comments', async () => {
+    h = await startHarness();
+    expect((await h.client.readIssue(1)).title).toBe('Widget export drops trailing newline');
+    expect((await h.client.readIssue(2)).title).toBe('Someone else’s issue');
+    h.server.comment('alice', 'acme/widgets', 2, 'a comment elsewhere');
+    expect((await h.client.readComments(2)).map((c) => c.body)).toEqual(['a comment elsewhere']);
+    const err = await h.client.readPr(1).catch((e) => e);
+    expect(err.code).toBe('NOT_FOUND');
+    expect(err.data.wireCode).toBe(-32002);
+    expect(err.data.kind).toBe('not_found');
+  });
+
+  it('writes only to the assigned issue; a refused write makes no forge request and is logged', async () => {
+    h = await startHarness();
+    const c = await h.client.postComment(1, 'Working on it.');
+    expect(c.author.login).toBe('bb-claude');
+    expect(h.server.issue('acme/widgets', 1).comments.map((x) => x.body)).toEqual([
+      'Working on it.',
+    ]);
+    const before = writes(h);
+    const requestsBefore = h.exchanges.length;
+    const denied = await h.client.postComment(2, 'sneaky').catch((e) => e);
+    expect(denied.code).toBe('SCOPE_DENIED');
+    expect(denied.data.kind).toBe('scope_denied');
+    const undescribed = await h.client.updateDescription(2, 'x').catch((e) => e);
+    expect(undescribed.code).toBe('SCOPE_DENIED');
+    expect(writes(h)).toBe(before);
+    expect(h.exchanges.length).toBe(requestsBefore);
+    const log = verifyOpLogFile(h.env['BB_OPS_LOG']!);
+    expect(log.ok).toBe(true);
+    expect(log.entries.map((e) => [e.method, e.target, e.outcome])).toEqual([
+      ['post_comment', '#1', 'ok'],
+      ['post_comment', '#2', 'rejected'],
+      ['update_description', '#2', 'rejected'],
+    ]);
+    expect(log.entries[0]!.summary).toBe('posted comment to #1 (14 chars)');
+    expect(log.entries[1]!.reason).toMatch(/may write only to issue #1/);
+  });
+
+  it('open_pr pushes the workspace HEAD to the bottle branch, opens the PR for the issue, and adds it to the scope', async () => {
+    h = await startHarness();
+    writeFileSync(join(h.workspace, 'fix.txt'), 'fixed\n');
+    await h.git('add', 'fix.txt');
+    await h.git('commit', '-q', '-m', 'Fix the export');
+    const head = await h.git('rev-parse', 'HEAD');
+    const pr = await h.client.openPr({ title: 'Fix widget export', body: 'Keeps the newline.' });
+    expect(pr.head).toEqual({ ref: 'bb/implementer-1', sha: head });
+    expect(pr.base.ref).toBe('main');
+    expect(pr.body).toBe('Keeps the newline.\n\nFixes #1');
+    await h.client.postComment(pr.number, 'Ready for review.');
+    await h.client.updateDescription(pr.number, 'Keeps the newline. Fixes #1');
+    expect((await h.client.health()).scope).toEqual([1, pr.number]);
+    const events = await drain(h);
+    const op = events.find((e) => e.type === 'op' && e.data['method'] === 'open_pr');
+    expect(op?.data).toMatchObject({ prNumber: pr.number, sha: head, base: 'main' });
+  });
+
+  it('push never overwrites commits it does not have', async () => {
+    h = await startHarness();
+    writeFileSync(join(h.workspace, 'a.txt'), 'a\n');
+    await h.git('add', 'a.txt');
+    await h.git('commit', '-q', '-m', 'a');
+    const first = await h.client.push();
+    expect(
+      await h.server.git.branchSha(h.server.repos.get('acme/widgets')!.gitDir, 'bb/implementer-1'),
+    ).toBe(first.sha);
+    // Someone else pushes to the branch (asynchronously: the server is in this process).
+    const { execFile } = await import('node:child_process');
+    const { promisify } = await import('node:util');
+    const run = promisify(execFile);
+    const other = join(h.dir, 'other');
+    const env = { ...process.env, HOME: h.dir };
+    await run(
+      'git',
+      ['clone', '-q', '-b', 'bb/implementer-1', h.server.cloneUrl('acme/widgets'), other],
+      { env },
+    );
+    writeFileSync(join(other, 'theirs.txt'), 'theirs\n');
+    await run('git', ['-C', other, 'add', '.'], { env });
+    await run(
+      'git',
+      ['-C', other, '-c', 'user.name=A', '-c', 'user.email=a@x', 'commit', '-qm', 'theirs'],
+      { env },
+    );
+    await run(
+      'git',
+      [
+        '-C',
+        other,
+        '-c',
+        `http.extraHeader=Authorization: token ${ALICE}`,
+        'push',
+        '-q',
+        'origin',
+        'bb/implementer-1',
+      ],
+      { env },
+    );
+    const theirs = await h.server.git.branchSha(
+      h.server.repos.get('acme/widgets')!.gitDir,
+      'bb/implementer-1',
+    );
+    writeFileSync(join(h.workspace, 'b.txt'), 'b\n');
+    await h.git('add', 'b.txt');
+    await h.git('commit', '-q', '-m', 'b');
+    const err = await h.client.push().catch((e) => e);
+    expect(err.code).toBe('CONFLICT');
+    expect(err.message).toMatch(/not overwritten/);
+    expect(
+      await h.server.git.branchSha(h.server.repos.get('acme/widgets')!.gitDir, 'bb/implementer-1'),
+    ).toBe(theirs);
+  });
+
+  it('signal_done is relayed to the queue, and check-ins carry the op log head', async () => {
+    h = await startHarness();
+    await h.client.readIssue(1);
+    await h.client.postComment(2, 'no').catch(() => {});
+    await h.client.signalDone('success', 'Opened nothing, said hello.');
+    await h.sidecar.close(); // flushes the latest check-in
+    const events = await drain(h);
+    const done = events.filter((e) => e.type === 'done');
+    expect(done.map((e) => e.data)).toEqual([
+      { status: 'success', summary: 'Opened nothing, said hello.' },
+    ]);
+    const checkins = events.filter((e) => e.type === 'checkin');
+    // A burst of calls is coalesced; the first and the latest always land.
+    expect(checkins[0]!.data).toMatchObject({ method: 'read_issue', opLogSeq: 1 });
+    expect(checkins.at(-1)!.data).toMatchObject({ method: 'signal_done', opLogSeq: 3 });
+    const head = { hash: checkins.at(-1)!.data['opLogHead'] as string, seq: 3 };
+    expect(verifyOpLogFile(h.env['BB_OPS_LOG']!, head).ok).toBe(true);
+    expect(events.every((e) => e.slug === 'implementer-abcde')).toBe(true);
+    expect(new Set(events.map((e) => e.id)).size).toBe(events.length);
+  });
+
+  it('reports a forge that is down as forge_unavailable', async () => {
+    // Port 1 on loopback: nothing listens there, so every connection is refused.
+    const port = 1;
+    h = await startHarness({ env: { FORGE_GITEA_API: `http://127.0.0.1:${port}/api/v1` } });
+    const err = await h.client.readIssue(1).catch((e) => e);
+    expect(err.code, String(err)).toBe('FORGE_UNAVAILABLE');
+    expect(err.data.kind).toBe('forge_unavailable');
+  }, 30_000);
+});
+
+describe('forge sidecar wire protocol and bad input', () => {
+  const rpc = (x: Harness, body: unknown) =>
+    rawPost(x.env['BB_SIDECAR_SOCKET']!, typeof body === 'string' ? body : JSON.stringify(body));
+
+  it('answers parse errors, invalid requests and unknown methods with the standard codes', async () => {
+    h = await startHarness();
+    const parse = JSON.parse((await rpc(h, '{"jsonrpc": "2.0", "method": ')).text);
+    expect(parse).toMatchObject({
+      id: null,
+      error: { code: -32700, data: { code: 'PARSE_ERROR' } },
+    });
+    const invalid = JSON.parse(
+      (await rpc(h, { jsonrpc: '1.0', method: 'read_issue', id: 3 })).text,
+    );
+    expect(invalid).toMatchObject({ id: 3, error: { code: -32600 } });
+    const unknown = JSON.parse(
+      (await rpc(h, { jsonrpc: '2.0', method: 'delete_repo', id: 'x' })).text,
+    );
+    expect(unknown).toMatchObject({
+      id: 'x',
+      error: { code: -32601, data: { kind: 'method_not_found' } },
+    });
+    expect(JSON.parse((await rpc(h, [])).text)).toMatchObject({ error: { code: -32600 } });
+  });
+
+  it('rejects numbers as strings, negative and huge numbers, and extra fields with -32602 and the issues', async () => {
+    h = await startHarness();
+    for (const params of [
+      { number: '1' },
+      { number: -1 },
+      { number: 1e12 },
+      { number: 1.5 },
+      { number: 1, extra: true },
+      {},
+    ]) {
+      const res = JSON.parse(
+        (await rpc(h, { jsonrpc: '2.0', method: 'read_issue', params, id: 1 })).text,
+      );
+      expect(res.error.code, JSON.stringify(params)).toBe(-32602);
+      expect(res.error.data.kind).toBe('invalid_params');
+      expect(Array.isArray(res.error.data.details)).toBe(true);
+    }
+    const done = JSON.parse(
+      (
+        await rpc(h, {
+          jsonrpc: '2.0',
+          method: 'signal_done',
+          params: { status: 'great', summary: 'x' },
+          id: 2,
+        })
+      ).text,
+    );
+    expect(done.error.message).toMatch(/status must be success, failure or blocked/);
+    // Still serving.
+    expect((await h.client.readIssue(1)).number).toBe(1);
+  });
+
+  it('handles batches and notifications as JSON-RPC 2.0 says', async () => {
+    h = await startHarness();
+    const batch = JSON.parse(
+      (
+        await rpc(h, [
+          { jsonrpc: '2.0', method: 'read_issue', params: { number: 1 }, id: 1 },
+          { jsonrpc: '2.0', method: 'read_issue', params: { number: 1 } },
+          { jsonrpc: '2.0', method: 'nope', id: 2 },
+          42,
+        ])
+      ).text,
+    );
+    expect(Array.isArray(batch)).toBe(true);
+    expect(batch.map((r: { id: unknown }) => r.id)).toEqual([1, 2, null]);
+    // A batch with one answer is still an array.
+    const one = JSON.parse(
+      (await rpc(h, [{ jsonrpc: '2.0', method: 'read_issue', params: { number: 1 }, id: 7 }])).text,
+    );
+    expect(Array.isArray(one)).toBe(true);
+    const note = await rpc(h, { jsonrpc: '2.0', method: 'read_issue', params: { number: 1 } });
+    expect(note.status).toBe(204);
+    expect(
+      (await rpc(h, [{ jsonrpc: '2.0', method: 'read_issue', params: { number: 1 } }])).status,
+    ).toBe(204);
+  });
+
+  it('refuses bodies over 1 MiB with 413 and keeps serving; survives clients that vanish', async () => {
+    h = await startHarness();
+    const big = await rawPost(
+      h.env['BB_SIDECAR_SOCKET']!,
+      JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'post_comment',
+        params: { number: 1, body: 'x'.repeat(1.1 * 1024 * 1024) },
+        id: 1,
+      }),
+    );
+    expect(big.status).toBe(413);
+    const { connect } = await import('node:net');
+    for (let i = 0; i < 5; i++) {
+      const s = connect(h.env['BB_SIDECAR_SOCKET']!);
+      await new Promise<void>((r) => s.on('connect', () => r()));
+      s.write(
+        'POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"jsonrpc":',
+      );
+      s.destroy();
+    }
+    expect((await h.client.readIssue(1)).number).toBe(1);
+  });
+
+  it('hides internal errors behind -32603 and logs them in full on the server', async () => {
+    class Exploding extends MemoryForge {
+      override async readIssue(): Promise<never> {
+        throw new Error('database password is hunter2, stack at /srv/x.js');
+      }
+    }
+    h = await startHarness({
+      makeForge: () =>
+        new Exploding({
+          owner: 'acme',
+          repo: 'widgets',
+          as: 'bb-claude',
+          world: new MemoryForgeWorld(),
+        }),
+    });
+    const res = JSON.parse(
+      (await rpc(h, { jsonrpc: '2.0', method: 'read_issue', params: { number: 1 }, id: 1 })).text,
+    );
+    expect(res.error).toEqual({
+      code: -32603,
+      message: 'Internal error',
+      data: { code: 'INTERNAL', kind: 'internal' },
+    });
+    expect(h.logs.join('\n')).toContain('hunter2');
+  });
+});
+
+describe('forge sidecar socket, shutdown and configuration', () => {
+  it('serves on a 0600 socket in a 0700 directory', async () => {
+    h = await startHarness();
+    expect(statSync(h.env['BB_SIDECAR_SOCKET']!).mode & 0o777).toBe(0o600);
+    expect(statSync(join(h.dir, 'sock')).mode & 0o777).toBe(0o700);
+    expect(await h.client.health()).toMatchObject({ ok: true, issue: 1 });
+  });
+
+  it('replaces a stale socket, refuses a live one, and never deletes a file that is not a socket', async () => {
+    h = await startHarness();
+    const forge = new MemoryForge({ owner: 'a', repo: 'b', as: 'c' });
+    const { ScopedForge } = await import('@bb/forge');
+    const { OpLog } = await import('../src/op-log');
+    const { QueueWriter } = await import('../src/queue');
+    const base = {
+      forge: new ScopedForge(forge, { issue: 1 }),
+      opLog: new OpLog(join(h.dir, 'o2.jsonl')),
+      queue: new QueueWriter(join(h.dir, 'q2')),
+      workspace: h.workspace,
+      branch: 'b',
+    };
+    const live = await startSidecar({ ...base, socketPath: h.env['BB_SIDECAR_SOCKET']! }).catch(
+      (e) => e,
+    );
+    expect(isBbError(live, 'CONFLICT')).toBe(true);
+    // A stale socket: a listener that died without cleaning up.
+    const stalePath = join(h.dir, 'stale', 'forge.sock');
+    mkdirSync(join(h.dir, 'stale'));
+    const dead = createServer();
+    await new Promise<void>((r) => dead.listen(stalePath, r));
+    // Closing a node server unlinks its socket; simulate a crash by re-creating the file.
+    await new Promise<void>((r) => dead.close(() => r()));
+    const { spawnSync } = await import('node:child_process');
+    spawnSync(process.execPath, [
+      '-e',
+      `const s=require('net').createServer().listen(${JSON.stringify(stalePath)},()=>process.exit(0))`,
+    ]);
+    expect(existsSync(stalePath)).toBe(true);
+    const replaced = await startSidecar({ ...base, socketPath: stalePath });
+    await replaced.close();
+    const filePath = join(h.dir, 'notasocket');
+    writeFileSync(filePath, 'precious');
+    const refused = await startSidecar({ ...base, socketPath: filePath }).catch((e) => e);
+    expect(isBbError(refused, 'INVALID_INPUT')).toBe(true);
+    expect(readFileSync(filePath, 'utf8')).toBe('precious');
+  });
+
+  it('finishes calls in flight on shutdown, then removes its socket', async () => {
+    class Slow extends MemoryForge {
+      override async readIssue(n: number) {
+        await new Promise((r) => setTimeout(r, 300));
+        return super.readIssue(n);
+      }
+    }
+    const world = new MemoryForgeWorld();
+    world.addIssue('acme', 'widgets', { title: 'slow one', author: 'alice' });
+    h = await startHarness({
+      makeForge: () => new Slow({ owner: 'acme', repo: 'widgets', as: 'bb-claude', world }),
+    });
+    const pending = h.client.readIssue(1);
+    await new Promise((r) => setTimeout(r, 50));
+    const closing = h.sidecar.close();
+    expect((await pending).title).toBe('slow one');
+    await closing;
+    expect(existsSync(h.env['BB_SIDECAR_SOCKET']!)).toBe(false);
+  });
+
+  it('names every bad configuration value at once', async () => {
+    const { loadSidecarEnv } = await import('../src/config');
+    let err: unknown;
+    try {
+      loadSidecarEnv({
+        FORGE_GITEA_API: 'not a url',
+        FORGE_ISSUE_NUMBER: '-3',
+        FORGE_PR_NUMBER: 'x',
+        FORGE_TOKEN: TOKEN,
+        BB_SIDECAR_SOCKET: 'relative.sock',
+        BB_BRANCH: '../evil',
+      });
+    } catch (e) {
+      err = e;
+    }
+    const msg = (err as Error).message;
+    for (const part of [
+      'FORGE_GITEA_API',
+      'FORGE_OWNER is required',
+      'FORGE_ISSUE_NUMBER must be a positive whole number',
+      'FORGE_PR_NUMBER must be empty',
+      'BB_SIDECAR_SOCKET must be an absolute path',
+      'BB_BRANCH',
+    ]) {
+      expect(msg).toContain(part);
+    }
+    expect(msg).not.toContain(TOKEN);
+  });
+});
+
+describe('the forge token', () => {
+  it('appears nowhere: not in responses, the op log, the queue, the logs, or any git argv', async () => {
+    // A git on PATH that records its argv and environment keys, then runs the real git.
+    const { mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const shim = mkdtempSync(join(tmpdir(), 'bb-gitshim-'));
+    const record = join(shim, 'argv.log');
+    const realGit = (await import('node:child_process'))
+      .execFileSync('sh', ['-c', 'command -v git'])
+      .toString()
+      .trim();
+    writeFileSync(
+      join(shim, 'git'),
+      `#!/bin/sh\nprintf '%s\\n' "$*" >> ${record}\nexec ${realGit} "$@"\n`,
+    );
+    chmodSync(join(shim, 'git'), 0o755);
+    const oldPath = process.env['PATH'];
+    process.env['PATH'] = `${shim}:${oldPath}`;
+    try {
+      h = await startHarness();
+      const answers: string[] = [];
+      const note = (v: unknown) => answers.push(JSON.stringify(v));
+      note(await h.client.readIssue(1));
+      note(await h.client.postComment(1, 'hello'));
+      note(await h.client.postComment(2, 'no').catch((e) => e));
+      writeFileSync(join(h.workspace, 'x.txt'), 'x\n');
+      await h.git('add', 'x.txt');
+      await h.git('commit', '-q', '-m', 'x');
+      note(await h.client.openPr({ title: 'x', body: '' }));
+      note(await h.client.push().catch((e) => e));
+      note(await h.client.readPr(999).catch((e) => e));
+      note(await h.client.signalDone('success', 'done'));
+      const q = h.env['BB_QUEUE_DIR']!;
+      const everything = [
+        ...answers,
+        readFileSync(h.env['BB_OPS_LOG']!, 'utf8'),
+        ...readdirSync(q).map((f) => readFileSync(join(q, f), 'utf8')),
+        h.logs.join('\n'),
+        readFileSync(record, 'utf8'),
+      ].join('\n');
+      expect(readFileSync(record, 'utf8')).toMatch(/push --porcelain http/);
+      expect(everything).not.toContain(TOKEN);
+    } finally {
+      process.env['PATH'] = oldPath;
+    }
+  });
+});

@@ -133,27 +133,16 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
       return json(res, 404, { error: 'not found: use POST /rpc or GET /healthz' });
     if (req.method !== 'POST') return json(res, 405, { error: 'use POST /rpc' });
     const declared = Number(req.headers['content-length'] ?? 0);
-    if (declared > maxBody) {
+    const tooLarge = () => {
       res.writeHead(413, { connection: 'close', 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify(
-          errorResponse(null, 'INVALID_REQUEST', `request body over ${maxBody} bytes`),
-        ),
-      );
+      const msg = `request body over ${maxBody} bytes`;
+      res.end(JSON.stringify(errorResponse(null, 'INVALID_REQUEST', msg)));
       req.destroy();
-      return;
-    }
+    };
+    // Refuse a declared oversize body before reading any of it.
+    if (declared > maxBody) return tooLarge();
     const raw = await readBody(req, maxBody);
-    if (raw === 'too-large') {
-      res.writeHead(413, { connection: 'close', 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify(
-          errorResponse(null, 'INVALID_REQUEST', `request body over ${maxBody} bytes`),
-        ),
-      );
-      req.destroy();
-      return;
-    }
+    if (raw === 'too-large') return tooLarge();
     if (raw === 'aborted') return;
     let payload: unknown;
     try {

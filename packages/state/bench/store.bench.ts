@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { reportBench } from '@bb/tooling/bench';
 import Database from 'better-sqlite3';
 import { SqliteForgeStateStore, STATE_MIGRATIONS, STATE_SQL } from '../src/index';
+import { stateToRow } from '../src/sqlite-store';
 import { sampleState } from '../src/testing-data';
 
 const N = 20_000;
@@ -22,23 +23,7 @@ function opsPerSec(fn: () => void): number {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const states = Array.from({ length: N }, (_, i) => sampleState(i + 1, { slug: `s-${i + 1}` }));
-const rows = states.map((s) => ({
-  owner: s.owner,
-  repo: s.repo,
-  issue_number: s.issueNumber,
-  slug: s.slug,
-  agent_name: s.agentName,
-  bottle_names: JSON.stringify(s.bottleNames),
-  backend_name: s.backendName,
-  agent_git_user: s.agentGitUser,
-  pr_number: s.prNumber,
-  status: s.status,
-  last_checkin_at: s.lastCheckinAt,
-  session_id: s.sessionId,
-  cwd: s.cwd,
-  created_at: s.createdAt,
-  updated_at: s.updatedAt,
-}));
+const rows = states.map(stateToRow);
 
 const store = new SqliteForgeStateStore({ path: join(dir, 'ours.db') });
 const raw = new Database(join(dir, 'raw.db'));

@@ -1,0 +1,91 @@
+/**
+ * What a backend runs. Plain data: no Docker (or Kubernetes) types, so any
+ * backend can take it.
+ */
+export interface BottleSpec {
+  /** A unique name, e.g. `bb-implementer-k3x9q-agent`. */
+  name: string;
+  image: string;
+  cmd: string[];
+  env?: Record<string, string>;
+  /** `uid:gid`. @default the image's user */
+  user?: string;
+  workdir?: string;
+  /** Always include `bb.slug` and `bb.role`; the backend adds `bb.version`. */
+  labels: Record<string, string>;
+  mounts?: Array<{ source: string; target: string; readOnly?: boolean }>;
+  /** Writable scratch filesystems, e.g. `{ '/tmp': 'size=64m' }`. */
+  tmpfs?: Record<string, string>;
+  /** `none`: no network at all (agents). `host`: the host's network (sidecars that reach the forge). */
+  network: 'none' | 'host';
+  readOnlyRootfs?: boolean;
+  resources?: { memoryBytes?: number; pidsLimit?: number; cpus?: number };
+  /** Drop every capability and forbid privilege escalation. @default true */
+  harden?: boolean;
+}
+
+export type BottleState = 'created' | 'running' | 'paused' | 'exited';
+
+/** What a backend reports about a bottle. */
+export interface BottleInfo {
+  id: string;
+  name: string;
+  image: string;
+  state: BottleState;
+  exitCode: number | null;
+  /** Killed for using more memory than its limit. */
+  oomKilled: boolean;
+  labels: Record<string, string>;
+  /** The isolation actually applied, as the backend reads it back. */
+  isolation: {
+    network: string;
+    capDrop: string[];
+    noNewPrivileges: boolean;
+    readOnlyRootfs: boolean;
+    user: string;
+    pidsLimit: number | null;
+    memoryBytes: number | null;
+  };
+}
+
+export interface WaitResult {
+  exitCode: number;
+  oomKilled: boolean;
+}
+
+/**
+ * Where bottles run. Implementations must pass `describeBackendConformance`
+ * from `@bb/headless/testing`. Errors are `BbError`s: `NOT_FOUND` (no such
+ * bottle or image), `CONFLICT` (name taken), `BACKEND_UNAVAILABLE` (the engine
+ * does not answer), `INVALID_INPUT`.
+ */
+export interface Backend {
+  /** `docker`, `local`, ... */
+  readonly name: string;
+  /** Whether this backend isolates bottles (the local one does not). */
+  readonly isolates: boolean;
+  /** Throw `NOT_FOUND` with the fix when the image is not available. */
+  ensureImage(image: string): Promise<void>;
+  /** Create a bottle (not started). Returns its id. */
+  create(spec: BottleSpec): Promise<string>;
+  start(id: string): Promise<void>;
+  /** Wait for the bottle's process to exit. */
+  wait(id: string): Promise<WaitResult>;
+  /** Ask the process to stop, then kill it after `timeoutMs`. */
+  stop(id: string, timeoutMs?: number): Promise<void>;
+  /** Suspend every process of the bottle, keeping its memory. */
+  freeze(id: string): Promise<void>;
+  /** Resume a frozen bottle. */
+  rehydrate(id: string): Promise<void>;
+  /** Remove the bottle and everything the backend made for it. Idempotent. */
+  destroy(id: string): Promise<void>;
+  /** Bottles whose labels include all of `labels`. */
+  list(labels: Record<string, string>): Promise<BottleInfo[]>;
+  /** The bottle, or `undefined` when it does not exist. */
+  inspect(id: string): Promise<BottleInfo | undefined>;
+  /** What the bottle's process wrote to stdout and stderr. */
+  logs(id: string): Promise<string>;
+}
+
+/** The label every bottle carries with the bot-bottle version that made it. */
+export const VERSION_LABEL = 'bb.version';

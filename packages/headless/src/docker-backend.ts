@@ -1,0 +1,243 @@
+import { BbError, isBbError } from '@bb/errors';
+import Docker from 'dockerode';
+import pkg from '../package.json' with { type: 'json' };
+import {
+  type Backend,
+  type BottleInfo,
+  type BottleSpec,
+  type BottleState,
+  VERSION_LABEL,
+  type WaitResult,
+} from './backend';
+
+export interface DockerBackendOptions {
+  /** A dockerode client to use. @default one from DOCKER_HOST (or the local socket) */
+  docker?: Docker;
+}
+
+const NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
+
+/**
+ * Bottles as Docker containers (through dockerode). Agents run with no network,
+ * every capability dropped, no privilege escalation, a read-only root
+ * filesystem, pids and memory limits; all of it read back by `inspect`.
+ */
+export class DockerBackend implements Backend {
+  readonly name = 'docker';
+  readonly isolates = true;
+  readonly #docker: Docker;
+
+  constructor(options: DockerBackendOptions = {}) {
+    this.#docker = options.docker ?? new Docker();
+  }
+
+  async ensureImage(image: string): Promise<void> {
+    try {
+      await this.#docker.getImage(image).inspect();
+    } catch (err) {
+      throw this.#error(err, `image ${image}`, {
+        notFound: `image ${image} is not on this Docker engine: build it (scripts/build-base-image.sh builds bb-base) or pull it`,
+      });
+    }
+  }
+
+  async create(spec: BottleSpec): Promise<string> {
+    if (!NAME.test(spec.name))
+      throw new BbError(
+        'INVALID_INPUT',
+        `bottle name ${JSON.stringify(spec.name)} is not a valid container name`,
+      );
+    if (!spec.labels['bb.slug'] || !spec.labels['bb.role']) {
+      throw new BbError(
+        'INVALID_INPUT',
+        `bottle ${spec.name} needs the labels bb.slug and bb.role`,
+      );
+    }
+    await this.ensureImage(spec.image);
+    const harden = spec.harden ?? true;
+    try {
+      const c = await this.#docker.createContainer({
+        name: spec.name,
+        Image: spec.image,
+        Cmd: spec.cmd,
+        Env: Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${v}`),
+        ...(spec.user ? { User: spec.user } : {}),
+        ...(spec.workdir ? { WorkingDir: spec.workdir } : {}),
+        Labels: { ...spec.labels, [VERSION_LABEL]: pkg.version },
+        HostConfig: {
+          NetworkMode: spec.network,
+          Binds: (spec.mounts ?? []).map(
+            (m) => `${m.source}:${m.target}${m.readOnly ? ':ro' : ''}`,
+          ),
+          Tmpfs: spec.tmpfs ?? {},
+          ReadonlyRootfs: spec.readOnlyRootfs ?? false,
+          ...(harden ? { CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] } : {}),
+          ...(spec.resources?.memoryBytes
+            ? { Memory: spec.resources.memoryBytes, MemorySwap: spec.resources.memoryBytes }
+            : {}),
+          ...(spec.resources?.pidsLimit ? { PidsLimit: spec.resources.pidsLimit } : {}),
+          ...(spec.resources?.cpus ? { NanoCpus: Math.round(spec.resources.cpus * 1e9) } : {}),
+        },
+      });
+      return c.id;
+    } catch (err) {
+      throw this.#error(err, `bottle ${spec.name}`, {
+        conflict: `a bottle named ${spec.name} already exists; destroy it or choose another slug`,
+      });
+    }
+  }
+
+  async start(id: string): Promise<void> {
+    await this.#call(id, (c) => c.start());
+  }
+
+  async wait(id: string): Promise<WaitResult> {
+    const res = (await this.#call(id, (c) => c.wait())) as { StatusCode: number };
+    const info = await this.inspect(id);
+    return { exitCode: res.StatusCode, oomKilled: info?.oomKilled ?? false };
+  }
+
+  async stop(id: string, timeoutMs = 10_000): Promise<void> {
+    try {
+      await this.#call(id, (c) => c.stop({ t: Math.ceil(timeoutMs / 1000) }));
+    } catch (err) {
+      // 304: already stopped.
+      if ((err as { cause?: { statusCode?: number } }).cause?.statusCode !== 304) throw err;
+    }
+  }
+
+  async freeze(id: string): Promise<void> {
+    await this.#call(id, (c) => c.pause());
+  }
+
+  async rehydrate(id: string): Promise<void> {
+    await this.#call(id, (c) => c.unpause());
+  }
+
+  async destroy(id: string): Promise<void> {
+    try {
+      await this.#call(id, (c) => c.remove({ force: true, v: true }));
+    } catch (err) {
+      if (!isBbError(err, 'NOT_FOUND')) throw err;
+    }
+  }
+
+  async list(labels: Record<string, string>): Promise<BottleInfo[]> {
+    let found: Docker.ContainerInfo[];
+    try {
+      found = await this.#docker.listContainers({
+        all: true,
+        filters: { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
+      });
+    } catch (err) {
+      throw this.#error(err, 'containers', {});
+    }
+    const out: BottleInfo[] = [];
+    for (const c of found) {
+      const info = await this.inspect(c.Id);
+      if (info) out.push(info);
+    }
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  async inspect(id: string): Promise<BottleInfo | undefined> {
+    let i: Docker.ContainerInspectInfo;
+    try {
+      i = await this.#docker.getContainer(id).inspect();
+    } catch (err) {
+      const e = this.#error(err, `bottle ${id}`, {});
+      if (isBbError(e, 'NOT_FOUND')) return undefined;
+      throw e;
+    }
+    const s = i.State;
+    const state: BottleState = s.Paused
+      ? 'paused'
+      : s.Running
+        ? 'running'
+        : s.Status === 'created'
+          ? 'created'
+          : 'exited';
+    return {
+      id: i.Id,
+      name: i.Name.replace(/^\//, ''),
+      image: i.Config.Image,
+      state,
+      exitCode: state === 'exited' ? s.ExitCode : null,
+      oomKilled: s.OOMKilled,
+      labels: i.Config.Labels ?? {},
+      isolation: {
+        network: i.HostConfig.NetworkMode ?? '',
+        capDrop: i.HostConfig.CapDrop ?? [],
+        noNewPrivileges: (i.HostConfig.SecurityOpt ?? []).some((o: string) =>
+          o.startsWith('no-new-privileges'),
+        ),
+        readOnlyRootfs: i.HostConfig.ReadonlyRootfs ?? false,
+        user: i.Config.User ?? '',
+        pidsLimit: i.HostConfig.PidsLimit ?? null,
+        memoryBytes: i.HostConfig.Memory || null,
+      },
+    };
+  }
+
+  async logs(id: string): Promise<string> {
+    const buf = (await this.#call(id, (c) =>
+      c.logs({ stdout: true, stderr: true, follow: false }),
+    )) as unknown as Buffer;
+    return demux(buf);
+  }
+
+  async #call<T>(id: string, fn: (c: Docker.Container) => Promise<T>): Promise<T> {
+    try {
+      return await fn(this.#docker.getContainer(id));
+    } catch (err) {
+      throw this.#error(err, `bottle ${id}`, {});
+    }
+  }
+
+  #error(err: unknown, what: string, hints: { notFound?: string; conflict?: string }): BbError {
+    const e = err as { statusCode?: number; code?: string; message?: string };
+    if (
+      e.code === 'ECONNREFUSED' ||
+      e.code === 'ENOENT' ||
+      e.code === 'EACCES' ||
+      e.code === 'ECONNRESET'
+    ) {
+      const host = process.env['DOCKER_HOST'] ?? 'unix:///var/run/docker.sock';
+      return new BbError(
+        'BACKEND_UNAVAILABLE',
+        `the Docker engine at ${host} does not answer (${e.code}): start it (scripts/ensure-docker.sh) or set DOCKER_HOST`,
+        { cause: err, data: { dockerHost: host } },
+      );
+    }
+    if (e.statusCode === 404)
+      return new BbError('NOT_FOUND', hints.notFound ?? `${what} does not exist`, { cause: err });
+    if (e.statusCode === 409)
+      return new BbError('CONFLICT', hints.conflict ?? `${what}: ${e.message ?? 'conflict'}`, {
+        cause: err,
+      });
+    return new BbError('BACKEND_ERROR', `Docker failed on ${what}: ${e.message ?? String(err)}`, {
+      cause: err,
+    });
+  }
+}
+
+/** Split Docker's multiplexed log stream (8-byte frame headers) into text. */
+export function demux(buf: Buffer): string {
+  if (
+    buf.length >= 8 &&
+    (buf[0] === 1 || buf[0] === 2) &&
+    buf[1] === 0 &&
+    buf[2] === 0 &&
+    buf[3] === 0
+  ) {
+    const parts: Buffer[] = [];
+    let at = 0;
+    while (at + 8 <= buf.length) {
+      const size = buf.readUInt32BE(at + 4);
+      parts.push(buf.subarray(at + 8, at + 8 + size));
+      at += 8 + size;
+    }
+    return Buffer.concat(parts).toString('utf8');
+  }
+  return buf.toString('utf8');
+}

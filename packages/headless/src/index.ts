@@ -1,0 +1,17 @@
+/**
+ * @module
+ * `@bb/headless`: bottles on a backend. This release provides the `Backend`
+ * interface (plain data, no Docker types), the Docker backend (default) and the
+ * local-process backend for development; the conformance suite is in
+ * `@bb/headless/testing`.
+ */
+export {
+  type Backend,
+  type BottleInfo,
+  type BottleSpec,
+  type BottleState,
+  VERSION_LABEL,
+  type WaitResult,
+} from './backend';
+export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
+export { LOCAL_BACKEND_WARNING, LocalBackend } from './local-backend';

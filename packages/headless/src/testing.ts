@@ -1,0 +1,132 @@
+/**
+ * @module
+ * `@bb/headless/testing`: the behaviour suite every `Backend` must pass.
+ *
+ * ```ts
+ * describeBackendConformance('my backend', { create: () => new MyBackend(), image: 'bb-base:latest' });
+ * ```
+ * Commands run with `sh -c`, so the image needs a POSIX shell.
+ */
+import { randomUUID } from 'node:crypto';
+import { isBbError } from '@bb/errors';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Backend, BottleSpec } from './backend';
+
+export interface BackendConformanceOptions {
+  create: () => Backend | Promise<Backend>;
+  /** An image with `sh` (ignored by backends without images). */
+  image: string;
+  skip?: { reason: string; tests: string[] };
+}
+
+export function describeBackendConformance(name: string, options: BackendConformanceOptions): void {
+  describe(`Backend conformance: ${name}`, () => {
+    const made: Array<{ backend: Backend; id: string }> = [];
+    afterEach(async () => {
+      for (const m of made.splice(0)) await m.backend.destroy(m.id).catch(() => {});
+    });
+    const test = (title: string, fn: () => Promise<void>) => {
+      if (options.skip?.tests.includes(title))
+        it.skip(`${title} (skipped: ${options.skip.reason})`, () => {});
+      else it(title, fn, 30_000);
+    };
+    const spec = (script: string, over: Partial<BottleSpec> = {}): BottleSpec => {
+      const slug = `conf-${randomUUID().slice(0, 8)}`;
+      return {
+        name: `bb-${slug}-agent`,
+        image: options.image,
+        cmd: ['sh', '-c', script],
+        labels: { 'bb.slug': slug, 'bb.role': 'agent' },
+        network: 'none',
+        ...over,
+      };
+    };
+    const run = async (backend: Backend, s: BottleSpec) => {
+      const id = await backend.create(s);
+      made.push({ backend, id });
+      return id;
+    };
+    const code = async (p: Promise<unknown>) => {
+      try {
+        await p;
+        return 'resolved';
+      } catch (err) {
+        return isBbError(err) ? err.code : `not a BbError: ${String(err)}`;
+      }
+    };
+
+    test('runs a command and reports its exit code', async () => {
+      const b = await options.create();
+      const id = await run(b, spec('exit 7'));
+      expect((await b.inspect(id))?.state).toBe('created');
+      await b.start(id);
+      expect((await b.wait(id)).exitCode).toBe(7);
+      const info = await b.inspect(id);
+      expect(info).toMatchObject({ state: 'exited', exitCode: 7, oomKilled: false });
+    });
+
+    test('captures stdout and stderr, and passes the environment', async () => {
+      const b = await options.create();
+      const id = await run(
+        b,
+        spec('echo "out $GREETING"; echo err >&2', { env: { GREETING: 'hello' } }),
+      );
+      await b.start(id);
+      await b.wait(id);
+      const logs = await b.logs(id);
+      expect(logs).toContain('out hello');
+      expect(logs).toContain('err');
+    });
+
+    test('labels bottles and lists them by label, with the version label added', async () => {
+      const b = await options.create();
+      const s = spec('exit 0');
+      const id = await run(b, s);
+      const other = await run(b, spec('exit 0'));
+      const found = await b.list({ 'bb.slug': s.labels['bb.slug']! });
+      expect(found.map((f) => f.id)).toEqual([id]);
+      expect(found[0]!.labels).toMatchObject({
+        'bb.slug': s.labels['bb.slug'],
+        'bb.role': 'agent',
+      });
+      expect(found[0]!.labels['bb.version']).toMatch(/^\d+\.\d+\.\d+/);
+      expect((await b.list({ 'bb.role': 'agent' })).map((f) => f.id)).toEqual(
+        expect.arrayContaining([id, other]),
+      );
+    });
+
+    test('freezes and rehydrates a running bottle, then stops it', async () => {
+      const b = await options.create();
+      const id = await run(b, spec('sleep 30'));
+      await b.start(id);
+      await b.freeze(id);
+      expect((await b.inspect(id))?.state).toBe('paused');
+      await b.rehydrate(id);
+      expect((await b.inspect(id))?.state).toBe('running');
+      const t0 = Date.now();
+      await b.stop(id, 2000);
+      expect(Date.now() - t0).toBeLessThan(15_000);
+      expect((await b.inspect(id))?.state).toBe('exited');
+    });
+
+    test('destroy removes the bottle and is idempotent; missing bottles are NOT_FOUND', async () => {
+      const b = await options.create();
+      const id = await run(b, spec('sleep 30'));
+      await b.start(id);
+      await b.destroy(id);
+      expect(await b.inspect(id)).toBeUndefined();
+      await b.destroy(id);
+      expect(await code(b.start(id))).toBe('NOT_FOUND');
+      expect(await code(b.logs(id))).toBe('NOT_FOUND');
+      expect(await b.list({ 'bb.slug': 'no-such-slug' })).toEqual([]);
+    });
+
+    test('a name already in use is a CONFLICT; a spec without bb labels is INVALID_INPUT', async () => {
+      const b = await options.create();
+      const s = spec('exit 0');
+      await run(b, s);
+      expect(await code(b.create({ ...s }))).toBe('CONFLICT');
+      expect(await code(b.create({ ...spec('exit 0'), labels: {} }))).toBe('INVALID_INPUT');
+    });
+  });
+}

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -167,28 +167,39 @@ describe('SqliteForgeStateStore on disk', () => {
     mkdirSync(ro, { mode: 0o755 });
     const path = join(ro, 'bot-bottle.db');
     let out: { ok: boolean; code?: string; message?: string };
-    if (process.getuid?.() === 0) {
-      // Root ignores permission bits; ask as an ordinary user, in a real child process.
-      chmodSync(dir, 0o755);
-      const { stdout } = await run(
-        process.execPath,
-        [...tsx, join(here, 'fixtures', 'open.ts'), path],
-        {
-          cwd: pkg,
-          uid: 65534,
-          gid: 65534,
-          env: { ...process.env, HOME: dir, TSX_TSCONFIG_PATH: join(pkg, 'tsconfig.json') },
-        },
-      );
-      out = JSON.parse(stdout);
-    } else {
-      chmodSync(ro, 0o555);
-      try {
-        new SqliteForgeStateStore({ path }).close();
-        out = { ok: true };
-      } catch (err) {
-        out = { ok: false, code: (err as { code: string }).code, message: (err as Error).message };
+    const asRoot = process.getuid?.() === 0;
+    // Root ignores permission bits, but not an immutable directory (ext4 and most
+    // Linux filesystems). Where that is not possible, ask as an ordinary user.
+    const immutable = asRoot && spawnSync('chattr', ['+i', ro]).status === 0;
+    try {
+      if (!asRoot || immutable) {
+        if (!asRoot) chmodSync(ro, 0o555);
+        try {
+          new SqliteForgeStateStore({ path }).close();
+          out = { ok: true };
+        } catch (err) {
+          out = {
+            ok: false,
+            code: (err as { code: string }).code,
+            message: (err as Error).message,
+          };
+        }
+      } else {
+        chmodSync(dir, 0o755);
+        const { stdout } = await run(
+          process.execPath,
+          [...tsx, join(here, 'fixtures', 'open.ts'), path],
+          {
+            cwd: pkg,
+            uid: 65534,
+            gid: 65534,
+            env: { ...process.env, HOME: dir },
+          },
+        );
+        out = JSON.parse(stdout);
       }
+    } finally {
+      if (immutable) spawnSync('chattr', ['-i', ro]);
     }
     expect(out.ok).toBe(false);
     expect(out.code).toBe('STATE_UNWRITABLE');

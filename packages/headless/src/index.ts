@@ -15,3 +15,14 @@ export {
 } from './backend';
 export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
 export { LOCAL_BACKEND_WARNING, LocalBackend } from './local-backend';
+export {
+  type AgentManifest,
+  AgentManifestSchema,
+  type BottleManifest,
+  BottleManifestSchema,
+  configDir,
+  loadAgentManifest,
+  loadBottleManifest,
+  MANIFEST_NAME,
+  memoryBytes,
+} from './manifests';

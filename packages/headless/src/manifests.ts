@@ -1,0 +1,179 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { BbError } from '@bb/errors';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+/** Agent and bottle names, as labels name them. */
+export const MANIFEST_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+const name = z.string().regex(MANIFEST_NAME, 'must match ^[a-z0-9][a-z0-9._-]{0,62}$');
+
+/** An agent: which CLI runs, as whom it commits, which bottle it uses by default. */
+export const AgentManifestSchema = z
+  .object({
+    provider: z.enum(['claude', 'codex', 'pi', 'script'], {
+      error: 'must be one of claude, codex, pi, script',
+    }),
+    model: z.string().min(1).optional(),
+    bottles: z.array(name).min(1, 'name at least one bottle').default(['default']),
+    promptOverlay: z.string().optional(),
+    git: z
+      .object({
+        name: z.string().min(1, 'must not be empty'),
+        email: z.email('must be an email address'),
+      })
+      .strict(),
+  })
+  .strict();
+export type AgentManifest = z.infer<typeof AgentManifestSchema>;
+
+/** A secret is only ever named: `env:NAME` (the proxy's environment) or `file:/abs/path`. */
+const secretRef = z
+  .string()
+  .regex(
+    /^(env:[A-Z_][A-Z0-9_]*|file:\/\S+)$/,
+    'must reference a secret as env:NAME or file:/path, never hold it',
+  );
+
+const memory = z.union([
+  z.number().int().positive(),
+  z.string().regex(/^\d+(\.\d+)?[kmg]$/i, 'must be bytes or a size like 512m or 2g'),
+]);
+
+/** A bottle: its image, what it may reach, which credentials are injected for it, its limits. */
+export const BottleManifestSchema = z
+  .object({
+    image: z.string().min(1).optional(),
+    dockerfile: z.string().min(1).optional(),
+    egress: z
+      .object({
+        allow: z
+          .array(
+            z
+              .string()
+              .regex(
+                /^(\*\.)?[a-z0-9.-]+(:\d{1,5})?$/i,
+                'must be a host, *.suffix, optionally :port',
+              ),
+          )
+          .default([]),
+      })
+      .strict()
+      .default({ allow: [] }),
+    credentials: z
+      .array(
+        z
+          .object({
+            route: z.string().regex(/^\/[a-z0-9._-]+$/, 'must be a path prefix such as /anthropic'),
+            upstream: z.url('must be the upstream base URL'),
+            headers: z.record(z.string(), secretRef),
+          })
+          .strict(),
+      )
+      .default([]),
+    resources: z
+      .object({
+        memory: memory.optional(),
+        pids: z.number().int().min(16).max(65_536).optional(),
+        cpus: z.number().positive().max(64).optional(),
+      })
+      .strict()
+      .default({}),
+    env: z
+      .record(
+        z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'),
+        z.string(),
+      )
+      .default({}),
+  })
+  .strict()
+  .refine((b) => (b.image ? 1 : 0) + (b.dockerfile ? 1 : 0) === 1, {
+    message: 'give exactly one of image or dockerfile',
+    path: ['image'],
+  });
+export type BottleManifest = z.infer<typeof BottleManifestSchema>;
+
+/** `$BB_HOME/config`, with `BB_HOME` defaulting to `~/.bot-bottle`. */
+export function configDir(env: Record<string, string | undefined> = process.env): string {
+  const home = env['BB_HOME'];
+  return join(resolve(home && home.length > 0 ? home : join(homedir(), '.bot-bottle')), 'config');
+}
+
+/** Memory limit in bytes from a manifest value. */
+export function memoryBytes(value: number | string | undefined): number | undefined {
+  if (value === undefined || typeof value === 'number') return value;
+  const m = /^(\d+(?:\.\d+)?)([kmg])$/i.exec(value)!;
+  return Math.round(
+    Number(m[1]) * 1024 ** ({ k: 1, m: 2, g: 3 } as const)[m[2]!.toLowerCase() as 'k' | 'm' | 'g'],
+  );
+}
+
+function load<T>(
+  kind: 'agents' | 'bottles',
+  manifestName: string,
+  schema: z.ZodType<T>,
+  env: Record<string, string | undefined>,
+): { manifest: T; file: string } {
+  const what = kind === 'agents' ? 'agent' : 'bottle';
+  if (!MANIFEST_NAME.test(manifestName)) {
+    throw new BbError(
+      'INVALID_INPUT',
+      `${what} name ${JSON.stringify(manifestName)} is not valid: names match ^[a-z0-9][a-z0-9._-]{0,62}$`,
+    );
+  }
+  const dir = join(configDir(env), kind);
+  const file = ['json', 'yaml', 'yml']
+    .map((ext) => join(dir, `${manifestName}.${ext}`))
+    .find((f) => existsSync(f));
+  if (!file) {
+    throw new BbError(
+      'NOT_FOUND',
+      `no ${what} named ${manifestName}: create ${join(dir, `${manifestName}.json`)} (see docs/manifests.md for the fields)`,
+      {
+        data: { kind: what, name: manifestName, dir },
+      },
+    );
+  }
+  let raw: unknown;
+  try {
+    const text = readFileSync(file, 'utf8');
+    raw = file.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
+  } catch (err) {
+    throw new BbError(
+      'INVALID_INPUT',
+      `${file} cannot be read as ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(err as Error).message}`,
+      { data: { file } },
+    );
+  }
+  const result = schema.safeParse(raw);
+  if (!result.success) {
+    const lines = result.error.issues.map(
+      (i) => `- ${i.path.length ? i.path.join('.') : '(file)'}: ${i.message}`,
+    );
+    throw new BbError(
+      'INVALID_INPUT',
+      `${file} is not a valid ${what} manifest:\n${lines.join('\n')}`,
+      {
+        data: { file, fields: result.error.issues.map((i) => i.path.join('.')) },
+      },
+    );
+  }
+  return { manifest: result.data, file };
+}
+
+/** Read and check `$BB_HOME/config/agents/<name>.{json,yaml,yml}`. */
+export function loadAgentManifest(
+  agent: string,
+  env: Record<string, string | undefined> = process.env,
+) {
+  return load('agents', agent, AgentManifestSchema, env);
+}
+
+/** Read and check `$BB_HOME/config/bottles/<name>.{json,yaml,yml}`. */
+export function loadBottleManifest(
+  bottle: string,
+  env: Record<string, string | undefined> = process.env,
+) {
+  return load('bottles', bottle, BottleManifestSchema, env);
+}

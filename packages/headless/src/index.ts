@@ -13,6 +13,21 @@ export {
   VERSION_LABEL,
   type WaitResult,
 } from './backend';
+export {
+  type BottleMeta,
+  type BottleOptions,
+  bottleDir,
+  destroy,
+  type ForgeWiring,
+  freeze,
+  type LaunchOptions,
+  launch,
+  listBottles,
+  type ResumeOptions,
+  readMeta,
+  resume,
+  type TurnOutcome,
+} from './bottles';
 export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
 export { LOCAL_BACKEND_WARNING, LocalBackend } from './local-backend';
 export {
@@ -26,3 +41,16 @@ export {
   MANIFEST_NAME,
   memoryBytes,
 } from './manifests';
+export {
+  type AgentProvider,
+  claudeProvider,
+  codexProvider,
+  type Invocation,
+  PROVIDERS,
+  piProvider,
+  providerFor,
+  scriptProvider,
+  type TurnInput,
+  type TurnResult,
+} from './providers';
+export { type AgentScript, AgentScriptSchema } from './script-agent';

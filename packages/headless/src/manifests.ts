@@ -24,6 +24,8 @@ export const AgentManifestSchema = z
         email: z.email('must be an email address'),
       })
       .strict(),
+    /** For the script provider: its turns (see the script agent). */
+    script: z.unknown().optional(),
   })
   .strict();
 export type AgentManifest = z.infer<typeof AgentManifestSchema>;

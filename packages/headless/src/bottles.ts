@@ -1,0 +1,510 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { createRequire } from 'node:module';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { BbError, isBbError, redactString, registerSecret } from '@bb/errors';
+import type { Backend, BottleSpec } from './backend';
+import {
+  type AgentManifest,
+  type BottleManifest,
+  loadAgentManifest,
+  loadBottleManifest,
+  memoryBytes,
+} from './manifests';
+import { providerFor } from './providers';
+
+const run = promisify(execFile);
+
+/** How a bottle reaches its forge. The token goes to the sidecar only and is never written down. */
+export interface ForgeWiring {
+  apiUrl: string;
+  token: string;
+  owner: string;
+  repo: string;
+  issue: number;
+  pr?: number | undefined;
+  /** Where the workspace is cloned from (read with the token). */
+  cloneUrl: string;
+}
+
+export interface BottleMeta {
+  slug: string;
+  agent: string;
+  bottles: string[];
+  backend: string;
+  image: string;
+  status: 'running' | 'frozen';
+  sessionId: string | null;
+  cwd: string;
+  branch: string;
+  forge: Omit<ForgeWiring, 'token'> | null;
+  turns: Array<{
+    turn: number;
+    prompt: string;
+    exitCode: number;
+    ok: boolean;
+    startedAt: string;
+    finishedAt: string;
+  }>;
+  createdAt: string;
+}
+
+export interface TurnOutcome {
+  slug: string;
+  exitCode: number;
+  ok: boolean;
+  sessionId: string | undefined;
+  error?: string | undefined;
+  /** What the agent printed (redacted). */
+  output: string;
+}
+
+export interface BottleOptions {
+  backend: Backend;
+  /** Where BB_HOME is read from. @default process.env */
+  env?: Record<string, string | undefined>;
+  /** The image the sidecar runs in (needs node). @default BB_BASE_IMAGE or bb-base:latest */
+  sidecarImage?: string;
+  /** Progress messages for a person (launch steps). */
+  onProgress?: (message: string) => void;
+}
+
+export interface LaunchOptions extends BottleOptions {
+  agent: string;
+  /** Bottle manifests to use; the first gives the image and limits. @default the agent's */
+  bottles?: string[];
+  prompt: string;
+  forge?: ForgeWiring;
+  /** @default `<agent>-<5 random chars>` */
+  slug?: string;
+}
+
+export interface ResumeOptions extends BottleOptions {
+  slug: string;
+  prompt: string;
+  /** Needed again when the bottle has a forge: the token is never stored. */
+  forgeToken?: string;
+}
+
+const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+const IN_BOTTLE = {
+  home: '/home/bottle',
+  workspace: '/workspace',
+  runtime: '/opt/bb',
+  socketDir: '/run/bb',
+  socket: '/run/bb/forge.sock',
+};
+
+function bbHome(env: Record<string, string | undefined>): string {
+  const h = env['BB_HOME'];
+  return resolve(h && h.length > 0 ? h : join(homedir(), '.bot-bottle'));
+}
+
+/**
+ * The layout of `$BB_HOME/bottles/<slug>/`: `meta.json`, `workspace/` (the clone,
+ * remotes removed), `home/` (the agent's home: transcript and session),
+ * `sock/` (the sidecar socket, 0700), `queue/` (events for the orchestrator),
+ * `state/ops.jsonl` (the op log), `logs/` (each turn's output).
+ */
+export function bottleDir(
+  slug: string,
+  env: Record<string, string | undefined> = process.env,
+): string {
+  return join(bbHome(env), 'bottles', slug);
+}
+
+export function readMeta(
+  slug: string,
+  env: Record<string, string | undefined> = process.env,
+): BottleMeta | undefined {
+  const file = join(bottleDir(slug, env), 'meta.json');
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as BottleMeta) : undefined;
+}
+
+function writeMeta(meta: BottleMeta, env: Record<string, string | undefined>): void {
+  writeFileSync(join(bottleDir(meta.slug, env), 'meta.json'), `${JSON.stringify(meta, null, 2)}\n`);
+}
+
+/** Copy the runtime files (sidecar, bb-forge, MCP bridge, script agent) where bottles can read them. */
+function prepareRuntime(env: Record<string, string | undefined>): string {
+  const require = createRequire(import.meta.url);
+  const sidecarDir = join(
+    dirname(require.resolve('@bb/forge-sidecar/package.json')),
+    'dist',
+    'bundle',
+  );
+  const here = dirname(fileURLToPath(import.meta.url));
+  const own = [join(here, 'bundle'), join(here, '..', 'dist', 'bundle')].find((d) =>
+    existsSync(join(d, 'script-agent.mjs')),
+  );
+  const files: Array<[string, string]> = [
+    [sidecarDir, 'sidecar.mjs'],
+    [sidecarDir, 'bb-forge.mjs'],
+    [sidecarDir, 'bb-forge-mcp.mjs'],
+    [own ?? '', 'script-agent.mjs'],
+  ];
+  for (const [dir, f] of files) {
+    if (!dir || !existsSync(join(dir, f))) {
+      throw new BbError(
+        'NOT_FOUND',
+        `the bottle runtime file ${f} is missing: build the packages (pnpm build) first`,
+      );
+    }
+  }
+  const target = join(bbHome(env), 'runtime');
+  mkdirSync(target, { recursive: true, mode: 0o755 });
+  chmodSync(target, 0o755);
+  for (const [dir, f] of files) {
+    copyFileSync(join(dir, f), join(target, f));
+    chmodSync(join(target, f), 0o755);
+  }
+  return target;
+}
+
+async function chownTree(path: string): Promise<void> {
+  if (process.getuid?.() === 0) await run('chown', ['-R', '1000:1000', path]);
+}
+
+/** Start a bottle for `agent`, run its first turn to the end, and freeze it. */
+export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
+  const env = options.env ?? process.env;
+  const progress = options.onProgress ?? (() => {});
+  if (options.forge) registerSecret(options.forge.token);
+  const { manifest: agent } = loadAgentManifest(options.agent, env);
+  const bottleNames = options.bottles ?? agent.bottles;
+  const bottles = bottleNames.map((b) => loadBottleManifest(b, env).manifest);
+  const first = bottles[0]!;
+  if (!first.image)
+    throw new BbError(
+      'INVALID_INPUT',
+      `bottle ${bottleNames[0]} names a dockerfile; building images is not supported yet: give an image`,
+    );
+  // Fail on an unknown provider before anything is created.
+  providerFor(agent.provider);
+  const slug = options.slug ?? `${options.agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
+  if (!SLUG.test(slug))
+    throw new BbError('INVALID_INPUT', `slug ${JSON.stringify(slug)} must match ${SLUG.source}`);
+  const dir = bottleDir(slug, env);
+  if (existsSync(dir) || (await options.backend.list({ 'bb.slug': slug })).length > 0) {
+    throw new BbError(
+      'CONFLICT',
+      `a bottle named ${slug} already exists: destroy it first or choose another slug`,
+    );
+  }
+  await options.backend.ensureImage(first.image);
+  if (options.forge)
+    await options.backend.ensureImage(
+      options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
+    );
+
+  const branch = `bb/${options.agent}-${options.forge?.issue ?? slug}`;
+  try {
+    progress(`preparing bottle ${slug}`);
+    for (const d of ['workspace', 'home/.bb', 'sock', 'queue', 'state', 'logs'])
+      mkdirSync(join(dir, d), { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o755);
+    const ws = join(dir, 'workspace');
+    const gitEnv = {
+      ...process.env,
+      HOME: dir,
+      GIT_TERMINAL_PROMPT: '0',
+      GIT_CONFIG_NOSYSTEM: '1',
+    };
+    if (options.forge) {
+      progress(`cloning ${options.forge.owner}/${options.forge.repo}`);
+      await run('git', ['clone', '--quiet', options.forge.cloneUrl, ws], {
+        env: {
+          ...gitEnv,
+          GIT_CONFIG_COUNT: '1',
+          GIT_CONFIG_KEY_0: 'http.extraHeader',
+          GIT_CONFIG_VALUE_0: `Authorization: token ${options.forge.token}`,
+        },
+      }).catch((err: Error) => {
+        throw new BbError(
+          'FORGE_UNAVAILABLE',
+          `cannot clone ${options.forge!.cloneUrl}: ${redactString(err.message)}`,
+        );
+      });
+      // Only the sidecar pushes: the workspace has no remote at all.
+      for (const r of (await run('git', ['-C', ws, 'remote'], { env: gitEnv })).stdout
+        .split('\n')
+        .filter(Boolean)) {
+        await run('git', ['-C', ws, 'remote', 'remove', r], { env: gitEnv });
+      }
+      await run('git', ['-C', ws, 'checkout', '-q', '-B', branch], { env: gitEnv });
+    } else {
+      await run('git', ['init', '-q', '-b', branch, ws], { env: gitEnv });
+    }
+    await run('git', ['-C', ws, 'config', 'user.name', agent.git.name], { env: gitEnv });
+    await run('git', ['-C', ws, 'config', 'user.email', agent.git.email], { env: gitEnv });
+    if (agent.script !== undefined)
+      writeFileSync(join(dir, 'home', '.bb', 'script.json'), JSON.stringify(agent.script));
+    const meta: BottleMeta = {
+      slug,
+      agent: options.agent,
+      bottles: bottleNames,
+      backend: options.backend.name,
+      image: first.image,
+      status: 'running',
+      sessionId: null,
+      cwd: IN_BOTTLE.workspace,
+      branch,
+      forge: options.forge
+        ? {
+            apiUrl: options.forge.apiUrl,
+            owner: options.forge.owner,
+            repo: options.forge.repo,
+            issue: options.forge.issue,
+            pr: options.forge.pr,
+            cloneUrl: options.forge.cloneUrl,
+          }
+        : null,
+      turns: [],
+      createdAt: new Date().toISOString(),
+    };
+    writeMeta(meta, env);
+    return await runTurn(meta, agent, bottles, options.prompt, options.forge?.token, options, env);
+  } catch (err) {
+    // Nothing half-made stays behind.
+    await destroy(slug, options);
+    throw err;
+  }
+}
+
+/** Rehydrate a frozen bottle and continue the same agent session with a new prompt. */
+export async function resume(options: ResumeOptions): Promise<TurnOutcome> {
+  const env = options.env ?? process.env;
+  const meta = readMeta(options.slug, env);
+  if (!meta)
+    throw new BbError('NOT_FOUND', `no bottle ${options.slug} in ${join(bbHome(env), 'bottles')}`);
+  if (meta.status !== 'frozen')
+    throw new BbError(
+      'CONFLICT',
+      `bottle ${options.slug} is ${meta.status}; only a frozen bottle can be resumed`,
+    );
+  if (!meta.sessionId)
+    throw new BbError('CONFLICT', `bottle ${options.slug} has no recorded session to resume`);
+  if (meta.forge && !options.forgeToken)
+    throw new BbError(
+      'INVALID_INPUT',
+      `bottle ${options.slug} talks to a forge: resume needs the forge token again`,
+    );
+  if (options.forgeToken) registerSecret(options.forgeToken);
+  const { manifest: agent } = loadAgentManifest(meta.agent, env);
+  const bottles = meta.bottles.map((b) => loadBottleManifest(b, env).manifest);
+  meta.status = 'running';
+  writeMeta(meta, env);
+  return runTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env);
+}
+
+/** Stop a bottle's containers, keep their output, and mark it frozen. Idempotent. */
+export async function freeze(slug: string, options: BottleOptions): Promise<void> {
+  const env = options.env ?? process.env;
+  const dir = bottleDir(slug, env);
+  for (const c of await options.backend.list({ 'bb.slug': slug })) {
+    if (c.state === 'running' || c.state === 'paused') await options.backend.stop(c.id, 5000);
+    if (existsSync(join(dir, 'logs')))
+      writeFileSync(
+        join(dir, 'logs', `${c.labels['bb.role'] ?? 'bottle'}-${Date.now()}.log`),
+        redactString(await options.backend.logs(c.id)),
+      );
+    await options.backend.destroy(c.id);
+  }
+  const meta = readMeta(slug, env);
+  if (meta) {
+    meta.status = 'frozen';
+    writeMeta(meta, env);
+  }
+}
+
+/** Remove a bottle's containers and its state directory. Idempotent. */
+export async function destroy(slug: string, options: BottleOptions): Promise<void> {
+  const env = options.env ?? process.env;
+  for (const c of await options.backend.list({ 'bb.slug': slug }))
+    await options.backend.destroy(c.id);
+  rmSync(bottleDir(slug, env), { recursive: true, force: true });
+}
+
+async function runTurn(
+  meta: BottleMeta,
+  agent: AgentManifest,
+  bottles: BottleManifest[],
+  prompt: string,
+  token: string | undefined,
+  options: BottleOptions,
+  env: Record<string, string | undefined>,
+): Promise<TurnOutcome> {
+  const { backend } = options;
+  const progress = options.onProgress ?? (() => {});
+  const dir = bottleDir(meta.slug, env);
+  const runtime = prepareRuntime(env);
+  const provider = providerFor(agent.provider);
+  const invocation = provider.invocation({
+    prompt,
+    sessionId: meta.sessionId ?? undefined,
+    model: agent.model,
+    home: IN_BOTTLE.home,
+    runtimeDir: IN_BOTTLE.runtime,
+    socket: IN_BOTTLE.socket,
+  });
+  for (const [rel, content] of Object.entries(invocation.files)) {
+    mkdirSync(dirname(join(dir, 'home', rel)), { recursive: true });
+    writeFileSync(join(dir, 'home', rel), content);
+  }
+  await chownTree(dir);
+  chmodSync(join(dir, 'sock'), 0o700);
+  const labels = (role: string) => ({ 'bb.slug': meta.slug, 'bb.role': role });
+  const startedAt = new Date().toISOString();
+  const turn = meta.turns.length + 1;
+  try {
+    if (meta.forge) {
+      if (!token)
+        throw new BbError(
+          'INVALID_INPUT',
+          'a forge bottle needs the forge token to start its sidecar',
+        );
+      progress('starting the forge sidecar');
+      const sidecar: BottleSpec = {
+        name: `bb-${meta.slug}-sidecar`,
+        image: options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
+        cmd: ['node', `${IN_BOTTLE.runtime}/sidecar.mjs`],
+        user: '1000:1000',
+        labels: labels('sidecar'),
+        // The sidecar alone reaches the forge; the agent has no network at all.
+        network: 'host',
+        readOnlyRootfs: true,
+        tmpfs: { '/tmp': 'rw,size=64m' },
+        env: {
+          HOME: '/tmp',
+          FORGE_GITEA_API: meta.forge.apiUrl,
+          FORGE_OWNER: meta.forge.owner,
+          FORGE_REPO: meta.forge.repo,
+          FORGE_ISSUE_NUMBER: String(meta.forge.issue),
+          FORGE_PR_NUMBER: meta.forge.pr ? String(meta.forge.pr) : '',
+          FORGE_TOKEN: token,
+          BB_SIDECAR_SOCKET: IN_BOTTLE.socket,
+          BB_QUEUE_DIR: '/var/bb/queue',
+          BB_OPS_LOG: '/var/bb/state/ops.jsonl',
+          BB_WORKSPACE: IN_BOTTLE.workspace,
+          BB_BRANCH: meta.branch,
+          BB_SLUG: meta.slug,
+        },
+        mounts: [
+          { source: runtime, target: IN_BOTTLE.runtime, readOnly: true },
+          { source: join(dir, 'sock'), target: IN_BOTTLE.socketDir },
+          { source: join(dir, 'queue'), target: '/var/bb/queue' },
+          { source: join(dir, 'state'), target: '/var/bb/state' },
+          { source: join(dir, 'workspace'), target: IN_BOTTLE.workspace },
+        ],
+        resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
+      };
+      const sid = await backend.create(sidecar);
+      await backend.start(sid);
+      const sock = join(dir, 'sock', 'forge.sock');
+      for (let i = 0; i < 150 && !existsSync(sock); i++) {
+        const info = await backend.inspect(sid);
+        if (info?.state === 'exited') break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      if (!existsSync(sock)) {
+        throw new BbError(
+          'BACKEND_ERROR',
+          `the forge sidecar of ${meta.slug} did not start: ${redactString((await backend.logs(sid)).slice(-500))}`,
+        );
+      }
+    }
+    progress(`running ${agent.provider} agent (turn ${turn})`);
+    const bottle = bottles[0]!;
+    const agentSpec: BottleSpec = {
+      name: `bb-${meta.slug}-agent`,
+      image: meta.image,
+      cmd: invocation.cmd,
+      user: '1000:1000',
+      workdir: IN_BOTTLE.workspace,
+      labels: labels('agent'),
+      network: 'none',
+      readOnlyRootfs: true,
+      tmpfs: { '/tmp': 'rw,size=256m' },
+      env: {
+        ...Object.assign({}, ...bottles.map((b) => b.env)),
+        ...invocation.env,
+        HOME: IN_BOTTLE.home,
+        BB_SIDECAR_SOCKET: IN_BOTTLE.socket,
+        BB_WORKSPACE_DIR: IN_BOTTLE.workspace,
+      },
+      mounts: [
+        { source: runtime, target: IN_BOTTLE.runtime, readOnly: true },
+        { source: join(dir, 'sock'), target: IN_BOTTLE.socketDir },
+        { source: join(dir, 'workspace'), target: IN_BOTTLE.workspace },
+        { source: join(dir, 'home'), target: IN_BOTTLE.home },
+      ],
+      resources: {
+        memoryBytes: memoryBytes(bottle.resources.memory) ?? 2 * 1024 ** 3,
+        pidsLimit: bottle.resources.pids ?? 512,
+        ...(bottle.resources.cpus ? { cpus: bottle.resources.cpus } : {}),
+      },
+    };
+    const aid = await backend.create(agentSpec);
+    await backend.start(aid);
+    const { exitCode, oomKilled } = await backend.wait(aid);
+    const output = redactString(await backend.logs(aid));
+    const parsed = provider.parseResult(output, exitCode);
+    meta.sessionId = parsed.sessionId ?? meta.sessionId;
+    meta.turns.push({
+      turn,
+      prompt,
+      exitCode,
+      ok: parsed.ok,
+      startedAt,
+      finishedAt: new Date().toISOString(),
+    });
+    writeMeta(meta, env);
+    progress(
+      `agent exited ${exitCode}${oomKilled ? ' (out of memory)' : ''}; freezing ${meta.slug}`,
+    );
+    await freeze(meta.slug, options);
+    return {
+      slug: meta.slug,
+      exitCode,
+      ok: parsed.ok && !oomKilled,
+      sessionId: meta.sessionId ?? undefined,
+      ...(parsed.error || oomKilled
+        ? { error: oomKilled ? 'the agent ran out of memory' : parsed.error }
+        : {}),
+      output,
+    };
+  } catch (err) {
+    // A failed turn leaves the bottle frozen, its workspace and session intact.
+    await freeze(meta.slug, options).catch(() => {});
+    throw isBbError(err)
+      ? err
+      : new BbError(
+          'BACKEND_ERROR',
+          `turn ${turn} of ${meta.slug} failed: ${redactString((err as Error).message)}`,
+          { cause: err },
+        );
+  }
+}
+
+/** Slugs of the bottles under `$BB_HOME/bottles`. */
+export function listBottles(env: Record<string, string | undefined> = process.env): string[] {
+  const d = join(bbHome(env), 'bottles');
+  return existsSync(d)
+    ? readdirSync(d)
+        .filter((s) => existsSync(join(d, s, 'meta.json')))
+        .sort()
+    : [];
+}

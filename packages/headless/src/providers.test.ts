@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import {
+  claudeProvider,
+  codexProvider,
+  piProvider,
+  providerFor,
+  scriptProvider,
+  type TurnInput,
+} from './providers';
+
+const input = (over: Partial<TurnInput> = {}): TurnInput => ({
+  prompt: 'fix it',
+  home: '/home/bottle',
+  runtimeDir: '/opt/bb',
+  socket: '/run/bb/forge.sock',
+  ...over,
+});
+
+describe('agent providers', () => {
+  it('claude: -p with JSON output, resumed by --resume <id> and never --continue', () => {
+    const first = claudeProvider.invocation(input({ model: 'm1' }));
+    expect(first.cmd.slice(0, 5)).toEqual(['claude', '-p', 'fix it', '--output-format', 'json']);
+    expect(first.cmd).toContain('--dangerously-skip-permissions');
+    expect(first.cmd).not.toContain('--continue');
+    expect(first.env).toMatchObject({
+      CLAUDE_CONFIG_DIR: '/home/bottle/.claude',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    });
+    expect(JSON.parse(first.files['.bb/mcp.json']!).mcpServers.forge).toEqual({
+      command: 'node',
+      args: ['/opt/bb/bb-forge-mcp.mjs'],
+      env: { BB_SIDECAR_SOCKET: '/run/bb/forge.sock' },
+    });
+    const again = claudeProvider.invocation(input({ sessionId: 'abc' }));
+    expect(again.cmd.slice(-2)).toEqual(['--resume', 'abc']);
+    expect(
+      claudeProvider.parseResult(
+        '{"type":"result","subtype":"success","is_error":false,"session_id":"s-1"}\n',
+        0,
+      ),
+    ).toEqual({ sessionId: 's-1', ok: true });
+    expect(
+      claudeProvider.parseResult(
+        '{"type":"result","is_error":true,"result":"API Error: 500","session_id":"s-1"}',
+        1,
+      ).ok,
+    ).toBe(false);
+  });
+
+  it('codex: exec --json, resumed with exec resume … <thread_id>, session id from thread.started', () => {
+    expect(codexProvider.invocation(input()).cmd.slice(0, 3)).toEqual(['codex', 'exec', '--json']);
+    const again = codexProvider.invocation(input({ sessionId: 't-1' })).cmd;
+    expect(again.slice(0, 4)).toEqual(['codex', 'exec', 'resume', '--json']);
+    expect(again.slice(-2)).toEqual(['t-1', 'fix it']);
+    const out = [
+      '{"type":"thread.started","thread_id":"t-9"}',
+      '{"type":"turn.started"}',
+      '{"type":"turn.completed","usage":{}}',
+    ].join('\n');
+    expect(codexProvider.parseResult(out, 0)).toEqual({ sessionId: 't-9', ok: true });
+    expect(
+      codexProvider.parseResult(
+        '{"type":"thread.started","thread_id":"t-9"}\n{"type":"turn.failed","error":{"message":"500"}}',
+        1,
+      ).ok,
+    ).toBe(false);
+  });
+
+  it('pi: -p --mode json, resumed with --session <id>; exit 0 with a model error is a failure', () => {
+    expect(piProvider.invocation(input({ sessionId: 'p-1' })).cmd).toEqual([
+      'pi',
+      '-p',
+      '--mode',
+      'json',
+      '--session',
+      'p-1',
+      'fix it',
+    ]);
+    const ok =
+      '{"type":"session","version":3,"id":"p-7"}\n{"type":"message_end","message":{"stopReason":"stop"}}';
+    expect(piProvider.parseResult(ok, 0)).toEqual({ sessionId: 'p-7', ok: true });
+    const bad =
+      '{"type":"session","version":3,"id":"p-7"}\n{"type":"message_end","message":{"stopReason":"error","errorMessage":"500"}}';
+    expect(piProvider.parseResult(bad, 0)).toMatchObject({ sessionId: 'p-7', ok: false });
+  });
+
+  it('script: runs the bundled script agent, resumed by id', () => {
+    expect(scriptProvider.invocation(input({ sessionId: 's' })).cmd).toEqual([
+      'node',
+      '/opt/bb/script-agent.mjs',
+      '--prompt',
+      'fix it',
+      '--resume',
+      's',
+    ]);
+    expect(() => providerFor('gpt')).toThrow(/unknown agent provider "gpt"/);
+  });
+});

@@ -1,0 +1,233 @@
+import { BbError } from '@bb/errors';
+
+/** What a provider needs to start one turn of an agent. */
+export interface TurnInput {
+  prompt: string;
+  /** The session to continue; absent on the first turn. Never "the latest": always this id. */
+  sessionId?: string | undefined;
+  model?: string | undefined;
+  /** The agent's home inside the bottle (kept across freeze and rehydrate). */
+  home: string;
+  /** Where the runtime files (bb-forge, the MCP bridge, the script agent) are mounted. */
+  runtimeDir: string;
+  /** The sidecar socket inside the bottle. */
+  socket: string;
+}
+
+/** How to run one turn: argv, environment, and files to place in the agent's home first. */
+export interface Invocation {
+  cmd: string[];
+  env: Record<string, string>;
+  /** Paths relative to the home. */
+  files: Record<string, string>;
+}
+
+export interface TurnResult {
+  sessionId: string | undefined;
+  ok: boolean;
+  /** Why the turn failed, when the CLI said. */
+  error?: string;
+}
+
+/** Builds an agent CLI's headless invocation and reads its result. */
+export interface AgentProvider {
+  readonly name: 'claude' | 'codex' | 'pi' | 'script';
+  invocation(input: TurnInput): Invocation;
+  parseResult(stdout: string, exitCode: number): TurnResult;
+}
+
+const jsonLines = (text: string): Array<Record<string, unknown>> =>
+  text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.startsWith('{'))
+    .flatMap((l) => {
+      try {
+        return [JSON.parse(l) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
+
+const mcpServer = (input: TurnInput) => ({
+  command: 'node',
+  args: [`${input.runtimeDir}/bb-forge-mcp.mjs`],
+  env: { BB_SIDECAR_SOCKET: input.socket },
+});
+
+/** Claude Code: `claude -p PROMPT --output-format json`, resumed with `--resume <session_id>`. */
+export const claudeProvider: AgentProvider = {
+  name: 'claude',
+  invocation(input) {
+    const cmd = [
+      'claude',
+      '-p',
+      input.prompt,
+      '--output-format',
+      'json',
+      '--dangerously-skip-permissions',
+      '--mcp-config',
+      `${input.home}/.bb/mcp.json`,
+    ];
+    if (input.model) cmd.push('--model', input.model);
+    if (input.sessionId) cmd.push('--resume', input.sessionId);
+    return {
+      cmd,
+      env: {
+        CLAUDE_CONFIG_DIR: `${input.home}/.claude`,
+        CLAUDE_CODE_TMPDIR: `${input.home}/.bb/tmp`,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+        DISABLE_AUTOUPDATER: '1',
+      },
+      files: {
+        '.bb/mcp.json': JSON.stringify({ mcpServers: { forge: mcpServer(input) } }, null, 2),
+        '.bb/tmp/.keep': '',
+      },
+    };
+  },
+  parseResult(stdout, exitCode) {
+    const result = jsonLines(stdout).findLast((o) => o['type'] === 'result');
+    if (!result)
+      return {
+        sessionId: undefined,
+        ok: false,
+        error: `claude printed no result (exit ${exitCode})`,
+      };
+    const isError = result['is_error'] === true || exitCode !== 0;
+    return {
+      sessionId: typeof result['session_id'] === 'string' ? result['session_id'] : undefined,
+      ok: !isError,
+      ...(isError ? { error: String(result['result'] ?? result['subtype'] ?? 'error') } : {}),
+    };
+  },
+};
+
+/** Codex: `codex exec --json …`, resumed with `codex exec resume … <thread_id>`. */
+export const codexProvider: AgentProvider = {
+  name: 'codex',
+  invocation(input) {
+    const common = [
+      '--json',
+      '--skip-git-repo-check',
+      '--dangerously-bypass-approvals-and-sandbox',
+      '--disable',
+      'plugins',
+      '-c',
+      'analytics.enabled=false',
+    ];
+    if (input.model) common.push('-m', input.model);
+    const cmd = input.sessionId
+      ? ['codex', 'exec', 'resume', ...common, input.sessionId, input.prompt]
+      : ['codex', 'exec', ...common, input.prompt];
+    const toml = [
+      '[mcp_servers.forge]',
+      'command = "node"',
+      `args = ["${input.runtimeDir}/bb-forge-mcp.mjs"]`,
+      `env = { BB_SIDECAR_SOCKET = "${input.socket}" }`,
+      '',
+    ].join('\n');
+    return {
+      cmd,
+      env: { CODEX_HOME: `${input.home}/.codex` },
+      files: { '.codex/config.toml': toml },
+    };
+  },
+  parseResult(stdout, exitCode) {
+    const lines = jsonLines(stdout);
+    const started = lines.find((o) => o['type'] === 'thread.started');
+    const failed = lines.find((o) => o['type'] === 'turn.failed');
+    const ok = exitCode === 0 && !failed && lines.some((o) => o['type'] === 'turn.completed');
+    return {
+      sessionId: typeof started?.['thread_id'] === 'string' ? started['thread_id'] : undefined,
+      ok,
+      ...(ok
+        ? {}
+        : {
+            error: failed
+              ? JSON.stringify((failed['error'] as object) ?? failed)
+              : `codex exited ${exitCode} without completing the turn`,
+          }),
+    };
+  },
+};
+
+/** pi: `pi -p --mode json`, resumed with `--session <id>`. pi exits 0 on model errors: read the events. */
+export const piProvider: AgentProvider = {
+  name: 'pi',
+  invocation(input) {
+    const cmd = ['pi', '-p', '--mode', 'json'];
+    if (input.model) cmd.push('--model', input.model);
+    if (input.sessionId) cmd.push('--session', input.sessionId);
+    cmd.push(input.prompt);
+    return {
+      cmd,
+      env: {
+        PI_CODING_AGENT_DIR: `${input.home}/.pi/agent`,
+        PI_OFFLINE: '1',
+        PI_TELEMETRY: '0',
+        BB_SIDECAR_SOCKET: input.socket,
+      },
+      files: {},
+    };
+  },
+  parseResult(stdout, exitCode) {
+    const lines = jsonLines(stdout);
+    const session = lines.find((o) => o['type'] === 'session');
+    const errored = lines.some((o) => {
+      const m = o['message'] as { stopReason?: string; errorMessage?: string } | undefined;
+      return (
+        (o['type'] === 'message_end' && (m?.stopReason === 'error' || !!m?.errorMessage)) ||
+        (o['type'] === 'auto_retry_end' && o['success'] === false)
+      );
+    });
+    const ok = exitCode === 0 && !errored;
+    return {
+      sessionId: typeof session?.['id'] === 'string' ? session['id'] : undefined,
+      ok,
+      ...(ok
+        ? {}
+        : {
+            error: errored
+              ? 'the model API failed (pi reported an error while exiting 0)'
+              : `pi exited ${exitCode}`,
+          }),
+    };
+  },
+};
+
+/** The deterministic script agent (tests and the demo). */
+export const scriptProvider: AgentProvider = {
+  name: 'script',
+  invocation(input) {
+    const cmd = ['node', `${input.runtimeDir}/script-agent.mjs`, '--prompt', input.prompt];
+    if (input.sessionId) cmd.push('--resume', input.sessionId);
+    return { cmd, env: { BB_SIDECAR_SOCKET: input.socket, BB_AGENT_HOME: input.home }, files: {} };
+  },
+  parseResult(stdout, exitCode) {
+    const result = jsonLines(stdout).findLast((o) => o['type'] === 'result');
+    return {
+      sessionId: typeof result?.['session_id'] === 'string' ? result['session_id'] : undefined,
+      ok: exitCode === 0 && result?.['is_error'] !== true,
+      ...(exitCode === 0
+        ? {}
+        : { error: String(result?.['error'] ?? `script agent exited ${exitCode}`) }),
+    };
+  },
+};
+
+export const PROVIDERS: Record<AgentProvider['name'], AgentProvider> = {
+  claude: claudeProvider,
+  codex: codexProvider,
+  pi: piProvider,
+  script: scriptProvider,
+};
+
+export function providerFor(name: string): AgentProvider {
+  const p = PROVIDERS[name as AgentProvider['name']];
+  if (!p)
+    throw new BbError(
+      'INVALID_INPUT',
+      `unknown agent provider ${JSON.stringify(name)}: use claude, codex, pi or script`,
+    );
+  return p;
+}

@@ -1,0 +1,270 @@
+// Whole bottles on a real Docker engine: a script agent in a bottle, its forge
+// sidecar beside it, the Gitea-compatible test server as the forge.
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { bottleDir, destroy, type ForgeWiring, launch, readMeta, resume } from '../src/bottles';
+import { DockerBackend } from '../src/docker-backend';
+
+const docker = await probeDocker();
+const TOKEN = 'bb-claude-token-for-bottles-5e1f';
+const backend = new DockerBackend();
+
+const SCRIPT = {
+  turns: [
+    {
+      steps: [
+        { do: 'read_issue' },
+        { do: 'comment', body: 'Working on it: {{prompt}}' },
+        { do: 'write', path: 'fix.txt', content: 'fixed in turn {{turn}}\n' },
+        { do: 'commit', message: 'Fix the thing' },
+        { do: 'open_pr', title: 'Fix the thing', body: 'Done as asked.' },
+        { do: 'done', status: 'success', summary: 'Opened the PR.' },
+      ],
+    },
+    {
+      steps: [
+        {
+          do: 'comment',
+          body: 'Turn {{turn}} (session {{session}}). Earlier prompts: {{previousPrompts}}',
+        },
+        { do: 'done', status: 'success', summary: 'Answered.' },
+      ],
+    },
+  ],
+};
+
+let home: string;
+let server: GiteaTestServer;
+const env = () => ({ BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE });
+function writeManifests(script: unknown = SCRIPT, image = BASE_IMAGE) {
+  mkdirSync(join(home, 'config', 'agents'), { recursive: true });
+  mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
+  writeFileSync(
+    join(home, 'config', 'agents', 'implementer.json'),
+    JSON.stringify({
+      provider: 'script',
+      git: { name: 'Implementer', email: 'impl@example.test' },
+      script,
+    }),
+  );
+  writeFileSync(
+    join(home, 'config', 'bottles', 'default.json'),
+    JSON.stringify({ image, resources: { memory: '256m', pids: 128 } }),
+  );
+}
+const wiring = (): ForgeWiring => ({
+  apiUrl: server.apiUrl,
+  token: TOKEN,
+  owner: 'acme',
+  repo: 'widgets',
+  issue: 1,
+  cloneUrl: server.cloneUrl('acme/widgets'),
+});
+
+describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () => {
+  beforeAll(async () => {
+    server = await createGiteaTestServer({
+      world: {
+        users: [{ login: 'alice' }, { login: 'bb-claude', tokens: [TOKEN] }],
+        orgs: [
+          { name: 'acme', members: ['alice'] },
+          { name: 'bot-bottle', members: ['bb-claude'] },
+        ],
+        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
+        issues: [
+          {
+            repo: 'acme/widgets',
+            title: 'Fix the thing',
+            author: 'alice',
+            labels: ['bot-bottle:implementer'],
+            assignees: ['bb-claude'],
+          },
+        ],
+      },
+    });
+  });
+  afterAll(() => server?.close());
+  beforeEach(() => {
+    home = mkdtempSync(join(tmpdir(), 'bb-home-'));
+  });
+  afterEach(() => rmSync(home, { recursive: true, force: true }));
+
+  it('runs the agent to done, resumes the same session with its earlier turn, and destroys everything', async () => {
+    writeManifests();
+    const progress: string[] = [];
+    const first = await launch({
+      agent: 'implementer',
+      prompt: 'please fix the export',
+      forge: wiring(),
+      backend,
+      env: env(),
+      onProgress: (m) => progress.push(m),
+    });
+    expect(first.output).toContain('"type":"result"');
+    expect(first).toMatchObject({ exitCode: 0, ok: true });
+    expect(first.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(progress.join('\n')).toMatch(
+      /starting the forge sidecar[\s\S]*running script agent \(turn 1\)[\s\S]*freezing/,
+    );
+    // The forge saw the comment and the PR from the bot's branch.
+    const issue = server.issue('acme/widgets', 1);
+    expect(issue.comments.at(-1)!.body).toBe('Working on it: please fix the export');
+    const pr = [...server.repos.get('acme/widgets')!.issues.values()].find((i) => i.pull)!;
+    expect(pr.pull!.headRef).toBe('bb/implementer-1');
+    expect(pr.author).toBe('bb-claude');
+    // Frozen: no container left, workspace, transcript and session kept; the done signal queued.
+    expect(await backend.list({ 'bb.slug': first.slug })).toEqual([]);
+    const meta = readMeta(first.slug, env())!;
+    expect(meta).toMatchObject({
+      status: 'frozen',
+      sessionId: first.sessionId,
+      cwd: '/workspace',
+      branch: 'bb/implementer-1',
+    });
+    const dir = bottleDir(first.slug, env());
+    expect(readFileSync(join(dir, 'workspace', 'fix.txt'), 'utf8')).toBe('fixed in turn 1\n');
+    const queue = readdirSync(join(dir, 'queue'))
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => JSON.parse(readFileSync(join(dir, 'queue', f), 'utf8')));
+    expect(queue.find((e) => e.type === 'done')?.data).toEqual({
+      status: 'success',
+      summary: 'Opened the PR.',
+    });
+    expect(queue.find((e) => e.type === 'op' && e.data.method === 'open_pr')?.data.prNumber).toBe(
+      pr.number,
+    );
+
+    // Resume: the same session, and the agent sees its first turn.
+    const second = await resume({
+      slug: first.slug,
+      prompt: 'add a test please',
+      forgeToken: TOKEN,
+      backend,
+      env: env(),
+    });
+    expect(second).toMatchObject({ exitCode: 0, ok: true, sessionId: first.sessionId });
+    expect(server.issue('acme/widgets', 1).comments.at(-1)!.body).toBe(
+      `Turn 2 (session ${first.sessionId}). Earlier prompts: please fix the export`,
+    );
+    const transcript = readFileSync(join(dir, 'home', '.bb', 'transcript.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(transcript.map((t: { prompt: string }) => t.prompt)).toEqual([
+      'please fix the export',
+      'add a test please',
+    ]);
+    expect(readMeta(first.slug, env())!.turns.map((t) => t.turn)).toEqual([1, 2]);
+
+    // The token was never written anywhere in the bottle's state.
+    const all = (d: string): string[] =>
+      readdirSync(d, { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? (e.name === '.git' ? [] : all(join(d, e.name))) : [join(d, e.name)],
+      );
+    for (const f of all(dir)) expect(readFileSync(f, 'utf8'), f).not.toContain(TOKEN);
+
+    await destroy(first.slug, { backend, env: env() });
+    expect(existsSync(dir)).toBe(false);
+    expect(await backend.list({ 'bb.slug': first.slug })).toEqual([]);
+  });
+
+  it("propagates the agent's exit code and leaves the bottle frozen and resumable", async () => {
+    writeManifests({ turns: [{ steps: [{ do: 'exit', code: 5 }] }, { steps: [] }] });
+    const r = await launch({ agent: 'implementer', prompt: 'fail please', backend, env: env() });
+    expect(r.exitCode).toBe(5);
+    expect(r.ok).toBe(false);
+    expect(readMeta(r.slug, env())!.status).toBe('frozen');
+    const again = await resume({ slug: r.slug, prompt: 'now succeed', backend, env: env() });
+    expect(again.exitCode).toBe(0);
+    await destroy(r.slug, { backend, env: env() });
+  });
+
+  it('refuses bad input clearly and leaves no half-created bottle', async () => {
+    writeManifests();
+    const code = (p: Promise<unknown>) =>
+      p.then(
+        () => 'resolved',
+        (e) => `${e.code}: ${e.message}`,
+      );
+    expect(await code(launch({ agent: 'nobody', prompt: 'x', backend, env: env() }))).toMatch(
+      /^NOT_FOUND: no agent named nobody: create .*agents\/nobody.json/,
+    );
+    expect(
+      await code(
+        launch({ agent: 'implementer', bottles: ['nothere'], prompt: 'x', backend, env: env() }),
+      ),
+    ).toMatch(/^NOT_FOUND: no bottle named nothere/);
+    writeManifests(SCRIPT, 'bb-missing-image:never');
+    expect(
+      await code(
+        launch({
+          agent: 'implementer',
+          prompt: 'x',
+          backend,
+          env: env(),
+          slug: 'implementer-noimg',
+        }),
+      ),
+    ).toMatch(/^NOT_FOUND: image bb-missing-image:never is not on this Docker engine/);
+    expect(existsSync(bottleDir('implementer-noimg', env()))).toBe(false);
+    writeManifests();
+    const ok = await launch({
+      agent: 'implementer',
+      prompt: 'x',
+      backend,
+      env: env(),
+      slug: 'implementer-taken',
+    });
+    expect(
+      await code(
+        launch({
+          agent: 'implementer',
+          prompt: 'x',
+          backend,
+          env: env(),
+          slug: 'implementer-taken',
+        }),
+      ),
+    ).toMatch(/^CONFLICT: a bottle named implementer-taken already exists/);
+    expect(
+      await code(resume({ slug: 'implementer-nope', prompt: 'x', backend, env: env() })),
+    ).toMatch(/^NOT_FOUND: no bottle implementer-nope/);
+    const meta = readMeta(ok.slug, env())!;
+    writeFileSync(
+      join(bottleDir(ok.slug, env()), 'meta.json'),
+      JSON.stringify({ ...meta, status: 'running' }),
+    );
+    expect(await code(resume({ slug: ok.slug, prompt: 'x', backend, env: env() }))).toMatch(
+      /^CONFLICT: bottle implementer-taken is running; only a frozen bottle can be resumed/,
+    );
+    // A forge bottle whose clone fails is cleaned up entirely.
+    const bad = { ...wiring(), cloneUrl: `${server.url}/acme/nothing.git` };
+    expect(
+      await code(
+        launch({
+          agent: 'implementer',
+          prompt: 'x',
+          forge: bad,
+          backend,
+          env: env(),
+          slug: 'implementer-noclone',
+        }),
+      ),
+    ).toMatch(/^FORGE_UNAVAILABLE: cannot clone/);
+    expect(existsSync(bottleDir('implementer-noclone', env()))).toBe(false);
+    expect(await backend.list({ 'bb.slug': 'implementer-noclone' })).toEqual([]);
+    await destroy(ok.slug, { backend, env: env() });
+  });
+});

@@ -64,6 +64,11 @@ export interface Backend {
   readonly name: string;
   /** Whether this backend isolates bottles (the local one does not). */
   readonly isolates: boolean;
+  /**
+   * Whether mounts appear at their `target` paths inside the bottle. When false
+   * (the local backend), commands see the host's `source` paths instead.
+   */
+  readonly mapsMounts: boolean;
   /** Throw `NOT_FOUND` with the fix when the image is not available. */
   ensureImage(image: string): Promise<void>;
   /** Create a bottle (not started). Returns its id. */

@@ -106,7 +106,23 @@ const IN_BOTTLE = {
   runtime: '/opt/bb',
   socketDir: '/run/bb',
   socket: '/run/bb/forge.sock',
+  queue: '/var/bb/queue',
+  state: '/var/bb/state',
 };
+
+/** The paths a bottle's processes see: fixed ones in a container, the host's otherwise. */
+function pathsFor(backend: Backend, dir: string, runtime: string): typeof IN_BOTTLE {
+  if (backend.mapsMounts) return IN_BOTTLE;
+  return {
+    home: join(dir, 'home'),
+    workspace: join(dir, 'workspace'),
+    runtime,
+    socketDir: join(dir, 'sock'),
+    socket: join(dir, 'sock', 'forge.sock'),
+    queue: join(dir, 'queue'),
+    state: join(dir, 'state'),
+  };
+}
 
 function bbHome(env: Record<string, string | undefined>): string {
   const h = env['BB_HOME'];
@@ -260,7 +276,7 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
       image: first.image,
       status: 'running',
       sessionId: null,
-      cwd: IN_BOTTLE.workspace,
+      cwd: options.backend.mapsMounts ? IN_BOTTLE.workspace : join(dir, 'workspace'),
       branch,
       forge: options.forge
         ? {
@@ -351,20 +367,22 @@ async function runTurn(
   const progress = options.onProgress ?? (() => {});
   const dir = bottleDir(meta.slug, env);
   const runtime = prepareRuntime(env);
+  const P = pathsFor(backend, dir, runtime);
   const provider = providerFor(agent.provider);
   const invocation = provider.invocation({
     prompt,
     sessionId: meta.sessionId ?? undefined,
     model: agent.model,
-    home: IN_BOTTLE.home,
-    runtimeDir: IN_BOTTLE.runtime,
-    socket: IN_BOTTLE.socket,
+    home: P.home,
+    runtimeDir: P.runtime,
+    socket: P.socket,
   });
   for (const [rel, content] of Object.entries(invocation.files)) {
     mkdirSync(dirname(join(dir, 'home', rel)), { recursive: true });
     writeFileSync(join(dir, 'home', rel), content);
   }
-  await chownTree(dir);
+  // Container bottles run as uid 1000; local ones as this process's user.
+  if (backend.mapsMounts) await chownTree(dir);
   chmodSync(join(dir, 'sock'), 0o700);
   const labels = (role: string) => ({ 'bb.slug': meta.slug, 'bb.role': role });
   const startedAt = new Date().toISOString();
@@ -380,7 +398,7 @@ async function runTurn(
       const sidecar: BottleSpec = {
         name: `bb-${meta.slug}-sidecar`,
         image: options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
-        cmd: ['node', `${IN_BOTTLE.runtime}/sidecar.mjs`],
+        cmd: ['node', `${P.runtime}/sidecar.mjs`],
         user: '1000:1000',
         labels: labels('sidecar'),
         // The sidecar alone reaches the forge; the agent has no network at all.
@@ -395,19 +413,19 @@ async function runTurn(
           FORGE_ISSUE_NUMBER: String(meta.forge.issue),
           FORGE_PR_NUMBER: meta.forge.pr ? String(meta.forge.pr) : '',
           FORGE_TOKEN: token,
-          BB_SIDECAR_SOCKET: IN_BOTTLE.socket,
-          BB_QUEUE_DIR: '/var/bb/queue',
-          BB_OPS_LOG: '/var/bb/state/ops.jsonl',
-          BB_WORKSPACE: IN_BOTTLE.workspace,
+          BB_SIDECAR_SOCKET: P.socket,
+          BB_QUEUE_DIR: P.queue,
+          BB_OPS_LOG: `${P.state}/ops.jsonl`,
+          BB_WORKSPACE: P.workspace,
           BB_BRANCH: meta.branch,
           BB_SLUG: meta.slug,
         },
         mounts: [
-          { source: runtime, target: IN_BOTTLE.runtime, readOnly: true },
-          { source: join(dir, 'sock'), target: IN_BOTTLE.socketDir },
-          { source: join(dir, 'queue'), target: '/var/bb/queue' },
-          { source: join(dir, 'state'), target: '/var/bb/state' },
-          { source: join(dir, 'workspace'), target: IN_BOTTLE.workspace },
+          { source: runtime, target: P.runtime, readOnly: true },
+          { source: join(dir, 'sock'), target: P.socketDir },
+          { source: join(dir, 'queue'), target: P.queue },
+          { source: join(dir, 'state'), target: P.state },
+          { source: join(dir, 'workspace'), target: P.workspace },
         ],
         resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
       };
@@ -433,7 +451,7 @@ async function runTurn(
       image: meta.image,
       cmd: invocation.cmd,
       user: '1000:1000',
-      workdir: IN_BOTTLE.workspace,
+      workdir: P.workspace,
       labels: labels('agent'),
       network: 'none',
       readOnlyRootfs: true,
@@ -441,15 +459,15 @@ async function runTurn(
       env: {
         ...Object.assign({}, ...bottles.map((b) => b.env)),
         ...invocation.env,
-        HOME: IN_BOTTLE.home,
-        BB_SIDECAR_SOCKET: IN_BOTTLE.socket,
-        BB_WORKSPACE_DIR: IN_BOTTLE.workspace,
+        HOME: P.home,
+        BB_SIDECAR_SOCKET: P.socket,
+        BB_WORKSPACE_DIR: P.workspace,
       },
       mounts: [
-        { source: runtime, target: IN_BOTTLE.runtime, readOnly: true },
-        { source: join(dir, 'sock'), target: IN_BOTTLE.socketDir },
-        { source: join(dir, 'workspace'), target: IN_BOTTLE.workspace },
-        { source: join(dir, 'home'), target: IN_BOTTLE.home },
+        { source: runtime, target: P.runtime, readOnly: true },
+        { source: join(dir, 'sock'), target: P.socketDir },
+        { source: join(dir, 'workspace'), target: P.workspace },
+        { source: join(dir, 'home'), target: P.home },
       ],
       resources: {
         memoryBytes: memoryBytes(bottle.resources.memory) ?? 2 * 1024 ** 3,

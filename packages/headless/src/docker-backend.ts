@@ -25,6 +25,7 @@ const NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 export class DockerBackend implements Backend {
   readonly name = 'docker';
   readonly isolates = true;
+  readonly mapsMounts = true;
   readonly #docker: Docker;
 
   constructor(options: DockerBackendOptions = {}) {

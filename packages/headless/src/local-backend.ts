@@ -33,6 +33,7 @@ export const LOCAL_BACKEND_WARNING =
 export class LocalBackend implements Backend {
   readonly name = 'local';
   readonly isolates = false;
+  readonly mapsMounts = false;
   readonly #bottles = new Map<string, LocalBottle>();
 
   constructor(options: { warn?: (message: string) => void } = {}) {

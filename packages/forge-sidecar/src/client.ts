@@ -11,6 +11,12 @@ export interface ForgeSidecarClientOptions {
   timeoutMs?: number;
   /** Connections kept to the sidecar, for concurrent calls. @default 4 */
   connections?: number;
+  /**
+   * How long to keep retrying while the socket does not exist or refuses
+   * connections (a bottle's agent may start while its sidecar is still coming up).
+   * @default 15000
+   */
+  connectWaitMs?: number;
 }
 
 /**
@@ -21,12 +27,14 @@ export class ForgeSidecarClient {
   readonly socketPath: string;
   readonly #client: Pool;
   readonly #timeout: number;
+  readonly #connectWait: number;
   #id = 0;
 
   constructor(options: ForgeSidecarClientOptions = {}) {
     this.socketPath =
       options.socketPath ?? process.env['BB_SIDECAR_SOCKET'] ?? '/run/bb/forge.sock';
     this.#timeout = options.timeoutMs ?? 120_000;
+    this.#connectWait = options.connectWaitMs ?? 15_000;
     this.#client = new Pool('http://sidecar', {
       socketPath: this.socketPath,
       connections: options.connections ?? 4,
@@ -38,21 +46,12 @@ export class ForgeSidecarClient {
   /** Call any method; resolves with its result or throws the typed error. */
   async call<T = unknown>(method: string, params: Record<string, unknown> = {}): Promise<T> {
     const id = ++this.#id;
-    let res: Awaited<ReturnType<Pool['request']>>;
-    try {
-      res = await this.#client.request({
-        method: 'POST',
-        path: '/rpc',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
-      });
-    } catch (err) {
-      throw new BbError(
-        'FORGE_UNAVAILABLE',
-        `cannot reach the forge sidecar at ${this.socketPath}: ${(err as Error).message}`,
-        { cause: err },
-      );
-    }
+    const res = await this.#request({
+      method: 'POST',
+      path: '/rpc',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
+    });
     const text = await res.body.text();
     if (res.statusCode !== 200)
       throw new BbError(
@@ -64,10 +63,34 @@ export class ForgeSidecarClient {
     return body.result as T;
   }
 
-  health(): Promise<{ ok: boolean; issue: number; scope: number[] }> {
-    return this.#client
-      .request({ method: 'GET', path: '/healthz' })
-      .then((r) => r.body.json() as Promise<{ ok: boolean; issue: number; scope: number[] }>);
+  async health(): Promise<{ ok: boolean; issue: number; scope: number[] }> {
+    const res = await this.#request({ method: 'GET', path: '/healthz' });
+    return (await res.body.json()) as { ok: boolean; issue: number; scope: number[] };
+  }
+
+  async #request(
+    options: Parameters<Pool['request']>[0],
+  ): Promise<Awaited<ReturnType<Pool['request']>>> {
+    const deadline = Date.now() + this.#connectWait;
+    for (;;) {
+      try {
+        return await this.#client.request(options);
+      } catch (err) {
+        // Not listening yet: nothing was sent, so trying again is safe.
+        const code = (err as { code?: string }).code;
+        if ((code === 'ENOENT' || code === 'ECONNREFUSED') && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 25));
+          continue;
+        }
+        throw new BbError(
+          'FORGE_UNAVAILABLE',
+          `cannot reach the forge sidecar at ${this.socketPath}: ${(err as Error).message}`,
+          {
+            cause: err,
+          },
+        );
+      }
+    }
   }
 
   readIssue(number: number): Promise<Issue> {

@@ -66,7 +66,10 @@ describe('bb-forge', () => {
 
   it('says clearly when there is no sidecar', async () => {
     const a = io();
-    const client = new ForgeSidecarClient({ socketPath: '/nonexistent/forge.sock' });
+    const client = new ForgeSidecarClient({
+      socketPath: '/nonexistent/forge.sock',
+      connectWaitMs: 200,
+    });
     expect(await runBbForge(['read-issue', '1'], { ...a.io, client })).toBe(1);
     expect(a.err.join('')).toMatch(
       /FORGE_UNAVAILABLE: cannot reach the forge sidecar at \/nonexistent\/forge.sock/,

@@ -8,6 +8,8 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -184,8 +186,13 @@ function prepareRuntime(env: Record<string, string | undefined>): string {
   mkdirSync(target, { recursive: true, mode: 0o755 });
   chmodSync(target, 0o755);
   for (const [dir, f] of files) {
+    const from = statSync(join(dir, f));
+    const to = existsSync(join(target, f)) ? statSync(join(target, f)) : undefined;
+    // Copied once per build, not once per turn.
+    if (to && to.size === from.size && to.mtimeMs === from.mtimeMs) continue;
     copyFileSync(join(dir, f), join(target, f));
     chmodSync(join(target, f), 0o755);
+    utimesSync(join(target, f), from.atime, from.mtime);
   }
   return target;
 }
@@ -220,11 +227,10 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
       `a bottle named ${slug} already exists: destroy it first or choose another slug`,
     );
   }
-  await options.backend.ensureImage(first.image);
-  if (options.forge)
-    await options.backend.ensureImage(
-      options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
-    );
+  const sidecarImage = options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
+  for (const image of new Set([first.image, ...(options.forge ? [sidecarImage] : [])])) {
+    await options.backend.ensureImage(image);
+  }
 
   const branch = `bb/${options.agent}-${options.forge?.issue ?? slug}`;
   try {
@@ -241,31 +247,43 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
     };
     if (options.forge) {
       progress(`cloning ${options.forge.owner}/${options.forge.repo}`);
-      await run('git', ['clone', '--quiet', options.forge.cloneUrl, ws], {
-        env: {
-          ...gitEnv,
-          GIT_CONFIG_COUNT: '1',
-          GIT_CONFIG_KEY_0: 'http.extraHeader',
-          GIT_CONFIG_VALUE_0: `Authorization: token ${options.forge.token}`,
+      // The clone's remote is removed at once: only the sidecar pushes. The commit
+      // identity is set by the clone itself.
+      await run(
+        'git',
+        [
+          'clone',
+          '--quiet',
+          '--origin',
+          'source',
+          '--config',
+          `user.name=${agent.git.name}`,
+          '--config',
+          `user.email=${agent.git.email}`,
+          options.forge.cloneUrl,
+          ws,
+        ],
+        {
+          env: {
+            ...gitEnv,
+            GIT_CONFIG_COUNT: '1',
+            GIT_CONFIG_KEY_0: 'http.extraHeader',
+            GIT_CONFIG_VALUE_0: `Authorization: token ${options.forge.token}`,
+          },
         },
-      }).catch((err: Error) => {
+      ).catch((err: Error) => {
         throw new BbError(
           'FORGE_UNAVAILABLE',
           `cannot clone ${options.forge!.cloneUrl}: ${redactString(err.message)}`,
         );
       });
-      // Only the sidecar pushes: the workspace has no remote at all.
-      for (const r of (await run('git', ['-C', ws, 'remote'], { env: gitEnv })).stdout
-        .split('\n')
-        .filter(Boolean)) {
-        await run('git', ['-C', ws, 'remote', 'remove', r], { env: gitEnv });
-      }
+      await run('git', ['-C', ws, 'remote', 'remove', 'source'], { env: gitEnv });
       await run('git', ['-C', ws, 'checkout', '-q', '-B', branch], { env: gitEnv });
     } else {
       await run('git', ['init', '-q', '-b', branch, ws], { env: gitEnv });
+      await run('git', ['-C', ws, 'config', 'user.name', agent.git.name], { env: gitEnv });
+      await run('git', ['-C', ws, 'config', 'user.email', agent.git.email], { env: gitEnv });
     }
-    await run('git', ['-C', ws, 'config', 'user.name', agent.git.name], { env: gitEnv });
-    await run('git', ['-C', ws, 'config', 'user.email', agent.git.email], { env: gitEnv });
     if (agent.script !== undefined)
       writeFileSync(join(dir, 'home', '.bb', 'script.json'), JSON.stringify(agent.script));
     const meta: BottleMeta = {
@@ -387,6 +405,7 @@ async function runTurn(
   const labels = (role: string) => ({ 'bb.slug': meta.slug, 'bb.role': role });
   const startedAt = new Date().toISOString();
   const turn = meta.turns.length + 1;
+  let sidecarId: string | undefined;
   try {
     if (meta.forge) {
       if (!token)
@@ -429,20 +448,10 @@ async function runTurn(
         ],
         resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
       };
-      const sid = await backend.create(sidecar);
-      await backend.start(sid);
-      const sock = join(dir, 'sock', 'forge.sock');
-      for (let i = 0; i < 150 && !existsSync(sock); i++) {
-        const info = await backend.inspect(sid);
-        if (info?.state === 'exited') break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      if (!existsSync(sock)) {
-        throw new BbError(
-          'BACKEND_ERROR',
-          `the forge sidecar of ${meta.slug} did not start: ${redactString((await backend.logs(sid)).slice(-500))}`,
-        );
-      }
+      sidecarId = await backend.create(sidecar);
+      await backend.start(sidecarId);
+      // The agent starts at once; its client waits for the socket. Meanwhile we
+      // watch that the sidecar really comes up.
     }
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
@@ -477,6 +486,8 @@ async function runTurn(
     };
     const aid = await backend.create(agentSpec);
     await backend.start(aid);
+    if (sidecarId)
+      await watchSidecar(backend, sidecarId, aid, join(dir, 'sock', 'forge.sock'), meta.slug);
     const { exitCode, oomKilled } = await backend.wait(aid);
     const output = redactString(await backend.logs(aid));
     const parsed = provider.parseResult(output, exitCode);
@@ -515,6 +526,29 @@ async function runTurn(
           { cause: err },
         );
   }
+}
+
+/**
+ * Wait until the sidecar's socket exists. If the sidecar exits (or takes over
+ * 15 s) first, stop the agent and fail with the sidecar's own words.
+ */
+async function watchSidecar(
+  backend: Backend,
+  sidecarId: string,
+  agentId: string,
+  socket: string,
+  slug: string,
+): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    if (existsSync(socket)) return;
+    if ((await backend.inspect(sidecarId))?.state === 'exited') break;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  await backend.stop(agentId, 1000).catch(() => {});
+  throw new BbError(
+    'BACKEND_ERROR',
+    `the forge sidecar of ${slug} did not start: ${redactString((await backend.logs(sidecarId)).slice(-500))}`,
+  );
 }
 
 /** Slugs of the bottles under `$BB_HOME/bottles`. */

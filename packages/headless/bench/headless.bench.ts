@@ -1,0 +1,156 @@
+// launch-to-sidecar-ping (a script agent whose first act is read_issue) vs a bare
+// container of the same image doing the same ping against an already running
+// sidecar, in one run. Goal: <= 1.2x. Freeze and rehydrate (resume) are reported.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { closeGiteaPools } from '@bb/forge';
+import { createGiteaTestServer } from '@bb/forge/testing';
+import { reportBench } from '@bb/tooling/bench';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { bottleDir, destroy, launch, resume } from '../src/bottles';
+import { DockerBackend } from '../src/docker-backend';
+
+const docker = await probeDocker();
+if (!docker.ok) {
+  console.log(`headless bench skipped: ${docker.reason}`);
+  process.exit(0);
+}
+const TOKEN = 'bench-token-0123456789';
+const ROUNDS = 7;
+const server = await createGiteaTestServer({
+  world: {
+    users: [{ login: 'alice' }, { login: 'bot', tokens: [TOKEN] }],
+    orgs: [{ name: 'acme', members: ['alice'] }],
+    repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bot'] }],
+    issues: [{ repo: 'acme/widgets', title: 'Bench', author: 'alice', assignees: ['bot'] }],
+  },
+});
+const home = mkdtempSync(join(tmpdir(), 'bb-bench-'));
+mkdirSync(join(home, 'config', 'agents'), { recursive: true });
+mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
+writeFileSync(
+  join(home, 'config', 'agents', 'bench.json'),
+  JSON.stringify({
+    provider: 'script',
+    git: { name: 'B', email: 'b@example.test' },
+    script: { turns: [{ steps: [{ do: 'read_issue' }] }] },
+  }),
+);
+writeFileSync(
+  join(home, 'config', 'bottles', 'default.json'),
+  JSON.stringify({ image: BASE_IMAGE }),
+);
+const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
+const backend = new DockerBackend();
+const forge = {
+  apiUrl: server.apiUrl,
+  token: TOKEN,
+  owner: 'acme',
+  repo: 'widgets',
+  issue: 1,
+  cloneUrl: server.cloneUrl('acme/widgets'),
+};
+const firstOpAt = (slug: string) =>
+  Date.parse(
+    JSON.parse(
+      readFileSync(join(bottleDir(slug, env), 'state', 'ops.jsonl'), 'utf8').split('\n')[0]!,
+    ).time,
+  );
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+const ours: number[] = [];
+const oursTotal: number[] = [];
+const rehydrate: number[] = [];
+const base: number[] = [];
+for (let r = 0; r < ROUNDS; r++) {
+  // Ours: from launch() to the agent's first call reaching its sidecar.
+  const t0 = Date.now();
+  const out = await launch({ agent: 'bench', prompt: 'go', forge, backend, env });
+  oursTotal.push(Date.now() - t0);
+  ours.push(firstOpAt(out.slug) - t0);
+  const t1 = Date.now();
+  await resume({ slug: out.slug, prompt: 'again', forgeToken: TOKEN, backend, env });
+  rehydrate.push(Date.now() - t1);
+
+  // Baseline: a sidecar already up (we start it by launching a bottle that sleeps is
+  // not needed: reuse the frozen bottle's files), then a bare container of the same
+  // image that does the same ping with bb-forge.
+  const dir = bottleDir(out.slug, env);
+  const sidecarId = await backend.create({
+    name: `bb-bench-sidecar-${r}`,
+    image: BASE_IMAGE,
+    cmd: ['node', '/opt/bb/sidecar.mjs'],
+    user: '1000:1000',
+    labels: { 'bb.slug': `bench-${r}`, 'bb.role': 'sidecar' },
+    network: 'host',
+    env: {
+      HOME: '/tmp',
+      FORGE_GITEA_API: server.apiUrl,
+      FORGE_OWNER: 'acme',
+      FORGE_REPO: 'widgets',
+      FORGE_ISSUE_NUMBER: '1',
+      FORGE_TOKEN: TOKEN,
+      BB_SIDECAR_SOCKET: '/run/bb/forge.sock',
+      BB_QUEUE_DIR: '/tmp/q',
+      BB_OPS_LOG: '/tmp/ops.jsonl',
+      BB_WORKSPACE: '/workspace',
+      BB_BRANCH: 'bb/bench-1',
+    },
+    mounts: [
+      { source: join(home, 'runtime'), target: '/opt/bb', readOnly: true },
+      { source: join(dir, 'sock'), target: '/run/bb' },
+      { source: join(dir, 'workspace'), target: '/workspace' },
+    ],
+  });
+  await backend.start(sidecarId);
+  for (let i = 0; i < 100; i++) {
+    try {
+      readFileSync(join(dir, 'sock', 'forge.sock'));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') break;
+    }
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  const t2 = Date.now();
+  const id = await backend.create({
+    name: `bb-bench-bare-${r}`,
+    image: BASE_IMAGE,
+    cmd: ['node', '/opt/bb/bb-forge.mjs', 'read-issue', '1'],
+    user: '1000:1000',
+    labels: { 'bb.slug': `bench-${r}`, 'bb.role': 'agent' },
+    network: 'none',
+    env: { BB_SIDECAR_SOCKET: '/run/bb/forge.sock' },
+    mounts: [
+      { source: join(home, 'runtime'), target: '/opt/bb', readOnly: true },
+      { source: join(dir, 'sock'), target: '/run/bb' },
+    ],
+  });
+  await backend.start(id);
+  await backend.wait(id);
+  base.push(Date.now() - t2);
+  await backend.destroy(id);
+  await backend.destroy(sidecarId);
+  await destroy(out.slug, { backend, env });
+}
+
+// Median of per-round ratios: each round's two sides ran back to back.
+const ratio = median(ours.map((o, i) => o / base[i]!));
+reportBench({
+  name: 'headless',
+  metric:
+    "ms from launch to the agent's first sidecar call (vs a bare container doing the same call)",
+  ours: median(base) * ratio,
+  baseline: median(base),
+  goal: 1.2,
+  higherIsBetter: false,
+  extra: {
+    rounds: ROUNDS,
+    launchToPingMedianMs: median(ours),
+    launchTotalMs: median(oursTotal),
+    freezeAndResumeTurnMs: median(rehydrate),
+  },
+});
+await server.close();
+await closeGiteaPools();
+rmSync(home, { recursive: true, force: true });

@@ -405,7 +405,7 @@ async function runTurn(
   const labels = (role: string) => ({ 'bb.slug': meta.slug, 'bb.role': role });
   const startedAt = new Date().toISOString();
   const turn = meta.turns.length + 1;
-  let sidecarId: string | undefined;
+  let sidecarStarted: Promise<string> | undefined;
   try {
     if (meta.forge) {
       if (!token)
@@ -448,10 +448,14 @@ async function runTurn(
         ],
         resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
       };
-      sidecarId = await backend.create(sidecar);
-      await backend.start(sidecarId);
-      // The agent starts at once; its client waits for the socket. Meanwhile we
-      // watch that the sidecar really comes up.
+      // Created and started alongside the agent below; the agent's client waits
+      // for the socket, and watchSidecar checks that the sidecar really comes up.
+      sidecarStarted = backend.create(sidecar).then(async (id) => {
+        await backend.start(id);
+        return id;
+      });
+      // Awaited below; until then a failure must not count as unhandled.
+      sidecarStarted.catch(() => {});
     }
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
@@ -486,8 +490,14 @@ async function runTurn(
     };
     const aid = await backend.create(agentSpec);
     await backend.start(aid);
-    if (sidecarId)
-      await watchSidecar(backend, sidecarId, aid, join(dir, 'sock', 'forge.sock'), meta.slug);
+    if (sidecarStarted)
+      await watchSidecar(
+        backend,
+        await sidecarStarted,
+        aid,
+        join(dir, 'sock', 'forge.sock'),
+        meta.slug,
+      );
     const { exitCode, oomKilled } = await backend.wait(aid);
     const output = redactString(await backend.logs(aid));
     const parsed = provider.parseResult(output, exitCode);

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import Docker from 'dockerode';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { bottleDir, destroy, type ForgeWiring, launch, readMeta, resume } from '../src/bottles';
 import { DockerBackend } from '../src/docker-backend';
@@ -104,14 +105,27 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
   it('runs the agent to done, resumes the same session with its earlier turn, and destroys everything', async () => {
     writeManifests();
     const progress: string[] = [];
+    // While the bottle runs, look at its agent container as the engine reports it.
+    let seen: Awaited<ReturnType<typeof backend.list>> = [];
+    let rawInspect = '';
+    const watching = setInterval(() => {
+      backend.list({ 'bb.role': 'agent' }).then(
+        async (now) => {
+          if (now.length > seen.length) seen = now;
+          if (!rawInspect && now[0])
+            rawInspect = JSON.stringify(await new Docker().getContainer(now[0].id).inspect());
+        },
+        () => {},
+      );
+    }, 20);
     const first = await launch({
       agent: 'implementer',
       prompt: 'please fix the export',
       forge: wiring(),
       backend,
       env: env(),
-      onProgress: (m) => progress.push(m),
-    });
+      onProgress: (msg) => progress.push(msg),
+    }).finally(() => clearInterval(watching));
     expect(first.output).toContain('"type":"result"');
     expect(first).toMatchObject({ exitCode: 0, ok: true });
     expect(first.sessionId).toMatch(/^[0-9a-f-]{36}$/);
@@ -124,6 +138,20 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     const pr = [...server.repos.get('acme/widgets')!.issues.values()].find((i) => i.pull)!;
     expect(pr.pull!.headRef).toBe('bb/implementer-1');
     expect(pr.author).toBe('bb-claude');
+    // The agent ran hardened, with no network and no forge credentials in its environment.
+    const agentSeen = seen.find((c) => c.labels['bb.slug'] === first.slug);
+    expect(agentSeen, 'the running agent container was seen').toBeDefined();
+    expect(rawInspect).toContain('"NetworkMode":"none"');
+    expect(rawInspect).not.toContain(TOKEN);
+    expect(rawInspect).not.toMatch(/FORGE_TOKEN/);
+    expect(agentSeen!.isolation).toMatchObject({
+      network: 'none',
+      capDrop: ['ALL'],
+      noNewPrivileges: true,
+      readOnlyRootfs: true,
+      user: '1000:1000',
+      pidsLimit: 128,
+    });
     // Frozen: no container left, workspace, transcript and session kept; the done signal queued.
     expect(await backend.list({ 'bb.slug': first.slug })).toEqual([]);
     const meta = readMeta(first.slug, env())!;
@@ -219,7 +247,7 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
       ),
     ).toMatch(/^NOT_FOUND: image bb-missing-image:never is not on this Docker engine/);
     expect(existsSync(bottleDir('implementer-noimg', env()))).toBe(false);
-    writeManifests();
+    writeManifests({ turns: [{ steps: [] }] });
     const ok = await launch({
       agent: 'implementer',
       prompt: 'x',

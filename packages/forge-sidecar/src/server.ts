@@ -109,7 +109,7 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
   };
 
   const inFlight = new Set<Promise<unknown>>();
-  const server: Server = createServer((req, res) => {
+  const server: Server = createServer({ connectionsCheckingInterval: 2000 }, (req, res) => {
     const p = handle(req, res).catch((err) => {
       log.error({ err: errorMessage(err) }, 'request failed');
       if (!res.headersSent) res.writeHead(500).end();

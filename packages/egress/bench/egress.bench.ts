@@ -1,0 +1,130 @@
+// Throughput through the egress proxy vs direct, in one run, against a loopback
+// server: 1 MiB downloads through a CONNECT tunnel, and 1,000 small absolute-form
+// requests. Goal: >= 0.8x direct for each.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, request } from 'node:http';
+import { type AddressInfo, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { reportBench } from '@bb/tooling/bench';
+
+const MiB = Buffer.alloc(1024 * 1024, 7);
+const server = createServer((req, res) => {
+  if (req.url === '/big') res.writeHead(200, { 'content-length': MiB.length }).end(MiB);
+  else res.writeHead(200, { 'content-length': 2 }).end('ok');
+});
+await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+const port = (server.address() as AddressInfo).port;
+const dir = mkdtempSync(join(tmpdir(), 'bb-egress-bench-'));
+const socket = join(dir, 'egress.sock');
+// The proxy runs as its own process (the bundled bb-egress), as it does beside a bottle.
+const bundle = join(
+  dirname(fileURLToPath(import.meta.url)),
+  '..',
+  'dist',
+  'bundle',
+  'bb-egress.mjs',
+);
+if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run pnpm build first`);
+writeFileSync(join(dir, 'rules.json'), JSON.stringify({ allow: [`localhost:${port}`] }));
+writeFileSync(join(dir, 'routes.json'), JSON.stringify({ routes: [] }));
+const child = spawn(process.execPath, [bundle], {
+  env: {
+    PATH: process.env['PATH'],
+    BB_EGRESS_RULES: join(dir, 'rules.json'),
+    BB_CRED_ROUTES: join(dir, 'routes.json'),
+    BB_EGRESS_SOCKET: socket,
+    BB_CRED_SOCKET: join(dir, 'cred.sock'),
+    BB_EGRESS_LOG: join(dir, 'egress.jsonl'),
+  },
+  stdio: 'ignore',
+});
+for (let i = 0; i < 200 && !existsSync(join(dir, 'cred.sock')); i++)
+  await new Promise((r) => setTimeout(r, 25));
+
+// A raw GET of /big over a socket; resolves when the whole body arrived.
+function bigVia(tunnel: boolean): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const s = tunnel ? connect(socket) : connect(port, '127.0.0.1');
+    let got = 0;
+    let established = !tunnel;
+    const ask = () =>
+      s.write(`GET /big HTTP/1.1\r\nHost: localhost:${port}\r\nConnection: close\r\n\r\n`);
+    s.on('connect', () =>
+      tunnel
+        ? s.write(`CONNECT localhost:${port} HTTP/1.1\r\nHost: localhost:${port}\r\n\r\n`)
+        : ask(),
+    );
+    s.on('data', (d: Buffer) => {
+      if (!established) {
+        if (d.toString().startsWith('HTTP/1.1 200')) {
+          established = true;
+          ask();
+        }
+        return;
+      }
+      got += d.length;
+    });
+    s.on('close', () => (got >= MiB.length ? resolve() : reject(new Error(`short read ${got}`))));
+    s.on('error', reject);
+  });
+}
+function smallVia(viaProxy: boolean): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const opts = viaProxy
+      ? {
+          socketPath: socket,
+          path: `http://localhost:${port}/s`,
+          headers: { host: `localhost:${port}` },
+        }
+      : { host: '127.0.0.1', port, path: '/s', headers: { host: `localhost:${port}` } };
+    request(opts, (res) => {
+      res.resume();
+      res.on('end', () => resolve());
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+async function time(fn: () => Promise<void>, n: number): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) await fn();
+  return Number(process.hrtime.bigint() - t0) / 1e9;
+}
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+await time(() => bigVia(true), 5);
+await time(() => smallVia(true), 100);
+const big: number[] = [];
+const small: number[] = [];
+for (let r = 0; r < 5; r++) {
+  const d = await time(() => bigVia(false), 20);
+  const p = await time(() => bigVia(true), 20);
+  big.push(d / p); // throughput ratio = direct time / proxy time
+  const ds = await time(() => smallVia(false), 200);
+  const ps = await time(() => smallVia(true), 200);
+  small.push(ds / ps);
+}
+const bigDirectMBps = 20 / (await time(() => bigVia(false), 20));
+reportBench({
+  name: 'egress',
+  metric: 'throughput of 1 MiB transfers via the proxy (CONNECT tunnel) vs direct, MiB/s',
+  ours: bigDirectMBps * median(big),
+  baseline: bigDirectMBps,
+  goal: 0.8,
+  higherIsBetter: true,
+});
+reportBench({
+  name: 'egress-small',
+  metric: '1,000 small requests via the proxy vs direct, throughput ratio',
+  ours: median(small),
+  baseline: 1,
+  goal: 0.8,
+  higherIsBetter: true,
+  extra: { note: 'ours is the median per-round ratio direct time / proxy time' },
+});
+child.kill('SIGTERM');
+await new Promise((r) => child.on('exit', r));
+server.close();
+rmSync(dir, { recursive: true, force: true });

@@ -1,0 +1,198 @@
+import { readFileSync } from 'node:fs';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { BbError, registerSecret } from '@bb/errors';
+import { z } from 'zod';
+import type { EgressLogger } from './log';
+
+const RouteSchema = z
+  .object({
+    prefix: z.string().regex(/^\/[a-z0-9._-]+$/, 'must be a path prefix such as /anthropic'),
+    upstream: z.url('must be the upstream base URL'),
+    headers: z.record(
+      z.string(),
+      z
+        .string()
+        .regex(
+          /^(env:[A-Z_][A-Z0-9_]*|file:\/\S+)$/,
+          'must reference a secret as env:NAME or file:/path',
+        ),
+    ),
+  })
+  .strict();
+export const RoutesFileSchema = z.object({ routes: z.array(RouteSchema) }).strict();
+
+/** A route with its secrets resolved (held only in this process). */
+export interface CredentialRoute {
+  prefix: string;
+  upstream: URL;
+  headers: Record<string, string>;
+}
+
+// Headers a client might use to pass (or smuggle) its own credentials.
+const CLIENT_AUTH = [
+  'authorization',
+  'proxy-authorization',
+  'x-api-key',
+  'api-key',
+  'cookie',
+  'x-goog-api-key',
+];
+
+/**
+ * Read a routes file and resolve each secret reference. Throws INVALID_INPUT
+ * naming the file and the problem; never includes a secret's value.
+ */
+export function loadRoutes(
+  path: string,
+  env: Record<string, string | undefined> = process.env,
+): CredentialRoute[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new BbError(
+      'INVALID_INPUT',
+      `routes file ${path} cannot be read as JSON: ${(err as Error).message}`,
+    );
+  }
+  const parsed = RoutesFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw new BbError(
+      'INVALID_INPUT',
+      `routes file ${path} is invalid: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
+  }
+  return parsed.data.routes.map((r) => {
+    const headers: Record<string, string> = {};
+    for (const [name, ref] of Object.entries(r.headers)) {
+      let value: string | undefined;
+      if (ref.startsWith('env:')) value = env[ref.slice(4)];
+      else {
+        try {
+          value = readFileSync(ref.slice(5), 'utf8').trim();
+        } catch {
+          value = undefined;
+        }
+      }
+      if (!value)
+        throw new BbError(
+          'INVALID_INPUT',
+          `routes file ${path}: the secret ${ref} for ${r.prefix} (${name}) is not set`,
+        );
+      registerSecret(value);
+      headers[name.toLowerCase()] = value;
+    }
+    return { prefix: r.prefix, upstream: new URL(r.upstream), headers };
+  });
+}
+
+export interface CredentialProxy {
+  server: Server;
+  /** Swap routes atomically; requests in flight finish on the old ones. */
+  reload(routes: CredentialRoute[]): void;
+  close(): Promise<void>;
+}
+
+/**
+ * A reverse proxy that adds credentials the agent never sees: a request to
+ * `<prefix>/rest` goes to `<upstream>/rest` with the route's headers, after any
+ * client-supplied auth header is removed. Logged with the route and the names of
+ * the injected headers, never their values.
+ */
+export function createCredentialProxy(options: {
+  routes: CredentialRoute[];
+  log?: EgressLogger;
+}): CredentialProxy {
+  let routes = options.routes;
+  const log = options.log ?? (() => {});
+  const server = createServer(
+    { maxHeaderSize: 32768, connectionsCheckingInterval: 1000 },
+    (req: IncomingMessage, res: ServerResponse) => {
+      const started = Date.now();
+      const current = routes;
+      const path = req.url ?? '/';
+      const route = current.find(
+        (r) =>
+          path === r.prefix || path.startsWith(`${r.prefix}/`) || path.startsWith(`${r.prefix}?`),
+      );
+      if (!route) {
+        res
+          .writeHead(404, { 'content-type': 'text/plain' })
+          .end(
+            `no credential route for ${path.split('?')[0]}; routes: ${current.map((r) => r.prefix).join(', ') || 'none'}\n`,
+          );
+        return;
+      }
+      const rest = path.slice(route.prefix.length) || '/';
+      const base = route.upstream.pathname.replace(/\/$/, '');
+      const headers: Record<string, string | string[] | undefined> = { ...req.headers };
+      for (const h of CLIENT_AUTH) delete headers[h];
+      for (const h of Object.keys(route.headers)) delete headers[h];
+      delete headers['host'];
+      Object.assign(headers, route.headers, { host: route.upstream.host });
+      const port = Number(route.upstream.port || (route.upstream.protocol === 'https:' ? 443 : 80));
+      const send = route.upstream.protocol === 'https:' ? httpsRequest : httpRequest;
+      let up = 0;
+      let down = 0;
+      req.on('data', (c: Buffer) => (up += c.length));
+      const upstream = send(
+        {
+          host: route.upstream.hostname,
+          port,
+          method: req.method,
+          path: `${base}${rest}`,
+          headers,
+        },
+        (ures) => {
+          res.writeHead(ures.statusCode ?? 502, ures.headers);
+          ures.on('data', (c: Buffer) => (down += c.length));
+          ures.pipe(res);
+          ures.on('end', () =>
+            log({
+              time: new Date().toISOString(),
+              kind: 'credential',
+              host: route.upstream.hostname,
+              port,
+              decision: 'allowed',
+              rule: route.prefix,
+              route: route.prefix,
+              auth: Object.keys(route.headers),
+              method: req.method,
+              status: ures.statusCode,
+              bytesUp: up,
+              bytesDown: down,
+              durationMs: Date.now() - started,
+            }),
+          );
+        },
+      );
+      upstream.on('error', (err) => {
+        if (!res.headersSent)
+          res
+            .writeHead(502, { 'content-type': 'text/plain' })
+            .end(`upstream for ${route.prefix} failed: ${err.message}\n`);
+        else res.destroy();
+      });
+      req.pipe(upstream);
+    },
+  );
+  server.headersTimeout = 10_000;
+  return {
+    server,
+    reload(next) {
+      routes = next;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

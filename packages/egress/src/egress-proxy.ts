@@ -1,0 +1,276 @@
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { connect, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { EgressLogger } from './log';
+import { decide, type EgressRule } from './rules';
+
+export interface EgressProxyOptions {
+  rules: EgressRule[];
+  log?: EgressLogger;
+  /** Largest request head accepted (bigger: 431). @default 16384 */
+  maxHeaderBytes?: number;
+  /** Time allowed to send the request head (slowloris guard). @default 10000 */
+  headersTimeoutMs?: number;
+  /** Time to connect upstream. @default 10000 */
+  connectTimeoutMs?: number;
+}
+
+export interface EgressProxy {
+  server: Server;
+  /** Replace the rules; open tunnels keep going. */
+  reload(rules: EgressRule[]): void;
+  rules(): EgressRule[];
+  close(): Promise<void>;
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  403: 'Forbidden',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+  502: 'Bad Gateway',
+};
+
+function refuse(socket: Duplex, status: number, reason: string): void {
+  const body = `${reason}\n`;
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+/**
+ * A deny-by-default forward proxy: `CONNECT host:port` tunnels (TLS) and
+ * absolute-form HTTP requests, allowed only by the allowlist. A denial is a 403
+ * whose body says why. Every connection is logged with its bytes.
+ */
+export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
+  let rules = options.rules;
+  const log = options.log ?? (() => {});
+  const tunnels = new Set<Socket>();
+  const headersTimeout = options.headersTimeoutMs ?? 10_000;
+  const server = createServer(
+    {
+      maxHeaderSize: options.maxHeaderBytes ?? 16384,
+      // Node enforces headersTimeout only when it sweeps connections (30 s by
+      // default): sweep often enough that a slow client is really cut off.
+      connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(headersTimeout / 2))),
+    },
+    (req, res) => forward(req, res),
+  );
+  server.headersTimeout = headersTimeout;
+  server.requestTimeout = 300_000;
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) return socket.destroy();
+    if (err.code === 'HPE_HEADER_OVERFLOW') return refuse(socket, 431, 'request headers too large');
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT')
+      return refuse(socket, 408, 'request headers took too long');
+    refuse(socket, 400, 'bad request');
+  });
+
+  server.on('connect', (req: IncomingMessage, client: Duplex, head: Buffer) => {
+    const started = Date.now();
+    const target = req.url ?? '';
+    const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(target);
+    if (!m) {
+      log({
+        time: new Date().toISOString(),
+        kind: 'egress',
+        host: target,
+        port: 0,
+        decision: 'denied',
+        rule: 'CONNECT target is not host:port',
+        bytesUp: 0,
+        bytesDown: 0,
+        durationMs: 0,
+      });
+      return refuse(
+        client,
+        400,
+        `CONNECT needs host:port, got ${JSON.stringify(target).slice(0, 100)}`,
+      );
+    }
+    const host = m[1]!.replace(/^\[|\]$/g, '');
+    const port = Number(m[2]);
+    const d = decide(rules, host, port);
+    if (!d.allowed) {
+      log({
+        time: new Date().toISOString(),
+        kind: 'egress',
+        host,
+        port,
+        decision: 'denied',
+        rule: d.rule,
+        method: 'CONNECT',
+        bytesUp: 0,
+        bytesDown: 0,
+        durationMs: 0,
+      });
+      return refuse(client, 403, `egress to ${host}:${port} denied: ${d.rule}`);
+    }
+    const upstream = connect({ host, port, timeout: options.connectTimeoutMs ?? 10_000 });
+    let up = head.length;
+    let down = 0;
+    tunnels.add(upstream);
+    const done = () => {
+      if (!tunnels.delete(upstream)) return;
+      log({
+        time: new Date().toISOString(),
+        kind: 'egress',
+        host,
+        port,
+        decision: 'allowed',
+        rule: d.rule,
+        method: 'CONNECT',
+        bytesUp: up,
+        bytesDown: down,
+        durationMs: Date.now() - started,
+      });
+    };
+    upstream.once('connect', () => {
+      upstream.setTimeout(0);
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (head.length) upstream.write(head);
+      client.on('data', (c: Buffer) => (up += c.length));
+      upstream.on('data', (c: Buffer) => (down += c.length));
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    upstream.once('timeout', () => upstream.destroy(new Error('connect timeout')));
+    upstream.once('error', () => {
+      if (client.writable && down === 0) refuse(client, 502, `cannot reach ${host}:${port}`);
+      client.destroy();
+      done();
+    });
+    upstream.once('close', () => {
+      // end(), not destroy(): bytes still buffered for the client must arrive.
+      if (!client.destroyed) client.end();
+      done();
+    });
+    client.once('error', () => upstream.destroy());
+    client.once('close', () => upstream.destroy());
+  });
+
+  function forward(req: IncomingMessage, res: ServerResponse): void {
+    const started = Date.now();
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '');
+    } catch {
+      res
+        .writeHead(400, { 'content-type': 'text/plain' })
+        .end('this is a proxy: send absolute-form requests (http://host/path) or CONNECT\n');
+      return;
+    }
+    if (url.protocol !== 'http:') {
+      res
+        .writeHead(400, { 'content-type': 'text/plain' })
+        .end(`only http:// is forwarded as plain requests; use CONNECT for ${url.protocol}\n`);
+      return;
+    }
+    const port = Number(url.port || 80);
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    // A Host header that names somewhere else is an attempt to smuggle a request past the rule.
+    const hostHeader = (req.headers.host ?? '').toLowerCase();
+    if (hostHeader && hostHeader !== url.host.toLowerCase()) {
+      log({
+        time: new Date().toISOString(),
+        kind: 'egress',
+        host,
+        port,
+        decision: 'denied',
+        rule: `Host header ${hostHeader} does not match ${url.host}`,
+        method: req.method,
+        bytesUp: 0,
+        bytesDown: 0,
+        durationMs: 0,
+      });
+      res
+        .writeHead(400, { 'content-type': 'text/plain' })
+        .end(`the Host header (${hostHeader}) does not match the request target (${url.host})\n`);
+      return;
+    }
+    const d = decide(rules, host, port);
+    if (!d.allowed) {
+      log({
+        time: new Date().toISOString(),
+        kind: 'egress',
+        host,
+        port,
+        decision: 'denied',
+        rule: d.rule,
+        method: req.method,
+        bytesUp: 0,
+        bytesDown: 0,
+        durationMs: 0,
+      });
+      res
+        .writeHead(403, { 'content-type': 'text/plain' })
+        .end(`egress to ${host}:${port} denied: ${d.rule}\n`);
+      return;
+    }
+    const headers = { ...req.headers };
+    delete headers['proxy-authorization'];
+    delete headers['proxy-connection'];
+    let up = 0;
+    let down = 0;
+    req.on('data', (c: Buffer) => (up += c.length));
+    const upstream = httpRequest(
+      {
+        host,
+        port,
+        method: req.method,
+        path: `${url.pathname}${url.search}`,
+        headers,
+        timeout: options.connectTimeoutMs ?? 10_000,
+      },
+      (ures) => {
+        res.writeHead(ures.statusCode ?? 502, ures.headers);
+        ures.on('data', (c: Buffer) => (down += c.length));
+        ures.pipe(res);
+        ures.on('end', () =>
+          log({
+            time: new Date().toISOString(),
+            kind: 'egress',
+            host,
+            port,
+            decision: 'allowed',
+            rule: d.rule,
+            method: req.method,
+            status: ures.statusCode,
+            bytesUp: up,
+            bytesDown: down,
+            durationMs: Date.now() - started,
+          }),
+        );
+      },
+    );
+    upstream.on('error', (err) => {
+      if (!res.headersSent)
+        res
+          .writeHead(502, { 'content-type': 'text/plain' })
+          .end(`cannot reach ${host}:${port}: ${err.message}\n`);
+      else res.destroy();
+    });
+    req.pipe(upstream);
+  }
+
+  return {
+    server,
+    reload(next) {
+      rules = next;
+    },
+    rules: () => rules,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const t of tunnels) t.destroy();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

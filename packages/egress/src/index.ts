@@ -1,0 +1,21 @@
+/**
+ * @module
+ * `@bb/egress`: what a bottle may reach. A deny-by-default forward proxy
+ * (allowlist, CONNECT for TLS) and a credential-injecting reverse proxy (the agent
+ * never holds the key), both logging every connection; `summarizeEgress` turns
+ * the logs into the egress section of a run record.
+ */
+
+export { parseBridgeArgs, startBridge } from './bridge';
+export {
+  type CredentialProxy,
+  type CredentialRoute,
+  createCredentialProxy,
+  loadRoutes,
+  RoutesFileSchema,
+} from './cred-proxy';
+export { createEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy';
+export { type EgressLogEntry, type EgressLogger, fileLogger } from './log';
+export { type ProxiesOptions, startProxies } from './proxies';
+export { type Decision, decide, type EgressRule, parseRules } from './rules';
+export { type EgressSummary, summarizeEgress } from './summary';

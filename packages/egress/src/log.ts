@@ -1,0 +1,29 @@
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+/** One line of an egress or credential-proxy log. */
+export interface EgressLogEntry {
+  time: string;
+  kind: 'egress' | 'credential';
+  host: string;
+  port: number;
+  decision: 'allowed' | 'denied';
+  /** The allowlist entry or credential route that decided, or why it was denied. */
+  rule: string;
+  method?: string;
+  /** Credential proxy: the route prefix and the names of injected headers (never values). */
+  route?: string;
+  auth?: string[];
+  status?: number;
+  bytesUp: number;
+  bytesDown: number;
+  durationMs: number;
+}
+
+export type EgressLogger = (entry: EgressLogEntry) => void;
+
+/** Append entries as JSON lines to a file. */
+export function fileLogger(path: string): EgressLogger {
+  mkdirSync(dirname(path), { recursive: true });
+  return (entry) => appendFileSync(path, `${JSON.stringify(entry)}\n`);
+}

@@ -1,0 +1,70 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { summarizeEgress } from '@bb/egress';
+import { verifyOpLog } from '@bb/forge-sidecar';
+import { GENESIS_HASH, RECORD_VERSION, type RunRecord } from './record';
+import type { SecretScanner } from './scanner';
+
+export interface BuildInput {
+  /** `$BB_HOME/bottles/<slug>`: its `state/ops.jsonl`, optional `state/egress.jsonl`, and `workspace/`. */
+  stateDir: string;
+  slug: string;
+  agent: string;
+  provider?: string;
+  providerVersion?: string;
+  bottles: string[];
+  forge: RunRecord['forge'];
+  turn: number;
+  startedAt: string;
+  finishedAt: string;
+  exitCode: number | null;
+  done: RunRecord['done'];
+  watchdogFired: RunRecord['watchdogFired'];
+  /** The commit the run started from; the scan covers `base..HEAD`. */
+  baseCommit?: string;
+  /** The op log's head as the sidecar relayed it, to protect the log's last line. */
+  opLogHead?: { hash: string; seq: number };
+  prev?: string;
+  scanner: SecretScanner;
+  bbVersion: string;
+  gitCommit: string | null;
+}
+
+/** Build a run record from a bottle's state. A tampered op log is recorded as such, loudly. */
+export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
+  const opsFile = join(input.stateDir, 'state', 'ops.jsonl');
+  const opsText = existsSync(opsFile) ? readFileSync(opsFile, 'utf8') : '';
+  const ops = verifyOpLog(opsText, input.opLogHead);
+  const egressFile = join(input.stateDir, 'state', 'egress.jsonl');
+  const scan = await input.scanner.scanCommits(join(input.stateDir, 'workspace'), input.baseCommit);
+  return {
+    version: RECORD_VERSION,
+    id: randomUUID(),
+    slug: input.slug,
+    agent: input.agent,
+    ...(input.provider ? { provider: input.provider } : {}),
+    ...(input.providerVersion ? { providerVersion: input.providerVersion } : {}),
+    bottles: input.bottles,
+    forge: input.forge,
+    turn: input.turn,
+    startedAt: input.startedAt,
+    finishedAt: input.finishedAt,
+    durationMs: Math.max(0, Date.parse(input.finishedAt) - Date.parse(input.startedAt)),
+    exitCode: input.exitCode,
+    done: input.done,
+    watchdogFired: input.watchdogFired,
+    secretScan: scan,
+    ...(existsSync(egressFile)
+      ? { egress: summarizeEgress(readFileSync(egressFile, 'utf8')) }
+      : {}),
+    opLog: {
+      verified: ops.ok,
+      problems: ops.problems,
+      entries: ops.entries as unknown as Array<Record<string, unknown>>,
+    },
+    bbVersion: input.bbVersion,
+    gitCommit: input.gitCommit,
+    prev: input.prev ?? GENESIS_HASH,
+  };
+}

@@ -1,0 +1,28 @@
+/**
+ * @module
+ * `@bb/provenance`: the signed record every run leaves behind. Built from a
+ * bottle's state (op log, egress log, commits), secret-scanned with gitleaks,
+ * canonical JSON, hash-chained per bottle, ed25519-signed, stored in SQLite and
+ * served by `(Request) => Response` handlers. Never posted to the forge.
+ */
+export { type BuildInput, buildRunRecord } from './build';
+export { canonicalJson, sha256Hex } from './canonical';
+export { createProvenanceHandler, type ProvenanceHandlerOptions } from './http';
+export { keyIdOf, loadOrCreateSigningKey, type SigningKey } from './keys';
+export {
+  GENESIS_HASH,
+  RECORD_VERSION,
+  type RunRecord,
+  RunRecordSchema,
+  type SignedRecord,
+} from './record';
+export { renderMarkdown, renderTerminal, renderVerification } from './render';
+export {
+  GitleaksScanner,
+  locate,
+  type ScanResult,
+  type SecretFinding,
+  type SecretScanner,
+} from './scanner';
+export { signRecord, type Verification, verifyChain, verifyRecord } from './sign';
+export { PROVENANCE_MIGRATIONS, ProvenanceStore, type RunFilter, recordStatus } from './store';

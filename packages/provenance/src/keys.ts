@@ -1,0 +1,67 @@
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+} from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BbError } from '@bb/errors';
+
+export interface SigningKey {
+  privateKey: KeyObject;
+  publicKey: KeyObject;
+  /** The first 16 hex digits of sha256 over the public key (SPKI DER). */
+  keyId: string;
+  /** The public key as PEM, to give to verifiers. */
+  publicPem: string;
+}
+
+export function keyIdOf(publicKey: KeyObject): string {
+  return createHash('sha256')
+    .update(publicKey.export({ type: 'spki', format: 'der' }))
+    .digest('hex')
+    .slice(0, 16);
+}
+
+/**
+ * The provenance signing key at `<bbHome>/keys/provenance-ed25519.pem`, created
+ * (0600, in a 0700 directory) on first use. A key file readable by others is
+ * refused.
+ */
+export function loadOrCreateSigningKey(bbHome: string): SigningKey {
+  const dir = join(bbHome, 'keys');
+  const file = join(dir, 'provenance-ed25519.pem');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (!existsSync(file)) {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    writeFileSync(file, privateKey.export({ type: 'pkcs8', format: 'pem' }), {
+      mode: 0o600,
+      flag: 'wx',
+    });
+  }
+  const mode = statSync(file).mode & 0o777;
+  if (mode & 0o077) {
+    throw new BbError(
+      'INVALID_INPUT',
+      `${file} is readable by others (mode ${mode.toString(8)}): run chmod 600 ${file}`,
+    );
+  }
+  chmodSync(dir, 0o700);
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey(readFileSync(file));
+  } catch (err) {
+    throw new BbError('STATE_CORRUPT', `${file} is not a private key: ${(err as Error).message}`);
+  }
+  if (privateKey.asymmetricKeyType !== 'ed25519')
+    throw new BbError('STATE_CORRUPT', `${file} is not an ed25519 key`);
+  const publicKey = createPublicKey(privateKey);
+  return {
+    privateKey,
+    publicKey,
+    keyId: keyIdOf(publicKey),
+    publicPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+  };
+}

@@ -1,0 +1,73 @@
+import { z } from 'zod';
+
+export const RECORD_VERSION = 1;
+
+const Finding = z.object({
+  rule: z.string(),
+  commit: z.string(),
+  file: z.string(),
+  line: z.number().int(),
+});
+
+/** A run record: what ran, for which issue, how it ended, and what it did. */
+export const RunRecordSchema = z.object({
+  version: z.literal(RECORD_VERSION),
+  id: z.string().min(1),
+  slug: z.string().min(1),
+  agent: z.string().min(1),
+  provider: z.string().optional(),
+  providerVersion: z.string().optional(),
+  bottles: z.array(z.string()),
+  forge: z
+    .object({
+      owner: z.string(),
+      repo: z.string(),
+      issue: z.number().int(),
+      prs: z.array(z.number().int()),
+    })
+    .nullable(),
+  turn: z.number().int().positive(),
+  startedAt: z.string(),
+  finishedAt: z.string(),
+  durationMs: z.number().int().nonnegative(),
+  exitCode: z.number().int().nullable(),
+  done: z
+    .object({ status: z.enum(['success', 'failure', 'blocked']), summary: z.string() })
+    .nullable(),
+  watchdogFired: z
+    .object({
+      reason: z.enum(['silence', 'exit_without_signal', 'sidecar_death']),
+      detail: z.string(),
+    })
+    .nullable(),
+  secretScan: z.object({
+    tool: z.string(),
+    scanned: z.string(),
+    findings: z.array(Finding),
+    error: z.string().optional(),
+  }),
+  /** Omitted when the bottle had no egress log. */
+  egress: z.unknown().optional(),
+  opLog: z.object({
+    verified: z.boolean(),
+    problems: z.array(z.object({ line: z.number().int(), problem: z.string() })),
+    entries: z.array(z.record(z.string(), z.unknown())),
+  }),
+  bbVersion: z.string(),
+  gitCommit: z.string().nullable(),
+  /** The hash of this bottle's previous record (64 zeros for its first). */
+  prev: z.string().regex(/^[0-9a-f]{64}$/),
+});
+export type RunRecord = z.infer<typeof RunRecordSchema>;
+
+/** A record with its hash and signature. */
+export interface SignedRecord {
+  record: RunRecord;
+  /** sha256 of the record's canonical JSON. */
+  hash: string;
+  /** ed25519 over the canonical JSON, base64. */
+  signature: string;
+  keyId: string;
+}
+
+export const GENESIS_HASH = '0'.repeat(64);

@@ -1,0 +1,76 @@
+import type { SignedRecord } from './record';
+import type { Verification } from './sign';
+import { recordStatus } from './store';
+
+function lines(s: SignedRecord): Array<[string, string]> {
+  const r = s.record;
+  return [
+    ['run', r.id],
+    [
+      'bottle',
+      `${r.slug} (agent ${r.agent}${r.provider ? `, ${r.provider}${r.providerVersion ? ` ${r.providerVersion}` : ''}` : ''}; bottles ${r.bottles.join(', ')})`,
+    ],
+    [
+      'forge',
+      r.forge
+        ? `${r.forge.owner}/${r.forge.repo} issue #${r.forge.issue}${r.forge.prs.length ? `, PR ${r.forge.prs.map((p) => `#${p}`).join(', ')}` : ''}`
+        : 'none',
+    ],
+    ['turn', String(r.turn)],
+    ['time', `${r.startedAt} → ${r.finishedAt} (${(r.durationMs / 1000).toFixed(1)} s)`],
+    [
+      'outcome',
+      `${recordStatus(s)}; exit ${r.exitCode ?? 'none'}${r.done ? `; done: ${r.done.status}: ${r.done.summary}` : '; no done signal'}`,
+    ],
+    [
+      'watchdog',
+      r.watchdogFired ? `FIRED (${r.watchdogFired.reason}): ${r.watchdogFired.detail}` : 'no',
+    ],
+    [
+      'secrets',
+      r.secretScan.error
+        ? `scan failed: ${r.secretScan.error}`
+        : r.secretScan.findings.length
+          ? `${r.secretScan.findings.length} FOUND: ${r.secretScan.findings.map((f) => `${f.rule} in ${f.file}:${f.line} (${f.commit})`).join('; ')}`
+          : `none (${r.secretScan.tool}, ${r.secretScan.scanned})`,
+    ],
+    [
+      'op log',
+      `${r.opLog.entries.length} operations; ${r.opLog.verified ? 'chain intact' : `TAMPERED: ${r.opLog.problems.map((p) => `line ${p.line}: ${p.problem}`).join('; ')}`}`,
+    ],
+    ['egress', r.egress ? JSON.stringify(r.egress) : 'no egress log'],
+    ['built by', `bot-bottle ${r.bbVersion}${r.gitCommit ? ` (${r.gitCommit.slice(0, 12)})` : ''}`],
+    [
+      'signature',
+      `ed25519 key ${s.keyId}; hash ${s.hash.slice(0, 16)}…; previous ${r.prev.slice(0, 16)}…`,
+    ],
+  ];
+}
+
+/** The record for a terminal. */
+export function renderTerminal(s: SignedRecord): string {
+  const rows = lines(s);
+  const w = Math.max(...rows.map(([k]) => k.length));
+  const ops = s.record.opLog.entries.map(
+    (e) =>
+      `  ${String(e['seq']).padStart(3)}  ${String(e['outcome']).padEnd(8)} ${String(e['summary'])}`,
+  );
+  return `${rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n')}\n\noperations:\n${ops.join('\n') || '  (none)'}\n`;
+}
+
+/** The record as Markdown. */
+export function renderMarkdown(s: SignedRecord): string {
+  const esc = (t: string) => t.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+  const rows = lines(s).map(([k, v]) => `| ${k} | ${esc(v)} |`);
+  const ops = s.record.opLog.entries.map(
+    (e) => `| ${e['seq']} | ${e['method']} | ${e['outcome']} | ${esc(String(e['summary']))} |`,
+  );
+  return `## Run ${s.record.id}\n\n| | |\n|---|---|\n${rows.join('\n')}\n\n### Operations\n\n| # | method | outcome | what |\n|---|---|---|---|\n${ops.join('\n')}\n`;
+}
+
+/** A verification result for a terminal. */
+export function renderVerification(v: Verification, what: string): string {
+  return v.ok
+    ? `${what}: OK\n`
+    : `${what}: FAILED\n${v.problems.map((p) => `  - ${p}`).join('\n')}\n`;
+}

@@ -1,0 +1,69 @@
+import { type KeyObject, sign, verify } from 'node:crypto';
+import { canonicalJson, sha256Hex } from './canonical';
+import { keyIdOf, type SigningKey } from './keys';
+import { GENESIS_HASH, type RunRecord, RunRecordSchema, type SignedRecord } from './record';
+
+export function signRecord(record: RunRecord, key: SigningKey): SignedRecord {
+  const text = canonicalJson(RunRecordSchema.parse(record));
+  return {
+    record,
+    hash: sha256Hex(text),
+    signature: sign(null, Buffer.from(text), key.privateKey).toString('base64'),
+    keyId: key.keyId,
+  };
+}
+
+export interface Verification {
+  ok: boolean;
+  problems: string[];
+}
+
+/** Check one signed record: its schema, hash, signature and key. Says exactly what is wrong. */
+export function verifyRecord(signed: SignedRecord, publicKey: KeyObject): Verification {
+  const problems: string[] = [];
+  const parsed = RunRecordSchema.safeParse(signed.record);
+  if (!parsed.success)
+    problems.push(
+      `the record does not match the schema: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
+  let text: string;
+  try {
+    text = canonicalJson(signed.record);
+  } catch (err) {
+    return {
+      ok: false,
+      problems: [...problems, `the record cannot be canonicalised: ${(err as Error).message}`],
+    };
+  }
+  if (sha256Hex(text) !== signed.hash)
+    problems.push('the record was changed: its hash does not match');
+  if (keyIdOf(publicKey) !== signed.keyId)
+    problems.push(`signed with key ${signed.keyId}, not with the given key ${keyIdOf(publicKey)}`);
+  let sigOk = false;
+  try {
+    sigOk = verify(null, Buffer.from(text), publicKey, Buffer.from(signed.signature, 'base64'));
+  } catch {
+    sigOk = false;
+  }
+  if (!sigOk) problems.push('the signature does not verify');
+  return { ok: problems.length === 0, problems };
+}
+
+/** Check one bottle's records in order: each verifies and names the previous one's hash. */
+export function verifyChain(records: SignedRecord[], publicKey: KeyObject): Verification {
+  const problems: string[] = [];
+  let prev = GENESIS_HASH;
+  records.forEach((r, i) => {
+    for (const p of verifyRecord(r, publicKey).problems)
+      problems.push(`record ${i + 1} (${r.record.id}): ${p}`);
+    if (r.record.prev !== prev) {
+      problems.push(
+        `record ${i + 1} (${r.record.id}) does not follow the record before it: a record was removed, inserted or reordered`,
+      );
+    }
+    prev = r.hash;
+  });
+  const slugs = new Set(records.map((r) => r.record.slug));
+  if (slugs.size > 1) problems.push(`the chain mixes bottles: ${[...slugs].join(', ')}`);
+  return { ok: problems.length === 0, problems };
+}

@@ -1,0 +1,136 @@
+import { BbError } from '@bb/errors';
+import type { BbDatabase, Migration } from '@bb/state';
+import { GENESIS_HASH, type SignedRecord } from './record';
+
+export const PROVENANCE_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    up: `
+      CREATE TABLE provenance_records (
+        id          TEXT PRIMARY KEY,
+        slug        TEXT NOT NULL,
+        owner       TEXT,
+        repo        TEXT,
+        issue       INTEGER,
+        agent       TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        started_at  TEXT NOT NULL,
+        hash        TEXT NOT NULL UNIQUE,
+        prev        TEXT NOT NULL,
+        signed      TEXT NOT NULL
+      );
+      CREATE INDEX provenance_by_slug ON provenance_records (slug, started_at);
+      CREATE INDEX provenance_by_started ON provenance_records (started_at);
+    `,
+  },
+];
+
+export interface RunFilter {
+  repo?: string;
+  issue?: number;
+  agent?: string;
+  status?: string;
+  slug?: string;
+}
+
+/** The status a record is listed under: done status, watchdog, or exit code. */
+export function recordStatus(s: SignedRecord): string {
+  const r = s.record;
+  if (r.watchdogFired) return 'watchdog';
+  if (r.done) return r.done.status;
+  return r.exitCode === 0 ? 'exited' : 'failed';
+}
+
+/** Signed run records in the bot-bottle database (table `provenance_records`). */
+export class ProvenanceStore {
+  constructor(readonly database: BbDatabase) {
+    database.migrate('provenance', PROVENANCE_MIGRATIONS);
+  }
+
+  /** The latest hash of a bottle's chain (the genesis hash when it has none). */
+  head(slug: string): string {
+    const row = this.database.db
+      .prepare(
+        'SELECT hash FROM provenance_records WHERE slug = ? ORDER BY started_at DESC, rowid DESC LIMIT 1',
+      )
+      .get(slug) as { hash: string } | undefined;
+    return row?.hash ?? GENESIS_HASH;
+  }
+
+  /** Append a record; it must continue its bottle's chain. */
+  append(s: SignedRecord): void {
+    const head = this.head(s.record.slug);
+    if (s.record.prev !== head) {
+      throw new BbError(
+        'CONFLICT',
+        `record ${s.record.id} names ${s.record.prev.slice(0, 12)} as previous, but ${s.record.slug}'s chain ends at ${head.slice(0, 12)}`,
+      );
+    }
+    const f = s.record.forge;
+    this.database.db
+      .prepare(
+        `INSERT INTO provenance_records (id, slug, owner, repo, issue, agent, status, started_at, hash, prev, signed)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        s.record.id,
+        s.record.slug,
+        f?.owner ?? null,
+        f?.repo ?? null,
+        f?.issue ?? null,
+        s.record.agent,
+        recordStatus(s),
+        s.record.startedAt,
+        s.hash,
+        s.record.prev,
+        JSON.stringify(s),
+      );
+  }
+
+  get(id: string): SignedRecord | undefined {
+    const row = this.database.db
+      .prepare('SELECT signed FROM provenance_records WHERE id = ?')
+      .get(id) as { signed: string } | undefined;
+    return row ? (JSON.parse(row.signed) as SignedRecord) : undefined;
+  }
+
+  /** One bottle's records, oldest first (its chain). */
+  chain(slug: string): SignedRecord[] {
+    return (
+      this.database.db
+        .prepare('SELECT signed FROM provenance_records WHERE slug = ? ORDER BY started_at, rowid')
+        .all(slug) as Array<{ signed: string }>
+    ).map((r) => JSON.parse(r.signed) as SignedRecord);
+  }
+
+  /** Newest first, filtered, paginated. */
+  list(filter: RunFilter = {}, page = 1, limit = 20): { total: number; records: SignedRecord[] } {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (filter.repo) {
+      const [owner, repo] = filter.repo.split('/');
+      where.push('owner = ? AND repo = ?');
+      args.push(owner, repo);
+    }
+    const add = (sql: string, value: unknown) => {
+      where.push(sql);
+      args.push(value);
+    };
+    if (filter.issue !== undefined) add('issue = ?', filter.issue);
+    if (filter.agent) add('agent = ?', filter.agent);
+    if (filter.status) add('status = ?', filter.status);
+    if (filter.slug) add('slug = ?', filter.slug);
+    const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
+    const total = (
+      this.database.db
+        .prepare(`SELECT count(*) AS n FROM provenance_records ${clause}`)
+        .get(...args) as { n: number }
+    ).n;
+    const rows = this.database.db
+      .prepare(
+        `SELECT signed FROM provenance_records ${clause} ORDER BY started_at DESC, rowid DESC LIMIT ? OFFSET ?`,
+      )
+      .all(...args, limit, (page - 1) * limit) as Array<{ signed: string }>;
+    return { total, records: rows.map((r) => JSON.parse(r.signed) as SignedRecord) };
+  }
+}

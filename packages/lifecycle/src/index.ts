@@ -1,0 +1,17 @@
+/**
+ * @module
+ * `@bb/lifecycle`: the orchestrator's behaviour, apart from its wiring. The
+ * webhook endpoint as a `(Request) => Response` handler, a per-issue serial
+ * queue, and the pure state machine of an issue's bottle.
+ */
+export {
+  INITIAL,
+  type LifecycleAction,
+  type LifecycleContext,
+  type LifecycleInput,
+  type LifecycleState,
+  type LifecycleStatus,
+  transition,
+} from './machine';
+export { SerialQueue } from './serial-queue';
+export { createWebhookHandler, type WebhookHandlerOptions } from './webhook';

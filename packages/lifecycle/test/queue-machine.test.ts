@@ -1,0 +1,208 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  INITIAL,
+  type LifecycleAction,
+  type LifecycleContext,
+  type LifecycleInput,
+  type LifecycleState,
+  transition,
+} from '../src/machine';
+import { SerialQueue } from '../src/serial-queue';
+
+const ctx: LifecycleContext = { botLogin: 'bb-claude' };
+const run = (inputs: LifecycleInput[], c = ctx) => {
+  let state = INITIAL;
+  const actions: LifecycleAction[] = [];
+  for (const i of inputs) {
+    const r = transition(state, i, c);
+    state = r.state;
+    actions.push(...r.actions.filter((a) => a.type !== 'log'));
+  }
+  return { state, actions };
+};
+
+describe('SerialQueue', () => {
+  it('runs one key at a time in timestamp order, keys in parallel up to the limit, and survives errors', async () => {
+    const log: string[] = [];
+    let active = 0;
+    let peak = 0;
+    const q = new SerialQueue<{ at: number; name: string }>(
+      2,
+      async (key, item) => {
+        active++;
+        peak = Math.max(peak, active);
+        log.push(`${key}:${item.name}:start`);
+        await new Promise((r) => setTimeout(r, 10));
+        log.push(`${key}:${item.name}:end`);
+        active--;
+        if (item.name === 'boom') throw new Error('boom');
+      },
+      () => {},
+      (a, b) => a.at - b.at,
+    );
+    q.push('a', { at: 1, name: 'a1' });
+    q.push('a', { at: 3, name: 'a3' });
+    q.push('a', { at: 2, name: 'a2' }); // arrived late, runs before a3
+    q.push('b', { at: 1, name: 'boom' });
+    q.push('b', { at: 2, name: 'b2' });
+    q.push('c', { at: 1, name: 'c1' });
+    await q.idle();
+    const order = (k: string) =>
+      log.filter((l) => l.startsWith(`${k}:`) && l.endsWith(':start')).map((l) => l.split(':')[1]);
+    expect(order('a')).toEqual(['a1', 'a2', 'a3']);
+    expect(order('b')).toEqual(['boom', 'b2']);
+    expect(peak).toBe(2);
+    for (const k of ['a', 'b']) {
+      const seq = log.filter((l) => l.startsWith(`${k}:`));
+      for (let i = 0; i < seq.length; i += 2)
+        expect(seq[i + 1]).toBe(seq[i]!.replace('start', 'end'));
+    }
+  });
+});
+
+describe('lifecycle state machine', () => {
+  it('runs the whole story: launch, done, human comment resumes, merge destroys', () => {
+    const r = run([
+      { type: 'targeted' },
+      { type: 'pr_opened', pr: 18, author: 'bb-claude' },
+      { type: 'agent_stopped' },
+      { type: 'pr_comment', pr: 18, author: 'bb-claude', body: 'PR is up' },
+      { type: 'pr_comment', pr: 18, author: 'alice', body: 'add a test' },
+      { type: 'agent_stopped' },
+      { type: 'pr_closed', pr: 18, merged: true },
+    ]);
+    expect(r.actions).toEqual([
+      { type: 'launch' },
+      { type: 'freeze' },
+      { type: 'resume', prompt: 'add a test' },
+      { type: 'freeze' },
+      { type: 'destroy' },
+    ]);
+    expect(r.state.status).toBe('destroyed');
+  });
+
+  it('queues comments that arrive while running and delivers them after the freeze', () => {
+    const r = run([
+      { type: 'targeted' },
+      { type: 'pr_opened', pr: 18, author: 'bb-claude' },
+      { type: 'pr_comment', pr: 18, author: 'alice', body: 'one' },
+      { type: 'pr_comment', pr: 18, author: 'bob', body: 'two' },
+      { type: 'watchdog', reason: 'silence' },
+    ]);
+    expect(r.actions).toEqual([
+      { type: 'launch' },
+      { type: 'freeze', watchdog: 'silence' },
+      { type: 'resume', prompt: 'one\n\ntwo' },
+    ]);
+  });
+
+  it('does not destroy on an issue closed without a PR, and ignores other PRs and the bot’s own pushes', () => {
+    expect(
+      run([{ type: 'targeted' }, { type: 'agent_stopped' }, { type: 'issue_closed' }]).actions,
+    ).toEqual([{ type: 'launch' }, { type: 'freeze' }]);
+    const r = run([
+      { type: 'targeted' },
+      { type: 'pr_opened', pr: 5, author: 'alice' },
+      { type: 'agent_stopped' },
+      { type: 'pr_comment', pr: 5, author: 'alice', body: 'x' },
+      { type: 'pr_closed', pr: 5, merged: false },
+    ]);
+    expect(r.actions).toEqual([{ type: 'launch' }, { type: 'freeze' }]);
+    const sync = run(
+      [
+        { type: 'targeted' },
+        { type: 'pr_opened', pr: 7, author: 'bb-claude' },
+        { type: 'agent_stopped' },
+        { type: 'pr_synchronized', pr: 7, author: 'bb-claude' },
+      ],
+      { ...ctx, resumeOnHumanPush: true },
+    );
+    expect(sync.actions).toEqual([{ type: 'launch' }, { type: 'freeze' }]);
+    const human = run(
+      [
+        { type: 'targeted' },
+        { type: 'pr_opened', pr: 7, author: 'bb-claude' },
+        { type: 'agent_stopped' },
+        { type: 'pr_synchronized', pr: 7, author: 'alice' },
+      ],
+      { ...ctx, resumeOnHumanPush: true },
+    );
+    expect(human.actions.at(-1)).toMatchObject({ type: 'resume' });
+  });
+
+  // Model-based: random command sequences against a model that states the rules
+  // from the user's side, checked after every step.
+  it('keeps its promises under any sequence of events (fast-check commands)', () => {
+    interface Model {
+      bottle: 'none' | 'running' | 'frozen' | 'destroyed';
+      prs: Set<number>;
+      waiting: string[];
+    }
+    interface Real {
+      state: LifecycleState;
+      actions: LifecycleAction[];
+    }
+    const step = (m: Model, r: Real, input: LifecycleInput) => {
+      const before = r.state;
+      const out = transition(r.state, input, ctx);
+      r.state = out.state;
+      const acts = out.actions.filter((a) => a.type !== 'log');
+      r.actions.push(...acts);
+      // Promises: a launch only from no bottle or a destroyed one; a resume only right after
+      // a freeze or from frozen; nothing after destroy but a new launch; bot comments never act.
+      for (const a of acts) {
+        if (a.type === 'launch') expect(['none', 'destroyed']).toContain(before.status);
+        if (a.type === 'destroy') expect(['running', 'frozen']).toContain(before.status);
+      }
+      if (input.type === 'pr_comment' && input.author === ctx.botLogin) expect(acts).toEqual([]);
+      if (before.status === 'destroyed' && input.type !== 'targeted') expect(acts).toEqual([]);
+      const resumeIdx = acts.findIndex((a) => a.type === 'resume');
+      if (resumeIdx > 0) expect(acts[resumeIdx - 1]!.type).toBe('freeze');
+      if (resumeIdx === 0) expect(before.status).toBe('frozen');
+      // A human comment on our PR while running is never lost: it is pending until delivered.
+      if (
+        input.type === 'pr_comment' &&
+        input.author !== ctx.botLogin &&
+        before.prs.includes(input.pr) &&
+        before.status === 'running'
+      ) {
+        m.waiting.push(input.body);
+      }
+      const delivered = acts.find((a) => a.type === 'resume') as { prompt: string } | undefined;
+      if (delivered) m.waiting = m.waiting.filter((w) => !delivered.prompt.includes(w));
+      if (r.state.status === 'destroyed') m.waiting = [];
+      expect(r.state.pending).toEqual(m.waiting);
+    };
+    const cmd = (input: LifecycleInput): fc.Command<Model, Real> => ({
+      check: () => true,
+      run: (m, r) => step(m, r, input),
+      toString: () => JSON.stringify(input),
+    });
+    const pr = fc.integer({ min: 1, max: 3 });
+    const who = fc.constantFrom('bb-claude', 'alice');
+    const commands = [
+      fc.constant(cmd({ type: 'targeted' })),
+      fc.constant(cmd({ type: 'agent_stopped' })),
+      fc.constant(cmd({ type: 'watchdog', reason: 'silence' })),
+      fc.constant(cmd({ type: 'issue_closed' })),
+      fc.tuple(pr, who).map(([p, a]) => cmd({ type: 'pr_opened', pr: p, author: a })),
+      fc
+        .tuple(pr, who, fc.string({ minLength: 1, maxLength: 5 }))
+        .map(([p, a, b]) => cmd({ type: 'pr_comment', pr: p, author: a, body: `c-${b}` })),
+      fc.tuple(pr, fc.boolean()).map(([p, merged]) => cmd({ type: 'pr_closed', pr: p, merged })),
+    ];
+    fc.assert(
+      fc.property(fc.commands(commands, { maxCommands: 40 }), (cmds) => {
+        fc.modelRun(
+          () => ({
+            model: { bottle: 'none', prs: new Set<number>(), waiting: [] } as Model,
+            real: { state: INITIAL, actions: [] } as Real,
+          }),
+          cmds,
+        );
+      }),
+      { numRuns: 500 },
+    );
+  });
+});

@@ -1,0 +1,149 @@
+import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BbError } from '@bb/errors';
+import { type ForgeEvent, parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
+import { MemoryForgeStateStore } from '@bb/state';
+import { describe, expect, it } from 'vitest';
+import { createWebhookHandler } from '../src/webhook';
+
+const fixtures = join(
+  dirname(fileURLToPath(import.meta.url)),
+  '..',
+  '..',
+  'forge',
+  'test',
+  'fixtures',
+  'gitea',
+  'webhooks',
+);
+const SECRET = 'bb-webhook-secret';
+const forge = { verifyWebhook: verifyGiteaWebhook, parseWebhook: parseGiteaWebhook };
+const fixture = (name: string) => ({
+  headers: JSON.parse(readFileSync(join(fixtures, `${name}.headers.json`), 'utf8')) as Record<
+    string,
+    string
+  >,
+  body: readFileSync(join(fixtures, `${name}.json`)),
+});
+const post = (headers: Record<string, string>, body: string | Uint8Array) =>
+  new Request('http://bb/webhooks/gitea', { method: 'POST', headers, body });
+
+function setup(ledger = new MemoryForgeStateStore()) {
+  const events: ForgeEvent[] = [];
+  const handler = createWebhookHandler({
+    forge,
+    secret: SECRET,
+    ledger,
+    enqueue: (e) => events.push(e),
+  });
+  return { events, handler, ledger };
+}
+
+describe('webhook endpoint', () => {
+  it('accepts a signed Gitea delivery once; a duplicate or a replay with a new UUID is acknowledged, not processed', async () => {
+    const { events, handler } = setup();
+    const { headers, body } = fixture('issues.assigned');
+    const first = await handler(post(headers, body));
+    expect(first.status).toBe(202);
+    expect(await first.json()).toMatchObject({ accepted: true });
+    expect((await handler(post(headers, body))).status).toBe(202);
+    const replay = await handler(
+      post({ ...headers, 'X-Gitea-Delivery': 'a-brand-new-uuid' }, body),
+    );
+    expect(await replay.json()).toMatchObject({ duplicate: true });
+    expect(events.map((e) => e.kind)).toEqual(['issue_targeting_changed']);
+  });
+
+  it('refuses a bad signature with 401 before parsing or writing anything', async () => {
+    const { events, handler, ledger } = setup();
+    const { headers, body } = fixture('issue_comment.created.on_pull');
+    const res = await handler(
+      post(
+        {
+          ...headers,
+          'X-Gitea-Signature': '0'.repeat(64),
+          'X-Hub-Signature-256': `sha256=${'0'.repeat(64)}`,
+        },
+        body,
+      ),
+    );
+    expect(res.status).toBe(401);
+    expect(events).toEqual([]);
+    const key = (parseGiteaWebhook(headers, body) as { key: string }).key;
+    expect(ledger.getDelivery(key)).toBeUndefined();
+  });
+
+  it('answers 415 for a form hook and 413 for a body too large, declared or streamed', async () => {
+    const { handler } = setup();
+    const { headers, body } = fixture('issues.opened');
+    expect(
+      (
+        await handler(
+          post({ ...headers, 'Content-Type': 'application/x-www-form-urlencoded' }, body),
+        )
+      ).status,
+    ).toBe(415);
+    expect(
+      (await handler(post({ ...headers, 'Content-Length': String(5 * 1024 * 1024) }, body))).status,
+    ).toBe(413);
+    let sent = 0;
+    const endless = new ReadableStream<Uint8Array>({
+      pull(c) {
+        sent += 64 * 1024;
+        if (sent > 4 * 1024 * 1024) c.close();
+        else c.enqueue(new Uint8Array(64 * 1024));
+      },
+    });
+    const streamed = new Request('http://bb/webhooks/gitea', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: endless,
+      duplex: 'half',
+    } as RequestInit);
+    expect((await handler(streamed)).status).toBe(413);
+    expect(sent).toBeLessThan(2 * 1024 * 1024);
+  });
+
+  it('answers 400 for malformed JSON behind a good signature, and 202 for events it ignores', async () => {
+    const { events, handler } = setup();
+    const bad = '{"action": "opened", ';
+    const sig = createHmac('sha256', SECRET).update(bad).digest('hex');
+    const res = await handler(
+      post(
+        { 'content-type': 'application/json', 'x-gitea-event': 'issues', 'x-gitea-signature': sig },
+        bad,
+      ),
+    );
+    expect(res.status).toBe(400);
+    const push = fixture('push.branch');
+    const ignored = await handler(post(push.headers, push.body));
+    expect(ignored.status).toBe(202);
+    expect(await ignored.json()).toMatchObject({ ignored: expect.stringMatching(/push/) });
+    expect(events).toEqual([]);
+  });
+
+  it('answers 503, not 202, when the ledger cannot be written, and processes nothing', async () => {
+    const failing = new MemoryForgeStateStore();
+    failing.recordDelivery = () => {
+      throw new BbError('STATE_BUSY', 'database is locked');
+    };
+    const { events, handler } = setup(failing);
+    const { headers, body } = fixture('issues.assigned');
+    expect((await handler(post(headers, body))).status).toBe(503);
+    expect(events).toEqual([]);
+  });
+
+  it('50 concurrent deliveries of one change make one event', async () => {
+    const { events, handler } = setup();
+    const { headers, body } = fixture('issue_comment.created.on_pull');
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        handler(post({ ...headers, 'X-Gitea-Delivery': `uuid-${i}` }, body)),
+      ),
+    );
+    expect(results.every((r) => r.status === 202)).toBe(true);
+    expect(events).toHaveLength(1);
+  });
+});

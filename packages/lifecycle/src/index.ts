@@ -13,5 +13,7 @@ export {
   type LifecycleStatus,
   transition,
 } from './machine';
+export { toNodeListener } from './node-adapter';
+export { Orchestrator, type OrchestratorOptions } from './orchestrator';
 export { SerialQueue } from './serial-queue';
 export { createWebhookHandler, type WebhookHandlerOptions } from './webhook';

@@ -1,0 +1,200 @@
+// The whole loop on a real Docker engine: the Gitea-compatible test server sends
+// real signed webhooks to the orchestrator over HTTP; a script agent runs in a
+// bottle, opens a PR and signals done; a human comment resumes the same session;
+// the merge destroys the bottle. Provenance is recorded for each turn.
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { closeGiteaPools, GiteaForge } from '@bb/forge';
+import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { bottleDir, DockerBackend } from '@bb/headless';
+import { createWebhookHandler, Orchestrator, toNodeListener } from '@bb/lifecycle';
+import {
+  loadOrCreateSigningKey,
+  ProvenanceStore,
+  type SecretScanner,
+  verifyChain,
+} from '@bb/provenance';
+import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const docker = await probeDocker();
+const TOKEN = 'bb-claude-token-whole-loop-77';
+const SECRET = 'whole-loop-webhook-secret';
+const noScan: SecretScanner = {
+  scanCommits: async () => ({ tool: 'none', scanned: 'skipped in this test', findings: [] }),
+};
+
+async function until<T>(what: string, fn: () => T | undefined, ms = 60_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
+  let home: string;
+  let gitea: GiteaTestServer;
+  let http: Server;
+  let orch: Orchestrator;
+  let store: SqliteForgeStateStore;
+  let prov: ProvenanceStore;
+  const backend = new DockerBackend();
+  const logs: Array<Record<string, unknown>> = [];
+
+  beforeAll(async () => {
+    home = mkdtempSync(join(tmpdir(), 'bb-loop-'));
+    mkdirSync(join(home, 'config', 'agents'), { recursive: true });
+    mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
+    writeFileSync(
+      join(home, 'config', 'agents', 'implementer.json'),
+      JSON.stringify({
+        provider: 'script',
+        git: { name: 'Implementer', email: 'impl@example.test' },
+        script: {
+          turns: [
+            {
+              steps: [
+                { do: 'read_issue' },
+                { do: 'write', path: 'fix.txt', content: 'fixed\n' },
+                { do: 'commit', message: 'Fix' },
+                { do: 'open_pr', title: 'Fix the thing', body: 'Done.' },
+                { do: 'comment', body: 'PR is up.' },
+                { do: 'done', status: 'success', summary: 'Opened the PR.' },
+              ],
+            },
+            {
+              steps: [
+                { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
+                { do: 'done', status: 'success', summary: 'Answered.' },
+              ],
+            },
+          ],
+        },
+      }),
+    );
+    writeFileSync(
+      join(home, 'config', 'bottles', 'default.json'),
+      JSON.stringify({ image: BASE_IMAGE }),
+    );
+    const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
+    const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+    store = new SqliteForgeStateStore({ database: db });
+    prov = new ProvenanceStore(db);
+    http = createServer();
+    await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
+    const port = (http.address() as AddressInfo).port;
+    gitea = await createGiteaTestServer({
+      world: {
+        users: [
+          { login: 'alice', tokens: ['alice-token-1234567890'] },
+          { login: 'bb-claude', tokens: [TOKEN] },
+        ],
+        orgs: [
+          { name: 'acme', members: ['alice'] },
+          { name: 'bot-bottle', members: ['bb-claude'] },
+        ],
+        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
+      },
+      hooks: [{ url: `http://127.0.0.1:${port}/webhooks/gitea`, secret: SECRET }],
+    });
+    const forgeFor = (owner: string, repo: string) =>
+      new GiteaForge({ baseUrl: gitea.apiUrl, token: TOKEN, owner, repo });
+    orch = new Orchestrator({
+      forgeFor,
+      token: TOKEN,
+      botLogin: 'bb-claude',
+      apiUrl: gitea.apiUrl,
+      cloneUrl: (o, r) => gitea.cloneUrl(`${o}/${r}`),
+      store,
+      backend,
+      provenance: {
+        store: prov,
+        key: loadOrCreateSigningKey(home),
+        scanner: noScan,
+        bbVersion: '0.0.0',
+        gitCommit: null,
+      },
+      env,
+      log: (e) => logs.push(e),
+    });
+    const handler = createWebhookHandler({
+      forge: forgeFor('acme', 'widgets'),
+      secret: SECRET,
+      ledger: store,
+      enqueue: (e) => orch.enqueue(e),
+    });
+    http.on(
+      'request',
+      toNodeListener(async (req) =>
+        new URL(req.url).pathname === '/webhooks/gitea'
+          ? handler(req)
+          : new Response('not found', { status: 404 }),
+      ),
+    );
+  });
+  afterAll(async () => {
+    http?.close();
+    await gitea?.close();
+    await closeGiteaPools();
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  it('issue → bottle → PR → done → frozen → comment → resumed → merged → destroyed', async () => {
+    const n = gitea.createIssue('alice', 'acme/widgets', {
+      title: 'Fix the thing',
+      body: 'It is broken.',
+      labels: ['bot-bottle:implementer'],
+      assignees: ['bb-claude'],
+    });
+    const frozen = await until('the first turn to end frozen with a PR', () => {
+      const row = store.get('acme', 'widgets', n);
+      return row?.status === 'frozen' && row.prNumber ? row : undefined;
+    });
+    await orch.idle();
+    expect(gitea.issue('acme/widgets', n).comments.map((c) => c.body)).toContain('PR is up.');
+    const pr = frozen.prNumber!;
+    expect(gitea.issue('acme/widgets', pr).pull?.headRef).toBe(`bb/implementer-${n}`);
+    expect(prov.chain(frozen.slug)).toHaveLength(1);
+    expect(prov.chain(frozen.slug)[0]!.record.done).toEqual({
+      status: 'success',
+      summary: 'Opened the PR.',
+    });
+
+    // A replayed delivery (new UUID) launches nothing.
+    await gitea.settle();
+    gitea.replay(gitea.deliveries.find((d) => d.eventType === 'issues')!.uuid);
+    await gitea.settle();
+    await orch.idle();
+    expect((await backend.list({ 'bb.role': 'agent' })).length).toBe(0);
+    expect(prov.chain(frozen.slug)).toHaveLength(1);
+
+    // The bot's own comment (already delivered) did not resume; a human one does.
+    gitea.comment('alice', 'acme/widgets', pr, 'Please also handle empty widgets.');
+    await until('the resumed turn to be recorded', () =>
+      prov.chain(frozen.slug).length === 2 ? true : undefined,
+    );
+    await orch.idle();
+    expect(gitea.issue('acme/widgets', n).comments.at(-1)!.body).toContain('Turn 2: I remember');
+    const chain = prov.chain(frozen.slug);
+    expect(verifyChain(chain, loadOrCreateSigningKey(home).publicKey).ok).toBe(true);
+    expect(store.get('acme', 'widgets', n)?.sessionId).toBe(frozen.sessionId);
+
+    // The merge destroys the bottle; provenance stays.
+    await gitea.mergePr('alice', 'acme/widgets', pr);
+    await until('the bottle to be destroyed', () =>
+      store.get('acme', 'widgets', n)?.status === 'destroyed' ? true : undefined,
+    );
+    await orch.idle();
+    expect(await backend.list({ 'bb.slug': frozen.slug })).toEqual([]);
+    expect(existsSync(bottleDir(frozen.slug, { BB_HOME: home }))).toBe(false);
+    expect(prov.chain(frozen.slug)).toHaveLength(2);
+    expect(logs.some((l) => l['msg'] === 'event failed')).toBe(false);
+  }, 120_000);
+});

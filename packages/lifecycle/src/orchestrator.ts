@@ -1,0 +1,351 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { errorMessage } from '@bb/errors';
+import { BOTTLE_BRANCH, evaluateTargeting, type Forge, type ForgeEvent } from '@bb/forge';
+import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
+import {
+  type Backend,
+  bottleDir,
+  destroy,
+  launch,
+  readMeta,
+  resume,
+  type TurnOutcome,
+} from '@bb/headless';
+import {
+  buildRunRecord,
+  type ProvenanceStore,
+  type SecretScanner,
+  type SigningKey,
+  signRecord,
+} from '@bb/provenance';
+import type { ForgeState, ForgeStateStore } from '@bb/state';
+import { INITIAL, type LifecycleInput, type LifecycleState, transition } from './machine';
+import { SerialQueue } from './serial-queue';
+
+export interface OrchestratorOptions {
+  /** The forge for a repository, authenticated as the bot. */
+  forgeFor: (owner: string, repo: string) => Forge;
+  /** The bot's token (given to each bottle's sidecar only) and its login. */
+  token: string;
+  botLogin: string;
+  /** Org whose assigned members launch agents. @default 'bot-bottle' */
+  org?: string;
+  apiUrl: string;
+  cloneUrl: (owner: string, repo: string) => string;
+  store: ForgeStateStore;
+  backend: Backend;
+  provenance: {
+    store: ProvenanceStore;
+    key: SigningKey;
+    scanner: SecretScanner;
+    bbVersion: string;
+    gitCommit: string | null;
+  };
+  env: Record<string, string | undefined>;
+  concurrency?: number;
+  log?: (entry: Record<string, unknown>) => void;
+}
+
+interface Bottle {
+  slug: string;
+  owner: string;
+  repo: string;
+  issue: number;
+  agent: string;
+  state: LifecycleState;
+}
+
+/**
+ * Composes the packages into the forge-driven loop: events in (from the webhook
+ * handler), bottles out. Each issue's events run one at a time, in the forge's
+ * order; the state machine decides, this class carries out.
+ */
+export class Orchestrator {
+  readonly #o: OrchestratorOptions;
+  readonly #bottles = new Map<string, Bottle>();
+  readonly queue: SerialQueue<ForgeEvent>;
+
+  constructor(options: OrchestratorOptions) {
+    this.#o = options;
+    this.queue = new SerialQueue<ForgeEvent>(
+      options.concurrency ?? 4,
+      (_key, event) => this.#handle(event),
+      (key, event, err) =>
+        this.#log({ msg: 'event failed', key, event: event.kind, error: errorMessage(err) }),
+      (a, b) => a.occurredAt.localeCompare(b.occurredAt),
+    );
+    // Bottles remembered across restarts.
+    for (const row of options.store.all()) {
+      if (row.status === 'destroyed') continue;
+      this.#bottles.set(this.#key(row.owner, row.repo, row.issueNumber), {
+        slug: row.slug,
+        owner: row.owner,
+        repo: row.repo,
+        issue: row.issueNumber,
+        agent: row.agentName,
+        state: {
+          status: row.status === 'running' ? 'frozen' : row.status,
+          prs: row.prNumber ? [row.prNumber] : [],
+          pending: [],
+        },
+      });
+    }
+  }
+
+  /** Hand an event over (returns at once). */
+  enqueue(event: ForgeEvent): void {
+    const issue = this.#issueOf(event);
+    if (issue === undefined) {
+      this.#log({ msg: 'event not about a bottle', kind: event.kind, key: event.key });
+      return;
+    }
+    this.queue.push(this.#key(event.owner, event.repo, issue), event);
+  }
+
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
+
+  #key(owner: string, repo: string, issue: number): string {
+    return `${owner}/${repo}#${issue}`;
+  }
+
+  #log(entry: Record<string, unknown>): void {
+    this.#o.log?.(entry);
+  }
+
+  /** The issue an event belongs to: its own number, or the issue whose bottle owns the PR. */
+  #issueOf(event: ForgeEvent): number | undefined {
+    switch (event.kind) {
+      case 'issue_targeting_changed':
+      case 'issue_closed':
+        return event.issue.number;
+      case 'comment_created': {
+        if (event.on === 'issue') return event.number;
+        return this.#issueForPr(event.owner, event.repo, event.number);
+      }
+      case 'pr_opened': {
+        const m = BOTTLE_BRANCH.exec(event.pr.head);
+        return m ? Number(m[1]) : this.#issueForPr(event.owner, event.repo, event.pr.number);
+      }
+      default:
+        return this.#issueForPr(event.owner, event.repo, event.pr.number);
+    }
+  }
+
+  #issueForPr(owner: string, repo: string, pr: number): number | undefined {
+    for (const b of this.#bottles.values())
+      if (b.owner === owner && b.repo === repo && b.state.prs.includes(pr)) return b.issue;
+    return this.#o.store
+      .all()
+      .find((r) => r.owner === owner && r.repo === repo && r.prNumber === pr)?.issueNumber;
+  }
+
+  async #handle(event: ForgeEvent): Promise<void> {
+    const issue = this.#issueOf(event)!;
+    const key = this.#key(event.owner, event.repo, issue);
+    let input: LifecycleInput | undefined;
+    let agent: string | undefined;
+    switch (event.kind) {
+      case 'issue_targeting_changed': {
+        const forge = this.#o.forgeFor(event.owner, event.repo);
+        const t = await evaluateTargeting(
+          { labels: event.issue.labels, assignees: event.issue.assignees },
+          {
+            org: this.#o.org ?? 'bot-bottle',
+            isMember: (org, user) => forge.isOrgMember(org, user).catch(() => undefined),
+          },
+        );
+        this.#log({ msg: 'targeting', key, targeted: t.targeted, reasons: t.reasons });
+        if (!t.targeted || event.issue.state !== 'open') return;
+        input = { type: 'targeted' };
+        agent = t.agent;
+        break;
+      }
+      case 'issue_closed':
+        input = { type: 'issue_closed' };
+        break;
+      case 'pr_opened':
+        input = { type: 'pr_opened', pr: event.pr.number, author: event.pr.author };
+        break;
+      case 'comment_created':
+        if (event.on !== 'pr') return;
+        input = {
+          type: 'pr_comment',
+          pr: event.number,
+          author: event.comment.author,
+          body: event.comment.body,
+        };
+        break;
+      case 'pr_synchronized':
+        input = { type: 'pr_synchronized', pr: event.pr.number, author: event.sender.login };
+        break;
+      case 'pr_closed':
+        input = { type: 'pr_closed', pr: event.pr.number, merged: event.merged };
+        break;
+      default:
+        return;
+    }
+    await this.#apply(key, event.owner, event.repo, issue, input, agent);
+  }
+
+  async #apply(
+    key: string,
+    owner: string,
+    repo: string,
+    issue: number,
+    input: LifecycleInput,
+    agent?: string,
+  ): Promise<void> {
+    const bottle = this.#bottles.get(key) ?? {
+      slug: '',
+      owner,
+      repo,
+      issue,
+      agent: agent ?? '',
+      state: INITIAL,
+    };
+    const { state, actions } = transition(bottle.state, input, { botLogin: this.#o.botLogin });
+    bottle.state = state;
+    this.#bottles.set(key, bottle);
+    for (const action of actions) {
+      if (action.type === 'log') {
+        this.#log({ msg: action.message, key });
+      } else if (action.type === 'launch') {
+        bottle.agent = agent ?? bottle.agent;
+        bottle.slug = `${bottle.agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
+        const forge = this.#o.forgeFor(owner, repo);
+        const read = await forge.readIssue(issue);
+        const prompt = `${FORGE_PROMPT_OVERLAY}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
+        this.#save(bottle, 'running');
+        const started = new Date().toISOString();
+        const out = await launch({
+          agent: bottle.agent,
+          slug: bottle.slug,
+          prompt,
+          backend: this.#o.backend,
+          env: this.#o.env,
+          forge: {
+            apiUrl: this.#o.apiUrl,
+            token: this.#o.token,
+            owner,
+            repo,
+            issue,
+            cloneUrl: this.#o.cloneUrl(owner, repo),
+          },
+        });
+        await this.#afterTurn(key, bottle, out, started);
+      } else if (action.type === 'resume') {
+        this.#save(bottle, 'running');
+        const started = new Date().toISOString();
+        const out = await resume({
+          slug: bottle.slug,
+          prompt: action.prompt,
+          forgeToken: this.#o.token,
+          backend: this.#o.backend,
+          env: this.#o.env,
+        });
+        await this.#afterTurn(key, bottle, out, started);
+      } else if (action.type === 'freeze') {
+        this.#save(bottle, 'frozen');
+      } else if (action.type === 'destroy') {
+        await destroy(bottle.slug, { backend: this.#o.backend, env: this.#o.env });
+        this.#save(bottle, 'destroyed');
+        this.#log({ msg: 'bottle destroyed', key, slug: bottle.slug });
+      }
+    }
+  }
+
+  /** After a turn: learn the PRs and the done signal from the bottle's queue, record provenance, freeze. */
+  async #afterTurn(
+    key: string,
+    bottle: Bottle,
+    out: TurnOutcome,
+    startedAt: string,
+  ): Promise<void> {
+    const dir = bottleDir(bottle.slug, this.#o.env);
+    const queueDir = join(dir, 'queue');
+    let done: { status: 'success' | 'failure' | 'blocked'; summary: string } | null = null;
+    let head: { hash: string; seq: number } | undefined;
+    if (existsSync(queueDir)) {
+      for (const f of readdirSync(queueDir)
+        .filter((n) => n.endsWith('.json'))
+        .sort()) {
+        const e = JSON.parse(readFileSync(join(queueDir, f), 'utf8')) as {
+          type: string;
+          data: Record<string, unknown>;
+        };
+        if (
+          e.type === 'op' &&
+          typeof e.data['prNumber'] === 'number' &&
+          !bottle.state.prs.includes(e.data['prNumber'])
+        )
+          bottle.state.prs.push(e.data['prNumber']);
+        if (e.type === 'done') done = e.data as unknown as NonNullable<typeof done>;
+        if (e.type === 'checkin' && typeof e.data['opLogHead'] === 'string')
+          head = { hash: e.data['opLogHead'], seq: Number(e.data['opLogSeq']) };
+        rmSync(join(queueDir, f), { force: true });
+      }
+    }
+    const meta = readMeta(bottle.slug, this.#o.env);
+    const p = this.#o.provenance;
+    const record = await buildRunRecord({
+      stateDir: dir,
+      slug: bottle.slug,
+      agent: bottle.agent,
+      bottles: meta?.bottles ?? [],
+      forge: { owner: bottle.owner, repo: bottle.repo, issue: bottle.issue, prs: bottle.state.prs },
+      turn: meta?.turns.length ?? 1,
+      startedAt,
+      finishedAt: new Date().toISOString(),
+      exitCode: out.exitCode,
+      done,
+      watchdogFired: done
+        ? null
+        : {
+            reason: 'exit_without_signal',
+            detail: `the agent exited ${out.exitCode} without signal_done`,
+          },
+      ...(head ? { opLogHead: head } : {}),
+      prev: p.store.head(bottle.slug),
+      scanner: p.scanner,
+      bbVersion: p.bbVersion,
+      gitCommit: p.gitCommit,
+    });
+    p.store.append(signRecord(record, p.key));
+    if (meta) bottle.state = { ...bottle.state };
+    this.#save(bottle, 'frozen');
+    await this.#apply(
+      key,
+      bottle.owner,
+      bottle.repo,
+      bottle.issue,
+      done ? { type: 'agent_stopped' } : { type: 'watchdog', reason: 'exit_without_signal' },
+    );
+  }
+
+  #save(bottle: Bottle, status: ForgeState['status']): void {
+    const now = new Date().toISOString();
+    const existing = this.#o.store.get(bottle.owner, bottle.repo, bottle.issue);
+    const meta = readMeta(bottle.slug, this.#o.env);
+    this.#o.store.upsert({
+      owner: bottle.owner,
+      repo: bottle.repo,
+      issueNumber: bottle.issue,
+      slug: bottle.slug,
+      agentName: bottle.agent,
+      bottleNames: meta?.bottles ?? existing?.bottleNames ?? [],
+      backendName: this.#o.backend.name,
+      agentGitUser: this.#o.botLogin,
+      prNumber: bottle.state.prs.at(-1) ?? null,
+      status,
+      lastCheckinAt: now,
+      sessionId: meta?.sessionId ?? existing?.sessionId ?? null,
+      cwd: meta?.cwd ?? existing?.cwd ?? null,
+      createdAt: existing?.createdAt ?? now,
+      updatedAt: now,
+    });
+  }
+}

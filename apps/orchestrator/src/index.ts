@@ -1,7 +1,8 @@
 /**
  * @module
- * The bot-bottle orchestrator. This app is wiring only: the webhook listener,
- * lifecycle loop, watchdog and status API are composed from the packages as they
- * land (see docs/architecture.md). Nothing runs yet.
+ * The bot-bottle orchestrator app: configuration from the environment and HTTP
+ * routing. Behaviour lives in `@bb/lifecycle` (webhook handler, queue, state
+ * machine, Orchestrator) and the packages it composes.
  */
-export const ORCHESTRATOR_ROUTES = [] as const;
+export { createApp } from './app';
+export { ConfigSchema, loadConfig, type OrchestratorConfig, parseDuration } from './config';

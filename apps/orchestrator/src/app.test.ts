@@ -1,0 +1,79 @@
+import { MemoryForgeStateStore } from '@bb/state';
+import { sampleState } from '@bb/state/testing';
+import { describe, expect, it } from 'vitest';
+import { createApp } from './app';
+import { loadConfig, parseDuration } from './config';
+
+describe('orchestrator configuration', () => {
+  it('reads defaults and durations', () => {
+    const c = loadConfig({
+      FORGE_GITEA_API: 'http://gitea.test/api/v1',
+      FORGE_TOKEN: 't',
+      FORGE_WEBHOOK_SECRET: 'a-long-secret',
+    });
+    expect(c).toMatchObject({
+      FORGE_ORG: 'bot-bottle',
+      FORGE_WATCHDOG_TIMEOUT: 30 * 60_000,
+      BB_PORT: 8080,
+      BB_CONCURRENCY: 4,
+    });
+    expect(parseDuration('90s')).toBe(90_000);
+    expect(parseDuration('1.5h')).toBe(5_400_000);
+    expect(parseDuration('soon')).toBeUndefined();
+  });
+
+  it('names every bad value at once and never echoes a secret', () => {
+    let msg = '';
+    try {
+      loadConfig({
+        FORGE_GITEA_API: 'gitea',
+        FORGE_WEBHOOK_SECRET: 'short',
+        FORGE_WATCHDOG_TIMEOUT: 'forever',
+        BB_PORT: '70000',
+        BB_CONCURRENCY: '0',
+      });
+    } catch (err) {
+      msg = (err as Error).message;
+    }
+    for (const part of [
+      'FORGE_GITEA_API must be the Gitea API URL',
+      'FORGE_TOKEN is required',
+      'FORGE_WEBHOOK_SECRET must be at least 8',
+      'FORGE_WATCHDOG_TIMEOUT must be a duration',
+      'BB_PORT must be a port',
+      'BB_CONCURRENCY must be a whole number',
+    ]) {
+      expect(msg).toContain(part);
+    }
+    expect(msg).not.toContain('short');
+  });
+});
+
+describe('orchestrator routes', () => {
+  it('serves /healthz, /api/bottles with issue and PR URLs, the webhook and provenance routes, and 404', async () => {
+    const store = new MemoryForgeStateStore();
+    store.upsert(sampleState(17, { prNumber: 18, status: 'frozen' }));
+    const app = createApp({
+      webhook: async () => new Response(null, { status: 202 }),
+      provenance: async (req) =>
+        new URL(req.url).pathname === '/api/runs' ? new Response('[]') : undefined,
+      store,
+      webBase: 'http://gitea.test',
+      version: '1.2.3',
+    });
+    const get = (p: string, init?: RequestInit) => app(new Request(`http://bb${p}`, init));
+    expect(await (await get('/healthz')).json()).toEqual({ ok: true, version: '1.2.3' });
+    const bottles = (await (await get('/api/bottles')).json()) as {
+      bottles: Array<Record<string, unknown>>;
+    };
+    expect(bottles.bottles[0]).toMatchObject({
+      issueNumber: 17,
+      status: 'frozen',
+      issueUrl: 'http://gitea.test/acme/widgets/issues/17',
+      prUrl: 'http://gitea.test/acme/widgets/pulls/18',
+    });
+    expect((await get('/webhooks/gitea', { method: 'POST', body: '{}' })).status).toBe(202);
+    expect((await get('/api/runs')).status).toBe(200);
+    expect((await get('/nope')).status).toBe(404);
+  });
+});

@@ -1,0 +1,33 @@
+import type { ForgeStateStore } from '@bb/state';
+
+/** Route a request to the first handler that takes it. */
+export function createApp(parts: {
+  webhook: (req: Request) => Promise<Response>;
+  provenance?: (req: Request) => Promise<Response | undefined>;
+  store: ForgeStateStore;
+  webBase: string;
+  version: string;
+}): (req: Request) => Promise<Response> {
+  const json = (status: number, v: unknown) =>
+    new Response(`${JSON.stringify(v, null, 2)}\n`, {
+      status,
+      headers: { 'content-type': 'application/json' },
+    });
+  return async (req) => {
+    const { pathname } = new URL(req.url);
+    if (pathname === '/webhooks/gitea') return parts.webhook(req);
+    if (pathname === '/healthz') return json(200, { ok: true, version: parts.version });
+    if (pathname === '/api/bottles' && req.method === 'GET') {
+      return json(200, {
+        bottles: parts.store.all().map((s) => ({
+          ...s,
+          issueUrl: `${parts.webBase}/${s.owner}/${s.repo}/issues/${s.issueNumber}`,
+          prUrl: s.prNumber ? `${parts.webBase}/${s.owner}/${s.repo}/pulls/${s.prNumber}` : null,
+        })),
+      });
+    }
+    const p = await parts.provenance?.(req);
+    if (p) return p;
+    return json(404, { error: `no route ${req.method} ${pathname}` });
+  };
+}

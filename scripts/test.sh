@@ -13,7 +13,7 @@ sh scripts/build-base-image.sh
 rm -rf test-artifacts/vitest
 pnpm turbo run build --output-logs=errors-only
 status=0
-pnpm turbo run typecheck lint test --concurrency=1 --output-logs=new-only || status=$?
+pnpm turbo run typecheck lint test --concurrency=1 --continue --output-logs=new-only || status=$?
 # Every package with a test script must have left a report.
 pkgs=$(node -e "
   const fs=require('fs');

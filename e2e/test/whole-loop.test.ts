@@ -2,7 +2,7 @@
 // real signed webhooks to the orchestrator over HTTP; a script agent runs in a
 // bottle, opens a PR and signals done; a human comment resumes the same session;
 // the merge destroys the bottle. Provenance is recorded for each turn.
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -172,7 +172,10 @@ describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
     gitea.replay(gitea.deliveries.find((d) => d.eventType === 'issues')!.uuid);
     await gitea.settle();
     await orch.idle();
-    expect((await backend.list({ 'bb.role': 'agent' })).length).toBe(0);
+    // No second bottle: this BB_HOME still holds exactly the one (other test files may
+    // run containers at the same time, so look at this home's bottles, not the engine's).
+    expect(readdirSync(join(home, 'bottles'))).toEqual([frozen.slug]);
+    expect(await backend.list({ 'bb.slug': frozen.slug })).toEqual([]);
     expect(prov.chain(frozen.slug)).toHaveLength(1);
 
     // The bot's own comment (already delivered) did not resume; a human one does.

@@ -112,8 +112,10 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
       backend.list({ 'bb.role': 'agent' }).then(
         async (now) => {
           if (now.length > seen.length) seen = now;
-          if (!rawInspect && now[0])
-            rawInspect = JSON.stringify(await new Docker().getContainer(now[0].id).inspect());
+          // Only this test's bottle (other test files run agents at the same time).
+          const mine = now.find((c) => c.labels['bb.slug']?.startsWith('implementer-'));
+          if (!rawInspect && mine)
+            rawInspect = JSON.stringify(await new Docker().getContainer(mine.id).inspect());
         },
         () => {},
       );

@@ -45,8 +45,14 @@ export interface OrchestratorOptions {
   };
   env: Record<string, string | undefined>;
   concurrency?: number;
+  /** A running agent with no check-in for this long is stopped. @default 30 min */
+  watchdogTimeoutMs?: number;
+  /** How often the watchdog looks. @default 60 s */
+  watchdogIntervalMs?: number;
   log?: (entry: Record<string, unknown>) => void;
 }
+
+type WatchdogReason = 'silence' | 'exit_without_signal' | 'sidecar_death';
 
 interface Bottle {
   slug: string;
@@ -66,6 +72,10 @@ export class Orchestrator {
   readonly #o: OrchestratorOptions;
   readonly #bottles = new Map<string, Bottle>();
   readonly queue: SerialQueue<ForgeEvent>;
+  /** Slugs whose turn is running, with when it started. */
+  readonly #turns = new Map<string, number>();
+  readonly #watchdogFired = new Map<string, { reason: WatchdogReason; detail: string }>();
+  #watchdogTimer: NodeJS.Timeout | undefined;
 
   constructor(options: OrchestratorOptions) {
     this.#o = options;
@@ -221,25 +231,39 @@ export class Orchestrator {
         const prompt = `${FORGE_PROMPT_OVERLAY}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
         this.#save(bottle, 'running');
         const started = new Date().toISOString();
-        const out = await launch({
-          agent: bottle.agent,
-          slug: bottle.slug,
-          prompt,
-          backend: this.#o.backend,
-          env: this.#o.env,
-          forge: {
-            apiUrl: this.#o.apiUrl,
-            token: this.#o.token,
-            owner,
-            repo,
-            issue,
-            cloneUrl: this.#o.cloneUrl(owner, repo),
-          },
-        });
+        this.#turns.set(bottle.slug, Date.now());
+        let out: TurnOutcome;
+        try {
+          out = await launch({
+            agent: bottle.agent,
+            slug: bottle.slug,
+            prompt,
+            backend: this.#o.backend,
+            env: this.#o.env,
+            forge: {
+              apiUrl: this.#o.apiUrl,
+              token: this.#o.token,
+              owner,
+              repo,
+              issue,
+              cloneUrl: this.#o.cloneUrl(owner, repo),
+            },
+          });
+        } catch (err) {
+          // launch leaves nothing behind on failure; neither does the orchestrator,
+          // so a later targeting event can try again.
+          this.#turns.delete(bottle.slug);
+          this.#watchdogFired.delete(bottle.slug);
+          bottle.state = INITIAL;
+          this.#o.store.delete(owner, repo, issue);
+          this.#log({ msg: 'launch failed', key, slug: bottle.slug, error: errorMessage(err) });
+          return;
+        }
         await this.#afterTurn(key, bottle, out, started);
       } else if (action.type === 'resume') {
         this.#save(bottle, 'running');
         const started = new Date().toISOString();
+        this.#turns.set(bottle.slug, Date.now());
         const out = await resume({
           slug: bottle.slug,
           prompt: action.prompt,
@@ -265,6 +289,9 @@ export class Orchestrator {
     out: TurnOutcome,
     startedAt: string,
   ): Promise<void> {
+    this.#turns.delete(bottle.slug);
+    const fired = this.#watchdogFired.get(bottle.slug);
+    this.#watchdogFired.delete(bottle.slug);
     const dir = bottleDir(bottle.slug, this.#o.env);
     const queueDir = join(dir, 'queue');
     let done: { status: 'success' | 'failure' | 'blocked'; summary: string } | null = null;
@@ -302,12 +329,14 @@ export class Orchestrator {
       finishedAt: new Date().toISOString(),
       exitCode: out.exitCode,
       done,
-      watchdogFired: done
-        ? null
-        : {
-            reason: 'exit_without_signal',
-            detail: `the agent exited ${out.exitCode} without signal_done`,
-          },
+      watchdogFired:
+        fired ??
+        (done
+          ? null
+          : {
+              reason: 'exit_without_signal',
+              detail: `the agent exited ${out.exitCode} without signal_done`,
+            }),
       ...(head ? { opLogHead: head } : {}),
       prev: p.store.head(bottle.slug),
       scanner: p.scanner,
@@ -317,13 +346,79 @@ export class Orchestrator {
     p.store.append(signRecord(record, p.key));
     if (meta) bottle.state = { ...bottle.state };
     this.#save(bottle, 'frozen');
-    await this.#apply(
-      key,
-      bottle.owner,
-      bottle.repo,
-      bottle.issue,
-      done ? { type: 'agent_stopped' } : { type: 'watchdog', reason: 'exit_without_signal' },
-    );
+    const next: LifecycleInput =
+      done && !fired
+        ? { type: 'agent_stopped' }
+        : { type: 'watchdog', reason: fired?.reason ?? 'exit_without_signal' };
+    await this.#apply(key, bottle.owner, bottle.repo, bottle.issue, next);
+  }
+
+  /** Start the watchdog (and stop it with `stopWatchdog`). */
+  startWatchdog(): void {
+    this.#watchdogTimer ??= setInterval(() => {
+      void this.checkWatchdog().catch((err) =>
+        this.#log({ msg: 'watchdog failed', error: errorMessage(err) }),
+      );
+    }, this.#o.watchdogIntervalMs ?? 60_000);
+    this.#watchdogTimer.unref();
+  }
+
+  stopWatchdog(): void {
+    if (this.#watchdogTimer) clearInterval(this.#watchdogTimer);
+    this.#watchdogTimer = undefined;
+  }
+
+  /**
+   * One watchdog pass: a running agent whose sidecar died, or that has not
+   * checked in for the timeout, is stopped. Its turn then ends the ordinary way
+   * (frozen, with provenance), and the record says why the watchdog fired.
+   */
+  async checkWatchdog(now = Date.now()): Promise<void> {
+    const timeout = this.#o.watchdogTimeoutMs ?? 30 * 60_000;
+    for (const [slug, startedAt] of this.#turns) {
+      if (this.#watchdogFired.has(slug)) continue;
+      const containers = await this.#o.backend.list({ 'bb.slug': slug });
+      const agentC = containers.find(
+        (c) => c.labels['bb.role'] === 'agent' && c.state === 'running',
+      );
+      if (!agentC) continue;
+      const sidecar = containers.find((c) => c.labels['bb.role'] === 'sidecar');
+      let fired: { reason: WatchdogReason; detail: string } | undefined;
+      if (sidecar && sidecar.state === 'exited') {
+        fired = {
+          reason: 'sidecar_death',
+          detail: `the forge sidecar exited (${sidecar.exitCode ?? 'no code'})`,
+        };
+      } else {
+        const last = Math.max(startedAt, this.#lastCheckin(slug));
+        if (now - last > timeout)
+          fired = {
+            reason: 'silence',
+            detail: `no check-in for ${Math.round((now - last) / 1000)} s (limit ${Math.round(timeout / 1000)} s)`,
+          };
+      }
+      if (!fired) continue;
+      this.#watchdogFired.set(slug, fired);
+      this.#log({ msg: 'watchdog fired', slug, ...fired });
+      await this.#o.backend.stop(agentC.id, 2000);
+    }
+  }
+
+  /** The newest check-in in a bottle's queue (ms), or 0. */
+  #lastCheckin(slug: string): number {
+    const q = join(bottleDir(slug, this.#o.env), 'queue');
+    let last = 0;
+    if (!existsSync(q)) return last;
+    for (const f of readdirSync(q)) {
+      if (!f.endsWith('.json')) continue;
+      try {
+        const e = JSON.parse(readFileSync(join(q, f), 'utf8')) as { time?: string };
+        last = Math.max(last, Date.parse(e.time ?? '') || 0);
+      } catch {
+        // a file being written; the next pass reads it
+      }
+    }
+    return last;
   }
 
   #save(bottle: Bottle, status: ForgeState['status']): void {

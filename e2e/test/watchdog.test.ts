@@ -1,0 +1,177 @@
+// The watchdog on a real Docker engine: an agent that goes silent, and one whose
+// forge sidecar dies, are stopped and their bottles frozen with watchdogFired in
+// provenance. Timeouts come from configuration (short here), not sleeping tests.
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { closeGiteaPools, GiteaForge } from '@bb/forge';
+import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { DockerBackend } from '@bb/headless';
+import { Orchestrator } from '@bb/lifecycle';
+import { loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
+import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import Docker from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const docker = await probeDocker();
+const TOKEN = 'bb-claude-token-watchdog-31';
+
+async function until<T>(
+  what: string,
+  fn: () => T | undefined | Promise<T | undefined>,
+  ms = 60_000,
+): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
+  let gitea: GiteaTestServer;
+  const homes: string[] = [];
+  const backend = new DockerBackend();
+  beforeAll(async () => {
+    gitea = await createGiteaTestServer({
+      world: {
+        users: [{ login: 'alice' }, { login: 'bb-claude', tokens: [TOKEN] }],
+        orgs: [
+          { name: 'acme', members: ['alice'] },
+          { name: 'bot-bottle', members: ['bb-claude'] },
+        ],
+        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
+      },
+    });
+  });
+  afterAll(async () => {
+    await gitea?.close();
+    await closeGiteaPools();
+    for (const h of homes) rmSync(h, { recursive: true, force: true });
+  });
+
+  function orchestrator(timeoutMs: number) {
+    const home = mkdtempSync(join(tmpdir(), 'bb-watchdog-'));
+    homes.push(home);
+    mkdirSync(join(home, 'config', 'agents'), { recursive: true });
+    mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
+    writeFileSync(
+      join(home, 'config', 'agents', 'sleeper.json'),
+      JSON.stringify({
+        provider: 'script',
+        git: { name: 'S', email: 's@example.test' },
+        script: { turns: [{ steps: [{ do: 'read_issue' }, { do: 'sleep', ms: 120_000 }] }] },
+      }),
+    );
+    writeFileSync(
+      join(home, 'config', 'bottles', 'default.json'),
+      JSON.stringify({ image: BASE_IMAGE }),
+    );
+    const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+    const store = new SqliteForgeStateStore({ database: db });
+    const prov = new ProvenanceStore(db);
+    const orch = new Orchestrator({
+      forgeFor: (o, r) =>
+        new GiteaForge({ baseUrl: gitea.apiUrl, token: TOKEN, owner: o, repo: r }),
+      token: TOKEN,
+      botLogin: 'bb-claude',
+      apiUrl: gitea.apiUrl,
+      cloneUrl: (o, r) => gitea.cloneUrl(`${o}/${r}`),
+      store,
+      backend,
+      provenance: {
+        store: prov,
+        key: loadOrCreateSigningKey(home),
+        scanner: { scanCommits: async () => ({ tool: 'none', scanned: '', findings: [] }) },
+        bbVersion: '0',
+        gitCommit: null,
+      },
+      env: { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE },
+      watchdogTimeoutMs: timeoutMs,
+      watchdogIntervalMs: 200,
+      log: (e) => process.env['BB_DEBUG_WATCHDOG'] && console.log(JSON.stringify(e)),
+    });
+    orch.startWatchdog();
+    return { orch, store, prov };
+  }
+
+  function target(orch: Orchestrator, n: number) {
+    const issue = gitea.issue('acme/widgets', n);
+    orch.enqueue({
+      kind: 'issue_targeting_changed',
+      action: 'assigned',
+      key: `test:${n}`,
+      deliveryId: undefined,
+      owner: 'acme',
+      repo: 'widgets',
+      sender: { id: 1, login: 'alice' },
+      occurredAt: issue.updatedAt,
+      issue: {
+        number: n,
+        title: issue.title,
+        labels: ['bot-bottle:sleeper'],
+        assignees: ['bb-claude'],
+        state: 'open',
+      },
+    });
+  }
+
+  it('stops an agent that goes silent and records watchdogFired: silence', async () => {
+    const { orch, store, prov } = orchestrator(1500);
+    const n = gitea.createIssue('alice', 'acme/widgets', {
+      title: 'Silent one',
+      labels: ['bot-bottle:sleeper'],
+      assignees: ['bb-claude'],
+    });
+    const t0 = Date.now();
+    target(orch, n);
+    const row = await until('the silent bottle to be frozen', () => {
+      const r = store.get('acme', 'widgets', n);
+      return r?.status === 'frozen' && prov.chain(r.slug).length === 1 ? r : undefined;
+    });
+    expect(Date.now() - t0).toBeLessThan(30_000);
+    const rec = prov.chain(row.slug)[0]!.record;
+    expect(rec.watchdogFired).toMatchObject({ reason: 'silence' });
+    expect(rec.done).toBeNull();
+    expect(await backend.list({ 'bb.slug': row.slug })).toEqual([]);
+    orch.stopWatchdog();
+  }, 90_000);
+
+  it('notices a killed sidecar within seconds and records watchdogFired: sidecar_death', async () => {
+    const { orch, store, prov } = orchestrator(10 * 60_000);
+    const n = gitea.createIssue('alice', 'acme/widgets', {
+      title: 'Lonely one',
+      labels: ['bot-bottle:sleeper'],
+      assignees: ['bb-claude'],
+    });
+    target(orch, n);
+    const slug = await until('the bottle to run', async () => {
+      const r = store.get('acme', 'widgets', n);
+      if (!r || r.status !== 'running') return undefined;
+      const cs = await backend.list({ 'bb.slug': r.slug });
+      if (!cs.some((c) => c.labels['bb.role'] === 'agent' && c.state === 'running'))
+        return undefined;
+      // Kill the sidecar only once it is serving: the agent's first call is in its op log.
+      const ops = join(homes.at(-1)!, 'bottles', r.slug, 'state', 'ops.jsonl');
+      return existsSync(ops) && readFileSync(ops, 'utf8').includes('read_issue')
+        ? r.slug
+        : undefined;
+    });
+    const sidecar = (await backend.list({ 'bb.slug': slug })).find(
+      (c) => c.labels['bb.role'] === 'sidecar',
+    )!;
+    const killedAt = Date.now();
+    await new Docker().getContainer(sidecar.id).kill();
+    await until('the bottle to be frozen', () =>
+      store.get('acme', 'widgets', n)?.status === 'frozen' && prov.chain(slug).length === 1
+        ? true
+        : undefined,
+    );
+    expect(Date.now() - killedAt).toBeLessThan(15_000);
+    expect(prov.chain(slug)[0]!.record.watchdogFired).toMatchObject({ reason: 'sidecar_death' });
+    orch.stopWatchdog();
+  }, 90_000);
+});

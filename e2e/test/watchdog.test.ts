@@ -150,7 +150,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
     target(orch, n);
     const slug = await until('the bottle to run', async () => {
       const r = store.get('acme', 'widgets', n);
-      if (!r || r.status !== 'running') return undefined;
+      if (r?.status !== 'running') return undefined;
       const cs = await backend.list({ 'bb.slug': r.slug });
       if (!cs.some((c) => c.labels['bb.role'] === 'agent' && c.state === 'running'))
         return undefined;

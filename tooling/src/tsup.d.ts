@@ -3,3 +3,4 @@ export declare function packageBuild(
   entry: Record<string, string>,
   extra?: Partial<Options>,
 ): Options;
+export declare function bundleBuild(entry: Record<string, string>): Options;

@@ -19,3 +19,29 @@ export function packageBuild(entry, extra = {}) {
     ...extra,
   };
 }
+
+/**
+ * Self-contained single files (every dependency inlined) that run with nothing
+ * but node, e.g. inside a bottle. Entries map an output name to a source file;
+ * outputs are `dist/bundle/<name>.mjs`.
+ * @param {Record<string, string>} entry
+ */
+export function bundleBuild(entry) {
+  return {
+    entry,
+    outDir: 'dist/bundle',
+    format: ['esm'],
+    outExtension: () => ({ js: '.mjs' }),
+    target: 'node20',
+    platform: 'node',
+    noExternal: [/.*/],
+    splitting: false,
+    clean: false,
+    dts: false,
+    sourcemap: false,
+    // CommonJS dependencies inlined into ESM need a real require().
+    banner: {
+      js: "import { createRequire as __bbCreateRequire } from 'node:module'; const require = __bbCreateRequire(import.meta.url);",
+    },
+  };
+}

@@ -53,6 +53,19 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
   let rules = options.rules;
   const log = options.log ?? (() => {});
   const tunnels = new Set<Socket>();
+  const denied = (host: string, port: number, rule: string, method?: string) =>
+    log({
+      time: new Date().toISOString(),
+      kind: 'egress',
+      host,
+      port,
+      decision: 'denied',
+      rule,
+      ...(method ? { method } : {}),
+      bytesUp: 0,
+      bytesDown: 0,
+      durationMs: 0,
+    });
   const headersTimeout = options.headersTimeoutMs ?? 10_000;
   const server = createServer(
     {
@@ -78,17 +91,7 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     const target = req.url ?? '';
     const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(target);
     if (!m) {
-      log({
-        time: new Date().toISOString(),
-        kind: 'egress',
-        host: target,
-        port: 0,
-        decision: 'denied',
-        rule: 'CONNECT target is not host:port',
-        bytesUp: 0,
-        bytesDown: 0,
-        durationMs: 0,
-      });
+      denied(target, 0, 'CONNECT target is not host:port');
       return refuse(
         client,
         400,
@@ -99,18 +102,7 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     const port = Number(m[2]);
     const d = decide(rules, host, port);
     if (!d.allowed) {
-      log({
-        time: new Date().toISOString(),
-        kind: 'egress',
-        host,
-        port,
-        decision: 'denied',
-        rule: d.rule,
-        method: 'CONNECT',
-        bytesUp: 0,
-        bytesDown: 0,
-        durationMs: 0,
-      });
+      denied(host, port, d.rule, 'CONNECT');
       return refuse(client, 403, `egress to ${host}:${port} denied: ${d.rule}`);
     }
     const upstream = connect({ host, port, timeout: options.connectTimeoutMs ?? 10_000 });
@@ -178,18 +170,7 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     // A Host header that names somewhere else is an attempt to smuggle a request past the rule.
     const hostHeader = (req.headers.host ?? '').toLowerCase();
     if (hostHeader && hostHeader !== url.host.toLowerCase()) {
-      log({
-        time: new Date().toISOString(),
-        kind: 'egress',
-        host,
-        port,
-        decision: 'denied',
-        rule: `Host header ${hostHeader} does not match ${url.host}`,
-        method: req.method,
-        bytesUp: 0,
-        bytesDown: 0,
-        durationMs: 0,
-      });
+      denied(host, port, `Host header ${hostHeader} does not match ${url.host}`, req.method);
       res
         .writeHead(400, { 'content-type': 'text/plain' })
         .end(`the Host header (${hostHeader}) does not match the request target (${url.host})\n`);
@@ -197,18 +178,7 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     }
     const d = decide(rules, host, port);
     if (!d.allowed) {
-      log({
-        time: new Date().toISOString(),
-        kind: 'egress',
-        host,
-        port,
-        decision: 'denied',
-        rule: d.rule,
-        method: req.method,
-        bytesUp: 0,
-        bytesDown: 0,
-        durationMs: 0,
-      });
+      denied(host, port, d.rule, req.method);
       res
         .writeHead(403, { 'content-type': 'text/plain' })
         .end(`egress to ${host}:${port} denied: ${d.rule}\n`);

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { errorMessage } from '@bb/errors';
 import { BOTTLE_BRANCH, evaluateTargeting, type Forge, type ForgeEvent } from '@bb/forge';
-import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
+import { FORGE_PROMPT_OVERLAY, QueueReader } from '@bb/forge-sidecar';
 import {
   type Backend,
   bottleDir,
@@ -296,26 +296,15 @@ export class Orchestrator {
     const queueDir = join(dir, 'queue');
     let done: { status: 'success' | 'failure' | 'blocked'; summary: string } | null = null;
     let head: { hash: string; seq: number } | undefined;
-    if (existsSync(queueDir)) {
-      for (const f of readdirSync(queueDir)
-        .filter((n) => n.endsWith('.json'))
-        .sort()) {
-        const e = JSON.parse(readFileSync(join(queueDir, f), 'utf8')) as {
-          type: string;
-          data: Record<string, unknown>;
-        };
-        if (
-          e.type === 'op' &&
-          typeof e.data['prNumber'] === 'number' &&
-          !bottle.state.prs.includes(e.data['prNumber'])
-        )
-          bottle.state.prs.push(e.data['prNumber']);
-        if (e.type === 'done') done = e.data as unknown as NonNullable<typeof done>;
-        if (e.type === 'checkin' && typeof e.data['opLogHead'] === 'string')
-          head = { hash: e.data['opLogHead'], seq: Number(e.data['opLogSeq']) };
-        rmSync(join(queueDir, f), { force: true });
-      }
-    }
+    // The sidecar's own reader: in order, torn files skipped, bad ones quarantined.
+    await new QueueReader(queueDir).drain((e) => {
+      const prNumber = e.data['prNumber'];
+      if (e.type === 'op' && typeof prNumber === 'number' && !bottle.state.prs.includes(prNumber))
+        bottle.state.prs.push(prNumber);
+      if (e.type === 'done') done = e.data as unknown as NonNullable<typeof done>;
+      if (e.type === 'checkin' && typeof e.data['opLogHead'] === 'string')
+        head = { hash: e.data['opLogHead'], seq: Number(e.data['opLogSeq']) };
+    });
     const meta = readMeta(bottle.slug, this.#o.env);
     const p = this.#o.provenance;
     const record = await buildRunRecord({

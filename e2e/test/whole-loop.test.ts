@@ -20,6 +20,7 @@ import {
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-whole-loop-77';
@@ -27,16 +28,6 @@ const SECRET = 'whole-loop-webhook-secret';
 const noScan: SecretScanner = {
   scanCommits: async () => ({ tool: 'none', scanned: 'skipped in this test', findings: [] }),
 };
-
-async function until<T>(what: string, fn: () => T | undefined, ms = 60_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
   let home: string;

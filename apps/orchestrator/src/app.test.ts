@@ -3,6 +3,7 @@ import { sampleState } from '@bb/state/testing';
 import { describe, expect, it } from 'vitest';
 import { createApp } from './app';
 import { loadConfig, parseDuration } from './config';
+import { renderDashboard } from './dashboard';
 
 describe('orchestrator configuration', () => {
   it('reads defaults and durations', () => {
@@ -47,6 +48,32 @@ describe('orchestrator configuration', () => {
     }
     expect(msg).not.toContain('short');
   });
+
+  it('reads the sweep interval, the repos to sweep and the backend', () => {
+    const base = {
+      FORGE_GITEA_API: 'http://gitea.test/api/v1',
+      FORGE_TOKEN: 't',
+      FORGE_WEBHOOK_SECRET: 'a-long-secret',
+    };
+    expect(loadConfig(base)).toMatchObject({
+      BB_SWEEP_INTERVAL: 300_000,
+      FORGE_WATCHDOG_INTERVAL: 60_000,
+      FORGE_REPOS: [],
+      BB_BACKEND: 'docker',
+    });
+    expect(
+      loadConfig({ ...base, BB_SWEEP_INTERVAL: '0', FORGE_REPOS: 'acme/widgets, acme/gears' }),
+    ).toMatchObject({
+      BB_SWEEP_INTERVAL: 0,
+      FORGE_REPOS: [
+        { owner: 'acme', repo: 'widgets' },
+        { owner: 'acme', repo: 'gears' },
+      ],
+    });
+    expect(() => loadConfig({ ...base, FORGE_REPOS: 'widgets', BB_BACKEND: 'k8s' })).toThrow(
+      /FORGE_REPOS must be a comma-separated list of owner\/repo \(got "widgets"\)[\s\S]*BB_BACKEND must be docker or local/,
+    );
+  });
 });
 
 describe('orchestrator routes', () => {
@@ -75,5 +102,31 @@ describe('orchestrator routes', () => {
     expect((await get('/webhooks/gitea', { method: 'POST', body: '{}' })).status).toBe(202);
     expect((await get('/api/runs')).status).toBe(200);
     expect((await get('/nope')).status).toBe(404);
+  });
+
+  it('renders the dashboard with each bottle, its links and escaped text', async () => {
+    const store = new MemoryForgeStateStore();
+    store.upsert(sampleState(17, { prNumber: 18, status: 'frozen', agentName: 'implementer' }));
+    const app = createApp({
+      webhook: async () => new Response(null, { status: 202 }),
+      store,
+      webBase: 'http://gitea.test',
+      version: '1.2.3',
+    });
+    const res = await app(new Request('http://bb/'));
+    expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+    const html = await res.text();
+    expect(html).toContain('<meta http-equiv="refresh"');
+    expect(html).toContain('href="http://gitea.test/acme/widgets/issues/17"');
+    expect(html).toContain('href="http://gitea.test/acme/widgets/pulls/18"');
+    expect(html).toContain('No runs recorded yet.');
+    // Whatever a row holds is escaped (the store itself refuses such a slug).
+    const hostile = renderDashboard({
+      bottles: [{ ...sampleState(19), slug: 'x-<script>' }],
+      webBase: 'http://gitea.test',
+      version: '1',
+    });
+    expect(hostile).toContain('x-&lt;script&gt;');
+    expect(hostile).not.toContain('x-<script>');
   });
 });

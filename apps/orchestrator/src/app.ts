@@ -1,10 +1,14 @@
+import type { ProvenanceStore } from '@bb/provenance';
 import type { ForgeStateStore } from '@bb/state';
+import { renderDashboard } from './dashboard';
 
 /** Route a request to the first handler that takes it. */
 export function createApp(parts: {
   webhook: (req: Request) => Promise<Response>;
   provenance?: (req: Request) => Promise<Response | undefined>;
   store: ForgeStateStore;
+  /** Run records for the dashboard's "recent runs". */
+  runs?: ProvenanceStore;
   webBase: string;
   version: string;
 }): (req: Request) => Promise<Response> {
@@ -16,6 +20,16 @@ export function createApp(parts: {
   return async (req) => {
     const { pathname } = new URL(req.url);
     if (pathname === '/webhooks/gitea') return parts.webhook(req);
+    if (pathname === '/' && (req.method === 'GET' || req.method === 'HEAD'))
+      return new Response(
+        renderDashboard({
+          bottles: parts.store.all(),
+          runs: parts.runs,
+          webBase: parts.webBase,
+          version: parts.version,
+        }),
+        { headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' } },
+      );
     if (pathname === '/healthz') return json(200, { ok: true, version: parts.version });
     if (pathname === '/api/bottles' && req.method === 'GET') {
       return json(200, {

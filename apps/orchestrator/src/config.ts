@@ -52,6 +52,51 @@ export const ConfigSchema = z.object({
     )
     .transform(Number),
   BB_HOST: z.string().default('127.0.0.1'),
+  /** How often to sweep the forge's REST API for missed deliveries; `0` turns it off. */
+  BB_SWEEP_INTERVAL: z
+    .string()
+    .default('5m')
+    .transform((v, ctx) => {
+      if (v.trim() === '0') return 0;
+      const ms = parseDuration(v);
+      if (ms === undefined || ms <= 0) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `BB_SWEEP_INTERVAL must be a duration such as 5m or 30s, or 0 to turn the sweep off (got ${JSON.stringify(v)})`,
+        });
+        return z.NEVER;
+      }
+      return ms;
+    }),
+  FORGE_WATCHDOG_INTERVAL: duration('FORGE_WATCHDOG_INTERVAL', '60s'),
+  /** Repositories the sweep looks at besides those that have bottles: `owner/repo,owner/repo`. */
+  FORGE_REPOS: z
+    .string()
+    .default('')
+    .transform((v, ctx) => {
+      const out: Array<{ owner: string; repo: string }> = [];
+      for (const part of v
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean)) {
+        const m = /^([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+)$/.exec(part);
+        if (!m) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `FORGE_REPOS must be a comma-separated list of owner/repo (got ${JSON.stringify(part)})`,
+          });
+          return z.NEVER;
+        }
+        out.push({ owner: m[1]!, repo: m[2]! });
+      }
+      return out;
+    }),
+  /** `docker` (default) or `local` (no isolation; development only). */
+  BB_BACKEND: z
+    .enum(['docker', 'local'], {
+      error: 'BB_BACKEND must be docker or local',
+    })
+    .default('docker'),
   BB_CONCURRENCY: z
     .string()
     .default('4')

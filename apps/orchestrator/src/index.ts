@@ -1,8 +1,10 @@
 /**
  * @module
- * The bot-bottle orchestrator app: configuration from the environment and HTTP
- * routing. Behaviour lives in `@bb/lifecycle` (webhook handler, queue, state
+ * The bot-bottle orchestrator app: configuration from the environment, HTTP
+ * routing, the dashboard and `serve` (the running service). Behaviour lives in `@bb/lifecycle` (webhook handler, queue, state
  * machine, Orchestrator) and the packages it composes.
  */
 export { createApp } from './app';
 export { ConfigSchema, loadConfig, type OrchestratorConfig, parseDuration } from './config';
+export { type DashboardInput, renderDashboard } from './dashboard';
+export { installedCommit, type RunningOrchestrator, type ServeOptions, serve } from './serve';

@@ -93,6 +93,15 @@ export interface ReviewSubmitted extends EventBase {
   body: string;
 }
 
+/**
+ * The ledger key of "comment `id` was created", the same whether the change
+ * came from a webhook or from a reconcile sweep over the REST API, so each
+ * comment is acted on once. `kind` is the forge's `Forge.kind`.
+ */
+export function commentCreatedKey(kind: string, owner: string, repo: string, id: number): string {
+  return `${kind}:${owner}/${repo}:comment#${id}:created`;
+}
+
 /** A forge-agnostic webhook event. */
 export type ForgeEvent =
   | IssueTargetingChanged

@@ -28,6 +28,12 @@ export abstract class Forge {
   abstract readPr(n: number): Promise<PullRequest>;
   /** The conversation comments of an issue or PR, oldest first. */
   abstract readComments(n: number): Promise<Comment[]>;
+  /**
+   * Every open issue of the repository (PRs excluded), newest first. The
+   * orchestrator's reconcile sweep uses it to find targeted issues whose webhook
+   * never arrived.
+   */
+  abstract listOpenIssues(): Promise<Issue[]>;
   /** Post a comment as the token's user. */
   abstract postComment(n: number, body: string): Promise<Comment>;
   /** Replace the body of an issue or PR. */

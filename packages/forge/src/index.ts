@@ -12,6 +12,7 @@
  */
 export {
   type CommentCreated,
+  commentCreatedKey,
   type ForgeEvent,
   type ForgeEventKind,
   header,

@@ -88,6 +88,9 @@ export class ScopedForge extends Forge {
   readComments(n: number): Promise<Comment[]> {
     return this.#inner.readComments(n);
   }
+  listOpenIssues(): Promise<Issue[]> {
+    return this.#inner.listOpenIssues();
+  }
   isOrgMember(org: string, user: string): Promise<boolean> {
     return this.#inner.isOrgMember(org, user);
   }

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
   copyFileSync,
@@ -61,6 +61,10 @@ export interface BottleMeta {
     startedAt: string;
     finishedAt: string;
   }>;
+  /** Extra container labels given at launch. */
+  labels?: Record<string, string>;
+  /** The turn in progress (so a restarted orchestrator can finish it), or absent. */
+  current?: { turn: number; prompt: string; startedAt: string } | null;
   createdAt: string;
 }
 
@@ -72,6 +76,8 @@ export interface TurnOutcome {
   error?: string | undefined;
   /** What the agent printed (redacted). */
   output: string;
+  /** `reattach` only: the bottle's agent container was gone, so the turn's end is unknown. */
+  vanished?: boolean;
 }
 
 export interface BottleOptions {
@@ -92,6 +98,12 @@ export interface LaunchOptions extends BottleOptions {
   forge?: ForgeWiring;
   /** @default `<agent>-<5 random chars>` */
   slug?: string;
+  /**
+   * Extra labels for the bottle's containers, kept for later turns (e.g.
+   * `{ 'bb.managed-by': 'orchestrator' }`, which the orchestrator's restart
+   * reconcile looks for). Keys `bb.slug`, `bb.role` and `bb.home` are reserved.
+   */
+  labels?: Record<string, string>;
 }
 
 export interface ResumeOptions extends BottleOptions {
@@ -129,6 +141,18 @@ function pathsFor(backend: Backend, dir: string, runtime: string): typeof IN_BOT
 function bbHome(env: Record<string, string | undefined>): string {
   const h = env['BB_HOME'];
   return resolve(h && h.length > 0 ? h : join(homedir(), '.bot-bottle'));
+}
+
+/** The label naming the `BB_HOME` a bottle belongs to (see `homeLabel`). */
+export const HOME_LABEL = 'bb.home';
+
+/**
+ * The `bb.home` label value of bottles made under this `BB_HOME`: a short hash
+ * of its path. Two orchestrators (or test runs) on one engine never take each
+ * other's containers for their own.
+ */
+export function homeLabel(env: Record<string, string | undefined> = process.env): string {
+  return createHash('sha256').update(bbHome(env)).digest('hex').slice(0, 16);
 }
 
 /**
@@ -307,6 +331,7 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
           }
         : null,
       turns: [],
+      ...(options.labels ? { labels: options.labels } : {}),
       createdAt: new Date().toISOString(),
     };
     writeMeta(meta, env);
@@ -402,9 +427,16 @@ async function runTurn(
   // Container bottles run as uid 1000; local ones as this process's user.
   if (backend.mapsMounts) await chownTree(dir);
   chmodSync(join(dir, 'sock'), 0o700);
-  const labels = (role: string) => ({ 'bb.slug': meta.slug, 'bb.role': role });
+  const labels = (role: string) => ({
+    ...meta.labels,
+    'bb.slug': meta.slug,
+    'bb.role': role,
+    [HOME_LABEL]: homeLabel(env),
+  });
   const startedAt = new Date().toISOString();
   const turn = meta.turns.length + 1;
+  meta.current = { turn, prompt, startedAt };
+  writeMeta(meta, env);
   let sidecarStarted: Promise<string> | undefined;
   try {
     if (meta.forge) {
@@ -498,33 +530,7 @@ async function runTurn(
         join(dir, 'sock', 'forge.sock'),
         meta.slug,
       );
-    const { exitCode, oomKilled } = await backend.wait(aid);
-    const output = redactString(await backend.logs(aid));
-    const parsed = provider.parseResult(output, exitCode);
-    meta.sessionId = parsed.sessionId ?? meta.sessionId;
-    meta.turns.push({
-      turn,
-      prompt,
-      exitCode,
-      ok: parsed.ok,
-      startedAt,
-      finishedAt: new Date().toISOString(),
-    });
-    writeMeta(meta, env);
-    progress(
-      `agent exited ${exitCode}${oomKilled ? ' (out of memory)' : ''}; freezing ${meta.slug}`,
-    );
-    await freeze(meta.slug, options);
-    return {
-      slug: meta.slug,
-      exitCode,
-      ok: parsed.ok && !oomKilled,
-      sessionId: meta.sessionId ?? undefined,
-      ...(parsed.error || oomKilled
-        ? { error: oomKilled ? 'the agent ran out of memory' : parsed.error }
-        : {}),
-      output,
-    };
+    return await finishTurn(meta, aid, options, env);
   } catch (err) {
     // A failed turn leaves the bottle frozen, its workspace and session intact.
     await freeze(meta.slug, options).catch(() => {});
@@ -535,6 +541,99 @@ async function runTurn(
           `turn ${turn} of ${meta.slug} failed: ${redactString((err as Error).message)}`,
           { cause: err },
         );
+  }
+}
+
+/** Wait for a started agent to exit, record the turn, freeze the bottle. */
+async function finishTurn(
+  meta: BottleMeta,
+  agentId: string,
+  options: BottleOptions,
+  env: Record<string, string | undefined>,
+): Promise<TurnOutcome> {
+  const { backend } = options;
+  const { manifest: agent } = loadAgentManifest(meta.agent, env);
+  const provider = providerFor(agent.provider);
+  const { exitCode, oomKilled } = await backend.wait(agentId);
+  const output = redactString(await backend.logs(agentId));
+  const parsed = provider.parseResult(output, exitCode);
+  const current = meta.current ?? {
+    turn: meta.turns.length + 1,
+    prompt: '',
+    startedAt: new Date().toISOString(),
+  };
+  meta.sessionId = parsed.sessionId ?? meta.sessionId;
+  meta.turns.push({
+    turn: current.turn,
+    prompt: current.prompt,
+    exitCode,
+    ok: parsed.ok,
+    startedAt: current.startedAt,
+    finishedAt: new Date().toISOString(),
+  });
+  meta.current = null;
+  writeMeta(meta, env);
+  options.onProgress?.(
+    `agent exited ${exitCode}${oomKilled ? ' (out of memory)' : ''}; freezing ${meta.slug}`,
+  );
+  await freeze(meta.slug, options);
+  return {
+    slug: meta.slug,
+    exitCode,
+    ok: parsed.ok && !oomKilled,
+    sessionId: meta.sessionId ?? undefined,
+    ...(parsed.error || oomKilled
+      ? { error: oomKilled ? 'the agent ran out of memory' : parsed.error }
+      : {}),
+    output,
+  };
+}
+
+/**
+ * Finish the turn of a bottle whose runner went away (an orchestrator killed
+ * mid-turn and started again): wait for its agent container, record the turn
+ * and freeze, exactly as the original `launch` or `resume` would have. When the
+ * agent container is gone too, the bottle is frozen with `vanished: true`.
+ */
+export async function reattach(slug: string, options: BottleOptions): Promise<TurnOutcome> {
+  const env = options.env ?? process.env;
+  const meta = readMeta(slug, env);
+  if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
+  if (meta.status !== 'running')
+    throw new BbError(
+      'CONFLICT',
+      `bottle ${slug} is ${meta.status}; only a running turn can be reattached`,
+    );
+  const agentC = (await options.backend.list({ 'bb.slug': slug })).find(
+    (c) => c.labels['bb.role'] === 'agent',
+  );
+  if (!agentC) {
+    if (meta.current) {
+      meta.turns.push({
+        ...meta.current,
+        exitCode: -1,
+        ok: false,
+        finishedAt: new Date().toISOString(),
+      });
+      meta.current = null;
+      writeMeta(meta, env);
+    }
+    await freeze(slug, options);
+    return {
+      slug,
+      exitCode: -1,
+      ok: false,
+      sessionId: meta.sessionId ?? undefined,
+      error: 'the agent container was gone',
+      output: '',
+      vanished: true,
+    };
+  }
+  try {
+    return await finishTurn(meta, agentC.id, options, env);
+  } catch (err) {
+    await freeze(slug, options).catch(() => {});
+    throw err;
   }
 }
 

@@ -12,8 +12,14 @@ export {
   type LifecycleState,
   type LifecycleStatus,
   transition,
+  type WatchdogReason,
 } from './machine';
 export { toNodeListener } from './node-adapter';
-export { Orchestrator, type OrchestratorOptions } from './orchestrator';
+export {
+  MANAGED_LABEL,
+  Orchestrator,
+  type OrchestratorOptions,
+  type ReconcileReport,
+} from './orchestrator';
 export { SerialQueue } from './serial-queue';
 export { createWebhookHandler, type WebhookHandlerOptions } from './webhook';

@@ -13,10 +13,13 @@ export interface LifecycleState {
   pending: string[];
 }
 
+/** Why the watchdog (or a restart's reconcile) stopped an agent. */
+export type WatchdogReason = 'silence' | 'exit_without_signal' | 'sidecar_death' | 'vanished';
+
 export type LifecycleInput =
   | { type: 'targeted' }
   | { type: 'agent_stopped' }
-  | { type: 'watchdog'; reason: 'silence' | 'exit_without_signal' | 'sidecar_death' }
+  | { type: 'watchdog'; reason: WatchdogReason }
   | { type: 'pr_opened'; pr: number; author: string }
   | { type: 'pr_comment'; pr: number; author: string; body: string }
   | { type: 'pr_synchronized'; pr: number; author: string }
@@ -25,7 +28,7 @@ export type LifecycleInput =
 
 export type LifecycleAction =
   | { type: 'launch' }
-  | { type: 'freeze'; watchdog?: 'silence' | 'exit_without_signal' | 'sidecar_death' }
+  | { type: 'freeze'; watchdog?: WatchdogReason }
   | { type: 'resume'; prompt: string }
   | { type: 'destroy' }
   | { type: 'log'; message: string };

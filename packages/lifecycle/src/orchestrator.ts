@@ -2,14 +2,24 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { errorMessage } from '@bb/errors';
-import { BOTTLE_BRANCH, evaluateTargeting, type Forge, type ForgeEvent } from '@bb/forge';
+import {
+  AGENT_LABEL_PREFIX,
+  BOTTLE_BRANCH,
+  commentCreatedKey,
+  evaluateTargeting,
+  type Forge,
+  type ForgeEvent,
+} from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY, QueueReader } from '@bb/forge-sidecar';
 import {
   type Backend,
   bottleDir,
   destroy,
+  HOME_LABEL,
+  homeLabel,
   launch,
   readMeta,
+  reattach,
   resume,
   type TurnOutcome,
 } from '@bb/headless';
@@ -20,8 +30,14 @@ import {
   type SigningKey,
   signRecord,
 } from '@bb/provenance';
-import type { ForgeState, ForgeStateStore } from '@bb/state';
-import { INITIAL, type LifecycleInput, type LifecycleState, transition } from './machine';
+import type { DeliveryLedger, ForgeState, ForgeStateStore } from '@bb/state';
+import {
+  INITIAL,
+  type LifecycleInput,
+  type LifecycleState,
+  transition,
+  type WatchdogReason,
+} from './machine';
 import { SerialQueue } from './serial-queue';
 
 export interface OrchestratorOptions {
@@ -35,6 +51,12 @@ export interface OrchestratorOptions {
   apiUrl: string;
   cloneUrl: (owner: string, repo: string) => string;
   store: ForgeStateStore;
+  /**
+   * Where the reconcile sweep records the comments it acts on, under the same
+   * keys as the webhook handler, so a comment is acted on once whichever path
+   * saw it first. @default `store`, when it is also a ledger
+   */
+  ledger?: DeliveryLedger;
   backend: Backend;
   provenance: {
     store: ProvenanceStore;
@@ -52,7 +74,28 @@ export interface OrchestratorOptions {
   log?: (entry: Record<string, unknown>) => void;
 }
 
-type WatchdogReason = 'silence' | 'exit_without_signal' | 'sidecar_death';
+/** The label on every container the orchestrator launches. */
+export const MANAGED_LABEL = { 'bb.managed-by': 'orchestrator' } as const;
+
+/** What the orchestrator found and did when it reconciled with the backend. */
+export interface ReconcileReport {
+  /** Bottles whose turn was in progress: their containers are watched again. */
+  reattached: string[];
+  /** Containers of ours that no state row owns, removed (by slug). */
+  orphansRemoved: string[];
+}
+
+/** A unit of work on an issue's queue: a forge event, or finishing a turn begun before a restart. */
+type Work =
+  | ForgeEvent
+  | {
+      kind: 'reattach';
+      key: string;
+      owner: string;
+      repo: string;
+      issue: number;
+      occurredAt: string;
+    };
 
 interface Bottle {
   slug: string;
@@ -71,7 +114,7 @@ interface Bottle {
 export class Orchestrator {
   readonly #o: OrchestratorOptions;
   readonly #bottles = new Map<string, Bottle>();
-  readonly queue: SerialQueue<ForgeEvent>;
+  readonly queue: SerialQueue<Work>;
   /** Slugs whose turn is running, with when it started. */
   readonly #turns = new Map<string, number>();
   readonly #watchdogFired = new Map<string, { reason: WatchdogReason; detail: string }>();
@@ -79,14 +122,14 @@ export class Orchestrator {
 
   constructor(options: OrchestratorOptions) {
     this.#o = options;
-    this.queue = new SerialQueue<ForgeEvent>(
+    this.queue = new SerialQueue<Work>(
       options.concurrency ?? 4,
       (_key, event) => this.#handle(event),
       (key, event, err) =>
         this.#log({ msg: 'event failed', key, event: event.kind, error: errorMessage(err) }),
       (a, b) => a.occurredAt.localeCompare(b.occurredAt),
     );
-    // Bottles remembered across restarts.
+    // Bottles remembered across restarts. A running one's turn is finished by `reconcile`.
     for (const row of options.store.all()) {
       if (row.status === 'destroyed') continue;
       this.#bottles.set(this.#key(row.owner, row.repo, row.issueNumber), {
@@ -96,7 +139,7 @@ export class Orchestrator {
         issue: row.issueNumber,
         agent: row.agentName,
         state: {
-          status: row.status === 'running' ? 'frozen' : row.status,
+          status: row.status,
           prs: row.prNumber ? [row.prNumber] : [],
           pending: [],
         },
@@ -104,8 +147,155 @@ export class Orchestrator {
     }
   }
 
+  get #ledger(): DeliveryLedger | undefined {
+    const store = this.#o.store as Partial<DeliveryLedger>;
+    return (
+      this.#o.ledger ??
+      (typeof store.recordDelivery === 'function' ? (store as DeliveryLedger) : undefined)
+    );
+  }
+
+  /**
+   * Match the backend with the state rows, after a start or a crash. Containers
+   * this orchestrator launched (under this `BB_HOME`) that no live row owns are
+   * removed; a bottle whose turn was in progress is watched again: its agent's
+   * end is awaited and recorded as usual, or, when its agent container is gone,
+   * it is frozen with `watchdogFired: vanished`. The watchdog resumes from the
+   * last check-in. Call it once at start, before events arrive.
+   */
+  async reconcile(): Promise<ReconcileReport> {
+    const report: ReconcileReport = { reattached: [], orphansRemoved: [] };
+    const live = new Set(
+      this.#o.store
+        .all()
+        .filter((r) => r.status !== 'destroyed')
+        .map((r) => r.slug),
+    );
+    const ours = await this.#o.backend.list({
+      ...MANAGED_LABEL,
+      [HOME_LABEL]: homeLabel(this.#o.env),
+    });
+    const orphans = new Set(
+      ours.map((c) => c.labels['bb.slug']).filter((s): s is string => !!s && !live.has(s)),
+    );
+    for (const slug of orphans) {
+      await destroy(slug, { backend: this.#o.backend, env: this.#o.env });
+      report.orphansRemoved.push(slug);
+      this.#log({ msg: 'orphan bottle removed', slug });
+    }
+    for (const row of this.#o.store.all()) {
+      if (row.status !== 'running') continue;
+      const key = this.#key(row.owner, row.repo, row.issueNumber);
+      this.#turns.set(row.slug, Date.parse(row.lastCheckinAt) || Date.now());
+      report.reattached.push(row.slug);
+      this.#log({ msg: 'reattaching to a running bottle', key, slug: row.slug });
+      this.queue.push(key, {
+        kind: 'reattach',
+        key: `reattach:${row.slug}`,
+        owner: row.owner,
+        repo: row.repo,
+        issue: row.issueNumber,
+        // Before any event that arrives for the issue.
+        occurredAt: '',
+      });
+    }
+    return report;
+  }
+
+  /**
+   * One pass over the forge's REST API for what webhooks never delivered (Gitea
+   * does not retry): open issues labelled for an agent that have no bottle, and
+   * frozen bottles whose PR closed or got human comments. What it finds goes
+   * through the same queue and state machine as webhook events, so a change
+   * seen both ways is acted on once. Looks at `repos` and every repository
+   * that has a bottle. Returns how many events it enqueued.
+   */
+  async sweep(repos: Array<{ owner: string; repo: string }> = []): Promise<number> {
+    const rows = this.#o.store.all();
+    const targets = new Map<string, { owner: string; repo: string }>();
+    for (const r of [...repos, ...rows.map((x) => ({ owner: x.owner, repo: x.repo }))])
+      targets.set(`${r.owner}/${r.repo}`, { owner: r.owner, repo: r.repo });
+    let n = 0;
+    const push = (e: ForgeEvent) => {
+      n++;
+      this.enqueue(e);
+    };
+    for (const { owner, repo } of targets.values()) {
+      const forge = this.#o.forgeFor(owner, repo);
+      for (const issue of await forge.listOpenIssues()) {
+        if (!issue.labels.some((l) => l.name.startsWith(AGENT_LABEL_PREFIX))) continue;
+        if (this.#o.store.get(owner, repo, issue.number)) continue;
+        if (this.#bottles.has(this.#key(owner, repo, issue.number))) continue;
+        push({
+          kind: 'issue_targeting_changed',
+          action: 'edited',
+          key: `sweep:${owner}/${repo}#${issue.number}:${issue.updatedAt}`,
+          deliveryId: undefined,
+          owner,
+          repo,
+          sender: issue.author,
+          occurredAt: issue.updatedAt,
+          issue: {
+            number: issue.number,
+            title: issue.title,
+            labels: issue.labels.map((l) => l.name),
+            assignees: issue.assignees.map((a) => a.login),
+            state: issue.state,
+          },
+        });
+      }
+    }
+    for (const row of rows) {
+      if (row.status !== 'frozen' || !row.prNumber) continue;
+      const forge = this.#o.forgeFor(row.owner, row.repo);
+      const pr = await forge.readPr(row.prNumber);
+      const ref = {
+        number: pr.number,
+        title: pr.title,
+        body: pr.body,
+        state: pr.state,
+        head: pr.head.ref,
+        headSha: pr.head.sha,
+        base: pr.base.ref,
+        author: pr.author.login,
+      };
+      const base = { deliveryId: undefined, owner: row.owner, repo: row.repo };
+      if (pr.state === 'closed') {
+        push({
+          ...base,
+          kind: 'pr_closed',
+          key: `sweep:${row.owner}/${row.repo}!${pr.number}:closed`,
+          sender: pr.author,
+          occurredAt: pr.closedAt ?? pr.updatedAt,
+          pr: ref,
+          merged: pr.merged,
+          mergeCommitSha: pr.mergeCommitSha,
+        });
+        continue;
+      }
+      const since = Date.parse(row.createdAt);
+      for (const c of await forge.readComments(pr.number)) {
+        if (c.author.login === this.#o.botLogin || Date.parse(c.createdAt) < since) continue;
+        const key = commentCreatedKey(forge.kind, row.owner, row.repo, c.id);
+        if (this.#ledger && !this.#ledger.recordDelivery(key, { event: 'sweep' })) continue;
+        push({
+          ...base,
+          kind: 'comment_created',
+          key,
+          sender: c.author,
+          occurredAt: c.createdAt,
+          on: 'pr',
+          number: pr.number,
+          comment: { id: c.id, author: c.author.login, body: c.body },
+        });
+      }
+    }
+    if (n > 0) this.#log({ msg: 'sweep found missed changes', events: n });
+    return n;
+  }
+
   /** Hand an event over (returns at once). */
-  enqueue(event: ForgeEvent): void {
+  enqueue(event: Work): void {
     const issue = this.#issueOf(event);
     if (issue === undefined) {
       this.#log({ msg: 'event not about a bottle', kind: event.kind, key: event.key });
@@ -127,8 +317,10 @@ export class Orchestrator {
   }
 
   /** The issue an event belongs to: its own number, or the issue whose bottle owns the PR. */
-  #issueOf(event: ForgeEvent): number | undefined {
+  #issueOf(event: Work): number | undefined {
     switch (event.kind) {
+      case 'reattach':
+        return event.issue;
       case 'issue_targeting_changed':
       case 'issue_closed':
         return event.issue.number;
@@ -153,12 +345,17 @@ export class Orchestrator {
       .find((r) => r.owner === owner && r.repo === repo && r.prNumber === pr)?.issueNumber;
   }
 
-  async #handle(event: ForgeEvent): Promise<void> {
+  async #handle(event: Work): Promise<void> {
     const issue = this.#issueOf(event)!;
     const key = this.#key(event.owner, event.repo, issue);
     let input: LifecycleInput | undefined;
     let agent: string | undefined;
     switch (event.kind) {
+      case 'reattach': {
+        const bottle = this.#bottles.get(key);
+        if (bottle?.state.status === 'running') await this.#reattach(key, bottle);
+        return;
+      }
       case 'issue_targeting_changed': {
         const forge = this.#o.forgeFor(event.owner, event.repo);
         const t = await evaluateTargeting(
@@ -240,6 +437,7 @@ export class Orchestrator {
             prompt,
             backend: this.#o.backend,
             env: this.#o.env,
+            labels: { ...MANAGED_LABEL },
             forge: {
               apiUrl: this.#o.apiUrl,
               token: this.#o.token,
@@ -280,6 +478,34 @@ export class Orchestrator {
         this.#log({ msg: 'bottle destroyed', key, slug: bottle.slug });
       }
     }
+  }
+
+  /** Finish a turn begun before a restart. */
+  async #reattach(key: string, bottle: Bottle): Promise<void> {
+    const opts = { backend: this.#o.backend, env: this.#o.env };
+    const meta = readMeta(bottle.slug, this.#o.env);
+    const started = meta?.current?.startedAt ?? new Date().toISOString();
+    let out: TurnOutcome;
+    if (meta?.status === 'running') {
+      out = await reattach(bottle.slug, opts);
+    } else {
+      // Killed after the bottle froze but before the row said so: the turn is over.
+      const last = meta?.turns.at(-1);
+      out = {
+        slug: bottle.slug,
+        exitCode: last?.exitCode ?? -1,
+        ok: last?.ok ?? false,
+        sessionId: meta?.sessionId ?? undefined,
+        output: '',
+        ...(meta ? {} : { vanished: true }),
+      };
+    }
+    if (out.vanished)
+      this.#watchdogFired.set(bottle.slug, {
+        reason: 'vanished',
+        detail: 'the agent container was gone when the orchestrator reattached after a restart',
+      });
+    await this.#afterTurn(key, bottle, out, started);
   }
 
   /** After a turn: learn the PRs and the done signal from the bottle's queue, record provenance, freeze. */

@@ -36,7 +36,7 @@ export const RunRecordSchema = z.object({
     .nullable(),
   watchdogFired: z
     .object({
-      reason: z.enum(['silence', 'exit_without_signal', 'sidecar_death']),
+      reason: z.enum(['silence', 'exit_without_signal', 'sidecar_death', 'vanished']),
       detail: z.string(),
     })
     .nullable(),

@@ -106,6 +106,16 @@ export class GiteaForge extends Forge {
     }
   }
 
+  async listOpenIssues(): Promise<Issue[]> {
+    const out: Issue[] = [];
+    for await (const i of this.client.paginate<GiteaIssue>(`${this.#repoPath}/issues`, {
+      state: 'open',
+      type: 'issues',
+    }))
+      out.push(toIssue(i));
+    return out;
+  }
+
   async postComment(n: number, body: string): Promise<Comment> {
     positive(n, 'issue number');
     if (typeof body !== 'string' || body.trim().length === 0) {

@@ -1,6 +1,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { BbError } from '@bb/errors';
 import {
+  commentCreatedKey,
   type ForgeEvent,
   header,
   type IssueRef,
@@ -169,7 +170,7 @@ export function parseGiteaWebhook(
         return {
           ...base,
           kind: 'comment_created',
-          key: `${keyPrefix}:comment#${comment.id}:created`,
+          key: commentCreatedKey('gitea', owner, name, comment.id),
           occurredAt: comment.created_at,
           on: onPr ? 'pr' : 'issue',
           number: issue.number,

@@ -95,6 +95,19 @@ export function describeForgeConformance(name: string, options: ForgeConformance
       expect(await code(w.forge.updateDescription(missing, 'x'))).toBe('NOT_FOUND');
     });
 
+    test('listOpenIssues lists the open issue with its labels and no PRs', async () => {
+      const w = await make();
+      const head = `bb/implementer-${w.issue}`;
+      await w.pushBranch(head);
+      const pr = await w.forge.openPr({ head, base: w.base, title: 'A PR', body: '' });
+      const open = await w.forge.listOpenIssues();
+      const mine = open.find((i) => i.number === w.issue);
+      expect(mine?.labels.map((l) => l.name)).toContain(w.issueLabel);
+      expect(mine?.assignees.map((a) => a.login)).toContain(w.bot);
+      expect(open.some((i) => i.number === pr.number)).toBe(false);
+      expect(open.every((i) => i.state === 'open' && !i.isPullRequest)).toBe(true);
+    });
+
     test('a plain issue is not a PR', async () => {
       const w = await make();
       expect(await code(w.forge.readPr(w.issue))).toBe('NOT_FOUND');

@@ -183,6 +183,13 @@ export class MemoryForge extends Forge {
     return structuredClone(item.pr);
   }
 
+  async listOpenIssues(): Promise<Issue[]> {
+    return [...this.#items.values()]
+      .filter((i) => !i.pr && i.issue.state === 'open')
+      .map((i) => structuredClone(i.issue))
+      .sort((a, b) => b.number - a.number);
+  }
+
   async readComments(n: number): Promise<Comment[]> {
     return structuredClone(this.#get(n, 'issue').comments);
   }

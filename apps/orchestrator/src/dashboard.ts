@@ -1,0 +1,108 @@
+import type { ProvenanceStore } from '@bb/provenance';
+import { recordStatus } from '@bb/provenance';
+import type { ForgeState } from '@bb/state';
+
+const esc = (v: unknown) =>
+  String(v ?? '').replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
+  );
+
+function ago(iso: string, now: number): string {
+  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  if (!Number.isFinite(s)) return '—';
+  if (s < 90) return `${s} s ago`;
+  if (s < 90 * 60) return `${Math.round(s / 60)} min ago`;
+  return `${Math.round(s / 3600)} h ago`;
+}
+
+export interface DashboardInput {
+  bottles: ForgeState[];
+  runs?: ProvenanceStore | undefined;
+  webBase: string;
+  version: string;
+  /** Seconds between reloads. @default 5 */
+  refreshSeconds?: number;
+  now?: number;
+}
+
+/**
+ * The dashboard: one server-rendered page (no scripts to build) with the
+ * bottles and the most recent runs, reloading itself every few seconds.
+ */
+export function renderDashboard(input: DashboardInput): string {
+  const now = input.now ?? Date.now();
+  const issueUrl = (b: { owner: string; repo: string }, n: number, kind: 'issues' | 'pulls') =>
+    `${input.webBase}/${encodeURIComponent(b.owner)}/${encodeURIComponent(b.repo)}/${kind}/${n}`;
+  const bottles = [...input.bottles].sort((a, b) => b.updatedAt.localeCompare(a.updatedAt));
+  const runs = input.runs?.list({}, 1, 20).records ?? [];
+  const watchdog = new Map<string, string>();
+  for (const r of [...runs].reverse())
+    if (r.record.watchdogFired) watchdog.set(r.record.slug, r.record.watchdogFired.reason);
+  const bottleRows = bottles
+    .map(
+      (b) => `<tr data-slug="${esc(b.slug)}" class="status-${esc(b.status)}">
+  <td><code>${esc(b.slug)}</code></td>
+  <td><span class="badge ${esc(b.status)}">${esc(b.status)}</span></td>
+  <td>${esc(b.agentName)}</td>
+  <td><a href="${esc(issueUrl(b, b.issueNumber, 'issues'))}">${esc(`${b.owner}/${b.repo}#${b.issueNumber}`)}</a></td>
+  <td>${b.prNumber ? `<a href="${esc(issueUrl(b, b.prNumber, 'pulls'))}">#${b.prNumber}</a>` : '—'}</td>
+  <td title="${esc(b.lastCheckinAt)}">${esc(ago(b.lastCheckinAt, now))}</td>
+  <td>${watchdog.has(b.slug) ? `<span class="badge watchdog">${esc(watchdog.get(b.slug))}</span>` : ''}</td>
+</tr>`,
+    )
+    .join('\n');
+  const runRows = runs
+    .map(
+      (r) => `<tr data-run="${esc(r.record.id)}">
+  <td><a href="/api/runs/${encodeURIComponent(r.record.id)}"><code>${esc(r.record.id)}</code></a></td>
+  <td><code>${esc(r.record.slug)}</code> turn ${esc(r.record.turn)}</td>
+  <td>${esc(r.record.agent)}</td>
+  <td><span class="badge ${esc(recordStatus(r))}">${esc(recordStatus(r))}</span></td>
+  <td>${esc(r.record.done?.summary ?? r.record.watchdogFired?.detail ?? '')}</td>
+  <td title="${esc(r.record.finishedAt)}">${esc(ago(r.record.finishedAt, now))}</td>
+  <td><a href="/api/runs/${encodeURIComponent(r.record.id)}/verify">verify</a></td>
+</tr>`,
+    )
+    .join('\n');
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="refresh" content="${input.refreshSeconds ?? 5}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>bot-bottle</title>
+<style>
+  body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem; color: #1d1d1f; background: #fafafa; }
+  h1 { font-size: 1.4rem; margin: 0 0 .2rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
+  .sub { color: #666; margin: 0 0 1.5rem; }
+  table { border-collapse: collapse; width: 100%; background: #fff; }
+  th, td { text-align: left; padding: .45rem .7rem; border-bottom: 1px solid #e5e5e5; vertical-align: top; }
+  th { font-weight: 600; color: #555; background: #f2f2f2; }
+  .badge { display: inline-block; padding: 0 .5rem; border-radius: 999px; font-size: 12px; background: #e8e8e8; }
+  .running { background: #d7f5dd; } .frozen { background: #dbe9ff; } .destroyed { background: #eee; color: #777; }
+  .success { background: #d7f5dd; } .failure, .failed, .watchdog { background: #ffe0de; } .blocked { background: #fff1c7; }
+  .empty { color: #777; padding: 1rem .7rem; }
+</style>
+</head>
+<body>
+<h1>bot-bottle</h1>
+<p class="sub">orchestrator ${esc(input.version)} · ${bottles.length} bottle${bottles.length === 1 ? '' : 's'} · refreshes every ${input.refreshSeconds ?? 5} s · <a href="/api/bottles">JSON</a></p>
+<h2>Bottles</h2>
+<table id="bottles">
+<thead><tr><th>Bottle</th><th>Status</th><th>Agent</th><th>Issue</th><th>PR</th><th>Last check-in</th><th>Watchdog</th></tr></thead>
+<tbody>
+${bottleRows || '<tr><td colspan="7" class="empty">No bottles yet: assign an issue labelled <code>bot-bottle:&lt;agent&gt;</code> to the bot.</td></tr>'}
+</tbody>
+</table>
+<h2>Recent runs</h2>
+<table id="runs">
+<thead><tr><th>Record</th><th>Bottle</th><th>Agent</th><th>Outcome</th><th>Summary</th><th>Finished</th><th>Signature</th></tr></thead>
+<tbody>
+${runRows || '<tr><td colspan="7" class="empty">No runs recorded yet.</td></tr>'}
+</tbody>
+</table>
+</body>
+</html>
+`;
+}

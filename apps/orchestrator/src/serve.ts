@@ -1,0 +1,208 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { errorMessage, redact, registerSecret } from '@bb/errors';
+import { closeGiteaPools, GiteaClient, GiteaForge } from '@bb/forge';
+import { type Backend, DockerBackend, LOCAL_BACKEND_WARNING, LocalBackend } from '@bb/headless';
+import { createWebhookHandler, Orchestrator, toNodeListener } from '@bb/lifecycle';
+import {
+  createProvenanceHandler,
+  GitleaksScanner,
+  loadOrCreateSigningKey,
+  ProvenanceStore,
+  type SecretScanner,
+} from '@bb/provenance';
+import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import { pino } from 'pino';
+import { createApp } from './app';
+import { loadConfig, type OrchestratorConfig } from './config';
+
+export interface ServeOptions {
+  /** Configuration (see `loadConfig`). @default process.env */
+  env?: Record<string, string | undefined>;
+  /** Where log lines go (JSON, one per line). @default stdout */
+  logStream?: NodeJS.WritableStream;
+  /** A backend to use instead of the one `BB_BACKEND` names. */
+  backend?: Backend;
+  /** A secret scanner instead of gitleaks. */
+  scanner?: SecretScanner;
+  /** The bot's login, when known; otherwise asked of the forge (`GET /user`). */
+  botLogin?: string;
+}
+
+export interface RunningOrchestrator {
+  /** `http://host:port` the orchestrator listens on. */
+  url: string;
+  config: OrchestratorConfig;
+  orchestrator: Orchestrator;
+  /**
+   * Stop taking requests, finish those in flight, stop the watchdog and the
+   * sweep, close the database. Running bottles keep running; the next start
+   * reattaches to them.
+   */
+  close(): Promise<void>;
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+function ownVersion(): string {
+  const pkg = JSON.parse(readFileSync(join(here, '..', 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  return pkg.version;
+}
+
+/** The commit of the installed bot-bottle when it runs from a git checkout, else null. */
+export function installedCommit(dir = here): string | null {
+  try {
+    return execFileSync('git', ['-C', dir, 'rev-parse', 'HEAD'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 5000,
+    }).trim();
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Run the orchestrator: read and check the configuration, open the state,
+ * reconcile with the backend (reattach to running bottles, remove orphans),
+ * listen for webhooks, start the watchdog and the REST sweep.
+ */
+export async function serve(options: ServeOptions = {}): Promise<RunningOrchestrator> {
+  const env = options.env ?? process.env;
+  const config = loadConfig(env);
+  registerSecret(config.FORGE_TOKEN);
+  registerSecret(config.FORGE_WEBHOOK_SECRET);
+  const log = pino(
+    {
+      base: { name: 'bb-orchestrator' },
+      formatters: { log: (o) => redact(o) },
+      hooks: {
+        logMethod(args, method) {
+          method.apply(
+            this,
+            args.map((a) => (typeof a === 'string' ? redact(a) : a)) as typeof args,
+          );
+        },
+      },
+    },
+    options.logStream ?? process.stdout,
+  );
+  const home = resolve(config.BB_HOME ?? join(homedir(), '.bot-bottle'));
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const bottleEnv = { ...env, BB_HOME: home };
+
+  const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+  const store = new SqliteForgeStateStore({ database: db });
+  const provStore = new ProvenanceStore(db);
+  const key = loadOrCreateSigningKey(home);
+  const client = new GiteaClient({ baseUrl: config.FORGE_GITEA_API, token: config.FORGE_TOKEN });
+  const botLogin =
+    options.botLogin ??
+    (await client.request<{ login: string }>({ method: 'GET', path: '/user' })).body.login;
+  const forgeFor = (owner: string, repo: string) =>
+    new GiteaForge({ baseUrl: config.FORGE_GITEA_API, token: config.FORGE_TOKEN, owner, repo });
+  const backend =
+    options.backend ?? (config.BB_BACKEND === 'local' ? new LocalBackend() : new DockerBackend());
+  if (!backend.isolates) log.warn(LOCAL_BACKEND_WARNING);
+
+  const orchestrator = new Orchestrator({
+    forgeFor,
+    token: config.FORGE_TOKEN,
+    botLogin,
+    org: config.FORGE_ORG,
+    apiUrl: config.FORGE_GITEA_API,
+    cloneUrl: (owner, repo) => `${client.webBase}/${owner}/${repo}.git`,
+    store,
+    backend,
+    provenance: {
+      store: provStore,
+      key,
+      scanner: options.scanner ?? new GitleaksScanner(),
+      bbVersion: ownVersion(),
+      gitCommit: installedCommit(),
+    },
+    env: bottleEnv,
+    concurrency: config.BB_CONCURRENCY,
+    watchdogTimeoutMs: config.FORGE_WATCHDOG_TIMEOUT,
+    watchdogIntervalMs: config.FORGE_WATCHDOG_INTERVAL,
+    log: (e) => log.info(e),
+  });
+
+  const webhook = createWebhookHandler({
+    forge: forgeFor('_', '_'),
+    secret: config.FORGE_WEBHOOK_SECRET,
+    ledger: store,
+    enqueue: (e) => orchestrator.enqueue(e),
+    log: (e) => log.info(e),
+  });
+  const app = createApp({
+    webhook,
+    provenance: createProvenanceHandler({
+      store: provStore,
+      publicKey: key.publicKey,
+      publicPem: key.publicPem,
+      keyId: key.keyId,
+    }),
+    store,
+    runs: provStore,
+    webBase: client.webBase,
+    version: ownVersion(),
+  });
+
+  const report = await orchestrator.reconcile();
+  log.info({ msg: 'reconciled with the backend', ...report });
+
+  const server: Server = createServer(toNodeListener(app));
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  await new Promise<void>((ok, fail) => {
+    server.once('error', fail);
+    server.listen(config.BB_PORT, config.BB_HOST, () => ok());
+  });
+  const addr = server.address() as AddressInfo;
+  const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  orchestrator.startWatchdog();
+
+  let sweeping: Promise<void> | undefined;
+  const sweep = () => {
+    sweeping ??= orchestrator
+      .sweep(config.FORGE_REPOS)
+      .then(() => undefined)
+      .catch((err) => log.warn({ msg: 'sweep failed', error: errorMessage(err) }))
+      .finally(() => {
+        sweeping = undefined;
+      });
+  };
+  const sweepTimer =
+    config.BB_SWEEP_INTERVAL > 0 ? setInterval(sweep, config.BB_SWEEP_INTERVAL) : undefined;
+  sweepTimer?.unref();
+  if (config.BB_SWEEP_INTERVAL > 0) sweep();
+  log.info({ msg: 'listening', url, home, backend: backend.name, bot: botLogin });
+
+  let closed: Promise<void> | undefined;
+  return {
+    url,
+    config,
+    orchestrator,
+    close: () =>
+      (closed ??= (async () => {
+        log.info({ msg: 'shutting down; running bottles keep running' });
+        if (sweepTimer) clearInterval(sweepTimer);
+        orchestrator.stopWatchdog();
+        await new Promise<void>((r) => {
+          server.close(() => r());
+          server.closeIdleConnections();
+        });
+        await sweeping;
+        await closeGiteaPools();
+        db.close();
+      })()),
+  };
+}

@@ -6,6 +6,7 @@ export default defineConfig(
     {
       index: 'src/index.ts',
       testing: 'src/testing/index.ts',
+      'test-server': 'src/test-server.ts',
       'server-bin': 'src/testing/server-bin.ts',
     },
     { external: ['vitest'] },

@@ -1,44 +1,315 @@
-import { describe, expect, it } from 'vitest';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
+import { DockerBackend } from '@bb/headless';
+import {
+  buildRunRecord,
+  loadOrCreateSigningKey,
+  ProvenanceStore,
+  type SecretScanner,
+  signRecord,
+} from '@bb/provenance';
+import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import { sampleState } from '@bb/state/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, runCli } from './cli';
+import { runDoctor } from './commands/doctor';
 
-function io() {
+function io(env: Record<string, string | undefined> = {}, cwd = '/') {
   const out: string[] = [];
   const err: string[] = [];
   return {
-    out,
-    err,
+    get out() {
+      return out.join('');
+    },
+    get err() {
+      return err.join('');
+    },
     io: {
-      env: {},
-      cwd: '/',
+      env,
+      cwd,
       stdout: (t: string) => out.push(t),
       stderr: (t: string) => err.push(t),
     },
   };
 }
 
-describe('bb', () => {
-  it('--help lists only what this build can do', async () => {
+const noScan: SecretScanner = {
+  scanCommits: async () => ({ tool: 'none', scanned: 'not scanned', findings: [] }),
+};
+
+describe('bb: help and usage', () => {
+  it('--help lists every command, and each command has its own --help', async () => {
     const t = io();
     expect(await runCli(['--help'], t.io)).toBe(EXIT.OK);
-    expect(t.out.join('')).toMatch(/Usage: bb <command>/);
-    expect(t.out.join('')).toMatch(/no agent commands yet/);
+    for (const c of ['demo', 'start', 'resume', 'orchestrate', 'provenance', 'doctor'])
+      expect(t.out).toMatch(new RegExp(`^  ${c} `, 'm'));
+    for (const c of ['demo', 'start', 'resume', 'orchestrate', 'provenance', 'doctor']) {
+      const h = io();
+      expect(await runCli([c, '--help'], h.io)).toBe(EXIT.OK);
+      expect(h.out).toMatch(new RegExp(`^Usage: bb ${c}`));
+      const viaHelp = io();
+      expect(await runCli(['help', c], viaHelp.io)).toBe(EXIT.OK);
+      expect(viaHelp.out).toBe(h.out);
+    }
   });
 
-  it('an unknown command is a usage error with exit 2', async () => {
+  it.each([
+    [['launch-rockets'], /unknown command "launch-rockets"/, /Usage: bb <command>/],
+    [['--frobnicate'], /unknown option "--frobnicate"/, /Usage: bb <command>/],
+    [['start'], /name the agent to start/, /Usage: bb start/],
+    [['start', 'demo', '--prompt', 'hi'], /add --headless/, /Usage: bb start/],
+    [['start', 'demo', '--headless'], /--prompt is required/, /Usage: bb start/],
+    [
+      ['start', 'demo', '--headless', '--prompt', 'x', '--backend', 'k8s'],
+      /--backend must be docker or local \(got "k8s"\)/,
+      /Usage: bb start/,
+    ],
+    [
+      ['start', 'demo', '--headless', '--prompt', 'x', '--colour'],
+      /Unknown option '--colour'/,
+      /Usage: bb start/,
+    ],
+    [['resume', 'demo-abcde', '--headless'], /--prompt is required/, /Usage: bb resume/],
+    [['orchestrate'], /name a subcommand: start, resume, status or serve/, /Usage: bb orchestrate/],
+    [['orchestrate', 'launch'], /unknown subcommand "launch"/, /Usage: bb orchestrate/],
+    [
+      ['orchestrate', 'start', '--agent', 'a', '--prompt', 'p', '--label', 'bb.slug=x'],
+      /--label must be KEY=VALUE/,
+      /Usage: bb orchestrate/,
+    ],
+    [['provenance'], /name a subcommand: show or verify/, /Usage: bb provenance/],
+    [['provenance', 'show'], /name the run or bottle to show/, /Usage: bb provenance/],
+    [
+      ['provenance', 'show', 'x', '--json', '--md'],
+      /choose one of --json and --md/,
+      /Usage: bb provenance/,
+    ],
+    [['help', 'nope'], /no command "nope"/, /Usage: bb <command>/],
+  ])('%j is a usage error: exit 2 with the message and the usage', async (argv, message, usage) => {
     const t = io();
-    expect(await runCli(['launch-rockets'], t.io)).toBe(EXIT.USAGE);
-    expect(t.err.join('')).toMatch(/unknown command "launch-rockets"/);
-  });
-
-  it('an unknown option is a usage error with exit 2', async () => {
-    const t = io();
-    expect(await runCli(['--frobnicate'], t.io)).toBe(EXIT.USAGE);
-    expect(t.err.join('')).toMatch(/frobnicate/);
+    expect(await runCli(argv, t.io)).toBe(EXIT.USAGE);
+    expect(t.err).toMatch(message);
+    expect(t.err).toMatch(usage);
+    expect(t.out).toBe('');
   });
 
   it('--version prints the package version', async () => {
     const t = io();
     expect(await runCli(['-v'], t.io)).toBe(EXIT.OK);
-    expect(t.out.join('')).toMatch(/^\d+\.\d+\.\d+\n$/);
+    expect(t.out).toMatch(/^\d+\.\d+\.\d+\n$/);
+  });
+
+  it('orchestrate start names each missing forge variable and creates nothing', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'bb-cli-'));
+    try {
+      const t = io({ BB_HOME: home });
+      const code = await runCli(['orchestrate', 'start', '--agent', 'a', '--prompt', 'p'], t.io, {
+        backend: () => new DockerBackend(),
+      });
+      expect(code).toBe(EXIT.USAGE);
+      expect(t.err).toMatch(/FORGE_GITEA_API is not set: the Gitea API URL/);
+      const n = io({
+        BB_HOME: home,
+        FORGE_GITEA_API: 'http://g/api/v1',
+        FORGE_TOKEN: 'tok-123456789',
+        FORGE_OWNER: 'acme',
+        FORGE_REPO: 'w',
+        FORGE_ISSUE_NUMBER: 'seven',
+      });
+      expect(await runCli(['orchestrate', 'start', '--agent', 'a', '--prompt', 'p'], n.io)).toBe(
+        EXIT.USAGE,
+      );
+      expect(n.err).toMatch(/FORGE_ISSUE_NUMBER must be a positive whole number \(got "seven"\)/);
+      expect(n.err).not.toContain('tok-123456789');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('bb orchestrate status and bb provenance', () => {
+  let home: string;
+  let recordId: string;
+  beforeAll(async () => {
+    home = mkdtempSync(join(tmpdir(), 'bb-cli-'));
+    const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+    new SqliteForgeStateStore({ database: db }).upsert(
+      sampleState(17, { slug: 'implementer-k3x9q', prNumber: 18, status: 'frozen' }),
+    );
+    const key = loadOrCreateSigningKey(home);
+    const prov = new ProvenanceStore(db);
+    for (const turn of [1, 2]) {
+      const record = await buildRunRecord({
+        stateDir: join(home, 'nowhere'),
+        slug: 'implementer-k3x9q',
+        agent: 'implementer',
+        bottles: ['default'],
+        forge: { owner: 'acme', repo: 'widgets', issue: 17, prs: [18] },
+        turn,
+        startedAt: '2026-11-22T10:00:00.000Z',
+        finishedAt: '2026-11-22T10:01:00.000Z',
+        exitCode: 0,
+        done: { status: 'success', summary: `turn ${turn} done` },
+        watchdogFired: null,
+        prev: prov.head('implementer-k3x9q'),
+        scanner: noScan,
+        bbVersion: '1.0.0',
+        gitCommit: null,
+      });
+      prov.append(signRecord(record, key));
+      recordId = record.id;
+    }
+    db.close();
+  });
+  afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+  it('status prints a table, and --json the documented shape with URLs', async () => {
+    const t = io({ BB_HOME: home, FORGE_GITEA_API: 'https://gitea.example/api/v1' });
+    expect(await runCli(['orchestrate', 'status'], t.io)).toBe(0);
+    expect(t.out).toMatch(/^BOTTLE +STATUS +AGENT +ISSUE +PR +LAST CHECK-IN$/m);
+    expect(t.out).toContain('implementer-k3x9q  frozen');
+    const j = io({ BB_HOME: home, FORGE_GITEA_API: 'https://gitea.example/api/v1' });
+    expect(await runCli(['orchestrate', 'status', '--json'], j.io)).toBe(0);
+    expect(JSON.parse(j.out)).toEqual({
+      bottles: [
+        {
+          slug: 'implementer-k3x9q',
+          agent: 'implementer',
+          status: 'frozen',
+          repo: 'acme/widgets',
+          issue: 17,
+          issueUrl: 'https://gitea.example/acme/widgets/issues/17',
+          pr: 18,
+          prUrl: 'https://gitea.example/acme/widgets/pulls/18',
+          lastCheckinAt: expect.any(String),
+          sessionId: expect.toSatisfy((v: unknown) => v === null || typeof v === 'string'),
+        },
+      ],
+    });
+    const empty = io({ BB_HOME: join(home, 'empty') });
+    expect(await runCli(['orchestrate', 'status'], empty.io)).toBe(0);
+    expect(empty.out).toBe('no managed bottles\n');
+  });
+
+  it('provenance show prints a run or a bottle chain as text, JSON or Markdown', async () => {
+    const t = io({ BB_HOME: home });
+    expect(await runCli(['provenance', 'show', recordId], t.io)).toBe(0);
+    expect(t.out).toMatch(/turn +2/);
+    const chain = io({ BB_HOME: home });
+    expect(await runCli(['provenance', 'show', 'implementer-k3x9q', '--json'], chain.io)).toBe(0);
+    expect((JSON.parse(chain.out) as unknown[]).length).toBe(2);
+    const md = io({ BB_HOME: home });
+    expect(await runCli(['provenance', 'show', recordId, '--md'], md.io)).toBe(0);
+    expect(md.out).toMatch(/^## Run /);
+    const missing = io({ BB_HOME: home });
+    expect(await runCli(['provenance', 'show', 'nope'], missing.io)).toBe(EXIT.FAILURE);
+    expect(missing.err).toMatch(/no run record or bottle named "nope"/);
+  });
+
+  it('provenance verify passes untouched records and fails a tampered file', async () => {
+    const ok = io({ BB_HOME: home });
+    expect(await runCli(['provenance', 'verify', 'implementer-k3x9q'], ok.io)).toBe(0);
+    expect(ok.out).toMatch(/2 records of implementer-k3x9q: OK/);
+    const exported = io({ BB_HOME: home });
+    await runCli(['provenance', 'show', 'implementer-k3x9q', '--json'], exported.io);
+    const file = join(home, 'chain.json');
+    writeFileSync(file, exported.out);
+    const fromFile = io({ BB_HOME: home }, home);
+    expect(await runCli(['provenance', 'verify', 'chain.json'], fromFile.io)).toBe(0);
+    writeFileSync(file, readFileSync(file, 'utf8').replace('turn 1 done', 'turn 1 DONE'));
+    const tampered = io({ BB_HOME: home }, home);
+    expect(await runCli(['provenance', 'verify', 'chain.json'], tampered.io)).toBe(EXIT.FAILURE);
+    expect(tampered.out).toMatch(/FAILED/);
+    writeFileSync(file, 'not json');
+    const bad = io({ BB_HOME: home }, home);
+    expect(await runCli(['provenance', 'verify', 'chain.json'], bad.io)).toBe(EXIT.USAGE);
+    expect(bad.err).toMatch(/chain.json is not JSON/);
+  });
+});
+
+describe('bb doctor', () => {
+  let gitea: GiteaTestServer;
+  beforeAll(async () => {
+    gitea = await createGiteaTestServer({
+      world: {
+        users: [
+          { login: 'bb-bot', tokens: ['bot-token-1234567890'] },
+          { login: 'stray', tokens: ['stray-token-1234567890'] },
+        ],
+        orgs: [{ name: 'bot-bottle', members: ['bb-bot'] }],
+        repos: [],
+      },
+    });
+  });
+  afterAll(() => gitea.close());
+
+  it('names each failure with its fix, and passes the forge checks for a member bot', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'bb-doc-'));
+    const env = {
+      BB_HOME: home,
+      FORGE_GITEA_API: gitea.apiUrl,
+      FORGE_TOKEN: 'bot-token-1234567890',
+      FORGE_WEBHOOK_SECRET: 'a-long-secret',
+    };
+    try {
+      // An engine that is not there.
+      const nowhere = new DockerBackend({
+        docker: new (await import('dockerode')).default({ socketPath: join(home, 'no.sock') }),
+      });
+      const checks = await runDoctor(io(env).io, nowhere);
+      expect(checks.find((c) => c.check === 'docker engine')).toMatchObject({
+        ok: false,
+        fix: expect.stringMatching(/ensure-docker\.sh/),
+      });
+      expect(checks.find((c) => c.check === 'base image')?.ok).toBeNull();
+      expect(checks.find((c) => c.check === 'forge')).toMatchObject({
+        ok: true,
+        detail: expect.stringContaining("the token is bb-bot's"),
+      });
+      expect(checks.find((c) => c.check === 'org membership')?.ok).toBe(true);
+
+      const stray = await runDoctor(
+        io({ ...env, FORGE_TOKEN: 'stray-token-1234567890' }).io,
+        nowhere,
+      );
+      expect(stray.find((c) => c.check === 'org membership')).toMatchObject({
+        ok: false,
+        fix: 'add stray to the bot-bottle organisation in Gitea, or set FORGE_ORG to its org',
+      });
+      const badToken = await runDoctor(
+        io({ ...env, FORGE_TOKEN: 'wrong-token-000000' }).io,
+        nowhere,
+      );
+      expect(badToken.find((c) => c.check === 'forge')?.ok).toBe(false);
+      expect(JSON.stringify(badToken)).not.toContain('wrong-token-000000');
+      mkdirSync(join(home, 'config', 'agents'), { recursive: true });
+      writeFileSync(join(home, 'config', 'agents', 'broken.json'), '{');
+      const bad = await runDoctor(io({ ...env, FORGE_WEBHOOK_SECRET: 'short' }).io, nowhere);
+      expect(bad.find((c) => c.check === 'orchestrator config')).toMatchObject({
+        ok: false,
+        detail: expect.stringContaining('FORGE_WEBHOOK_SECRET must be at least 8'),
+      });
+      expect(bad.find((c) => c.check === 'manifests')).toMatchObject({
+        ok: false,
+        detail: expect.stringContaining('broken.json'),
+      });
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('bb doctor exits 1 when a check fails and prints each with its fix', async () => {
+    const t = io({ BB_HOME: '/nonexistent-bb-home' });
+    const nowhere = new DockerBackend({
+      docker: new (await import('dockerode')).default({ socketPath: '/nonexistent/docker.sock' }),
+    });
+    const code = await runCli(['doctor'], t.io, { backend: () => nowhere });
+    // The engine at DOCKER_HOST does not exist.
+    expect(code).toBe(1);
+    expect(t.out).toMatch(/^FAIL docker engine: /m);
+    expect(t.out).toMatch(/^ +fix: start the engine/m);
+    expect(t.out).toMatch(/^skip forge: skipped: FORGE_GITEA_API is not set$/m);
   });
 });

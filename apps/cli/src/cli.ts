@@ -1,75 +1,102 @@
-import { parseArgs } from 'node:util';
 import { errorMessage, isBbError } from '@bb/errors';
 import pkg from '../package.json' with { type: 'json' };
+import { DEMO_USAGE, demoCommand } from './commands/demo';
+import { DOCTOR_USAGE, doctorCommand } from './commands/doctor';
+import { ORCHESTRATE_USAGE, orchestrateCommand } from './commands/orchestrate';
+import { PROVENANCE_USAGE, provenanceCommand } from './commands/provenance';
+import { RESUME_USAGE, resumeCommand, START_USAGE, startCommand } from './commands/start';
+import type { CliDeps } from './deps';
+import { type CliIo, EXIT, UsageError } from './io';
+
+export { type CliIo, EXIT } from './io';
 
 const { version } = pkg;
-
-/** Exit codes of `bb`. */
-export const EXIT = {
-  OK: 0,
-  FAILURE: 1,
-  USAGE: 2,
-} as const;
-
-/** Where a command reads its environment and writes its output. */
-export interface CliIo {
-  env: Record<string, string | undefined>;
-  cwd: string;
-  stdout: (text: string) => void;
-  stderr: (text: string) => void;
-}
 
 const HELP = `bb ${version}: let a forge drive AI coding agents in isolated Docker bottles
 
 Usage: bb <command> [options]
 
 Commands:
-  help              show this help
+  demo          run the whole story locally, narrated (test forge, orchestrator, a bottle)
+  start         start a bottle for an agent and run one headless turn
+  resume        continue a frozen bottle's session with a new prompt
+  orchestrate   forge-driven bottles: start, resume, status, serve (the orchestrator)
+  provenance    show and verify signed run records
+  doctor        check Docker, the base image, configuration and the forge
+  help          show this help, or a command's: bb help <command>
 
 Options:
-  -h, --help        show this help
-  -v, --version     print the version
+  -h, --help    show this help
+  -v, --version print the version
 
-This build has no agent commands yet. 'bb start', 'bb orchestrate', 'bb provenance',
-'bb doctor' and 'bb demo' arrive with the packages they drive; see the README.
+Each command has --help. Usage errors exit 2; failures exit 1; bb start and
+bb resume exit with the agent's own code.
 
 Environment:
-  BB_HOME           state and configuration directory (default ~/.bot-bottle)
+  BB_HOME        state and configuration directory (default ~/.bot-bottle)
+  BB_BASE_IMAGE  the bottle base image (default bb-base:latest)
+  DOCKER_HOST    the Docker engine (default the local socket)
+  NO_COLOR       turn colour off; progress shows only on a terminal
+  BB_DEBUG=1     print stack traces of unexpected errors
 `;
 
+const USAGES: Record<string, string> = {
+  demo: DEMO_USAGE,
+  start: START_USAGE,
+  resume: RESUME_USAGE,
+  orchestrate: ORCHESTRATE_USAGE,
+  provenance: PROVENANCE_USAGE,
+  doctor: DOCTOR_USAGE,
+};
+
 /** Run `bb` with `argv` (without node and script). Returns the exit code. */
-export async function runCli(argv: string[], io: CliIo): Promise<number> {
-  let parsed: ReturnType<typeof parseArgs>;
+export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Promise<number> {
+  const [command, ...rest] = argv;
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        help: { type: 'boolean', short: 'h' },
-        version: { type: 'boolean', short: 'v' },
-      },
-    });
+    switch (command) {
+      case undefined:
+      case '-h':
+      case '--help':
+        io.stdout(HELP);
+        return EXIT.OK;
+      case 'help': {
+        const about = rest[0];
+        if (about && !USAGES[about])
+          throw new UsageError(`no command ${JSON.stringify(about)}`, HELP);
+        io.stdout(about ? USAGES[about]! : HELP);
+        return EXIT.OK;
+      }
+      case '-v':
+      case '--version':
+        io.stdout(`${version}\n`);
+        return EXIT.OK;
+      case 'demo':
+        return await demoCommand(rest, io);
+      case 'start':
+        return await startCommand(rest, io, deps);
+      case 'resume':
+        return await resumeCommand(rest, io, deps);
+      case 'orchestrate':
+        return await orchestrateCommand(rest, io, deps);
+      case 'provenance':
+        return await provenanceCommand(rest, io);
+      case 'doctor':
+        return await doctorCommand(rest, io, deps.backend?.('docker'));
+      default:
+        throw new UsageError(
+          command.startsWith('-')
+            ? `unknown option ${JSON.stringify(command)}`
+            : `unknown command ${JSON.stringify(command)}`,
+          HELP,
+        );
+    }
   } catch (err) {
-    io.stderr(`bb: ${errorMessage(err)}\n\n${HELP}`);
-    return EXIT.USAGE;
-  }
-  const [command, ...rest] = parsed.positionals;
-  if (parsed.values['version']) {
-    io.stdout(`${version}\n`);
-    return EXIT.OK;
-  }
-  if (parsed.values['help'] || command === undefined || command === 'help') {
-    io.stdout(HELP);
-    return EXIT.OK;
-  }
-  try {
-    io.stderr(
-      `bb: unknown command ${JSON.stringify(command)}${rest.length ? ` (with ${rest.length} more arguments)` : ''}\n\n${HELP}`,
-    );
-    return EXIT.USAGE;
-  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr(`bb: ${err.message}\n\n${err.usage}`);
+      return EXIT.USAGE;
+    }
     io.stderr(`bb: ${errorMessage(err)}\n`);
+    if (io.env['BB_DEBUG'] === '1') io.stderr(`${(err as Error).stack ?? ''}\n`);
     return isBbError(err, 'INVALID_INPUT') ? EXIT.USAGE : EXIT.FAILURE;
   }
 }

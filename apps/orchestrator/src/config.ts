@@ -47,8 +47,8 @@ export const ConfigSchema = z.object({
     .string()
     .default('8080')
     .refine(
-      (v) => /^\d{1,5}$/.test(v) && Number(v) > 0 && Number(v) < 65536,
-      'BB_PORT must be a port number (1-65535)',
+      (v) => /^\d{1,5}$/.test(v) && Number(v) < 65536,
+      'BB_PORT must be a port number (1-65535, or 0 for any free port)',
     )
     .transform(Number),
   BB_HOST: z.string().default('127.0.0.1'),

@@ -21,5 +21,11 @@ export {
   type OrchestratorOptions,
   type ReconcileReport,
 } from './orchestrator';
+export {
+  type ProvenanceOptions,
+  type RecordedTurn,
+  type RecordTurnOptions,
+  recordTurn,
+} from './record-turn';
 export { SerialQueue } from './serial-queue';
 export { createWebhookHandler, type WebhookHandlerOptions } from './webhook';

@@ -10,7 +10,7 @@ import {
   type Forge,
   type ForgeEvent,
 } from '@bb/forge';
-import { FORGE_PROMPT_OVERLAY, QueueReader } from '@bb/forge-sidecar';
+import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import {
   type Backend,
   bottleDir,
@@ -23,13 +23,6 @@ import {
   resume,
   type TurnOutcome,
 } from '@bb/headless';
-import {
-  buildRunRecord,
-  type ProvenanceStore,
-  type SecretScanner,
-  type SigningKey,
-  signRecord,
-} from '@bb/provenance';
 import type { DeliveryLedger, ForgeState, ForgeStateStore } from '@bb/state';
 import {
   INITIAL,
@@ -38,6 +31,7 @@ import {
   transition,
   type WatchdogReason,
 } from './machine';
+import { type ProvenanceOptions, recordTurn } from './record-turn';
 import { SerialQueue } from './serial-queue';
 
 export interface OrchestratorOptions {
@@ -58,13 +52,7 @@ export interface OrchestratorOptions {
    */
   ledger?: DeliveryLedger;
   backend: Backend;
-  provenance: {
-    store: ProvenanceStore;
-    key: SigningKey;
-    scanner: SecretScanner;
-    bbVersion: string;
-    gitCommit: string | null;
-  };
+  provenance: ProvenanceOptions;
   env: Record<string, string | undefined>;
   concurrency?: number;
   /** A running agent with no check-in for this long is stopped. @default 30 min */
@@ -518,48 +506,18 @@ export class Orchestrator {
     this.#turns.delete(bottle.slug);
     const fired = this.#watchdogFired.get(bottle.slug);
     this.#watchdogFired.delete(bottle.slug);
-    const dir = bottleDir(bottle.slug, this.#o.env);
-    const queueDir = join(dir, 'queue');
-    let done: { status: 'success' | 'failure' | 'blocked'; summary: string } | null = null;
-    let head: { hash: string; seq: number } | undefined;
-    // The sidecar's own reader: in order, torn files skipped, bad ones quarantined.
-    await new QueueReader(queueDir).drain((e) => {
-      const prNumber = e.data['prNumber'];
-      if (e.type === 'op' && typeof prNumber === 'number' && !bottle.state.prs.includes(prNumber))
-        bottle.state.prs.push(prNumber);
-      if (e.type === 'done') done = e.data as unknown as NonNullable<typeof done>;
-      if (e.type === 'checkin' && typeof e.data['opLogHead'] === 'string')
-        head = { hash: e.data['opLogHead'], seq: Number(e.data['opLogSeq']) };
-    });
-    const meta = readMeta(bottle.slug, this.#o.env);
-    const p = this.#o.provenance;
-    const record = await buildRunRecord({
-      stateDir: dir,
+    const { done, prs } = await recordTurn({
       slug: bottle.slug,
       agent: bottle.agent,
-      bottles: meta?.bottles ?? [],
-      forge: { owner: bottle.owner, repo: bottle.repo, issue: bottle.issue, prs: bottle.state.prs },
-      turn: meta?.turns.length ?? 1,
+      env: this.#o.env,
+      forge: { owner: bottle.owner, repo: bottle.repo, issue: bottle.issue },
+      prs: bottle.state.prs,
+      outcome: out,
       startedAt,
-      finishedAt: new Date().toISOString(),
-      exitCode: out.exitCode,
-      done,
-      watchdogFired:
-        fired ??
-        (done
-          ? null
-          : {
-              reason: 'exit_without_signal',
-              detail: `the agent exited ${out.exitCode} without signal_done`,
-            }),
-      ...(head ? { opLogHead: head } : {}),
-      prev: p.store.head(bottle.slug),
-      scanner: p.scanner,
-      bbVersion: p.bbVersion,
-      gitCommit: p.gitCommit,
+      fired,
+      provenance: this.#o.provenance,
     });
-    p.store.append(signRecord(record, p.key));
-    if (meta) bottle.state = { ...bottle.state };
+    bottle.state = { ...bottle.state, prs };
     this.#save(bottle, 'frozen');
     const next: LifecycleInput =
       done && !fired

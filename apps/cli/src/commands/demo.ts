@@ -1,0 +1,304 @@
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BbError, errorMessage } from '@bb/errors';
+import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
+import { type Backend, DockerBackend, HOME_LABEL, homeLabel, LocalBackend } from '@bb/headless';
+import { type RunningOrchestrator, serve } from '@bb/orchestrator';
+import {
+  loadOrCreateSigningKey,
+  ProvenanceStore,
+  renderTerminal,
+  renderVerification,
+  verifyChain,
+} from '@bb/provenance';
+import { BbDatabase, type ForgeState, SqliteForgeStateStore } from '@bb/state';
+import { bold, type CliIo, dim, green, parse, yellow } from '../io';
+
+export const DEMO_USAGE = `Usage: bb demo [--keep] [--backend docker|local]
+
+Run the whole bot-bottle story on this machine, narrated, with nothing to set
+up: a Gitea-compatible test server and the orchestrator in this process, state in
+a temporary BB_HOME, and a scripted agent in a real Docker bottle.
+
+  1. alice files an issue labelled bot-bottle:demo and assigns it to the bot
+  2. the webhook launches a bottle; the agent reads the issue, comments,
+     commits, opens a PR and signals done; the bottle is frozen
+  3. alice comments on the PR; the same agent session resumes and answers
+  4. alice merges the PR; the bottle is destroyed
+  5. the signed provenance record is shown and verified
+
+When no Docker engine answers (or the base image is missing) the demo says so
+and uses the local backend, which does not isolate the agent.
+
+Options:
+  --keep              leave the servers up afterwards, print their URLs, and
+                      wait for Ctrl-C (then clean up)
+  --backend NAME      docker or local (default: docker when available)
+  -h, --help          show this help
+`;
+
+const BOT = 'bb-bot';
+const BOT_TOKEN = 'bb-demo-bot-token-0123456789';
+const SECRET = 'bb-demo-webhook-secret';
+const REPO = 'acme/widgets';
+
+const DEMO_AGENT = {
+  provider: 'script',
+  git: { name: 'bot-bottle demo agent', email: 'demo-agent@bot-bottle.invalid' },
+  script: {
+    turns: [
+      {
+        steps: [
+          { do: 'read_issue' },
+          { do: 'comment', body: "Hello! I'm the demo agent, working on #{{issue}} in a bottle." },
+          {
+            do: 'write',
+            path: 'GREETING.md',
+            content: '# Greetings\n\nHello from a bot-bottle agent.\n',
+          },
+          { do: 'commit', message: 'Add a greeting (#{{issue}})' },
+          { do: 'open_pr', title: 'Add a greeting', body: 'Fixes #{{issue}}.' },
+          { do: 'done', status: 'success', summary: 'Added GREETING.md and opened a PR.' },
+        ],
+      },
+      {
+        steps: [
+          {
+            do: 'comment',
+            body: 'Turn {{turn}} of session {{session}}: you asked "{{prompt}}" — noted, no change needed.',
+          },
+          { do: 'done', status: 'success', summary: 'Answered the review comment.' },
+        ],
+      },
+    ],
+  },
+};
+
+async function until<T>(what: string, fn: () => T | undefined, ms = 90_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = fn();
+    if (v) return v;
+    if (Date.now() > end) throw new BbError('TIMEOUT', `the demo timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Docker when an engine answers and has the base image; otherwise why not. */
+async function pickBackend(
+  wanted: string | undefined,
+  image: string,
+): Promise<{ backend: Backend; note?: string }> {
+  if (wanted === 'local') return { backend: new LocalBackend() };
+  const docker = new DockerBackend();
+  try {
+    await docker.list({ 'bb.demo': 'probe' });
+  } catch (err) {
+    if (wanted === 'docker') throw err;
+    return {
+      backend: new LocalBackend(),
+      note: `no Docker engine answers (${errorMessage(err)}); start one with: sh scripts/ensure-docker.sh`,
+    };
+  }
+  try {
+    await docker.ensureImage(image);
+  } catch (err) {
+    if (wanted === 'docker') throw err;
+    return {
+      backend: new LocalBackend(),
+      note: `the bottle image ${image} is missing; build it with: sh scripts/build-base-image.sh`,
+    };
+  }
+  return { backend: docker };
+}
+
+export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parse(
+    argv,
+    { keep: { type: 'boolean' }, backend: { type: 'string' } },
+    DEMO_USAGE,
+  );
+  if (values['help']) {
+    io.stdout(DEMO_USAGE);
+    return 0;
+  }
+  const wanted = values['backend'] as string | undefined;
+  if (wanted !== undefined && wanted !== 'docker' && wanted !== 'local')
+    throw new BbError(
+      'INVALID_INPUT',
+      `--backend must be docker or local (got ${JSON.stringify(wanted)})`,
+    );
+  const t0 = Date.now();
+  const say = (text: string) => io.stdout(`${text}\n`);
+  const step = (n: number, text: string) =>
+    say(
+      `\n${bold(io, `${n}.`)} ${text} ${dim(io, `(${((Date.now() - t0) / 1000).toFixed(1)} s)`)}`,
+    );
+  const detail = (text: string) => say(`   ${text}`);
+
+  const image = io.env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
+  const home = mkdtempSync(join(tmpdir(), 'bb-demo-'));
+  const env = { ...io.env, BB_HOME: home, BB_BASE_IMAGE: image };
+  let gitea: GiteaTestServer | undefined;
+  let orch: RunningOrchestrator | undefined;
+  let backend: Backend | undefined;
+  try {
+    say(bold(io, 'bot-bottle demo: a forge drives an AI coding agent in a bottle'));
+    const picked = await pickBackend(wanted, image);
+    backend = picked.backend;
+    if (picked.note) say(yellow(io, `   note: ${picked.note}`));
+    if (!backend.isolates)
+      say(
+        yellow(
+          io,
+          '   warning: the local backend runs the agent as a plain process, without isolation.',
+        ),
+      );
+    detail(`state: ${home} (a temporary BB_HOME, removed afterwards)`);
+    detail(
+      `bottles: ${backend.name}${backend.name === 'docker' ? ` (image ${image}, agent without network)` : ''}`,
+    );
+
+    mkdirSync(join(home, 'config', 'agents'), { recursive: true });
+    mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
+    writeFileSync(join(home, 'config', 'agents', 'demo.json'), JSON.stringify(DEMO_AGENT, null, 2));
+    writeFileSync(join(home, 'config', 'bottles', 'default.json'), JSON.stringify({ image }));
+
+    gitea = await createGiteaTestServer({
+      world: {
+        users: [
+          { login: 'alice', tokens: ['alice-demo-token-0123456789'] },
+          { login: BOT, tokens: [BOT_TOKEN] },
+        ],
+        orgs: [
+          { name: 'acme', members: ['alice'] },
+          { name: 'bot-bottle', members: [BOT] },
+        ],
+        repos: [
+          {
+            owner: 'acme',
+            name: 'widgets',
+            collaborators: [BOT],
+            files: { 'README.md': '# widgets\n\nA demo repository.\n' },
+          },
+        ],
+      },
+    });
+    orch = await serve({
+      env: {
+        ...env,
+        BB_PORT: '0',
+        FORGE_GITEA_API: gitea.apiUrl,
+        FORGE_TOKEN: BOT_TOKEN,
+        FORGE_WEBHOOK_SECRET: SECRET,
+        BB_SWEEP_INTERVAL: '0',
+      },
+      backend,
+      botLogin: BOT,
+      logStream: createWriteStream(join(home, 'orchestrator.log')),
+    });
+    gitea.addHook({ url: `${orch.url}/webhooks/gitea`, secret: SECRET });
+    const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+    const store = new SqliteForgeStateStore({ database: db });
+    const prov = new ProvenanceStore(db);
+    const row = (n: number): ForgeState | undefined => store.get('acme', 'widgets', n);
+    const comments = (n: number) => gitea!.issue(REPO, n).comments;
+
+    step(1, `A Gitea-compatible server and the orchestrator are up.`);
+    detail(`forge: ${gitea.apiUrl} (org bot-bottle with bot user ${BOT}; repo ${REPO})`);
+    detail(
+      `orchestrator: ${orch.url} (webhook ${orch.url}/webhooks/gitea, dashboard ${orch.url}/)`,
+    );
+
+    const issue = gitea.createIssue('alice', REPO, {
+      title: 'Greet our users',
+      body: 'Please add a GREETING.md with a friendly hello.',
+      labels: ['bot-bottle:demo'],
+      assignees: [BOT],
+    });
+    step(
+      2,
+      `alice files issue #${issue} "Greet our users", labelled bot-bottle:demo, assigned to ${BOT}.`,
+    );
+    detail(
+      'Gitea sends the signed webhook; the orchestrator checks the targeting and launches a bottle.',
+    );
+    const running = await until('the bottle to launch', () => row(issue));
+    detail(
+      `bottle ${bold(io, running.slug)} launched; its forge sidecar holds the token, the agent never sees it.`,
+    );
+
+    const frozen = await until('the agent to open a PR and signal done', () => {
+      const r = row(issue);
+      return r?.status === 'frozen' && r.prNumber ? r : undefined;
+    });
+    const pr = frozen.prNumber!;
+    step(3, `The agent worked through its sidecar and signalled done; the bottle is frozen.`);
+    for (const c of comments(issue)) detail(`comment on #${issue} by ${c.author}: ${c.body}`);
+    detail(
+      `PR #${pr}: "${gitea.issue(REPO, pr).title}" from branch ${gitea.issue(REPO, pr).pull?.headRef}`,
+    );
+    detail(`session ${frozen.sessionId ?? '(none)'} recorded for later turns`);
+
+    gitea.comment('alice', REPO, pr, 'Could you make it a little warmer?');
+    step(4, `alice comments on PR #${pr}: "Could you make it a little warmer?"`);
+    detail('The comment rehydrates the frozen bottle and resumes the same conversation.');
+    await until('the resumed turn to be recorded', () =>
+      prov.chain(frozen.slug).length >= 2 && row(issue)?.status === 'frozen' ? true : undefined,
+    );
+    const answer = comments(issue)
+      .filter((c) => c.author === BOT)
+      .at(-1);
+    detail(`the agent answered: ${answer?.body ?? '(no answer)'}`);
+    detail(`same session: ${row(issue)?.sessionId === frozen.sessionId ? green(io, 'yes') : 'NO'}`);
+
+    await gitea.mergePr('alice', REPO, pr);
+    step(5, `alice merges PR #${pr}; the orchestrator destroys the bottle.`);
+    await until('the bottle to be destroyed', () =>
+      row(issue)?.status === 'destroyed' ? true : undefined,
+    );
+    const left = await backend.list({ [HOME_LABEL]: homeLabel(env) });
+    detail(`bottle ${frozen.slug}: destroyed; containers left: ${left.length}`);
+
+    const chain = prov.chain(frozen.slug);
+    const key = loadOrCreateSigningKey(home);
+    step(
+      6,
+      `Provenance: ${chain.length} signed records, one per turn (also at ${orch.url}/api/runs).`,
+    );
+    say(
+      renderTerminal(chain.at(-1)!)
+        .trimEnd()
+        .split('\n')
+        .map((l) => `   ${l}`)
+        .join('\n'),
+    );
+    const v = verifyChain(chain, key.publicKey);
+    detail(
+      renderVerification(v, `verification of ${frozen.slug}'s chain (key ${key.keyId})`).trimEnd(),
+    );
+    db.close();
+    if (!v.ok) throw new BbError('INTERNAL', 'the provenance chain did not verify');
+
+    say(`\n${green(io, 'Done')} in ${((Date.now() - t0) / 1000).toFixed(1)} s.`);
+    if (values['keep']) {
+      say(`\nThe servers stay up until Ctrl-C:`);
+      detail(`dashboard:   ${orch.url}/`);
+      detail(`bottles:     ${orch.url}/api/bottles`);
+      detail(`runs:        ${orch.url}/api/runs`);
+      detail(`forge API:   ${gitea.apiUrl}/repos/${REPO}/issues?state=all`);
+      detail(`git:         ${gitea.cloneUrl(REPO)}`);
+      detail(`state:       ${home}`);
+      await (io.interrupted ?? new Promise<void>(() => {}));
+    }
+    return 0;
+  } finally {
+    await orch?.close().catch(() => {});
+    await gitea?.close().catch(() => {});
+    if (backend)
+      for (const c of await backend.list({ [HOME_LABEL]: homeLabel(env) }).catch(() => []))
+        await backend.destroy(c.id).catch(() => {});
+    rmSync(home, { recursive: true, force: true });
+  }
+}

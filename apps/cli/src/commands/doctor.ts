@@ -1,0 +1,196 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { errorMessage } from '@bb/errors';
+import { GiteaClient, GiteaForge } from '@bb/forge';
+import {
+  type Backend,
+  configDir,
+  DockerBackend,
+  loadAgentManifest,
+  loadBottleManifest,
+} from '@bb/headless';
+import { loadConfig } from '@bb/orchestrator';
+import { type CliIo, green, parse, red, yellow } from '../io';
+
+export const DOCTOR_USAGE = `Usage: bb doctor [--json]
+
+Check that this machine can run bottles, and say how to fix what is missing:
+  - the Docker engine answers (DOCKER_HOST or the local socket)
+  - the bottle base image exists (BB_BASE_IMAGE, default bb-base:latest)
+  - the agent and bottle manifests in $BB_HOME/config are valid
+  - the orchestrator's configuration is valid (when FORGE_GITEA_API is set)
+  - the forge answers with the token's user, and that user is in FORGE_ORG
+Exit 0 when every check passes, 1 otherwise.
+
+Options:
+  --json              print the checks as JSON: [{ "check", "ok", "detail", "fix" }]
+  -h, --help          show this help
+`;
+
+export interface DoctorCheck {
+  check: string;
+  /** `null`: not applicable here (skipped, with the reason in `detail`). */
+  ok: boolean | null;
+  detail: string;
+  fix?: string;
+}
+
+/** Run every check; never throws. */
+export async function runDoctor(
+  io: CliIo,
+  docker: Backend = new DockerBackend(),
+): Promise<DoctorCheck[]> {
+  const checks: DoctorCheck[] = [];
+  const image = io.env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
+  let engine = false;
+  try {
+    await docker.list({ 'bb.doctor': 'probe' });
+    engine = true;
+    checks.push({
+      check: 'docker engine',
+      ok: true,
+      detail: `answers at ${io.env['DOCKER_HOST'] ?? 'unix:///var/run/docker.sock'}`,
+    });
+  } catch (err) {
+    checks.push({
+      check: 'docker engine',
+      ok: false,
+      detail: errorMessage(err),
+      fix: 'start the engine (as root: sh scripts/ensure-docker.sh) or point DOCKER_HOST at one; --backend local runs without isolation, for development only',
+    });
+  }
+  if (engine) {
+    try {
+      await docker.ensureImage(image);
+      checks.push({ check: 'base image', ok: true, detail: `${image} is present` });
+    } catch (err) {
+      checks.push({
+        check: 'base image',
+        ok: false,
+        detail: errorMessage(err),
+        fix: 'build it: sh scripts/build-base-image.sh (no registry needed)',
+      });
+    }
+  } else {
+    checks.push({ check: 'base image', ok: null, detail: 'skipped: no Docker engine' });
+  }
+
+  const dir = configDir(io.env);
+  const manifests: string[] = [];
+  const problems: string[] = [];
+  for (const kind of ['agents', 'bottles'] as const) {
+    const d = join(dir, kind);
+    if (!existsSync(d)) continue;
+    for (const f of readdirSync(d)) {
+      const m = /^(.+)\.(json|ya?ml)$/.exec(f);
+      if (!m) continue;
+      try {
+        (kind === 'agents' ? loadAgentManifest : loadBottleManifest)(m[1]!, io.env);
+        manifests.push(`${kind}/${f}`);
+      } catch (err) {
+        problems.push(errorMessage(err));
+      }
+    }
+  }
+  checks.push(
+    problems.length
+      ? {
+          check: 'manifests',
+          ok: false,
+          detail: problems.join('; '),
+          fix: 'see docs/manifests.md for the fields',
+        }
+      : {
+          check: 'manifests',
+          ok: true,
+          detail: manifests.length
+            ? `${manifests.length} valid in ${dir}`
+            : `none yet in ${dir} (bb demo brings its own)`,
+        },
+  );
+
+  if (!io.env['FORGE_GITEA_API']) {
+    checks.push({
+      check: 'orchestrator config',
+      ok: null,
+      detail: 'skipped: FORGE_GITEA_API is not set',
+    });
+    checks.push({ check: 'forge', ok: null, detail: 'skipped: FORGE_GITEA_API is not set' });
+    return checks;
+  }
+  let config: ReturnType<typeof loadConfig> | undefined;
+  try {
+    config = loadConfig(io.env);
+    checks.push({ check: 'orchestrator config', ok: true, detail: 'valid' });
+  } catch (err) {
+    checks.push({
+      check: 'orchestrator config',
+      ok: false,
+      detail: errorMessage(err),
+      fix: 'set the variables named above (docs/orchestrator.md)',
+    });
+  }
+  const token = io.env['FORGE_TOKEN'];
+  if (!token) {
+    checks.push({
+      check: 'forge',
+      ok: false,
+      detail: 'FORGE_TOKEN is not set',
+      fix: "set FORGE_TOKEN to the bot user's token",
+    });
+    return checks;
+  }
+  const org = config?.FORGE_ORG ?? io.env['FORGE_ORG'] ?? 'bot-bottle';
+  try {
+    const client = new GiteaClient({ baseUrl: io.env['FORGE_GITEA_API'], token });
+    const me = (await client.request<{ login: string }>({ method: 'GET', path: '/user' })).body
+      .login;
+    checks.push({
+      check: 'forge',
+      ok: true,
+      detail: `${io.env['FORGE_GITEA_API']} answers; the token is ${me}'s`,
+    });
+    const forge = new GiteaForge({
+      baseUrl: io.env['FORGE_GITEA_API'],
+      token,
+      owner: org,
+      repo: '_',
+    });
+    const member = await forge.isOrgMember(org, me);
+    checks.push(
+      member
+        ? { check: 'org membership', ok: true, detail: `${me} is a member of ${org}` }
+        : {
+            check: 'org membership',
+            ok: false,
+            detail: `${me} is not a member of ${org}: issues assigned to it will not launch agents`,
+            fix: `add ${me} to the ${org} organisation in Gitea, or set FORGE_ORG to its org`,
+          },
+    );
+  } catch (err) {
+    checks.push({
+      check: 'forge',
+      ok: false,
+      detail: errorMessage(err),
+      fix: 'check FORGE_GITEA_API (…/api/v1) and that FORGE_TOKEN is a valid token',
+    });
+  }
+  return checks;
+}
+
+export async function doctorCommand(argv: string[], io: CliIo, docker?: Backend): Promise<number> {
+  const { values } = parse(argv, { json: { type: 'boolean' } }, DOCTOR_USAGE);
+  if (values['help']) {
+    io.stdout(DOCTOR_USAGE);
+    return 0;
+  }
+  const checks = await runDoctor(io, docker);
+  if (values['json']) io.stdout(`${JSON.stringify(checks, null, 2)}\n`);
+  else
+    for (const c of checks) {
+      const mark =
+        c.ok === true ? green(io, 'ok  ') : c.ok === false ? red(io, 'FAIL') : yellow(io, 'skip');
+      io.stdout(`${mark} ${c.check}: ${c.detail}\n${c.fix ? `     fix: ${c.fix}\n` : ''}`);
+    }
+  return checks.some((c) => c.ok === false) ? 1 : 0;
+}

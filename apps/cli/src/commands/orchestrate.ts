@@ -1,0 +1,401 @@
+import { BbError } from '@bb/errors';
+import { type Backend, launch, readMeta, resume, type TurnOutcome } from '@bb/headless';
+import { recordTurn } from '@bb/lifecycle';
+import { installedCommit, serve } from '@bb/orchestrator';
+import type { ForgeState, ForgeStateStore } from '@bb/state';
+import pkg from '../../package.json' with { type: 'json' };
+import { type CliDeps, makeBackend, openState } from '../deps';
+import { backendName, type CliIo, need, needEnv, parse, progress, UsageError } from '../io';
+
+export const ORCHESTRATE_USAGE = `Usage: bb orchestrate <start|resume|status|serve> [options]
+
+Forge-driven bottles, by hand or as a service. State is in $BB_HOME/bot-bottle.db.
+
+  bb orchestrate start --agent A --prompt P [--bottle B]... [--label K=V]... [--backend B]
+      Launch a bottle for the issue the FORGE_* environment names, with its forge
+      sidecar, a state row and a signed provenance record. Needs FORGE_GITEA_API,
+      FORGE_TOKEN, FORGE_OWNER, FORGE_REPO, FORGE_ISSUE_NUMBER (FORGE_PR_NUMBER optional).
+  bb orchestrate resume --slug S --prompt P [--backend B]
+      Continue a frozen forge bottle (needs FORGE_TOKEN again; it is never stored).
+  bb orchestrate status [--json]
+      The managed bottles: status, issue and PR URLs, last check-in.
+  bb orchestrate serve
+      Run the orchestrator (webhooks in, bottles out) until Ctrl-C or SIGTERM.
+      Configuration: see docs/orchestrator.md (FORGE_GITEA_API, FORGE_TOKEN,
+      FORGE_WEBHOOK_SECRET, BB_PORT, ...).
+
+Options:
+  -h, --help          show this help
+`;
+
+const nowIso = () => new Date().toISOString();
+
+function saveRow(
+  store: ForgeStateStore,
+  io: CliIo,
+  base: {
+    owner: string;
+    repo: string;
+    issue: number;
+    slug: string;
+    agent: string;
+    backend: Backend;
+  },
+  status: ForgeState['status'],
+  prNumber: number | null,
+  botLogin: string,
+): void {
+  const existing = store.get(base.owner, base.repo, base.issue);
+  const meta = readMeta(base.slug, io.env);
+  store.upsert({
+    owner: base.owner,
+    repo: base.repo,
+    issueNumber: base.issue,
+    slug: base.slug,
+    agentName: base.agent,
+    bottleNames: meta?.bottles ?? existing?.bottleNames ?? [],
+    backendName: base.backend.name,
+    agentGitUser: botLogin,
+    prNumber,
+    status,
+    lastCheckinAt: nowIso(),
+    sessionId: meta?.sessionId ?? existing?.sessionId ?? null,
+    cwd: meta?.cwd ?? existing?.cwd ?? null,
+    createdAt: existing?.createdAt ?? nowIso(),
+    updatedAt: nowIso(),
+  });
+}
+
+function labels(v: unknown, usage: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const l of (v as string[] | undefined) ?? []) {
+    const m = /^([A-Za-z0-9][A-Za-z0-9._/-]*)=(.*)$/.exec(l);
+    if (!m || /^bb\.(slug|role|home)$/.test(m[1]!))
+      throw new UsageError(
+        `--label must be KEY=VALUE with a key other than bb.slug, bb.role, bb.home (got ${JSON.stringify(l)})`,
+        usage,
+      );
+    out[m[1]!] = m[2]!;
+  }
+  return out;
+}
+
+function positiveInt(io: CliIo, name: string): number {
+  const raw = needEnv(io, name, 'the issue this bottle works on');
+  if (!/^[1-9]\d{0,9}$/.test(raw))
+    throw new BbError(
+      'INVALID_INPUT',
+      `${name} must be a positive whole number (got ${JSON.stringify(raw)})`,
+    );
+  return Number(raw);
+}
+
+async function finish(
+  io: CliIo,
+  state: ReturnType<typeof openState>,
+  row: {
+    owner: string;
+    repo: string;
+    issue: number;
+    slug: string;
+    agent: string;
+    backend: Backend;
+  },
+  prs: number[],
+  out: TurnOutcome,
+  startedAt: string,
+  botLogin: string,
+): Promise<number> {
+  const rec = await recordTurn({
+    slug: row.slug,
+    agent: row.agent,
+    env: io.env,
+    forge: { owner: row.owner, repo: row.repo, issue: row.issue },
+    prs,
+    outcome: out,
+    startedAt,
+    provenance: {
+      store: state.provenance,
+      key: state.key(),
+      scanner: state.scanner(),
+      bbVersion: pkg.version,
+      gitCommit: installedCommit(),
+    },
+  });
+  saveRow(state.store, io, row, 'frozen', rec.prs.at(-1) ?? null, botLogin);
+  io.stdout(
+    `${JSON.stringify({
+      slug: row.slug,
+      status: 'frozen',
+      exitCode: out.exitCode,
+      done: rec.done,
+      prs: rec.prs,
+      record: rec.record.id,
+    })}\n`,
+  );
+  return out.exitCode;
+}
+
+async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
+  const { values } = parse(
+    argv,
+    {
+      agent: { type: 'string' },
+      prompt: { type: 'string' },
+      bottle: { type: 'string', multiple: true },
+      label: { type: 'string', multiple: true },
+      backend: { type: 'string' },
+    },
+    ORCHESTRATE_USAGE,
+  );
+  if (values['help']) {
+    io.stdout(ORCHESTRATE_USAGE);
+    return 0;
+  }
+  const agent = need(values, 'agent', ORCHESTRATE_USAGE);
+  const prompt = need(values, 'prompt', ORCHESTRATE_USAGE);
+  const extraLabels = labels(values['label'], ORCHESTRATE_USAGE);
+  const b = backendName(values['backend'], ORCHESTRATE_USAGE);
+  const apiUrl = needEnv(
+    io,
+    'FORGE_GITEA_API',
+    'the Gitea API URL, e.g. https://gitea.example.com/api/v1',
+  );
+  const token = needEnv(io, 'FORGE_TOKEN', "the bot's Gitea token (given to the sidecar only)");
+  const owner = needEnv(io, 'FORGE_OWNER', "the repository's owner");
+  const repo = needEnv(io, 'FORGE_REPO', "the repository's name");
+  const issue = positiveInt(io, 'FORGE_ISSUE_NUMBER');
+  const pr = io.env['FORGE_PR_NUMBER'] ? positiveInt(io, 'FORGE_PR_NUMBER') : undefined;
+  const botLogin = io.env['FORGE_BOT_LOGIN'] ?? 'bot';
+  const backend = makeBackend(io, b, deps);
+  const state = openState(io);
+  try {
+    if (state.store.get(owner, repo, issue)?.status === 'running')
+      throw new BbError('CONFLICT', `${owner}/${repo}#${issue} already has a running bottle`);
+    const webBase = new URL(apiUrl).origin + new URL(apiUrl).pathname.replace(/\/api\/v1\/?$/, '');
+    const slug = `${agent}-${Math.random().toString(36).slice(2, 7)}`;
+    const row = { owner, repo, issue, slug, agent, backend };
+    const startedAt = nowIso();
+    let out: TurnOutcome;
+    saveRow(state.store, io, row, 'running', pr ?? null, botLogin);
+    try {
+      out = await launch({
+        agent,
+        slug,
+        prompt,
+        backend,
+        env: io.env,
+        labels: extraLabels,
+        onProgress: progress(io),
+        ...(values['bottle'] ? { bottles: values['bottle'] as string[] } : {}),
+        forge: {
+          apiUrl,
+          token,
+          owner,
+          repo,
+          issue,
+          pr,
+          cloneUrl: `${webBase}/${owner}/${repo}.git`,
+        },
+      });
+    } catch (err) {
+      state.store.delete(owner, repo, issue);
+      throw err;
+    }
+    return await finish(io, state, row, pr ? [pr] : [], out, startedAt, botLogin);
+  } finally {
+    state.close();
+  }
+}
+
+async function resumeCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
+  const { values } = parse(
+    argv,
+    { slug: { type: 'string' }, prompt: { type: 'string' }, backend: { type: 'string' } },
+    ORCHESTRATE_USAGE,
+  );
+  if (values['help']) {
+    io.stdout(ORCHESTRATE_USAGE);
+    return 0;
+  }
+  const slug = need(values, 'slug', ORCHESTRATE_USAGE);
+  const prompt = need(values, 'prompt', ORCHESTRATE_USAGE);
+  const backend = makeBackend(io, backendName(values['backend'], ORCHESTRATE_USAGE), deps);
+  const token = needEnv(io, 'FORGE_TOKEN', "the bot's Gitea token (it is never stored)");
+  const state = openState(io);
+  try {
+    const existing = state.store.all().find((r) => r.slug === slug);
+    if (!existing)
+      throw new BbError(
+        'NOT_FOUND',
+        `no managed bottle ${slug}: see bb orchestrate status for the bottles there are`,
+      );
+    if (existing.status !== 'frozen')
+      throw new BbError(
+        'CONFLICT',
+        `bottle ${slug} is ${existing.status}; only a frozen bottle resumes`,
+      );
+    const row = {
+      owner: existing.owner,
+      repo: existing.repo,
+      issue: existing.issueNumber,
+      slug,
+      agent: existing.agentName,
+      backend,
+    };
+    const startedAt = nowIso();
+    saveRow(state.store, io, row, 'running', existing.prNumber, existing.agentGitUser);
+    let out: TurnOutcome;
+    try {
+      out = await resume({
+        slug,
+        prompt,
+        backend,
+        env: io.env,
+        forgeToken: token,
+        onProgress: progress(io),
+      });
+    } catch (err) {
+      saveRow(state.store, io, row, 'frozen', existing.prNumber, existing.agentGitUser);
+      throw err;
+    }
+    return await finish(
+      io,
+      state,
+      row,
+      existing.prNumber ? [existing.prNumber] : [],
+      out,
+      startedAt,
+      existing.agentGitUser,
+    );
+  } finally {
+    state.close();
+  }
+}
+
+/** The JSON shape of `bb orchestrate status --json` (stable; documented in docs/cli.md). */
+export interface StatusJson {
+  bottles: Array<{
+    slug: string;
+    agent: string;
+    status: 'running' | 'frozen' | 'destroyed';
+    repo: string;
+    issue: number;
+    issueUrl: string | null;
+    pr: number | null;
+    prUrl: string | null;
+    lastCheckinAt: string;
+    sessionId: string | null;
+  }>;
+}
+
+function status(argv: string[], io: CliIo): number {
+  const { values } = parse(argv, { json: { type: 'boolean' } }, ORCHESTRATE_USAGE);
+  if (values['help']) {
+    io.stdout(ORCHESTRATE_USAGE);
+    return 0;
+  }
+  const api = io.env['FORGE_GITEA_API'];
+  let web: string | null = null;
+  if (api) {
+    try {
+      const u = new URL(api);
+      web = u.origin + u.pathname.replace(/\/api\/v1\/?$/, '');
+    } catch {
+      web = null;
+    }
+  }
+  const state = openState(io);
+  try {
+    const rows = state.store.all().sort((a, b) => b.updatedAt.localeCompare(a.updatedAt));
+    const json: StatusJson = {
+      bottles: rows.map((r) => ({
+        slug: r.slug,
+        agent: r.agentName,
+        status: r.status,
+        repo: `${r.owner}/${r.repo}`,
+        issue: r.issueNumber,
+        issueUrl: web ? `${web}/${r.owner}/${r.repo}/issues/${r.issueNumber}` : null,
+        pr: r.prNumber,
+        prUrl: web && r.prNumber ? `${web}/${r.owner}/${r.repo}/pulls/${r.prNumber}` : null,
+        lastCheckinAt: r.lastCheckinAt,
+        sessionId: r.sessionId,
+      })),
+    };
+    if (values['json']) {
+      io.stdout(`${JSON.stringify(json, null, 2)}\n`);
+      return 0;
+    }
+    if (json.bottles.length === 0) {
+      io.stdout('no managed bottles\n');
+      return 0;
+    }
+    const table = [
+      ['BOTTLE', 'STATUS', 'AGENT', 'ISSUE', 'PR', 'LAST CHECK-IN'],
+      ...json.bottles.map((b) => [
+        b.slug,
+        b.status,
+        b.agent,
+        b.issueUrl ?? `${b.repo}#${b.issue}`,
+        b.prUrl ?? (b.pr ? `#${b.pr}` : '-'),
+        b.lastCheckinAt,
+      ]),
+    ];
+    const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
+    for (const r of table)
+      io.stdout(
+        `${r
+          .map((c, i) => c.padEnd(widths[i]!))
+          .join('  ')
+          .trimEnd()}\n`,
+      );
+    return 0;
+  } finally {
+    state.close();
+  }
+}
+
+async function serveCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
+  const { values } = parse(argv, {}, ORCHESTRATE_USAGE);
+  if (values['help']) {
+    io.stdout(ORCHESTRATE_USAGE);
+    return 0;
+  }
+  const backend =
+    io.env['BB_BACKEND'] === 'local' || deps.backend
+      ? makeBackend(io, io.env['BB_BACKEND'] === 'local' ? 'local' : 'docker', deps)
+      : undefined;
+  const running = await serve({ env: io.env, ...(backend ? { backend } : {}) });
+  io.stderr(`bb: orchestrator listening on ${running.url} (dashboard at ${running.url}/)\n`);
+  await (io.interrupted ?? new Promise<void>(() => {}));
+  await running.close();
+  return 0;
+}
+
+export async function orchestrateCommand(
+  argv: string[],
+  io: CliIo,
+  deps: CliDeps,
+): Promise<number> {
+  const [sub, ...rest] = argv;
+  switch (sub) {
+    case 'start':
+      return start(rest, io, deps);
+    case 'resume':
+      return resumeCmd(rest, io, deps);
+    case 'status':
+      return status(rest, io);
+    case 'serve':
+      return serveCmd(rest, io, deps);
+    case undefined:
+    case '-h':
+    case '--help':
+      if (sub) {
+        io.stdout(ORCHESTRATE_USAGE);
+        return 0;
+      }
+      throw new UsageError('name a subcommand: start, resume, status or serve', ORCHESTRATE_USAGE);
+    default:
+      throw new UsageError(`unknown subcommand ${JSON.stringify(sub)}`, ORCHESTRATE_USAGE);
+  }
+}

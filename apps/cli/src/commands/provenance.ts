@@ -1,0 +1,139 @@
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { BbError } from '@bb/errors';
+import {
+  renderMarkdown,
+  renderTerminal,
+  renderVerification,
+  type SignedRecord,
+  verifyChain,
+  verifyRecord,
+} from '@bb/provenance';
+import { openState } from '../deps';
+import { type CliIo, green, parse, red, UsageError } from '../io';
+
+export const PROVENANCE_USAGE = `Usage: bb provenance <show|verify> [options]
+
+Signed run records: one per agent turn, chained per bottle.
+
+  bb provenance show <run-id|slug> [--json|--md]
+      A run record, or every record of a bottle in order. Terminal text by
+      default; --json prints the signed records; --md prints Markdown.
+  bb provenance verify <run-id|slug|file> [--key PEM]
+      Check signatures, hashes and the chain. A file holds one signed record or a
+      JSON array of them (e.g. from GET /api/runs/<id> or bb provenance show --json).
+      The key is this BB_HOME's unless --key names a public key PEM (GET /api/keys).
+      Exit 0 when valid, 1 when not.
+
+Options:
+  -h, --help          show this help
+`;
+
+function lookup(state: ReturnType<typeof openState>, what: string): SignedRecord[] {
+  const one = state.provenance.get(what);
+  if (one) return [one];
+  const chain = state.provenance.chain(what);
+  if (chain.length > 0) return chain;
+  throw new BbError(
+    'NOT_FOUND',
+    `no run record or bottle named ${JSON.stringify(what)} in ${state.home}: see bb orchestrate status, or GET /api/runs`,
+  );
+}
+
+function withState<T>(io: CliIo, fn: (state: ReturnType<typeof openState>) => T): T {
+  const state = openState(io);
+  try {
+    return fn(state);
+  } finally {
+    state.close();
+  }
+}
+
+function readRecords(file: string, what: string): SignedRecord[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new BbError('INVALID_INPUT', `${what} is not JSON: ${(err as Error).message}`);
+  }
+  const records = (Array.isArray(parsed) ? parsed : [parsed]) as SignedRecord[];
+  if (
+    records.length === 0 ||
+    records.some((r) => !r || typeof r !== 'object' || !('record' in r) || !('signature' in r))
+  )
+    throw new BbError(
+      'INVALID_INPUT',
+      `${what} does not hold signed run records ({ record, hash, signature, keyId })`,
+    );
+  return records;
+}
+
+export async function provenanceCommand(argv: string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === '-h' || sub === '--help') {
+    io.stdout(PROVENANCE_USAGE);
+    return 0;
+  }
+  if (sub !== 'show' && sub !== 'verify')
+    throw new UsageError(
+      sub ? `unknown subcommand ${JSON.stringify(sub)}` : 'name a subcommand: show or verify',
+      PROVENANCE_USAGE,
+    );
+  const { values, positionals } = parse(
+    rest,
+    sub === 'show'
+      ? { json: { type: 'boolean' }, md: { type: 'boolean' } }
+      : { key: { type: 'string' } },
+    PROVENANCE_USAGE,
+  );
+  if (values['help']) {
+    io.stdout(PROVENANCE_USAGE);
+    return 0;
+  }
+  const [what, ...extra] = positionals;
+  if (!what) throw new UsageError(`name the run or bottle to ${sub}`, PROVENANCE_USAGE);
+  if (extra.length)
+    throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`, PROVENANCE_USAGE);
+  if (values['json'] && values['md'])
+    throw new UsageError('choose one of --json and --md', PROVENANCE_USAGE);
+
+  if (sub === 'show') {
+    const records = withState(io, (st) => lookup(st, what));
+    if (values['json'])
+      io.stdout(`${JSON.stringify(records.length === 1 ? records[0] : records, null, 2)}\n`);
+    else io.stdout(records.map(values['md'] ? renderMarkdown : renderTerminal).join('\n'));
+    return 0;
+  }
+
+  // verify
+  const file = resolve(io.cwd, what);
+  const records = existsSync(file)
+    ? readRecords(file, what)
+    : withState(io, (st) => lookup(st, what));
+  let key: KeyObject;
+  if (typeof values['key'] === 'string') {
+    try {
+      key = createPublicKey(readFileSync(resolve(io.cwd, values['key']), 'utf8'));
+    } catch (err) {
+      throw new BbError(
+        'INVALID_INPUT',
+        `--key ${values['key']}: not a public key PEM (${(err as Error).message})`,
+      );
+    }
+  } else {
+    key = withState(io, (st) => st.key().publicKey);
+  }
+  const v = records.length === 1 ? verifyRecord(records[0]!, key) : verifyChain(records, key);
+  const label =
+    records.length === 1
+      ? `run ${records[0]!.record.id}`
+      : `${records.length} records of ${records[0]!.record.slug}`;
+  const text = renderVerification(v, label);
+  io.stdout(
+    v.ok
+      ? text.replace(': OK', `: ${green(io, 'OK')}`)
+      : text.replace(': FAILED', `: ${red(io, 'FAILED')}`),
+  );
+  return v.ok ? 0 : 1;
+}

@@ -1,0 +1,108 @@
+import { launch, resume } from '@bb/headless';
+import { type CliDeps, makeBackend } from '../deps';
+import { backendName, type CliIo, need, parse, progress, UsageError } from '../io';
+
+export const START_USAGE = `Usage: bb start <agent> --headless --prompt TEXT [--bottle B]... [--backend docker|local]
+
+Start a bottle for <agent> (a manifest in $BB_HOME/config/agents), run one turn
+with TEXT as the prompt, and freeze the bottle. The agent's output goes to
+stdout; the exit code is the agent's.
+
+Options:
+  --headless          run without a terminal UI (required: the only mode so far)
+  --prompt TEXT       the agent's first prompt
+  --bottle B          a bottle manifest to use (repeatable; default: the agent's)
+  --backend NAME      docker (default) or local (no isolation; development only)
+  --slug S            name the bottle (default <agent>-<5 random characters>)
+  -h, --help          show this help
+`;
+
+export const RESUME_USAGE = `Usage: bb resume <slug> --headless --prompt TEXT [--backend docker|local]
+
+Rehydrate the frozen bottle <slug> and continue the same agent session with
+TEXT as the next prompt. The exit code is the agent's.
+
+Options:
+  --headless          run without a terminal UI (required)
+  --prompt TEXT       the next prompt
+  --backend NAME      docker (default) or local
+  -h, --help          show this help
+`;
+
+function headless(values: Record<string, unknown>, usage: string): void {
+  if (!values['headless'])
+    throw new UsageError(
+      'only headless runs exist so far: add --headless (interactive bottles are not built yet)',
+      usage,
+    );
+}
+
+export async function startCommand(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
+  const { values, positionals } = parse(
+    argv,
+    {
+      headless: { type: 'boolean' },
+      prompt: { type: 'string' },
+      bottle: { type: 'string', multiple: true },
+      backend: { type: 'string' },
+      slug: { type: 'string' },
+    },
+    START_USAGE,
+  );
+  if (values['help']) {
+    io.stdout(START_USAGE);
+    return 0;
+  }
+  const [agent, ...extra] = positionals;
+  if (!agent) throw new UsageError('name the agent to start', START_USAGE);
+  if (extra.length)
+    throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`, START_USAGE);
+  headless(values, START_USAGE);
+  const prompt = need(values, 'prompt', START_USAGE);
+  const backend = makeBackend(io, backendName(values['backend'], START_USAGE), deps);
+  const out = await launch({
+    agent,
+    prompt,
+    backend,
+    env: io.env,
+    onProgress: progress(io),
+    ...(values['bottle'] ? { bottles: values['bottle'] as string[] } : {}),
+    ...(typeof values['slug'] === 'string' ? { slug: values['slug'] } : {}),
+  });
+  io.stdout(out.output.endsWith('\n') || out.output === '' ? out.output : `${out.output}\n`);
+  io.stderr(
+    `bb: bottle ${out.slug} is frozen (agent exited ${out.exitCode}${out.error ? `: ${out.error}` : ''}); continue it with: bb resume ${out.slug} --headless --prompt '…'\n`,
+  );
+  return out.exitCode;
+}
+
+export async function resumeCommand(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
+  const { values, positionals } = parse(
+    argv,
+    { headless: { type: 'boolean' }, prompt: { type: 'string' }, backend: { type: 'string' } },
+    RESUME_USAGE,
+  );
+  if (values['help']) {
+    io.stdout(RESUME_USAGE);
+    return 0;
+  }
+  const [slug, ...extra] = positionals;
+  if (!slug) throw new UsageError('name the bottle to resume', RESUME_USAGE);
+  if (extra.length)
+    throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`, RESUME_USAGE);
+  headless(values, RESUME_USAGE);
+  const prompt = need(values, 'prompt', RESUME_USAGE);
+  const backend = makeBackend(io, backendName(values['backend'], RESUME_USAGE), deps);
+  const token = io.env['FORGE_TOKEN'];
+  const out = await resume({
+    slug,
+    prompt,
+    backend,
+    env: io.env,
+    onProgress: progress(io),
+    ...(token ? { forgeToken: token } : {}),
+  });
+  io.stdout(out.output.endsWith('\n') || out.output === '' ? out.output : `${out.output}\n`);
+  io.stderr(`bb: bottle ${out.slug} is frozen again (agent exited ${out.exitCode})\n`);
+  return out.exitCode;
+}

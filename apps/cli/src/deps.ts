@@ -1,0 +1,42 @@
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { type Backend, DockerBackend, LOCAL_BACKEND_WARNING, LocalBackend } from '@bb/headless';
+import { GitleaksScanner, loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
+import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import type { CliIo } from './io';
+import { yellow } from './io';
+
+/** `$BB_HOME`, or `~/.bot-bottle`. */
+export function bbHome(io: CliIo): string {
+  const h = io.env['BB_HOME'];
+  return resolve(h && h.length > 0 ? h : join(homedir(), '.bot-bottle'));
+}
+
+/** What commands are built from; tests inject their own. */
+export interface CliDeps {
+  backend?: (name: 'docker' | 'local') => Backend;
+}
+
+export function makeBackend(io: CliIo, name: 'docker' | 'local', deps: CliDeps): Backend {
+  if (deps.backend) return deps.backend(name);
+  if (name === 'local') {
+    io.stderr(`${yellow(io, 'warning:')} ${LOCAL_BACKEND_WARNING}\n`);
+    return new LocalBackend();
+  }
+  return new DockerBackend();
+}
+
+/** The bot-bottle database of `$BB_HOME` with its stores. Close it when done. */
+export function openState(io: CliIo) {
+  const home = bbHome(io);
+  const database = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+  return {
+    home,
+    database,
+    store: new SqliteForgeStateStore({ database }),
+    provenance: new ProvenanceStore(database),
+    key: () => loadOrCreateSigningKey(home),
+    scanner: () => new GitleaksScanner(),
+    close: () => database.close(),
+  };
+}

@@ -1,0 +1,136 @@
+// The dashboard in real headless Chromium (Debian's, driven by playwright-core):
+// it shows a running bottle with its issue link, refreshes itself until the
+// bottle is frozen, and links each run to its provenance verification.
+// Screenshots are kept in test-artifacts/dashboard/.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
+import { DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
+import { type RunningOrchestrator, serve } from '@bb/orchestrator';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { type Browser, chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { probeChromium } from './support';
+
+const docker = await probeDocker();
+const browserProbe = probeChromium();
+const TOKEN = 'bb-claude-token-dashboard-8080';
+const SECRET = 'dashboard-webhook-secret';
+const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/dashboard/', import.meta.url));
+
+describe.skipIf(!docker.ok || !browserProbe.ok)('the dashboard in headless Chromium', () => {
+  let home: string;
+  let gitea: GiteaTestServer;
+  let orch: RunningOrchestrator;
+  let browser: Browser;
+  const backend = new DockerBackend();
+
+  beforeAll(async () => {
+    home = mkdtempSync(join(tmpdir(), 'bb-dash-'));
+    mkdirSync(join(home, 'config', 'agents'), { recursive: true });
+    mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
+    writeFileSync(
+      join(home, 'config', 'agents', 'implementer.json'),
+      JSON.stringify({
+        provider: 'script',
+        git: { name: 'Implementer', email: 'impl@example.test' },
+        script: {
+          turns: [
+            {
+              steps: [
+                { do: 'read_issue' },
+                { do: 'sleep', ms: 4000 },
+                { do: 'write', path: 'a.txt', content: 'a\n' },
+                { do: 'commit', message: 'A' },
+                { do: 'open_pr', title: 'Add a', body: '' },
+                { do: 'done', status: 'success', summary: 'Added a.' },
+              ],
+            },
+          ],
+        },
+      }),
+    );
+    writeFileSync(
+      join(home, 'config', 'bottles', 'default.json'),
+      JSON.stringify({ image: BASE_IMAGE }),
+    );
+    gitea = await createGiteaTestServer({
+      world: {
+        users: [
+          { login: 'alice', tokens: ['alice-token-1234567890'] },
+          { login: 'bb-claude', tokens: [TOKEN] },
+        ],
+        orgs: [
+          { name: 'acme', members: ['alice'] },
+          { name: 'bot-bottle', members: ['bb-claude'] },
+        ],
+        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
+      },
+    });
+    orch = await serve({
+      env: {
+        BB_HOME: home,
+        BB_BASE_IMAGE: BASE_IMAGE,
+        BB_PORT: '0',
+        FORGE_GITEA_API: gitea.apiUrl,
+        FORGE_TOKEN: TOKEN,
+        FORGE_WEBHOOK_SECRET: SECRET,
+        BB_SWEEP_INTERVAL: '0',
+      },
+      backend,
+      logStream: { write: () => true } as unknown as NodeJS.WritableStream,
+    });
+    gitea.addHook({ url: `${orch.url}/webhooks/gitea`, secret: SECRET });
+    browser = await chromium.launch({
+      executablePath: browserProbe.path,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    });
+    mkdirSync(ARTIFACTS, { recursive: true });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await orch?.close();
+    await gitea?.close();
+    for (const c of await backend.list({ [HOME_LABEL]: homeLabel({ BB_HOME: home }) }))
+      await backend.destroy(c.id);
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  it('shows the running bottle, refreshes to frozen, and links the run to its verification', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+    await page.goto(`${orch.url}/`);
+    expect(await page.locator('#bottles').textContent()).toContain('No bottles yet');
+
+    const n = gitea.createIssue('alice', 'acme/widgets', {
+      title: 'Add a',
+      body: 'Please add a.',
+      labels: ['bot-bottle:implementer'],
+      assignees: ['bb-claude'],
+    });
+    // The page reloads itself; no reload from the test.
+    const running = page.locator('#bottles tr.status-running');
+    await running.waitFor({ timeout: 30_000 });
+    const slug = await running.getAttribute('data-slug');
+    expect(slug).toMatch(/^implementer-/);
+    expect(await running.locator('a').first().getAttribute('href')).toBe(
+      `${gitea.apiUrl.replace(/\/api\/v1$/, '')}/acme/widgets/issues/${n}`,
+    );
+    await page.screenshot({ path: join(ARTIFACTS, 'running.png'), fullPage: true });
+
+    const frozen = page.locator(`#bottles tr[data-slug="${slug}"].status-frozen`);
+    await frozen.waitFor({ timeout: 60_000 });
+    expect(await frozen.textContent()).toMatch(/#\d+/);
+    const run = page.locator('#runs tr[data-run]').first();
+    expect(await run.textContent()).toContain('success');
+    expect(await run.textContent()).toContain('Added a.');
+    await page.screenshot({ path: join(ARTIFACTS, 'frozen.png'), fullPage: true });
+
+    const verify = await run.getByRole('link', { name: 'verify' }).getAttribute('href');
+    const res = await page.request.get(`${orch.url}${verify}`);
+    expect(res.ok()).toBe(true);
+    expect(await res.json()).toMatchObject({ record: { ok: true }, chain: { ok: true } });
+  }, 120_000);
+});

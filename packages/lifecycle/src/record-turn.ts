@@ -1,0 +1,92 @@
+import { join } from 'node:path';
+import { QueueReader } from '@bb/forge-sidecar';
+import { bottleDir, readMeta, type TurnOutcome } from '@bb/headless';
+import {
+  buildRunRecord,
+  type ProvenanceStore,
+  type RunRecord,
+  type SecretScanner,
+  type SigningKey,
+  signRecord,
+} from '@bb/provenance';
+import type { WatchdogReason } from './machine';
+
+export interface ProvenanceOptions {
+  store: ProvenanceStore;
+  key: SigningKey;
+  scanner: SecretScanner;
+  bbVersion: string;
+  gitCommit: string | null;
+}
+
+export interface RecordTurnOptions {
+  slug: string;
+  agent: string;
+  /** Where BB_HOME is read from. */
+  env: Record<string, string | undefined>;
+  forge: { owner: string; repo: string; issue: number } | null;
+  /** PRs known before this turn; the turn's own `open_pr` calls are added. */
+  prs: number[];
+  outcome: TurnOutcome;
+  startedAt: string;
+  /** Set when the watchdog (or a restart) ended the turn. */
+  fired?: { reason: WatchdogReason; detail: string } | undefined;
+  provenance: ProvenanceOptions;
+}
+
+export interface RecordedTurn {
+  done: { status: 'success' | 'failure' | 'blocked'; summary: string } | null;
+  prs: number[];
+  record: RunRecord;
+}
+
+/**
+ * After a turn: read what the bottle's sidecar relayed (PRs opened, the done
+ * signal, the op log's head) from its queue, then build, sign and store the
+ * turn's provenance record. An agent that stopped without `signal_done` is
+ * recorded with `watchdogFired: exit_without_signal`.
+ */
+export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
+  const dir = bottleDir(o.slug, o.env);
+  const prs = [...o.prs];
+  let done: RecordedTurn['done'] = null;
+  let head: { hash: string; seq: number } | undefined;
+  // The sidecar's own reader: in order, torn files skipped, bad ones quarantined.
+  await new QueueReader(join(dir, 'queue')).drain((e) => {
+    const prNumber = e.data['prNumber'];
+    if (e.type === 'op' && typeof prNumber === 'number' && !prs.includes(prNumber))
+      prs.push(prNumber);
+    if (e.type === 'done') done = e.data as unknown as NonNullable<RecordedTurn['done']>;
+    if (e.type === 'checkin' && typeof e.data['opLogHead'] === 'string')
+      head = { hash: e.data['opLogHead'], seq: Number(e.data['opLogSeq']) };
+  });
+  const meta = readMeta(o.slug, o.env);
+  const p = o.provenance;
+  const record = await buildRunRecord({
+    stateDir: dir,
+    slug: o.slug,
+    agent: o.agent,
+    bottles: meta?.bottles ?? [],
+    forge: o.forge ? { ...o.forge, prs } : null,
+    turn: meta?.turns.length ?? 1,
+    startedAt: o.startedAt,
+    finishedAt: new Date().toISOString(),
+    exitCode: o.outcome.exitCode,
+    done,
+    watchdogFired:
+      o.fired ??
+      (done
+        ? null
+        : {
+            reason: 'exit_without_signal',
+            detail: `the agent exited ${o.outcome.exitCode} without signal_done`,
+          }),
+    ...(head ? { opLogHead: head } : {}),
+    prev: p.store.head(o.slug),
+    scanner: p.scanner,
+    bbVersion: p.bbVersion,
+    gitCommit: p.gitCommit,
+  });
+  p.store.append(signRecord(record, p.key));
+  return { done, prs, record };
+}

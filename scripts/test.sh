@@ -10,6 +10,7 @@ export TURBO_TELEMETRY_DISABLED=1 COREPACK_ENABLE_DOWNLOAD_PROMPT=0
 sh scripts/bootstrap.sh
 sh scripts/ensure-docker.sh
 sh scripts/build-base-image.sh
+sh scripts/build-agents-image.sh
 sh scripts/ensure-chromium.sh
 rm -rf test-artifacts/vitest
 pnpm turbo run build --output-logs=errors-only

@@ -50,6 +50,26 @@ describe.skipIf(!docker.ok)('bb demo', () => {
     expect(existsSync(home)).toBe(false);
   }, 180_000);
 
+  it('--agent claude tells the same story with the real Claude Code CLI and a scripted model', async (ctx) => {
+    const hasAgents = await new Promise<boolean>((r) =>
+      spawn('docker', ['image', 'inspect', 'bb-agents:latest'], { stdio: 'ignore' }).once(
+        'exit',
+        (c) => r(c === 0),
+      ),
+    );
+    if (!hasAgents && process.env['BB_REQUIRE_DOCKER'] === '1')
+      throw new Error('bb-agents:latest is missing: run scripts/build-agents-image.sh');
+    if (!hasAgents) ctx.skip('bb-agents:latest is missing (scripts/build-agents-image.sh)');
+    const run = bb(['demo', '--agent', 'claude']);
+    expect(await run.exit).toBe(0);
+    const text = run.out.stdout;
+    expect(text).toMatch(/the agent was the real claude CLI \d+\.\d+\.\d+/);
+    expect(text).toContain('model key inside the bottle: no (only the proxy held it)');
+    expect(text).toContain('the agent answered: Warmer it is');
+    expect(text).toContain('same session: yes');
+    expect(text).toMatch(/verification of demo-[a-z0-9]{5}'s chain \(key [0-9a-f]{16}\): OK/);
+  }, 180_000);
+
   it('--keep leaves the dashboard up until Ctrl-C, then cleans up', async () => {
     const run = bb(['demo', '--keep']);
     const dashboard = await until(

@@ -63,6 +63,8 @@ describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
             {
               steps: [
                 { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
+                // The PR it opened in turn one is still in its write scope.
+                { do: 'comment', number: 2, body: 'Handled on the PR.' },
                 { do: 'done', status: 'success', summary: 'Answered.' },
               ],
             },
@@ -176,6 +178,8 @@ describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
     );
     await orch.idle();
     expect(gitea.issue('acme/widgets', n).comments.at(-1)!.body).toContain('Turn 2: I remember');
+    expect(pr).toBe(2);
+    expect(gitea.issue('acme/widgets', pr).comments.at(-1)!.body).toBe('Handled on the PR.');
     const chain = prov.chain(frozen.slug);
     expect(verifyChain(chain, loadOrCreateSigningKey(home).publicKey).ok).toBe(true);
     expect(store.get('acme', 'widgets', n)?.sessionId).toBe(frozen.sessionId);

@@ -78,6 +78,18 @@ export interface TurnOutcome {
   output: string;
   /** `reattach` only: the bottle's agent container was gone, so the turn's end is unknown. */
   vanished?: boolean;
+  /** The agent provider, and the CLI's version when its image announces it (bb-agents does). */
+  provider?: string;
+  providerVersion?: string;
+}
+
+/** The `{"type":"bb_cli",...}` line the bb-agents image's CLI wrappers print before starting. */
+function announcedCli(output: string): { name: string; version: string } | undefined {
+  for (const line of output.split('\n')) {
+    const m = /^\{"type":"bb_cli","name":"([a-z]+)","version":"([^"]+)"\}$/.exec(line.trim());
+    if (m) return { name: m[1]!, version: m[2]! };
+  }
+  return undefined;
 }
 
 export interface BottleOptions {
@@ -111,9 +123,16 @@ export interface ResumeOptions extends BottleOptions {
   prompt: string;
   /** Needed again when the bottle has a forge: the token is never stored. */
   forgeToken?: string;
+  /**
+   * The PR the bottle opened in an earlier turn (the orchestrator learns it from
+   * the sidecar's relay), so this turn's sidecar may write to it. Remembered.
+   */
+  pr?: number | undefined;
 }
 
 const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+/** Ports of the in-bottle bridge: the egress proxy (HTTPS_PROXY) and the credential proxy (model APIs). */
+export const BRIDGE_PORTS = { egress: 3128, credentials: 3129 } as const;
 const IN_BOTTLE = {
   home: '/home/bottle',
   workspace: '/workspace',
@@ -122,6 +141,7 @@ const IN_BOTTLE = {
   socket: '/run/bb/forge.sock',
   queue: '/var/bb/queue',
   state: '/var/bb/state',
+  proxy: '/var/bb/proxy',
 };
 
 /** The paths a bottle's processes see: fixed ones in a container, the host's otherwise. */
@@ -135,6 +155,7 @@ function pathsFor(backend: Backend, dir: string, runtime: string): typeof IN_BOT
     socket: join(dir, 'sock', 'forge.sock'),
     queue: join(dir, 'queue'),
     state: join(dir, 'state'),
+    proxy: join(dir, 'proxy'),
   };
 }
 
@@ -188,6 +209,7 @@ function prepareRuntime(env: Record<string, string | undefined>): string {
     'dist',
     'bundle',
   );
+  const egressDir = join(dirname(require.resolve('@bb/egress/package.json')), 'dist', 'bundle');
   const here = dirname(fileURLToPath(import.meta.url));
   const own = [join(here, 'bundle'), join(here, '..', 'dist', 'bundle')].find((d) =>
     existsSync(join(d, 'script-agent.mjs')),
@@ -196,6 +218,8 @@ function prepareRuntime(env: Record<string, string | undefined>): string {
     [sidecarDir, 'sidecar.mjs'],
     [sidecarDir, 'bb-forge.mjs'],
     [sidecarDir, 'bb-forge-mcp.mjs'],
+    [egressDir, 'bb-egress.mjs'],
+    [egressDir, 'bb-bridge.mjs'],
     [own ?? '', 'script-agent.mjs'],
   ];
   for (const [dir, f] of files) {
@@ -259,7 +283,7 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
   const branch = `bb/${options.agent}-${options.forge?.issue ?? slug}`;
   try {
     progress(`preparing bottle ${slug}`);
-    for (const d of ['workspace', 'home/.bb', 'sock', 'queue', 'state', 'logs'])
+    for (const d of ['workspace', 'home/.bb', 'sock', 'queue', 'state', 'logs', 'proxy'])
       mkdirSync(join(dir, d), { recursive: true, mode: 0o700 });
     chmodSync(dir, 0o755);
     const ws = join(dir, 'workspace');
@@ -364,6 +388,7 @@ export async function resume(options: ResumeOptions): Promise<TurnOutcome> {
   if (options.forgeToken) registerSecret(options.forgeToken);
   const { manifest: agent } = loadAgentManifest(meta.agent, env);
   const bottles = meta.bottles.map((b) => loadBottleManifest(b, env).manifest);
+  if (options.pr !== undefined && meta.forge) meta.forge.pr = options.pr;
   meta.status = 'running';
   writeMeta(meta, env);
   return runTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env);
@@ -412,6 +437,15 @@ async function runTurn(
   const runtime = prepareRuntime(env);
   const P = pathsFor(backend, dir, runtime);
   const provider = providerFor(agent.provider);
+  const credentials = bottles.flatMap((b) => b.credentials);
+  const allow = [...new Set(bottles.flatMap((b) => b.egress.allow))];
+  const proxied = credentials.length > 0 || allow.length > 0;
+  const routeFor = (kind: 'anthropic' | 'openai') =>
+    credentials.find((c) => c.route === `/${kind}`)
+      ? `http://127.0.0.1:${BRIDGE_PORTS.credentials}/${kind}`
+      : undefined;
+  const anthropicUrl = routeFor('anthropic');
+  const openaiUrl = routeFor('openai');
   const invocation = provider.invocation({
     prompt,
     sessionId: meta.sessionId ?? undefined,
@@ -419,6 +453,14 @@ async function runTurn(
     home: P.home,
     runtimeDir: P.runtime,
     socket: P.socket,
+    ...(anthropicUrl || openaiUrl
+      ? {
+          modelApi: anthropicUrl
+            ? { kind: 'anthropic' as const, baseUrl: anthropicUrl }
+            : { kind: 'openai' as const, baseUrl: openaiUrl! },
+        }
+      : {}),
+    ...(agent.retries !== undefined ? { retries: agent.retries } : {}),
   });
   for (const [rel, content] of Object.entries(invocation.files)) {
     mkdirSync(dirname(join(dir, 'home', rel)), { recursive: true });
@@ -489,12 +531,82 @@ async function runTurn(
       // Awaited below; until then a failure must not count as unhandled.
       sidecarStarted.catch(() => {});
     }
+    if (proxied) {
+      progress('starting the egress and credential proxies');
+      mkdirSync(join(dir, 'proxy'), { recursive: true });
+      writeFileSync(join(dir, 'proxy', 'rules.json'), JSON.stringify({ allow }));
+      writeFileSync(
+        join(dir, 'proxy', 'routes.json'),
+        JSON.stringify({
+          routes: credentials.map((c) => ({
+            prefix: c.route,
+            upstream: c.upstream,
+            headers: c.headers,
+          })),
+        }),
+      );
+      // The proxy alone holds the credentials: the `env:NAME` values it needs, from this process's environment.
+      const secrets: Record<string, string> = {};
+      for (const c of credentials)
+        for (const ref of Object.values(c.headers)) {
+          if (!ref.startsWith('env:')) continue;
+          const name = ref.slice(4);
+          const value = env[name] ?? process.env[name];
+          if (!value)
+            throw new BbError(
+              'INVALID_INPUT',
+              `credential route ${c.route} needs ${name}, which is not set in the orchestrator's environment`,
+            );
+          registerSecret(value);
+          secrets[name] = value;
+        }
+      rmSync(join(dir, 'sock', 'cred.sock'), { force: true });
+      const proxyId = await backend.create({
+        name: `bb-${meta.slug}-proxy`,
+        image: options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
+        cmd: ['node', `${P.runtime}/bb-egress.mjs`],
+        user: '1000:1000',
+        labels: labels('proxy'),
+        network: 'host',
+        readOnlyRootfs: true,
+        tmpfs: { '/tmp': 'rw,size=16m' },
+        env: {
+          ...secrets,
+          HOME: '/tmp',
+          BB_EGRESS_RULES: `${P.proxy}/rules.json`,
+          BB_CRED_ROUTES: `${P.proxy}/routes.json`,
+          BB_EGRESS_SOCKET: `${P.socketDir}/egress.sock`,
+          BB_CRED_SOCKET: `${P.socketDir}/cred.sock`,
+          BB_EGRESS_LOG: `${P.state}/egress.jsonl`,
+        },
+        mounts: [
+          { source: runtime, target: P.runtime, readOnly: true },
+          { source: join(dir, 'proxy'), target: P.proxy, readOnly: true },
+          { source: join(dir, 'sock'), target: P.socketDir },
+          { source: join(dir, 'state'), target: P.state },
+        ],
+        resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
+      });
+      await backend.start(proxyId);
+      await waitForSocket(backend, proxyId, join(dir, 'sock', 'cred.sock'), meta.slug, 'proxy');
+    }
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
+    // With proxies, the agent reaches them through the in-bottle bridge (TCP on
+    // 127.0.0.1 to the mounted sockets), started before the agent and awaited.
+    const cmd = proxied
+      ? [
+          'sh',
+          '-c',
+          `BB_BRIDGE_READY=/tmp/.bb-bridge node ${P.runtime}/bb-bridge.mjs ${BRIDGE_PORTS.egress}=${P.socketDir}/egress.sock ${BRIDGE_PORTS.credentials}=${P.socketDir}/cred.sock & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; exec "$@"`,
+          'bb-agent',
+          ...invocation.cmd,
+        ]
+      : invocation.cmd;
     const agentSpec: BottleSpec = {
       name: `bb-${meta.slug}-agent`,
       image: meta.image,
-      cmd: invocation.cmd,
+      cmd,
       user: '1000:1000',
       workdir: P.workspace,
       labels: labels('agent'),
@@ -507,6 +619,13 @@ async function runTurn(
         HOME: P.home,
         BB_SIDECAR_SOCKET: P.socket,
         BB_WORKSPACE_DIR: P.workspace,
+        ...(proxied
+          ? {
+              HTTPS_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,
+              HTTP_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,
+              NO_PROXY: '127.0.0.1,localhost',
+            }
+          : {}),
       },
       mounts: [
         { source: runtime, target: P.runtime, readOnly: true },
@@ -557,6 +676,7 @@ async function finishTurn(
   const { exitCode, oomKilled } = await backend.wait(agentId);
   const output = redactString(await backend.logs(agentId));
   const parsed = provider.parseResult(output, exitCode);
+  const cli = announcedCli(output);
   const current = meta.current ?? {
     turn: meta.turns.length + 1,
     prompt: '',
@@ -586,6 +706,8 @@ async function finishTurn(
       ? { error: oomKilled ? 'the agent ran out of memory' : parsed.error }
       : {}),
     output,
+    provider: agent.provider,
+    ...(cli && cli.name === agent.provider ? { providerVersion: cli.version } : {}),
   };
 }
 
@@ -635,6 +757,25 @@ export async function reattach(slug: string, options: BottleOptions): Promise<Tu
     await freeze(slug, options).catch(() => {});
     throw err;
   }
+}
+
+/** Wait until a helper container's socket exists; fail with its own words if it exits first. */
+async function waitForSocket(
+  backend: Backend,
+  id: string,
+  socket: string,
+  slug: string,
+  what: string,
+): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    if (existsSync(socket)) return;
+    if ((await backend.inspect(id))?.state === 'exited') break;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new BbError(
+    'BACKEND_ERROR',
+    `the ${what} of ${slug} did not start: ${redactString((await backend.logs(id)).slice(-500))}`,
+  );
 }
 
 /**

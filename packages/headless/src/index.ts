@@ -16,6 +16,7 @@ export {
 export {
   type BottleMeta,
   type BottleOptions,
+  BRIDGE_PORTS,
   bottleDir,
   destroy,
   type ForgeWiring,
@@ -50,6 +51,7 @@ export {
   codexProvider,
   type Invocation,
   PROVIDERS,
+  PROXY_API_KEY,
   piProvider,
   providerFor,
   scriptProvider,

@@ -18,6 +18,8 @@ export const AgentManifestSchema = z
     model: z.string().min(1).optional(),
     bottles: z.array(name).min(1, 'name at least one bottle').default(['default']),
     promptOverlay: z.string().optional(),
+    /** How often the CLI may retry a failed model request before the turn fails. @default 2 */
+    retries: z.number().int().min(0).max(10).optional(),
     git: z
       .object({
         name: z.string().min(1, 'must not be empty'),

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   claudeProvider,
   codexProvider,
+  PROXY_API_KEY,
   piProvider,
   providerFor,
   scriptProvider,
@@ -94,5 +95,65 @@ describe('agent providers', () => {
       's',
     ]);
     expect(() => providerFor('gpt')).toThrow(/unknown agent provider "gpt"/);
+  });
+});
+
+describe('model APIs through the credential proxy', () => {
+  const base = {
+    prompt: 'go',
+    home: '/home/bottle',
+    runtimeDir: '/opt/bb',
+    socket: '/run/bb/forge.sock',
+    model: 'some-model',
+    retries: 0,
+  };
+  it('claude: the bridge as ANTHROPIC_BASE_URL, a placeholder key, bounded retries, forge tools up front', () => {
+    const inv = claudeProvider.invocation({
+      ...base,
+      modelApi: { kind: 'anthropic', baseUrl: 'http://127.0.0.1:3129/anthropic' },
+    });
+    expect(inv.env).toMatchObject({
+      ANTHROPIC_BASE_URL: 'http://127.0.0.1:3129/anthropic',
+      ANTHROPIC_API_KEY: PROXY_API_KEY,
+      CLAUDE_CODE_MAX_RETRIES: '0',
+      ENABLE_TOOL_SEARCH: 'false',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    });
+    expect(inv.cmd).toContain('--strict-mcp-config');
+    expect(claudeProvider.invocation(base).env).not.toHaveProperty('ANTHROPIC_BASE_URL');
+  });
+
+  it('codex: a custom Responses provider on the bridge with retries off', () => {
+    const inv = codexProvider.invocation({
+      ...base,
+      modelApi: { kind: 'openai', baseUrl: 'http://127.0.0.1:3129/openai' },
+    });
+    const toml = inv.files['.codex/config.toml']!;
+    expect(toml).toContain('model_provider = "bb"');
+    expect(toml).toContain('base_url = "http://127.0.0.1:3129/openai/v1"');
+    expect(toml).toContain('wire_api = "responses"');
+    expect(toml).toContain('request_max_retries = 0');
+    expect(toml).toContain('[mcp_servers.forge]');
+    expect(inv.env['BB_MODEL_API_KEY']).toBe(PROXY_API_KEY);
+  });
+
+  it('pi: a models.json provider (no /v1 for Anthropic), retries off, bb-forge for the forge', () => {
+    const inv = piProvider.invocation({
+      ...base,
+      modelApi: { kind: 'anthropic', baseUrl: 'http://127.0.0.1:3129/anthropic' },
+    });
+    const models = JSON.parse(inv.files['.pi/agent/models.json']!) as {
+      providers: { bb: { baseUrl: string; api: string; models: Array<{ id: string }> } };
+    };
+    expect(models.providers.bb).toMatchObject({
+      baseUrl: 'http://127.0.0.1:3129/anthropic',
+      api: 'anthropic-messages',
+      models: [{ id: 'some-model' }],
+    });
+    expect(inv.cmd).toEqual(expect.arrayContaining(['--provider', 'bb', '--model', 'some-model']));
+    expect(JSON.parse(inv.files['.pi/agent/settings.json']!)).toMatchObject({
+      retry: { enabled: false },
+    });
+    expect(inv.env['BB_FORGE']).toBe('node /opt/bb/bb-forge.mjs');
   });
 });

@@ -12,7 +12,17 @@ export interface TurnInput {
   runtimeDir: string;
   /** The sidecar socket inside the bottle. */
   socket: string;
+  /**
+   * The model API as the bottle reaches it: the in-bottle bridge to the
+   * credential proxy, which adds the real key. Absent: the CLI's own default.
+   */
+  modelApi?: { kind: 'anthropic' | 'openai'; baseUrl: string } | undefined;
+  /** Model request retries before the turn fails. @default 2 */
+  retries?: number | undefined;
 }
+
+/** What the CLI sends as its API key: a placeholder the credential proxy replaces. */
+export const PROXY_API_KEY = 'bb-credential-proxy-adds-the-key';
 
 /** How to run one turn: argv, environment, and files to place in the agent's home first. */
 export interface Invocation {
@@ -68,8 +78,10 @@ export const claudeProvider: AgentProvider = {
       '--dangerously-skip-permissions',
       '--mcp-config',
       `${input.home}/.bb/mcp.json`,
+      '--strict-mcp-config',
     ];
     if (input.model) cmd.push('--model', input.model);
+    // Always the recorded session, never "continue the latest".
     if (input.sessionId) cmd.push('--resume', input.sessionId);
     return {
       cmd,
@@ -78,6 +90,12 @@ export const claudeProvider: AgentProvider = {
         CLAUDE_CODE_TMPDIR: `${input.home}/.bb/tmp`,
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
         DISABLE_AUTOUPDATER: '1',
+        // The forge tools in tools[] rather than behind ToolSearch.
+        ENABLE_TOOL_SEARCH: 'false',
+        CLAUDE_CODE_MAX_RETRIES: String(input.retries ?? 2),
+        ...(input.modelApi?.kind === 'anthropic'
+          ? { ANTHROPIC_BASE_URL: input.modelApi.baseUrl, ANTHROPIC_API_KEY: PROXY_API_KEY }
+          : {}),
       },
       files: {
         '.bb/mcp.json': JSON.stringify({ mcpServers: { forge: mcpServer(input) } }, null, 2),
@@ -119,7 +137,25 @@ export const codexProvider: AgentProvider = {
     const cmd = input.sessionId
       ? ['codex', 'exec', 'resume', ...common, input.sessionId, input.prompt]
       : ['codex', 'exec', ...common, input.prompt];
+    const retries = input.retries ?? 2;
+    const provider =
+      input.modelApi?.kind === 'openai'
+        ? [
+            'model_provider = "bb"',
+            ...(input.model ? [] : ['model = "default"']),
+            '',
+            '[model_providers.bb]',
+            'name = "bot-bottle credential proxy"',
+            `base_url = "${input.modelApi.baseUrl}/v1"`,
+            'env_key = "BB_MODEL_API_KEY"',
+            'wire_api = "responses"',
+            `request_max_retries = ${retries}`,
+            `stream_max_retries = ${retries}`,
+            '',
+          ]
+        : [];
     const toml = [
+      ...provider,
       '[mcp_servers.forge]',
       'command = "node"',
       `args = ["${input.runtimeDir}/bb-forge-mcp.mjs"]`,
@@ -128,7 +164,10 @@ export const codexProvider: AgentProvider = {
     ].join('\n');
     return {
       cmd,
-      env: { CODEX_HOME: `${input.home}/.codex` },
+      env: {
+        CODEX_HOME: `${input.home}/.codex`,
+        ...(input.modelApi?.kind === 'openai' ? { BB_MODEL_API_KEY: PROXY_API_KEY } : {}),
+      },
       files: { '.codex/config.toml': toml },
     };
   },
@@ -156,7 +195,29 @@ export const piProvider: AgentProvider = {
   name: 'pi',
   invocation(input) {
     const cmd = ['pi', '-p', '--mode', 'json'];
-    if (input.model) cmd.push('--model', input.model);
+    const files: Record<string, string> = {};
+    const retries = input.retries ?? 2;
+    files['.pi/agent/settings.json'] = JSON.stringify({
+      retry: { enabled: retries > 0, maxRetries: retries, provider: { maxRetries: 0 } },
+    });
+    if (input.modelApi) {
+      const model = input.model ?? 'default';
+      files['.pi/agent/models.json'] = JSON.stringify({
+        providers: {
+          bb: {
+            // pi appends /v1/messages itself for Anthropic; OpenAI base URLs end in /v1.
+            baseUrl:
+              input.modelApi.kind === 'anthropic'
+                ? input.modelApi.baseUrl
+                : `${input.modelApi.baseUrl}/v1`,
+            api: input.modelApi.kind === 'anthropic' ? 'anthropic-messages' : 'openai-completions',
+            apiKey: PROXY_API_KEY,
+            models: [{ id: model }],
+          },
+        },
+      });
+      cmd.push('--provider', 'bb', '--model', model);
+    } else if (input.model) cmd.push('--model', input.model);
     if (input.sessionId) cmd.push('--session', input.sessionId);
     cmd.push(input.prompt);
     return {
@@ -166,8 +227,10 @@ export const piProvider: AgentProvider = {
         PI_OFFLINE: '1',
         PI_TELEMETRY: '0',
         BB_SIDECAR_SOCKET: input.socket,
+        // pi has no MCP: it reaches the forge with this command through its bash tool.
+        BB_FORGE: `node ${input.runtimeDir}/bb-forge.mjs`,
       },
-      files: {},
+      files,
     };
   },
   parseResult(stdout, exitCode) {

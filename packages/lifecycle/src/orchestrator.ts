@@ -454,6 +454,7 @@ export class Orchestrator {
           slug: bottle.slug,
           prompt: action.prompt,
           forgeToken: this.#o.token,
+          pr: bottle.state.prs.at(-1),
           backend: this.#o.backend,
           env: this.#o.env,
         });

@@ -66,6 +66,8 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     stateDir: dir,
     slug: o.slug,
     agent: o.agent,
+    ...(o.outcome.provider ? { provider: o.outcome.provider } : {}),
+    ...(o.outcome.providerVersion ? { providerVersion: o.outcome.providerVersion } : {}),
     bottles: meta?.bottles ?? [],
     forge: o.forge ? { ...o.forge, prs } : null,
     turn: meta?.turns.length ?? 1,

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,10 +13,15 @@ import {
   renderVerification,
   verifyChain,
 } from '@bb/provenance';
+import {
+  createScriptedModelServer,
+  type ScriptedModelServer,
+  type ScriptStep,
+} from '@bb/scripted-model';
 import { BbDatabase, type ForgeState, SqliteForgeStateStore } from '@bb/state';
 import { bold, type CliIo, dim, green, parse, yellow } from '../io';
 
-export const DEMO_USAGE = `Usage: bb demo [--keep] [--backend docker|local]
+export const DEMO_USAGE = `Usage: bb demo [--keep] [--agent script|claude] [--backend docker|local]
 
 Run the whole bot-bottle story on this machine, narrated, with nothing to set
 up: a Gitea-compatible test server and the orchestrator in this process, state in
@@ -34,6 +40,10 @@ and uses the local backend, which does not isolate the agent.
 Options:
   --keep              leave the servers up afterwards, print their URLs, and
                       wait for Ctrl-C (then clean up)
+  --agent NAME        script (default): the deterministic script agent;
+                      claude: the real Claude Code CLI (image bb-agents, from
+                      scripts/build-agents-image.sh) driven by a scripted model
+                      API, its key held by the credential proxy
   --backend NAME      docker or local (default: docker when available)
   -h, --help          show this help
 `;
@@ -74,6 +84,41 @@ const DEMO_AGENT = {
     ],
   },
 };
+
+/** What the scripted model tells Claude Code to do, turn by turn. */
+function claudeScript(issue: number, pr: number): ScriptStep[] {
+  const forge = (tool: string, input: Record<string, unknown>): ScriptStep => ({
+    tools: [{ name: `mcp__forge__${tool}`, input }],
+  });
+  return [
+    forge('read_issue', { number: issue }),
+    {
+      say: 'I will add the greeting.',
+      tools: [
+        {
+          name: 'Bash',
+          input: {
+            command: `printf '# Greetings\\n\\nHello from Claude Code in a bottle.\\n' > GREETING.md && git add GREETING.md && git commit -qm 'Add a greeting (#${issue})'`,
+            description: 'write and commit GREETING.md',
+          },
+        },
+      ],
+    },
+    forge('post_comment', {
+      number: issue,
+      body: `Hello! I'm Claude Code, working on #${issue} in a bottle.`,
+    }),
+    forge('open_pr', { title: 'Add a greeting', body: `Fixes #${issue}.` }),
+    forge('signal_done', { status: 'success', summary: 'Added GREETING.md and opened a PR.' }),
+    { say: 'The PR is open.' },
+    forge('post_comment', {
+      number: pr,
+      body: 'Warmer it is: noted for the next revision. Thanks!',
+    }),
+    forge('signal_done', { status: 'success', summary: 'Answered the review comment.' }),
+    { say: 'Answered.' },
+  ];
+}
 
 async function until<T>(what: string, fn: () => T | undefined, ms = 90_000): Promise<T> {
   const end = Date.now() + ms;
@@ -116,7 +161,7 @@ async function pickBackend(
 export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(
     argv,
-    { keep: { type: 'boolean' }, backend: { type: 'string' } },
+    { keep: { type: 'boolean' }, backend: { type: 'string' }, agent: { type: 'string' } },
     DEMO_USAGE,
   );
   if (values['help']) {
@@ -137,7 +182,21 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
     );
   const detail = (text: string) => say(`   ${text}`);
 
+  const agentKind = (values['agent'] as string | undefined) ?? 'script';
+  if (agentKind !== 'script' && agentKind !== 'claude')
+    throw new BbError(
+      'INVALID_INPUT',
+      `--agent must be script or claude (got ${JSON.stringify(agentKind)})`,
+    );
+  if (agentKind === 'claude' && wanted === 'local')
+    throw new BbError(
+      'INVALID_INPUT',
+      '--agent claude runs in the bb-agents image: it needs --backend docker',
+    );
   const image = io.env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
+  const agentsImage = io.env['BB_AGENTS_IMAGE'] ?? 'bb-agents:latest';
+  const modelKey = `sk-demo-${randomBytes(12).toString('hex')}`;
+  let model: ScriptedModelServer | undefined;
   const home = mkdtempSync(join(tmpdir(), 'bb-demo-'));
   const env = { ...io.env, BB_HOME: home, BB_BASE_IMAGE: image };
   let gitea: GiteaTestServer | undefined;
@@ -145,7 +204,17 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
   let backend: Backend | undefined;
   try {
     say(bold(io, 'bot-bottle demo: a forge drives an AI coding agent in a bottle'));
-    const picked = await pickBackend(wanted, image);
+    const picked = await pickBackend(agentKind === 'claude' ? 'docker' : wanted, image);
+    if (agentKind === 'claude') {
+      try {
+        await picked.backend.ensureImage(agentsImage);
+      } catch {
+        throw new BbError(
+          'NOT_FOUND',
+          `--agent claude needs the ${agentsImage} image: build it with sh scripts/build-agents-image.sh (it installs the CLIs from the npm registry once)`,
+        );
+      }
+    }
     backend = picked.backend;
     if (picked.note) say(yellow(io, `   note: ${picked.note}`));
     if (!backend.isolates)
@@ -157,13 +226,43 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
       );
     detail(`state: ${home} (a temporary BB_HOME, removed afterwards)`);
     detail(
-      `bottles: ${backend.name}${backend.name === 'docker' ? ` (image ${image}, agent without network)` : ''}`,
+      `bottles: ${backend.name}${backend.name === 'docker' ? ` (image ${agentKind === 'claude' ? agentsImage : image}, agent without network)` : ''}`,
     );
 
     mkdirSync(join(home, 'config', 'agents'), { recursive: true });
     mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-    writeFileSync(join(home, 'config', 'agents', 'demo.json'), JSON.stringify(DEMO_AGENT, null, 2));
     writeFileSync(join(home, 'config', 'bottles', 'default.json'), JSON.stringify({ image }));
+    if (agentKind === 'claude') {
+      model = await createScriptedModelServer({ script: [{ say: 'waiting for the issue' }] });
+      writeFileSync(
+        join(home, 'config', 'agents', 'demo.json'),
+        JSON.stringify({
+          provider: 'claude',
+          model: 'scripted-model',
+          retries: 0,
+          bottles: ['claude'],
+          git: DEMO_AGENT.git,
+        }),
+      );
+      writeFileSync(
+        join(home, 'config', 'bottles', 'claude.json'),
+        JSON.stringify({
+          image: agentsImage,
+          credentials: [
+            {
+              route: '/anthropic',
+              upstream: model.url,
+              headers: { 'x-api-key': 'env:BB_DEMO_MODEL_KEY' },
+            },
+          ],
+        }),
+      );
+    } else {
+      writeFileSync(
+        join(home, 'config', 'agents', 'demo.json'),
+        JSON.stringify(DEMO_AGENT, null, 2),
+      );
+    }
 
     gitea = await createGiteaTestServer({
       world: {
@@ -193,6 +292,7 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
         FORGE_TOKEN: BOT_TOKEN,
         FORGE_WEBHOOK_SECRET: SECRET,
         BB_SWEEP_INTERVAL: '0',
+        BB_DEMO_MODEL_KEY: modelKey,
       },
       backend,
       botLogin: BOT,
@@ -211,6 +311,8 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
       `orchestrator: ${orch.url} (webhook ${orch.url}/webhooks/gitea, dashboard ${orch.url}/)`,
     );
 
+    // A fresh forge: the issue is #1 and the agent's PR will be #2.
+    model?.setScript(claudeScript(1, 2));
     const issue = gitea.createIssue('alice', REPO, {
       title: 'Greet our users',
       body: 'Please add a GREETING.md with a friendly hello.',
@@ -240,6 +342,19 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
       `PR #${pr}: "${gitea.issue(REPO, pr).title}" from branch ${gitea.issue(REPO, pr).pull?.headRef}`,
     );
     detail(`session ${frozen.sessionId ?? '(none)'} recorded for later turns`);
+    if (model) {
+      const first = prov.chain(frozen.slug)[0]?.record;
+      detail(
+        `the agent was the real ${first?.provider ?? 'claude'} CLI ${first?.providerVersion ?? ''}; ${model.requests.length} model requests reached the scripted model API at ${model.url}, each with the key the credential proxy added`,
+      );
+      detail(
+        `model key inside the bottle: ${
+          model.requests.every((r) => r.headers['x-api-key'] === modelKey)
+            ? 'no (only the proxy held it)'
+            : 'UNEXPECTED'
+        }`,
+      );
+    }
 
     gitea.comment('alice', REPO, pr, 'Could you make it a little warmer?');
     step(4, `alice comments on PR #${pr}: "Could you make it a little warmer?"`);
@@ -247,8 +362,9 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
     await until('the resumed turn to be recorded', () =>
       prov.chain(frozen.slug).length >= 2 && row(issue)?.status === 'frozen' ? true : undefined,
     );
-    const answer = comments(issue)
+    const answer = [...comments(issue), ...comments(pr)]
       .filter((c) => c.author === BOT)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id - b.id)
       .at(-1);
     detail(`the agent answered: ${answer?.body ?? '(no answer)'}`);
     detail(`same session: ${row(issue)?.sessionId === frozen.sessionId ? green(io, 'yes') : 'NO'}`);
@@ -295,6 +411,7 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
     return 0;
   } finally {
     await orch?.close().catch(() => {});
+    await model?.close().catch(() => {});
     await gitea?.close().catch(() => {});
     if (backend)
       for (const c of await backend.list({ [HOME_LABEL]: homeLabel(env) }).catch(() => []))

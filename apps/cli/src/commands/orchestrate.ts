@@ -253,6 +253,7 @@ async function resumeCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numb
         backend,
         env: io.env,
         forgeToken: token,
+        pr: existing.prNumber ?? undefined,
         onProgress: progress(io),
       });
     } catch (err) {

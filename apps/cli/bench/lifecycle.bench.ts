@@ -1,0 +1,201 @@
+// `bb orchestrate start` (the real binary: node start-up, state, clone, sidecar,
+// bottle) to the agent's first forge call, against a bare `docker run` of the
+// same image making the same call to an already running sidecar, round by round
+// in one run. Goal: <= 1.2x. `bb orchestrate resume` of the frozen bottle to its
+// first forge call is reported against the same baseline.
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createGiteaTestServer } from '@bb/forge/test-server';
+import { bottleDir, DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
+import { reportBench } from '@bb/tooling/bench';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+
+const docker = await probeDocker();
+if (!docker.ok) {
+  console.log(`lifecycle bench skipped: ${docker.reason}`);
+  process.exit(0);
+}
+const BB = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+const TOKEN = 'bench-token-0123456789';
+const ROUNDS = 5;
+const server = await createGiteaTestServer({
+  world: {
+    users: [{ login: 'alice' }, { login: 'bot', tokens: [TOKEN] }],
+    orgs: [{ name: 'acme', members: ['alice'] }],
+    repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bot'] }],
+  },
+});
+const home = mkdtempSync(join(tmpdir(), 'bb-bench-life-'));
+mkdirSync(join(home, 'config', 'agents'), { recursive: true });
+mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
+writeFileSync(
+  join(home, 'config', 'agents', 'bench.json'),
+  JSON.stringify({
+    provider: 'script',
+    git: { name: 'B', email: 'b@example.test' },
+    script: { turns: [{ steps: [{ do: 'read_issue' }] }, { steps: [{ do: 'read_issue' }] }] },
+  }),
+);
+writeFileSync(
+  join(home, 'config', 'bottles', 'default.json'),
+  JSON.stringify({ image: BASE_IMAGE }),
+);
+const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
+const backend = new DockerBackend();
+
+function run(cmd: string, args: string[], extraEnv: Record<string, string> = {}) {
+  return new Promise<string>((resolve, reject) => {
+    const child = spawn(cmd, args, {
+      env: { ...process.env, ...env, ...extraEnv },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.stderr.on('data', (d) => {
+      err += d;
+    });
+    child.once('exit', (code) =>
+      code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')}: ${code} ${err}`)),
+    );
+  });
+}
+const opTimes = (slug: string) =>
+  readFileSync(join(bottleDir(slug, env), 'state', 'ops.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => Date.parse((JSON.parse(l) as { time: string }).time));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+const ours: number[] = [];
+const resumes: number[] = [];
+const base: number[] = [];
+for (let r = 0; r < ROUNDS; r++) {
+  const issue = server.createIssue('alice', 'acme/widgets', { title: `Bench ${r}`, body: '' });
+  const forgeEnv = {
+    FORGE_GITEA_API: server.apiUrl,
+    FORGE_TOKEN: TOKEN,
+    FORGE_OWNER: 'acme',
+    FORGE_REPO: 'widgets',
+    FORGE_ISSUE_NUMBER: String(issue),
+  };
+  const t0 = Date.now();
+  const out = await run(
+    process.execPath,
+    [BB, 'orchestrate', 'start', '--agent', 'bench', '--prompt', 'go'],
+    forgeEnv,
+  );
+  const slug = (JSON.parse(out) as { slug: string }).slug;
+  ours.push(opTimes(slug)[0]! - t0);
+  const t1 = Date.now();
+  await run(
+    process.execPath,
+    [BB, 'orchestrate', 'resume', '--slug', slug, '--prompt', 'again'],
+    forgeEnv,
+  );
+  resumes.push(opTimes(slug)[1]! - t1);
+
+  // Baseline: the same image's sidecar already up, then a bare `docker run` making
+  // the same call.
+  const dir = bottleDir(slug, env);
+  const sidecar = (
+    await run('docker', [
+      'run',
+      '-d',
+      '--rm',
+      '--network',
+      'host',
+      '--user',
+      '1000:1000',
+      '--label',
+      `${HOME_LABEL}=${homeLabel(env)}`,
+      '-v',
+      `${join(home, 'runtime')}:/opt/bb:ro`,
+      '-v',
+      `${join(dir, 'sock')}:/run/bb`,
+      '-v',
+      `${join(dir, 'workspace')}:/workspace`,
+      '-e',
+      'HOME=/tmp',
+      '-e',
+      `FORGE_GITEA_API=${server.apiUrl}`,
+      '-e',
+      'FORGE_OWNER=acme',
+      '-e',
+      'FORGE_REPO=widgets',
+      '-e',
+      `FORGE_ISSUE_NUMBER=${issue}`,
+      '-e',
+      `FORGE_TOKEN=${TOKEN}`,
+      '-e',
+      'BB_SIDECAR_SOCKET=/run/bb/forge.sock',
+      '-e',
+      'BB_QUEUE_DIR=/tmp/q',
+      '-e',
+      'BB_OPS_LOG=/tmp/ops.jsonl',
+      '-e',
+      'BB_WORKSPACE=/workspace',
+      '-e',
+      'BB_BRANCH=bb/bench',
+      BASE_IMAGE,
+      'node',
+      '/opt/bb/sidecar.mjs',
+    ])
+  ).trim();
+  for (let i = 0; i < 200; i++) {
+    try {
+      readFileSync(join(dir, 'sock', 'forge.sock'));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') break;
+    }
+    await new Promise((res) => setTimeout(res, 25));
+  }
+  const t2 = Date.now();
+  await run('docker', [
+    'run',
+    '--rm',
+    '--network',
+    'none',
+    '--user',
+    '1000:1000',
+    '-v',
+    `${join(home, 'runtime')}:/opt/bb:ro`,
+    '-v',
+    `${join(dir, 'sock')}:/run/bb`,
+    '-e',
+    'BB_SIDECAR_SOCKET=/run/bb/forge.sock',
+    BASE_IMAGE,
+    'node',
+    '/opt/bb/bb-forge.mjs',
+    'read-issue',
+    String(issue),
+  ]);
+  base.push(Date.now() - t2);
+  await run('docker', ['rm', '-f', sidecar]);
+}
+
+// Median of per-round ratios: each round's sides ran back to back.
+const ratio = median(ours.map((o, i) => o / base[i]!));
+reportBench({
+  name: 'lifecycle',
+  metric:
+    "ms from `bb orchestrate start` to the agent's first forge call (vs a bare `docker run` making the same call)",
+  ours: median(base) * ratio,
+  baseline: median(base),
+  goal: 1.2,
+  higherIsBetter: false,
+  extra: {
+    rounds: ROUNDS,
+    startToFirstCallMedianMs: median(ours),
+    resumeToFirstCallMedianMs: median(resumes),
+    resumeRatio: Math.round(median(resumes.map((o, i) => o / base[i]!)) * 100) / 100,
+  },
+});
+for (const c of await backend.list({ [HOME_LABEL]: homeLabel(env) })) await backend.destroy(c.id);
+await server.close();
+rmSync(home, { recursive: true, force: true });

@@ -154,7 +154,7 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
   let home: string;
   let gitea: GiteaTestServer;
   let orch: RunningOrchestrator;
-  const models: Partial<Record<Cli | 'failing', ScriptedModelServer>> = {};
+  const models: Partial<Record<Cli | 'failing' | 'failing-pi', ScriptedModelServer>> = {};
   const backend = new DockerBackend();
   let db: BbDatabase;
 
@@ -162,8 +162,8 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
     home = mkdtempSync(join(tmpdir(), 'bb-clis-'));
     mkdirSync(join(home, 'config', 'agents'), { recursive: true });
     mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-    for (const cli of ['claude', 'codex', 'pi', 'failing'] as const) {
-      const provider = cli === 'failing' ? 'claude' : cli;
+    for (const cli of ['claude', 'codex', 'pi', 'failing', 'failing-pi'] as const) {
+      const provider = cli === 'failing' ? 'claude' : cli === 'failing-pi' ? 'pi' : cli;
       models[cli] = await createScriptedModelServer({ script: [{ say: 'not set yet' }] });
       writeFileSync(
         join(home, 'config', 'agents', `${cli}.json`),
@@ -368,5 +368,37 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
     });
     expect(out.exitCode).toBe(0);
     expect(out.ok).toBe(true);
+  }, 180_000);
+
+  it('pi exits 0 when the model API fails; the run is still recorded as a failure', async () => {
+    const model = models['failing-pi']!;
+    model.setScript([{ fail: 500 }]);
+    const n = gitea.createIssue('alice', 'acme/widgets', {
+      title: 'Doomed too',
+      body: 'The model is down for pi.',
+      labels: ['bot-bottle:failing-pi'],
+      assignees: ['bb-claude'],
+    });
+    const frozen = await until(
+      'the failed pi turn to be recorded',
+      () => {
+        const r = row(n);
+        return r?.status === 'frozen' && chain(r.slug).length === 1 ? r : undefined;
+      },
+      120_000,
+    );
+    const meta = readMeta(frozen.slug, { BB_HOME: home });
+    // pi itself exited 0 ...
+    expect(meta?.turns[0]).toMatchObject({ exitCode: 0, ok: false });
+    // ... and the record says the run failed: no done signal, the watchdog's reason.
+    const [rec] = chain(frozen.slug);
+    expect(rec!.record).toMatchObject({
+      provider: 'pi',
+      done: null,
+      exitCode: 0,
+      agentError: 'the model API failed (pi reported an error while exiting 0)',
+    });
+    expect(rec!.record.watchdogFired?.reason).toBe('exit_without_signal');
+    expect(model.requests.every((r) => r.status === 500)).toBe(true);
   }, 180_000);
 });

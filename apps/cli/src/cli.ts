@@ -1,12 +1,15 @@
 import { errorMessage, isBbError } from '@bb/errors';
 import pkg from '../package.json' with { type: 'json' };
-import { DEMO_USAGE, demoCommand } from './commands/demo';
-import { DOCTOR_USAGE, doctorCommand } from './commands/doctor';
-import { ORCHESTRATE_USAGE, orchestrateCommand } from './commands/orchestrate';
-import { PROVENANCE_USAGE, provenanceCommand } from './commands/provenance';
-import { RESUME_USAGE, resumeCommand, START_USAGE, startCommand } from './commands/start';
 import type { CliDeps } from './deps';
 import { type CliIo, EXIT, UsageError } from './io';
+import {
+  DEMO_USAGE,
+  DOCTOR_USAGE,
+  ORCHESTRATE_USAGE,
+  PROVENANCE_USAGE,
+  RESUME_USAGE,
+  START_USAGE,
+} from './usage';
 
 export { type CliIo, EXIT } from './io';
 
@@ -70,18 +73,24 @@ export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Pro
       case '--version':
         io.stdout(`${version}\n`);
         return EXIT.OK;
+      // Each command loads its own dependencies, so `bb --help` and every other
+      // command start without Docker, SQLite or the orchestrator in memory.
       case 'demo':
-        return await demoCommand(rest, io);
+        return await (await import('./commands/demo')).demoCommand(rest, io);
       case 'start':
-        return await startCommand(rest, io, deps);
+        return await (await import('./commands/start')).startCommand(rest, io, deps);
       case 'resume':
-        return await resumeCommand(rest, io, deps);
+        return await (await import('./commands/start')).resumeCommand(rest, io, deps);
       case 'orchestrate':
-        return await orchestrateCommand(rest, io, deps);
+        return await (await import('./commands/orchestrate')).orchestrateCommand(rest, io, deps);
       case 'provenance':
-        return await provenanceCommand(rest, io);
+        return await (await import('./commands/provenance')).provenanceCommand(rest, io);
       case 'doctor':
-        return await doctorCommand(rest, io, deps.backend?.('docker'));
+        return await (await import('./commands/doctor')).doctorCommand(
+          rest,
+          io,
+          deps.backend?.('docker'),
+        );
       default:
         throw new UsageError(
           command.startsWith('-')

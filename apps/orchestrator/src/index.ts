@@ -4,7 +4,9 @@
  * routing, the dashboard and `serve` (the running service). Behaviour lives in `@bb/lifecycle` (webhook handler, queue, state
  * machine, Orchestrator) and the packages it composes.
  */
+
+export { installedCommit } from '@bb/lifecycle';
 export { createApp } from './app';
 export { ConfigSchema, loadConfig, type OrchestratorConfig, parseDuration } from './config';
 export { type DashboardInput, renderDashboard } from './dashboard';
-export { installedCommit, type RunningOrchestrator, type ServeOptions, serve } from './serve';
+export { type RunningOrchestrator, type ServeOptions, serve } from './serve';

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -8,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { errorMessage, redact, registerSecret } from '@bb/errors';
 import { closeGiteaPools, GiteaClient, GiteaForge } from '@bb/forge';
 import { type Backend, DockerBackend, LOCAL_BACKEND_WARNING, LocalBackend } from '@bb/headless';
-import { createWebhookHandler, Orchestrator, toNodeListener } from '@bb/lifecycle';
+import { createWebhookHandler, installedCommit, Orchestrator, toNodeListener } from '@bb/lifecycle';
 import {
   createProvenanceHandler,
   GitleaksScanner,
@@ -54,19 +53,6 @@ function ownVersion(): string {
     version: string;
   };
   return pkg.version;
-}
-
-/** The commit of the installed bot-bottle when it runs from a git checkout, else null. */
-export function installedCommit(dir = here): string | null {
-  try {
-    return execFileSync('git', ['-C', dir, 'rev-parse', 'HEAD'], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-      timeout: 5000,
-    }).trim();
-  } catch {
-    return null;
-  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { BbError, isBbError } from '@bb/errors';
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import pkg from '../package.json' with { type: 'json' };
 import {
   type Backend,
@@ -26,15 +26,28 @@ export class DockerBackend implements Backend {
   readonly name = 'docker';
   readonly isolates = true;
   readonly mapsMounts = true;
-  readonly #docker: Docker;
+  #client: Docker | Promise<Docker>;
 
   constructor(options: DockerBackendOptions = {}) {
-    this.#docker = options.docker ?? new Docker();
+    // dockerode (with its gRPC and protobuf dependencies) loads on first use, so
+    // programs that construct a backend but never call it start quickly.
+    this.#client =
+      options.docker ??
+      import('dockerode').then((m) => {
+        const client = new m.default();
+        this.#client = client;
+        return client;
+      });
+    if (this.#client instanceof Promise) this.#client.catch(() => {});
+  }
+
+  get #docker(): Promise<Docker> {
+    return Promise.resolve(this.#client);
   }
 
   async ensureImage(image: string): Promise<void> {
     try {
-      await this.#docker.getImage(image).inspect();
+      await (await this.#docker).getImage(image).inspect();
     } catch (err) {
       throw this.#error(err, `image ${image}`, {
         notFound: `image ${image} is not on this Docker engine: build it (scripts/build-base-image.sh builds bb-base) or pull it`,
@@ -57,7 +70,7 @@ export class DockerBackend implements Backend {
     await this.ensureImage(spec.image);
     const harden = spec.harden ?? true;
     try {
-      const c = await this.#docker.createContainer({
+      const c = await (await this.#docker).createContainer({
         name: spec.name,
         Image: spec.image,
         Cmd: spec.cmd,
@@ -126,7 +139,7 @@ export class DockerBackend implements Backend {
   async list(labels: Record<string, string>): Promise<BottleInfo[]> {
     let found: Docker.ContainerInfo[];
     try {
-      found = await this.#docker.listContainers({
+      found = await (await this.#docker).listContainers({
         all: true,
         filters: { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
       });
@@ -144,7 +157,7 @@ export class DockerBackend implements Backend {
   async inspect(id: string): Promise<BottleInfo | undefined> {
     let i: Docker.ContainerInspectInfo;
     try {
-      i = await this.#docker.getContainer(id).inspect();
+      i = await (await this.#docker).getContainer(id).inspect();
     } catch (err) {
       const e = this.#error(err, `bottle ${id}`, {});
       if (isBbError(e, 'NOT_FOUND')) return undefined;
@@ -189,7 +202,7 @@ export class DockerBackend implements Backend {
 
   async #call<T>(id: string, fn: (c: Docker.Container) => Promise<T>): Promise<T> {
     try {
-      return await fn(this.#docker.getContainer(id));
+      return await fn((await this.#docker).getContainer(id));
     } catch (err) {
       throw this.#error(err, `bottle ${id}`, {});
     }

@@ -4,6 +4,8 @@
  * webhook endpoint as a `(Request) => Response` handler, a per-issue serial
  * queue, and the pure state machine of an issue's bottle.
  */
+
+export { installedCommit } from './installed-commit';
 export {
   INITIAL,
   type LifecycleAction,

@@ -74,6 +74,7 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     startedAt: o.startedAt,
     finishedAt: new Date().toISOString(),
     exitCode: o.outcome.exitCode,
+    ...(!o.outcome.ok && o.outcome.error ? { agentError: o.outcome.error } : {}),
     done,
     watchdogFired:
       o.fired ??

@@ -19,6 +19,8 @@ export interface BuildInput {
   startedAt: string;
   finishedAt: string;
   exitCode: number | null;
+  /** The turn's failure as the agent's CLI reported it, when it failed. */
+  agentError?: string;
   done: RunRecord['done'];
   watchdogFired: RunRecord['watchdogFired'];
   /** The commit the run started from; the scan covers `base..HEAD`. */
@@ -52,6 +54,7 @@ export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
     finishedAt: input.finishedAt,
     durationMs: Math.max(0, Date.parse(input.finishedAt) - Date.parse(input.startedAt)),
     exitCode: input.exitCode,
+    ...(input.agentError ? { agentError: input.agentError.slice(0, 2000) } : {}),
     done: input.done,
     watchdogFired: input.watchdogFired,
     secretScan: scan,

@@ -31,6 +31,8 @@ export const RunRecordSchema = z.object({
   finishedAt: z.string(),
   durationMs: z.number().int().nonnegative(),
   exitCode: z.number().int().nullable(),
+  /** Why the agent's turn failed, as its CLI reported it (e.g. a model API error pi exits 0 on). */
+  agentError: z.string().max(2000).optional(),
   done: z
     .object({ status: z.enum(['success', 'failure', 'blocked']), summary: z.string() })
     .nullable(),

@@ -20,7 +20,7 @@ function lines(s: SignedRecord): Array<[string, string]> {
     ['time', `${r.startedAt} → ${r.finishedAt} (${(r.durationMs / 1000).toFixed(1)} s)`],
     [
       'outcome',
-      `${recordStatus(s)}; exit ${r.exitCode ?? 'none'}${r.done ? `; done: ${r.done.status}: ${r.done.summary}` : '; no done signal'}`,
+      `${recordStatus(s)}; exit ${r.exitCode ?? 'none'}${r.done ? `; done: ${r.done.status}: ${r.done.summary}` : '; no done signal'}${r.agentError ? `; agent error: ${r.agentError}` : ''}`,
     ],
     [
       'watchdog',

@@ -36,9 +36,11 @@ export interface RunFilter {
 /** The status a record is listed under: done status, watchdog, or exit code. */
 export function recordStatus(s: SignedRecord): string {
   const r = s.record;
-  if (r.watchdogFired) return 'watchdog';
+  if (r.watchdogFired && r.watchdogFired.reason !== 'exit_without_signal') return 'watchdog';
   if (r.done) return r.done.status;
-  return r.exitCode === 0 ? 'exited' : 'failed';
+  // An agent that stopped without signal_done: its CLI's error, its exit code, or neither.
+  if (r.agentError || (r.exitCode !== null && r.exitCode !== 0)) return 'failed';
+  return r.watchdogFired ? 'watchdog' : 'exited';
 }
 
 /** Signed run records in the bot-bottle database (table `provenance_records`). */

@@ -20,33 +20,7 @@ import {
 } from '@bb/scripted-model';
 import { BbDatabase, type ForgeState, SqliteForgeStateStore } from '@bb/state';
 import { bold, type CliIo, dim, green, parse, yellow } from '../io';
-
-export const DEMO_USAGE = `Usage: bb demo [--keep] [--agent script|claude] [--backend docker|local]
-
-Run the whole bot-bottle story on this machine, narrated, with nothing to set
-up: a Gitea-compatible test server and the orchestrator in this process, state in
-a temporary BB_HOME, and a scripted agent in a real Docker bottle.
-
-  1. alice files an issue labelled bot-bottle:demo and assigns it to the bot
-  2. the webhook launches a bottle; the agent reads the issue, comments,
-     commits, opens a PR and signals done; the bottle is frozen
-  3. alice comments on the PR; the same agent session resumes and answers
-  4. alice merges the PR; the bottle is destroyed
-  5. the signed provenance record is shown and verified
-
-When no Docker engine answers (or the base image is missing) the demo says so
-and uses the local backend, which does not isolate the agent.
-
-Options:
-  --keep              leave the servers up afterwards, print their URLs, and
-                      wait for Ctrl-C (then clean up)
-  --agent NAME        script (default): the deterministic script agent;
-                      claude: the real Claude Code CLI (image bb-agents, from
-                      scripts/build-agents-image.sh) driven by a scripted model
-                      API, its key held by the credential proxy
-  --backend NAME      docker or local (default: docker when available)
-  -h, --help          show this help
-`;
+import { DEMO_USAGE } from '../usage';
 
 const BOT = 'bb-bot';
 const BOT_TOKEN = 'bb-demo-bot-token-0123456789';

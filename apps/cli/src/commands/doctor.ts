@@ -11,21 +11,7 @@ import {
 } from '@bb/headless';
 import { loadConfig } from '@bb/orchestrator';
 import { type CliIo, green, parse, red, yellow } from '../io';
-
-export const DOCTOR_USAGE = `Usage: bb doctor [--json]
-
-Check that this machine can run bottles, and say how to fix what is missing:
-  - the Docker engine answers (DOCKER_HOST or the local socket)
-  - the bottle base image exists (BB_BASE_IMAGE, default bb-base:latest)
-  - the agent and bottle manifests in $BB_HOME/config are valid
-  - the orchestrator's configuration is valid (when FORGE_GITEA_API is set)
-  - the forge answers with the token's user, and that user is in FORGE_ORG
-Exit 0 when every check passes, 1 otherwise.
-
-Options:
-  --json              print the checks as JSON: [{ "check", "ok", "detail", "fix" }]
-  -h, --help          show this help
-`;
+import { DOCTOR_USAGE } from '../usage';
 
 export interface DoctorCheck {
   check: string;

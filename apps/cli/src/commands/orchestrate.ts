@@ -1,32 +1,11 @@
 import { BbError } from '@bb/errors';
 import { type Backend, launch, readMeta, resume, type TurnOutcome } from '@bb/headless';
-import { recordTurn } from '@bb/lifecycle';
-import { installedCommit, serve } from '@bb/orchestrator';
+import { installedCommit, recordTurn } from '@bb/lifecycle';
 import type { ForgeState, ForgeStateStore } from '@bb/state';
 import pkg from '../../package.json' with { type: 'json' };
 import { type CliDeps, makeBackend, openState } from '../deps';
 import { backendName, type CliIo, need, needEnv, parse, progress, UsageError } from '../io';
-
-export const ORCHESTRATE_USAGE = `Usage: bb orchestrate <start|resume|status|serve> [options]
-
-Forge-driven bottles, by hand or as a service. State is in $BB_HOME/bot-bottle.db.
-
-  bb orchestrate start --agent A --prompt P [--bottle B]... [--label K=V]... [--backend B]
-      Launch a bottle for the issue the FORGE_* environment names, with its forge
-      sidecar, a state row and a signed provenance record. Needs FORGE_GITEA_API,
-      FORGE_TOKEN, FORGE_OWNER, FORGE_REPO, FORGE_ISSUE_NUMBER (FORGE_PR_NUMBER optional).
-  bb orchestrate resume --slug S --prompt P [--backend B]
-      Continue a frozen forge bottle (needs FORGE_TOKEN again; it is never stored).
-  bb orchestrate status [--json]
-      The managed bottles: status, issue and PR URLs, last check-in.
-  bb orchestrate serve
-      Run the orchestrator (webhooks in, bottles out) until Ctrl-C or SIGTERM.
-      Configuration: see docs/orchestrator.md (FORGE_GITEA_API, FORGE_TOKEN,
-      FORGE_WEBHOOK_SECRET, BB_PORT, ...).
-
-Options:
-  -h, --help          show this help
-`;
+import { ORCHESTRATE_USAGE } from '../usage';
 
 const nowIso = () => new Date().toISOString();
 
@@ -366,6 +345,7 @@ async function serveCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numbe
     io.env['BB_BACKEND'] === 'local' || deps.backend
       ? makeBackend(io, io.env['BB_BACKEND'] === 'local' ? 'local' : 'docker', deps)
       : undefined;
+  const { serve } = await import('@bb/orchestrator');
   const running = await serve({ env: io.env, ...(backend ? { backend } : {}) });
   io.stderr(`bb: orchestrator listening on ${running.url} (dashboard at ${running.url}/)\n`);
   await (io.interrupted ?? new Promise<void>(() => {}));

@@ -12,23 +12,7 @@ import {
 } from '@bb/provenance';
 import { openState } from '../deps';
 import { type CliIo, green, parse, red, UsageError } from '../io';
-
-export const PROVENANCE_USAGE = `Usage: bb provenance <show|verify> [options]
-
-Signed run records: one per agent turn, chained per bottle.
-
-  bb provenance show <run-id|slug> [--json|--md]
-      A run record, or every record of a bottle in order. Terminal text by
-      default; --json prints the signed records; --md prints Markdown.
-  bb provenance verify <run-id|slug|file> [--key PEM]
-      Check signatures, hashes and the chain. A file holds one signed record or a
-      JSON array of them (e.g. from GET /api/runs/<id> or bb provenance show --json).
-      The key is this BB_HOME's unless --key names a public key PEM (GET /api/keys).
-      Exit 0 when valid, 1 when not.
-
-Options:
-  -h, --help          show this help
-`;
+import { PROVENANCE_USAGE } from '../usage';
 
 function lookup(state: ReturnType<typeof openState>, what: string): SignedRecord[] {
   const one = state.provenance.get(what);

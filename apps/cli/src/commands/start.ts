@@ -1,33 +1,7 @@
 import { launch, resume } from '@bb/headless';
 import { type CliDeps, makeBackend } from '../deps';
 import { backendName, type CliIo, need, parse, progress, UsageError } from '../io';
-
-export const START_USAGE = `Usage: bb start <agent> --headless --prompt TEXT [--bottle B]... [--backend docker|local]
-
-Start a bottle for <agent> (a manifest in $BB_HOME/config/agents), run one turn
-with TEXT as the prompt, and freeze the bottle. The agent's output goes to
-stdout; the exit code is the agent's.
-
-Options:
-  --headless          run without a terminal UI (required: the only mode so far)
-  --prompt TEXT       the agent's first prompt
-  --bottle B          a bottle manifest to use (repeatable; default: the agent's)
-  --backend NAME      docker (default) or local (no isolation; development only)
-  --slug S            name the bottle (default <agent>-<5 random characters>)
-  -h, --help          show this help
-`;
-
-export const RESUME_USAGE = `Usage: bb resume <slug> --headless --prompt TEXT [--backend docker|local]
-
-Rehydrate the frozen bottle <slug> and continue the same agent session with
-TEXT as the next prompt. The exit code is the agent's.
-
-Options:
-  --headless          run without a terminal UI (required)
-  --prompt TEXT       the next prompt
-  --backend NAME      docker (default) or local
-  -h, --help          show this help
-`;
+import { RESUME_USAGE, START_USAGE } from '../usage';
 
 function headless(values: Record<string, unknown>, usage: string): void {
   if (!values['headless'])

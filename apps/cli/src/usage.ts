@@ -1,0 +1,108 @@
+// Each command's usage text, kept apart from the commands so `bb --help` loads nothing else.
+
+export const DEMO_USAGE = `Usage: bb demo [--keep] [--agent script|claude] [--backend docker|local]
+
+Run the whole bot-bottle story on this machine, narrated, with nothing to set
+up: a Gitea-compatible test server and the orchestrator in this process, state in
+a temporary BB_HOME, and a scripted agent in a real Docker bottle.
+
+  1. alice files an issue labelled bot-bottle:demo and assigns it to the bot
+  2. the webhook launches a bottle; the agent reads the issue, comments,
+     commits, opens a PR and signals done; the bottle is frozen
+  3. alice comments on the PR; the same agent session resumes and answers
+  4. alice merges the PR; the bottle is destroyed
+  5. the signed provenance record is shown and verified
+
+When no Docker engine answers (or the base image is missing) the demo says so
+and uses the local backend, which does not isolate the agent.
+
+Options:
+  --keep              leave the servers up afterwards, print their URLs, and
+                      wait for Ctrl-C (then clean up)
+  --agent NAME        script (default): the deterministic script agent;
+                      claude: the real Claude Code CLI (image bb-agents, from
+                      scripts/build-agents-image.sh) driven by a scripted model
+                      API, its key held by the credential proxy
+  --backend NAME      docker or local (default: docker when available)
+  -h, --help          show this help
+`;
+
+export const START_USAGE = `Usage: bb start <agent> --headless --prompt TEXT [--bottle B]... [--backend docker|local]
+
+Start a bottle for <agent> (a manifest in $BB_HOME/config/agents), run one turn
+with TEXT as the prompt, and freeze the bottle. The agent's output goes to
+stdout; the exit code is the agent's.
+
+Options:
+  --headless          run without a terminal UI (required: the only mode so far)
+  --prompt TEXT       the agent's first prompt
+  --bottle B          a bottle manifest to use (repeatable; default: the agent's)
+  --backend NAME      docker (default) or local (no isolation; development only)
+  --slug S            name the bottle (default <agent>-<5 random characters>)
+  -h, --help          show this help
+`;
+
+export const RESUME_USAGE = `Usage: bb resume <slug> --headless --prompt TEXT [--backend docker|local]
+
+Rehydrate the frozen bottle <slug> and continue the same agent session with
+TEXT as the next prompt. The exit code is the agent's.
+
+Options:
+  --headless          run without a terminal UI (required)
+  --prompt TEXT       the next prompt
+  --backend NAME      docker (default) or local
+  -h, --help          show this help
+`;
+
+export const ORCHESTRATE_USAGE = `Usage: bb orchestrate <start|resume|status|serve> [options]
+
+Forge-driven bottles, by hand or as a service. State is in $BB_HOME/bot-bottle.db.
+
+  bb orchestrate start --agent A --prompt P [--bottle B]... [--label K=V]... [--backend B]
+      Launch a bottle for the issue the FORGE_* environment names, with its forge
+      sidecar, a state row and a signed provenance record. Needs FORGE_GITEA_API,
+      FORGE_TOKEN, FORGE_OWNER, FORGE_REPO, FORGE_ISSUE_NUMBER (FORGE_PR_NUMBER optional).
+  bb orchestrate resume --slug S --prompt P [--backend B]
+      Continue a frozen forge bottle (needs FORGE_TOKEN again; it is never stored).
+  bb orchestrate status [--json]
+      The managed bottles: status, issue and PR URLs, last check-in.
+  bb orchestrate serve
+      Run the orchestrator (webhooks in, bottles out) until Ctrl-C or SIGTERM.
+      Configuration: see docs/orchestrator.md (FORGE_GITEA_API, FORGE_TOKEN,
+      FORGE_WEBHOOK_SECRET, BB_PORT, ...).
+
+Options:
+  -h, --help          show this help
+`;
+
+export const PROVENANCE_USAGE = `Usage: bb provenance <show|verify> [options]
+
+Signed run records: one per agent turn, chained per bottle.
+
+  bb provenance show <run-id|slug> [--json|--md]
+      A run record, or every record of a bottle in order. Terminal text by
+      default; --json prints the signed records; --md prints Markdown.
+  bb provenance verify <run-id|slug|file> [--key PEM]
+      Check signatures, hashes and the chain. A file holds one signed record or a
+      JSON array of them (e.g. from GET /api/runs/<id> or bb provenance show --json).
+      The key is this BB_HOME's unless --key names a public key PEM (GET /api/keys).
+      Exit 0 when valid, 1 when not.
+
+Options:
+  -h, --help          show this help
+`;
+
+export const DOCTOR_USAGE = `Usage: bb doctor [--json]
+
+Check that this machine can run bottles, and say how to fix what is missing:
+  - the Docker engine answers (DOCKER_HOST or the local socket)
+  - the bottle base image exists (BB_BASE_IMAGE, default bb-base:latest)
+  - the agent and bottle manifests in $BB_HOME/config are valid
+  - the orchestrator's configuration is valid (when FORGE_GITEA_API is set)
+  - the forge answers with the token's user, and that user is in FORGE_ORG
+Exit 0 when every check passes, 1 otherwise.
+
+Options:
+  --json              print the checks as JSON: [{ "check", "ok", "detail", "fix" }]
+  -h, --help          show this help
+`;

@@ -32,7 +32,7 @@ import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { until } from './support';
+import { forgeWorld, until } from './support';
 
 const docker = await probeDocker();
 const AGENTS_IMAGE = process.env['BB_AGENTS_IMAGE'] ?? 'bb-agents:latest';
@@ -196,17 +196,7 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
       );
     }
     gitea = await createGiteaTestServer({
-      world: {
-        users: [
-          { login: 'alice', tokens: ['alice-token-1234567890'] },
-          { login: 'bb-claude', tokens: [TOKEN] },
-        ],
-        orgs: [
-          { name: 'acme', members: ['alice'] },
-          { name: 'bot-bottle', members: ['bb-claude'] },
-        ],
-        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
-      },
+      world: forgeWorld(TOKEN),
     });
     orch = await serve({
       env: {

@@ -2,8 +2,7 @@
 // it shows a running bottle with its issue link, refreshes itself until the
 // bottle is frozen, and links each run to its provenance verification.
 // Screenshots are kept in test-artifacts/dashboard/.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
@@ -12,7 +11,7 @@ import { type RunningOrchestrator, serve } from '@bb/orchestrator';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { probeChromium } from './support';
+import { forgeWorld, makeHome, probeChromium, scriptAgent } from './support';
 
 const docker = await probeDocker();
 const browserProbe = probeChromium();
@@ -28,46 +27,22 @@ describe.skipIf(!docker.ok || !browserProbe.ok)('the dashboard in headless Chrom
   const backend = new DockerBackend();
 
   beforeAll(async () => {
-    home = mkdtempSync(join(tmpdir(), 'bb-dash-'));
-    mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-    mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-    writeFileSync(
-      join(home, 'config', 'agents', 'implementer.json'),
-      JSON.stringify({
-        provider: 'script',
-        git: { name: 'Implementer', email: 'impl@example.test' },
-        script: {
-          turns: [
-            {
-              steps: [
-                { do: 'read_issue' },
-                { do: 'sleep', ms: 4000 },
-                { do: 'write', path: 'a.txt', content: 'a\n' },
-                { do: 'commit', message: 'A' },
-                { do: 'open_pr', title: 'Add a', body: '' },
-                { do: 'done', status: 'success', summary: 'Added a.' },
-              ],
-            },
+    home = makeHome('bb-dash-', {
+      implementer: scriptAgent([
+        {
+          steps: [
+            { do: 'read_issue' },
+            { do: 'sleep', ms: 4000 },
+            { do: 'write', path: 'a.txt', content: 'a\n' },
+            { do: 'commit', message: 'A' },
+            { do: 'open_pr', title: 'Add a', body: '' },
+            { do: 'done', status: 'success', summary: 'Added a.' },
           ],
         },
-      }),
-    );
-    writeFileSync(
-      join(home, 'config', 'bottles', 'default.json'),
-      JSON.stringify({ image: BASE_IMAGE }),
-    );
+      ]),
+    });
     gitea = await createGiteaTestServer({
-      world: {
-        users: [
-          { login: 'alice', tokens: ['alice-token-1234567890'] },
-          { login: 'bb-claude', tokens: [TOKEN] },
-        ],
-        orgs: [
-          { name: 'acme', members: ['alice'] },
-          { name: 'bot-bottle', members: ['bb-claude'] },
-        ],
-        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
-      },
+      world: forgeWorld(TOKEN),
     });
     orch = await serve({
       env: {

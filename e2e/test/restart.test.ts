@@ -5,18 +5,8 @@
 // (it does not retry) are caught by the REST sweep after a restart.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import {
-  createWriteStream,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { createWriteStream, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
@@ -26,7 +16,7 @@ import { ProvenanceStore } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { until } from './support';
+import { forgeWorld, makeHome, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-restart-5150';
@@ -111,56 +101,32 @@ describe.skipIf(!docker.ok)('real Docker: the orchestrator process, killed and r
   const comments = (n: number) => gitea.issue('acme/widgets', n).comments.map((c) => c.body);
 
   beforeAll(async () => {
-    home = mkdtempSync(join(tmpdir(), 'bb-restart-'));
-    mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-    mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-    writeFileSync(
-      join(home, 'config', 'agents', 'implementer.json'),
-      JSON.stringify({
-        provider: 'script',
-        git: { name: 'Implementer', email: 'impl@example.test' },
-        script: {
-          turns: [
-            {
-              steps: [
-                { do: 'read_issue' },
-                { do: 'comment', body: 'Starting.' },
-                // Long enough for the test to kill the orchestrator mid-run.
-                { do: 'sleep', ms: 6000 },
-                { do: 'write', path: 'fix.txt', content: 'fixed\n' },
-                { do: 'commit', message: 'Fix' },
-                { do: 'open_pr', title: 'Fix it', body: 'Done.' },
-                { do: 'comment', body: 'PR is up.' },
-                { do: 'done', status: 'success', summary: 'Opened the PR.' },
-              ],
-            },
-            {
-              steps: [
-                { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
-                { do: 'done', status: 'success', summary: 'Answered.' },
-              ],
-            },
+    home = makeHome('bb-restart-', {
+      implementer: scriptAgent([
+        {
+          steps: [
+            { do: 'read_issue' },
+            { do: 'comment', body: 'Starting.' },
+            // Long enough for the test to kill the orchestrator mid-run.
+            { do: 'sleep', ms: 6000 },
+            { do: 'write', path: 'fix.txt', content: 'fixed\n' },
+            { do: 'commit', message: 'Fix' },
+            { do: 'open_pr', title: 'Fix it', body: 'Done.' },
+            { do: 'comment', body: 'PR is up.' },
+            { do: 'done', status: 'success', summary: 'Opened the PR.' },
           ],
         },
-      }),
-    );
-    writeFileSync(
-      join(home, 'config', 'bottles', 'default.json'),
-      JSON.stringify({ image: BASE_IMAGE }),
-    );
+        {
+          steps: [
+            { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
+            { do: 'done', status: 'success', summary: 'Answered.' },
+          ],
+        },
+      ]),
+    });
     port = await freePort();
     gitea = await createGiteaTestServer({
-      world: {
-        users: [
-          { login: 'alice', tokens: ['alice-token-1234567890'] },
-          { login: 'bb-claude', tokens: [TOKEN] },
-        ],
-        orgs: [
-          { name: 'acme', members: ['alice'] },
-          { name: 'bot-bottle', members: ['bb-claude'] },
-        ],
-        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
-      },
+      world: forgeWorld(TOKEN),
       hooks: [{ url: `http://127.0.0.1:${port}/webhooks/gitea`, secret: SECRET }],
     });
   });

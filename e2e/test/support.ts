@@ -1,5 +1,9 @@
 // Helpers shared by the end-to-end tests.
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { GiteaWorldSeed } from '@bb/forge/test-server';
+import { BASE_IMAGE } from '@bb/tooling/docker';
 
 /** Poll `fn` every 100 ms until it returns something truthy; fail after `ms`. */
 export async function until<T>(
@@ -26,4 +30,52 @@ export function probeChromium(path = '/usr/bin/chromium'): { ok: boolean; path: 
     throw new Error(`BB_REQUIRE_DOCKER=1 but ${path} is missing: run scripts/ensure-chromium.sh`);
   console.warn(`[bb] skipping browser tests: ${path} is missing (scripts/ensure-chromium.sh)`);
   return { ok: false, path };
+}
+
+/**
+ * A temporary BB_HOME with agent and bottle manifests. Bottles default to one
+ * `default` bottle on the base image.
+ */
+export function makeHome(
+  prefix: string,
+  agents: Record<string, unknown>,
+  bottles: Record<string, unknown> = { default: { image: BASE_IMAGE } },
+): string {
+  const home = mkdtempSync(join(tmpdir(), prefix));
+  for (const [kind, manifests] of [
+    ['agents', agents],
+    ['bottles', bottles],
+  ] as const) {
+    mkdirSync(join(home, 'config', kind), { recursive: true });
+    for (const [name, m] of Object.entries(manifests))
+      writeFileSync(join(home, 'config', kind, `${name}.json`), JSON.stringify(m));
+  }
+  return home;
+}
+
+/** A script agent's manifest with these turns. */
+export function scriptAgent(turns: unknown[], name = 'Implementer') {
+  return {
+    provider: 'script',
+    git: { name, email: `${name.toLowerCase()}@example.test` },
+    script: { turns },
+  };
+}
+
+/**
+ * The forge the end-to-end tests use: alice (a human in org acme) files issues in
+ * acme/widgets; bb-claude (in the agent org bot-bottle, with `botToken`) is the bot.
+ */
+export function forgeWorld(botToken: string): GiteaWorldSeed {
+  return {
+    users: [
+      { login: 'alice', tokens: ['alice-token-1234567890'] },
+      { login: 'bb-claude', tokens: [botToken] },
+    ],
+    orgs: [
+      { name: 'acme', members: ['alice'] },
+      { name: 'bot-bottle', members: ['bb-claude'] },
+    ],
+    repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
+  };
 }

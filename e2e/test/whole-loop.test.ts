@@ -2,10 +2,9 @@
 // real signed webhooks to the orchestrator over HTTP; a script agent runs in a
 // bottle, opens a PR and signals done; a human comment resumes the same session;
 // the merge destroys the bottle. Provenance is recorded for each turn.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeGiteaPools, GiteaForge } from '@bb/forge';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
@@ -20,7 +19,7 @@ import {
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { until } from './support';
+import { forgeWorld, makeHome, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-whole-loop-77';
@@ -40,42 +39,28 @@ describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
   const logs: Array<Record<string, unknown>> = [];
 
   beforeAll(async () => {
-    home = mkdtempSync(join(tmpdir(), 'bb-loop-'));
-    mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-    mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-    writeFileSync(
-      join(home, 'config', 'agents', 'implementer.json'),
-      JSON.stringify({
-        provider: 'script',
-        git: { name: 'Implementer', email: 'impl@example.test' },
-        script: {
-          turns: [
-            {
-              steps: [
-                { do: 'read_issue' },
-                { do: 'write', path: 'fix.txt', content: 'fixed\n' },
-                { do: 'commit', message: 'Fix' },
-                { do: 'open_pr', title: 'Fix the thing', body: 'Done.' },
-                { do: 'comment', body: 'PR is up.' },
-                { do: 'done', status: 'success', summary: 'Opened the PR.' },
-              ],
-            },
-            {
-              steps: [
-                { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
-                // The PR it opened in turn one is still in its write scope.
-                { do: 'comment', number: 2, body: 'Handled on the PR.' },
-                { do: 'done', status: 'success', summary: 'Answered.' },
-              ],
-            },
+    home = makeHome('bb-loop-', {
+      implementer: scriptAgent([
+        {
+          steps: [
+            { do: 'read_issue' },
+            { do: 'write', path: 'fix.txt', content: 'fixed\n' },
+            { do: 'commit', message: 'Fix' },
+            { do: 'open_pr', title: 'Fix the thing', body: 'Done.' },
+            { do: 'comment', body: 'PR is up.' },
+            { do: 'done', status: 'success', summary: 'Opened the PR.' },
           ],
         },
-      }),
-    );
-    writeFileSync(
-      join(home, 'config', 'bottles', 'default.json'),
-      JSON.stringify({ image: BASE_IMAGE }),
-    );
+        {
+          steps: [
+            { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
+            // The PR it opened in turn one is still in its write scope.
+            { do: 'comment', number: 2, body: 'Handled on the PR.' },
+            { do: 'done', status: 'success', summary: 'Answered.' },
+          ],
+        },
+      ]),
+    });
     const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
     const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
     store = new SqliteForgeStateStore({ database: db });
@@ -84,17 +69,7 @@ describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
     await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
     const port = (http.address() as AddressInfo).port;
     gitea = await createGiteaTestServer({
-      world: {
-        users: [
-          { login: 'alice', tokens: ['alice-token-1234567890'] },
-          { login: 'bb-claude', tokens: [TOKEN] },
-        ],
-        orgs: [
-          { name: 'acme', members: ['alice'] },
-          { name: 'bot-bottle', members: ['bb-claude'] },
-        ],
-        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
-      },
+      world: forgeWorld(TOKEN),
       hooks: [{ url: `http://127.0.0.1:${port}/webhooks/gitea`, secret: SECRET }],
     });
     const forgeFor = (owner: string, repo: string) =>

@@ -14,22 +14,5 @@ export {
   type ForgeConformanceWorld,
   type WebhookFixture,
 } from './conformance';
-export { type Delivery, eventHeader } from './gitea-server/hooks';
-export type {
-  GiteaWorldSeed,
-  IssueModel,
-  SeedIssue,
-  SeedLabel,
-  SeedOrg,
-  SeedRepo,
-  SeedUser,
-} from './gitea-server/model';
-export {
-  type ApiExchange,
-  createGiteaTestServer,
-  GiteaTestServer,
-  type GiteaTestServerOptions,
-  type NewIssue,
-  type TestHookOptions,
-} from './gitea-server/server';
+export * from '../test-server';
 export { MEMORY_SIGNATURE_HEADER, MemoryForge, MemoryForgeWorld } from './memory-forge';

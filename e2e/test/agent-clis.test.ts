@@ -20,7 +20,15 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
-import { bottleDir, DockerBackend, HOME_LABEL, homeLabel, readMeta, resume } from '@bb/headless';
+import {
+  type BottleSpec,
+  bottleDir,
+  DockerBackend,
+  HOME_LABEL,
+  homeLabel,
+  readMeta,
+  resume,
+} from '@bb/headless';
 import { type RunningOrchestrator, serve } from '@bb/orchestrator';
 import { ProvenanceStore } from '@bb/provenance';
 import {
@@ -155,7 +163,15 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
   let gitea: GiteaTestServer;
   let orch: RunningOrchestrator;
   const models: Partial<Record<Cli | 'failing' | 'failing-pi', ScriptedModelServer>> = {};
-  const backend = new DockerBackend();
+  // Docker, recording what each container was given: the agent's configuration
+  // is checked for the key, not only its files.
+  const specs: BottleSpec[] = [];
+  const backend = new (class extends DockerBackend {
+    override create(spec: BottleSpec): Promise<string> {
+      specs.push(structuredClone(spec));
+      return super.create(spec);
+    }
+  })();
   let db: BbDatabase;
 
   beforeAll(async () => {
@@ -304,6 +320,20 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
         if (!f.includes(`${join(dir, 'proxy')}`))
           expect(readFileSync(f, 'utf8'), f).not.toContain(MODEL_KEY);
       expect(JSON.stringify(chain(frozen.slug))).not.toContain(MODEL_KEY);
+      const mine = specs.filter((c) => c.labels['bb.slug'] === frozen.slug);
+      const agents = mine.filter((c) => c.labels['bb.role'] === 'agent');
+      expect(agents).toHaveLength(2);
+      for (const a of agents) {
+        expect(JSON.stringify(a)).not.toContain(MODEL_KEY);
+        expect(JSON.stringify(a)).not.toContain(TOKEN);
+        expect(a.network).toBe('none');
+      }
+      // Only the credential proxy holds it.
+      expect(
+        mine
+          .filter((c) => JSON.stringify(c.env).includes(MODEL_KEY))
+          .map((c) => c.labels['bb.role']),
+      ).toEqual(['proxy', 'proxy']);
       expect(JSON.stringify(chain(frozen.slug))).not.toContain(TOKEN);
 
       await gitea.mergePr('alice', 'acme/widgets', n + 1);

@@ -225,13 +225,19 @@ describe.skipIf(!docker.ok)('real Docker: the orchestrator process, killed and r
       chain(slug).length === 2 ? true : undefined,
     );
     expect(comments(a).at(-1)).toContain('Turn 2: I remember');
-    await until('the sweep to launch the second issue', () =>
-      row(b)?.status === 'frozen' ? true : undefined,
+    // The second issue's agent is mid-turn: SIGTERM leaves it running.
+    const slugB = await until('the sweep to launch the second issue', () =>
+      comments(b).includes('Starting.') ? row(b)?.slug : undefined,
     );
-    expect(chain(slug)).toHaveLength(2);
-
-    // Merged while it is down: the sweep destroys the bottle.
     expect(await stop('SIGTERM')).toBe(0);
+    const agentB = (await backend.list({ 'bb.slug': slugB })).find(
+      (c) => c.labels['bb.role'] === 'agent',
+    );
+    expect(agentB?.state).toBe('running');
+    expect(row(b)?.status).toBe('running');
+
+    // Merged while it is down: the sweep destroys that bottle, and the running
+    // one is reattached and finishes its turn.
     await gitea.mergePr('alice', 'acme/widgets', pr);
     await gitea.settle();
     await start();
@@ -240,6 +246,14 @@ describe.skipIf(!docker.ok)('real Docker: the orchestrator process, killed and r
     );
     expect(existsSync(join(home, 'bottles', slug))).toBe(false);
     expect(chain(slug)).toHaveLength(2);
+    const b2 = await until('the reattached second bottle to freeze with a PR', () => {
+      const r = row(b);
+      return r?.status === 'frozen' && r.prNumber ? r : undefined;
+    });
+    expect(b2.slug).toBe(slugB);
+    expect(chain(slugB)).toHaveLength(1);
+    expect(chain(slugB)[0]!.record.done).toEqual({ status: 'success', summary: 'Opened the PR.' });
+    expect(comments(b).filter((c) => c === 'Starting.')).toHaveLength(1);
     expect(await stop('SIGTERM')).toBe(0);
 
     // The token is in no log line of any run.

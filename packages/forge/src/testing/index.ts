@@ -8,11 +8,12 @@
  * - `createGiteaTestServer({ world })`: a Gitea-compatible server on loopback
  *   (REST subset, git smart HTTP via `git http-backend`, signed webhooks).
  */
+
+export * from '../test-server';
 export {
   describeForgeConformance,
   type ForgeConformanceOptions,
   type ForgeConformanceWorld,
   type WebhookFixture,
 } from './conformance';
-export * from '../test-server';
 export { MEMORY_SIGNATURE_HEADER, MemoryForge, MemoryForgeWorld } from './memory-forge';

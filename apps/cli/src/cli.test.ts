@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
@@ -311,5 +311,32 @@ describe('bb doctor', () => {
     expect(t.out).toMatch(/^FAIL docker engine: /m);
     expect(t.out).toMatch(/^ +fix: start the engine/m);
     expect(t.out).toMatch(/^skip forge: skipped: FORGE_GITEA_API is not set$/m);
+  });
+});
+
+describe('bb demo without Docker', () => {
+  it('tells the whole story on the local backend, with its warning, and cleans up', async () => {
+    const t = io({ NO_COLOR: '1' });
+    const code = await runCli(['demo', '--backend', 'local'], t.io);
+    expect(t.err).toBe('');
+    expect(code).toBe(EXIT.OK);
+    expect(t.out).toContain('WARNING: the local backend runs agents as plain processes');
+    expect(t.out).toContain('bottles: local');
+    expect(t.out).toMatch(/PR #2: "Add a greeting" from branch bb\/demo-1/);
+    expect(t.out).toContain('same session: yes');
+    expect(t.out).toMatch(/verification of demo-[a-z0-9]{5}'s chain \(key [0-9a-f]{16}\): OK/);
+    const home = /state: (\S+)/.exec(t.out)![1]!;
+    expect(existsSync(home)).toBe(false);
+  }, 120_000);
+
+  it('refuses a bad --agent or --backend, naming the value', async () => {
+    const a = io();
+    expect(await runCli(['demo', '--agent', 'gpt'], a.io)).toBe(EXIT.USAGE);
+    expect(a.err).toMatch(/--agent must be script or claude \(got "gpt"\)/);
+    const b = io();
+    expect(await runCli(['demo', '--agent', 'claude', '--backend', 'local'], b.io)).toBe(
+      EXIT.USAGE,
+    );
+    expect(b.err).toMatch(/--agent claude runs in the bb-agents image: it needs --backend docker/);
   });
 });

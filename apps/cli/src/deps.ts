@@ -1,6 +1,6 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { type Backend, DockerBackend, LOCAL_BACKEND_WARNING, LocalBackend } from '@bb/headless';
+import { type Backend, DockerBackend, LocalBackend } from '@bb/headless';
 import { GitleaksScanner, loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import type { CliIo } from './io';
@@ -19,10 +19,10 @@ export interface CliDeps {
 
 export function makeBackend(io: CliIo, name: 'docker' | 'local', deps: CliDeps): Backend {
   if (deps.backend) return deps.backend(name);
-  if (name === 'local') {
-    io.stderr(`${yellow(io, 'warning:')} ${LOCAL_BACKEND_WARNING}\n`);
-    return new LocalBackend();
-  }
+  if (name === 'local')
+    return new LocalBackend({
+      warn: (m) => io.stderr(`${yellow(io, m.replace(/^\[bb\] WARNING: /, 'warning: '))}\n`),
+    });
   return new DockerBackend();
 }
 

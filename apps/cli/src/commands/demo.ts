@@ -4,7 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
-import { type Backend, DockerBackend, HOME_LABEL, homeLabel, LocalBackend } from '@bb/headless';
+import {
+  type Backend,
+  DockerBackend,
+  HOME_LABEL,
+  homeLabel,
+  LOCAL_BACKEND_WARNING,
+  LocalBackend,
+} from '@bb/headless';
 import { type RunningOrchestrator, serve } from '@bb/orchestrator';
 import {
   loadOrCreateSigningKey,
@@ -109,14 +116,14 @@ async function pickBackend(
   wanted: string | undefined,
   image: string,
 ): Promise<{ backend: Backend; note?: string }> {
-  if (wanted === 'local') return { backend: new LocalBackend() };
+  if (wanted === 'local') return { backend: new LocalBackend({ warn: () => {} }) };
   const docker = new DockerBackend();
   try {
     await docker.list({ 'bb.demo': 'probe' });
   } catch (err) {
     if (wanted === 'docker') throw err;
     return {
-      backend: new LocalBackend(),
+      backend: new LocalBackend({ warn: () => {} }),
       note: `no Docker engine answers (${errorMessage(err)}); start one with: sh scripts/ensure-docker.sh`,
     };
   }
@@ -125,7 +132,7 @@ async function pickBackend(
   } catch (err) {
     if (wanted === 'docker') throw err;
     return {
-      backend: new LocalBackend(),
+      backend: new LocalBackend({ warn: () => {} }),
       note: `the bottle image ${image} is missing; build it with: sh scripts/build-base-image.sh`,
     };
   }
@@ -191,13 +198,7 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
     }
     backend = picked.backend;
     if (picked.note) say(yellow(io, `   note: ${picked.note}`));
-    if (!backend.isolates)
-      say(
-        yellow(
-          io,
-          '   warning: the local backend runs the agent as a plain process, without isolation.',
-        ),
-      );
+    if (!backend.isolates) say(yellow(io, `   ${LOCAL_BACKEND_WARNING.replace(/^\[bb\] /, '')}`));
     detail(`state: ${home} (a temporary BB_HOME, removed afterwards)`);
     detail(
       `bottles: ${backend.name}${backend.name === 'docker' ? ` (image ${agentKind === 'claude' ? agentsImage : image}, agent without network)` : ''}`,

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Run every test of the repository on this machine, from nothing:
 # pnpm and dependencies, a Docker engine (when one can be had), the bottle base
-# image, a build, then typecheck, lint and all tests. Ends with one line:
+# image, a build, then typecheck, lint, all tests and the package checks. Ends with one line:
 # "tests: N passed, N failed, N skipped".
 # BB_REQUIRE_DOCKER=1 makes a missing Docker engine an error instead of a skip.
 set -eu
@@ -16,6 +16,8 @@ rm -rf test-artifacts/vitest
 pnpm turbo run build --output-logs=errors-only
 status=0
 pnpm turbo run typecheck lint test --concurrency=1 --continue --output-logs=new-only || status=$?
+# Each published package packs, and its tarball passes publint --strict and attw.
+pnpm turbo run publint --concurrency=1 --output-logs=errors-only || status=1
 # Every package with a test script must have left a report.
 pkgs=$(node -e "
   const fs=require('fs');

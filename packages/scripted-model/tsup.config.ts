@@ -1,4 +1,9 @@
 import { packageBuild } from '@bb/tooling/tsup';
 import { defineConfig } from 'tsup';
 
-export default defineConfig(packageBuild({ index: 'src/index.ts', bin: 'src/bin.ts' }));
+export default defineConfig(
+  packageBuild(
+    { index: 'src/index.ts', bin: 'src/bin.ts' },
+    { banner: { js: '#!/usr/bin/env node' } },
+  ),
+);

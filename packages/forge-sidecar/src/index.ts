@@ -4,7 +4,8 @@
  * that holds the forge token and serves a small JSON-RPC 2.0 API on a Unix
  * socket: reads anywhere in the repository, writes only to the bottle's issue
  * and its PRs, one hash-chained op-log line per call, and events relayed to the
- * orchestrator through a queue directory.
+ * orchestrator through a queue directory. The MCP bridge is in
+ * `@bb/forge-sidecar/mcp`.
  */
 
 export { runBbForge } from './bb-forge';
@@ -13,7 +14,6 @@ export { ERROR_TABLE, fromWireError, toWireError, type WireCode, type WireError 
 export { loadSidecarEnv, type SidecarEnv, SidecarEnvSchema } from './config';
 export { gitPushEnv, pushHead, remoteDefaultBranch } from './git-push';
 export { type RunSidecarOptions, runSidecarFromEnv, stderrLogger } from './main';
-export { createForgeMcpServer } from './mcp-bridge';
 export { callMethod, METHOD_NAMES, type MethodContext, type MethodName, PARAMS } from './methods';
 export {
   GENESIS,

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BbError, type BbErrorCode, redactString, registerSecret } from '@bb/errors';
-import { type Dispatcher, Pool } from 'undici';
+import type { Dispatcher, Pool } from 'undici';
 
 export interface GiteaClientOptions {
   /** Gitea's API base, e.g. `https://gitea.example.com/api/v1` (`/api/v1` is added when missing). */
@@ -47,19 +47,30 @@ export interface GiteaResponse<T = unknown> {
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
 
+// undici loads on the first request, so programs that only import this package
+// (for its types, webhooks or targeting) do not pay for it at start-up.
+let undici: Promise<typeof import('undici')> | undefined;
+
 // One pool per origin for the whole process, shared by every client of it.
-const pools = new Map<string, Pool>();
-function poolFor(origin: string, options: GiteaClientOptions): Pool {
+const pools = new Map<string, Pool | Promise<Pool>>();
+function poolFor(origin: string, options: GiteaClientOptions): Pool | Promise<Pool> {
   const key = `${origin}|${options.connections ?? 8}`;
   let pool = pools.get(key);
   if (!pool) {
-    pool = new Pool(origin, {
-      connections: options.connections ?? 8,
-      connect: { timeout: options.connectTimeoutMs ?? 5000 },
-      keepAliveTimeout: 30_000,
-      headersTimeout: options.headersTimeoutMs ?? 15_000,
-      bodyTimeout: options.bodyTimeoutMs ?? 15_000,
+    undici ??= import('undici');
+    const made = undici.then(({ Pool }) => {
+      const p = new Pool(origin, {
+        connections: options.connections ?? 8,
+        connect: { timeout: options.connectTimeoutMs ?? 5000 },
+        keepAliveTimeout: 30_000,
+        headersTimeout: options.headersTimeoutMs ?? 15_000,
+        bodyTimeout: options.bodyTimeoutMs ?? 15_000,
+      });
+      // Later callers get the pool itself, without a promise in between.
+      if (pools.get(key) === made) pools.set(key, p);
+      return p;
     });
+    pool = made;
     pools.set(key, pool);
   }
   return pool;
@@ -69,7 +80,7 @@ function poolFor(origin: string, options: GiteaClientOptions): Pool {
 export async function closeGiteaPools(): Promise<void> {
   const all = [...pools.values()];
   pools.clear();
-  await Promise.all(all.map((p) => p.close()));
+  await Promise.all(all.map(async (p) => (await p).close()));
 }
 
 /**
@@ -81,7 +92,7 @@ export class GiteaClient {
   readonly apiBase: URL;
   readonly #options: GiteaClientOptions;
   readonly #auth: string | undefined;
-  readonly #pool: Pool;
+  #pool: Pool | Promise<Pool>;
 
   constructor(options: GiteaClientOptions) {
     let base: URL;
@@ -200,6 +211,7 @@ export class GiteaClient {
       headers['content-type'] = 'application/json';
       payload = JSON.stringify(body);
     }
+    if (!('request' in this.#pool)) this.#pool = await this.#pool;
     const res = await this.#pool.request({ method, path, headers, body: payload });
     const text = await res.body.text();
     let parsed: unknown = text;

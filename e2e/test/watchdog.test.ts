@@ -1,8 +1,7 @@
 // The watchdog on a real Docker engine: an agent that goes silent, and one whose
 // forge sidecar dies, are stopped and their bottles frozen with watchdogFired in
 // provenance. Timeouts come from configuration (short here), not sleeping tests.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { closeGiteaPools, GiteaForge } from '@bb/forge';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
@@ -13,7 +12,7 @@ import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { until } from './support';
+import { forgeWorld, makeHome, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-watchdog-31';
@@ -24,14 +23,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
   const backend = new DockerBackend();
   beforeAll(async () => {
     gitea = await createGiteaTestServer({
-      world: {
-        users: [{ login: 'alice' }, { login: 'bb-claude', tokens: [TOKEN] }],
-        orgs: [
-          { name: 'acme', members: ['alice'] },
-          { name: 'bot-bottle', members: ['bb-claude'] },
-        ],
-        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
-      },
+      world: forgeWorld(TOKEN),
     });
   });
   afterAll(async () => {
@@ -41,22 +33,10 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
   });
 
   function orchestrator(timeoutMs: number) {
-    const home = mkdtempSync(join(tmpdir(), 'bb-watchdog-'));
+    const home = makeHome('bb-watchdog-', {
+      sleeper: scriptAgent([{ steps: [{ do: 'read_issue' }, { do: 'sleep', ms: 120_000 }] }]),
+    });
     homes.push(home);
-    mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-    mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-    writeFileSync(
-      join(home, 'config', 'agents', 'sleeper.json'),
-      JSON.stringify({
-        provider: 'script',
-        git: { name: 'S', email: 's@example.test' },
-        script: { turns: [{ steps: [{ do: 'read_issue' }, { do: 'sleep', ms: 120_000 }] }] },
-      }),
-    );
-    writeFileSync(
-      join(home, 'config', 'bottles', 'default.json'),
-      JSON.stringify({ image: BASE_IMAGE }),
-    );
     const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
     const store = new SqliteForgeStateStore({ database: db });
     const prov = new ProvenanceStore(db);

@@ -1,16 +1,9 @@
-import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { type Backend, DockerBackend, LocalBackend } from '@bb/headless';
 import { GitleaksScanner, loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
-import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import { BbDatabase, resolveBbHome, SqliteForgeStateStore } from '@bb/state';
 import type { CliIo } from './io';
 import { yellow } from './io';
-
-/** `$BB_HOME`, or `~/.bot-bottle`. */
-export function bbHome(io: CliIo): string {
-  const h = io.env['BB_HOME'];
-  return resolve(h && h.length > 0 ? h : join(homedir(), '.bot-bottle'));
-}
 
 /** What commands are built from; tests inject their own. */
 export interface CliDeps {
@@ -28,7 +21,7 @@ export function makeBackend(io: CliIo, name: 'docker' | 'local', deps: CliDeps):
 
 /** The bot-bottle database of `$BB_HOME` with its stores. Close it when done. */
 export function openState(io: CliIo) {
-  const home = bbHome(io);
+  const home = resolveBbHome(io.env);
   const database = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
   return {
     home,

@@ -1,8 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { homedir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { errorMessage, redact, registerSecret } from '@bb/errors';
 import { closeGiteaPools, GiteaClient, GiteaForge } from '@bb/forge';
@@ -15,7 +14,7 @@ import {
   ProvenanceStore,
   type SecretScanner,
 } from '@bb/provenance';
-import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import { BbDatabase, resolveBbHome, SqliteForgeStateStore } from '@bb/state';
 import { pino } from 'pino';
 import { createApp } from './app';
 import { loadConfig, type OrchestratorConfig } from './config';
@@ -80,7 +79,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     },
     options.logStream ?? process.stdout,
   );
-  const home = resolve(config.BB_HOME ?? join(homedir(), '.bot-bottle'));
+  const home = resolveBbHome(env);
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const bottleEnv = { ...env, BB_HOME: home };
 

@@ -13,12 +13,12 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { createRequire } from 'node:module';
-import { homedir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { BbError, isBbError, redactString, registerSecret } from '@bb/errors';
 import type { Backend, BottleSpec } from './backend';
+import { bbHome } from './home';
 import {
   type AgentManifest,
   type BottleManifest,
@@ -157,11 +157,6 @@ function pathsFor(backend: Backend, dir: string, runtime: string): typeof IN_BOT
     state: join(dir, 'state'),
     proxy: join(dir, 'proxy'),
   };
-}
-
-function bbHome(env: Record<string, string | undefined>): string {
-  const h = env['BB_HOME'];
-  return resolve(h && h.length > 0 ? h : join(homedir(), '.bot-bottle'));
 }
 
 /** The label naming the `BB_HOME` a bottle belongs to (see `homeLabel`). */
@@ -789,16 +784,12 @@ async function watchSidecar(
   socket: string,
   slug: string,
 ): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if (existsSync(socket)) return;
-    if ((await backend.inspect(sidecarId))?.state === 'exited') break;
-    await new Promise((r) => setTimeout(r, 25));
+  try {
+    await waitForSocket(backend, sidecarId, socket, slug, 'forge sidecar');
+  } catch (err) {
+    await backend.stop(agentId, 1000).catch(() => {});
+    throw err;
   }
-  await backend.stop(agentId, 1000).catch(() => {});
-  throw new BbError(
-    'BACKEND_ERROR',
-    `the forge sidecar of ${slug} did not start: ${redactString((await backend.logs(sidecarId)).slice(-500))}`,
-  );
 }
 
 /** Slugs of the bottles under `$BB_HOME/bottles`. */

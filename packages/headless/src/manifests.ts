@@ -1,9 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { bbHome } from './home';
 
 /** Agent and bottle names, as labels name them. */
 export const MANIFEST_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
@@ -100,8 +100,7 @@ export type BottleManifest = z.infer<typeof BottleManifestSchema>;
 
 /** `$BB_HOME/config`, with `BB_HOME` defaulting to `~/.bot-bottle`. */
 export function configDir(env: Record<string, string | undefined> = process.env): string {
-  const home = env['BB_HOME'];
-  return join(resolve(home && home.length > 0 ? home : join(homedir(), '.bot-bottle')), 'config');
+  return join(bbHome(env), 'config');
 }
 
 /** Memory limit in bytes from a manifest value. */

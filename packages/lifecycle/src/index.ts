@@ -5,6 +5,7 @@
  * queue, and the pure state machine of an issue's bottle.
  */
 
+export { type BottleRow, saveBottleRow } from './bottle-row';
 export { installedCommit } from './installed-commit';
 export {
   INITIAL,

@@ -24,6 +24,7 @@ import {
   type TurnOutcome,
 } from '@bb/headless';
 import type { DeliveryLedger, ForgeState, ForgeStateStore } from '@bb/state';
+import { saveBottleRow } from './bottle-row';
 import {
   INITIAL,
   type LifecycleInput,
@@ -596,25 +597,20 @@ export class Orchestrator {
   }
 
   #save(bottle: Bottle, status: ForgeState['status']): void {
-    const now = new Date().toISOString();
-    const existing = this.#o.store.get(bottle.owner, bottle.repo, bottle.issue);
-    const meta = readMeta(bottle.slug, this.#o.env);
-    this.#o.store.upsert({
-      owner: bottle.owner,
-      repo: bottle.repo,
-      issueNumber: bottle.issue,
-      slug: bottle.slug,
-      agentName: bottle.agent,
-      bottleNames: meta?.bottles ?? existing?.bottleNames ?? [],
-      backendName: this.#o.backend.name,
-      agentGitUser: this.#o.botLogin,
-      prNumber: bottle.state.prs.at(-1) ?? null,
-      status,
-      lastCheckinAt: now,
-      sessionId: meta?.sessionId ?? existing?.sessionId ?? null,
-      cwd: meta?.cwd ?? existing?.cwd ?? null,
-      createdAt: existing?.createdAt ?? now,
-      updatedAt: now,
-    });
+    saveBottleRow(
+      this.#o.store,
+      {
+        owner: bottle.owner,
+        repo: bottle.repo,
+        issue: bottle.issue,
+        slug: bottle.slug,
+        agent: bottle.agent,
+        backendName: this.#o.backend.name,
+        botLogin: this.#o.botLogin,
+        prNumber: bottle.state.prs.at(-1) ?? null,
+        status,
+      },
+      this.#o.env,
+    );
   }
 }

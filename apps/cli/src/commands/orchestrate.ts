@@ -1,6 +1,6 @@
 import { BbError } from '@bb/errors';
-import { type Backend, launch, readMeta, resume, type TurnOutcome } from '@bb/headless';
-import { installedCommit, recordTurn } from '@bb/lifecycle';
+import { type Backend, launch, resume, type TurnOutcome } from '@bb/headless';
+import { installedCommit, recordTurn, saveBottleRow } from '@bb/lifecycle';
 import type { ForgeState, ForgeStateStore } from '@bb/state';
 import pkg from '../../package.json' with { type: 'json' };
 import { type CliDeps, makeBackend, openState } from '../deps';
@@ -9,40 +9,25 @@ import { ORCHESTRATE_USAGE } from '../usage';
 
 const nowIso = () => new Date().toISOString();
 
+type RowBase = {
+  owner: string;
+  repo: string;
+  issue: number;
+  slug: string;
+  agent: string;
+  backend: Backend;
+};
+
 function saveRow(
   store: ForgeStateStore,
   io: CliIo,
-  base: {
-    owner: string;
-    repo: string;
-    issue: number;
-    slug: string;
-    agent: string;
-    backend: Backend;
-  },
+  base: RowBase,
   status: ForgeState['status'],
   prNumber: number | null,
   botLogin: string,
 ): void {
-  const existing = store.get(base.owner, base.repo, base.issue);
-  const meta = readMeta(base.slug, io.env);
-  store.upsert({
-    owner: base.owner,
-    repo: base.repo,
-    issueNumber: base.issue,
-    slug: base.slug,
-    agentName: base.agent,
-    bottleNames: meta?.bottles ?? existing?.bottleNames ?? [],
-    backendName: base.backend.name,
-    agentGitUser: botLogin,
-    prNumber,
-    status,
-    lastCheckinAt: nowIso(),
-    sessionId: meta?.sessionId ?? existing?.sessionId ?? null,
-    cwd: meta?.cwd ?? existing?.cwd ?? null,
-    createdAt: existing?.createdAt ?? nowIso(),
-    updatedAt: nowIso(),
-  });
+  const { backend, ...rest } = base;
+  saveBottleRow(store, { ...rest, backendName: backend.name, botLogin, prNumber, status }, io.env);
 }
 
 function labels(v: unknown, usage: string): Record<string, string> {

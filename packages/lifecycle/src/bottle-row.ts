@@ -1,0 +1,47 @@
+import { readMeta } from '@bb/headless';
+import type { ForgeState, ForgeStateStore } from '@bb/state';
+
+export interface BottleRow {
+  owner: string;
+  repo: string;
+  issue: number;
+  slug: string;
+  agent: string;
+  backendName: string;
+  /** The forge user the agent acts as. */
+  botLogin: string;
+  prNumber: number | null;
+  status: ForgeState['status'];
+}
+
+/**
+ * Write a bottle's state row: what the caller knows, plus what the bottle's
+ * `meta.json` says (bottles, session, working directory), keeping the row's
+ * creation time. The one place a row is built, for the orchestrator and `bb`.
+ */
+export function saveBottleRow(
+  store: ForgeStateStore,
+  row: BottleRow,
+  env: Record<string, string | undefined>,
+): void {
+  const now = new Date().toISOString();
+  const existing = store.get(row.owner, row.repo, row.issue);
+  const meta = readMeta(row.slug, env);
+  store.upsert({
+    owner: row.owner,
+    repo: row.repo,
+    issueNumber: row.issue,
+    slug: row.slug,
+    agentName: row.agent,
+    bottleNames: meta?.bottles ?? existing?.bottleNames ?? [],
+    backendName: row.backendName,
+    agentGitUser: row.botLogin,
+    prNumber: row.prNumber,
+    status: row.status,
+    lastCheckinAt: now,
+    sessionId: meta?.sessionId ?? existing?.sessionId ?? null,
+    cwd: meta?.cwd ?? existing?.cwd ?? null,
+    createdAt: existing?.createdAt ?? now,
+    updatedAt: now,
+  });
+}

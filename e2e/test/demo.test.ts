@@ -30,7 +30,7 @@ function bb(args: string[]) {
 describe.skipIf(!docker.ok)('bb demo', () => {
   it('tells the whole story on Docker and verifies the provenance', async () => {
     const run = bb(['demo']);
-    expect(await run.exit).toBe(0);
+    expect(await run.exit, `${run.out.stdout}\n${run.out.stderr}`).toBe(0);
     const text = run.out.stdout;
     expect(text).toContain('bottles: docker');
     expect(text).toMatch(/alice files issue #1 .* labelled bot-bottle:demo, assigned to bb-bot/);
@@ -61,7 +61,7 @@ describe.skipIf(!docker.ok)('bb demo', () => {
       throw new Error('bb-agents:latest is missing: run scripts/build-agents-image.sh');
     if (!hasAgents) ctx.skip('bb-agents:latest is missing (scripts/build-agents-image.sh)');
     const run = bb(['demo', '--agent', 'claude']);
-    expect(await run.exit).toBe(0);
+    expect(await run.exit, `${run.out.stdout}\n${run.out.stderr}`).toBe(0);
     const text = run.out.stdout;
     expect(text).toMatch(/the agent was the real claude CLI \d+\.\d+\.\d+/);
     expect(text).toContain('model key inside the bottle: no (only the proxy held it)');
@@ -83,7 +83,7 @@ describe.skipIf(!docker.ok)('bb demo', () => {
     const home = /state: +(\S+)/.exec(run.out.stdout.split('stay up until Ctrl-C')[1]!)![1]!;
     expect(existsSync(home)).toBe(true);
     run.child.kill('SIGINT');
-    expect(await run.exit).toBe(0);
+    expect(await run.exit, `${run.out.stdout}\n${run.out.stderr}`).toBe(0);
     expect(existsSync(home)).toBe(false);
     await expect(fetch(dashboard)).rejects.toThrow();
   }, 200_000);

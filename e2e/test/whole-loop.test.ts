@@ -18,7 +18,7 @@ import {
 } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { forgeWorld, makeHome, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
@@ -115,6 +115,7 @@ describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
   });
 
   it('issue → bottle → PR → done → frozen → comment → resumed → merged → destroyed', async () => {
+    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
     const n = gitea.createIssue('alice', 'acme/widgets', {
       title: 'Fix the thing',
       body: 'It is broken.',

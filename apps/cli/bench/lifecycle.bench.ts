@@ -1,10 +1,11 @@
 // `bb orchestrate start` (the real binary: node start-up, state, clone, sidecar,
 // bottle) to the agent's first forge call, against a bare `docker run` of the
-// same image making the same call to an already running sidecar, round by round
-// in one run. Goal: <= 1.2x. `bb orchestrate resume` of the frozen bottle to its
-// first forge call is reported against the same baseline.
+// same image running the same agent program, making the same call to an already
+// running sidecar; both are timed to the call's entry in the op log, round by
+// round in one run. Goal: <= 1.2x. `bb orchestrate resume` of the frozen bottle
+// to its first forge call is reported against the same baseline.
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -65,16 +66,18 @@ function run(cmd: string, args: string[], extraEnv: Record<string, string> = {})
     );
   });
 }
-const opTimes = (slug: string) =>
-  readFileSync(join(bottleDir(slug, env), 'state', 'ops.jsonl'), 'utf8')
+const opTimesIn = (file: string) =>
+  readFileSync(file, 'utf8')
     .trim()
     .split('\n')
     .map((l) => Date.parse((JSON.parse(l) as { time: string }).time));
+const opTimes = (slug: string) => opTimesIn(join(bottleDir(slug, env), 'state', 'ops.jsonl'));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const ours: number[] = [];
 const resumes: number[] = [];
 const base: number[] = [];
+const bbForge: number[] = [];
 for (let r = 0; r < ROUNDS; r++) {
   const issue = server.createIssue('alice', 'acme/widgets', { title: `Bench ${r}`, body: '' });
   const forgeEnv = {
@@ -100,9 +103,19 @@ for (let r = 0; r < ROUNDS; r++) {
   );
   resumes.push(opTimes(slug)[1]! - t1);
 
-  // Baseline: the same image's sidecar already up, then a bare `docker run` making
-  // the same call.
+  // Baselines: the same image's sidecar already up (its op log on a host directory),
+  // then a bare `docker run` of the same agent program (the script agent, with the
+  // same script) making the same first call, timed the same way: to the call's
+  // entry in the op log. A bare `docker run` of bb-forge (the lightest client) is
+  // reported beside it.
   const dir = bottleDir(slug, env);
+  const bare = mkdtempSync(join(tmpdir(), 'bb-bench-bare-'));
+  for (const d of ['state', 'home/.bb']) mkdirSync(join(bare, d), { recursive: true });
+  writeFileSync(
+    join(bare, 'home', '.bb', 'script.json'),
+    JSON.stringify({ turns: [{ steps: [{ do: 'read_issue' }] }] }),
+  );
+  await run('chown', ['-R', '1000:1000', bare]);
   const sidecar = (
     await run('docker', [
       'run',
@@ -120,6 +133,8 @@ for (let r = 0; r < ROUNDS; r++) {
       `${join(dir, 'sock')}:/run/bb`,
       '-v',
       `${join(dir, 'workspace')}:/workspace`,
+      '-v',
+      `${join(bare, 'state')}:/run/bb-state`,
       '-e',
       'HOME=/tmp',
       '-e',
@@ -137,7 +152,7 @@ for (let r = 0; r < ROUNDS; r++) {
       '-e',
       'BB_QUEUE_DIR=/tmp/q',
       '-e',
-      'BB_OPS_LOG=/tmp/ops.jsonl',
+      'BB_OPS_LOG=/run/bb-state/ops.jsonl',
       '-e',
       'BB_WORKSPACE=/workspace',
       '-e',
@@ -147,36 +162,38 @@ for (let r = 0; r < ROUNDS; r++) {
       '/opt/bb/sidecar.mjs',
     ])
   ).trim();
-  for (let i = 0; i < 200; i++) {
-    try {
-      readFileSync(join(dir, 'sock', 'forge.sock'));
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') break;
-    }
+  for (let i = 0; i < 200 && !existsSync(join(dir, 'sock', 'forge.sock')); i++)
     await new Promise((res) => setTimeout(res, 25));
-  }
+  const bareOps = () => opTimesIn(join(bare, 'state', 'ops.jsonl'));
+  const bareRun = (cmd: string[]) =>
+    run('docker', [
+      'run',
+      '--rm',
+      '--network',
+      'none',
+      '--user',
+      '1000:1000',
+      '-v',
+      `${join(home, 'runtime')}:/opt/bb:ro`,
+      '-v',
+      `${join(dir, 'sock')}:/run/bb`,
+      '-v',
+      `${join(bare, 'home')}:/home/bottle`,
+      '-e',
+      'BB_SIDECAR_SOCKET=/run/bb/forge.sock',
+      '-e',
+      'BB_AGENT_HOME=/home/bottle',
+      BASE_IMAGE,
+      ...cmd,
+    ]);
   const t2 = Date.now();
-  await run('docker', [
-    'run',
-    '--rm',
-    '--network',
-    'none',
-    '--user',
-    '1000:1000',
-    '-v',
-    `${join(home, 'runtime')}:/opt/bb:ro`,
-    '-v',
-    `${join(dir, 'sock')}:/run/bb`,
-    '-e',
-    'BB_SIDECAR_SOCKET=/run/bb/forge.sock',
-    BASE_IMAGE,
-    'node',
-    '/opt/bb/bb-forge.mjs',
-    'read-issue',
-    String(issue),
-  ]);
-  base.push(Date.now() - t2);
+  await bareRun(['node', '/opt/bb/script-agent.mjs', '--prompt', 'go']);
+  base.push(bareOps()[0]! - t2);
+  const t3 = Date.now();
+  await bareRun(['node', '/opt/bb/bb-forge.mjs', 'read-issue', String(issue)]);
+  bbForge.push(bareOps()[1]! - t3);
   await run('docker', ['rm', '-f', sidecar]);
+  rmSync(bare, { recursive: true, force: true });
 }
 
 // Median of per-round ratios: each round's sides ran back to back.
@@ -184,7 +201,7 @@ const ratio = median(ours.map((o, i) => o / base[i]!));
 reportBench({
   name: 'lifecycle',
   metric:
-    "ms from `bb orchestrate start` to the agent's first forge call (vs a bare `docker run` making the same call)",
+    "ms from `bb orchestrate start` to the agent's first forge call (vs a bare `docker run` of the same agent making the same call)",
   ours: median(base) * ratio,
   baseline: median(base),
   goal: 1.2,
@@ -193,6 +210,7 @@ reportBench({
     rounds: ROUNDS,
     startToFirstCallMedianMs: median(ours),
     resumeToFirstCallMedianMs: median(resumes),
+    bareBbForgeMedianMs: median(bbForge),
     resumeRatio: Math.round(median(resumes.map((o, i) => o / base[i]!)) * 100) / 100,
   },
 });

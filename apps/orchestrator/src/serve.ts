@@ -1,8 +1,7 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { errorMessage, redact, registerSecret } from '@bb/errors';
 import { closeGiteaPools, GiteaClient, GiteaForge } from '@bb/forge';
 import { type Backend, DockerBackend, LOCAL_BACKEND_WARNING, LocalBackend } from '@bb/headless';
@@ -16,6 +15,7 @@ import {
 } from '@bb/provenance';
 import { BbDatabase, resolveBbHome, SqliteForgeStateStore } from '@bb/state';
 import { pino } from 'pino';
+import pkg from '../package.json' with { type: 'json' };
 import { createApp } from './app';
 import { loadConfig, type OrchestratorConfig } from './config';
 
@@ -43,15 +43,6 @@ export interface RunningOrchestrator {
    * reattaches to them.
    */
   close(): Promise<void>;
-}
-
-const here = dirname(fileURLToPath(import.meta.url));
-
-function ownVersion(): string {
-  const pkg = JSON.parse(readFileSync(join(here, '..', 'package.json'), 'utf8')) as {
-    version: string;
-  };
-  return pkg.version;
 }
 
 /**
@@ -110,7 +101,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
       store: provStore,
       key,
       scanner: options.scanner ?? new GitleaksScanner(),
-      bbVersion: ownVersion(),
+      bbVersion: pkg.version,
       gitCommit: installedCommit(),
     },
     env: bottleEnv,
@@ -138,7 +129,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     store,
     runs: provStore,
     webBase: client.webBase,
-    version: ownVersion(),
+    version: pkg.version,
   });
 
   const report = await orchestrator.reconcile();

@@ -4,6 +4,7 @@
 // The sidecar runs as its own process from the bundle, as it does beside a bottle.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { closeGiteaPools } from '@bb/forge';
@@ -78,6 +79,34 @@ for (const [name, conc] of [
 // The transport floor: one HTTP round trip on the sidecar's socket that does no
 // forge call (GET /healthz). What the sidecar adds beyond it is our code.
 const floor = await latencies(() => client.health(), 1000, 1);
+
+// The floor under any transport between two processes: a bare echo of 200 bytes
+// on a Unix socket between this process and another node process (no HTTP, no
+// JSON, no forge call).
+const echoSock = join(h.dir, 'echo.sock');
+const echo = spawn(
+  process.execPath,
+  [
+    '-e',
+    `require('node:net').createServer((s) => s.on('data', (d) => s.write(d))).listen(${JSON.stringify(echoSock)})`,
+  ],
+  { stdio: 'ignore' },
+);
+for (let i = 0; i < 200 && !existsSync(echoSock); i++) await new Promise((r) => setTimeout(r, 25));
+const echoConn = connect(echoSock);
+await new Promise((r) => echoConn.once('connect', r));
+const ping = Buffer.alloc(200, 97);
+const echoLat = await latencies(
+  () =>
+    new Promise((r) => {
+      echoConn.once('data', r);
+      echoConn.write(ping);
+    }),
+  5000,
+  1,
+);
+echoConn.destroy();
+echo.kill();
 const seq = results['sequential']!;
 const conc = results['concurrent16']!;
 const overhead50 = pct(seq.ours, 50) - pct(seq.base, 50);
@@ -96,6 +125,8 @@ reportBench({
     overheadP99us: Math.round(overhead99),
     transportFloorP50us: Math.round(pct(floor, 50)),
     overheadAboveFloorP50us: Math.round(overhead50 - pct(floor, 50)),
+    rawSocketEchoP50us: Math.round(pct(echoLat, 50)),
+    rawSocketEchoP99us: Math.round(pct(echoLat, 99)),
     oursP99us: Math.round(pct(seq.ours, 99)),
     baseP99us: Math.round(pct(seq.base, 99)),
     concurrent16OursP50us: Math.round(pct(conc.ours, 50)),

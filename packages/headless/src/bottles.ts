@@ -7,6 +7,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   utimesSync,
@@ -206,9 +207,21 @@ function prepareRuntime(env: Record<string, string | undefined>): string {
   );
   const egressDir = join(dirname(require.resolve('@bb/egress/package.json')), 'dist', 'bundle');
   const here = dirname(fileURLToPath(import.meta.url));
-  const own = [join(here, 'bundle'), join(here, '..', 'dist', 'bundle')].find((d) =>
-    existsSync(join(d, 'script-agent.mjs')),
-  );
+  // From this package's dist/ or src/, or through its name when an application has
+  // bundled this code into its own files.
+  const own = [
+    join(here, 'bundle'),
+    join(here, '..', 'dist', 'bundle'),
+    () => join(dirname(require.resolve('@bb/headless/package.json')), 'dist', 'bundle'),
+  ]
+    .map((d) => {
+      try {
+        return typeof d === 'string' ? d : d();
+      } catch {
+        return '';
+      }
+    })
+    .find((d) => d && existsSync(join(d, 'script-agent.mjs')));
   const files: Array<[string, string]> = [
     [sidecarDir, 'sidecar.mjs'],
     [sidecarDir, 'bb-forge.mjs'],
@@ -233,15 +246,18 @@ function prepareRuntime(env: Record<string, string | undefined>): string {
     const to = existsSync(join(target, f)) ? statSync(join(target, f)) : undefined;
     // Copied once per build, not once per turn.
     if (to && to.size === from.size && to.mtimeMs === from.mtimeMs) continue;
-    copyFileSync(join(dir, f), join(target, f));
-    chmodSync(join(target, f), 0o755);
-    utimesSync(join(target, f), from.atime, from.mtime);
+    // Written aside and renamed, so a bottle starting meanwhile never reads half a file.
+    const part = join(target, `.${f}.${process.pid}.${randomBytes(4).toString('hex')}`);
+    copyFileSync(join(dir, f), part);
+    chmodSync(part, 0o755);
+    utimesSync(part, from.atime, from.mtime);
+    renameSync(part, join(target, f));
   }
   return target;
 }
 
-async function chownTree(path: string): Promise<void> {
-  if (process.getuid?.() === 0) await run('chown', ['-R', '1000:1000', path]);
+async function chownTree(...paths: string[]): Promise<void> {
+  if (process.getuid?.() === 0) await run('chown', ['-R', '1000:1000', ...paths]);
 }
 
 /** Start a bottle for `agent`, run its first turn to the end, and freeze it. */
@@ -264,23 +280,60 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
   if (!SLUG.test(slug))
     throw new BbError('INVALID_INPUT', `slug ${JSON.stringify(slug)} must match ${SLUG.source}`);
   const dir = bottleDir(slug, env);
-  if (existsSync(dir) || (await options.backend.list({ 'bb.slug': slug })).length > 0) {
+  const sidecarImage = options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
+  const images = [...new Set([first.image, ...(options.forge ? [sidecarImage] : [])])];
+  // Asked of the engine together; a name conflict is reported before a missing image.
+  const [taken, ...checked] = await Promise.allSettled([
+    options.backend.list({ 'bb.slug': slug }),
+    ...images.map((image) => options.backend.ensureImage(image)),
+  ]);
+  if (taken!.status === 'rejected') throw taken!.reason;
+  if (existsSync(dir) || taken!.value.length > 0) {
     throw new BbError(
       'CONFLICT',
       `a bottle named ${slug} already exists: destroy it first or choose another slug`,
     );
   }
-  const sidecarImage = options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
-  for (const image of new Set([first.image, ...(options.forge ? [sidecarImage] : [])])) {
-    await options.backend.ensureImage(image);
-  }
+  for (const c of checked) if (c.status === 'rejected') throw c.reason;
 
   const branch = `bb/${options.agent}-${options.forge?.issue ?? slug}`;
+  let early: Promise<string> | undefined;
   try {
     progress(`preparing bottle ${slug}`);
     for (const d of ['workspace', 'home/.bb', 'sock', 'queue', 'state', 'logs', 'proxy'])
       mkdirSync(join(dir, d), { recursive: true, mode: 0o700 });
     chmodSync(dir, 0o755);
+    const meta: BottleMeta = {
+      slug,
+      agent: options.agent,
+      bottles: bottleNames,
+      backend: options.backend.name,
+      image: first.image,
+      status: 'running',
+      sessionId: null,
+      cwd: options.backend.mapsMounts ? IN_BOTTLE.workspace : join(dir, 'workspace'),
+      branch,
+      forge: options.forge
+        ? {
+            apiUrl: options.forge.apiUrl,
+            owner: options.forge.owner,
+            repo: options.forge.repo,
+            issue: options.forge.issue,
+            pr: options.forge.pr,
+            cloneUrl: options.forge.cloneUrl,
+          }
+        : null,
+      turns: [],
+      ...(options.labels ? { labels: options.labels } : {}),
+      createdAt: new Date().toISOString(),
+    };
+    writeMeta(meta, env);
+    if (options.forge) {
+      // The sidecar needs nothing from the workspace to come up: it starts while
+      // the repository is cloned.
+      early = startSidecar(meta, options.forge.token, prepareRuntime(env), options, env);
+      early.catch(() => {});
+    }
     const ws = join(dir, 'workspace');
     const gitEnv = {
       ...process.env,
@@ -329,34 +382,19 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
     }
     if (agent.script !== undefined)
       writeFileSync(join(dir, 'home', '.bb', 'script.json'), JSON.stringify(agent.script));
-    const meta: BottleMeta = {
-      slug,
-      agent: options.agent,
-      bottles: bottleNames,
-      backend: options.backend.name,
-      image: first.image,
-      status: 'running',
-      sessionId: null,
-      cwd: options.backend.mapsMounts ? IN_BOTTLE.workspace : join(dir, 'workspace'),
-      branch,
-      forge: options.forge
-        ? {
-            apiUrl: options.forge.apiUrl,
-            owner: options.forge.owner,
-            repo: options.forge.repo,
-            issue: options.forge.issue,
-            pr: options.forge.pr,
-            cloneUrl: options.forge.cloneUrl,
-          }
-        : null,
-      turns: [],
-      ...(options.labels ? { labels: options.labels } : {}),
-      createdAt: new Date().toISOString(),
-    };
-    writeMeta(meta, env);
-    return await runTurn(meta, agent, bottles, options.prompt, options.forge?.token, options, env);
+    return await runTurn(
+      meta,
+      agent,
+      bottles,
+      options.prompt,
+      options.forge?.token,
+      options,
+      env,
+      early,
+    );
   } catch (err) {
-    // Nothing half-made stays behind.
+    // Nothing half-made stays behind (a sidecar still being created included).
+    await early?.catch(() => {});
     await destroy(slug, options);
     throw err;
   }
@@ -417,6 +455,77 @@ export async function destroy(slug: string, options: BottleOptions): Promise<voi
   rmSync(bottleDir(slug, env), { recursive: true, force: true });
 }
 
+function bottleLabels(
+  meta: BottleMeta,
+  role: string,
+  env: Record<string, string | undefined>,
+): Record<string, string> {
+  return { ...meta.labels, 'bb.slug': meta.slug, 'bb.role': role, [HOME_LABEL]: homeLabel(env) };
+}
+
+/**
+ * Create and start a forge bottle's sidecar. The agent's client waits for its
+ * socket, and watchSidecar checks that it really comes up, so it can start
+ * alongside the clone or the agent.
+ */
+function startSidecar(
+  meta: BottleMeta,
+  token: string | undefined,
+  runtime: string,
+  options: BottleOptions,
+  env: Record<string, string | undefined>,
+): Promise<string> {
+  if (!meta.forge || !token)
+    throw new BbError('INVALID_INPUT', 'a forge bottle needs the forge token to start its sidecar');
+  const { backend } = options;
+  const dir = bottleDir(meta.slug, env);
+  const P = pathsFor(backend, dir, runtime);
+  options.onProgress?.('starting the forge sidecar');
+  const sidecar: BottleSpec = {
+    name: `bb-${meta.slug}-sidecar`,
+    image: options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
+    cmd: ['node', `${P.runtime}/sidecar.mjs`],
+    user: '1000:1000',
+    labels: bottleLabels(meta, 'sidecar', env),
+    // The sidecar alone reaches the forge; the agent has no network at all.
+    network: 'host',
+    readOnlyRootfs: true,
+    tmpfs: { '/tmp': 'rw,size=64m' },
+    env: {
+      HOME: '/tmp',
+      FORGE_GITEA_API: meta.forge.apiUrl,
+      FORGE_OWNER: meta.forge.owner,
+      FORGE_REPO: meta.forge.repo,
+      FORGE_ISSUE_NUMBER: String(meta.forge.issue),
+      FORGE_PR_NUMBER: meta.forge.pr ? String(meta.forge.pr) : '',
+      FORGE_TOKEN: token,
+      BB_SIDECAR_SOCKET: P.socket,
+      BB_QUEUE_DIR: P.queue,
+      BB_OPS_LOG: `${P.state}/ops.jsonl`,
+      BB_WORKSPACE: P.workspace,
+      BB_BRANCH: meta.branch,
+      BB_SLUG: meta.slug,
+    },
+    mounts: [
+      { source: runtime, target: P.runtime, readOnly: true },
+      { source: join(dir, 'sock'), target: P.socketDir },
+      { source: join(dir, 'queue'), target: P.queue },
+      { source: join(dir, 'state'), target: P.state },
+      { source: join(dir, 'workspace'), target: P.workspace },
+    ],
+    resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
+  };
+  return (async () => {
+    // It runs as uid 1000 and writes its socket, queue and op log.
+    if (backend.mapsMounts)
+      await chownTree(join(dir, 'sock'), join(dir, 'queue'), join(dir, 'state'));
+    chmodSync(join(dir, 'sock'), 0o700);
+    const id = await backend.create(sidecar);
+    await backend.start(id);
+    return id;
+  })();
+}
+
 async function runTurn(
   meta: BottleMeta,
   agent: AgentManifest,
@@ -425,6 +534,7 @@ async function runTurn(
   token: string | undefined,
   options: BottleOptions,
   env: Record<string, string | undefined>,
+  early?: Promise<string>,
 ): Promise<TurnOutcome> {
   const { backend } = options;
   const progress = options.onProgress ?? (() => {});
@@ -464,12 +574,7 @@ async function runTurn(
   // Container bottles run as uid 1000; local ones as this process's user.
   if (backend.mapsMounts) await chownTree(dir);
   chmodSync(join(dir, 'sock'), 0o700);
-  const labels = (role: string) => ({
-    ...meta.labels,
-    'bb.slug': meta.slug,
-    'bb.role': role,
-    [HOME_LABEL]: homeLabel(env),
-  });
+  const labels = (role: string) => bottleLabels(meta, role, env);
   const startedAt = new Date().toISOString();
   const turn = meta.turns.length + 1;
   meta.current = { turn, prompt, startedAt };
@@ -477,52 +582,8 @@ async function runTurn(
   let sidecarStarted: Promise<string> | undefined;
   try {
     if (meta.forge) {
-      if (!token)
-        throw new BbError(
-          'INVALID_INPUT',
-          'a forge bottle needs the forge token to start its sidecar',
-        );
-      progress('starting the forge sidecar');
-      const sidecar: BottleSpec = {
-        name: `bb-${meta.slug}-sidecar`,
-        image: options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
-        cmd: ['node', `${P.runtime}/sidecar.mjs`],
-        user: '1000:1000',
-        labels: labels('sidecar'),
-        // The sidecar alone reaches the forge; the agent has no network at all.
-        network: 'host',
-        readOnlyRootfs: true,
-        tmpfs: { '/tmp': 'rw,size=64m' },
-        env: {
-          HOME: '/tmp',
-          FORGE_GITEA_API: meta.forge.apiUrl,
-          FORGE_OWNER: meta.forge.owner,
-          FORGE_REPO: meta.forge.repo,
-          FORGE_ISSUE_NUMBER: String(meta.forge.issue),
-          FORGE_PR_NUMBER: meta.forge.pr ? String(meta.forge.pr) : '',
-          FORGE_TOKEN: token,
-          BB_SIDECAR_SOCKET: P.socket,
-          BB_QUEUE_DIR: P.queue,
-          BB_OPS_LOG: `${P.state}/ops.jsonl`,
-          BB_WORKSPACE: P.workspace,
-          BB_BRANCH: meta.branch,
-          BB_SLUG: meta.slug,
-        },
-        mounts: [
-          { source: runtime, target: P.runtime, readOnly: true },
-          { source: join(dir, 'sock'), target: P.socketDir },
-          { source: join(dir, 'queue'), target: P.queue },
-          { source: join(dir, 'state'), target: P.state },
-          { source: join(dir, 'workspace'), target: P.workspace },
-        ],
-        resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
-      };
-      // Created and started alongside the agent below; the agent's client waits
-      // for the socket, and watchSidecar checks that the sidecar really comes up.
-      sidecarStarted = backend.create(sidecar).then(async (id) => {
-        await backend.start(id);
-        return id;
-      });
+      // Started early by launch (alongside the clone), or now.
+      sidecarStarted = early ?? startSidecar(meta, token, runtime, options, env);
       // Awaited below; until then a failure must not count as unhandled.
       sidecarStarted.catch(() => {});
     }

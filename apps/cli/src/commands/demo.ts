@@ -1,5 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  createWriteStream,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
@@ -99,6 +106,34 @@ function claudeScript(issue: number, pr: number): ScriptStep[] {
     forge('signal_done', { status: 'success', summary: 'Answered the review comment.' }),
     { say: 'Answered.' },
   ];
+}
+
+/** The last lines of the orchestrator's JSON log, one readable line each. */
+function orchestratorTail(path: string, lines = 15): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+  const tail = text.trimEnd().split('\n').slice(-lines);
+  if (tail.length === 0 || tail[0] === '') return '';
+  const shown = tail.map((line) => {
+    try {
+      const {
+        level: _l,
+        time,
+        name: _n,
+        msg,
+        ...rest
+      } = JSON.parse(line) as Record<string, unknown>;
+      const extra = Object.keys(rest).length > 0 ? ` ${JSON.stringify(rest)}` : '';
+      return `   ${new Date(Number(time)).toISOString().slice(11, 23)} ${String(msg)}${extra}`;
+    } catch {
+      return `   ${line}`;
+    }
+  });
+  return `the orchestrator's last ${shown.length} log lines:\n${shown.join('\n')}\n`;
 }
 
 async function until<T>(what: string, fn: () => T | undefined, ms = 90_000): Promise<T> {
@@ -384,6 +419,10 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
       await (io.interrupted ?? new Promise<void>(() => {}));
     }
     return 0;
+  } catch (err) {
+    // The temporary BB_HOME goes away below, so what the orchestrator saw is shown now.
+    io.stderr(orchestratorTail(join(home, 'orchestrator.log')));
+    throw err;
   } finally {
     await orch?.close().catch(() => {});
     await model?.close().catch(() => {});

@@ -49,7 +49,12 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
 
 // undici loads on the first request, so programs that only import this package
 // (for its types, webhooks or targeting) do not pay for it at start-up.
-let undici: Promise<typeof import('undici')> | undefined;
+// A bundler may hand a CommonJS module to `import()` as its default export only,
+// so the named export is taken from either shape.
+type Undici = typeof import('undici');
+let undici: Promise<Undici> | undefined;
+const loadUndici = (): Promise<Undici> =>
+  import('undici').then((m) => ('Pool' in m ? m : (m as unknown as { default: Undici }).default));
 
 // One pool per origin for the whole process, shared by every client of it.
 const pools = new Map<string, Pool | Promise<Pool>>();
@@ -57,7 +62,7 @@ function poolFor(origin: string, options: GiteaClientOptions): Pool | Promise<Po
   const key = `${origin}|${options.connections ?? 8}`;
   let pool = pools.get(key);
   if (!pool) {
-    undici ??= import('undici');
+    undici ??= loadUndici();
     const made = undici.then(({ Pool }) => {
       const p = new Pool(origin, {
         connections: options.connections ?? 8,

@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /** One line of an egress or credential-proxy log. */
@@ -22,8 +22,18 @@ export interface EgressLogEntry {
 
 export type EgressLogger = (entry: EgressLogEntry) => void;
 
-/** Append entries as JSON lines to a file. */
-export function fileLogger(path: string): EgressLogger {
+/** Append entries as JSON lines to a file; `close()` releases it. */
+export function fileLogger(path: string): EgressLogger & { close(): void } {
   mkdirSync(dirname(path), { recursive: true });
-  return (entry) => appendFileSync(path, `${JSON.stringify(entry)}\n`);
+  // Opened once in append mode: each entry is one write(2) of a whole line.
+  let fd: number | undefined = openSync(path, 'a');
+  const log: EgressLogger = (entry) => {
+    if (fd !== undefined) writeSync(fd, `${JSON.stringify(entry)}\n`);
+  };
+  return Object.assign(log, {
+    close() {
+      if (fd !== undefined) closeSync(fd);
+      fd = undefined;
+    },
+  });
 }

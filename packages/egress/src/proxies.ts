@@ -64,6 +64,9 @@ export async function startProxies(options: ProxiesOptions) {
     egress,
     cred,
     reload,
-    close: async () => Promise.all([egress.close(), cred.close()]).then(() => undefined),
+    close: async () => {
+      await Promise.all([egress.close(), cred.close()]);
+      log.close();
+    },
   };
 }

@@ -3,7 +3,8 @@
  * Benchmark reporting: every benchmark compares us with a baseline measured in the
  * same run and writes `bench/results/<name>.json` at the repository root.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,6 +18,26 @@ export interface BenchResult {
   pass: boolean;
   /** Extra figures worth reporting (absolute times, memory, ...). */
   extra?: Record<string, number | string>;
+}
+
+/** Wait until `path` exists: the socket a process under test is about to listen on. */
+export async function waitForPath(path: string, timeoutMs = 5000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!existsSync(path)) {
+    if (Date.now() > end) throw new Error(`${path} did not appear within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/**
+ * Run `code` in another node process that listens on the Unix socket `socket`
+ * (a floor to measure against, such as an echo server or a blind relay); resolves
+ * once the socket is there.
+ */
+export async function spawnNodeOn(socket: string, code: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['-e', code], { stdio: 'ignore' });
+  await waitForPath(socket);
+  return child;
 }
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');

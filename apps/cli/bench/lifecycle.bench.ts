@@ -5,13 +5,13 @@
 // round in one run. Goal: <= 1.2x. `bb orchestrate resume` of the frozen bottle
 // to its first forge call is reported against the same baseline.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer } from '@bb/forge/test-server';
 import { bottleDir, DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
-import { reportBench } from '@bb/tooling/bench';
+import { reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 
 const docker = await probeDocker();
@@ -162,8 +162,7 @@ for (let r = 0; r < ROUNDS; r++) {
       '/opt/bb/sidecar.mjs',
     ])
   ).trim();
-  for (let i = 0; i < 200 && !existsSync(join(dir, 'sock', 'forge.sock')); i++)
-    await new Promise((res) => setTimeout(res, 25));
+  await waitForPath(join(dir, 'sock', 'forge.sock'));
   const bareOps = () => opTimesIn(join(bare, 'state', 'ops.jsonl'));
   const bareRun = (cmd: string[]) =>
     run('docker', [

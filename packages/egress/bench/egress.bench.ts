@@ -8,7 +8,7 @@ import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { reportBench } from '@bb/tooling/bench';
+import { reportBench, spawnNodeOn, waitForPath } from '@bb/tooling/bench';
 
 const MiB = Buffer.alloc(1024 * 1024, 7);
 const server = createServer((req, res) => {
@@ -41,19 +41,16 @@ const child = spawn(process.execPath, [bundle], {
   },
   stdio: 'ignore',
 });
-for (let i = 0; i < 200 && !existsSync(join(dir, 'cred.sock')); i++)
-  await new Promise((r) => setTimeout(r, 25));
+await waitForPath(join(dir, 'cred.sock'));
 
 // The floor under any proxy that is its own process: a blind relay (a Unix socket
 // piped to the server's port, nothing parsed, checked or logged) in another node
 // process. Measured in the same rounds, so the gap between it and the proxy is
 // what the proxy's own work costs.
 const relaySocket = join(dir, 'relay.sock');
-const relay = spawn(
-  process.execPath,
-  [
-    '-e',
-    `const net = require('node:net');
+const relay = await spawnNodeOn(
+  relaySocket,
+  `const net = require('node:net');
 net.createServer((c) => {
   const u = net.connect(${port}, '127.0.0.1');
   c.pipe(u);
@@ -61,11 +58,7 @@ net.createServer((c) => {
   c.on('error', () => u.destroy());
   u.on('error', () => c.destroy());
 }).listen(${JSON.stringify(relaySocket)});`,
-  ],
-  { stdio: 'ignore' },
 );
-for (let i = 0; i < 200 && !existsSync(relaySocket); i++)
-  await new Promise((r) => setTimeout(r, 25));
 
 type Via = 'direct' | 'proxy' | 'relay';
 // A raw GET of /big over a socket; resolves when the whole body arrived.

@@ -8,7 +8,7 @@ import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { closeGiteaPools } from '@bb/forge';
-import { reportBench } from '@bb/tooling/bench';
+import { reportBench, spawnNodeOn, waitForPath } from '@bb/tooling/bench';
 import { Pool } from 'undici';
 import { ForgeSidecarClient } from '../src/client';
 import { startHarness, TOKEN } from '../test/harness';
@@ -22,8 +22,7 @@ const child = spawn(
   [...(process.env['BB_PROF'] ? ['--cpu-prof', '--cpu-prof-dir=/tmp/scprof'] : []), bundle],
   { env: { PATH: process.env['PATH'], HOME: h.dir, ...h.env }, stdio: 'ignore' },
 );
-for (let i = 0; i < 200 && !existsSync(h.env['BB_SIDECAR_SOCKET']!); i++)
-  await new Promise((r) => setTimeout(r, 25));
+await waitForPath(h.env['BB_SIDECAR_SOCKET']!);
 const client = new ForgeSidecarClient({ socketPath: h.env['BB_SIDECAR_SOCKET']!, connections: 16 });
 const url = new URL(`${h.server.apiUrl}/repos/acme/widgets/issues/1`);
 const direct = new Pool(url.origin, { connections: 16 });
@@ -84,15 +83,10 @@ const floor = await latencies(() => client.health(), 1000, 1);
 // on a Unix socket between this process and another node process (no HTTP, no
 // JSON, no forge call).
 const echoSock = join(h.dir, 'echo.sock');
-const echo = spawn(
-  process.execPath,
-  [
-    '-e',
-    `require('node:net').createServer((s) => s.on('data', (d) => s.write(d))).listen(${JSON.stringify(echoSock)})`,
-  ],
-  { stdio: 'ignore' },
+const echo = await spawnNodeOn(
+  echoSock,
+  `require('node:net').createServer((s) => s.on('data', (d) => s.write(d))).listen(${JSON.stringify(echoSock)})`,
 );
-for (let i = 0; i < 200 && !existsSync(echoSock); i++) await new Promise((r) => setTimeout(r, 25));
 const echoConn = connect(echoSock);
 await new Promise((r) => echoConn.once('connect', r));
 const ping = Buffer.alloc(200, 97);

@@ -209,19 +209,13 @@ function prepareRuntime(env: Record<string, string | undefined>): string {
   const here = dirname(fileURLToPath(import.meta.url));
   // From this package's dist/ or src/, or through its name when an application has
   // bundled this code into its own files.
-  const own = [
-    join(here, 'bundle'),
-    join(here, '..', 'dist', 'bundle'),
-    () => join(dirname(require.resolve('@bb/headless/package.json')), 'dist', 'bundle'),
-  ]
-    .map((d) => {
-      try {
-        return typeof d === 'string' ? d : d();
-      } catch {
-        return '';
-      }
-    })
-    .find((d) => d && existsSync(join(d, 'script-agent.mjs')));
+  let byName = '';
+  try {
+    byName = join(dirname(require.resolve('@bb/headless/package.json')), 'dist', 'bundle');
+  } catch {}
+  const own = [join(here, 'bundle'), join(here, '..', 'dist', 'bundle'), byName].find(
+    (d) => d && existsSync(join(d, 'script-agent.mjs')),
+  );
   const files: Array<[string, string]> = [
     [sidecarDir, 'sidecar.mjs'],
     [sidecarDir, 'bb-forge.mjs'],

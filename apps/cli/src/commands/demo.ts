@@ -116,23 +116,26 @@ function orchestratorTail(path: string, lines = 15): string {
   } catch {
     return '';
   }
-  const tail = text.trimEnd().split('\n').slice(-lines);
-  if (tail.length === 0 || tail[0] === '') return '';
-  const shown = tail.map((line) => {
-    try {
-      const {
-        level: _l,
-        time,
-        name: _n,
-        msg,
-        ...rest
-      } = JSON.parse(line) as Record<string, unknown>;
-      const extra = Object.keys(rest).length > 0 ? ` ${JSON.stringify(rest)}` : '';
-      return `   ${new Date(Number(time)).toISOString().slice(11, 23)} ${String(msg)}${extra}`;
-    } catch {
-      return `   ${line}`;
-    }
-  });
+  if (text.trim() === '') return '';
+  const shown = text
+    .trimEnd()
+    .split('\n')
+    .slice(-lines)
+    .map((line) => {
+      try {
+        const {
+          level: _l,
+          time,
+          name: _n,
+          msg,
+          ...rest
+        } = JSON.parse(line) as Record<string, unknown>;
+        const extra = Object.keys(rest).length > 0 ? ` ${JSON.stringify(rest)}` : '';
+        return `   ${new Date(Number(time)).toISOString().slice(11, 23)} ${String(msg)}${extra}`;
+      } catch {
+        return `   ${line}`;
+      }
+    });
   return `the orchestrator's last ${shown.length} log lines:\n${shown.join('\n')}\n`;
 }
 

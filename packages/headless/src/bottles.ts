@@ -374,8 +374,6 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
       await run('git', ['-C', ws, 'config', 'user.name', agent.git.name], { env: gitEnv });
       await run('git', ['-C', ws, 'config', 'user.email', agent.git.email], { env: gitEnv });
     }
-    if (agent.script !== undefined)
-      writeFileSync(join(dir, 'home', '.bb', 'script.json'), JSON.stringify(agent.script));
     return await runTurn(
       meta,
       agent,
@@ -561,7 +559,13 @@ async function runTurn(
       : {}),
     ...(agent.retries !== undefined ? { retries: agent.retries } : {}),
   });
-  for (const [rel, content] of Object.entries(invocation.files)) {
+  // The script agent's script is written each turn, like a real CLI's settings,
+  // so a script edited between turns takes effect.
+  const files = {
+    ...invocation.files,
+    ...(agent.script !== undefined ? { '.bb/script.json': JSON.stringify(agent.script) } : {}),
+  };
+  for (const [rel, content] of Object.entries(files)) {
     mkdirSync(dirname(join(dir, 'home', rel)), { recursive: true });
     writeFileSync(join(dir, 'home', rel), content);
   }

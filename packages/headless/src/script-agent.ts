@@ -4,7 +4,7 @@
  * the forge only through the sidecar, edits and commits in its workspace, and
  * keeps a transcript in its home, so a resumed run can show it sees earlier turns.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -30,6 +30,21 @@ const Step = z.discriminatedUnion('do', [
   }),
   z.object({ do: z.literal('sleep'), ms: z.number().int().min(0).max(3_600_000) }),
   z.object({ do: z.literal('exit'), code: z.number().int().min(0).max(255) }),
+  // What any real agent's shell tool can do: run a command in the bottle (git,
+  // symlinks, modes, network attempts), as the agent's own user.
+  z.object({
+    do: z.literal('sh'),
+    cmd: z.string(),
+    /** Go on when the command fails (its exit code is printed either way). */
+    mayFail: z.boolean().default(false),
+  }),
+  // Any sidecar call with any params, as a hostile agent sends them.
+  z.object({
+    do: z.literal('call'),
+    method: z.string(),
+    params: z.record(z.string(), z.unknown()).default({}),
+    mayFail: z.boolean().default(false),
+  }),
 ]);
 export const AgentScriptSchema = z.object({
   turns: z.array(z.object({ steps: z.array(Step) })).min(1),
@@ -181,10 +196,48 @@ export async function runScriptAgent(argv: string[], env: NodeJS.ProcessEnv): Pr
           break;
         case 'sleep':
           await new Promise((r) => setTimeout(r, step.ms));
+          out({ type: 'step', do: step.do, ms: step.ms });
           break;
         case 'exit':
           out({ type: 'result', session_id: sessionId, turn, is_error: step.code !== 0 });
           return step.code;
+        case 'sh': {
+          const r = spawnSync('sh', ['-c', template(step.cmd)], {
+            cwd: workspace,
+            encoding: 'utf8',
+            stdio: ['ignore', 'pipe', 'pipe'],
+            maxBuffer: 4 * 1024 * 1024,
+          });
+          const code = r.status ?? -1;
+          out({
+            type: 'step',
+            do: step.do,
+            code,
+            stdout: (r.stdout ?? '').slice(-2000),
+            stderr: (r.stderr ?? '').slice(-2000),
+          });
+          if (code !== 0 && !step.mayFail)
+            throw new Error(`sh step failed (exit ${code}): ${(r.stderr ?? '').slice(-300)}`);
+          break;
+        }
+        case 'call': {
+          try {
+            const result = await client.call(step.method, step.params);
+            out({ type: 'step', do: step.do, method: step.method, ok: true, result });
+          } catch (err) {
+            const e = err as Error & { code?: string };
+            out({
+              type: 'step',
+              do: step.do,
+              method: step.method,
+              ok: false,
+              code: e.code,
+              error: e.message,
+            });
+            if (!step.mayFail) throw err;
+          }
+          break;
+        }
       }
     }
   } catch (err) {

@@ -1,0 +1,148 @@
+// I7: egress goes only where the bottle's manifest allows. A name on the allowlist
+// that resolves to loopback (or any private, link-local or metadata address) is
+// refused unless the manifest names that address itself; a credential route
+// cannot be left by path tricks; hop-by-hop headers stop at the proxy.
+
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import { probeDocker } from '@bb/tooling/docker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedTeam } from './harness';
+
+const docker = await probeDocker();
+const KEY = 'sk-redteam-egress-key-0c4f2b7a91';
+
+/** A node one-liner the agent runs: a raw HTTP request through a bottle port, response to a file. */
+const request = (port: number, head: string, out: string) =>
+  `node -e "const s=require('net').connect(${port},'127.0.0.1',()=>s.write(process.argv[1].replace(/~/g,'\\r\\n')));let b='';s.on('data',d=>b+=d);s.on('close',()=>require('fs').appendFileSync('/workspace/${out}',b+'\\n=====\\n'));s.on('error',e=>require('fs').appendFileSync('/workspace/${out}','error '+e.message+'\\n=====\\n'))" "${head}"`;
+
+describe.skipIf(!docker.ok)('red team: egress', () => {
+  const rt = new RedTeam();
+  let upstream: Server;
+  let port = 0;
+  const seen: Array<{ url: string; headers: Record<string, unknown> }> = [];
+  beforeAll(async () => {
+    await rt.start();
+    upstream = createServer((req, res) => {
+      seen.push({ url: req.url ?? '', headers: req.headers });
+      res.end('upstream answered\n');
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    port = (upstream.address() as { port: number }).port;
+    rt.bottle('inward', {
+      image: process.env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
+      // Names only: each resolves to loopback on this host.
+      egress: { allow: [`localhost:${rt.listener.port}`, `ip6-localhost:${rt.listener.port}`] },
+    });
+    rt.bottle('routed', {
+      image: process.env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
+      credentials: [
+        {
+          route: '/anthropic',
+          upstream: `http://127.0.0.1:${port}/api/anthropic`,
+          headers: { 'x-api-key': 'env:RT_EGRESS_KEY' },
+        },
+      ],
+    });
+  });
+  afterAll(async () => {
+    upstream?.close();
+    await rt.stop();
+  });
+
+  it('an allowlisted name that resolves to loopback is refused (CONNECT and plain HTTP)', async () => {
+    const heard = rt.listener.heard.length;
+    const p = rt.listener.port;
+    const run = await rt.launch(
+      [
+        [
+          {
+            do: 'sh',
+            cmd: request(
+              3128,
+              `CONNECT localhost:${p} HTTP/1.1~Host: localhost:${p}~~hello`,
+              'out.txt',
+            ),
+          },
+          {
+            do: 'sh',
+            cmd: request(
+              3128,
+              `GET http://localhost:${p}/x HTTP/1.1~Host: localhost:${p}~Connection: close~~`,
+              'out.txt',
+            ),
+          },
+          {
+            do: 'sh',
+            cmd: request(
+              3128,
+              `CONNECT ip6-localhost:${p} HTTP/1.1~Host: ip6-localhost:${p}~~hello`,
+              'out.txt',
+            ),
+          },
+        ],
+      ],
+      { bottles: ['inward'] },
+    );
+    const out = readFileSync(join(run.dir, 'workspace', 'out.txt'), 'utf8');
+    expect(out.split('=====').filter((x) => x.includes(' 403 ')).length).toBe(3);
+    expect(rt.listener.heard.slice(heard)).toBe('');
+  });
+
+  it('a credential route cannot be left with dot segments, encoded or not', async () => {
+    seen.length = 0;
+    const tricks = [
+      '/anthropic/v1/ok',
+      '/anthropic/../secret',
+      '/anthropic/%2e%2e/secret',
+      '/anthropic/%2E%2E%2Fsecret',
+      '/anthropic/..%2fsecret',
+      '/anthropic/.%2e/secret',
+      '/anthropic/x/../../secret',
+      '/anthropic\\\\..\\\\secret',
+      '/anthropic//127.0.0.1/secret',
+    ];
+    await rt.launch(
+      [
+        tricks.map((t) => ({
+          do: 'sh',
+          cmd: request(3129, `GET ${t} HTTP/1.1~Host: x~Connection: close~~`, 'out.txt'),
+        })),
+      ],
+      { bottles: ['routed'], env: { RT_EGRESS_KEY: KEY } },
+    );
+    // The honest request went through; no trick left the route's base path.
+    expect(seen.map((s) => s.url)).toContain('/api/anthropic/v1/ok');
+    for (const s of seen) {
+      const normalised = new URL(s.url, 'http://upstream').pathname;
+      expect(normalised.startsWith('/api/anthropic/') || normalised === '/api/anthropic').toBe(
+        true,
+      );
+    }
+  });
+
+  it('hop-by-hop headers and the headers they name are not forwarded upstream', async () => {
+    seen.length = 0;
+    await rt.launch(
+      [
+        [
+          {
+            do: 'sh',
+            cmd: request(
+              3129,
+              'GET /anthropic/v1/models HTTP/1.1~Host: x~Connection: close, x-smuggle~X-Smuggle: 1~TE: trailers~Upgrade: websocket~Keep-Alive: timeout=5~Proxy-Authorization: Basic eDp5~~',
+              'out.txt',
+            ),
+          },
+        ],
+      ],
+      { bottles: ['routed'], env: { RT_EGRESS_KEY: KEY } },
+    );
+    expect(seen).toHaveLength(1);
+    const h = seen[0]!.headers;
+    for (const name of ['x-smuggle', 'te', 'upgrade', 'keep-alive', 'proxy-authorization'])
+      expect(h[name], name).toBeUndefined();
+    expect(h['x-api-key']).toBe(KEY);
+  });
+});

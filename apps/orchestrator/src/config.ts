@@ -52,6 +52,14 @@ export const ConfigSchema = z.object({
     )
     .transform(Number),
   BB_HOST: z.string().default('127.0.0.1'),
+  /**
+   * The operator token the dashboard and the APIs require (the webhook never
+   * does). Without it they answer only on a loopback listener.
+   */
+  BB_API_TOKEN: z
+    .string()
+    .min(16, 'BB_API_TOKEN must be at least 16 characters (e.g. openssl rand -hex 24)')
+    .optional(),
   /** How often to sweep the forge's REST API for missed deliveries; `0` turns it off. */
   BB_SWEEP_INTERVAL: z
     .string()

@@ -6,6 +6,7 @@
  */
 
 export { installedCommit } from '@bb/lifecycle';
+export { type AccessPolicy, checkAccess, isLoopbackHost, TOKEN_COOKIE } from './access';
 export { createApp } from './app';
 export { ConfigSchema, loadConfig, type OrchestratorConfig, parseDuration } from './config';
 export { type DashboardInput, renderDashboard } from './dashboard';

@@ -16,6 +16,7 @@ import {
 import { BbDatabase, resolveBbHome, SqliteForgeStateStore } from '@bb/state';
 import { pino } from 'pino';
 import pkg from '../package.json' with { type: 'json' };
+import { isLoopbackHost } from './access';
 import { createApp } from './app';
 import { loadConfig, type OrchestratorConfig } from './config';
 
@@ -55,6 +56,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const config = loadConfig(env);
   registerSecret(config.FORGE_TOKEN);
   registerSecret(config.FORGE_WEBHOOK_SECRET);
+  registerSecret(config.BB_API_TOKEN);
   const log = pino(
     {
       base: { name: 'bb-orchestrator' },
@@ -130,7 +132,12 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     runs: provStore,
     webBase: client.webBase,
     version: pkg.version,
+    access: { token: config.BB_API_TOKEN, loopback: isLoopbackHost(config.BB_HOST) },
   });
+  if (!config.BB_API_TOKEN && !isLoopbackHost(config.BB_HOST))
+    log.warn({
+      msg: `listening on ${config.BB_HOST}: the webhook is open (it is signed), the dashboard and the APIs are closed until BB_API_TOKEN is set`,
+    });
 
   const report = await orchestrator.reconcile();
   log.info({ msg: 'reconciled with the backend', ...report });

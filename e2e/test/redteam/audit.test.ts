@@ -3,7 +3,7 @@
 // of this turn or an earlier one, is caught at record time and by
 // `bb provenance verify`, which then exits non-zero.
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runCli } from '@bb/cli';
 import { probeDocker } from '@bb/tooling/docker';
@@ -43,16 +43,17 @@ describe.skipIf(!docker.ok)('red team: the audit fails closed', () => {
       },
     ]);
     const state = join(run.dir, 'state');
-    const saved = readFileSync(join(state, 'ops.jsonl'));
     let mounted = false;
     if (root) {
-      // A full disk under the op log (what an agent filling a shared disk would cause).
+      // A full disk under the op log (what an agent filling a shared disk would
+      // cause): the log has to start a new block, and there is none.
+      renameSync(state, `${state}.kept`);
+      mkdirSync(state);
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', state]);
       mounted = true;
-      writeFileSync(join(state, 'ops.jsonl'), saved);
       execFileSync('sh', [
         '-c',
-        `chown -R 1000:1000 ${state} ${state}/*; dd if=/dev/zero of=${state}/fill bs=4k 2>/dev/null || true`,
+        `chown 1001:1001 ${state} 2>/dev/null; chown 1000:1000 ${state} 2>/dev/null; chmod 777 ${state}; dd if=/dev/zero of=${state}/fill bs=4k 2>/dev/null || true`,
       ]);
     } else {
       rmSync(join(state, 'ops.jsonl'));
@@ -111,7 +112,7 @@ describe.skipIf(!docker.ok)('red team: the audit fails closed', () => {
       mounted = true;
       execFileSync('sh', [
         '-c',
-        `chown 1000:1000 ${queue}; dd if=/dev/zero of=${queue}/fill bs=4k 2>/dev/null || true`,
+        `chown 1001:1001 ${queue}; dd if=/dev/zero of=${queue}/fill bs=4k 2>/dev/null || true`,
       ]);
     } else {
       rmSync(queue, { recursive: true });

@@ -85,7 +85,7 @@ describe.skipIf(!docker.ok)('red team: egress', () => {
       ],
       { bottles: ['inward'] },
     );
-    const out = readFileSync(join(run.dir, 'workspace', 'out.txt'), 'utf8');
+    const out = (await rt.readWorkspace(run, 'out.txt')) ?? '';
     expect(out.split('=====').filter((x) => x.includes(' 403 ')).length).toBe(3);
     expect(rt.listener.heard.slice(heard)).toBe('');
   });

@@ -2,18 +2,31 @@
 // bot may write to, a loopback listener that must never hear anything, and
 // hostile script agents launched in real bottles with the steps any agent's shell
 // tool has (sh, symlinks, modes, raw sidecar calls).
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  type Stats,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeGiteaPools } from '@bb/forge';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import * as headless from '@bb/headless';
 import {
   type BottleMeta,
   DockerBackend,
+  destroy,
   HOME_LABEL,
   homeLabel,
   launch,
+  listBottles,
   readMeta,
   resume,
   type TurnOutcome,
@@ -141,6 +154,9 @@ export class RedTeam {
   }
 
   async stop(): Promise<void> {
+    // Destroyed, so their disks are unmounted before the home goes.
+    for (const slug of listBottles(this.env))
+      await destroy(slug, { backend: this.backend, env: this.env }).catch(() => {});
     // Only this bench's bottles: other test files run theirs on the same engine.
     for (const c of await this.backend.list({ [HOME_LABEL]: homeLabel(this.env) }).catch(() => []))
       await this.backend.destroy(c.id).catch(() => {});
@@ -233,6 +249,37 @@ export class RedTeam {
         gitCommit: null,
       },
     });
+  }
+
+  /**
+   * Read a file of a (frozen) bottle's workspace as the agent left it. Works on
+   * every layout the suite has met: the bottle's own disk is mounted for the read.
+   */
+  async readWorkspace(run: HostileRun, rel: string): Promise<string | undefined> {
+    return this.#inWorkspace(run, (ws) =>
+      existsSync(join(ws, rel)) ? readFileSync(join(ws, rel), 'utf8') : undefined,
+    );
+  }
+
+  /** `lstat` of a workspace path (undefined when absent), mounted as above. */
+  async lstatWorkspace(run: HostileRun, rel: string): Promise<Stats | undefined> {
+    return this.#inWorkspace(run, (ws) => lstatSync(join(ws, rel), { throwIfNoEntry: false }));
+  }
+
+  async #inWorkspace<T>(run: HostileRun, fn: (ws: string) => T): Promise<T> {
+    const h = headless as Record<string, unknown>;
+    const paths = h['bottlePaths'] as
+      | ((slug: string, env: Record<string, string | undefined>) => { workspace: string })
+      | undefined;
+    if (!paths) return fn(join(run.dir, 'workspace'));
+    const mount = h['mountBottleDisk'] as (s: string, e: unknown) => Promise<void>;
+    const unmount = h['unmountBottleDisk'] as (s: string, e: unknown) => Promise<void>;
+    await mount(run.slug, this.env);
+    try {
+      return fn(paths(run.slug, this.env).workspace);
+    } finally {
+      await unmount(run.slug, this.env);
+    }
   }
 
   meta(run: HostileRun): BottleMeta {

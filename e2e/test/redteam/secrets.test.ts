@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HOME_LABEL, homeLabel } from '@bb/headless';
 import { RedTeam, TOKEN } from './harness';
 
 const docker = await probeDocker();
@@ -56,8 +57,11 @@ describe.skipIf(!docker.ok)('red team: secrets at rest', () => {
     while (Date.now() < deadline && seen.length < (bottles ? 3 : 2)) {
       await new Promise((r) => setTimeout(r, 200));
       seen.length = 0;
-      for (const c of await engine.listContainers({ all: true, filters: { label: [`bb.home`] } })) {
-        if (!c.Names.some((n) => n.includes('-rt'))) continue;
+      // This bench's containers only: other test files run theirs on the same engine.
+      for (const c of await engine.listContainers({
+        all: true,
+        filters: { label: [`${HOME_LABEL}=${homeLabel(rt.env)}`] },
+      })) {
         const i = await engine
           .getContainer(c.Id)
           .inspect()
@@ -112,7 +116,7 @@ describe.skipIf(!docker.ok)('red team: secrets at rest', () => {
       ],
       { bottles: ['keyed'], env: { RT_MODEL_KEY: MODEL_KEY } },
     );
-    const got = readFileSync(join(run.dir, 'workspace', 'resp.txt'), 'utf8');
+    const got = (await rt.readWorkspace(run, 'resp.txt')) ?? '';
     expect(got).toContain('/v1/messages');
     expect(got).not.toContain(MODEL_KEY);
   });

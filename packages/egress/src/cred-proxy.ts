@@ -9,7 +9,9 @@ import {
 import { request as httpsRequest } from 'node:https';
 import { BbError, registerSecret } from '@bb/errors';
 import { z } from 'zod';
+import { withoutHopByHop } from './headers';
 import type { EgressLogger } from './log';
+import { redactHeaders, SecretRedactor } from './redactor';
 
 const RouteSchema = z
   .object({
@@ -93,6 +95,35 @@ export function loadRoutes(
   });
 }
 
+/**
+ * Why a request path could leave its route's base, or undefined when it is a
+ * plain path: no dot segments (plain or percent-encoded), no encoded slash or
+ * backslash, no backslash, no empty segment.
+ */
+export function unsafePath(url: string): string | undefined {
+  const path = url.split('?')[0]!;
+  if (!path.startsWith('/')) return 'the path must start with /';
+  if (path.includes('\\')) return 'a backslash in the path';
+  if (/%(2f|5c)/i.test(path)) return 'an encoded slash in the path';
+  if (
+    path
+      .slice(1)
+      .split('/')
+      .some((seg, i, all) => seg === '' && i < all.length - 1)
+  )
+    return 'an empty path segment';
+  for (const seg of path.split('/')) {
+    let d: string;
+    try {
+      d = decodeURIComponent(seg);
+    } catch {
+      return 'a malformed escape in the path';
+    }
+    if (d === '.' || d === '..') return 'a dot segment in the path';
+  }
+  return undefined;
+}
+
 export interface CredentialProxy {
   server: Server;
   /** Swap routes atomically; requests in flight finish on the old ones. */
@@ -118,6 +149,13 @@ export function createCredentialProxy(options: {
       const started = Date.now();
       const current = routes;
       const path = req.url ?? '/';
+      const bad = unsafePath(path);
+      if (bad) {
+        res
+          .writeHead(400, { 'content-type': 'text/plain' })
+          .end(`refused: ${bad}; a credential route takes only plain paths below its prefix\n`);
+        return;
+      }
       const route = current.find(
         (r) =>
           path === r.prefix || path.startsWith(`${r.prefix}/`) || path.startsWith(`${r.prefix}?`),
@@ -132,11 +170,17 @@ export function createCredentialProxy(options: {
       }
       const rest = path.slice(route.prefix.length) || '/';
       const base = route.upstream.pathname.replace(/\/$/, '');
-      const headers: Record<string, string | string[] | undefined> = { ...req.headers };
+      // Hop-by-hop headers (and those Connection names) stop here.
+      const headers = withoutHopByHop(req.headers);
       for (const h of CLIENT_AUTH) delete headers[h];
       for (const h of Object.keys(route.headers)) delete headers[h];
       delete headers['host'];
-      Object.assign(headers, route.headers, { host: route.upstream.host });
+      // Plain bodies, so a key the upstream echoes back can be found and removed.
+      Object.assign(headers, route.headers, {
+        host: route.upstream.host,
+        'accept-encoding': 'identity',
+      });
+      const secrets = Object.values(route.headers);
       const port = Number(route.upstream.port || (route.upstream.protocol === 'https:' ? 443 : 80));
       const send = route.upstream.protocol === 'https:' ? httpsRequest : httpRequest;
       let up = 0;
@@ -151,9 +195,12 @@ export function createCredentialProxy(options: {
           headers,
         },
         (ures) => {
-          res.writeHead(ures.statusCode ?? 502, ures.headers);
+          // The body may shrink or grow where a key is redacted: no content-length.
+          const out = withoutHopByHop(ures.headers);
+          delete out['content-length'];
+          res.writeHead(ures.statusCode ?? 502, redactHeaders(out, secrets));
           ures.on('data', (c: Buffer) => (down += c.length));
-          ures.pipe(res);
+          ures.pipe(new SecretRedactor(secrets)).pipe(res);
           ures.on('end', () =>
             log({
               time: new Date().toISOString(),

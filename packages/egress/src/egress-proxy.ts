@@ -7,8 +7,14 @@ import {
 } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { resolveDestination } from './addresses';
+import { withoutHopByHop } from './headers';
 import type { EgressLogger } from './log';
 import { decide, type EgressRule } from './rules';
+
+/** Whether the allowlist names this very address (for this port): then an internal one is allowed. */
+const listedAddress = (rules: readonly EgressRule[], port: number) => (ip: string) =>
+  rules.some((r) => !r.wildcard && r.host === ip.toLowerCase() && r.ports.includes(port));
 
 export interface EgressProxyOptions {
   rules: EgressRule[];
@@ -105,47 +111,62 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
       denied(host, port, d.rule, 'CONNECT');
       return refuse(client, 403, `egress to ${host}:${port} denied: ${d.rule}`);
     }
-    const upstream = connect({ host, port, timeout: options.connectTimeoutMs ?? 10_000 });
-    let up = head.length;
-    let down = 0;
-    tunnels.add(upstream);
-    const done = () => {
-      if (!tunnels.delete(upstream)) return;
-      log({
-        time: new Date().toISOString(),
-        kind: 'egress',
-        host,
+    client.pause();
+    void resolveDestination(host, listedAddress(rules, port)).then((where) => {
+      if (!where.ok) {
+        denied(host, port, where.reason, 'CONNECT');
+        return refuse(client, 403, `egress to ${host}:${port} denied: ${where.reason}`);
+      }
+      client.resume();
+      tunnel(where.address);
+    });
+    const tunnel = (address: string) => {
+      const upstream = connect({
+        host: address,
         port,
-        decision: 'allowed',
-        rule: d.rule,
-        method: 'CONNECT',
-        bytesUp: up,
-        bytesDown: down,
-        durationMs: Date.now() - started,
+        timeout: options.connectTimeoutMs ?? 10_000,
       });
+      let up = head.length;
+      let down = 0;
+      tunnels.add(upstream);
+      const done = () => {
+        if (!tunnels.delete(upstream)) return;
+        log({
+          time: new Date().toISOString(),
+          kind: 'egress',
+          host,
+          port,
+          decision: 'allowed',
+          rule: d.rule,
+          method: 'CONNECT',
+          bytesUp: up,
+          bytesDown: down,
+          durationMs: Date.now() - started,
+        });
+      };
+      upstream.once('connect', () => {
+        upstream.setTimeout(0);
+        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        if (head.length) upstream.write(head);
+        client.on('data', (c: Buffer) => (up += c.length));
+        upstream.on('data', (c: Buffer) => (down += c.length));
+        client.pipe(upstream);
+        upstream.pipe(client);
+      });
+      upstream.once('timeout', () => upstream.destroy(new Error('connect timeout')));
+      upstream.once('error', () => {
+        if (client.writable && down === 0) refuse(client, 502, `cannot reach ${host}:${port}`);
+        client.destroy();
+        done();
+      });
+      upstream.once('close', () => {
+        // end(), not destroy(): bytes still buffered for the client must arrive.
+        if (!client.destroyed) client.end();
+        done();
+      });
+      client.once('error', () => upstream.destroy());
+      client.once('close', () => upstream.destroy());
     };
-    upstream.once('connect', () => {
-      upstream.setTimeout(0);
-      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      if (head.length) upstream.write(head);
-      client.on('data', (c: Buffer) => (up += c.length));
-      upstream.on('data', (c: Buffer) => (down += c.length));
-      client.pipe(upstream);
-      upstream.pipe(client);
-    });
-    upstream.once('timeout', () => upstream.destroy(new Error('connect timeout')));
-    upstream.once('error', () => {
-      if (client.writable && down === 0) refuse(client, 502, `cannot reach ${host}:${port}`);
-      client.destroy();
-      done();
-    });
-    upstream.once('close', () => {
-      // end(), not destroy(): bytes still buffered for the client must arrive.
-      if (!client.destroyed) client.end();
-      done();
-    });
-    client.once('error', () => upstream.destroy());
-    client.once('close', () => upstream.destroy());
   });
 
   function forward(req: IncomingMessage, res: ServerResponse): void {
@@ -184,50 +205,63 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
         .end(`egress to ${host}:${port} denied: ${d.rule}\n`);
       return;
     }
-    const headers = { ...req.headers };
-    delete headers['proxy-authorization'];
-    delete headers['proxy-connection'];
-    let up = 0;
-    let down = 0;
-    req.on('data', (c: Buffer) => (up += c.length));
-    const upstream = httpRequest(
-      {
-        host,
-        port,
-        method: req.method,
-        path: `${url.pathname}${url.search}`,
-        headers,
-        timeout: options.connectTimeoutMs ?? 10_000,
-      },
-      (ures) => {
-        res.writeHead(ures.statusCode ?? 502, ures.headers);
-        ures.on('data', (c: Buffer) => (down += c.length));
-        ures.pipe(res);
-        ures.on('end', () =>
-          log({
-            time: new Date().toISOString(),
-            kind: 'egress',
-            host,
-            port,
-            decision: 'allowed',
-            rule: d.rule,
-            method: req.method,
-            status: ures.statusCode,
-            bytesUp: up,
-            bytesDown: down,
-            durationMs: Date.now() - started,
-          }),
-        );
-      },
-    );
-    upstream.on('error', (err) => {
-      if (!res.headersSent)
+    req.pause();
+    void resolveDestination(host, listedAddress(rules, port)).then((where) => {
+      if (!where.ok) {
+        denied(host, port, where.reason, req.method);
         res
-          .writeHead(502, { 'content-type': 'text/plain' })
-          .end(`cannot reach ${host}:${port}: ${err.message}\n`);
-      else res.destroy();
+          .writeHead(403, { 'content-type': 'text/plain' })
+          .end(`egress to ${host}:${port} denied: ${where.reason}\n`);
+        return;
+      }
+      req.resume();
+      send(where.address);
     });
-    req.pipe(upstream);
+    const send = (address: string) => {
+      // Hop-by-hop headers (and those Connection names) stop here, as do proxy credentials.
+      const headers = withoutHopByHop(req.headers);
+      let up = 0;
+      let down = 0;
+      req.on('data', (c: Buffer) => (up += c.length));
+      const upstream = httpRequest(
+        {
+          host: address,
+          port,
+          method: req.method,
+          path: `${url.pathname}${url.search}`,
+          headers,
+          timeout: options.connectTimeoutMs ?? 10_000,
+        },
+        (ures) => {
+          res.writeHead(ures.statusCode ?? 502, withoutHopByHop(ures.headers));
+          ures.on('data', (c: Buffer) => (down += c.length));
+          ures.pipe(res);
+          ures.on('end', () =>
+            log({
+              time: new Date().toISOString(),
+              kind: 'egress',
+              host,
+              port,
+              decision: 'allowed',
+              rule: d.rule,
+              method: req.method,
+              status: ures.statusCode,
+              bytesUp: up,
+              bytesDown: down,
+              durationMs: Date.now() - started,
+            }),
+          );
+        },
+      );
+      upstream.on('error', (err) => {
+        if (!res.headersSent)
+          res
+            .writeHead(502, { 'content-type': 'text/plain' })
+            .end(`cannot reach ${host}:${port}: ${err.message}\n`);
+        else res.destroy();
+      });
+      req.pipe(upstream);
+    };
   }
 
   return {

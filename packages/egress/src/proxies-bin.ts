@@ -20,6 +20,7 @@ try {
     egressSocket: need('BB_EGRESS_SOCKET'),
     credSocket: need('BB_CRED_SOCKET'),
     logFile: need('BB_EGRESS_LOG'),
+    secretsFile: process.env['BB_CRED_SECRETS_FILE'],
   });
   process.on('SIGHUP', () => p.reload());
   const stop = () => void p.close().then(() => process.exit(0));

@@ -1,5 +1,5 @@
 import { chmodSync, readFileSync, rmSync } from 'node:fs';
-import { errorMessage } from '@bb/errors';
+import { errorMessage, registerSecret } from '@bb/errors';
 import { createCredentialProxy, loadRoutes } from './cred-proxy';
 import { createEgressProxy } from './egress-proxy';
 import { fileLogger } from './log';
@@ -13,7 +13,14 @@ export interface ProxiesOptions {
   egressSocket: string;
   credSocket: string;
   logFile: string;
+  /** Where `env:NAME` secret references are looked up. @default process.env */
   env?: Record<string, string | undefined>;
+  /**
+   * A JSON file `{ "NAME": "value" }` of secrets, read once at start and kept
+   * in this process only (the file can go as soon as the sockets are up); its
+   * names win over `env`.
+   */
+  secretsFile?: string | undefined;
   onMessage?: (message: string) => void;
 }
 
@@ -25,6 +32,24 @@ function readRules(file: string) {
   return parseRules(raw.allow as string[]);
 }
 
+function readSecrets(file: string | undefined): Record<string, string> {
+  if (!file) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new Error(`secrets file ${file} cannot be read as JSON: ${(err as Error).message}`);
+  }
+  if (
+    typeof parsed !== 'object' ||
+    parsed === null ||
+    Object.values(parsed).some((v) => typeof v !== 'string')
+  )
+    throw new Error(`secrets file ${file} must be {"NAME": "value", ...}`);
+  for (const v of Object.values(parsed as Record<string, string>)) registerSecret(v);
+  return parsed as Record<string, string>;
+}
+
 /**
  * Run both proxies on their Unix sockets. `reload()` (wired to SIGHUP by the
  * command) re-reads both files; a file that fails to load leaves that proxy's
@@ -32,9 +57,10 @@ function readRules(file: string) {
  */
 export async function startProxies(options: ProxiesOptions) {
   const say = options.onMessage ?? ((m: string) => process.stderr.write(`${m}\n`));
+  const env = { ...(options.env ?? process.env), ...readSecrets(options.secretsFile) };
   const log = fileLogger(options.logFile);
   const egress = createEgressProxy({ rules: readRules(options.rulesFile), log });
-  const cred = createCredentialProxy({ routes: loadRoutes(options.routesFile, options.env), log });
+  const cred = createCredentialProxy({ routes: loadRoutes(options.routesFile, env), log });
   for (const [server, socket] of [
     [egress.server, options.egressSocket],
     [cred.server, options.credSocket],
@@ -54,7 +80,7 @@ export async function startProxies(options: ProxiesOptions) {
       say(`egress rules NOT reloaded, keeping the old ones: ${errorMessage(err)}`);
     }
     try {
-      cred.reload(loadRoutes(options.routesFile, options.env));
+      cred.reload(loadRoutes(options.routesFile, env));
       say(`credential routes reloaded from ${options.routesFile}`);
     } catch (err) {
       say(`credential routes NOT reloaded, keeping the old ones: ${errorMessage(err)}`);

@@ -13,11 +13,12 @@ export interface EgressRule {
 
 const HOST = /^(\*\.)?([a-z0-9-]+\.)*[a-z0-9-]+$/i;
 
-/** Parse allowlist entries (`host`, `*.suffix`, optionally `:port`), or throw naming the bad one. */
+/** Parse allowlist entries (`host`, `*.suffix`, an IP, `[ipv6]`, optionally `:port`), or throw naming the bad one. */
 export function parseRules(entries: readonly string[]): EgressRule[] {
   return entries.map((text) => {
     const raw = text.trim().toLowerCase();
-    const m = /^(.*?)(?::(\d{1,5}))?$/.exec(raw);
+    // `[::1]:8080` for an IPv6 address with a port; `host:port` otherwise.
+    const m = /^\[([0-9a-f:.]+)\](?::(\d{1,5}))?$/.exec(raw) ?? /^(.*?)(?::(\d{1,5}))?$/.exec(raw);
     const host = m?.[1] ?? '';
     const port = m?.[2] ? Number(m[2]) : undefined;
     if (!HOST.test(host) && !isIP(host)) {

@@ -35,7 +35,10 @@ describe.skipIf(!docker.ok)('real Docker: egress from a bottle through the bridg
     chmodSync(join(dir, 'sock'), 0o777);
     cpSync(bundles, join(dir, 'bin'), { recursive: true });
     const { writeFileSync } = await import('node:fs');
-    writeFileSync(join(dir, 'rules.json'), JSON.stringify({ allow: [`localhost:${port}`] }));
+    writeFileSync(
+      join(dir, 'rules.json'),
+      JSON.stringify({ allow: [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`] }),
+    );
     writeFileSync(
       join(dir, 'routes.json'),
       JSON.stringify({

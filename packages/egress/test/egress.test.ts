@@ -55,6 +55,12 @@ afterAll(() => {
 });
 
 /** Send raw bytes to a Unix socket and collect the reply until the server closes or `until` matches. */
+/**
+ * `localhost` on this port, and the loopback addresses it resolves to: a name
+ * that resolves inward is refused unless the allowlist names the address too.
+ */
+const local = (port: number) => [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`];
+
 function raw(socket: string, text: string, until?: RegExp, ms = 3000): Promise<string> {
   return new Promise((resolve) => {
     const s = connect(socket);
@@ -108,7 +114,7 @@ describe('egress proxy', () => {
   const log: EgressLogEntry[] = [];
   const proxy = createEgressProxy({ rules: [], log: (e) => log.push(e), headersTimeoutMs: 500 });
   beforeAll(async () => {
-    proxy.reload(parseRules([`localhost:${httpPort}`, `localhost:${tcpPort}`]));
+    proxy.reload(parseRules([...local(httpPort), ...local(tcpPort)]));
     await new Promise<void>((r) => proxy.server.listen(socket, r));
   });
   afterAll(() => proxy.close());
@@ -153,7 +159,7 @@ describe('egress proxy', () => {
   });
 
   it('refuses IP literals, unlisted ports, Host-header smuggling and non-proxy requests', async () => {
-    expect(await raw(socket, `CONNECT 127.0.0.1:${tcpPort} HTTP/1.1\r\nHost: x\r\n\r\n`)).toContain(
+    expect(await raw(socket, `CONNECT 127.0.0.2:${tcpPort} HTTP/1.1\r\nHost: x\r\n\r\n`)).toContain(
       'IP addresses are denied unless listed',
     );
     expect(await raw(socket, 'CONNECT localhost:22 HTTP/1.1\r\nHost: x\r\n\r\n')).toMatch(
@@ -197,7 +203,7 @@ describe('egress proxy', () => {
     s.on('data', (d) => (got += d));
     s.write(`CONNECT localhost:${tcpPort} HTTP/1.1\r\nHost: x\r\n\r\n`);
     await new Promise((r) => setTimeout(r, 100));
-    proxy.reload(parseRules([`localhost:${httpPort}`]));
+    proxy.reload(parseRules(local(httpPort)));
     s.write('after-reload');
     await new Promise((r) => setTimeout(r, 100));
     expect(got).toMatch(/200 Connection Established\r\n\r\nafter-reload$/);
@@ -205,7 +211,7 @@ describe('egress proxy', () => {
     expect(await raw(socket, `CONNECT localhost:${tcpPort} HTTP/1.1\r\nHost: x\r\n\r\n`)).toMatch(
       /^HTTP\/1.1 403/,
     );
-    proxy.reload(parseRules([`localhost:${httpPort}`, `localhost:${tcpPort}`]));
+    proxy.reload(parseRules([...local(httpPort), ...local(tcpPort)]));
   });
 });
 

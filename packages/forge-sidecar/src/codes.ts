@@ -27,6 +27,8 @@ export const ERROR_TABLE = {
   FORGE_ERROR: { wire: -32007, kind: 'forge_error' },
   PUSH_FAILED: { wire: -32008, kind: 'push_failed' },
   ALREADY_DONE: { wire: -32009, kind: 'already_done' },
+  OUTCOME_UNKNOWN: { wire: -32010, kind: 'outcome_unknown' },
+  AUDIT_UNAVAILABLE: { wire: -32011, kind: 'audit_unavailable' },
 } as const satisfies Record<string, { wire: number; kind: string }>;
 
 export type WireCode = keyof typeof ERROR_TABLE;

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { BbError } from '@bb/errors';
 import { z } from 'zod';
 
@@ -39,7 +40,13 @@ export const SidecarEnvSchema = z.object({
       }
       return Number(v);
     }),
-  FORGE_TOKEN: z.string({ error: 'FORGE_TOKEN is required' }).min(1, 'FORGE_TOKEN is required'),
+  /** The token itself; prefer FORGE_TOKEN_FILE, which keeps it out of the process's environment. */
+  FORGE_TOKEN: z
+    .string()
+    .optional()
+    .transform((v) => v || undefined),
+  /** A file holding the token, read once at start (bottles use a 0400 file on a tmpfs). */
+  FORGE_TOKEN_FILE: absPath('FORGE_TOKEN_FILE').optional(),
   BB_SIDECAR_SOCKET: absPath('BB_SIDECAR_SOCKET'),
   BB_QUEUE_DIR: absPath('BB_QUEUE_DIR'),
   BB_OPS_LOG: absPath('BB_OPS_LOG'),
@@ -54,6 +61,24 @@ export const SidecarEnvSchema = z.object({
       (b) => !b.includes('..') && !b.endsWith('/') && !b.endsWith('.lock'),
       'BB_BRANCH is not a valid branch name',
     ),
+  /** The sidecar's own bare repository, where the agent's commits are received and pushed from. @default `<dir of BB_OPS_LOG>/push.git` */
+  BB_GIT_DIR: absPath('BB_GIT_DIR').optional(),
+  /**
+   * The socket's mode, octal: `600` (default) lets only the sidecar's user
+   * connect; `666` lets an agent running as another user connect, in a
+   * directory only the sidecar's user can change.
+   */
+  BB_SOCKET_MODE: z
+    .string()
+    .regex(/^0?[0-7]{3}$/, 'BB_SOCKET_MODE must be an octal mode such as 600 or 666')
+    .optional()
+    .transform((v) => (v === undefined ? undefined : Number.parseInt(v, 8))),
+  /** The op log's size limit in bytes. @default 67108864 */
+  BB_OPS_LOG_MAX: z
+    .string()
+    .regex(/^[1-9]\d{3,11}$/, 'BB_OPS_LOG_MAX must be a number of bytes (at least 1000)')
+    .optional()
+    .transform((v) => (v === undefined ? undefined : Number(v))),
   /** Optional: the uid:gid that may connect (the agent's), given the socket and its directory. */
   BB_SOCKET_OWNER: z
     .string()
@@ -63,6 +88,25 @@ export const SidecarEnvSchema = z.object({
 });
 
 export type SidecarEnv = z.infer<typeof SidecarEnvSchema>;
+
+/** The token: FORGE_TOKEN_FILE's content (read once) or FORGE_TOKEN. */
+export function readSidecarToken(env: SidecarEnv): string {
+  if (env.FORGE_TOKEN_FILE) {
+    let text: string;
+    try {
+      text = readFileSync(env.FORGE_TOKEN_FILE, 'utf8').trim();
+    } catch (err) {
+      throw new BbError(
+        'INVALID_INPUT',
+        `FORGE_TOKEN_FILE ${env.FORGE_TOKEN_FILE} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+      );
+    }
+    if (!text) throw new BbError('INVALID_INPUT', `FORGE_TOKEN_FILE ${env.FORGE_TOKEN_FILE} is empty`);
+    return text;
+  }
+  if (env.FORGE_TOKEN) return env.FORGE_TOKEN;
+  throw new BbError('INVALID_INPUT', 'set FORGE_TOKEN_FILE (or FORGE_TOKEN) to the forge token');
+}
 
 /**
  * Read and check the configuration. Throws one INVALID_INPUT listing every bad

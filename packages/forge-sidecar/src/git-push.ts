@@ -1,100 +1,118 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import { BbError, redactString } from '@bb/errors';
+import { BbError } from '@bb/errors';
 import type { GitRemote } from '@bb/forge';
-
-const run = promisify(execFile);
+import { ensureBareRepo, importHead, runGit, wallGitEnv } from '@bb/wall';
 
 /**
- * Environment for a git that pushes with a credential. The credential travels
- * as configuration in the environment (GIT_CONFIG_COUNT/KEY/VALUE, git >= 2.31),
- * never in the URL or in argv, where other processes could read it.
+ * Where the sidecar's git work happens: a bare repository it owns (`repo`),
+ * outside the agent's reach, into which the agent's commits are received as
+ * objects and from which they are pushed. No git of the sidecar ever runs with
+ * the agent's workspace as its repository.
  */
-export function gitPushEnv(remote: GitRemote): NodeJS.ProcessEnv {
-  const config: Array<[string, string]> = [['safe.directory', '*']];
-  for (const [name, value] of Object.entries(remote.headers))
-    config.push(['http.extraHeader', `${name}: ${value}`]);
-  const env: NodeJS.ProcessEnv = {
-    PATH: process.env['PATH'],
-    HOME: process.env['HOME'] ?? '/tmp',
-    GIT_TERMINAL_PROMPT: '0',
-    GIT_ASKPASS: 'true',
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_CONFIG_COUNT: String(config.length),
-  };
-  config.forEach(([k, v], i) => {
-    env[`GIT_CONFIG_KEY_${i}`] = k;
-    env[`GIT_CONFIG_VALUE_${i}`] = v;
-  });
-  return env;
+export interface GitGate {
+  /** The agent's workspace (read-only to the sidecar; only its objects and HEAD are read). */
+  readonly workspace: string;
+  /** The sidecar's own bare repository. */
+  readonly repo: string;
+  /** @default 120000 */
+  readonly timeoutMs?: number;
+  /** Receive the commit the workspace's HEAD names into `repo`; returns its id. */
+  receive(): Promise<string>;
 }
 
-async function git(cwd: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
-  try {
-    const { stdout } = await run('git', args, {
-      cwd,
-      env,
-      maxBuffer: 16 * 1024 * 1024,
-      timeout: 120_000,
-    });
-    return stdout.trim();
-  } catch (err) {
-    const e = err as { stderr?: string; message: string };
-    throw Object.assign(new Error(redactString((e.stderr || e.message).trim())), {
-      gitStderr: redactString(e.stderr ?? ''),
-    });
-  }
+export function createGitGate(options: {
+  workspace: string;
+  repo: string;
+  timeoutMs?: number;
+}): GitGate {
+  return {
+    ...options,
+    async receive() {
+      try {
+        return await importHead({
+          workspace: options.workspace,
+          into: options.repo,
+          ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+        });
+      } catch (err) {
+        if (err instanceof BbError && err.code === 'UNSAFE_PATH')
+          throw new BbError('INVALID_INPUT', `the workspace cannot be pushed: ${err.message}`);
+        throw err;
+      }
+    },
+  };
+}
+
+/**
+ * The environment of a git that talks to the forge: the credential as protected
+ * configuration (`http.extraHeader`, never argv or a URL), only http(s) allowed,
+ * a low-speed limit so a stalled forge cannot hold it forever.
+ */
+export function forgeGitEnv(remote: GitRemote): NodeJS.ProcessEnv {
+  const scheme = new URL(remote.url).protocol.replace(':', '');
+  if (scheme !== 'https' && scheme !== 'http')
+    throw new BbError('INVALID_INPUT', `the forge's git URL must be http(s), not ${scheme}`);
+  return wallGitEnv({
+    config: [
+      [`protocol.${scheme}.allow`, 'always'],
+      ['http.lowSpeedLimit', '1000'],
+      ['http.lowSpeedTime', '60'],
+      ...Object.entries(remote.headers).map(
+        ([name, value]) => ['http.extraHeader', `${name}: ${value}`] as const,
+      ),
+    ],
+  });
 }
 
 /** The remote's default branch (from its HEAD), or undefined when it cannot be read. */
 export async function remoteDefaultBranch(
-  workspace: string,
+  gate: GitGate,
   remote: GitRemote,
 ): Promise<string | undefined> {
   try {
-    const out = await git(
-      workspace,
-      ['ls-remote', '--symref', remote.url, 'HEAD'],
-      gitPushEnv(remote),
+    ensureBareRepo(gate.repo);
+    const out = await runGit(
+      [`--git-dir=${gate.repo}`, 'ls-remote', '--symref', remote.url, 'HEAD'],
+      { env: forgeGitEnv(remote), timeoutMs: gate.timeoutMs ?? 120_000 },
     );
-    const m = /^ref: refs\/heads\/(\S+)\s+HEAD/m.exec(out);
-    return m?.[1];
+    return /^ref: refs\/heads\/(\S+)\s+HEAD/m.exec(out)?.[1];
   } catch {
     return undefined;
   }
 }
 
 /**
- * Push the workspace's HEAD to `branch` on the remote. Never forces: when the
- * remote branch has commits the workspace lacks, the push is refused and
+ * Push `sha` (already received into the gate repository) to `branch` on the
+ * remote: exactly one ref, the bottle's branch; no tags; never forced, so when
+ * the branch has commits `sha` does not contain, the push is refused and
  * nothing there changes.
  */
-export async function pushHead(
-  workspace: string,
+export async function pushCommit(
+  gate: GitGate,
   remote: GitRemote,
+  sha: string,
   branch: string,
-): Promise<{ sha: string }> {
-  const env = gitPushEnv(remote);
-  let sha: string;
+): Promise<void> {
   try {
-    sha = await git(workspace, ['rev-parse', '--verify', 'HEAD^{commit}'], env);
-  } catch {
-    throw new BbError(
-      'INVALID_INPUT',
-      'the workspace has no commit to push: commit your work first',
+    await runGit(
+      [
+        `--git-dir=${gate.repo}`,
+        'push',
+        '--porcelain',
+        '--no-follow-tags',
+        '--no-verify',
+        remote.url,
+        `${sha}:refs/heads/${branch}`,
+      ],
+      { env: forgeGitEnv(remote), timeoutMs: gate.timeoutMs ?? 120_000 },
     );
-  }
-  try {
-    await git(workspace, ['push', '--porcelain', remote.url, `HEAD:refs/heads/${branch}`], env);
   } catch (err) {
+    if (err instanceof BbError) throw err;
     const text = (err as Error).message;
     if (/non-fast-forward|fetch first|rejected/.test(text)) {
       throw new BbError(
         'CONFLICT',
         `the remote branch ${branch} has commits this workspace does not have; it was not overwritten`,
-        {
-          data: { branch },
-        },
+        { data: { branch } },
       );
     }
     throw new BbError(
@@ -103,5 +121,4 @@ export async function pushHead(
       { data: { branch } },
     );
   }
-  return { sha };
 }

@@ -11,14 +11,28 @@
 export { runBbForge } from './bb-forge';
 export { ForgeSidecarClient, type ForgeSidecarClientOptions } from './client';
 export { ERROR_TABLE, fromWireError, toWireError, type WireCode, type WireError } from './codes';
-export { loadSidecarEnv, type SidecarEnv, SidecarEnvSchema } from './config';
-export { gitPushEnv, pushHead, remoteDefaultBranch } from './git-push';
+export { loadSidecarEnv, readSidecarToken, type SidecarEnv, SidecarEnvSchema } from './config';
+export {
+  createGitGate,
+  forgeGitEnv,
+  type GitGate,
+  pushCommit,
+  remoteDefaultBranch,
+} from './git-push';
 export { type RunSidecarOptions, runSidecarFromEnv, stderrLogger } from './main';
-export { callMethod, METHOD_NAMES, type MethodContext, type MethodName, PARAMS } from './methods';
+export {
+  callMethod,
+  METHOD_NAMES,
+  type MethodContext,
+  type MethodName,
+  PARAMS,
+  WRITE_METHODS,
+} from './methods';
 export {
   GENESIS,
   OpLog,
   type OpLogEntry,
+  type OpLogOptions,
   type OpLogVerification,
   type OpOutcome,
   verifyOpLog,

@@ -1,6 +1,8 @@
 import { BbError, errorMessage, redactString, registerSecret } from '@bb/errors';
 import { type Forge, GiteaForge, ScopedForge } from '@bb/forge';
-import { loadSidecarEnv, type SidecarEnv } from './config';
+import { dirname, join } from 'node:path';
+import { loadSidecarEnv, readSidecarToken, type SidecarEnv } from './config';
+import { createGitGate } from './git-push';
 import { OpLog } from './op-log';
 import { QueueWriter } from './queue';
 import { type RunningSidecar, type SidecarLogger, startSidecar } from './server';
@@ -17,20 +19,21 @@ export function stderrLogger(): SidecarLogger {
 
 export interface RunSidecarOptions {
   env: Record<string, string | undefined>;
-  /** Build the forge (a third party's, say). @default GiteaForge from FORGE_GITEA_API and FORGE_TOKEN */
-  makeForge?: (env: SidecarEnv) => Forge;
+  /** Build the forge (a third party's, say); `FORGE_TOKEN` holds the token read. @default GiteaForge from FORGE_GITEA_API */
+  makeForge?: (env: SidecarEnv & { FORGE_TOKEN: string }) => Forge;
   logger?: SidecarLogger;
 }
 
 /** Start a sidecar from its environment, as the `bb-forge-sidecar` command does. */
 export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<RunningSidecar> {
   const env = loadSidecarEnv(options.env);
-  registerSecret(env.FORGE_TOKEN);
+  const token = readSidecarToken(env);
+  registerSecret(token);
   const inner =
-    options.makeForge?.(env) ??
+    options.makeForge?.({ ...env, FORGE_TOKEN: token }) ??
     new GiteaForge({
       baseUrl: env.FORGE_GITEA_API,
-      token: env.FORGE_TOKEN,
+      token,
       owner: env.FORGE_OWNER,
       repo: env.FORGE_REPO,
     });
@@ -43,11 +46,15 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
   return startSidecar({
     forge,
     socketPath: env.BB_SIDECAR_SOCKET,
-    opLog: new OpLog(env.BB_OPS_LOG),
+    opLog: new OpLog(env.BB_OPS_LOG, { maxBytes: env.BB_OPS_LOG_MAX }),
     queue: new QueueWriter(env.BB_QUEUE_DIR, env.BB_SLUG),
-    workspace: env.BB_WORKSPACE,
+    git: createGitGate({
+      workspace: env.BB_WORKSPACE,
+      repo: env.BB_GIT_DIR ?? join(dirname(env.BB_OPS_LOG), 'push.git'),
+    }),
     branch: env.BB_BRANCH,
     socketOwner: owner ? { uid: owner[0], gid: owner[1] } : undefined,
+    ...(env.BB_SOCKET_MODE !== undefined ? { socketMode: env.BB_SOCKET_MODE } : {}),
     logger: options.logger ?? stderrLogger(),
   });
 }

@@ -1,7 +1,7 @@
 import { BbError, errorMessage, isBbError } from '@bb/errors';
 import type { ScopedForge } from '@bb/forge';
 import { z } from 'zod';
-import { pushHead, remoteDefaultBranch } from './git-push';
+import { type GitGate, pushCommit, remoteDefaultBranch } from './git-push';
 import type { OpLog, OpOutcome } from './op-log';
 import type { CheckinThrottle, DoneSignal, QueueWriter } from './queue';
 
@@ -32,6 +32,7 @@ export const PARAMS = {
       base: z
         .string()
         .regex(/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/, 'base must be a branch name')
+        .refine((b) => !b.includes('..') && !b.endsWith('.lock'), 'base must be a branch name')
         .optional(),
     })
     .strict(),
@@ -52,21 +53,25 @@ export const PARAMS = {
 export type MethodName = keyof typeof PARAMS;
 export const METHOD_NAMES = Object.keys(PARAMS) as MethodName[];
 
+/** Methods that change something; after `signal_done` each answers `ALREADY_DONE`. */
+export const WRITE_METHODS: ReadonlySet<MethodName> = new Set([
+  'post_comment',
+  'update_description',
+  'open_pr',
+  'push',
+  'signal_done',
+]);
+
 export interface MethodContext {
   forge: ScopedForge;
   opLog: OpLog;
   queue: QueueWriter;
   checkins: CheckinThrottle;
-  workspace: string;
+  /** Where the agent's commits are read (as data) and pushed from. */
+  git: GitGate;
   branch: string;
-}
-
-interface Described {
-  target: string;
-  summary: string;
-  result: unknown;
-  /** For write methods: what the orchestrator should learn (e.g. a PR number). */
-  op?: Record<string, unknown>;
+  /** The first `signal_done` of this turn, once it happened: every later write is refused. */
+  done?: DoneSignal | undefined;
 }
 
 function parse<M extends MethodName>(method: M, params: unknown): z.infer<(typeof PARAMS)[M]> {
@@ -83,88 +88,217 @@ function parse<M extends MethodName>(method: M, params: unknown): z.infer<(typeo
   return result.data as z.infer<(typeof PARAMS)[M]>;
 }
 
-async function run(ctx: MethodContext, method: MethodName, params: unknown): Promise<Described> {
+/**
+ * How a failed forge write ended. A request that may have reached the forge (a
+ * timeout, a connection cut after sending) is `unknown`: the agent is told to
+ * read before it retries. One refused before any request is `rejected`.
+ */
+function outcomeOf(err: unknown): OpOutcome {
+  if (
+    isBbError(err, 'SCOPE_DENIED') ||
+    isBbError(err, 'INVALID_INPUT') ||
+    isBbError(err, 'ALREADY_DONE') ||
+    isBbError(err, 'AUDIT_UNAVAILABLE')
+  )
+    return 'rejected';
+  if (isBbError(err, 'TIMEOUT')) return 'unknown';
+  if (isBbError(err, 'FORGE_UNAVAILABLE')) {
+    const data = (err as BbError<{ status?: number }>).data;
+    const cause = (err as { cause?: { code?: string } }).cause?.code ?? '';
+    // The forge answered (5xx): it said no. A connection never made: nothing was sent.
+    if (data?.status !== undefined) return 'error';
+    if (/ECONNREFUSED|ENOTFOUND|EAI_AGAIN|UND_ERR_CONNECT_TIMEOUT/.test(cause)) return 'error';
+    return 'unknown';
+  }
+  return 'error';
+}
+
+/**
+ * One forge write, under the fail-closed audit: the `started` line is written
+ * and flushed, and the op log's new head relayed, before the request; if either
+ * cannot be written, there is no request. The outcome gets its own line.
+ */
+async function audited<T>(
+  ctx: MethodContext,
+  method: string,
+  what: { target: string; intent: string; done: (r: T) => string },
+  request: () => Promise<T>,
+): Promise<T> {
+  const start = ctx.opLog.append(
+    { method, target: what.target, outcome: 'started', summary: what.intent },
+    { sync: true },
+  );
+  ctx.checkins.now({ method, outcome: 'started', ...headOf(ctx) });
+  let result: T;
+  try {
+    result = await request();
+  } catch (err) {
+    const outcome = outcomeOf(err);
+    ctx.opLog.append({
+      method,
+      target: what.target,
+      outcome,
+      reason: errorMessage(err),
+      summary: `${outcome === 'unknown' ? 'no answer to' : 'failed to'} ${what.intent}`,
+      attempt: start.seq,
+    });
+    const thrown =
+      outcome === 'unknown'
+        ? new BbError(
+            'OUTCOME_UNKNOWN',
+            `${what.intent}: the forge did not answer, so it may or may not have happened; read ${what.target} before you try again`,
+            { cause: err },
+          )
+        : err;
+    if (typeof thrown === 'object' && thrown !== null) AUDITED.add(thrown);
+    throw thrown;
+  }
+  ctx.opLog.append({
+    method,
+    target: what.target,
+    outcome: 'ok',
+    summary: what.done(result),
+    attempt: start.seq,
+  });
+  return result;
+}
+
+/** Errors whose outcome line `audited` already wrote. */
+const AUDITED = new WeakSet<object>();
+
+function headOf(ctx: MethodContext) {
+  return { opLogHead: ctx.opLog.head.hash, opLogSeq: ctx.opLog.head.seq };
+}
+
+/** Push the workspace's HEAD to the bottle's branch, as its own audited write. */
+async function push(ctx: MethodContext): Promise<{ sha: string }> {
+  const remote = ctx.forge.gitRemote();
+  if (!remote) throw new BbError('FORGE_ERROR', 'this forge cannot push branches');
+  // Read (as data) and checked before anything is logged or sent.
+  const sha = await ctx.git.receive();
+  await audited(
+    ctx,
+    'push',
+    {
+      target: `branch ${ctx.branch}`,
+      intent: `push ${sha.slice(0, 12)} to ${ctx.branch}`,
+      done: () => `pushed ${ctx.branch} at ${sha.slice(0, 12)}`,
+    },
+    () => pushCommit(ctx.git, remote, sha, ctx.branch),
+  );
+  ctx.queue.write('op', { method: 'push', seq: ctx.opLog.head.seq, sha }, { sync: true });
+  return { sha };
+}
+
+interface Answer {
+  result: unknown;
+  /** What the op-log line of a read says. */
+  read?: { target: string; summary: string };
+}
+
+async function run(ctx: MethodContext, method: MethodName, params: unknown): Promise<Answer> {
   const f = ctx.forge;
+  const p = parse(method, params);
+  if (WRITE_METHODS.has(method) && ctx.done)
+    throw new BbError(
+      'ALREADY_DONE',
+      `this turn already ended with signal_done (${ctx.done.status}); ${method.replace('_', ' ')} is closed until a new turn`,
+    );
   switch (method) {
     case 'read_issue': {
-      const p = parse(method, params);
+      const n = (p as { number: number }).number;
       return {
-        target: `#${p.number}`,
-        summary: `read issue #${p.number}`,
-        result: await f.readIssue(p.number),
+        result: await f.readIssue(n),
+        read: { target: `#${n}`, summary: `read issue #${n}` },
       };
     }
     case 'read_pr': {
-      const p = parse(method, params);
-      return {
-        target: `#${p.number}`,
-        summary: `read PR #${p.number}`,
-        result: await f.readPr(p.number),
-      };
+      const n = (p as { number: number }).number;
+      return { result: await f.readPr(n), read: { target: `#${n}`, summary: `read PR #${n}` } };
     }
     case 'read_comments': {
-      const p = parse(method, params);
-      const comments = await f.readComments(p.number);
+      const n = (p as { number: number }).number;
+      const comments = await f.readComments(n);
       return {
-        target: `#${p.number}`,
-        summary: `read ${comments.length} comments of #${p.number}`,
         result: comments,
+        read: { target: `#${n}`, summary: `read ${comments.length} comments of #${n}` },
       };
     }
     case 'post_comment': {
-      const p = parse(method, params);
-      const c = await f.postComment(p.number, p.body);
-      return {
-        target: `#${p.number}`,
-        summary: `posted comment to #${p.number} (${p.body.length} chars)`,
-        result: c,
-        op: { commentId: c.id, number: p.number },
-      };
+      const { number: n, body: text } = p as z.infer<typeof PARAMS.post_comment>;
+      f.checkWrite('postComment', n);
+      const c = await audited(
+        ctx,
+        method,
+        {
+          target: `#${n}`,
+          intent: `post a comment to #${n} (${text.length} chars)`,
+          done: () => `posted comment to #${n} (${text.length} chars)`,
+        },
+        () => f.postComment(n, text),
+      );
+      ctx.queue.write('op', { method, seq: ctx.opLog.head.seq, commentId: c.id, number: n }, { sync: true });
+      return { result: c };
     }
     case 'update_description': {
-      const p = parse(method, params);
-      await f.updateDescription(p.number, p.body);
-      return {
-        target: `#${p.number}`,
-        summary: `updated the description of #${p.number}`,
-        result: { ok: true },
-        op: { number: p.number },
-      };
+      const { number: n, body: text } = p as z.infer<typeof PARAMS.update_description>;
+      f.checkWrite('updateDescription', n);
+      await audited(
+        ctx,
+        method,
+        {
+          target: `#${n}`,
+          intent: `update the description of #${n}`,
+          done: () => `updated the description of #${n}`,
+        },
+        () => f.updateDescription(n, text),
+      );
+      ctx.queue.write('op', { method, seq: ctx.opLog.head.seq, number: n }, { sync: true });
+      return { result: { ok: true } };
     }
     case 'open_pr': {
-      const p = parse(method, params);
+      const input = p as z.infer<typeof PARAMS.open_pr>;
+      // Everything about the PR is checked before the branch is pushed.
+      f.checkWrite('openPr', ctx.branch);
       const remote = f.gitRemote();
       if (!remote) throw new BbError('FORGE_ERROR', 'this forge cannot push branches');
-      const { sha } = await pushHead(ctx.workspace, remote, ctx.branch);
-      const base = p.base ?? (await remoteDefaultBranch(ctx.workspace, remote)) ?? 'main';
-      const pr = await f.openPr({ head: ctx.branch, base, title: p.title, body: p.body });
-      return {
-        target: `branch ${ctx.branch}`,
-        summary: `opened PR #${pr.number} from ${ctx.branch} into ${base} at ${sha.slice(0, 7)}`,
-        result: pr,
-        op: { prNumber: pr.number, sha, base },
-      };
+      const { sha } = await push(ctx);
+      const base = input.base ?? (await remoteDefaultBranch(ctx.git, remote)) ?? 'main';
+      const pr = await audited(
+        ctx,
+        method,
+        {
+          target: `branch ${ctx.branch}`,
+          intent: `open a PR from ${ctx.branch} into ${base}`,
+          done: (r) => `opened PR #${r.number} from ${ctx.branch} into ${base} at ${sha.slice(0, 7)}`,
+        },
+        () => f.openPr({ head: ctx.branch, base, title: input.title, body: input.body }),
+      );
+      ctx.queue.write(
+        'op',
+        { method, seq: ctx.opLog.head.seq, prNumber: pr.number, sha, base },
+        { sync: true },
+      );
+      return { result: pr };
     }
-    case 'push': {
-      parse(method, params);
-      const remote = f.gitRemote();
-      if (!remote) throw new BbError('FORGE_ERROR', 'this forge cannot push branches');
-      const { sha } = await pushHead(ctx.workspace, remote, ctx.branch);
-      return {
-        target: `branch ${ctx.branch}`,
-        summary: `pushed ${ctx.branch} at ${sha.slice(0, 7)}`,
-        result: { sha },
-        op: { sha },
-      };
-    }
+    case 'push':
+      return { result: await push(ctx) };
     case 'signal_done': {
-      const p = parse(method, params) as DoneSignal;
-      ctx.queue.write('done', { status: p.status, summary: p.summary });
-      return {
-        target: `#${f.issue}`,
-        summary: `signalled done: ${p.status}`,
-        result: { ok: true },
-      };
+      const signal = p as DoneSignal;
+      // The done signal is itself audited: logged and relayed durably before it counts.
+      ctx.opLog.append(
+        {
+          method,
+          target: `#${f.issue}`,
+          outcome: 'ok',
+          summary: `signalled done: ${signal.status}`,
+        },
+        { sync: true },
+      );
+      ctx.queue.write('done', { status: signal.status, summary: signal.summary }, { sync: true });
+      ctx.done = signal;
+      ctx.checkins.now({ method, outcome: 'ok', ...headOf(ctx) });
+      return { result: { ok: true } };
     }
   }
 }
@@ -176,47 +310,43 @@ function targetOf(params: unknown, ctx: MethodContext): string {
 }
 
 /**
- * Run one method: check its params, call the forge, and write the op-log line
- * and the queue events — whatever the outcome. A denied or invalid write makes no
- * forge request.
+ * Run one method: check its params (and, for writes, that the turn is not done
+ * and the target is in scope), then call the forge. Every call leaves op-log
+ * lines: a read one after it; a write one flushed before its request (no line,
+ * no request) and one with its outcome. A refused call makes no forge request.
  */
 export async function callMethod(
   ctx: MethodContext,
   method: MethodName,
   params: unknown,
 ): Promise<unknown> {
-  let outcome: OpOutcome = 'ok';
-  let reason: string | undefined;
-  let described: Described | undefined;
+  let answer: Answer;
   try {
-    described = await run(ctx, method, params);
-    return described.result;
+    answer = await run(ctx, method, params);
   } catch (err) {
-    outcome =
-      isBbError(err, 'SCOPE_DENIED') || isBbError(err, 'INVALID_INPUT') ? 'rejected' : 'error';
-    reason = errorMessage(err);
+    // Writes logged their own outcome once started; everything refused or failed before is logged here.
+    if (!(typeof err === 'object' && err !== null && AUDITED.has(err))) {
+      const outcome = outcomeOf(err);
+      const target = targetOf(params, ctx);
+      const verb = method.replace('_', ' ');
+      try {
+        ctx.opLog.append({
+          method,
+          target,
+          outcome: outcome === 'unknown' ? 'error' : outcome,
+          reason: errorMessage(err),
+          summary: `${outcome === 'rejected' ? 'refused' : 'failed'} ${verb} on ${target}`,
+        });
+        ctx.checkins.checkin({ method, outcome, ...headOf(ctx) });
+      } catch {
+        // The log itself is what failed: the call already made no request.
+      }
+    }
     throw err;
-  } finally {
-    const target = described?.target ?? targetOf(params, ctx);
-    const verb = method.replace('_', ' ');
-    const entry = ctx.opLog.append({
-      method,
-      target,
-      outcome,
-      ...(reason === undefined ? {} : { reason }),
-      summary:
-        described?.summary ??
-        `${outcome === 'rejected' ? 'refused' : 'failed'} ${verb} on ${target}`,
-    });
-    // The op log's head travels with every check-in, so the orchestrator holds an
-    // anchor that protects even the log's last line.
-    ctx.checkins.checkin({
-      method,
-      outcome,
-      opLogHead: ctx.opLog.head.hash,
-      opLogSeq: ctx.opLog.head.seq,
-    });
-    if (outcome === 'ok' && described?.op)
-      ctx.queue.write('op', { method, seq: entry.seq, ...described.op });
   }
+  if (answer.read) {
+    ctx.opLog.append({ method, target: answer.read.target, outcome: 'ok', summary: answer.read.summary });
+    ctx.checkins.checkin({ method, outcome: 'ok', ...headOf(ctx) });
+  }
+  return answer.result;
 }

@@ -1,9 +1,24 @@
 import { createHash } from 'node:crypto';
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  writeSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
-import { redactString } from '@bb/errors';
+import { BbError, redactString } from '@bb/errors';
 
-export type OpOutcome = 'ok' | 'rejected' | 'error';
+/**
+ * `started`: a forge write about to be attempted (written, and flushed, before
+ * the request: no line, no request). `ok`, `rejected` (refused before any
+ * request), `error` (the forge said no), `unknown` (no answer: it may or may
+ * not have happened).
+ */
+export type OpOutcome = 'started' | 'ok' | 'rejected' | 'error' | 'unknown';
 
 /** One line of the op log. */
 export interface OpLogEntry {
@@ -15,6 +30,8 @@ export interface OpLogEntry {
   outcome: OpOutcome;
   /** Why it was rejected or failed (absent when ok). */
   reason?: string;
+  /** For the outcome of a write: the `seq` of its `started` line. */
+  attempt?: number;
   /** A short sentence for a person: "posted comment to #17". */
   summary: string;
   /** sha256 of the previous line as written (64 zeros for the first line). */
@@ -30,14 +47,26 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
  * the chain. Writes are synchronous and in call order. Text is redacted of
  * registered secrets before it is written.
  */
+export interface OpLogOptions {
+  /**
+   * The log never grows past this many bytes: an append that would is refused
+   * (`AUDIT_UNAVAILABLE`), and with it the call it would have logged.
+   * @default 64 MiB
+   */
+  maxBytes?: number;
+}
+
 export class OpLog {
   readonly path: string;
+  readonly #max: number;
   #prev: string;
   #seq: number;
   #fd: number | undefined;
+  #size = 0;
 
-  constructor(path: string) {
+  constructor(path: string, options: OpLogOptions = {}) {
     this.path = path;
+    this.#max = options.maxBytes ?? 64 * 1024 * 1024;
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     // Continue an existing chain (a sidecar restarted for a resumed bottle).
     const existing = readLines(path);
@@ -46,20 +75,62 @@ export class OpLog {
     this.#seq = existing.length;
   }
 
-  append(entry: Omit<OpLogEntry, 'seq' | 'time' | 'prev'> & { time?: string }): OpLogEntry {
+  /**
+   * Append a line. With `sync`, it is on disk when this returns. Throws
+   * `AUDIT_UNAVAILABLE` when the line cannot be written (a full disk, an
+   * unwritable file, the size limit); the log is then left as it was, so the
+   * chain stays whole.
+   */
+  append(
+    entry: Omit<OpLogEntry, 'seq' | 'time' | 'prev'> & { time?: string },
+    options: { sync?: boolean } = {},
+  ): OpLogEntry {
     const full: OpLogEntry = {
-      seq: ++this.#seq,
+      seq: this.#seq + 1,
       time: entry.time ?? new Date().toISOString(),
       method: entry.method,
       target: redactString(entry.target),
       outcome: entry.outcome,
       ...(entry.reason === undefined ? {} : { reason: redactString(entry.reason) }),
       summary: redactString(entry.summary),
+      ...(entry.attempt === undefined ? {} : { attempt: entry.attempt }),
       prev: this.#prev,
     };
     const line = JSON.stringify(full);
-    this.#fd ??= openSync(this.path, 'a', 0o600);
-    writeSync(this.#fd, `${line}\n`);
+    const bytes = Buffer.from(`${line}\n`);
+    try {
+      if (this.#fd === undefined) {
+        this.#fd = openSync(this.path, 'a', 0o600);
+        this.#size = fstatSync(this.#fd).size;
+      }
+      if (this.#size + bytes.length > this.#max)
+        throw new BbError(
+          'AUDIT_UNAVAILABLE',
+          `the op log reached its limit of ${this.#max} bytes; no more calls can be logged in this bottle`,
+        );
+      try {
+        let off = 0;
+        while (off < bytes.length) off += writeSync(this.#fd, bytes, off, bytes.length - off);
+        if (options.sync) fsyncSync(this.#fd);
+      } catch (err) {
+        // A torn line would break the chain for good: take it back.
+        try {
+          ftruncateSync(this.#fd, this.#size);
+        } catch {
+          // nothing more to do; verification will show the damage
+        }
+        throw err;
+      }
+    } catch (err) {
+      if (err instanceof BbError) throw err;
+      throw new BbError(
+        'AUDIT_UNAVAILABLE',
+        `the op log ${this.path} cannot be written (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); nothing was done`,
+        { cause: err },
+      );
+    }
+    this.#size += bytes.length;
+    this.#seq = full.seq;
     this.#prev = sha256(line);
     return full;
   }
@@ -100,7 +171,12 @@ export interface OpLogVerification {
  * A chain alone cannot protect its last line (nothing names its hash): pass the
  * `head` the sidecar relayed (`OpLog.head`) to check the end of the log too.
  */
-export function verifyOpLog(text: string, head?: { hash: string; seq: number }): OpLogVerification {
+export function verifyOpLog(
+  text: string,
+  head?: { hash: string; seq: number },
+  /** Heads recorded for earlier turns: the log must still run through each of them. */
+  earlier: ReadonlyArray<{ hash: string; seq: number }> = [],
+): OpLogVerification {
   const problems: OpLogVerification['problems'] = [];
   const entries: OpLogEntry[] = [];
   let prev = GENESIS;
@@ -111,6 +187,7 @@ export function verifyOpLog(text: string, head?: { hash: string; seq: number }):
       line: lines.length,
       problem: 'the last line is not terminated (torn write or truncation)',
     });
+  const hashes: string[] = [];
   lines.forEach((line, i) => {
     let entry: OpLogEntry | undefined;
     try {
@@ -132,7 +209,21 @@ export function verifyOpLog(text: string, head?: { hash: string; seq: number }):
       entries.push(entry);
     }
     prev = sha256(line);
+    hashes.push(prev);
   });
+  for (const a of earlier) {
+    if (a.seq === 0) continue;
+    if (hashes.length < a.seq)
+      problems.push({
+        line: hashes.length,
+        problem: `an earlier turn's record ends the log at line ${a.seq}, but it has only ${hashes.length} lines: lines were removed`,
+      });
+    else if (hashes[a.seq - 1] !== a.hash)
+      problems.push({
+        line: a.seq,
+        problem: `line ${a.seq} no longer matches the head an earlier turn's record verified: it (or a line before it) was changed`,
+      });
+  }
   if (head) {
     if (lines.length < head.seq)
       problems.push({
@@ -157,6 +248,7 @@ export function verifyOpLog(text: string, head?: { hash: string; seq: number }):
 export function verifyOpLogFile(
   path: string,
   head?: { hash: string; seq: number },
+  earlier: ReadonlyArray<{ hash: string; seq: number }> = [],
 ): OpLogVerification {
-  return verifyOpLog(readFileSync(path, 'utf8'), head);
+  return verifyOpLog(readFileSync(path, 'utf8'), head, earlier);
 }

@@ -12,6 +12,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { BbError } from '@bb/errors';
 
 export type QueueEventType = 'checkin' | 'op' | 'done';
 
@@ -49,7 +50,15 @@ export class QueueWriter {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   }
 
-  write(type: QueueEventType, data: Record<string, unknown>): QueueEvent {
+  /**
+   * Write one event. Ops and done signals are flushed to disk; a check-in only
+   * when `sync` asks. Throws `AUDIT_UNAVAILABLE` when the event cannot be written.
+   */
+  write(
+    type: QueueEventType,
+    data: Record<string, unknown>,
+    options: { sync?: boolean } = {},
+  ): QueueEvent {
     const event: QueueEvent = {
       id: randomUUID(),
       type,
@@ -59,16 +68,29 @@ export class QueueWriter {
     };
     const name = `${String(Date.now()).padStart(15, '0')}-${String(++this.#seq).padStart(9, '0')}-${event.id}`;
     const tmp = join(this.dir, `.${name}${TMP}`);
-    const fd = openSync(tmp, 'wx', 0o600);
     try {
-      writeSync(fd, JSON.stringify(event));
-      // A check-in only says "still alive": losing the newest one to a power cut
-      // is harmless, so it skips the flush. Ops and done signals are flushed.
-      if (type !== 'checkin') fsyncSync(fd);
-    } finally {
-      closeSync(fd);
+      const fd = openSync(tmp, 'wx', 0o600);
+      try {
+        writeSync(fd, JSON.stringify(event));
+        // A check-in only says "still alive": losing the newest one to a power cut
+        // is harmless, so it skips the flush unless asked. Ops and done signals are flushed.
+        if (type !== 'checkin' || options.sync) fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      renameSync(tmp, join(this.dir, `${name}${SUFFIX}`));
+    } catch (err) {
+      try {
+        unlinkSync(tmp);
+      } catch {
+        // never made
+      }
+      throw new BbError(
+        'AUDIT_UNAVAILABLE',
+        `the event queue ${this.dir} cannot be written (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+        { cause: err },
+      );
     }
-    renameSync(tmp, join(this.dir, `${name}${SUFFIX}`));
     return event;
   }
 }
@@ -95,7 +117,7 @@ export class CheckinThrottle {
     const now = Date.now();
     if (now - this.#last >= this.#intervalMs && !this.#timer) {
       this.#last = now;
-      this.#writer.write('checkin', data);
+      this.#tryWrite(data);
       return;
     }
     this.#pending = data;
@@ -105,14 +127,37 @@ export class CheckinThrottle {
     ).unref();
   }
 
+  /**
+   * Write this check-in now and flushed, whatever the interval (before a forge
+   * write: the orchestrator then holds the op log's head before the request,
+   * and a queue that cannot be written stops the write). Throws `AUDIT_UNAVAILABLE`.
+   */
+  now(data: Record<string, unknown>): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#pending = undefined;
+    this.#last = Date.now();
+    this.#writer.write('checkin', data, { sync: true });
+  }
+
   /** Write the latest pending check-in now (e.g. on shutdown). */
   flush(): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#pending) {
       this.#last = Date.now();
-      this.#writer.write('checkin', this.#pending);
+      this.#tryWrite(this.#pending);
       this.#pending = undefined;
+    }
+  }
+
+  // A lost "still alive" is harmless (the next one says it); forge writes check
+  // the queue themselves through `now`.
+  #tryWrite(data: Record<string, unknown>): void {
+    try {
+      this.#writer.write('checkin', data);
+    } catch {
+      // the queue is full or gone; `now` reports it before any write
     }
   }
 }

@@ -12,6 +12,7 @@ import {
 } from 'json-rpc-2.0';
 import { ERROR_TABLE, toWireError } from './codes';
 import { callMethod, METHOD_NAMES, type MethodContext } from './methods';
+import type { GitGate } from './git-push';
 import type { OpLog } from './op-log';
 import { CheckinThrottle, type QueueWriter } from './queue';
 
@@ -27,10 +28,17 @@ export interface SidecarOptions {
   socketPath: string;
   opLog: OpLog;
   queue: QueueWriter;
-  workspace: string;
+  /** Where the agent's commits are received (as data) and pushed from. */
+  git: GitGate;
   branch: string;
   /** uid/gid allowed to connect; the socket and its directory are given to them. */
   socketOwner?: { uid: number; gid: number } | undefined;
+  /**
+   * The socket's mode. 0o666 lets an agent running as another user connect; its
+   * directory is then 0755, so only the sidecar's user can remove the socket.
+   * @default 0o600
+   */
+  socketMode?: number;
   /** At most one check-in event per this many ms (the latest always lands). @default 1000 */
   checkinIntervalMs?: number;
   /** Largest request body accepted. @default 1 MiB */
@@ -55,7 +63,7 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
     opLog: options.opLog,
     queue: options.queue,
     checkins: new CheckinThrottle(options.queue, options.checkinIntervalMs ?? 1000),
-    workspace: options.workspace,
+    git: options.git,
     branch: options.branch,
   };
 
@@ -178,12 +186,13 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
     return json(res, 200, one);
   }
 
-  await prepareSocket(options.socketPath, options.socketOwner);
+  const socketMode = options.socketMode ?? 0o600;
+  await prepareSocket(options.socketPath, options.socketOwner, socketMode & 0o066 ? 0o755 : 0o700);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.socketPath, () => resolve());
   });
-  chmodSync(options.socketPath, 0o600);
+  chmodSync(options.socketPath, socketMode);
   if (options.socketOwner)
     chownSync(options.socketPath, options.socketOwner.uid, options.socketOwner.gid);
   log.info({ socket: options.socketPath, issue: options.forge.issue }, 'forge sidecar listening');
@@ -292,11 +301,17 @@ function readBody(req: IncomingMessage, max: number): Promise<Buffer | 'too-larg
 /** Make the socket's directory (0700), and clear a stale socket, refusing a live one. */
 async function prepareSocket(
   socketPath: string,
-  owner?: { uid: number; gid: number },
+  owner: { uid: number; gid: number } | undefined,
+  dirMode: number,
 ): Promise<void> {
   const dir = dirname(socketPath);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  chmodSync(dir, 0o700);
+  mkdirSync(dir, { recursive: true, mode: dirMode });
+  // Only the owner of a shared directory may (and must) set its mode.
+  try {
+    chmodSync(dir, dirMode);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') throw err;
+  }
   if (owner) chownSync(dir, owner.uid, owner.gid);
   let st: ReturnType<typeof lstatSync> | undefined;
   try {

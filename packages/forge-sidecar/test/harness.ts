@@ -30,7 +30,10 @@ export interface Harness {
 }
 
 export async function startHarness(
-  opts: { makeForge?: (env: SidecarEnv) => Forge; env?: Record<string, string> } = {},
+  opts: {
+    makeForge?: (env: SidecarEnv & { FORGE_TOKEN: string }) => Forge;
+    env?: Record<string, string>;
+  } = {},
 ): Promise<Harness> {
   const exchanges: ApiExchange[] = [];
   const server = await createGiteaTestServer({

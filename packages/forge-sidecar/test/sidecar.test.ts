@@ -13,6 +13,7 @@ import { isBbError } from '@bb/errors';
 import { closeGiteaPools } from '@bb/forge';
 import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createGitGate } from '../src/git-push';
 import { verifyOpLogFile } from '../src/op-log';
 import { type QueueEvent, QueueReader } from '../src/queue';
 import { startSidecar } from '../src/server';
@@ -65,13 +66,16 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
     expect(h.exchanges.length).toBe(requestsBefore);
     const log = verifyOpLogFile(h.env['BB_OPS_LOG']!);
     expect(log.ok).toBe(true);
+    // The write's line is flushed before its request; its outcome follows.
     expect(log.entries.map((e) => [e.method, e.target, e.outcome])).toEqual([
+      ['post_comment', '#1', 'started'],
       ['post_comment', '#1', 'ok'],
       ['post_comment', '#2', 'rejected'],
       ['update_description', '#2', 'rejected'],
     ]);
-    expect(log.entries[0]!.summary).toBe('posted comment to #1 (14 chars)');
-    expect(log.entries[1]!.reason).toMatch(/may write only to issue #1/);
+    expect(log.entries[1]!.summary).toBe('posted comment to #1 (14 chars)');
+    expect(log.entries[1]!.attempt).toBe(1);
+    expect(log.entries[2]!.reason).toMatch(/may write only to issue #1/);
   });
 
   it('open_pr pushes the workspace HEAD to the bottle branch, opens the PR for the issue, and adds it to the scope', async () => {
@@ -331,7 +335,7 @@ describe('forge sidecar socket, shutdown and configuration', () => {
       forge: new ScopedForge(forge, { issue: 1 }),
       opLog: new OpLog(join(h.dir, 'o2.jsonl')),
       queue: new QueueWriter(join(h.dir, 'q2')),
-      workspace: h.workspace,
+      git: createGitGate({ workspace: h.workspace, repo: join(h.dir, 'g2.git') }),
       branch: 'b',
     };
     const live = await startSidecar({ ...base, socketPath: h.env['BB_SIDECAR_SOCKET']! }).catch(
@@ -450,7 +454,7 @@ describe('the forge token', () => {
         h.logs.join('\n'),
         readFileSync(record, 'utf8'),
       ].join('\n');
-      expect(readFileSync(record, 'utf8')).toMatch(/push --porcelain http/);
+      expect(readFileSync(record, 'utf8')).toMatch(/push --porcelain .*http/);
       expect(everything).not.toContain(TOKEN);
     } finally {
       process.env['PATH'] = oldPath;

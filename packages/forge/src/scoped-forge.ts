@@ -104,6 +104,24 @@ export class ScopedForge extends Forge {
     return this.#inner.gitRemote();
   }
 
+  /**
+   * Throw `ForgeScopeError` when this write would be refused, without making
+   * it (for callers that must log a write before attempting it). For `openPr`,
+   * `target` is the head branch.
+   */
+  checkWrite(op: ScopedOp, target: number | string): void {
+    if (op === 'openPr') {
+      if (this.#branch !== undefined && target !== this.#branch)
+        throw new ForgeScopeError({
+          op,
+          target,
+          reason: `this bottle may open a PR only from its own branch ${this.#branch}`,
+        });
+      return;
+    }
+    this.#check(op, Number(target));
+  }
+
   async postComment(n: number, body: string): Promise<Comment> {
     this.#check('postComment', n);
     return this.#inner.postComment(n, body);
@@ -120,13 +138,7 @@ export class ScopedForge extends Forge {
    * keyword if it does not already mention it, so the forge links the two.
    */
   async openPr(input: OpenPrInput): Promise<PullRequest> {
-    if (this.#branch !== undefined && input.head !== this.#branch) {
-      throw new ForgeScopeError({
-        op: 'openPr',
-        target: input.head,
-        reason: `this bottle may open a PR only from its own branch ${this.#branch}`,
-      });
-    }
+    this.checkWrite('openPr', input.head);
     const mentions = new RegExp(`#${this.issue}(?!\\d)`).test(input.body);
     const body = mentions
       ? input.body

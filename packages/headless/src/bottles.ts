@@ -1,25 +1,50 @@
-import { execFile } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
-  copyFileSync,
+  chownSync,
   existsSync,
+  lchownSync,
   mkdirSync,
   readdirSync,
-  readFileSync,
   renameSync,
   rmSync,
-  statSync,
-  utimesSync,
   writeFileSync,
 } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { BbError, isBbError, redactString, registerSecret } from '@bb/errors';
+import {
+  chownTreeNoFollow,
+  type Owner,
+  readHeadAsData,
+  runGit,
+  wallGitEnv,
+  writeFileNoFollow,
+} from '@bb/wall';
 import type { Backend, BottleSpec } from './backend';
+import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
+import {
+  bottleLabels,
+  proxyPlan,
+  sidecarUp,
+  startProxies,
+  startSidecar,
+  waitForSocket,
+} from './gate';
 import { bbHome } from './home';
+import {
+  AGENT_USER,
+  type BottleMeta,
+  type BottlePaths,
+  BRIDGE_PORTS,
+  bottlePaths,
+  type ForgeWiring,
+  GATE_USER,
+  IN_BOTTLE,
+  pathsFor,
+  readMeta,
+  userSpec,
+  writeMeta,
+} from './layout';
 import {
   type AgentManifest,
   type BottleManifest,
@@ -28,46 +53,8 @@ import {
   memoryBytes,
 } from './manifests';
 import { providerFor } from './providers';
-
-const run = promisify(execFile);
-
-/** How a bottle reaches its forge. The token goes to the sidecar only and is never written down. */
-export interface ForgeWiring {
-  apiUrl: string;
-  token: string;
-  owner: string;
-  repo: string;
-  issue: number;
-  pr?: number | undefined;
-  /** Where the workspace is cloned from (read with the token). */
-  cloneUrl: string;
-}
-
-export interface BottleMeta {
-  slug: string;
-  agent: string;
-  bottles: string[];
-  backend: string;
-  image: string;
-  status: 'running' | 'frozen';
-  sessionId: string | null;
-  cwd: string;
-  branch: string;
-  forge: Omit<ForgeWiring, 'token'> | null;
-  turns: Array<{
-    turn: number;
-    prompt: string;
-    exitCode: number;
-    ok: boolean;
-    startedAt: string;
-    finishedAt: string;
-  }>;
-  /** Extra container labels given at launch. */
-  labels?: Record<string, string>;
-  /** The turn in progress (so a restarted orchestrator can finish it), or absent. */
-  current?: { turn: number; prompt: string; startedAt: string } | null;
-  createdAt: string;
-}
+import { prepareRuntime } from './runtime';
+import { removeSecrets } from './secrets';
 
 export interface TurnOutcome {
   slug: string;
@@ -132,127 +119,51 @@ export interface ResumeOptions extends BottleOptions {
 }
 
 const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/;
-/** Ports of the in-bottle bridge: the egress proxy (HTTPS_PROXY) and the credential proxy (model APIs). */
-export const BRIDGE_PORTS = { egress: 3128, credentials: 3129 } as const;
-const IN_BOTTLE = {
-  home: '/home/bottle',
-  workspace: '/workspace',
-  runtime: '/opt/bb',
-  socketDir: '/run/bb',
-  socket: '/run/bb/forge.sock',
-  queue: '/var/bb/queue',
-  state: '/var/bb/state',
-  proxy: '/var/bb/proxy',
-};
 
-/** The paths a bottle's processes see: fixed ones in a container, the host's otherwise. */
-function pathsFor(backend: Backend, dir: string, runtime: string): typeof IN_BOTTLE {
-  if (backend.mapsMounts) return IN_BOTTLE;
-  return {
-    home: join(dir, 'home'),
-    workspace: join(dir, 'workspace'),
-    runtime,
-    socketDir: join(dir, 'sock'),
-    socket: join(dir, 'sock', 'forge.sock'),
-    queue: join(dir, 'queue'),
-    state: join(dir, 'state'),
-    proxy: join(dir, 'proxy'),
-  };
-}
-
-/** The label naming the `BB_HOME` a bottle belongs to (see `homeLabel`). */
-export const HOME_LABEL = 'bb.home';
-
-/**
- * The `bb.home` label value of bottles made under this `BB_HOME`: a short hash
- * of its path. Two orchestrators (or test runs) on one engine never take each
- * other's containers for their own.
- */
-export function homeLabel(env: Record<string, string | undefined> = process.env): string {
-  return createHash('sha256').update(bbHome(env)).digest('hex').slice(0, 16);
+/** The bottle's users, when the host can give ownership (root, a container backend). */
+function owners(backend: Backend): { agent?: Owner; gate?: Owner } {
+  return backend.mapsMounts && process.getuid?.() === 0
+    ? { agent: AGENT_USER, gate: GATE_USER }
+    : {};
 }
 
 /**
- * The layout of `$BB_HOME/bottles/<slug>/`: `meta.json`, `workspace/` (the clone,
- * remotes removed), `home/` (the agent's home: transcript and session),
- * `sock/` (the sidecar socket, 0700), `queue/` (events for the orchestrator),
- * `state/ops.jsonl` (the op log), `logs/` (each turn's output).
+ * Make the bottle's own directories: the gate's (sockets, queue, state) owned
+ * by the gate's user, the host's (proxy configuration, logs). None of them is
+ * the agent's, so this never walks what the agent wrote. Idempotent.
  */
-export function bottleDir(
-  slug: string,
-  env: Record<string, string | undefined> = process.env,
-): string {
-  return join(bbHome(env), 'bottles', slug);
+function prepareDirs(p: BottlePaths, backend: Backend): void {
+  mkdirSync(p.dir, { recursive: true, mode: 0o755 });
+  for (const d of [p.sock, p.queue, p.state, p.proxy, p.logs])
+    mkdirSync(d, { recursive: true, mode: 0o700 });
+  const { gate } = owners(backend);
+  if (gate) for (const d of [p.sock, p.queue, p.state]) chownTree(d, gate);
+  // The agent, another user, connects to the gate's sockets; only the gate may change them.
+  if (backend.mapsMounts) chmodSync(p.sock, 0o755);
+  chmodSync(p.proxy, 0o755);
 }
 
-export function readMeta(
-  slug: string,
-  env: Record<string, string | undefined> = process.env,
-): BottleMeta | undefined {
-  const file = join(bottleDir(slug, env), 'meta.json');
-  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as BottleMeta) : undefined;
-}
-
-function writeMeta(meta: BottleMeta, env: Record<string, string | undefined>): void {
-  writeFileSync(join(bottleDir(meta.slug, env), 'meta.json'), `${JSON.stringify(meta, null, 2)}\n`);
-}
-
-/** Copy the runtime files (sidecar, bb-forge, MCP bridge, script agent) where bottles can read them. */
-function prepareRuntime(env: Record<string, string | undefined>): string {
-  const require = createRequire(import.meta.url);
-  const sidecarDir = join(
-    dirname(require.resolve('@bb/forge-sidecar/package.json')),
-    'dist',
-    'bundle',
-  );
-  const egressDir = join(dirname(require.resolve('@bb/egress/package.json')), 'dist', 'bundle');
-  const here = dirname(fileURLToPath(import.meta.url));
-  // From this package's dist/ or src/, or through its name when an application has
-  // bundled this code into its own files.
-  let byName = '';
-  try {
-    byName = join(dirname(require.resolve('@bb/headless/package.json')), 'dist', 'bundle');
-  } catch {}
-  const own = [join(here, 'bundle'), join(here, '..', 'dist', 'bundle'), byName].find(
-    (d) => d && existsSync(join(d, 'script-agent.mjs')),
-  );
-  const files: Array<[string, string]> = [
-    [sidecarDir, 'sidecar.mjs'],
-    [sidecarDir, 'bb-forge.mjs'],
-    [sidecarDir, 'bb-forge-mcp.mjs'],
-    [egressDir, 'bb-egress.mjs'],
-    [egressDir, 'bb-bridge.mjs'],
-    [own ?? '', 'script-agent.mjs'],
-  ];
-  for (const [dir, f] of files) {
-    if (!dir || !existsSync(join(dir, f))) {
-      throw new BbError(
-        'NOT_FOUND',
-        `the bottle runtime file ${f} is missing: build the packages (pnpm build) first`,
-      );
-    }
+/** Give a gate-only tree to `owner` (the agent never reaches it). */
+function chownTree(dir: string, owner: Owner): void {
+  chownSync(dir, owner.uid, owner.gid);
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) chownTree(path, owner);
+    else lchownSync(path, owner.uid, owner.gid);
   }
-  const target = join(bbHome(env), 'runtime');
-  mkdirSync(target, { recursive: true, mode: 0o755 });
-  chmodSync(target, 0o755);
-  for (const [dir, f] of files) {
-    const from = statSync(join(dir, f));
-    const to = existsSync(join(target, f)) ? statSync(join(target, f)) : undefined;
-    // Copied once per build, not once per turn.
-    if (to && to.size === from.size && to.mtimeMs === from.mtimeMs) continue;
-    // Written aside and renamed, so a bottle starting meanwhile never reads half a file.
-    const part = join(target, `.${f}.${process.pid}.${randomBytes(4).toString('hex')}`);
-    copyFileSync(join(dir, f), part);
-    chmodSync(part, 0o755);
-    utimesSync(part, from.atime, from.mtime);
-    renameSync(part, join(target, f));
-  }
-  return target;
 }
 
-async function chownTree(...paths: string[]): Promise<void> {
-  if (process.getuid?.() === 0) await run('chown', ['-R', '1000:1000', ...paths]);
+/** A bottle made by an earlier version kept workspace/ and home/ at its top. */
+function migrateLayout(p: BottlePaths): void {
+  if (existsSync(p.disk) || !existsSync(join(p.dir, 'workspace'))) return;
+  mkdirSync(p.disk, { mode: 0o755 });
+  for (const d of ['workspace', 'home'])
+    if (existsSync(join(p.dir, d))) renameSync(join(p.dir, d), join(p.disk, d));
 }
+
+/** The image the gate runs in. */
+const gateImage = (options: BottleOptions, env: Record<string, string | undefined>) =>
+  options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
 
 /** Start a bottle for `agent`, run its first turn to the end, and freeze it. */
 export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
@@ -268,13 +179,14 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
       'INVALID_INPUT',
       `bottle ${bottleNames[0]} names a dockerfile; building images is not supported yet: give an image`,
     );
-  // Fail on an unknown provider before anything is created.
+  // Fail on an unknown provider and a bad disk size before anything is created.
   providerFor(agent.provider);
+  const quota = diskQuota(first.resources.disk, env);
   const slug = options.slug ?? `${options.agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
   if (!SLUG.test(slug))
     throw new BbError('INVALID_INPUT', `slug ${JSON.stringify(slug)} must match ${SLUG.source}`);
-  const dir = bottleDir(slug, env);
-  const sidecarImage = options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
+  const p = bottlePaths(slug, env);
+  const sidecarImage = gateImage(options, env);
   const images = [...new Set([first.image, ...(options.forge ? [sidecarImage] : [])])];
   // Asked of the engine together; a name conflict is reported before a missing image.
   const [taken, ...checked] = await Promise.allSettled([
@@ -282,7 +194,7 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
     ...images.map((image) => options.backend.ensureImage(image)),
   ]);
   if (taken!.status === 'rejected') throw taken!.reason;
-  if (existsSync(dir) || taken!.value.length > 0) {
+  if (existsSync(p.dir) || taken!.value.length > 0) {
     throw new BbError(
       'CONFLICT',
       `a bottle named ${slug} already exists: destroy it first or choose another slug`,
@@ -291,12 +203,21 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
   for (const c of checked) if (c.status === 'rejected') throw c.reason;
 
   const branch = `bb/${options.agent}-${options.forge?.issue ?? slug}`;
+  const { agent: agentOwner } = owners(options.backend);
   let early: Promise<string> | undefined;
   try {
     progress(`preparing bottle ${slug}`);
-    for (const d of ['workspace', 'home/.bb', 'sock', 'queue', 'state', 'logs', 'proxy'])
-      mkdirSync(join(dir, d), { recursive: true, mode: 0o700 });
-    chmodSync(dir, 0o755);
+    prepareDirs(p, options.backend);
+    // The agent's own filesystem: its writes stop at the quota, nobody else's do.
+    const ownDisk = quota !== undefined && options.backend.isolates && canMountDisks();
+    if (ownDisk) await makeDisk(p, quota);
+    else {
+      mkdirSync(p.disk, { recursive: true, mode: 0o755 });
+      if (quota !== undefined && options.backend.isolates)
+        progress('no disk quota for this bottle: only root can mount one (BB_BOTTLE_DISK)');
+    }
+    for (const d of [p.workspace, join(p.home, '.bb')])
+      mkdirSync(d, { recursive: true, mode: 0o755 });
     const meta: BottleMeta = {
       slug,
       agent: options.agent,
@@ -305,7 +226,7 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
       image: first.image,
       status: 'running',
       sessionId: null,
-      cwd: options.backend.mapsMounts ? IN_BOTTLE.workspace : join(dir, 'workspace'),
+      cwd: options.backend.mapsMounts ? IN_BOTTLE.workspace : p.workspace,
       branch,
       forge: options.forge
         ? {
@@ -318,32 +239,32 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
           }
         : null,
       turns: [],
+      ...(ownDisk ? { diskBytes: quota } : {}),
       ...(options.labels ? { labels: options.labels } : {}),
       createdAt: new Date().toISOString(),
     };
     writeMeta(meta, env);
+    const gate = gateOptions(options, env);
     if (options.forge) {
       // The sidecar needs nothing from the workspace to come up: it starts while
       // the repository is cloned.
-      early = startSidecar(meta, options.forge.token, prepareRuntime(env), options, env);
+      early = startSidecar(meta, options.forge.token, gate);
       early.catch(() => {});
     }
-    const ws = join(dir, 'workspace');
-    const gitEnv = {
-      ...process.env,
-      HOME: dir,
-      GIT_TERMINAL_PROMPT: '0',
-      GIT_CONFIG_NOSYSTEM: '1',
-    };
+    const ws = p.workspace;
+    // The agent has not run yet: the repository is the host's own until it does.
+    const git = (args: string[], config: Array<[string, string]> = []) =>
+      runGit(args, { env: wallGitEnv({ config }), timeoutMs: 600_000 });
     if (options.forge) {
       progress(`cloning ${options.forge.owner}/${options.forge.repo}`);
-      // The clone's remote is removed at once: only the sidecar pushes. The commit
-      // identity is set by the clone itself.
-      await run(
-        'git',
+      const scheme = new URL(options.forge.cloneUrl).protocol.replace(':', '');
+      // The clone's remote is removed at once: only the sidecar pushes. The
+      // commit identity is set by the clone itself.
+      await git(
         [
           'clone',
           '--quiet',
+          '--no-tags',
           '--origin',
           'source',
           '--config',
@@ -353,27 +274,31 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
           options.forge.cloneUrl,
           ws,
         ],
-        {
-          env: {
-            ...gitEnv,
-            GIT_CONFIG_COUNT: '1',
-            GIT_CONFIG_KEY_0: 'http.extraHeader',
-            GIT_CONFIG_VALUE_0: `Authorization: token ${options.forge.token}`,
-          },
-        },
+        [
+          [`protocol.${scheme}.allow`, 'always'],
+          // The forge's repository, not the agent's: its history is checked by the forge.
+          ['transfer.fsckObjects', 'false'],
+          ['http.lowSpeedLimit', '1000'],
+          ['http.lowSpeedTime', '60'],
+          ['http.extraHeader', `Authorization: token ${options.forge.token}`],
+        ],
       ).catch((err: Error) => {
         throw new BbError(
           'FORGE_UNAVAILABLE',
           `cannot clone ${options.forge!.cloneUrl}: ${redactString(err.message)}`,
         );
       });
-      await run('git', ['-C', ws, 'remote', 'remove', 'source'], { env: gitEnv });
-      await run('git', ['-C', ws, 'checkout', '-q', '-B', branch], { env: gitEnv });
+      await git(['-C', ws, 'remote', 'remove', 'source']);
+      await git(['-C', ws, 'checkout', '-q', '-B', branch]);
     } else {
-      await run('git', ['init', '-q', '-b', branch, ws], { env: gitEnv });
-      await run('git', ['-C', ws, 'config', 'user.name', agent.git.name], { env: gitEnv });
-      await run('git', ['-C', ws, 'config', 'user.email', agent.git.email], { env: gitEnv });
+      await git(['init', '-q', '-b', branch, ws]);
+      await git(['-C', ws, 'config', 'user.name', agent.git.name]);
+      await git(['-C', ws, 'config', 'user.email', agent.git.email]);
     }
+    meta.baseCommit = readHeadAsData(ws) ?? null;
+    writeMeta(meta, env);
+    // Ownership is set once, before the agent ever runs; never again through what it made.
+    if (agentOwner) await chownTreeNoFollow(agentOwner, p.workspace, p.home);
     return await runTurn(
       meta,
       agent,
@@ -390,6 +315,16 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
     await destroy(slug, options);
     throw err;
   }
+}
+
+function gateOptions(options: BottleOptions, env: Record<string, string | undefined>) {
+  return {
+    backend: options.backend,
+    env,
+    runtime: prepareRuntime(env),
+    image: gateImage(options, env),
+    onProgress: options.onProgress,
+  };
 }
 
 /** Rehydrate a frozen bottle and continue the same agent session with a new prompt. */
@@ -413,25 +348,51 @@ export async function resume(options: ResumeOptions): Promise<TurnOutcome> {
   if (options.forgeToken) registerSecret(options.forgeToken);
   const { manifest: agent } = loadAgentManifest(meta.agent, env);
   const bottles = meta.bottles.map((b) => loadBottleManifest(b, env).manifest);
+  const p = bottlePaths(meta.slug, env);
+  migrateLayout(p);
+  await mountDisk(p);
   if (options.pr !== undefined && meta.forge) meta.forge.pr = options.pr;
   meta.status = 'running';
   writeMeta(meta, env);
   return runTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env);
 }
 
+/**
+ * Mount a frozen bottle's own disk so the host can read its workspace and home
+ * (a frozen bottle keeps no mount); `unmountBottleDisk` when done. A bottle
+ * without a disk of its own needs neither.
+ */
+export async function mountBottleDisk(
+  slug: string,
+  env: Record<string, string | undefined> = process.env,
+): Promise<void> {
+  await mountDisk(bottlePaths(slug, env));
+}
+
+export async function unmountBottleDisk(
+  slug: string,
+  env: Record<string, string | undefined> = process.env,
+): Promise<void> {
+  const meta = readMeta(slug, env);
+  if (meta?.status !== 'running') await unmountDisk(bottlePaths(slug, env));
+}
+
 /** Stop a bottle's containers, keep their output, and mark it frozen. Idempotent. */
 export async function freeze(slug: string, options: BottleOptions): Promise<void> {
   const env = options.env ?? process.env;
-  const dir = bottleDir(slug, env);
+  const p = bottlePaths(slug, env);
   for (const c of await options.backend.list({ 'bb.slug': slug })) {
     if (c.state === 'running' || c.state === 'paused') await options.backend.stop(c.id, 5000);
-    if (existsSync(join(dir, 'logs')))
+    if (existsSync(p.logs))
       writeFileSync(
-        join(dir, 'logs', `${c.labels['bb.role'] ?? 'bottle'}-${Date.now()}.log`),
+        join(p.logs, `${c.labels['bb.role'] ?? 'bottle'}-${Date.now()}.log`),
         redactString(await options.backend.logs(c.id)),
       );
     await options.backend.destroy(c.id);
   }
+  removeSecrets(slug, env);
+  // A frozen bottle holds no mount: its disk is mounted again to resume or to be read.
+  await unmountDisk(p);
   const meta = readMeta(slug, env);
   if (meta) {
     meta.status = 'frozen';
@@ -439,83 +400,15 @@ export async function freeze(slug: string, options: BottleOptions): Promise<void
   }
 }
 
-/** Remove a bottle's containers and its state directory. Idempotent. */
+/** Remove a bottle's containers, its disk and its state directory. Idempotent. */
 export async function destroy(slug: string, options: BottleOptions): Promise<void> {
   const env = options.env ?? process.env;
   for (const c of await options.backend.list({ 'bb.slug': slug }))
     await options.backend.destroy(c.id);
-  rmSync(bottleDir(slug, env), { recursive: true, force: true });
-}
-
-function bottleLabels(
-  meta: BottleMeta,
-  role: string,
-  env: Record<string, string | undefined>,
-): Record<string, string> {
-  return { ...meta.labels, 'bb.slug': meta.slug, 'bb.role': role, [HOME_LABEL]: homeLabel(env) };
-}
-
-/**
- * Create and start a forge bottle's sidecar. The agent's client waits for its
- * socket, and watchSidecar checks that it really comes up, so it can start
- * alongside the clone or the agent.
- */
-function startSidecar(
-  meta: BottleMeta,
-  token: string | undefined,
-  runtime: string,
-  options: BottleOptions,
-  env: Record<string, string | undefined>,
-): Promise<string> {
-  if (!meta.forge || !token)
-    throw new BbError('INVALID_INPUT', 'a forge bottle needs the forge token to start its sidecar');
-  const { backend } = options;
-  const dir = bottleDir(meta.slug, env);
-  const P = pathsFor(backend, dir, runtime);
-  options.onProgress?.('starting the forge sidecar');
-  const sidecar: BottleSpec = {
-    name: `bb-${meta.slug}-sidecar`,
-    image: options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
-    cmd: ['node', `${P.runtime}/sidecar.mjs`],
-    user: '1000:1000',
-    labels: bottleLabels(meta, 'sidecar', env),
-    // The sidecar alone reaches the forge; the agent has no network at all.
-    network: 'host',
-    readOnlyRootfs: true,
-    tmpfs: { '/tmp': 'rw,size=64m' },
-    env: {
-      HOME: '/tmp',
-      FORGE_GITEA_API: meta.forge.apiUrl,
-      FORGE_OWNER: meta.forge.owner,
-      FORGE_REPO: meta.forge.repo,
-      FORGE_ISSUE_NUMBER: String(meta.forge.issue),
-      FORGE_PR_NUMBER: meta.forge.pr ? String(meta.forge.pr) : '',
-      FORGE_TOKEN: token,
-      BB_SIDECAR_SOCKET: P.socket,
-      BB_QUEUE_DIR: P.queue,
-      BB_OPS_LOG: `${P.state}/ops.jsonl`,
-      BB_WORKSPACE: P.workspace,
-      BB_BRANCH: meta.branch,
-      BB_SLUG: meta.slug,
-    },
-    mounts: [
-      { source: runtime, target: P.runtime, readOnly: true },
-      { source: join(dir, 'sock'), target: P.socketDir },
-      { source: join(dir, 'queue'), target: P.queue },
-      { source: join(dir, 'state'), target: P.state },
-      { source: join(dir, 'workspace'), target: P.workspace },
-    ],
-    resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
-  };
-  return (async () => {
-    // It runs as uid 1000 and writes its socket, queue and op log.
-    if (backend.mapsMounts)
-      await chownTree(join(dir, 'sock'), join(dir, 'queue'), join(dir, 'state'));
-    chmodSync(join(dir, 'sock'), 0o700);
-    const id = await backend.create(sidecar);
-    await backend.start(id);
-    return id;
-  })();
+  removeSecrets(slug, env);
+  const p = bottlePaths(slug, env);
+  await unmountDisk(p);
+  rmSync(p.dir, { recursive: true, force: true });
 }
 
 async function runTurn(
@@ -530,15 +423,13 @@ async function runTurn(
 ): Promise<TurnOutcome> {
   const { backend } = options;
   const progress = options.onProgress ?? (() => {});
-  const dir = bottleDir(meta.slug, env);
-  const runtime = prepareRuntime(env);
-  const P = pathsFor(backend, dir, runtime);
+  const p = bottlePaths(meta.slug, env);
+  const gate = gateOptions(options, env);
+  const P = pathsFor(backend, p, gate.runtime, '');
   const provider = providerFor(agent.provider);
-  const credentials = bottles.flatMap((b) => b.credentials);
-  const allow = [...new Set(bottles.flatMap((b) => b.egress.allow))];
-  const proxied = credentials.length > 0 || allow.length > 0;
+  const plan = proxyPlan(bottles);
   const routeFor = (kind: 'anthropic' | 'openai') =>
-    credentials.find((c) => c.route === `/${kind}`)
+    plan.credentials.find((c) => c.route === `/${kind}`)
       ? `http://127.0.0.1:${BRIDGE_PORTS.credentials}/${kind}`
       : undefined;
   const anthropicUrl = routeFor('anthropic');
@@ -565,90 +456,29 @@ async function runTurn(
     ...invocation.files,
     ...(agent.script !== undefined ? { '.bb/script.json': JSON.stringify(agent.script) } : {}),
   };
-  for (const [rel, content] of Object.entries(files)) {
-    mkdirSync(dirname(join(dir, 'home', rel)), { recursive: true });
-    writeFileSync(join(dir, 'home', rel), content);
-  }
-  // Container bottles run as uid 1000; local ones as this process's user.
-  if (backend.mapsMounts) await chownTree(dir);
-  chmodSync(join(dir, 'sock'), 0o700);
-  const labels = (role: string) => bottleLabels(meta, role, env);
   const startedAt = new Date().toISOString();
   const turn = meta.turns.length + 1;
-  meta.current = { turn, prompt, startedAt };
-  writeMeta(meta, env);
   let sidecarStarted: Promise<string> | undefined;
   try {
+    // Into the agent's home, which it owns: never through a symlink it planted.
+    const { agent: agentOwner } = owners(backend);
+    for (const [rel, content] of Object.entries(files))
+      writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
+    prepareDirs(p, backend);
+    meta.current = { turn, prompt, startedAt };
+    writeMeta(meta, env);
     if (meta.forge) {
       // Started early by launch (alongside the clone), or now.
-      sidecarStarted = early ?? startSidecar(meta, token, runtime, options, env);
+      sidecarStarted = early ?? startSidecar(meta, token, gate);
       // Awaited below; until then a failure must not count as unhandled.
       sidecarStarted.catch(() => {});
     }
-    if (proxied) {
-      progress('starting the egress and credential proxies');
-      mkdirSync(join(dir, 'proxy'), { recursive: true });
-      writeFileSync(join(dir, 'proxy', 'rules.json'), JSON.stringify({ allow }));
-      writeFileSync(
-        join(dir, 'proxy', 'routes.json'),
-        JSON.stringify({
-          routes: credentials.map((c) => ({
-            prefix: c.route,
-            upstream: c.upstream,
-            headers: c.headers,
-          })),
-        }),
-      );
-      // The proxy alone holds the credentials: the `env:NAME` values it needs, from this process's environment.
-      const secrets: Record<string, string> = {};
-      for (const c of credentials)
-        for (const ref of Object.values(c.headers)) {
-          if (!ref.startsWith('env:')) continue;
-          const name = ref.slice(4);
-          const value = env[name] ?? process.env[name];
-          if (!value)
-            throw new BbError(
-              'INVALID_INPUT',
-              `credential route ${c.route} needs ${name}, which is not set in the orchestrator's environment`,
-            );
-          registerSecret(value);
-          secrets[name] = value;
-        }
-      rmSync(join(dir, 'sock', 'cred.sock'), { force: true });
-      const proxyId = await backend.create({
-        name: `bb-${meta.slug}-proxy`,
-        image: options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
-        cmd: ['node', `${P.runtime}/bb-egress.mjs`],
-        user: '1000:1000',
-        labels: labels('proxy'),
-        network: 'host',
-        readOnlyRootfs: true,
-        tmpfs: { '/tmp': 'rw,size=16m' },
-        env: {
-          ...secrets,
-          HOME: '/tmp',
-          BB_EGRESS_RULES: `${P.proxy}/rules.json`,
-          BB_CRED_ROUTES: `${P.proxy}/routes.json`,
-          BB_EGRESS_SOCKET: `${P.socketDir}/egress.sock`,
-          BB_CRED_SOCKET: `${P.socketDir}/cred.sock`,
-          BB_EGRESS_LOG: `${P.state}/egress.jsonl`,
-        },
-        mounts: [
-          { source: runtime, target: P.runtime, readOnly: true },
-          { source: join(dir, 'proxy'), target: P.proxy, readOnly: true },
-          { source: join(dir, 'sock'), target: P.socketDir },
-          { source: join(dir, 'state'), target: P.state },
-        ],
-        resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
-      });
-      await backend.start(proxyId);
-      await waitForSocket(backend, proxyId, join(dir, 'sock', 'cred.sock'), meta.slug, 'proxy');
-    }
+    if (plan.needed) await startProxies(meta, bottles, gate);
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
     // With proxies, the agent reaches them through the in-bottle bridge (TCP on
     // 127.0.0.1 to the mounted sockets), started before the agent and awaited.
-    const cmd = proxied
+    const cmd = plan.needed
       ? [
           'sh',
           '-c',
@@ -661,9 +491,9 @@ async function runTurn(
       name: `bb-${meta.slug}-agent`,
       image: meta.image,
       cmd,
-      user: '1000:1000',
+      user: userSpec(AGENT_USER),
       workdir: P.workspace,
-      labels: labels('agent'),
+      labels: bottleLabels(meta, 'agent', env),
       network: 'none',
       readOnlyRootfs: true,
       tmpfs: { '/tmp': 'rw,size=256m' },
@@ -673,7 +503,7 @@ async function runTurn(
         HOME: P.home,
         BB_SIDECAR_SOCKET: P.socket,
         BB_WORKSPACE_DIR: P.workspace,
-        ...(proxied
+        ...(plan.needed
           ? {
               HTTPS_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,
               HTTP_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,
@@ -682,10 +512,10 @@ async function runTurn(
           : {}),
       },
       mounts: [
-        { source: runtime, target: P.runtime, readOnly: true },
-        { source: join(dir, 'sock'), target: P.socketDir },
-        { source: join(dir, 'workspace'), target: P.workspace },
-        { source: join(dir, 'home'), target: P.home },
+        { source: gate.runtime, target: P.runtime, readOnly: true },
+        { source: p.sock, target: P.socketDir },
+        { source: p.workspace, target: P.workspace },
+        { source: p.home, target: P.home },
       ],
       resources: {
         memoryBytes: memoryBytes(bottle.resources.memory) ?? 2 * 1024 ** 3,
@@ -695,14 +525,11 @@ async function runTurn(
     };
     const aid = await backend.create(agentSpec);
     await backend.start(aid);
-    if (sidecarStarted)
-      await watchSidecar(
-        backend,
-        await sidecarStarted,
-        aid,
-        join(dir, 'sock', 'forge.sock'),
-        meta.slug,
-      );
+    if (sidecarStarted) {
+      await watchSidecar(backend, await sidecarStarted, aid, join(p.sock, 'forge.sock'), meta.slug);
+      // It read its token at start: the file goes.
+      sidecarUp(meta, env);
+    }
     return await finishTurn(meta, aid, options, env);
   } catch (err) {
     // A failed turn leaves the bottle frozen, its workspace and session intact.
@@ -813,25 +640,6 @@ export async function reattach(slug: string, options: BottleOptions): Promise<Tu
   }
 }
 
-/** Wait until a helper container's socket exists; fail with its own words if it exits first. */
-async function waitForSocket(
-  backend: Backend,
-  id: string,
-  socket: string,
-  slug: string,
-  what: string,
-): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if (existsSync(socket)) return;
-    if ((await backend.inspect(id))?.state === 'exited') break;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new BbError(
-    'BACKEND_ERROR',
-    `the ${what} of ${slug} did not start: ${redactString((await backend.logs(id)).slice(-500))}`,
-  );
-}
-
 /**
  * Wait until the sidecar's socket exists. If the sidecar exits (or takes over
  * 15 s) first, stop the agent and fail with the sidecar's own words.
@@ -849,14 +657,4 @@ async function watchSidecar(
     await backend.stop(agentId, 1000).catch(() => {});
     throw err;
   }
-}
-
-/** Slugs of the bottles under `$BB_HOME/bottles`. */
-export function listBottles(env: Record<string, string | undefined> = process.env): string[] {
-  const d = join(bbHome(env), 'bottles');
-  return existsSync(d)
-    ? readdirSync(d)
-        .filter((s) => existsSync(join(d, s, 'meta.json')))
-        .sort()
-    : [];
 }

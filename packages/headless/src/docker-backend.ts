@@ -91,6 +91,8 @@ export class DockerBackend implements Backend {
             : {}),
           ...(spec.resources?.pidsLimit ? { PidsLimit: spec.resources.pidsLimit } : {}),
           ...(spec.resources?.cpus ? { NanoCpus: Math.round(spec.resources.cpus * 1e9) } : {}),
+          // What a bottle prints is kept on the host's disk: bounded, like everything else of it.
+          LogConfig: { Type: 'json-file', Config: { 'max-size': '16m', 'max-file': '2' } },
         },
       });
       return c.id;

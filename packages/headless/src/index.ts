@@ -14,25 +14,34 @@ export {
   type WaitResult,
 } from './backend';
 export {
-  type BottleMeta,
   type BottleOptions,
-  BRIDGE_PORTS,
-  bottleDir,
   destroy,
-  type ForgeWiring,
   freeze,
-  HOME_LABEL,
-  homeLabel,
   type LaunchOptions,
   launch,
-  listBottles,
+  mountBottleDisk,
   type ResumeOptions,
-  readMeta,
   reattach,
   resume,
   type TurnOutcome,
+  unmountBottleDisk,
 } from './bottles';
+export { DEFAULT_DISK, diskQuota } from './disk';
 export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
+export {
+  AGENT_USER,
+  type BottleMeta,
+  type BottlePaths,
+  BRIDGE_PORTS,
+  bottleDir,
+  bottlePaths,
+  type ForgeWiring,
+  GATE_USER,
+  HOME_LABEL,
+  homeLabel,
+  listBottles,
+  readMeta,
+} from './layout';
 export { LOCAL_BACKEND_WARNING, LocalBackend } from './local-backend';
 export {
   type AgentManifest,

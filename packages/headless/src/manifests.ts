@@ -57,8 +57,8 @@ export const BottleManifestSchema = z
             z
               .string()
               .regex(
-                /^(\*\.)?[a-z0-9.-]+(:\d{1,5})?$/i,
-                'must be a host, *.suffix, optionally :port',
+                /^((\*\.)?[a-z0-9.-]+|\[[0-9a-f:.]+\])(:\d{1,5})?$/i,
+                'must be a host, *.suffix, an IP or [ipv6], optionally :port',
               ),
           )
           .default([]),
@@ -81,6 +81,8 @@ export const BottleManifestSchema = z
         memory: memory.optional(),
         pids: z.number().int().min(16).max(65_536).optional(),
         cpus: z.number().positive().max(64).optional(),
+        /** The agent's own disk (workspace and home): a size, or `off`. @default BB_BOTTLE_DISK or 10g */
+        disk: z.union([memory, z.literal('off')]).optional(),
       })
       .strict()
       .default({}),

@@ -15,8 +15,9 @@ import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { bottleDir, destroy, type ForgeWiring, launch, readMeta, resume } from '../src/bottles';
+import { destroy, launch, mountBottleDisk, resume } from '../src/bottles';
 import { DockerBackend } from '../src/docker-backend';
+import { bottleDir, bottlePaths, type ForgeWiring, readMeta } from '../src/layout';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-for-bottles-5e1f';
@@ -164,7 +165,10 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
       branch: 'bb/implementer-1',
     });
     const dir = bottleDir(first.slug, env());
-    expect(readFileSync(join(dir, 'workspace', 'fix.txt'), 'utf8')).toBe('fixed in turn 1\n');
+    await mountBottleDisk(first.slug, env());
+    expect(readFileSync(join(bottlePaths(first.slug, env()).workspace, 'fix.txt'), 'utf8')).toBe(
+      'fixed in turn 1\n',
+    );
     const queue = readdirSync(join(dir, 'queue'))
       .filter((f) => f.endsWith('.json'))
       .map((f) => JSON.parse(readFileSync(join(dir, 'queue', f), 'utf8')));
@@ -188,7 +192,11 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     expect(server.issue('acme/widgets', 1).comments.at(-1)!.body).toBe(
       `Turn 2 (session ${first.sessionId}). Earlier prompts: please fix the export`,
     );
-    const transcript = readFileSync(join(dir, 'home', '.bb', 'transcript.jsonl'), 'utf8')
+    await mountBottleDisk(first.slug, env());
+    const transcript = readFileSync(
+      join(bottlePaths(first.slug, env()).home, '.bb', 'transcript.jsonl'),
+      'utf8',
+    )
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l));
@@ -201,8 +209,15 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     // The token was never written anywhere in the bottle's state.
     const all = (d: string): string[] =>
       readdirSync(d, { withFileTypes: true }).flatMap((e) =>
-        e.isDirectory() ? (e.name === '.git' ? [] : all(join(d, e.name))) : [join(d, e.name)],
+        e.isDirectory()
+          ? e.name === '.git'
+            ? []
+            : all(join(d, e.name))
+          : e.name === 'disk.img'
+            ? []
+            : [join(d, e.name)],
       );
+    await mountBottleDisk(first.slug, env());
     for (const f of all(dir)) expect(readFileSync(f, 'utf8'), f).not.toContain(TOKEN);
 
     await destroy(first.slug, { backend, env: env() });

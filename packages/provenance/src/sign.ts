@@ -46,6 +46,11 @@ export function verifyRecord(signed: SignedRecord, publicKey: KeyObject): Verifi
     sigOk = false;
   }
   if (!sigOk) problems.push('the signature does not verify');
+  // A record that says its op log was tampered with is evidence, not a clean run.
+  if (signed.record.opLog && signed.record.opLog.verified === false)
+    problems.push(
+      `its op log was found tampered with when it was recorded: ${signed.record.opLog.problems.map((p) => `line ${p.line}: ${p.problem}`).join('; ') || 'no detail'}`,
+    );
   return { ok: problems.length === 0, problems };
 }
 
@@ -62,6 +67,17 @@ export function verifyChain(records: SignedRecord[], publicKey: KeyObject): Veri
       );
     }
     prev = r.hash;
+    // Each turn's op log must still hold every line an earlier record saw.
+    const earlier = records[i - 1]?.record.opLog;
+    if (earlier && r.record.opLog) {
+      const upTo = earlier.head?.seq ?? earlier.entries.length;
+      const before = earlier.entries.slice(0, upTo).map(canonicalJson);
+      const now = r.record.opLog.entries.slice(0, upTo).map(canonicalJson);
+      if (now.length < before.length || before.some((line, k) => line !== now[k]))
+        problems.push(
+          `record ${i + 1} (${r.record.id}): its op log no longer holds the lines record ${i} saw: an earlier turn's line was changed or removed`,
+        );
+    }
   });
   const slugs = new Set(records.map((r) => r.record.slug));
   if (slugs.size > 1) problems.push(`the chain mixes bottles: ${[...slugs].join(', ')}`);

@@ -87,7 +87,8 @@ const input = (dir: string, base: string, prev = GENESIS_HASH) => ({
   exitCode: 0,
   done: { status: 'success' as const, summary: 'Opened the PR.' },
   watchdogFired: null,
-  baseCommit: base,
+  workspace: join(dir, 'workspace'),
+  scan: { exclude: [base] },
   prev,
   scanner: new GitleaksScanner(),
   bbVersion: '0.0.0',
@@ -131,7 +132,10 @@ describe('run records', () => {
     expect(record.opLog).toMatchObject({ verified: true, problems: [] });
     expect(record.opLog.entries.map((e) => e['outcome'])).toEqual(['ok', 'ok', 'rejected']);
     expect(record.secretScan.error).toBeUndefined();
-    expect(record.secretScan.scanned).toBe(`git log -p ${s.base}..HEAD`);
+    expect(record.secretScan.scanned).toMatch(
+      new RegExp(`^git log -p [0-9a-f]{12} --not ${s.base.slice(0, 12)}$`),
+    );
+    expect(record.secretScan.covered).toHaveLength(1);
     expect(record.secretScan.findings.map((f) => `${f.rule} ${f.file}:${f.line}`)).toContain(
       'aws-access-token config.py:3',
     );
@@ -284,5 +288,23 @@ describe('run records', () => {
     expect(md).toMatch(/\| outcome \| failed; exit 1; no done signal \|/);
     expect(renderTerminal(first)).toMatch(/secrets\s+\d+ FOUND: aws-access-token in config.py:3/);
     db.close();
+  });
+});
+
+describe('the op log as a person reads it', () => {
+  it("folds a write's started line into its outcome and shows one that never finished", async () => {
+    const { foldOps } = await import('../src/render');
+    const folded = foldOps([
+      { seq: 1, outcome: 'ok', summary: 'read issue #1' },
+      { seq: 2, outcome: 'started', summary: 'post a comment to #1' },
+      { seq: 3, outcome: 'ok', summary: 'posted comment to #1', attempt: 2 },
+      { seq: 4, outcome: 'started', summary: 'push abc to bb/x' },
+    ]);
+    expect(folded.map((e) => [e['seq'], e['outcome']])).toEqual([
+      [1, 'ok'],
+      [3, 'ok'],
+      [4, 'no outcome'],
+    ]);
+    expect(folded[2]!['summary']).toMatch(/never finished/);
   });
 });

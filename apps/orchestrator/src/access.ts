@@ -1,0 +1,80 @@
+import { timingSafeEqual } from 'node:crypto';
+import { isIP } from 'node:net';
+
+/**
+ * Who may use the dashboard and the APIs (`/`, `/api/*`): the webhook needs
+ * none of this (its signature is its authentication), and `/healthz` says only
+ * that the service is up.
+ *
+ * - With an operator token (`BB_API_TOKEN`), a request must carry it:
+ *   `Authorization: Bearer <token>`, or the `bb_api_token` cookie that visiting
+ *   `/?token=<token>` sets for a browser.
+ * - Without one, they answer only when the service listens on loopback; on any
+ *   other address they answer 403 and say to set the token.
+ */
+export interface AccessPolicy {
+  token?: string | undefined;
+  /** Whether the listener is on a loopback address only. */
+  loopback: boolean;
+}
+
+export const TOKEN_COOKIE = 'bb_api_token';
+
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  if (h === 'localhost') return true;
+  if (isIP(h) === 4) return h.startsWith('127.');
+  return h === '::1';
+}
+
+function same(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+function presented(req: Request): string | undefined {
+  const auth = req.headers.get('authorization') ?? '';
+  const m = /^Bearer\s+(\S+)$/i.exec(auth);
+  if (m) return m[1];
+  for (const part of (req.headers.get('cookie') ?? '').split(';')) {
+    const [k, ...v] = part.trim().split('=');
+    if (k === TOKEN_COOKIE) return decodeURIComponent(v.join('='));
+  }
+  return undefined;
+}
+
+/**
+ * Undefined when the request may go on; otherwise the response to send. A
+ * browser's `/?token=` visit with the right token gets the cookie and a
+ * redirect to `/` (so the token leaves the address bar and the history).
+ */
+export function checkAccess(req: Request, policy: AccessPolicy): Response | undefined {
+  const url = new URL(req.url);
+  if (!policy.token) {
+    if (policy.loopback) return undefined;
+    return text(
+      403,
+      'the dashboard and the APIs are closed on a non-loopback address: set BB_API_TOKEN on the orchestrator and send it as a bearer token\n',
+    );
+  }
+  const query = url.searchParams.get('token');
+  if (url.pathname === '/' && query !== null && same(query, policy.token))
+    return new Response(null, {
+      status: 303,
+      headers: {
+        location: '/',
+        'set-cookie': `${TOKEN_COOKIE}=${encodeURIComponent(policy.token)}; HttpOnly; SameSite=Strict; Path=/`,
+      },
+    });
+  const got = presented(req);
+  if (got !== undefined && same(got, policy.token)) return undefined;
+  return new Response('an operator token is required: Authorization: Bearer <BB_API_TOKEN>\n', {
+    status: 401,
+    headers: { 'content-type': 'text/plain', 'www-authenticate': 'Bearer realm="bot-bottle"' },
+  });
+}
+
+function text(status: number, body: string): Response {
+  return new Response(body, { status, headers: { 'content-type': 'text/plain' } });
+}

@@ -1,0 +1,117 @@
+// The sidecar's side of the wall: after done nothing writes, a write that cannot
+// be logged is not made, an unanswered write is recorded as unknown, the token
+// comes from a file, and pushes never run git in the agent's repository.
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { closeGiteaPools, GiteaForge } from '@bb/forge';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { verifyOpLogFile } from '../src/op-log';
+import { type Harness, startHarness, TOKEN } from './harness';
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+afterAll(() => closeGiteaPools());
+const comments = () => h!.server.issue('acme/widgets', 1).comments.map((c) => c.body);
+const posts = () => h!.exchanges.filter((x) => x.method !== 'GET').length;
+
+describe('after signal_done', () => {
+  it('every write answers ALREADY_DONE and makes no request; reads still work; the first done stands', async () => {
+    h = await startHarness();
+    await h.client.signalDone('failure', 'I could not.');
+    const before = posts();
+    for (const call of [
+      () => h!.client.postComment(1, 'late'),
+      () => h!.client.updateDescription(1, 'late'),
+      () => h!.client.push(),
+      () => h!.client.openPr({ title: 'late' }),
+      () => h!.client.signalDone('success', 'Actually fine.'),
+    ])
+      expect((await call().catch((e) => e)).code).toBe('ALREADY_DONE');
+    expect(posts()).toBe(before);
+    expect((await h.client.readIssue(1)).number).toBe(1);
+    const log = verifyOpLogFile(h.env['BB_OPS_LOG']!);
+    expect(log.ok).toBe(true);
+    expect(log.entries.filter((e) => e.outcome === 'rejected')).toHaveLength(5);
+  });
+});
+
+describe('the audit fails closed', () => {
+  it('with the op log unwritable, a write is refused before any request', async () => {
+    h = await startHarness();
+    // The log opens on the first call: make its path unwritable before that.
+    mkdirSync(h.env['BB_OPS_LOG']!);
+    const before = posts();
+    const err = await h.client.postComment(1, 'unlogged').catch((e) => e);
+    expect(err.code).toBe('AUDIT_UNAVAILABLE');
+    expect(posts()).toBe(before);
+    expect(comments()).not.toContain('unlogged');
+  });
+
+  it('with the queue unwritable, a write is refused before any request', async () => {
+    h = await startHarness();
+    const q = h.env['BB_QUEUE_DIR']!;
+    rmSync(q, { recursive: true, force: true });
+    writeFileSync(q, 'not a directory');
+    const before = posts();
+    const err = await h.client.postComment(1, 'unrelayed').catch((e) => e);
+    expect(err.code).toBe('AUDIT_UNAVAILABLE');
+    expect(posts()).toBe(before);
+    // Its started line is there; no outcome claims it happened.
+    const entries = verifyOpLogFile(h.env['BB_OPS_LOG']!).entries;
+    expect(entries.some((e) => e.outcome === 'ok' && e.method === 'post_comment')).toBe(false);
+  });
+
+  it('an op log at its size limit refuses further calls', async () => {
+    h = await startHarness({ env: { BB_OPS_LOG_MAX: '1000' } });
+    let refused: { code?: string } | undefined;
+    for (let i = 0; i < 20 && !refused; i++)
+      await h.client.readIssue(1).catch((e) => (refused = e));
+    expect(refused?.code).toBe('AUDIT_UNAVAILABLE');
+    expect(readFileSync(h.env['BB_OPS_LOG']!).length).toBeLessThanOrEqual(1000);
+    expect(verifyOpLogFile(h.env['BB_OPS_LOG']!).ok).toBe(true);
+  });
+});
+
+describe('a write the forge never answers', () => {
+  let silent: Server;
+  afterEach(() => silent?.close());
+
+  it('is recorded as unknown and reported as OUTCOME_UNKNOWN, so the agent reads first', async () => {
+    // A "forge" that accepts connections and never answers.
+    silent = createServer(() => {});
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const port = (silent.address() as { port: number }).port;
+    h = await startHarness({
+      makeForge: (env) =>
+        new GiteaForge({
+          baseUrl: `http://127.0.0.1:${port}/api/v1`,
+          token: env.FORGE_TOKEN,
+          owner: 'acme',
+          repo: 'widgets',
+          clientOptions: { headersTimeoutMs: 300, bodyTimeoutMs: 300, retries: 0 },
+        }),
+    });
+    const err = await h.client.postComment(1, 'maybe').catch((e) => e);
+    expect(err.code).toBe('OUTCOME_UNKNOWN');
+    expect(err.message).toMatch(/read #1 before you try again/);
+    const entries = verifyOpLogFile(h.env['BB_OPS_LOG']!).entries;
+    expect(entries.map((e) => e.outcome)).toEqual(['started', 'unknown']);
+    expect(entries[1]!.attempt).toBe(entries[0]!.seq);
+  });
+});
+
+describe('the token', () => {
+  it('is read from FORGE_TOKEN_FILE and never needs to be in the environment', async () => {
+    const { mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'bb-tokfile-'));
+    writeFileSync(join(dir, 'token'), `${TOKEN}\n`, { mode: 0o400 });
+    h = await startHarness({ env: { FORGE_TOKEN: '', FORGE_TOKEN_FILE: join(dir, 'token') } });
+    expect((await h.client.postComment(1, 'from a file')).author.login).toBe('bb-claude');
+    rmSync(dir, { recursive: true, force: true });
+  });
+});

@@ -1,0 +1,109 @@
+import { execFile } from 'node:child_process';
+import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
+import { BbError } from '@bb/errors';
+import { minimalEnv } from '@bb/wall';
+import type { BottlePaths } from './layout';
+import { memoryBytes } from './manifests';
+
+const run = promisify(execFile);
+
+/** The disk a bottle gets when neither its manifest nor BB_BOTTLE_DISK says. */
+export const DEFAULT_DISK = '10g';
+
+/**
+ * The bottle's disk quota in bytes: the manifest's `resources.disk`, else
+ * `BB_BOTTLE_DISK`, else 10g; `off` (or `0`) means none.
+ */
+export function diskQuota(
+  manifest: string | number | undefined,
+  env: Record<string, string | undefined>,
+): number | undefined {
+  const value = manifest ?? env['BB_BOTTLE_DISK'] ?? DEFAULT_DISK;
+  if (value === 'off' || value === '0' || value === 0) return undefined;
+  const bytes = typeof value === 'number' ? value : memoryBytes(value.toLowerCase());
+  if (!bytes || !Number.isFinite(bytes) || bytes < 16 * 1024 * 1024)
+    throw new BbError(
+      'INVALID_INPUT',
+      `bottle disk ${JSON.stringify(value)} must be a size of at least 16m such as 2g or 512m, or off`,
+    );
+  return bytes;
+}
+
+/** Whether this process can give bottles a disk of their own (mount needs root, on Linux). */
+export function canMountDisks(): boolean {
+  return process.platform === 'linux' && process.getuid?.() === 0;
+}
+
+function mounted(path: string): boolean {
+  let info: string;
+  try {
+    info = readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return false;
+  }
+  // Field 5 is the mount point, with spaces and the like escaped as \ooo.
+  const escaped = path.replace(
+    /[ \t\n\\]/g,
+    (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}`,
+  );
+  return info.split('\n').some((l) => l.split(' ')[4] === escaped);
+}
+
+async function tool(cmd: string, args: string[], fix: string): Promise<void> {
+  try {
+    await run(cmd, args, { env: minimalEnv() });
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException & { stderr?: string };
+    throw new BbError(
+      'BACKEND_ERROR',
+      `${cmd} failed (${e.code === 'ENOENT' ? 'not installed' : (e.stderr || e.message).trim().split('\n').at(-1)}): ${fix}`,
+      { cause: err },
+    );
+  }
+}
+
+/**
+ * Give the bottle a filesystem of its own, `bytes` big, for its workspace and
+ * home: a sparse image (it takes only what is written) formatted ext4 and
+ * loop-mounted at `disk/`. Writes past it fail inside the bottle with "No space
+ * left on device"; the host's disk, the op log and other bottles are untouched.
+ */
+export async function makeDisk(p: BottlePaths, bytes: number): Promise<void> {
+  const fix =
+    'install e2fsprogs and util-linux, run as root, or set BB_BOTTLE_DISK=off (no disk quota)';
+  const fd = openSync(p.diskImage, 'wx', 0o600);
+  try {
+    ftruncateSync(fd, bytes);
+  } finally {
+    closeSync(fd);
+  }
+  await tool(
+    'mkfs.ext4',
+    ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', p.diskImage],
+    fix,
+  );
+  await mountDisk(p);
+}
+
+/** Mount the bottle's disk image when it has one and it is not mounted (after a reboot). */
+export async function mountDisk(p: BottlePaths): Promise<void> {
+  if (!existsSync(p.diskImage) || mounted(p.disk)) return;
+  mkdirSync(p.disk, { recursive: true, mode: 0o755 });
+  await tool(
+    'mount',
+    ['-o', 'loop,nosuid,nodev', p.diskImage, p.disk],
+    'the bottle disk could not be mounted: check that loop devices are available',
+  );
+}
+
+/** Unmount the bottle's disk (before it is removed). */
+export async function unmountDisk(p: BottlePaths): Promise<void> {
+  if (!mounted(p.disk)) return;
+  try {
+    await run('umount', [p.disk], { env: minimalEnv() });
+  } catch {
+    // Busy (a process still in it): detach now, the kernel frees it when it is not.
+    await run('umount', ['-l', p.disk], { env: minimalEnv() });
+  }
+}

@@ -1,0 +1,222 @@
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BbError, redactString, registerSecret } from '@bb/errors';
+import type { Backend, BottleSpec } from './backend';
+import {
+  type BottleMeta,
+  bottlePaths,
+  GATE_USER,
+  HOME_LABEL,
+  homeLabel,
+  pathsFor,
+  userSpec,
+} from './layout';
+import type { BottleManifest } from './manifests';
+import { removeSecret, secretsDir, writeSecret } from './secrets';
+
+/**
+ * The gate of a bottle: the forge sidecar (the only holder of the forge token)
+ * and, when the bottle has egress rules or credential routes, the proxies (the
+ * only holder of the model keys). Each runs as the gate's user, outside the
+ * agent's container, reads its secret once from a file on a tmpfs mounted into
+ * it alone (removed as soon as it is up), and serves the agent on a socket in
+ * a directory the agent cannot change.
+ */
+export interface GateOptions {
+  backend: Backend;
+  env: Record<string, string | undefined>;
+  runtime: string;
+  /** The image the gate runs in (needs node and git). */
+  image: string;
+  onProgress?: ((message: string) => void) | undefined;
+}
+
+export function bottleLabels(
+  meta: BottleMeta,
+  role: string,
+  env: Record<string, string | undefined>,
+): Record<string, string> {
+  return { ...meta.labels, 'bb.slug': meta.slug, 'bb.role': role, [HOME_LABEL]: homeLabel(env) };
+}
+
+const isolated = (backend: Backend) => backend.mapsMounts;
+
+/** Create and start the forge sidecar. Resolves its container id once it runs. */
+export async function startSidecar(
+  meta: BottleMeta,
+  token: string | undefined,
+  o: GateOptions,
+): Promise<string> {
+  if (!meta.forge || !token)
+    throw new BbError('INVALID_INPUT', 'a forge bottle needs the forge token to start its sidecar');
+  const p = bottlePaths(meta.slug, o.env);
+  const secrets = writeSecret(
+    meta.slug,
+    'sidecar',
+    'token',
+    token,
+    o.env,
+    isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined,
+  );
+  const P = pathsFor(o.backend, p, o.runtime, secrets);
+  o.onProgress?.('starting the forge sidecar');
+  const spec: BottleSpec = {
+    name: `bb-${meta.slug}-sidecar`,
+    image: o.image,
+    cmd: ['node', `${P.runtime}/sidecar.mjs`],
+    user: userSpec(GATE_USER),
+    labels: bottleLabels(meta, 'sidecar', o.env),
+    // The sidecar alone reaches the forge; the agent has no network at all.
+    network: 'host',
+    readOnlyRootfs: true,
+    tmpfs: { '/tmp': 'rw,size=64m' },
+    env: {
+      HOME: '/tmp',
+      FORGE_GITEA_API: meta.forge.apiUrl,
+      FORGE_OWNER: meta.forge.owner,
+      FORGE_REPO: meta.forge.repo,
+      FORGE_ISSUE_NUMBER: String(meta.forge.issue),
+      FORGE_PR_NUMBER: meta.forge.pr ? String(meta.forge.pr) : '',
+      // The file, never the token: nothing the engine shows holds it.
+      FORGE_TOKEN_FILE: `${P.secrets}/token`,
+      BB_SIDECAR_SOCKET: P.socket,
+      BB_QUEUE_DIR: P.queue,
+      BB_OPS_LOG: `${P.state}/ops.jsonl`,
+      BB_GIT_DIR: `${P.state}/push.git`,
+      BB_WORKSPACE: P.workspace,
+      BB_BRANCH: meta.branch,
+      BB_SLUG: meta.slug,
+      // The agent is another user: it may connect, not remove.
+      BB_SOCKET_MODE: isolated(o.backend) ? '666' : '600',
+    },
+    mounts: [
+      { source: o.runtime, target: P.runtime, readOnly: true },
+      { source: secrets, target: P.secrets, readOnly: true },
+      { source: p.sock, target: P.socketDir },
+      { source: p.queue, target: P.queue },
+      { source: p.state, target: P.state },
+      // Read only: the sidecar reads the agent's commits as data and never writes there.
+      { source: p.workspace, target: P.workspace, readOnly: true },
+    ],
+    resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
+  };
+  const id = await o.backend.create(spec);
+  await o.backend.start(id);
+  return id;
+}
+
+/** Once the sidecar serves, its token file goes: it was read once at start. */
+export function sidecarUp(meta: BottleMeta, env: Record<string, string | undefined>): void {
+  removeSecret(secretsDir(meta.slug, 'sidecar', env), 'token');
+}
+
+/** What the agent's proxies need from the bottle manifests. */
+export function proxyPlan(bottles: BottleManifest[]) {
+  const credentials = bottles.flatMap((b) => b.credentials);
+  const allow = [...new Set(bottles.flatMap((b) => b.egress.allow))];
+  return { credentials, allow, needed: credentials.length > 0 || allow.length > 0 };
+}
+
+/**
+ * Start the egress and credential proxies (one gate container) with the rules
+ * and routes (secret references only) in `proxy/`, and the referenced secrets
+ * in a file only it mounts. Resolves once its sockets are up (the secrets file
+ * is then removed).
+ */
+export async function startProxies(
+  meta: BottleMeta,
+  bottles: BottleManifest[],
+  o: GateOptions,
+): Promise<string> {
+  const p = bottlePaths(meta.slug, o.env);
+  const { credentials, allow } = proxyPlan(bottles);
+  o.onProgress?.('starting the egress and credential proxies');
+  writeFileSync(join(p.proxy, 'rules.json'), JSON.stringify({ allow }));
+  writeFileSync(
+    join(p.proxy, 'routes.json'),
+    JSON.stringify({
+      routes: credentials.map((c) => ({
+        prefix: c.route,
+        upstream: c.upstream,
+        headers: c.headers,
+      })),
+    }),
+  );
+  // The proxy alone holds the credentials: the `env:NAME` values it needs, from this process's environment.
+  const secrets: Record<string, string> = {};
+  for (const c of credentials)
+    for (const ref of Object.values(c.headers)) {
+      if (!ref.startsWith('env:')) continue;
+      const name = ref.slice(4);
+      const value = o.env[name] ?? process.env[name];
+      if (!value)
+        throw new BbError(
+          'INVALID_INPUT',
+          `credential route ${c.route} needs ${name}, which is not set in the orchestrator's environment`,
+        );
+      registerSecret(value);
+      secrets[name] = value;
+    }
+  const dir = writeSecret(
+    meta.slug,
+    'proxy',
+    'keys.json',
+    JSON.stringify(secrets),
+    o.env,
+    isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined,
+  );
+  const P = pathsFor(o.backend, p, o.runtime, dir);
+  rmSync(join(p.sock, 'cred.sock'), { force: true });
+  rmSync(join(p.sock, 'egress.sock'), { force: true });
+  const id = await o.backend.create({
+    name: `bb-${meta.slug}-proxy`,
+    image: o.image,
+    cmd: ['node', `${P.runtime}/bb-egress.mjs`],
+    user: userSpec(GATE_USER),
+    labels: bottleLabels(meta, 'proxy', o.env),
+    network: 'host',
+    readOnlyRootfs: true,
+    tmpfs: { '/tmp': 'rw,size=16m' },
+    env: {
+      HOME: '/tmp',
+      BB_EGRESS_RULES: `${P.proxy}/rules.json`,
+      BB_CRED_ROUTES: `${P.proxy}/routes.json`,
+      BB_CRED_SECRETS_FILE: `${P.secrets}/keys.json`,
+      BB_EGRESS_SOCKET: `${P.socketDir}/egress.sock`,
+      BB_CRED_SOCKET: `${P.socketDir}/cred.sock`,
+      BB_SOCKET_MODE: isolated(o.backend) ? '666' : '600',
+      BB_EGRESS_LOG: `${P.state}/egress.jsonl`,
+    },
+    mounts: [
+      { source: o.runtime, target: P.runtime, readOnly: true },
+      { source: dir, target: P.secrets, readOnly: true },
+      { source: p.proxy, target: P.proxy, readOnly: true },
+      { source: p.sock, target: P.socketDir },
+      { source: p.state, target: P.state },
+    ],
+    resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
+  });
+  await o.backend.start(id);
+  await waitForSocket(o.backend, id, join(p.sock, 'cred.sock'), meta.slug, 'proxy');
+  removeSecret(dir, 'keys.json');
+  return id;
+}
+
+/** Wait until a helper container's socket exists; fail with its own words if it exits first. */
+export async function waitForSocket(
+  backend: Backend,
+  id: string,
+  socket: string,
+  slug: string,
+  what: string,
+): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    if (existsSync(socket)) return;
+    if ((await backend.inspect(id))?.state === 'exited') break;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new BbError(
+    'BACKEND_ERROR',
+    `the ${what} of ${slug} did not start: ${redactString((await backend.logs(id)).slice(-500))}`,
+  );
+}

@@ -1,0 +1,185 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Backend } from './backend';
+import { bbHome } from './home';
+
+/** How a bottle reaches its forge. The token goes to the sidecar only and is never written down. */
+export interface ForgeWiring {
+  apiUrl: string;
+  token: string;
+  owner: string;
+  repo: string;
+  issue: number;
+  pr?: number | undefined;
+  /** Where the workspace is cloned from (read with the token). */
+  cloneUrl: string;
+}
+
+export interface BottleMeta {
+  slug: string;
+  agent: string;
+  bottles: string[];
+  backend: string;
+  image: string;
+  status: 'running' | 'frozen';
+  sessionId: string | null;
+  cwd: string;
+  branch: string;
+  forge: Omit<ForgeWiring, 'token'> | null;
+  /** The commit the workspace started from (the secret scan covers what came after). */
+  baseCommit?: string | null;
+  /** Commits earlier turns' scans covered, so each turn scans only its own. */
+  scanned?: string[];
+  /** The disk quota the bottle's workspace and home live on, in bytes (absent: none). */
+  diskBytes?: number;
+  turns: Array<{
+    turn: number;
+    prompt: string;
+    exitCode: number;
+    ok: boolean;
+    startedAt: string;
+    finishedAt: string;
+  }>;
+  /** Extra container labels given at launch. */
+  labels?: Record<string, string>;
+  /** The turn in progress (so a restarted orchestrator can finish it), or absent. */
+  current?: { turn: number; prompt: string; startedAt: string } | null;
+  createdAt: string;
+}
+
+/**
+ * The users a bottle's processes run as. The agent is one user; the gate (the
+ * forge sidecar and the proxies, which hold the secrets) another, so the agent
+ * can neither write the op log and queue nor remove the gate's sockets.
+ */
+export const AGENT_USER = { uid: 1000, gid: 1000 } as const;
+export const GATE_USER = { uid: 1001, gid: 1001 } as const;
+export const userSpec = (u: { uid: number; gid: number }) => `${u.uid}:${u.gid}`;
+
+/**
+ * Where everything of a bottle is on the host. `disk/` is the agent's own
+ * filesystem (a fixed-size image where the host can mount one) holding
+ * `workspace/` and `home/`: everything the agent can write. The rest is the
+ * host's and the gate's: `sock/` (the gate's sockets), `queue/` (events for the
+ * orchestrator), `state/` (the op log, the egress log, the sidecar's push
+ * repository), `proxy/` (allowlist and routes, secret references only),
+ * `logs/` (each container's output) and `meta.json`.
+ */
+export interface BottlePaths {
+  dir: string;
+  disk: string;
+  /** The disk image, when the bottle has a quota. */
+  diskImage: string;
+  workspace: string;
+  home: string;
+  sock: string;
+  queue: string;
+  state: string;
+  proxy: string;
+  logs: string;
+  meta: string;
+}
+
+/** `$BB_HOME/bottles/<slug>`. */
+export function bottleDir(
+  slug: string,
+  env: Record<string, string | undefined> = process.env,
+): string {
+  return join(bbHome(env), 'bottles', slug);
+}
+
+export function bottlePaths(
+  slug: string,
+  env: Record<string, string | undefined> = process.env,
+): BottlePaths {
+  const dir = bottleDir(slug, env);
+  const disk = join(dir, 'disk');
+  return {
+    dir,
+    disk,
+    diskImage: join(dir, 'disk.img'),
+    workspace: join(disk, 'workspace'),
+    home: join(disk, 'home'),
+    sock: join(dir, 'sock'),
+    queue: join(dir, 'queue'),
+    state: join(dir, 'state'),
+    proxy: join(dir, 'proxy'),
+    logs: join(dir, 'logs'),
+    meta: join(dir, 'meta.json'),
+  };
+}
+
+/** Ports of the in-bottle bridge: the egress proxy (HTTPS_PROXY) and the credential proxy (model APIs). */
+export const BRIDGE_PORTS = { egress: 3128, credentials: 3129 } as const;
+
+/** The paths a bottle's processes see in a container. */
+export const IN_BOTTLE = {
+  home: '/home/bottle',
+  workspace: '/workspace',
+  runtime: '/opt/bb',
+  socketDir: '/run/bb',
+  socket: '/run/bb/forge.sock',
+  secrets: '/run/bb-secrets',
+  queue: '/var/bb/queue',
+  state: '/var/bb/state',
+  proxy: '/var/bb/proxy',
+};
+
+/** The paths a bottle's processes see: fixed ones in a container, the host's otherwise. */
+export function pathsFor(
+  backend: Backend,
+  p: BottlePaths,
+  runtime: string,
+  secrets: string,
+): typeof IN_BOTTLE {
+  if (backend.mapsMounts) return IN_BOTTLE;
+  return {
+    home: p.home,
+    workspace: p.workspace,
+    runtime,
+    socketDir: p.sock,
+    socket: join(p.sock, 'forge.sock'),
+    secrets,
+    queue: p.queue,
+    state: p.state,
+    proxy: p.proxy,
+  };
+}
+
+/** The label naming the `BB_HOME` a bottle belongs to (see `homeLabel`). */
+export const HOME_LABEL = 'bb.home';
+
+/**
+ * The `bb.home` label value of bottles made under this `BB_HOME`: a short hash
+ * of its path. Two orchestrators (or test runs) on one engine never take each
+ * other's containers for their own.
+ */
+export function homeLabel(env: Record<string, string | undefined> = process.env): string {
+  return createHash('sha256').update(bbHome(env)).digest('hex').slice(0, 16);
+}
+
+export function readMeta(
+  slug: string,
+  env: Record<string, string | undefined> = process.env,
+): BottleMeta | undefined {
+  const file = bottlePaths(slug, env).meta;
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as BottleMeta) : undefined;
+}
+
+/** Write `meta.json` whole (beside it, then renamed: a crash never leaves half of it). */
+export function writeMeta(meta: BottleMeta, env: Record<string, string | undefined>): void {
+  const file = bottlePaths(meta.slug, env).meta;
+  writeFileSync(`${file}.tmp`, `${JSON.stringify(meta, null, 2)}\n`);
+  renameSync(`${file}.tmp`, file);
+}
+
+/** Slugs of the bottles under `$BB_HOME/bottles`. */
+export function listBottles(env: Record<string, string | undefined> = process.env): string[] {
+  const d = join(bbHome(env), 'bottles');
+  return existsSync(d)
+    ? readdirSync(d)
+        .filter((s) => existsSync(join(d, s, 'meta.json')))
+        .sort()
+    : [];
+}

@@ -1,0 +1,68 @@
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  renameSync,
+  statSync,
+  utimesSync,
+} from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BbError } from '@bb/errors';
+import { bbHome } from './home';
+
+/** Copy the runtime files (sidecar, bb-forge, MCP bridge, script agent) where bottles can read them. */
+export function prepareRuntime(env: Record<string, string | undefined>): string {
+  const require = createRequire(import.meta.url);
+  const sidecarDir = join(
+    dirname(require.resolve('@bb/forge-sidecar/package.json')),
+    'dist',
+    'bundle',
+  );
+  const egressDir = join(dirname(require.resolve('@bb/egress/package.json')), 'dist', 'bundle');
+  const here = dirname(fileURLToPath(import.meta.url));
+  // From this package's dist/ or src/, or through its name when an application has
+  // bundled this code into its own files.
+  let byName = '';
+  try {
+    byName = join(dirname(require.resolve('@bb/headless/package.json')), 'dist', 'bundle');
+  } catch {}
+  const own = [join(here, 'bundle'), join(here, '..', 'dist', 'bundle'), byName].find(
+    (d) => d && existsSync(join(d, 'script-agent.mjs')),
+  );
+  const files: Array<[string, string]> = [
+    [sidecarDir, 'sidecar.mjs'],
+    [sidecarDir, 'bb-forge.mjs'],
+    [sidecarDir, 'bb-forge-mcp.mjs'],
+    [egressDir, 'bb-egress.mjs'],
+    [egressDir, 'bb-bridge.mjs'],
+    [own ?? '', 'script-agent.mjs'],
+  ];
+  for (const [dir, f] of files) {
+    if (!dir || !existsSync(join(dir, f))) {
+      throw new BbError(
+        'NOT_FOUND',
+        `the bottle runtime file ${f} is missing: build the packages (pnpm build) first`,
+      );
+    }
+  }
+  const target = join(bbHome(env), 'runtime');
+  mkdirSync(target, { recursive: true, mode: 0o755 });
+  chmodSync(target, 0o755);
+  for (const [dir, f] of files) {
+    const from = statSync(join(dir, f));
+    const to = existsSync(join(target, f)) ? statSync(join(target, f)) : undefined;
+    // Copied once per build, not once per turn.
+    if (to && to.size === from.size && to.mtimeMs === from.mtimeMs) continue;
+    // Written aside and renamed, so a bottle starting meanwhile never reads half a file.
+    const part = join(target, `.${f}.${process.pid}.${randomBytes(4).toString('hex')}`);
+    copyFileSync(join(dir, f), part);
+    chmodSync(part, 0o755);
+    utimesSync(part, from.atime, from.mtime);
+    renameSync(part, join(target, f));
+  }
+  return target;
+}

@@ -1,0 +1,157 @@
+import { execFileSync } from 'node:child_process';
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isBbError } from '@bb/errors';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  importHead,
+  logPatchAsData,
+  readHeadAsData,
+  runGit,
+  wallGitEnv,
+  workspaceObjects,
+} from './git';
+
+let dir: string;
+let ws: string;
+const git = (...args: string[]) =>
+  execFileSync('git', ['-C', ws, ...args], {
+    env: { ...process.env, GIT_AUTHOR_NAME: 'a', GIT_AUTHOR_EMAIL: 'a@b', GIT_COMMITTER_NAME: 'a', GIT_COMMITTER_EMAIL: 'a@b' },
+  })
+    .toString()
+    .trim();
+const commit = (file: string, content: string, msg = file) => {
+  writeFileSync(join(ws, file), content);
+  git('add', '-A');
+  git('commit', '-qm', msg);
+  return git('rev-parse', 'HEAD');
+};
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'wall-git-'));
+  ws = join(dir, 'ws');
+  execFileSync('git', ['init', '-q', '-b', 'main', ws]);
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('readHeadAsData', () => {
+  it('reads a branch, loose or packed, and a detached HEAD', () => {
+    const a = commit('a.txt', 'a');
+    expect(readHeadAsData(ws)).toBe(a);
+    git('pack-refs', '--all');
+    expect(existsSync(join(ws, '.git/refs/heads/main'))).toBe(false);
+    expect(readHeadAsData(ws)).toBe(a);
+    const b = commit('b.txt', 'b');
+    git('checkout', '-q', '--detach', b);
+    expect(readHeadAsData(ws)).toBe(b);
+  });
+
+  it('says undefined for an unborn branch and refuses symlinks and odd refs', () => {
+    expect(readHeadAsData(ws)).toBeUndefined();
+    commit('a.txt', 'a');
+    writeFileSync(join(ws, '.git/HEAD'), 'ref: refs/heads/../../etc/passwd\n');
+    expect(() => readHeadAsData(ws)).toThrow(/does not name a branch/);
+    rmSync(join(ws, '.git/HEAD'));
+    symlinkSync('/etc/hostname', join(ws, '.git/HEAD'));
+    expect(() => readHeadAsData(ws)).toThrow(/symlink/);
+  });
+});
+
+describe('workspaceObjects', () => {
+  it('refuses alternates, a symlinked .git and a gitdir file', () => {
+    commit('a.txt', 'a');
+    expect(workspaceObjects(ws)).toBe(join(ws, '.git', 'objects'));
+    writeFileSync(join(ws, '.git/objects/info/alternates'), '/etc\n');
+    expect(() => workspaceObjects(ws)).toThrow(/borrow/);
+    rmSync(join(ws, '.git/objects/info/alternates'));
+    renameSync(join(ws, '.git'), join(dir, 'real.git'));
+    symlinkSync(join(dir, 'real.git'), join(ws, '.git'));
+    expect(() => workspaceObjects(ws)).toThrow(/not a directory/);
+    rmSync(join(ws, '.git'));
+    writeFileSync(join(ws, '.git'), `gitdir: ${join(dir, 'real.git')}\n`);
+    expect(() => workspaceObjects(ws)).toThrow(/not a directory/);
+  });
+});
+
+describe('importHead', () => {
+  it('copies the commit as objects and runs nothing the workspace configures', async () => {
+    const sha = commit('a.txt', 'a');
+    const marker = join(dir, 'RAN');
+    const evil = join(ws, 'evil.sh');
+    writeFileSync(evil, `#!/bin/sh\ntouch ${marker}\n`);
+    chmodSync(evil, 0o755);
+    for (const hook of ['pre-push', 'post-update', 'reference-transaction', 'pre-receive'])
+      writeFileSync(join(ws, '.git/hooks', hook), `#!/bin/sh\ntouch ${marker}\n`, { mode: 0o755 });
+    git('config', 'core.hooksPath', join(ws, '.git/hooks'));
+    git('config', 'core.fsmonitor', evil);
+    git('config', 'uploadpack.packObjectsHook', evil);
+    git('config', 'core.alternateRefsCommand', evil);
+    git('config', 'http.proxy', 'http://127.0.0.1:1');
+    const into = join(dir, 'gate.git');
+    expect(await importHead({ workspace: ws, into })).toBe(sha);
+    expect(existsSync(marker)).toBe(false);
+    const env = wallGitEnv();
+    expect(await runGit([`--git-dir=${into}`, 'cat-file', '-t', sha], { env })).toBe('commit\n');
+    // The objects are ours now: the workspace can go.
+    rmSync(ws, { recursive: true });
+    expect(await runGit([`--git-dir=${into}`, 'log', '--format=%s', sha], { env })).toBe('a.txt\n');
+  });
+
+  it('refuses a workspace with no commit, with a message that says so', async () => {
+    await expect(importHead({ workspace: ws, into: join(dir, 'g.git') })).rejects.toThrow(
+      /no commit yet/,
+    );
+  });
+});
+
+describe('logPatchAsData', () => {
+  const SECRET = 'AKIAIOSFODNN7EXAMPLX';
+  it('shows every file as text whatever the attributes, and runs no program', async () => {
+    const base = commit('readme', 'hello\n');
+    const marker = join(dir, 'RAN');
+    writeFileSync(join(ws, 'evil.sh'), `#!/bin/sh\ntouch ${marker}\ncat "$1"\n`, { mode: 0o755 });
+    writeFileSync(join(ws, '.gitattributes'), 'a.env -diff\nb.env diff=evil\nc.env binary\n');
+    git('config', 'diff.evil.textconv', './evil.sh');
+    git('config', 'diff.external', './evil.sh');
+    git('config', 'log.showSignature', 'true');
+    git('config', 'gpg.program', './evil.sh');
+    writeFileSync(join(ws, 'a.env'), `${SECRET}-a\n`);
+    writeFileSync(join(ws, 'b.env'), `${SECRET}-b\n`);
+    writeFileSync(join(ws, 'c.env'), `${SECRET}-c\n`);
+    writeFileSync(join(ws, 'd.env'), Buffer.from(`\0\n${SECRET}-d\n`));
+    git('add', '-A');
+    git('commit', '-qm', 'secrets');
+    const tip = git('rev-parse', 'HEAD');
+    // A replace ref that would show a clean commit in its place.
+    const clean = git('commit-tree', `${base}^{tree}`, '-p', base, '-m', 'clean');
+    git('replace', tip, clean);
+    const { patch } = await logPatchAsData({
+      objectDirs: [workspaceObjects(ws)],
+      tips: [tip],
+      exclude: [base],
+    });
+    for (const s of ['a', 'b', 'c', 'd']) expect(patch).toContain(`${SECRET}-${s}`);
+    expect(patch).not.toContain('hello');
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  it('ignores excluded commits it does not know and says what it covered', async () => {
+    const a = commit('a.txt', 'a\n');
+    const { patch, range } = await logPatchAsData({
+      objectDirs: [workspaceObjects(ws)],
+      tips: [a],
+      exclude: ['0'.repeat(40)],
+    });
+    expect(patch).toContain(`commit ${a}`);
+    expect(range).toContain(a.slice(0, 12));
+  });
+});

@@ -7,7 +7,6 @@
 // merged → destroyed. The model key never enters the bottle. A model API that
 // fails with 500s ends the run promptly as a failure, and the bottle stays
 // frozen and resumable.
-import { execFileSync } from 'node:child_process';
 import {
   mkdirSync,
   mkdtempSync,
@@ -23,11 +22,14 @@ import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-serv
 import {
   type BottleSpec,
   bottleDir,
+  bottlePaths,
   DockerBackend,
   HOME_LABEL,
   homeLabel,
+  mountBottleDisk,
   readMeta,
   resume,
+  unmountBottleDisk,
 } from '@bb/headless';
 import { type RunningOrchestrator, serve } from '@bb/orchestrator';
 import { ProvenanceStore } from '@bb/provenance';
@@ -38,6 +40,7 @@ import {
 } from '@bb/scripted-model';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
+import { importHead, runGit, wallGitEnv } from '@bb/wall';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { forgeWorld, until } from './support';
@@ -153,9 +156,26 @@ function filesUnder(dir: string): string[] {
     const st = statSync(p, { throwIfNoEntry: false });
     if (!st) continue;
     if (st.isDirectory()) out.push(...filesUnder(p));
-    else if (st.isFile()) out.push(p);
+    // The bottle's disk image is read through its mount instead.
+    else if (st.isFile() && name !== 'disk.img') out.push(p);
   }
   return out;
+}
+
+/** The subject of a frozen bottle's last commit, its objects read as data by a repository of ours. */
+async function lastCommitSubject(home: string, slug: string): Promise<string> {
+  const env = { BB_HOME: home };
+  await mountBottleDisk(slug, env);
+  const into = mkdtempSync(join(tmpdir(), 'bb-read-'));
+  try {
+    const sha = await importHead({ workspace: bottlePaths(slug, env).workspace, into });
+    return (
+      await runGit([`--git-dir=${into}`, 'log', '--format=%s', '-1', sha], { env: wallGitEnv() })
+    ).trim();
+  } finally {
+    await unmountBottleDisk(slug, env);
+    rmSync(into, { recursive: true, force: true });
+  }
 }
 
 describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted model API', () => {
@@ -279,21 +299,8 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
         exitCode: 0,
       });
       expect(frozen.sessionId).toBeTruthy();
-      // The shell tool really ran git in the workspace.
-      const log = execFileSync(
-        'git',
-        [
-          '-c',
-          'safe.directory=*',
-          '-C',
-          join(bottleDir(frozen.slug, { BB_HOME: home }), 'workspace'),
-          'log',
-          '--format=%s',
-          '-1',
-        ],
-        { encoding: 'utf8' },
-      );
-      expect(log.trim()).toBe('Fix the thing');
+      // The shell tool really ran git in the workspace (read as data, as the host reads it).
+      expect(await lastCommitSubject(home, frozen.slug)).toBe('Fix the thing');
 
       const turnOneRequests = model.requests.length;
       gitea.comment('alice', 'acme/widgets', n + 1, 'Please also handle empty widgets.');
@@ -316,9 +323,11 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
       const auth = model.requests.map((r) => r.headers[TOOLS[cli].header]);
       expect(auth.every((v) => v?.includes(MODEL_KEY))).toBe(true);
       const dir = bottleDir(frozen.slug, { BB_HOME: home });
+      await mountBottleDisk(frozen.slug, { BB_HOME: home });
       for (const f of filesUnder(dir))
         if (!f.includes(`${join(dir, 'proxy')}`))
           expect(readFileSync(f, 'utf8'), f).not.toContain(MODEL_KEY);
+      await unmountBottleDisk(frozen.slug, { BB_HOME: home });
       expect(JSON.stringify(chain(frozen.slug))).not.toContain(MODEL_KEY);
       const mine = specs.filter((c) => c.labels['bb.slug'] === frozen.slug);
       const agents = mine.filter((c) => c.labels['bb.role'] === 'agent');
@@ -328,12 +337,9 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
         expect(JSON.stringify(a)).not.toContain(TOKEN);
         expect(a.network).toBe('none');
       }
-      // Only the credential proxy holds it.
-      expect(
-        mine
-          .filter((c) => JSON.stringify(c.env).includes(MODEL_KEY))
-          .map((c) => c.labels['bb.role']),
-      ).toEqual(['proxy', 'proxy']);
+      // No container's configuration holds it: the proxy reads it from a file it alone mounts.
+      expect(mine.filter((c) => JSON.stringify(c).includes(MODEL_KEY))).toEqual([]);
+      expect(mine.filter((c) => c.labels['bb.role'] === 'proxy')).toHaveLength(2);
       expect(JSON.stringify(chain(frozen.slug))).not.toContain(TOKEN);
 
       await gitea.mergePr('alice', 'acme/widgets', n + 1);

@@ -161,9 +161,14 @@ describe.skipIf(!docker.ok)(
       expect(logs).not.toContain(TOKEN);
       const ops = verifyOpLogFile(join(dir, 'state', 'ops.jsonl'));
       expect(ops.ok).toBe(true);
+      // Each write's line is flushed before its request; the push is its own write.
       expect(ops.entries.map((e) => `${e.method}:${e.outcome}`)).toEqual([
         'read_issue:ok',
+        'push:started',
+        'push:ok',
+        'open_pr:started',
         'open_pr:ok',
+        'post_comment:started',
         'post_comment:ok',
         'post_comment:rejected',
         'signal_done:ok',

@@ -3,9 +3,7 @@
 // refused unless the manifest names that address itself; a credential route
 // cannot be left by path tricks; hop-by-hop headers stop at the proxy.
 
-import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { join } from 'node:path';
 import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedTeam } from './harness';

@@ -5,7 +5,6 @@
 import {
   chownSync,
   existsSync,
-  lstatSync,
   readdirSync,
   readFileSync,
   rmSync,

@@ -7,10 +7,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
+import { HOME_LABEL, homeLabel } from '@bb/headless';
 import { probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HOME_LABEL, homeLabel } from '@bb/headless';
 import { RedTeam, TOKEN } from './harness';
 
 const docker = await probeDocker();

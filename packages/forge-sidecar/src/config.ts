@@ -101,7 +101,8 @@ export function readSidecarToken(env: SidecarEnv): string {
         `FORGE_TOKEN_FILE ${env.FORGE_TOKEN_FILE} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
       );
     }
-    if (!text) throw new BbError('INVALID_INPUT', `FORGE_TOKEN_FILE ${env.FORGE_TOKEN_FILE} is empty`);
+    if (!text)
+      throw new BbError('INVALID_INPUT', `FORGE_TOKEN_FILE ${env.FORGE_TOKEN_FILE} is empty`);
     return text;
   }
   if (env.FORGE_TOKEN) return env.FORGE_TOKEN;

@@ -1,6 +1,6 @@
+import { dirname, join } from 'node:path';
 import { BbError, errorMessage, redactString, registerSecret } from '@bb/errors';
 import { type Forge, GiteaForge, ScopedForge } from '@bb/forge';
-import { dirname, join } from 'node:path';
 import { loadSidecarEnv, readSidecarToken, type SidecarEnv } from './config';
 import { createGitGate } from './git-push';
 import { OpLog } from './op-log';

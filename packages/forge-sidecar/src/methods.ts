@@ -237,7 +237,11 @@ async function run(ctx: MethodContext, method: MethodName, params: unknown): Pro
         },
         () => f.postComment(n, text),
       );
-      ctx.queue.write('op', { method, seq: ctx.opLog.head.seq, commentId: c.id, number: n }, { sync: true });
+      ctx.queue.write(
+        'op',
+        { method, seq: ctx.opLog.head.seq, commentId: c.id, number: n },
+        { sync: true },
+      );
       return { result: c };
     }
     case 'update_description': {
@@ -270,7 +274,8 @@ async function run(ctx: MethodContext, method: MethodName, params: unknown): Pro
         {
           target: `branch ${ctx.branch}`,
           intent: `open a PR from ${ctx.branch} into ${base}`,
-          done: (r) => `opened PR #${r.number} from ${ctx.branch} into ${base} at ${sha.slice(0, 7)}`,
+          done: (r) =>
+            `opened PR #${r.number} from ${ctx.branch} into ${base} at ${sha.slice(0, 7)}`,
         },
         () => f.openPr({ head: ctx.branch, base, title: input.title, body: input.body }),
       );
@@ -345,7 +350,12 @@ export async function callMethod(
     throw err;
   }
   if (answer.read) {
-    ctx.opLog.append({ method, target: answer.read.target, outcome: 'ok', summary: answer.read.summary });
+    ctx.opLog.append({
+      method,
+      target: answer.read.target,
+      outcome: 'ok',
+      summary: answer.read.summary,
+    });
     ctx.checkins.checkin({ method, outcome: 'ok', ...headOf(ctx) });
   }
   return answer.result;

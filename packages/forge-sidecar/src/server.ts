@@ -11,8 +11,8 @@ import {
   JSONRPCServer,
 } from 'json-rpc-2.0';
 import { ERROR_TABLE, toWireError } from './codes';
-import { callMethod, METHOD_NAMES, type MethodContext } from './methods';
 import type { GitGate } from './git-push';
+import { callMethod, METHOD_NAMES, type MethodContext } from './methods';
 import type { OpLog } from './op-log';
 import { CheckinThrottle, type QueueWriter } from './queue';
 

@@ -10,7 +10,6 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isBbError } from '@bb/errors';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   importHead,
@@ -25,7 +24,13 @@ let dir: string;
 let ws: string;
 const git = (...args: string[]) =>
   execFileSync('git', ['-C', ws, ...args], {
-    env: { ...process.env, GIT_AUTHOR_NAME: 'a', GIT_AUTHOR_EMAIL: 'a@b', GIT_COMMITTER_NAME: 'a', GIT_COMMITTER_EMAIL: 'a@b' },
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: 'a',
+      GIT_AUTHOR_EMAIL: 'a@b',
+      GIT_COMMITTER_NAME: 'a',
+      GIT_COMMITTER_EMAIL: 'a@b',
+    },
   })
     .toString()
     .trim();

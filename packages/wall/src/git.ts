@@ -87,7 +87,10 @@ export function runGit(args: string[], options: RunGitOptions): Promise<string> 
     let err = '';
     let failed: Error | undefined;
     const timer = setTimeout(() => {
-      failed = new BbError('TIMEOUT', `git ${args[0]} took longer than ${options.timeoutMs ?? 120_000} ms and was stopped`);
+      failed = new BbError(
+        'TIMEOUT',
+        `git ${args[0]} took longer than ${options.timeoutMs ?? 120_000} ms and was stopped`,
+      );
       child.kill('SIGKILL');
     }, options.timeoutMs ?? 120_000);
     child.stdout.on('data', (d: Buffer) => {

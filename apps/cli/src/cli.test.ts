@@ -269,6 +269,17 @@ describe('bb doctor', () => {
         detail: expect.stringContaining("the token is bb-bot's"),
       });
       expect(checks.find((c) => c.check === 'org membership')?.ok).toBe(true);
+      // Bottle disks: on here as root, off by configuration, and a bad size named.
+      expect(checks.find((c) => c.check === 'bottle disks')?.ok).toBe(
+        process.getuid?.() === 0 ? true : false,
+      );
+      const off = await runDoctor(io({ ...env, BB_BOTTLE_DISK: 'off' }).io, nowhere);
+      expect(off.find((c) => c.check === 'bottle disks')).toMatchObject({
+        ok: null,
+        detail: expect.stringMatching(/share the host disk/),
+      });
+      const odd = await runDoctor(io({ ...env, BB_BOTTLE_DISK: 'lots' }).io, nowhere);
+      expect(odd.find((c) => c.check === 'bottle disks')?.detail).toMatch(/"lots"/);
 
       const stray = await runDoctor(
         io({ ...env, FORGE_TOKEN: 'stray-token-1234567890' }).io,

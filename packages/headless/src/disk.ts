@@ -21,7 +21,13 @@ export function diskQuota(
 ): number | undefined {
   const value = manifest ?? env['BB_BOTTLE_DISK'] ?? DEFAULT_DISK;
   if (value === 'off' || value === '0' || value === 0) return undefined;
-  const bytes = typeof value === 'number' ? value : memoryBytes(value.toLowerCase());
+  const text = typeof value === 'string' ? value.trim().toLowerCase() : '';
+  const bytes =
+    typeof value === 'number'
+      ? value
+      : /^\d+(\.\d+)?[kmg]$/.test(text)
+        ? memoryBytes(text)
+        : undefined;
   if (!bytes || !Number.isFinite(bytes) || bytes < 16 * 1024 * 1024)
     throw new BbError(
       'INVALID_INPUT',

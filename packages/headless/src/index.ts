@@ -26,7 +26,7 @@ export {
   type TurnOutcome,
   unmountBottleDisk,
 } from './bottles';
-export { DEFAULT_DISK, diskQuota } from './disk';
+export { canMountDisks, DEFAULT_DISK, diskQuota } from './disk';
 export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
 export {
   AGENT_USER,

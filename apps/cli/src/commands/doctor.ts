@@ -4,12 +4,15 @@ import { errorMessage } from '@bb/errors';
 import { GiteaClient, GiteaForge } from '@bb/forge';
 import {
   type Backend,
+  canMountDisks,
   configDir,
   DockerBackend,
+  diskQuota,
   loadAgentManifest,
   loadBottleManifest,
 } from '@bb/headless';
 import { loadConfig } from '@bb/orchestrator';
+import { SAFE_PATH } from '@bb/wall';
 import { type CliIo, green, parse, red, yellow } from '../io';
 import { DOCTOR_USAGE } from '../usage';
 
@@ -19,6 +22,49 @@ export interface DoctorCheck {
   ok: boolean | null;
   detail: string;
   fix?: string;
+}
+
+/** Whether bottles get a disk of their own (quota): root, mkfs.ext4 and mount. */
+function diskCheck(env: Record<string, string | undefined>): DoctorCheck {
+  let quota: number | undefined;
+  try {
+    quota = diskQuota(undefined, env);
+  } catch (err) {
+    return {
+      check: 'bottle disks',
+      ok: false,
+      detail: errorMessage(err),
+      fix: 'set BB_BOTTLE_DISK to a size such as 10g, or off',
+    };
+  }
+  if (quota === undefined)
+    return {
+      check: 'bottle disks',
+      ok: null,
+      detail: 'off (BB_BOTTLE_DISK=off): bottles share the host disk',
+    };
+  if (!canMountDisks())
+    return {
+      check: 'bottle disks',
+      ok: false,
+      detail: 'not root: bottles cannot get a disk of their own and would share the host disk',
+      fix: 'run the orchestrator as root (it mounts one sparse image per bottle), or set BB_BOTTLE_DISK=off to accept that',
+    };
+  const missing = ['mkfs.ext4', 'mount'].filter(
+    (t) => !SAFE_PATH.split(':').some((d) => existsSync(join(d, t))),
+  );
+  if (missing.length)
+    return {
+      check: 'bottle disks',
+      ok: false,
+      detail: `${missing.join(' and ')} not found`,
+      fix: 'install e2fsprogs and mount (apt-get install e2fsprogs mount)',
+    };
+  return {
+    check: 'bottle disks',
+    ok: true,
+    detail: `each bottle gets ${Math.round(quota / 1024 ** 2)} MB of its own`,
+  };
 }
 
 /** Run every check; never throws. */
@@ -60,6 +106,8 @@ export async function runDoctor(
   } else {
     checks.push({ check: 'base image', ok: null, detail: 'skipped: no Docker engine' });
   }
+
+  checks.push(diskCheck(io.env));
 
   const dir = configDir(io.env);
   const manifests: string[] = [];

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { minimalEnv } from '@bb/wall';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -11,6 +12,8 @@ export function installedCommit(dir: string = here): string | null {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'ignore'],
       timeout: 5000,
+      // Never the orchestrator's environment (its token, secrets) in a child.
+      env: minimalEnv(),
     }).trim();
   } catch {
     return null;

@@ -27,6 +27,12 @@ export function isLoopbackHost(host: string): boolean {
   return h === '::1';
 }
 
+/** The host part of a Host header (`[::1]:8080` → `::1`). */
+function hostOf(header: string): string {
+  const v6 = /^\[([^\]]+)\]/.exec(header);
+  return v6 ? v6[1]! : header.replace(/:\d+$/, '');
+}
+
 function same(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
@@ -52,7 +58,14 @@ function presented(req: Request): string | undefined {
 export function checkAccess(req: Request, policy: AccessPolicy): Response | undefined {
   const url = new URL(req.url);
   if (!policy.token) {
-    if (policy.loopback) return undefined;
+    // A page elsewhere could rebind its own name to 127.0.0.1: only loopback names pass.
+    if (policy.loopback && isLoopbackHost(hostOf(req.headers.get('host') ?? url.host)))
+      return undefined;
+    if (policy.loopback)
+      return text(
+        403,
+        'the dashboard answers only to a loopback Host (127.0.0.1, localhost, [::1])\n',
+      );
     return text(
       403,
       'the dashboard and the APIs are closed on a non-loopback address: set BB_API_TOKEN on the orchestrator and send it as a bearer token\n',

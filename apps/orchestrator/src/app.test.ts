@@ -88,7 +88,8 @@ describe('orchestrator routes', () => {
       webBase: 'http://gitea.test',
       version: '1.2.3',
     });
-    const get = (p: string, init?: RequestInit) => app(new Request(`http://bb${p}`, init));
+    const get = (p: string, init?: RequestInit) =>
+      app(new Request(`http://127.0.0.1:8080${p}`, init));
     expect(await (await get('/healthz')).json()).toEqual({ ok: true, version: '1.2.3' });
     const bottles = (await (await get('/api/bottles')).json()) as {
       bottles: Array<Record<string, unknown>>;
@@ -113,7 +114,7 @@ describe('orchestrator routes', () => {
       webBase: 'http://gitea.test',
       version: '1.2.3',
     });
-    const res = await app(new Request('http://bb/'));
+    const res = await app(new Request('http://localhost:8080/'));
     expect(res.headers.get('content-type')).toMatch(/^text\/html/);
     const html = await res.text();
     expect(html).toContain('<meta http-equiv="refresh"');
@@ -141,20 +142,26 @@ describe('the door: who may use the dashboard and the APIs', () => {
       access,
     });
   const get = (a: ReturnType<typeof app>, path: string, headers: Record<string, string> = {}) =>
-    a(new Request(`http://bb.test${path}`, { headers }));
+    a(new Request(`http://127.0.0.1:8080${path}`, { headers }));
   const TOKEN = 'operator-token-0123456789abcdef';
 
   it('is open on loopback without a token, closed elsewhere; the webhook and health always answer', async () => {
     const open = app({ loopback: true });
     expect((await get(open, '/api/bottles')).status).toBe(200);
+    // A rebinding page's name is not a loopback name.
+    expect((await get(open, '/api/bottles', { host: 'evil.example:8080' })).status).toBe(403);
+    expect((await get(open, '/api/bottles', { host: '127.0.0.1:8080' })).status).toBe(200);
     const closed = app({ loopback: false });
     for (const p of ['/', '/api/bottles', '/api/runs'])
       expect((await get(closed, p)).status, p).toBe(403);
     expect(await (await get(closed, '/api/runs')).text()).toMatch(/set BB_API_TOKEN/);
     expect((await get(closed, '/healthz')).status).toBe(200);
     expect(
-      (await closed(new Request('http://bb.test/webhooks/gitea', { method: 'POST', body: '{}' })))
-        .status,
+      (
+        await closed(
+          new Request('http://127.0.0.1:8080/webhooks/gitea', { method: 'POST', body: '{}' }),
+        )
+      ).status,
     ).toBe(202);
   });
 

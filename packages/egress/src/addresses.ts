@@ -1,5 +1,6 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
 
 /**
  * Addresses a bottle must never reach by name: this host, private networks,
@@ -25,29 +26,42 @@ for (const [net, bits] of [
 ] as const)
   INTERNAL.addSubnet(net, bits, 'ipv4');
 for (const [net, bits] of [
-  ['::', 128],
+  ['::', 96],
   ['::1', 128],
   ['100::', 64],
+  ['64:ff9b:1::', 48],
   ['2001:db8::', 32],
   ['fc00::', 7],
   ['fe80::', 10],
+  ['fec0::', 10],
   ['ff00::', 8],
 ] as const)
   INTERNAL.addSubnet(net, bits, 'ipv6');
 
-/** The IPv4 address inside an IPv4-mapped or NAT64 IPv6 address, if any. */
+/** The IPv4 address inside an IPv4-mapped, NAT64 or 6to4 IPv6 address, if any. */
 function embeddedV4(ip: string): string | undefined {
   const m = /^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
   if (m) return m[1];
   const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(ip);
-  if (!hex) return undefined;
-  const a = Number.parseInt(hex[1]!, 16);
-  const b = Number.parseInt(hex[2]!, 16);
+  const six = /^2002:([0-9a-f]{1,4}):([0-9a-f]{1,4})(?::|$)/i.exec(ip);
+  const pair = hex ?? six;
+  if (!pair) return undefined;
+  const a = Number.parseInt(pair[1]!, 16);
+  const b = Number.parseInt(pair[2]!, 16);
   return `${a >> 8}.${a & 255}.${b >> 8}.${b & 255}`;
+}
+
+/** This machine's own addresses: the proxy shares its network, so they are internal too. */
+function ownAddresses(): Set<string> {
+  const out = new Set<string>();
+  for (const list of Object.values(networkInterfaces()))
+    for (const a of list ?? []) out.add(a.address.toLowerCase().replace(/%.*$/, ''));
+  return out;
 }
 
 /** Whether `ip` is loopback, private, link-local, metadata, or otherwise not the public internet. */
 export function isInternalAddress(ip: string): boolean {
+  if (ownAddresses().has(ip.toLowerCase())) return true;
   const family = isIP(ip);
   if (family === 4) return INTERNAL.check(ip, 'ipv4');
   if (family === 6) {

@@ -140,6 +140,8 @@ export interface CredentialProxy {
 export function createCredentialProxy(options: {
   routes: CredentialRoute[];
   log?: EgressLogger;
+  /** Whether requests can still be logged; when not, they are refused (fail closed). */
+  canLog?: () => boolean;
 }): CredentialProxy {
   let routes = options.routes;
   const log = options.log ?? (() => {});
@@ -149,6 +151,12 @@ export function createCredentialProxy(options: {
       const started = Date.now();
       const current = routes;
       const path = req.url ?? '/';
+      if (options.canLog && !options.canLog()) {
+        res
+          .writeHead(503, { 'content-type': 'text/plain' })
+          .end('the proxy log is full: no more credentialed requests from this bottle\n');
+        return;
+      }
       const bad = unsafePath(path);
       if (bad) {
         res

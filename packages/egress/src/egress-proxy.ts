@@ -25,6 +25,8 @@ export interface EgressProxyOptions {
   headersTimeoutMs?: number;
   /** Time to connect upstream. @default 10000 */
   connectTimeoutMs?: number;
+  /** Whether requests can still be logged; when not, they are refused (fail closed). */
+  canLog?: () => boolean;
 }
 
 export interface EgressProxy {
@@ -36,6 +38,7 @@ export interface EgressProxy {
 }
 
 const STATUS_TEXT: Record<number, string> = {
+  503: 'Service Unavailable',
   400: 'Bad Request',
   403: 'Forbidden',
   408: 'Request Timeout',
@@ -106,6 +109,8 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     }
     const host = m[1]!.replace(/^\[|\]$/g, '');
     const port = Number(m[2]);
+    if (options.canLog && !options.canLog())
+      return refuse(client, 503, 'the egress log is full: nothing more can go out of this bottle');
     const d = decide(rules, host, port);
     if (!d.allowed) {
       denied(host, port, d.rule, 'CONNECT');
@@ -195,6 +200,12 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
       res
         .writeHead(400, { 'content-type': 'text/plain' })
         .end(`the Host header (${hostHeader}) does not match the request target (${url.host})\n`);
+      return;
+    }
+    if (options.canLog && !options.canLog()) {
+      res
+        .writeHead(503, { 'content-type': 'text/plain' })
+        .end('the egress log is full: nothing more can go out of this bottle\n');
       return;
     }
     const d = decide(rules, host, port);

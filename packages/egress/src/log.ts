@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /** One line of an egress or credential-proxy log. */
@@ -22,18 +22,43 @@ export interface EgressLogEntry {
 
 export type EgressLogger = (entry: EgressLogEntry) => void;
 
-/** Append entries as JSON lines to a file; `close()` releases it. */
-export function fileLogger(path: string): EgressLogger & { close(): void } {
+/** A file logger: `full` once it reached its limit (the proxies then refuse new requests). */
+export type FileLogger = EgressLogger & { close(): void; readonly full: boolean };
+
+/**
+ * Append entries as JSON lines to a file; `close()` releases it. Past
+ * `maxBytes` it writes one last line saying so and nothing more, and reports
+ * `full`: the proxies then refuse what they could no longer log.
+ */
+export function fileLogger(path: string, options: { maxBytes?: number } = {}): FileLogger {
+  const max = options.maxBytes ?? 64 * 1024 * 1024;
   mkdirSync(dirname(path), { recursive: true });
   // Opened once in append mode: each entry is one write(2) of a whole line.
   let fd: number | undefined = openSync(path, 'a');
+  let size = fstatSync(fd).size;
+  let full = size >= max;
   const log: EgressLogger = (entry) => {
-    if (fd !== undefined) writeSync(fd, `${JSON.stringify(entry)}\n`);
+    if (fd === undefined || full) return;
+    let line = `${JSON.stringify(entry)}\n`;
+    if (size + Buffer.byteLength(line) > max) {
+      full = true;
+      line = `${JSON.stringify({ ...entry, decision: 'denied', rule: `the log reached its limit of ${max} bytes: later requests are refused` })}\n`;
+    }
+    try {
+      writeSync(fd, line);
+      size += Buffer.byteLength(line);
+    } catch {
+      full = true;
+    }
   };
-  return Object.assign(log, {
-    close() {
-      if (fd !== undefined) closeSync(fd);
-      fd = undefined;
+  // A getter, not a copied value: `full` changes as the log fills.
+  return Object.defineProperties(log, {
+    close: {
+      value() {
+        if (fd !== undefined) closeSync(fd);
+        fd = undefined;
+      },
     },
-  });
+    full: { get: () => full },
+  }) as FileLogger;
 }

@@ -21,6 +21,9 @@ try {
     credSocket: need('BB_CRED_SOCKET'),
     logFile: need('BB_EGRESS_LOG'),
     secretsFile: process.env['BB_CRED_SECRETS_FILE'],
+    logMaxBytes: process.env['BB_EGRESS_LOG_MAX']
+      ? Number(process.env['BB_EGRESS_LOG_MAX'])
+      : undefined,
   });
   process.on('SIGHUP', () => p.reload());
   const stop = () => void p.close().then(() => process.exit(0));

@@ -13,6 +13,8 @@ export interface ProxiesOptions {
   egressSocket: string;
   credSocket: string;
   logFile: string;
+  /** The log's size limit: past it, requests are refused. @default 64 MiB */
+  logMaxBytes?: number | undefined;
   /** Where `env:NAME` secret references are looked up. @default process.env */
   env?: Record<string, string | undefined>;
   /**
@@ -58,9 +60,10 @@ function readSecrets(file: string | undefined): Record<string, string> {
 export async function startProxies(options: ProxiesOptions) {
   const say = options.onMessage ?? ((m: string) => process.stderr.write(`${m}\n`));
   const env = { ...(options.env ?? process.env), ...readSecrets(options.secretsFile) };
-  const log = fileLogger(options.logFile);
-  const egress = createEgressProxy({ rules: readRules(options.rulesFile), log });
-  const cred = createCredentialProxy({ routes: loadRoutes(options.routesFile, env), log });
+  const log = fileLogger(options.logFile, { maxBytes: options.logMaxBytes });
+  const canLog = () => !log.full;
+  const egress = createEgressProxy({ rules: readRules(options.rulesFile), log, canLog });
+  const cred = createCredentialProxy({ routes: loadRoutes(options.routesFile, env), log, canLog });
   for (const [server, socket] of [
     [egress.server, options.egressSocket],
     [cred.server, options.credSocket],

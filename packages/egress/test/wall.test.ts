@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,9 +34,23 @@ describe('internal addresses', () => {
       '::ffff:7f00:1',
       '64:ff9b::a9fe:a9fe',
       '224.0.0.1',
+      '::127.0.0.1',
+      '64:ff9b:1::1',
+      '2002:7f00:1::',
+      'fec0::1',
+      // This machine's own addresses (the proxy shares its network).
+      ...Object.values(networkInterfaces())
+        .flat()
+        .map((a) => a!.address.replace(/%.*$/, '')),
     ])
       expect(isInternalAddress(ip), ip).toBe(true);
-    for (const ip of ['93.184.216.34', '1.1.1.1', '2606:4700:4700::1111', '::ffff:1.1.1.1'])
+    for (const ip of [
+      '93.184.216.34',
+      '1.1.1.1',
+      '2606:4700:4700::1111',
+      '::ffff:1.1.1.1',
+      '2002:101:101::',
+    ])
       expect(isInternalAddress(ip), ip).toBe(false);
   });
 
@@ -111,6 +125,46 @@ describe('SecretRedactor', () => {
     );
     expect(await run(['sk-', 'live'], [key])).toBe('sk-live');
     expect(await run(['data: 1\n\n', 'data: 2\n\n'], [key])).toBe('data: 1\n\ndata: 2\n\n');
+  });
+});
+
+describe('the proxies fail closed when their log is full', () => {
+  it('past its limit the log says so once, and both proxies refuse new requests', async () => {
+    const { fileLogger } = await import('../src/log');
+    const dir = mkdtempSync(join(tmpdir(), 'bb-egress-full-'));
+    const log = fileLogger(join(dir, 'egress.jsonl'), { maxBytes: 400 });
+    const entry = {
+      time: 't',
+      kind: 'egress' as const,
+      host: 'h',
+      port: 1,
+      decision: 'allowed' as const,
+      rule: 'r',
+      bytesUp: 0,
+      bytesDown: 0,
+      durationMs: 0,
+    };
+    for (let i = 0; i < 10; i++) log(entry);
+    expect(log.full).toBe(true);
+    const egress = createEgressProxy({
+      rules: parseRules(['*.example.test']),
+      log,
+      canLog: () => !log.full,
+    });
+    const socket = join(dir, 'e.sock');
+    await new Promise<void>((r) => egress.server.listen(socket, r));
+    const req = request({
+      socketPath: socket,
+      path: 'http://a.example.test/',
+      headers: { host: 'a.example.test' },
+    });
+    req.end();
+    const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
+    expect(res.statusCode).toBe(503);
+    res.resume();
+    await egress.close();
+    log.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 });
 

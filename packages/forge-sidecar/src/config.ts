@@ -73,6 +73,12 @@ export const SidecarEnvSchema = z.object({
     .regex(/^0?[0-7]{3}$/, 'BB_SOCKET_MODE must be an octal mode such as 600 or 666')
     .optional()
     .transform((v) => (v === undefined ? undefined : Number.parseInt(v, 8))),
+  /** The sidecar's push repository never grows past this many bytes. @default 16 GiB */
+  BB_GIT_DIR_MAX: z
+    .string()
+    .regex(/^[1-9]\d{5,14}$/, 'BB_GIT_DIR_MAX must be a number of bytes')
+    .optional()
+    .transform((v) => (v === undefined ? undefined : Number(v))),
   /** The op log's size limit in bytes. @default 67108864 */
   BB_OPS_LOG_MAX: z
     .string()

@@ -23,21 +23,33 @@ export function createGitGate(options: {
   workspace: string;
   repo: string;
   timeoutMs?: number;
+  /** The repository never grows past this. @default 16 GiB */
+  maxRepoBytes?: number;
 }): GitGate {
+  // One receive at a time: concurrent calls would share the repository's work.
+  let queue: Promise<unknown> = Promise.resolve();
+  const receive = async () => {
+    try {
+      return await importHead({
+        workspace: options.workspace,
+        into: options.repo,
+        maxRepoBytes: options.maxRepoBytes ?? 16 * 1024 ** 3,
+        ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+      });
+    } catch (err) {
+      if (err instanceof BbError && (err.code === 'UNSAFE_PATH' || err.code === 'TOO_LARGE'))
+        throw new BbError('INVALID_INPUT', `the workspace cannot be pushed: ${err.message}`);
+      throw err;
+    }
+  };
   return {
-    ...options,
-    async receive() {
-      try {
-        return await importHead({
-          workspace: options.workspace,
-          into: options.repo,
-          ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
-        });
-      } catch (err) {
-        if (err instanceof BbError && err.code === 'UNSAFE_PATH')
-          throw new BbError('INVALID_INPUT', `the workspace cannot be pushed: ${err.message}`);
-        throw err;
-      }
+    workspace: options.workspace,
+    repo: options.repo,
+    ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
+    receive() {
+      const next = queue.then(receive, receive);
+      queue = next.catch(() => {});
+      return next;
     },
   };
 }
@@ -115,10 +127,13 @@ export async function pushCommit(
         { data: { branch } },
       );
     }
+    // Unless it never reached the forge, the branch may have moved: the outcome is unknown.
+    const neverSent =
+      /Could not resolve host|Failed to connect|Connection refused|Couldn't connect/i.test(text);
     throw new BbError(
       'PUSH_FAILED',
       `git push to ${branch} failed: ${text.split('\n').slice(-3).join(' ')}`,
-      { data: { branch } },
+      { data: { branch, maybeSent: !neverSent } },
     );
   }
 }

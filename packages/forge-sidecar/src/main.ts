@@ -51,6 +51,7 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
     git: createGitGate({
       workspace: env.BB_WORKSPACE,
       repo: env.BB_GIT_DIR ?? join(dirname(env.BB_OPS_LOG), 'push.git'),
+      ...(env.BB_GIT_DIR_MAX ? { maxRepoBytes: env.BB_GIT_DIR_MAX } : {}),
     }),
     branch: env.BB_BRANCH,
     socketOwner: owner ? { uid: owner[0], gid: owner[1] } : undefined,

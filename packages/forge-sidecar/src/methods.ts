@@ -2,7 +2,7 @@ import { BbError, errorMessage, isBbError } from '@bb/errors';
 import type { ScopedForge } from '@bb/forge';
 import { z } from 'zod';
 import { type GitGate, pushCommit, remoteDefaultBranch } from './git-push';
-import type { OpLog, OpOutcome } from './op-log';
+import { MAX_LINE_BYTES, type OpLog, type OpOutcome } from './op-log';
 import type { CheckinThrottle, DoneSignal, QueueWriter } from './queue';
 
 const MAX_INT = 2_147_483_647;
@@ -102,6 +102,9 @@ function outcomeOf(err: unknown): OpOutcome {
   )
     return 'rejected';
   if (isBbError(err, 'TIMEOUT')) return 'unknown';
+  // A push that failed after it connected may have updated the branch.
+  if (isBbError(err, 'PUSH_FAILED') && (err as BbError<{ maybeSent?: boolean }>).data?.maybeSent)
+    return 'unknown';
   if (isBbError(err, 'FORGE_UNAVAILABLE')) {
     const data = (err as BbError<{ status?: number }>).data;
     const cause = (err as { cause?: { code?: string } }).cause?.code ?? '';
@@ -121,14 +124,22 @@ function outcomeOf(err: unknown): OpOutcome {
 async function audited<T>(
   ctx: MethodContext,
   method: string,
-  what: { target: string; intent: string; done: (r: T) => string },
+  what: {
+    target: string;
+    intent: string;
+    done: (r: T) => string;
+    /** Relayed before the request (a push's commit id), so it is known whatever happens next. */
+    relay?: Record<string, unknown>;
+  },
   request: () => Promise<T>,
 ): Promise<T> {
+  // Checked here, with no await before the started line: a write racing signal_done loses.
+  assertOpen(ctx, method);
   const start = ctx.opLog.append(
     { method, target: what.target, outcome: 'started', summary: what.intent },
-    { sync: true },
+    { sync: true, reserve: MAX_LINE_BYTES },
   );
-  ctx.checkins.now({ method, outcome: 'started', ...headOf(ctx) });
+  ctx.checkins.now({ method, outcome: 'started', ...what.relay, ...headOf(ctx) });
   let result: T;
   try {
     result = await request();
@@ -163,6 +174,15 @@ async function audited<T>(
   return result;
 }
 
+/** Refuse a write once the turn signalled done. */
+function assertOpen(ctx: MethodContext, method: string): void {
+  if (ctx.done)
+    throw new BbError(
+      'ALREADY_DONE',
+      `this turn already ended with signal_done (${ctx.done.status}); ${method.replace('_', ' ')} is closed until a new turn`,
+    );
+}
+
 /** Errors whose outcome line `audited` already wrote. */
 const AUDITED = new WeakSet<object>();
 
@@ -183,6 +203,7 @@ async function push(ctx: MethodContext): Promise<{ sha: string }> {
       target: `branch ${ctx.branch}`,
       intent: `push ${sha.slice(0, 12)} to ${ctx.branch}`,
       done: () => `pushed ${ctx.branch} at ${sha.slice(0, 12)}`,
+      relay: { sha },
     },
     () => pushCommit(ctx.git, remote, sha, ctx.branch),
   );
@@ -199,11 +220,7 @@ interface Answer {
 async function run(ctx: MethodContext, method: MethodName, params: unknown): Promise<Answer> {
   const f = ctx.forge;
   const p = parse(method, params);
-  if (WRITE_METHODS.has(method) && ctx.done)
-    throw new BbError(
-      'ALREADY_DONE',
-      `this turn already ended with signal_done (${ctx.done.status}); ${method.replace('_', ' ')} is closed until a new turn`,
-    );
+  if (WRITE_METHODS.has(method)) assertOpen(ctx, method);
   switch (method) {
     case 'read_issue': {
       const n = (p as { number: number }).number;
@@ -290,6 +307,7 @@ async function run(ctx: MethodContext, method: MethodName, params: unknown): Pro
       return { result: await push(ctx) };
     case 'signal_done': {
       const signal = p as DoneSignal;
+      assertOpen(ctx, method);
       // The done signal is itself audited: logged and relayed durably before it counts.
       ctx.opLog.append(
         {

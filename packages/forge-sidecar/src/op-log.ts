@@ -83,16 +83,21 @@ export class OpLog {
    */
   append(
     entry: Omit<OpLogEntry, 'seq' | 'time' | 'prev'> & { time?: string },
-    options: { sync?: boolean } = {},
+    options: {
+      sync?: boolean;
+      /** Bytes that must still fit after this line (room for a write's outcome line). */
+      reserve?: number;
+    } = {},
   ): OpLogEntry {
+    // Every field the agent can influence is bounded, so a line's size is too.
     const full: OpLogEntry = {
       seq: this.#seq + 1,
       time: entry.time ?? new Date().toISOString(),
-      method: entry.method,
-      target: redactString(entry.target),
+      method: clip(entry.method, 64),
+      target: clip(redactString(entry.target), 200),
       outcome: entry.outcome,
-      ...(entry.reason === undefined ? {} : { reason: redactString(entry.reason) }),
-      summary: redactString(entry.summary),
+      ...(entry.reason === undefined ? {} : { reason: clip(redactString(entry.reason), 1000) }),
+      summary: clip(redactString(entry.summary), 500),
       ...(entry.attempt === undefined ? {} : { attempt: entry.attempt }),
       prev: this.#prev,
     };
@@ -103,7 +108,7 @@ export class OpLog {
         this.#fd = openSync(this.path, 'a', 0o600);
         this.#size = fstatSync(this.#fd).size;
       }
-      if (this.#size + bytes.length > this.#max)
+      if (this.#size + bytes.length + (options.reserve ?? 0) > this.#max)
         throw new BbError(
           'AUDIT_UNAVAILABLE',
           `the op log reached its limit of ${this.#max} bytes; no more calls can be logged in this bottle`,
@@ -147,6 +152,13 @@ export class OpLog {
     closeSync(this.#fd);
     this.#fd = undefined;
   }
+}
+
+/** The longest an op-log line can be (its fields are clipped): room to reserve for one. */
+export const MAX_LINE_BYTES = 4096;
+
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
 function readLines(path: string): string[] {

@@ -1,13 +1,13 @@
 // The sidecar's side of the wall: after done nothing writes, a write that cannot
 // be logged is not made, an unanswered write is recorded as unknown, the token
 // comes from a file, and pushes never run git in the agent's repository.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { closeGiteaPools, GiteaForge } from '@bb/forge';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { verifyOpLogFile } from '../src/op-log';
-import { type Harness, startHarness, TOKEN } from './harness';
+import { type Harness, rawPost, startHarness, TOKEN } from './harness';
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -113,5 +113,66 @@ describe('the token', () => {
     h = await startHarness({ env: { FORGE_TOKEN: '', FORGE_TOKEN_FILE: join(dir, 'token') } });
     expect((await h.client.postComment(1, 'from a file')).author.login).toBe('bb-claude');
     rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('races and limits a hostile agent plays', () => {
+  const branchSha = () =>
+    h!.server.git
+      .git(h!.server.git.dirOf('acme', 'widgets'), [
+        'rev-parse',
+        '--verify',
+        '-q',
+        'refs/heads/bb/implementer-1',
+      ])
+      .then((s) => s.trim())
+      .catch(() => '');
+
+  it('a push batched with signal_done does not reach the forge after done', async () => {
+    h = await startHarness();
+    writeFileSync(join(h.workspace, 'a.txt'), 'a\n');
+    await h.git('add', 'a.txt');
+    await h.git('commit', '-q', '-m', 'a');
+    const r = await rawPost(
+      h.env['BB_SIDECAR_SOCKET']!,
+      JSON.stringify([
+        { jsonrpc: '2.0', id: 1, method: 'push', params: {} },
+        {
+          jsonrpc: '2.0',
+          id: 2,
+          method: 'signal_done',
+          params: { status: 'success', summary: 'd' },
+        },
+      ]),
+    );
+    const answers = JSON.parse(r.text) as Array<{
+      id: number;
+      error?: { data?: { code?: string } };
+    }>;
+    expect(answers.find((a) => a.id === 1)?.error?.data?.code).toBe('ALREADY_DONE');
+    expect(await branchSha()).toBe('');
+  });
+
+  it('a write is not started unless its outcome line will fit in the op log', async () => {
+    const MAX = 12_000;
+    h = await startHarness({ env: { BB_OPS_LOG_MAX: String(MAX) } });
+    writeFileSync(join(h.workspace, 'b.txt'), 'b\n');
+    await h.git('add', 'b.txt');
+    await h.git('commit', '-q', '-m', 'b');
+    // Refused calls with long, agent-chosen params fill the log close to its limit.
+    const size = () =>
+      existsSync(h!.env['BB_OPS_LOG']!) ? statSync(h!.env['BB_OPS_LOG']!).size : 0;
+    while (MAX - size() > 5000)
+      await h.client
+        .call('read_issue', { number: 1, ['k'.repeat(3000)]: 1 })
+        .catch(() => undefined);
+    const err = await h.client.push().catch((e) => e);
+    const pushed = await branchSha();
+    if (pushed) {
+      // Pushed: then its outcome was logged and its commit relayed.
+      const log = verifyOpLogFile(h.env['BB_OPS_LOG']!);
+      expect(log.entries.at(-1)).toMatchObject({ method: 'push', outcome: 'ok' });
+    } else expect(err.code).toBe('AUDIT_UNAVAILABLE');
+    expect(size()).toBeLessThanOrEqual(MAX);
   });
 });

@@ -1,5 +1,13 @@
 import { execFile } from 'node:child_process';
-import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  realpathSync,
+} from 'node:fs';
 import { promisify } from 'node:util';
 import { BbError } from '@bb/errors';
 import { minimalEnv } from '@bb/wall';
@@ -41,7 +49,14 @@ export function canMountDisks(): boolean {
   return process.platform === 'linux' && process.getuid?.() === 0;
 }
 
-function mounted(path: string): boolean {
+function mounted(given: string): boolean {
+  // The kernel names mount points by their real path (BB_HOME may go through a symlink).
+  let path = given;
+  try {
+    path = realpathSync(given);
+  } catch {
+    return false;
+  }
   let info: string;
   try {
     info = readFileSync('/proc/self/mountinfo', 'utf8');

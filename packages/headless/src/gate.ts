@@ -83,6 +83,8 @@ export async function startSidecar(
       BB_QUEUE_DIR: P.queue,
       BB_OPS_LOG: `${P.state}/ops.jsonl`,
       BB_GIT_DIR: `${P.state}/push.git`,
+      // It holds what the agent pushes: no more than its own disk could.
+      BB_GIT_DIR_MAX: String(meta.diskBytes ?? 16 * 1024 ** 3),
       BB_WORKSPACE: P.workspace,
       BB_BRANCH: meta.branch,
       BB_SLUG: meta.slug,

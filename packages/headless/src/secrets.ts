@@ -1,5 +1,6 @@
-import { chownSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { BbError } from '@bb/errors';
 import type { Owner } from '@bb/wall';
 import { bbHome } from './home';
 import { homeLabel } from './layout';
@@ -39,6 +40,14 @@ export function writeSecret(
 ): string {
   const root = secretsRoot(env);
   mkdirSync(root, { recursive: true, mode: 0o711 });
+  // /dev/shm is everyone's: a directory someone else made there is not ours to trust.
+  const st = lstatSync(root);
+  const me = process.getuid?.() ?? st.uid;
+  if (!st.isDirectory() || st.uid !== me || (st.mode & 0o022) !== 0)
+    throw new BbError(
+      'UNSAFE_PATH',
+      `${root} is not a directory of this user's that only it can write: remove it, or set BB_RUN_DIR`,
+    );
   const dir = secretsDir(slug, role, env);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, name);

@@ -64,7 +64,9 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     const prNumber = e.data['prNumber'];
     if (e.type === 'op' && typeof prNumber === 'number' && !prs.includes(prNumber))
       prs.push(prNumber);
-    if (e.type === 'op' && typeof e.data['sha'] === 'string') pushed.push(e.data['sha']);
+    // A push's commit is relayed before the push is made, so it is scanned whatever happened next.
+    if ((e.type === 'op' || e.type === 'checkin') && typeof e.data['sha'] === 'string')
+      pushed.push(e.data['sha']);
     // The first done of a turn is the one that counts (the sidecar refuses a second).
     if (e.type === 'done' && !done) done = e.data as unknown as NonNullable<RecordedTurn['done']>;
     if (e.type === 'checkin' && typeof e.data['opLogHead'] === 'string')
@@ -89,6 +91,9 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
       stateDir: dir,
       workspace: paths.workspace,
       scan: {
+        // The workspace's HEAD is imported (each object checked) into the host's own
+        // repository, kept between turns so later imports stay small.
+        into: join(dir, 'scan.git'),
         // What the run pushed, from the sidecar's own repository (the agent may have
         // moved its HEAD or dropped the objects since), besides the workspace's HEAD.
         tips: pushed,

@@ -29,7 +29,7 @@ export interface BuildInput {
    * What to scan besides the workspace's HEAD: the commits the run pushed (and
    * where their objects are), and what earlier turns and the launch base covered.
    */
-  scan?: { tips?: string[]; exclude?: string[]; objectDirs?: string[] };
+  scan?: { tips?: string[]; exclude?: string[]; objectDirs?: string[]; into?: string };
   /** The op log's head as the sidecar relayed it, to protect the log's last line. */
   opLogHead?: { hash: string; seq: number };
   /** The heads earlier records of this bottle verified: the log must still run through them. */

@@ -19,6 +19,7 @@ export {
 export { foldOps, renderMarkdown, renderTerminal, renderVerification } from './render';
 export {
   GitleaksScanner,
+  indexPatch,
   locate,
   type ScanRequest,
   type ScanResult,

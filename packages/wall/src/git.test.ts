@@ -3,6 +3,8 @@ import {
   chmodSync,
   existsSync,
   mkdtempSync,
+  readdirSync,
+  readFileSync,
   renameSync,
   rmSync,
   symlinkSync,
@@ -111,6 +113,39 @@ describe('importHead', () => {
     expect(await runGit([`--git-dir=${into}`, 'log', '--format=%s', sha], { env })).toBe('a.txt\n');
   });
 
+  it('checks every object it takes: a loose object whose content lies about its name is not imported', async () => {
+    const base = commit('readme', 'r\n');
+    const secret = commit('prod.env', 'SECRET=1\n');
+    const blob = git('rev-parse', `${secret}:prod.env`);
+    const harmless = git('rev-parse', `${base}:readme`);
+    // The secret blob's file now holds the harmless blob's bytes.
+    const file = (id: string) => join(ws, '.git', 'objects', id.slice(0, 2), id.slice(2));
+    chmodSync(file(blob), 0o644);
+    writeFileSync(file(blob), readFileSync(file(harmless)));
+    await expect(importHead({ workspace: ws, into: join(dir, 'g.git') })).rejects.toThrow(
+      /incomplete/,
+    );
+  });
+
+  it('reads no index, bitmap or commit-graph the agent wrote, and refuses a symlinked pack directory', async () => {
+    commit('a.txt', 'a\n');
+    git('repack', '-a', '-d', '-q');
+    git('commit-graph', 'write', '--reachable');
+    // Corrupt every index the agent has: only the packs themselves may be trusted.
+    for (const f of readdirSync(join(ws, '.git/objects/pack')))
+      if (f.endsWith('.idx')) {
+        chmodSync(join(ws, '.git/objects/pack', f), 0o644);
+        writeFileSync(join(ws, '.git/objects/pack', f), 'garbage');
+      }
+    const sha = git('rev-parse', 'HEAD');
+    expect(await importHead({ workspace: ws, into: join(dir, 'g.git') })).toBe(sha);
+    renameSync(join(ws, '.git/objects/pack'), join(dir, 'elsewhere'));
+    symlinkSync(join(dir, 'elsewhere'), join(ws, '.git/objects/pack'));
+    await expect(importHead({ workspace: ws, into: join(dir, 'g2.git') })).rejects.toThrow(
+      /symlink/,
+    );
+  });
+
   it('refuses a workspace with no commit, with a message that says so', async () => {
     await expect(importHead({ workspace: ws, into: join(dir, 'g.git') })).rejects.toThrow(
       /no commit yet/,
@@ -139,8 +174,10 @@ describe('logPatchAsData', () => {
     // A replace ref that would show a clean commit in its place.
     const clean = git('commit-tree', `${base}^{tree}`, '-p', base, '-m', 'clean');
     git('replace', tip, clean);
+    const ours = join(dir, 'ours.git');
+    await importHead({ workspace: ws, into: ours });
     const { patch } = await logPatchAsData({
-      objectDirs: [workspaceObjects(ws)],
+      objectDirs: [join(ours, 'objects')],
       tips: [tip],
       exclude: [base],
     });
@@ -149,14 +186,36 @@ describe('logPatchAsData', () => {
     expect(existsSync(marker)).toBe(false);
   });
 
-  it('ignores excluded commits it does not know and says what it covered', async () => {
+  it('ignores excluded commits it does not know, but never a tip that is not there', async () => {
     const a = commit('a.txt', 'a\n');
+    const ours = join(dir, 'ours.git');
+    await importHead({ workspace: ws, into: ours });
     const { patch, range } = await logPatchAsData({
-      objectDirs: [workspaceObjects(ws)],
+      objectDirs: [join(ours, 'objects')],
       tips: [a],
       exclude: ['0'.repeat(40)],
     });
     expect(patch).toContain(`commit ${a}`);
     expect(range).toContain(a.slice(0, 12));
+    await expect(
+      logPatchAsData({ objectDirs: [join(ours, 'objects')], tips: ['1'.repeat(40)] }),
+    ).rejects.toThrow(/not there to be scanned/);
+  });
+
+  it('names files too big to diff instead of reading them', async () => {
+    const base = commit('readme', 'r\n');
+    writeFileSync(join(ws, 'big.bin'), Buffer.alloc(2 * 1024 * 1024, 97));
+    const tip = commit('small.txt', `${SECRET}\n`);
+    const ours = join(dir, 'ours.git');
+    await importHead({ workspace: ws, into: ours });
+    const r = await logPatchAsData({
+      objectDirs: [join(ours, 'objects')],
+      tips: [tip],
+      exclude: [base],
+      maxFileBytes: 1024 * 1024,
+    });
+    expect(r.skipped).toEqual([{ path: 'big.bin', bytes: 2 * 1024 * 1024 }]);
+    expect(r.patch).toContain(SECRET);
+    expect(r.patch).not.toContain('aaaaaaaa');
   });
 });

@@ -1,10 +1,25 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import {
+  closeSync,
+  createReadStream,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inflateSync } from 'node:zlib';
 import { BbError, redactString } from '@bb/errors';
 import { minimalEnv } from './env';
-import { lstatNoFollow, readFileNoFollow } from './safe-fs';
+import { listNoFollow, lstatNoFollow, openNoFollow, readFileNoFollow } from './safe-fs';
 
 /**
  * Configuration every git of ours runs with, given on the command line
@@ -25,6 +40,10 @@ const FIXED: ReadonlyArray<readonly [string, string]> = [
   ['push.gpgSign', 'false'],
   ['transfer.fsckObjects', 'true'],
   ['gc.auto', '0'],
+  // Only what we wrote and checked is read: no commit-graph, multi-pack-index or bitmap.
+  ['core.commitGraph', 'false'],
+  ['core.multiPackIndex', 'false'],
+  ['pack.useBitmaps', 'false'],
   ['maintenance.auto', 'false'],
 ];
 
@@ -238,53 +257,202 @@ export interface ImportOptions {
   workspace: string;
   /** A bare repository of ours that receives the commit (made when missing). */
   into: string;
-  /** Where the throwaway reader repository goes. @default `${into}.reader` */
-  reader?: string;
+  /** The commit to import. @default the workspace's HEAD */
+  commit?: string;
+  /** Refuse to copy more than this many bytes of objects in one import. @default 8 GiB */
+  maxBytes?: number;
+  /** Refuse when `into` would grow past this many bytes. @default unlimited */
+  maxRepoBytes?: number;
   timeoutMs?: number;
 }
 
 /**
  * Bring the commit the workspace's HEAD names, with everything it reaches,
- * into the repository `into` that we own, as objects: a reader repository of
- * ours borrows the workspace's object store and `git fetch` copies from it,
- * checking every object (`fsckObjects`). No git ever runs with the workspace as
- * its repository, so none of its configuration, hooks or attributes apply; the
- * fetch carries no credential. Returns the commit id, kept under
+ * into the repository `into` that we own, as verified objects. No git ever
+ * reads the workspace: its object directory is walked without following a
+ * symlink, each loose object is inflated and its id checked against its
+ * content here, and each pack is streamed through `git index-pack`, which
+ * computes every object's id itself and writes its own index. Indexes,
+ * bitmaps, commit-graphs, multi-pack-indexes and alternates the agent left
+ * are never read. Objects already imported are skipped, so later imports are
+ * cheap. The commit must then be complete in `into` (every object it reaches
+ * present), or the import fails. Returns the commit id, kept under
  * `refs/bb/imported/<id>` in `into`.
  */
 export async function importHead(options: ImportOptions): Promise<string> {
-  const objects = workspaceObjects(options.workspace);
-  const sha = readHeadAsData(options.workspace);
+  workspaceObjects(options.workspace);
+  const sha = options.commit ?? readHeadAsData(options.workspace);
   if (!sha)
     throw new BbError('INVALID_INPUT', 'the workspace has no commit yet: commit your work first');
-  const reader = options.reader ?? `${options.into}.reader`;
-  makeReaderRepo(reader, [objects]);
-  setRef(reader, 'refs/heads/incoming', sha);
+  if (!isSha(sha) || sha.length !== 40)
+    throw new BbError(
+      'INVALID_INPUT',
+      `${sha.slice(0, 70)} is not a SHA-1 commit id; bot-bottle reads SHA-1 repositories only`,
+    );
   ensureBareRepo(options.into);
-  const env = wallGitEnv({ config: [['protocol.file.allow', 'always']] });
+  const env = wallGitEnv();
+  const timeoutMs = options.timeoutMs ?? 300_000;
+  const budget = {
+    left: options.maxBytes ?? 8 * 1024 ** 3,
+    room:
+      options.maxRepoBytes === undefined
+        ? Number.POSITIVE_INFINITY
+        : options.maxRepoBytes - dirBytes(join(options.into, 'objects')),
+  };
+  const spend = (n: number, what: string) => {
+    budget.left -= n;
+    budget.room -= n;
+    if (budget.left < 0 || budget.room < 0)
+      throw new BbError(
+        'TOO_LARGE',
+        `the workspace's objects are too large to import (${what}); push smaller commits`,
+      );
+  };
+  if (!(await hasObject(options.into, sha, env))) {
+    await copyLooseObjects(options.workspace, options.into, spend);
+    await copyPacks(options.workspace, options.into, spend, env, timeoutMs);
+  }
+  // Complete: every object the commit reaches is ours now (or was before).
   try {
     await runGit(
-      [
-        `--git-dir=${options.into}`,
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        '--no-write-fetch-head',
-        '--no-recurse-submodules',
-        '--no-auto-gc',
-        reader,
-        `+refs/heads/incoming:refs/bb/imported/${sha}`,
-      ],
-      { env, timeoutMs: options.timeoutMs ?? 120_000 },
+      [`--git-dir=${options.into}`, 'rev-list', '--objects', '--quiet', sha, '--not', '--all'],
+      { env, timeoutMs },
     );
   } catch (err) {
     throw new BbError(
       'INVALID_INPUT',
-      `the workspace's commit ${sha.slice(0, 12)} could not be read: ${(err as Error).message.split('\n').slice(-2).join(' ')}`,
+      `the workspace's commit ${sha.slice(0, 12)} is incomplete or not a commit (${(err as Error).message.split('\n')[0]})`,
       { cause: err },
     );
   }
+  setRef(options.into, `refs/bb/imported/${sha}`, sha);
   return sha;
+}
+
+async function hasObject(repo: string, sha: string, env: NodeJS.ProcessEnv): Promise<boolean> {
+  try {
+    await runGit([`--git-dir=${repo}`, 'cat-file', '-e', `${sha}^{commit}`], {
+      env,
+      timeoutMs: 30_000,
+    });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function dirBytes(dir: string): number {
+  let n = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) n += dirBytes(p);
+    else if (e.isFile()) n += statSync(p).size;
+  }
+  return n;
+}
+
+const HEX2 = /^[0-9a-f]{2}$/;
+const HEX38 = /^[0-9a-f]{38}$/;
+const MAX_LOOSE = 512 * 1024 * 1024;
+
+/** Copy the workspace's loose objects we lack, each checked: its content must hash to its name. */
+async function copyLooseObjects(
+  workspace: string,
+  into: string,
+  spend: (n: number, what: string) => void,
+): Promise<void> {
+  for (const dir of listNoFollow(workspace, '.git/objects')) {
+    if (!HEX2.test(dir)) continue;
+    for (const name of listNoFollow(workspace, `.git/objects/${dir}`)) {
+      if (!HEX38.test(name)) continue;
+      const id = `${dir}${name}`;
+      const ours = join(into, 'objects', dir, name);
+      if (existsSync(ours)) continue;
+      const compressed = readFileNoFollow(workspace, `.git/objects/${dir}/${name}`, {
+        maxBytes: MAX_LOOSE,
+      });
+      if (!compressed) continue;
+      spend(compressed.length, `loose object ${id}`);
+      let raw: Buffer;
+      try {
+        raw = inflateSync(compressed, { maxOutputLength: MAX_LOOSE });
+      } catch {
+        continue; // not an object: the pack walk or the completeness check decides
+      }
+      const nul = raw.indexOf(0);
+      const header = nul > 0 ? raw.subarray(0, nul).toString('latin1') : '';
+      const m = /^(blob|tree|commit|tag) (\d+)$/.exec(header);
+      if (!m || Number(m[2]) !== raw.length - nul - 1) continue;
+      if (createHash('sha1').update(raw).digest('hex') !== id) continue; // a lie about its name
+      mkdirSync(join(into, 'objects', dir), { recursive: true, mode: 0o700 });
+      const tmp = `${ours}.${process.pid}.tmp`;
+      writeFileSync(tmp, compressed, { mode: 0o444 });
+      renameSync(tmp, ours);
+    }
+  }
+}
+
+/** Stream the workspace's packs we lack through `git index-pack` into ours. */
+async function copyPacks(
+  workspace: string,
+  into: string,
+  spend: (n: number, what: string) => void,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+): Promise<void> {
+  for (const name of listNoFollow(workspace, '.git/objects/pack')) {
+    if (!/^pack-[0-9a-f]{40,64}\.pack$/.test(name)) continue;
+    const rel = `.git/objects/pack/${name}`;
+    const fd = openNoFollow(workspace, rel);
+    if (fd === undefined) continue;
+    try {
+      const size = fstatSync(fd).size;
+      if (size < 32) continue;
+      // A pack's name in ours is its checksum (its last 20 bytes, checked by index-pack).
+      const trailer = Buffer.alloc(20);
+      readSync(fd, trailer, 0, 20, size - 20);
+      if (existsSync(join(into, 'objects', 'pack', `pack-${trailer.toString('hex')}.pack`)))
+        continue;
+      spend(size, name);
+      await indexPack(into, fd, env, timeoutMs);
+    } finally {
+      closeSync(fd);
+    }
+  }
+}
+
+/**
+ * Stream one pack into ours through `git index-pack --stdin`, which checks the
+ * pack and computes each object's id itself. A file that is not a valid pack
+ * is skipped (the completeness check decides); a half-written pack of a
+ * failed or killed run never stays behind.
+ */
+function indexPack(
+  into: string,
+  fd: number,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+): Promise<void> {
+  return new Promise((resolve) => {
+    const child = spawn('git', [`--git-dir=${into}`, 'index-pack', '--stdin'], {
+      cwd: into,
+      env,
+      stdio: ['pipe', 'ignore', 'ignore'],
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    const source = createReadStream('', { fd, autoClose: false, start: 0 });
+    source.on('error', () => child.kill('SIGKILL'));
+    child.stdin.on('error', () => {});
+    source.pipe(child.stdin);
+    const done = () => {
+      clearTimeout(timer);
+      for (const f of readdirSync(join(into, 'objects', 'pack')))
+        if (f.startsWith('tmp_')) rmSync(join(into, 'objects', 'pack', f), { force: true });
+      resolve();
+    };
+    child.on('error', done);
+    child.on('close', done);
+  });
 }
 
 /** Make a bare repository of ours at `dir` when there is none (no template, fixed config). */
@@ -293,33 +461,83 @@ export function ensureBareRepo(dir: string): void {
 }
 
 export interface LogAsDataOptions {
-  /** Object stores to read (a workspace's, checked with `workspaceObjects`; ours). */
+  /** Object stores to read: repositories of ours only (what `importHead` filled, the sidecar's). */
   objectDirs: string[];
-  /** Commits to show, with what they reach. */
+  /** Commits to show, with what they reach. Each must be there, or this fails. */
   tips: string[];
   /** Commits (and what they reach) to leave out; unknown ones are ignored. */
   exclude?: string[];
+  /** Files bigger than this are left out of the patch and named in `skipped`. @default 64 MiB */
+  maxFileBytes?: number;
   timeoutMs?: number;
   maxBytes?: number;
 }
 
+export interface PatchAsData {
+  patch: string;
+  /** The range covered, for the record. */
+  range: string;
+  /** Files left out because they were too big to diff: the caller must not call the scan clean. */
+  skipped: Array<{ path: string; bytes: number }>;
+}
+
 /**
- * `git log -p` of `tips` minus `exclude`, read as data from `objectDirs` in a
- * throwaway repository of ours: every file as text (a NUL byte or an attribute
- * cannot turn a diff into "Binary files differ"), no external diff, no
- * textconv, no replace refs, no signatures, no mailmap. Returns the patch and
- * the range it covered, for the record.
+ * `git log -p` of `tips` minus `exclude`, from `objectDirs` (stores of ours,
+ * whose objects were checked when they came in), in a throwaway repository of
+ * ours: every file as text (a NUL byte or an attribute cannot turn a diff into
+ * "Binary files differ"), no external diff, no textconv, no replace refs, no
+ * signatures, no mailmap. A tip that is not there is an error, never an empty
+ * patch. Files over `maxFileBytes` are left out and named.
  */
-export async function logPatchAsData(
-  options: LogAsDataOptions,
-): Promise<{ patch: string; range: string }> {
-  const tips = options.tips.filter(isSha);
+export async function logPatchAsData(options: LogAsDataOptions): Promise<PatchAsData> {
+  const tips = [...new Set(options.tips.filter(isSha))];
   const exclude = (options.exclude ?? []).filter(isSha);
   const range = `${tips.map((t) => t.slice(0, 12)).join(' ')}${exclude.length ? ` --not ${exclude.map((t) => t.slice(0, 12)).join(' ')}` : ''}`;
-  if (tips.length === 0) return { patch: '', range };
+  if (tips.length === 0) return { patch: '', range, skipped: [] };
   const dir = mkdtempSync(join(tmpdir(), 'bb-reader-'));
+  const env = wallGitEnv();
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const limit = options.maxFileBytes ?? 64 * 1024 * 1024;
   try {
     makeReaderRepo(dir, options.objectDirs);
+    for (const t of tips)
+      if (!(await hasObject(dir, t, env)))
+        throw new BbError('NOT_FOUND', `commit ${t.slice(0, 12)} is not there to be scanned`);
+    // Sizes first: a file too big to diff is named, not read.
+    const listed = await runGit(
+      [
+        `--git-dir=${dir}`,
+        'rev-list',
+        '--objects',
+        '--ignore-missing',
+        ...tips,
+        '--not',
+        ...exclude,
+      ],
+      { env, timeoutMs, maxBytes: 256 * 1024 * 1024 },
+    );
+    const paths = new Map<string, string>();
+    for (const line of listed.split('\n')) {
+      const sp = line.indexOf(' ');
+      if (sp > 0) paths.set(line.slice(0, sp), line.slice(sp + 1));
+    }
+    const sizes = paths.size
+      ? await runGitInput(
+          [
+            `--git-dir=${dir}`,
+            'cat-file',
+            '--batch-check=%(objectname) %(objecttype) %(objectsize)',
+          ],
+          [...paths.keys()].join('\n'),
+          { env, timeoutMs, maxBytes: 256 * 1024 * 1024 },
+        )
+      : '';
+    const skipped: PatchAsData['skipped'] = [];
+    for (const line of sizes.split('\n')) {
+      const [id, type, size] = line.split(' ');
+      if (type === 'blob' && Number(size) > limit)
+        skipped.push({ path: paths.get(id!) ?? id!, bytes: Number(size) });
+    }
     const patch = await runGit(
       [
         `--git-dir=${dir}`,
@@ -336,15 +554,42 @@ export async function logPatchAsData(
         ...tips,
         '--not',
         ...exclude,
+        '--',
+        '.',
+        ...[...new Set(skipped.map((x) => x.path))].map((p) => `:(exclude,literal)${p}`),
       ],
-      {
-        env: wallGitEnv(),
-        timeoutMs: options.timeoutMs ?? 120_000,
-        maxBytes: options.maxBytes ?? 256 * 1024 * 1024,
-      },
+      { env, timeoutMs, maxBytes: options.maxBytes ?? 256 * 1024 * 1024 },
     );
-    return { patch, range };
+    return { patch, range, skipped };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** `runGit` with `input` on stdin. */
+function runGitInput(args: string[], input: string, options: RunGitOptions): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('git', args, {
+      cwd: '/',
+      env: options.env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const out: Buffer[] = [];
+    let size = 0;
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 120_000);
+    child.stdout.on('data', (d: Buffer) => {
+      size += d.length;
+      if (size > (options.maxBytes ?? 64 * 1024 * 1024)) child.kill('SIGKILL');
+      else out.push(d);
+    });
+    child.stderr.resume();
+    child.stdin.on('error', () => {});
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve(Buffer.concat(out).toString('utf8'));
+      else reject(new BbError('INTERNAL', `git ${args[1] ?? ''} exited ${code}`));
+    });
+    child.stdin.end(input);
+  });
 }

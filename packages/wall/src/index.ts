@@ -25,6 +25,7 @@ export {
   type LogAsDataOptions,
   logPatchAsData,
   makeReaderRepo,
+  type PatchAsData,
   type RunGitOptions,
   readHeadAsData,
   runGit,
@@ -35,9 +36,11 @@ export {
 } from './git';
 export {
   chownTreeNoFollow,
+  listNoFollow,
   lstatNoFollow,
   mkdirNoFollow,
   type Owner,
+  openNoFollow,
   type ReadOptions,
   readFileNoFollow,
   type WriteOptions,

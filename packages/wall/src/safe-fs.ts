@@ -10,6 +10,7 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readSync,
   renameSync,
   type Stats,
@@ -210,6 +211,57 @@ export function readFileNoFollow(
     } finally {
       closeSync(fd);
     }
+  } finally {
+    closeSync(dir);
+  }
+}
+
+/**
+ * The names in the directory `rel` below `root`, opened without following a
+ * symlink anywhere (a symlinked directory is refused); `[]` when there is none.
+ */
+export function listNoFollow(root: string, rel: string): string[] {
+  let dir: number;
+  try {
+    dir = walk(root, rel, components(root, rel));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  try {
+    return readdirSync(`${PROC_FD}/${dir}`);
+  } finally {
+    closeSync(dir);
+  }
+}
+
+/**
+ * An fd of the regular file `rel` below `root` (the caller closes it), opened
+ * without following a symlink and without blocking on a FIFO; `undefined`
+ * when there is no such regular file.
+ */
+export function openNoFollow(root: string, rel: string): number | undefined {
+  const parts = components(root, rel);
+  const name = parts.pop()!;
+  let dir: number;
+  try {
+    dir = walk(root, rel, parts);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  try {
+    let fd: number;
+    try {
+      fd = openSync(at(dir, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch {
+      return undefined;
+    }
+    if (!fstatSync(fd).isFile()) {
+      closeSync(fd);
+      return undefined;
+    }
+    return fd;
   } finally {
     closeSync(dir);
   }

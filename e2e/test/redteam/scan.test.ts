@@ -114,6 +114,18 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
     expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
   });
 
+  it('a secret a merge adds itself (in neither parent) is not hidden by the merge', async () => {
+    const run = await rt.launch([
+      [
+        sh(
+          `git checkout -q -b side && echo s > side.txt && git add side.txt && git commit -qm side && git checkout -q - && echo m > main.txt && git add main.txt && git commit -qm main && git merge -q --no-commit side; printf '${SECRET_FILE.replaceAll('\n', '\\n')}' > prod.env && git add -A && git commit -qm merge`,
+        ),
+      ],
+    ]);
+    const { record } = await rt.record(run);
+    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
+  });
+
   it('moving HEAD away after pushing does not hide the pushed secret', async () => {
     const run = await rt.launch([
       [...commitSecret('prod.env'), { do: 'push' }, sh('git reset -q --hard HEAD~1')],

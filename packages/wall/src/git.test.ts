@@ -202,6 +202,26 @@ describe('logPatchAsData', () => {
     ).rejects.toThrow(/not there to be scanned/);
   });
 
+  it('shows what a merge adds itself, which plain git log -p hides', async () => {
+    const base = commit('readme', 'r\n');
+    git('checkout', '-q', '-b', 'side');
+    commit('side.txt', 's\n');
+    git('checkout', '-q', 'main');
+    commit('main.txt', 'm\n');
+    git('merge', '-q', '--no-commit', 'side');
+    writeFileSync(join(ws, 'evil.env'), `${SECRET}-merge\n`);
+    git('add', '-A');
+    git('commit', '-qm', 'merge');
+    const ours = join(dir, 'ours.git');
+    const tip = await importHead({ workspace: ws, into: ours });
+    const { patch } = await logPatchAsData({
+      objectDirs: [join(ours, 'objects')],
+      tips: [tip],
+      exclude: [base],
+    });
+    expect(patch).toContain(`${SECRET}-merge`);
+  });
+
   it('names files too big to diff instead of reading them', async () => {
     const base = commit('readme', 'r\n');
     writeFileSync(join(ws, 'big.bin'), Buffer.alloc(2 * 1024 * 1024, 97));

@@ -485,7 +485,7 @@ export interface PatchAsData {
  * `git log -p` of `tips` minus `exclude`, from `objectDirs` (stores of ours,
  * whose objects were checked when they came in), in a throwaway repository of
  * ours: every file as text (a NUL byte or an attribute cannot turn a diff into
- * "Binary files differ"), no external diff, no textconv, no replace refs, no
+ * "Binary files differ"), a merge's own changes included, no external diff, no textconv, no replace refs, no
  * signatures, no mailmap. A tip that is not there is an error, never an empty
  * patch. Files over `maxFileBytes` are left out and named.
  */
@@ -543,6 +543,8 @@ export async function logPatchAsData(options: LogAsDataOptions): Promise<PatchAs
         `--git-dir=${dir}`,
         'log',
         '-p',
+        // A merge's own changes (content in neither parent) too: plain -p shows none.
+        '--cc',
         '--text',
         '--no-ext-diff',
         '--no-textconv',

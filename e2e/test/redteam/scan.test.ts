@@ -1,7 +1,8 @@
-// I1, scanning: after each turn the host scans the run's commits for secrets. The
-// agent's repository configuration and attributes must neither run a program on
-// the host (as the orchestrator: root, its secrets, the Docker socket) nor blind
-// the scan; the scan covers what the run made and pushed, not the history before it.
+// I1, scanning: after each turn the host scans for secrets the commits the run
+// pushed (what left the bottle). The agent's repository configuration,
+// attributes and object files must neither run a program on the host (as the
+// orchestrator: root, its secrets, the Docker socket) nor blind or fool the scan;
+// the scan covers what the run pushed, not the history before it.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { probeDocker } from '@bb/tooling/docker';
@@ -36,6 +37,7 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
         { do: 'write', path: 'a.txt', content: 'a\n' },
         { do: 'commit', message: 'A' },
         sh('git config diff.external ./evil.sh'),
+        { do: 'push' },
       ],
     ]);
     await rt.record(run);
@@ -49,6 +51,7 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
         { do: 'write', path: 'a.txt', content: 'a\n' },
         sh('git add -A && git -c gpg.program=./evil.sh -c user.signingkey=x commit -qS -m signed'),
         sh('git config log.showSignature true && git config gpg.program ./evil.sh'),
+        { do: 'push' },
       ],
     ]);
     // The signing itself ran evil.sh in the bottle; only the host's copy matters.
@@ -65,6 +68,7 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
         sh(
           `printf '[log]\\n\\tshowSignature = true\\n[gpg]\\n\\tprogram = ./evil.sh\\n' > .git/extra.cfg && git config include.path extra.cfg`,
         ),
+        { do: 'push' },
       ],
     ]);
     await rt.record(run);
@@ -76,6 +80,7 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
       [
         sh(`printf '*.env diff=plain\\n' > .gitattributes && git config diff.plain.textconv cat`),
         ...commitSecret('prod.env'),
+        { do: 'push' },
       ],
     ]);
     const { record } = await rt.record(run);
@@ -84,7 +89,11 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
 
   it('a -diff attribute does not hide a secret from the scan', async () => {
     const run = await rt.launch([
-      [sh(`printf 'prod.env -diff\\n' > .gitattributes`), ...commitSecret('prod.env')],
+      [
+        sh(`printf 'prod.env -diff\\n' > .gitattributes`),
+        ...commitSecret('prod.env'),
+        { do: 'push' },
+      ],
     ]);
     const { record } = await rt.record(run);
     expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
@@ -95,6 +104,7 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
       [
         sh(`printf '\\000\\n${SECRET_FILE.replaceAll('\n', '\\n')}' > prod.env`),
         { do: 'commit', message: 'Add settings' },
+        { do: 'push' },
       ],
     ]);
     const { record } = await rt.record(run);
@@ -108,6 +118,7 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
         sh(
           'clean=$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m "Add settings") && git replace HEAD "$clean"',
         ),
+        { do: 'push' },
       ],
     ]);
     const { record } = await rt.record(run);
@@ -120,6 +131,46 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
         sh(
           `git checkout -q -b side && echo s > side.txt && git add side.txt && git commit -qm side && git checkout -q - && echo m > main.txt && git add main.txt && git commit -qm main && git merge -q --no-commit side; printf '${SECRET_FILE.replaceAll('\n', '\\n')}' > prod.env && git add -A && git commit -qm merge`,
         ),
+        { do: 'push' },
+      ],
+    ]);
+    const { record } = await rt.record(run);
+    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
+  });
+
+  it('a merge that drops a side branch (merge -s ours) does not hide the branch', async () => {
+    const run = await rt.launch([
+      [
+        sh('git checkout -q -b side'),
+        ...commitSecret('creds.env'),
+        sh('git checkout -q - && git merge -q -s ours -m merged side'),
+        { do: 'push' },
+      ],
+    ]);
+    const { record } = await rt.record(run);
+    expect(record.secretScan.findings.map((f) => f.file)).toContain('creds.env');
+  });
+
+  it('a secret in a commit message is scanned', async () => {
+    const run = await rt.launch([
+      [
+        sh(
+          `git commit -q --allow-empty -m "deploy with AWS_KEY = AKIAIOSFODNN7EXAMPLX and aws_secret = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"`,
+        ),
+        { do: 'push' },
+      ],
+    ]);
+    const { record } = await rt.record(run);
+    expect(record.secretScan.findings.length).toBeGreaterThan(0);
+  });
+
+  it('an inline gitleaks:allow marker does not switch the scan off', async () => {
+    const run = await rt.launch([
+      [
+        sh(
+          `printf 'AWS_KEY = "AKIAIOSFODNN7EXAMPLX" # gitleaks:allow\\naws_secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" # gitleaks:allow\\n' > prod.env && git add -A && git commit -qm settings`,
+        ),
+        { do: 'push' },
       ],
     ]);
     const { record } = await rt.record(run);
@@ -140,7 +191,8 @@ describe.skipIf(!docker.ok)('red team: object files the agent forges', () => {
   beforeAll(() => rt.start());
   afterAll(() => rt.stop());
 
-  it('an object file that lies about its content does not make the run look clean', async () => {
+  it('an object file that lies about its content cannot be pushed', async () => {
+    const before = await rt.refs('acme/widgets');
     const run = await rt.launch([
       [
         ...commitSecret('prod.env'),
@@ -148,12 +200,14 @@ describe.skipIf(!docker.ok)('red team: object files the agent forges', () => {
         sh(
           'clean=$(echo harmless | git hash-object -w --stdin); bad=$(git rev-parse HEAD:prod.env); f=.git/objects/$(echo $bad | cut -c1-2)/$(echo $bad | cut -c3-); g=.git/objects/$(echo $clean | cut -c1-2)/$(echo $clean | cut -c3-); chmod u+w $f && cp $g $f',
         ),
+        { do: 'call', method: 'push', mayFail: true },
       ],
     ]);
+    // The sidecar checks each object it takes: the forged one is refused, nothing is pushed.
+    expect(run.steps.at(-1)?.['ok']).toBe(false);
+    expect(await rt.refs('acme/widgets')).toEqual(before);
     const { record } = await rt.record(run);
-    // Either the secret is found, or the record says the commits could not be read: never clean.
-    const found = record.secretScan.findings.some((f) => f.file === 'prod.env');
-    expect(found || /could not be read/.test(record.secretScan.error ?? '')).toBe(true);
+    expect(record.secretScan.findings).toEqual([]);
   });
 
   it('an object file that lies about its content does not swap a pushed secret for clean text', async () => {
@@ -177,14 +231,14 @@ describe.skipIf(!docker.ok)('red team: object files the agent forges', () => {
         sh(
           `git init -q "$HOME/stash" && cd "$HOME/stash" && git config user.name M && git config user.email m@x && printf '${SECRET_FILE.replaceAll('\n', '\\n')}' > prod.env && git add . && git commit -qm stash && git rev-parse HEAD > "$HOME/stash.sha" && cd /workspace && cp "$HOME/stash.sha" .git/HEAD`,
         ),
+        { do: 'call', method: 'push', mayFail: true },
       ],
       [
         sh('git fetch -q "$HOME/stash" HEAD && git checkout -q -f "$(cat "$HOME/stash.sha")"'),
         { do: 'push' },
       ],
     ]);
-    const first = await rt.record(run);
-    expect(first.record.secretScan.error).toMatch(/HEAD could not be read/);
+    await rt.record(run);
     const second = await rt.record(await rt.resume(run));
     expect(second.record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
   });
@@ -200,6 +254,7 @@ describe.skipIf(!docker.ok)('red team: the scan covers the run, not the history 
       [
         { do: 'write', path: 'fix.txt', content: 'fixed\n' },
         { do: 'commit', message: 'Fix' },
+        { do: 'push' },
       ],
     ]);
     const { record } = await rt.record(run);

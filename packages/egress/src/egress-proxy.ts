@@ -27,6 +27,8 @@ export interface EgressProxyOptions {
   connectTimeoutMs?: number;
   /** Whether requests can still be logged; when not, they are refused (fail closed). */
   canLog?: () => boolean;
+  /** Hold room in the log for an allowed connection's closing line; release once logged. */
+  reserve?: () => () => void;
 }
 
 export interface EgressProxy {
@@ -134,8 +136,11 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
       let up = head.length;
       let down = 0;
       tunnels.add(upstream);
+      // Room for this tunnel's line is held from now: what was allowed is always logged.
+      const release = options.reserve?.();
       const done = () => {
         if (!tunnels.delete(upstream)) return;
+        release?.();
         log({
           time: new Date().toISOString(),
           kind: 'egress',
@@ -233,6 +238,7 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
       const headers = withoutHopByHop(req.headers);
       let up = 0;
       let down = 0;
+      const release = options.reserve?.();
       req.on('data', (c: Buffer) => (up += c.length));
       const upstream = httpRequest(
         {
@@ -247,7 +253,8 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
           res.writeHead(ures.statusCode ?? 502, withoutHopByHop(ures.headers));
           ures.on('data', (c: Buffer) => (down += c.length));
           ures.pipe(res);
-          ures.on('end', () =>
+          ures.on('end', () => {
+            release?.();
             log({
               time: new Date().toISOString(),
               kind: 'egress',
@@ -260,11 +267,12 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
               bytesUp: up,
               bytesDown: down,
               durationMs: Date.now() - started,
-            }),
-          );
+            });
+          });
         },
       );
       upstream.on('error', (err) => {
+        release?.();
         if (!res.headersSent)
           res
             .writeHead(502, { 'content-type': 'text/plain' })

@@ -22,8 +22,21 @@ export interface EgressLogEntry {
 
 export type EgressLogger = (entry: EgressLogEntry) => void;
 
-/** A file logger: `full` once it reached its limit (the proxies then refuse new requests). */
-export type FileLogger = EgressLogger & { close(): void; readonly full: boolean };
+/**
+ * A file logger. `full` once it cannot promise room for one more line: each
+ * connection still open holds room for its closing line (`reserve()`, released
+ * by its `log`), so what was allowed is always logged. The proxies refuse new
+ * requests while it is full.
+ */
+export type FileLogger = EgressLogger & {
+  close(): void;
+  readonly full: boolean;
+  /** Hold room for one line (a connection's closing line); call the result when it is logged. */
+  reserve(): () => void;
+};
+
+/** Room kept for each line a connection still has to log. */
+const LINE_ROOM = 1024;
 
 /**
  * Append entries as JSON lines to a file; `close()` releases it. Past
@@ -37,6 +50,7 @@ export function fileLogger(path: string, options: { maxBytes?: number } = {}): F
   let fd: number | undefined = openSync(path, 'a');
   let size = fstatSync(fd).size;
   let full = size >= max;
+  let held = 0;
   const log: EgressLogger = (entry) => {
     if (fd === undefined || full) return;
     let line = `${JSON.stringify(entry)}\n`;
@@ -59,6 +73,16 @@ export function fileLogger(path: string, options: { maxBytes?: number } = {}): F
         fd = undefined;
       },
     },
-    full: { get: () => full },
+    full: { get: () => full || size + (held + 1) * LINE_ROOM > max },
+    reserve: {
+      value() {
+        held++;
+        let released = false;
+        return () => {
+          if (!released) held--;
+          released = true;
+        };
+      },
+    },
   }) as FileLogger;
 }

@@ -62,7 +62,12 @@ export async function startProxies(options: ProxiesOptions) {
   const env = { ...(options.env ?? process.env), ...readSecrets(options.secretsFile) };
   const log = fileLogger(options.logFile, { maxBytes: options.logMaxBytes });
   const canLog = () => !log.full;
-  const egress = createEgressProxy({ rules: readRules(options.rulesFile), log, canLog });
+  const egress = createEgressProxy({
+    rules: readRules(options.rulesFile),
+    log,
+    canLog,
+    reserve: () => log.reserve(),
+  });
   const cred = createCredentialProxy({ routes: loadRoutes(options.routesFile, env), log, canLog });
   for (const [server, socket] of [
     [egress.server, options.egressSocket],

@@ -101,7 +101,14 @@ export class OpLog {
       ...(entry.attempt === undefined ? {} : { attempt: entry.attempt }),
       prev: this.#prev,
     };
-    const line = JSON.stringify(full);
+    let line = JSON.stringify(full);
+    // Escaping can make a character six bytes: clip again by bytes until the line fits.
+    for (let cut = 250; Buffer.byteLength(line) > MAX_LINE_BYTES && cut >= 16; cut = Math.floor(cut / 2)) {
+      full.summary = clip(full.summary, cut);
+      if (full.reason !== undefined) full.reason = clip(full.reason, cut);
+      full.target = clip(full.target, cut);
+      line = JSON.stringify(full);
+    }
     const bytes = Buffer.from(`${line}\n`);
     try {
       if (this.#fd === undefined) {

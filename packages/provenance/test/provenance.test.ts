@@ -50,6 +50,9 @@ function stateDir(name: string, opts: { egress?: boolean } = {}) {
   );
   git(join(dir, 'workspace'), 'add', '.');
   git(join(dir, 'workspace'), 'commit', '-qm', 'oops');
+  const tip = git(join(dir, 'workspace'), 'rev-parse', 'HEAD');
+  // What the sidecar would hold after the push: the commit, in a repository of ours.
+  git(dir, 'clone', '-q', '--bare', join(dir, 'workspace'), join(dir, 'state', 'push.git'));
   const log = new OpLog(join(dir, 'state', 'ops.jsonl'));
   log.append({ method: 'read_issue', target: '#17', outcome: 'ok', summary: 'read issue #17' });
   log.append({
@@ -71,10 +74,15 @@ function stateDir(name: string, opts: { egress?: boolean } = {}) {
       `${JSON.stringify({ time: 't', kind: 'egress', host: 'registry.npmjs.org', port: 443, decision: 'allowed', rule: 'registry.npmjs.org:443', bytesUp: 1, bytesDown: 2, durationMs: 3 })}\n`,
     );
   }
-  return { dir, base, head: log.head };
+  return { dir, base, tip, head: log.head };
 }
 
 const input = (dir: string, base: string, prev = GENESIS_HASH) => ({
+  scan: {
+    tips: [git(join(dir, 'workspace'), 'rev-parse', 'HEAD')],
+    objectDirs: [join(dir, 'state', 'push.git', 'objects')],
+    exclude: [base],
+  },
   stateDir: dir,
   slug: 'implementer-abcde',
   agent: 'implementer',
@@ -87,8 +95,6 @@ const input = (dir: string, base: string, prev = GENESIS_HASH) => ({
   exitCode: 0,
   done: { status: 'success' as const, summary: 'Opened the PR.' },
   watchdogFired: null,
-  workspace: join(dir, 'workspace'),
-  scan: { exclude: [base] },
   prev,
   scanner: new GitleaksScanner(),
   bbVersion: '0.0.0',

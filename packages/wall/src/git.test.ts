@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -12,6 +13,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { deflateSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   importHead,
@@ -146,6 +148,25 @@ describe('importHead', () => {
     );
   });
 
+  it('keeps only what the commit reaches, and a bomb costs what it declares, not what it inflates to', async () => {
+    const sha = commit('a.txt', 'a\n');
+    // Junk nobody reaches, and a "blob" that declares a terabyte.
+    for (let i = 0; i < 20; i++) git('hash-object', '-w', '--stdin').toString();
+    writeFileSync(join(ws, 'junk'), 'x');
+    for (let i = 0; i < 20; i++) git('hash-object', '-w', 'junk');
+    const bomb = join(ws, '.git/objects/ab');
+    mkdirSync(bomb, { recursive: true });
+    writeFileSync(join(bomb, 'c'.repeat(38)), deflateSync(Buffer.from('blob 999999999999\0xxxx')));
+    const into = join(dir, 'g.git');
+    const t0 = Date.now();
+    expect(await importHead({ workspace: ws, into, maxInflatedBytes: 1024 * 1024 })).toBe(sha);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    const count = execFileSync('git', [`--git-dir=${into}`, 'count-objects', '-v']).toString();
+    // a.txt's commit, tree and blob: three objects, in one pack of ours; nothing loose.
+    expect(count).toMatch(/^count: 0$/m);
+    expect(count).toMatch(/^in-pack: 3$/m);
+  });
+
   it('refuses a workspace with no commit, with a message that says so', async () => {
     await expect(importHead({ workspace: ws, into: join(dir, 'g.git') })).rejects.toThrow(
       /no commit yet/,
@@ -220,6 +241,43 @@ describe('logPatchAsData', () => {
       exclude: [base],
     });
     expect(patch).toContain(`${SECRET}-merge`);
+  });
+
+  it('shows a side branch a merge drops (merge -s ours) and secrets in commit messages', async () => {
+    const base = commit('readme', 'r\n');
+    git('checkout', '-q', '-b', 'side');
+    commit('creds.env', `${SECRET}-side\n`);
+    git('checkout', '-q', 'main');
+    git('merge', '-q', '-s', 'ours', '-m', 'merge ours', 'side');
+    git('commit', '-q', '--allow-empty', '-m', `note ${SECRET}-message`);
+    const ours = join(dir, 'ours.git');
+    const tip = await importHead({ workspace: ws, into: ours });
+    const { patch } = await logPatchAsData({
+      objectDirs: [join(ours, 'objects')],
+      tips: [tip],
+      exclude: [base],
+    });
+    expect(patch).toContain(`${SECRET}-side`);
+    expect(patch).toContain(`${SECRET}-message`);
+  });
+
+  it('leaves a big blob out of only the commit that adds it, by blob, not by path', async () => {
+    const base = commit('readme', 'r\n');
+    commit('data.bin', `${SECRET}-small\n`);
+    writeFileSync(join(ws, 'data.bin'), Buffer.alloc(2 * 1024 * 1024, 97));
+    git('add', '-A');
+    git('commit', '-qm', 'big');
+    const tip = git('rev-parse', 'HEAD');
+    const ours = join(dir, 'ours.git');
+    await importHead({ workspace: ws, into: ours });
+    const r = await logPatchAsData({
+      objectDirs: [join(ours, 'objects')],
+      tips: [tip],
+      exclude: [base],
+      maxFileBytes: 1024 * 1024,
+    });
+    expect(r.skipped.map((x) => x.path)).toEqual(['data.bin']);
+    expect(r.patch).toContain(`${SECRET}-small`);
   });
 
   it('names files too big to diff instead of reading them', async () => {

@@ -5,18 +5,17 @@ import {
   createReadStream,
   existsSync,
   fstatSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readSync,
-  renameSync,
   rmSync,
-  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { inflateSync } from 'node:zlib';
+import { dirname, join } from 'node:path';
+import { createInflate } from 'node:zlib';
 import { BbError, redactString } from '@bb/errors';
 import { minimalEnv } from './env';
 import { listNoFollow, lstatNoFollow, openNoFollow, readFileNoFollow } from './safe-fs';
@@ -259,25 +258,29 @@ export interface ImportOptions {
   into: string;
   /** The commit to import. @default the workspace's HEAD */
   commit?: string;
-  /** Refuse to copy more than this many bytes of objects in one import. @default 8 GiB */
+  /** Refuse to read more than this many (compressed) bytes of objects in one import. @default 8 GiB */
   maxBytes?: number;
-  /** Refuse when `into` would grow past this many bytes. @default unlimited */
+  /** Refuse to inflate more than this many bytes of loose objects in one import. @default 16 GiB */
+  maxInflatedBytes?: number;
+  /** Refuse when `into` would use more than this much disk. @default unlimited */
   maxRepoBytes?: number;
   timeoutMs?: number;
 }
+
+/** At most this many loose objects and packs are looked at in one import. */
+const MAX_FILES = 1_000_000;
 
 /**
  * Bring the commit the workspace's HEAD names, with everything it reaches,
  * into the repository `into` that we own, as verified objects. No git ever
  * reads the workspace: its object directory is walked without following a
- * symlink, each loose object is inflated and its id checked against its
- * content here, and each pack is streamed through `git index-pack`, which
- * computes every object's id itself and writes its own index. Indexes,
+ * symlink, each loose object is inflated as a stream, hashed and kept only
+ * when its content matches its name, and each pack is streamed through
+ * `git index-pack`, which computes every object's id itself. Indexes,
  * bitmaps, commit-graphs, multi-pack-indexes and alternates the agent left
- * are never read. Objects already imported are skipped, so later imports are
- * cheap. The commit must then be complete in `into` (every object it reaches
- * present), or the import fails. Returns the commit id, kept under
- * `refs/bb/imported/<id>` in `into`.
+ * are never read. All of that lands in a quarantine first; the commit must be
+ * complete there, and only the objects it reaches move into `into`, as one
+ * pack of ours. Returns the commit id, kept under `refs/bb/imported/<id>`.
  */
 export async function importHead(options: ImportOptions): Promise<string> {
   workspaceObjects(options.workspace);
@@ -290,43 +293,89 @@ export async function importHead(options: ImportOptions): Promise<string> {
       `${sha.slice(0, 70)} is not a SHA-1 commit id; bot-bottle reads SHA-1 repositories only`,
     );
   ensureBareRepo(options.into);
-  const env = wallGitEnv();
+  const env = wallGitEnv({ config: [['pack.threads', '1']] });
   const timeoutMs = options.timeoutMs ?? 300_000;
-  const budget = {
-    left: options.maxBytes ?? 8 * 1024 ** 3,
-    room:
-      options.maxRepoBytes === undefined
-        ? Number.POSITIVE_INFINITY
-        : options.maxRepoBytes - dirBytes(join(options.into, 'objects')),
-  };
-  const spend = (n: number, what: string) => {
-    budget.left -= n;
-    budget.room -= n;
-    if (budget.left < 0 || budget.room < 0)
-      throw new BbError(
-        'TOO_LARGE',
-        `the workspace's objects are too large to import (${what}); push smaller commits`,
-      );
-  };
-  if (!(await hasObject(options.into, sha, env))) {
-    await copyLooseObjects(options.workspace, options.into, spend);
-    await copyPacks(options.workspace, options.into, spend, env, timeoutMs);
+  // Everything in `into` is reachable from its refs, each a complete commit.
+  if (await hasObject(options.into, sha, env)) {
+    setRef(options.into, `refs/bb/imported/${sha}`, sha);
+    return sha;
   }
-  // Complete: every object the commit reaches is ours now (or was before).
+  const budget: Budget = {
+    read: options.maxBytes ?? 8 * 1024 ** 3,
+    inflated: options.maxInflatedBytes ?? 16 * 1024 ** 3,
+    files: MAX_FILES,
+  };
+  const quarantine = mkdtempSync(join(dirname(options.into), '.bb-quarantine-'));
   try {
-    await runGit(
-      [`--git-dir=${options.into}`, 'rev-list', '--objects', '--quiet', sha, '--not', '--all'],
+    makeReaderRepo(quarantine, [join(options.into, 'objects')]);
+    await copyLooseObjects(options.workspace, quarantine, options.into, budget);
+    await copyPacks(options.workspace, quarantine, budget, env, timeoutMs);
+    const known = refsOf(options.into);
+    try {
+      await runGit(
+        [`--git-dir=${quarantine}`, 'rev-list', '--objects', '--quiet', sha, '--not', ...known],
+        { env, timeoutMs },
+      );
+    } catch (err) {
+      throw new BbError(
+        'INVALID_INPUT',
+        `the workspace's commit ${sha.slice(0, 12)} is incomplete or not a commit (${(err as Error).message.split('\n')[0]})`,
+        { cause: err },
+      );
+    }
+    // Only what the commit reaches, as one pack of ours; the rest of the quarantine goes.
+    const before = usage(join(options.into, 'objects'));
+    const name = await runGitInput(
+      [
+        `--git-dir=${quarantine}`,
+        'pack-objects',
+        '--revs',
+        '--quiet',
+        '--window=0',
+        join(options.into, 'objects', 'pack', 'pack'),
+      ],
+      `${sha}\n--not\n${known.join('\n')}\n`,
       { env, timeoutMs },
     );
-  } catch (err) {
-    throw new BbError(
-      'INVALID_INPUT',
-      `the workspace's commit ${sha.slice(0, 12)} is incomplete or not a commit (${(err as Error).message.split('\n')[0]})`,
-      { cause: err },
-    );
+    const after = usage(join(options.into, 'objects'));
+    if (options.maxRepoBytes !== undefined && after > options.maxRepoBytes) {
+      const id = name.trim();
+      for (const ext of ['pack', 'idx', 'rev'])
+        rmSync(join(options.into, 'objects', 'pack', `pack-${id}.${ext}`), { force: true });
+      throw new BbError(
+        'TOO_LARGE',
+        `the commit would grow the push repository from ${mb(before)} to ${mb(after)} MB, past its limit of ${mb(options.maxRepoBytes)} MB; push smaller commits`,
+      );
+    }
+  } finally {
+    rmSync(quarantine, { recursive: true, force: true });
   }
   setRef(options.into, `refs/bb/imported/${sha}`, sha);
   return sha;
+}
+
+interface Budget {
+  read: number;
+  inflated: number;
+  files: number;
+}
+
+const mb = (n: number) => Math.round(n / 1024 ** 2);
+
+function charge(budget: Budget, what: keyof Budget, n: number, name: string): void {
+  budget[what] -= n;
+  if (budget[what] < 0)
+    throw new BbError(
+      'TOO_LARGE',
+      `the workspace's objects are too many or too large to import (at ${name}); push smaller commits`,
+    );
+}
+
+/** The refs of a repository of ours (its imported commits), read as files. */
+function refsOf(repo: string): string[] {
+  const dir = join(repo, 'refs', 'bb', 'imported');
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).filter((n) => isSha(n));
 }
 
 async function hasObject(repo: string, sha: string, env: NodeJS.ProcessEnv): Promise<boolean> {
@@ -341,80 +390,155 @@ async function hasObject(repo: string, sha: string, env: NodeJS.ProcessEnv): Pro
   }
 }
 
-function dirBytes(dir: string): number {
+/** Disk a directory tree really takes (blocks, not sizes: a million tiny files are not free). */
+function usage(dir: string): number {
   let n = 0;
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, e.name);
-    if (e.isDirectory()) n += dirBytes(p);
-    else if (e.isFile()) n += statSync(p).size;
+    const st = lstatSync(p);
+    n += Math.max(st.blocks * 512, 4096);
+    if (e.isDirectory()) n += usage(p);
   }
   return n;
 }
 
 const HEX2 = /^[0-9a-f]{2}$/;
 const HEX38 = /^[0-9a-f]{38}$/;
-const MAX_LOOSE = 512 * 1024 * 1024;
 
-/** Copy the workspace's loose objects we lack, each checked: its content must hash to its name. */
+/**
+ * Copy the workspace's loose objects we lack into the quarantine, each checked
+ * as a stream: its header declares its type and size (charged before a byte is
+ * inflated), and its content must hash to its name. A file seen under two names
+ * (a hard link) is read once; nothing blocks the event loop.
+ */
 async function copyLooseObjects(
   workspace: string,
+  quarantine: string,
   into: string,
-  spend: (n: number, what: string) => void,
+  budget: Budget,
 ): Promise<void> {
+  const seen = new Set<string>();
   for (const dir of listNoFollow(workspace, '.git/objects')) {
     if (!HEX2.test(dir)) continue;
     for (const name of listNoFollow(workspace, `.git/objects/${dir}`)) {
       if (!HEX38.test(name)) continue;
-      const id = `${dir}${name}`;
-      const ours = join(into, 'objects', dir, name);
-      if (existsSync(ours)) continue;
-      const compressed = readFileNoFollow(workspace, `.git/objects/${dir}/${name}`, {
-        maxBytes: MAX_LOOSE,
-      });
-      if (!compressed) continue;
-      spend(compressed.length, `loose object ${id}`);
-      let raw: Buffer;
+      charge(budget, 'files', 1, `${dir}${name}`);
+      if (existsSync(join(into, 'objects', dir, name))) continue;
+      const fd = openNoFollow(workspace, `.git/objects/${dir}/${name}`);
+      if (fd === undefined) continue;
       try {
-        raw = inflateSync(compressed, { maxOutputLength: MAX_LOOSE });
-      } catch {
-        continue; // not an object: the pack walk or the completeness check decides
+        const st = fstatSync(fd);
+        const inode = `${st.dev}:${st.ino}`;
+        if (seen.has(inode)) continue;
+        seen.add(inode);
+        charge(budget, 'read', st.size, `${dir}${name}`);
+        if (!(await looseObjectIs(fd, `${dir}${name}`, budget))) continue;
+        const buf = Buffer.alloc(st.size);
+        let off = 0;
+        while (off < buf.length) {
+          const n = readSync(fd, buf, off, buf.length - off, off);
+          if (n === 0) break;
+          off += n;
+        }
+        mkdirSync(join(quarantine, 'objects', dir), { recursive: true, mode: 0o700 });
+        writeFileSync(join(quarantine, 'objects', dir, name), buf.subarray(0, off), {
+          mode: 0o444,
+        });
+      } finally {
+        closeSync(fd);
       }
-      const nul = raw.indexOf(0);
-      const header = nul > 0 ? raw.subarray(0, nul).toString('latin1') : '';
-      const m = /^(blob|tree|commit|tag) (\d+)$/.exec(header);
-      if (!m || Number(m[2]) !== raw.length - nul - 1) continue;
-      if (createHash('sha1').update(raw).digest('hex') !== id) continue; // a lie about its name
-      mkdirSync(join(into, 'objects', dir), { recursive: true, mode: 0o700 });
-      const tmp = `${ours}.${process.pid}.tmp`;
-      writeFileSync(tmp, compressed, { mode: 0o444 });
-      renameSync(tmp, ours);
     }
   }
 }
 
-/** Stream the workspace's packs we lack through `git index-pack` into ours. */
+/** Whether the loose object in `fd` inflates to a well-formed object whose id is `id`. */
+async function looseObjectIs(fd: number, id: string, budget: Budget): Promise<boolean> {
+  const hash = createHash('sha1');
+  const inflate = createInflate();
+  let head = Buffer.alloc(0);
+  let declared = -1;
+  let got = 0;
+  let verdict: boolean | undefined;
+  const ended = new Promise<void>((resolve) => {
+    inflate.on('end', () => {
+      verdict ??= got === declared && hash.digest('hex') === id;
+      resolve();
+    });
+    inflate.on('error', () => {
+      verdict ??= false;
+      resolve();
+    });
+    inflate.on('close', () => resolve());
+  });
+  inflate.on('data', (data: Buffer) => {
+    if (verdict !== undefined) return;
+    let chunk = data;
+    if (declared < 0) {
+      head = Buffer.concat([head, chunk]);
+      const nul = head.indexOf(0);
+      if (nul < 0) {
+        if (head.length > 64) verdict = false;
+        return;
+      }
+      const m = /^(blob|tree|commit|tag) (\d{1,15})$/.exec(
+        head.subarray(0, nul).toString('latin1'),
+      );
+      if (!m) {
+        verdict = false;
+        return;
+      }
+      declared = Number(m[2]) + nul + 1;
+      // Charged as declared, before it is inflated: a bomb costs what it says it is.
+      try {
+        charge(budget, 'inflated', declared, id);
+      } catch {
+        verdict = false;
+        return;
+      }
+      chunk = head;
+    }
+    got += chunk.length;
+    if (got > declared) verdict = false;
+    else hash.update(chunk);
+  });
+  // Read by hand (a stream on the fd would close it): 64 KiB at a time, with backpressure.
+  let pos = 0;
+  for (;;) {
+    if (verdict !== undefined) break;
+    const buf = Buffer.alloc(64 * 1024);
+    const n = readSync(fd, buf, 0, buf.length, pos);
+    if (n === 0) break;
+    pos += n;
+    if (!inflate.write(buf.subarray(0, n)))
+      await new Promise<void>((r) => {
+        inflate.once('drain', r);
+        inflate.once('close', r);
+      });
+  }
+  if (verdict !== undefined) inflate.destroy();
+  else inflate.end();
+  await ended;
+  return verdict ?? false;
+}
+
+/** Stream the workspace's packs we lack through `git index-pack` into the quarantine. */
 async function copyPacks(
   workspace: string,
-  into: string,
-  spend: (n: number, what: string) => void,
+  quarantine: string,
+  budget: Budget,
   env: NodeJS.ProcessEnv,
   timeoutMs: number,
 ): Promise<void> {
   for (const name of listNoFollow(workspace, '.git/objects/pack')) {
     if (!/^pack-[0-9a-f]{40,64}\.pack$/.test(name)) continue;
-    const rel = `.git/objects/pack/${name}`;
-    const fd = openNoFollow(workspace, rel);
+    charge(budget, 'files', 1, name);
+    const fd = openNoFollow(workspace, `.git/objects/pack/${name}`);
     if (fd === undefined) continue;
     try {
       const size = fstatSync(fd).size;
       if (size < 32) continue;
-      // A pack's name in ours is its checksum (its last 20 bytes, checked by index-pack).
-      const trailer = Buffer.alloc(20);
-      readSync(fd, trailer, 0, 20, size - 20);
-      if (existsSync(join(into, 'objects', 'pack', `pack-${trailer.toString('hex')}.pack`)))
-        continue;
-      spend(size, name);
-      await indexPack(into, fd, env, timeoutMs);
+      charge(budget, 'read', size, name);
+      await indexPack(quarantine, fd, env, timeoutMs);
     } finally {
       closeSync(fd);
     }
@@ -422,10 +546,9 @@ async function copyPacks(
 }
 
 /**
- * Stream one pack into ours through `git index-pack --stdin`, which checks the
- * pack and computes each object's id itself. A file that is not a valid pack
- * is skipped (the completeness check decides); a half-written pack of a
- * failed or killed run never stays behind.
+ * Stream one pack into the quarantine through `git index-pack --stdin`, which
+ * checks the pack and computes each object's id itself. A file that is not a
+ * valid pack is skipped (the completeness check decides).
  */
 function indexPack(
   into: string,
@@ -446,8 +569,6 @@ function indexPack(
     source.pipe(child.stdin);
     const done = () => {
       clearTimeout(timer);
-      for (const f of readdirSync(join(into, 'objects', 'pack')))
-        if (f.startsWith('tmp_')) rmSync(join(into, 'objects', 'pack', f), { force: true });
       resolve();
     };
     child.on('error', done);
@@ -481,13 +602,21 @@ export interface PatchAsData {
   skipped: Array<{ path: string; bytes: number }>;
 }
 
+/** How each commit is introduced in a patch: its id, then its people and message, indented. */
+const COMMIT_FORMAT = 'format:commit %H%n%w(0,4,4)%an <%ae>%n%cn <%ce>%n%B';
+
 /**
- * `git log -p` of `tips` minus `exclude`, from `objectDirs` (stores of ours,
- * whose objects were checked when they came in), in a throwaway repository of
- * ours: every file as text (a NUL byte or an attribute cannot turn a diff into
- * "Binary files differ"), a merge's own changes included, no external diff, no textconv, no replace refs, no
- * signatures, no mailmap. A tip that is not there is an error, never an empty
- * patch. Files over `maxFileBytes` are left out and named.
+ * Every commit of `tips` minus `exclude`, as one patch read from `objectDirs`
+ * (stores of ours, whose objects were checked when they came in) in a
+ * throwaway repository of ours. Each commit appears with its author, committer
+ * and message (a secret in a message counts), every commit of the range is
+ * shown (no history simplification: a merge cannot hide a side branch),
+ * merges show what they add themselves (`--cc`), every file is shown as text
+ * (a NUL byte or an attribute cannot turn a diff into "Binary files differ"),
+ * with no external diff, textconv, replace refs or signatures. A tip that is
+ * not there is an error, never an empty patch. A blob over `maxFileBytes` is
+ * left out of the one commit that adds it, and named in `skipped`: the caller
+ * must not call such a scan complete.
  */
 export async function logPatchAsData(options: LogAsDataOptions): Promise<PatchAsData> {
   const tips = [...new Set(options.tips.filter(isSha))];
@@ -498,70 +627,87 @@ export async function logPatchAsData(options: LogAsDataOptions): Promise<PatchAs
   const env = wallGitEnv();
   const timeoutMs = options.timeoutMs ?? 120_000;
   const limit = options.maxFileBytes ?? 64 * 1024 * 1024;
+  const big = { maxBytes: 256 * 1024 * 1024, env, timeoutMs };
   try {
     makeReaderRepo(dir, options.objectDirs);
     for (const t of tips)
       if (!(await hasObject(dir, t, env)))
         throw new BbError('NOT_FOUND', `commit ${t.slice(0, 12)} is not there to be scanned`);
-    // Sizes first: a file too big to diff is named, not read.
-    const listed = await runGit(
-      [
-        `--git-dir=${dir}`,
-        'rev-list',
-        '--objects',
-        '--ignore-missing',
-        ...tips,
-        '--not',
-        ...exclude,
-      ],
-      { env, timeoutMs, maxBytes: 256 * 1024 * 1024 },
+    const git = [`--git-dir=${dir}`];
+    const revs = [...tips, '--not', ...exclude];
+    const commits = (await runGit([...git, 'rev-list', '--ignore-missing', ...revs], big))
+      .split('\n')
+      .filter(isSha);
+    if (commits.length === 0) return { patch: '', range, skipped: [] };
+    // Which blobs are too big to diff: by id, from their sizes.
+    const objects = (
+      await runGit(
+        [...git, 'rev-list', '--objects', '--no-object-names', '--ignore-missing', ...revs],
+        big,
+      )
+    )
+      .split('\n')
+      .filter(isSha);
+    const sizes = await runGitInput(
+      [...git, 'cat-file', '--batch-check=%(objectname) %(objecttype) %(objectsize)'],
+      `${objects.join('\n')}\n`,
+      big,
     );
-    const paths = new Map<string, string>();
-    for (const line of listed.split('\n')) {
-      const sp = line.indexOf(' ');
-      if (sp > 0) paths.set(line.slice(0, sp), line.slice(sp + 1));
-    }
-    const sizes = paths.size
-      ? await runGitInput(
-          [
-            `--git-dir=${dir}`,
-            'cat-file',
-            '--batch-check=%(objectname) %(objecttype) %(objectsize)',
-          ],
-          [...paths.keys()].join('\n'),
-          { env, timeoutMs, maxBytes: 256 * 1024 * 1024 },
-        )
-      : '';
-    const skipped: PatchAsData['skipped'] = [];
+    const tooBig = new Map<string, number>();
     for (const line of sizes.split('\n')) {
       const [id, type, size] = line.split(' ');
-      if (type === 'blob' && Number(size) > limit)
-        skipped.push({ path: paths.get(id!) ?? id!, bytes: Number(size) });
+      if (type === 'blob' && Number(size) > limit) tooBig.set(id!, Number(size));
     }
-    const patch = await runGit(
-      [
-        `--git-dir=${dir}`,
-        'log',
-        '-p',
-        // A merge's own changes (content in neither parent) too: plain -p shows none.
-        '--cc',
-        '--text',
-        '--no-ext-diff',
-        '--no-textconv',
-        '--no-color',
-        '--no-notes',
-        '--no-mailmap',
-        '--ignore-missing',
-        '--format=commit %H',
-        ...tips,
-        '--not',
-        ...exclude,
-        '--',
-        '.',
-        ...[...new Set(skipped.map((x) => x.path))].map((p) => `:(exclude,literal)${p}`),
-      ],
-      { env, timeoutMs, maxBytes: options.maxBytes ?? 256 * 1024 * 1024 },
-    );
+    // The commits that add one, and at which paths.
+    const touches = new Map<string, Set<string>>();
+    const skipped: PatchAsData['skipped'] = [];
+    if (tooBig.size > 0) {
+      const raw = await runGitInput(
+        [...git, 'diff-tree', '--stdin', '-r', '-m', '--root', '--no-abbrev', '--raw', '-z'],
+        `${commits.join('\n')}\n`,
+        big,
+      );
+      let commit = '';
+      const tokens = raw.split('\0');
+      for (let i = 0; i < tokens.length; i++) {
+        const t = tokens[i]!.replace(/^\n/, '');
+        if (isSha(t)) commit = t;
+        else if (t.startsWith(':')) {
+          const path = tokens[++i] ?? '';
+          const blob = t.split(' ')[3] ?? '';
+          const bytes = tooBig.get(blob);
+          if (bytes === undefined) continue;
+          const set = touches.get(commit) ?? new Set<string>();
+          if (!set.has(path)) skipped.push({ path, bytes });
+          set.add(path);
+          touches.set(commit, set);
+        }
+      }
+    }
+    const diff = [
+      'diff-tree',
+      '--root',
+      '--always',
+      '--cc',
+      '--text',
+      '--no-ext-diff',
+      '--no-textconv',
+      '--no-color',
+      `--pretty=${COMMIT_FORMAT}`,
+    ];
+    const plain = commits.filter((c) => !touches.has(c));
+    let patch = plain.length
+      ? await runGitInput([...git, ...diff, '--stdin'], `${plain.join('\n')}\n`, {
+          ...big,
+          maxBytes: options.maxBytes ?? 256 * 1024 * 1024,
+        })
+      : '';
+    // A commit that adds a too-big blob: everything else of it, that one path left out.
+    for (const [c, paths] of touches)
+      patch += await runGit(
+        [...git, ...diff, c, '--', '.', ...[...paths].map((p) => `:(exclude,literal,top)${p}`)],
+        big,
+      );
     return { patch, range, skipped };
   } finally {
     rmSync(dir, { recursive: true, force: true });

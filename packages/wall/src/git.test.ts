@@ -154,9 +154,14 @@ describe('importHead', () => {
     for (let i = 0; i < 20; i++) git('hash-object', '-w', '--stdin').toString();
     writeFileSync(join(ws, 'junk'), 'x');
     for (let i = 0; i < 20; i++) git('hash-object', '-w', 'junk');
-    const bomb = join(ws, '.git/objects/ab');
-    mkdirSync(bomb, { recursive: true });
-    writeFileSync(join(bomb, 'c'.repeat(38)), deflateSync(Buffer.from('blob 999999999999\0xxxx')));
+    // In several directories, so some are read before the real objects whatever the order.
+    for (const d of ['00', '7f', 'ab', 'ff']) {
+      mkdirSync(join(ws, '.git/objects', d), { recursive: true });
+      writeFileSync(
+        join(ws, '.git/objects', d, 'c'.repeat(38)),
+        deflateSync(Buffer.from('blob 999999999999\0xxxx')),
+      );
+    }
     const into = join(dir, 'g.git');
     const t0 = Date.now();
     expect(await importHead({ workspace: ws, into, maxInflatedBytes: 1024 * 1024 })).toBe(sha);

@@ -18,7 +18,7 @@ import { dirname, join } from 'node:path';
 import { createInflate } from 'node:zlib';
 import { BbError, redactString } from '@bb/errors';
 import { minimalEnv } from './env';
-import { listNoFollow, lstatNoFollow, openNoFollow, readFileNoFollow } from './safe-fs';
+import { listNoFollow, lstatNoFollow, openNoFollow, readAll, readFileNoFollow } from './safe-fs';
 
 /**
  * Configuration every git of ours runs with, given on the command line
@@ -433,15 +433,8 @@ async function copyLooseObjects(
         seen.add(inode);
         charge(budget, 'read', st.size, `${dir}${name}`);
         if (!(await looseObjectIs(fd, `${dir}${name}`, budget))) continue;
-        const buf = Buffer.alloc(st.size);
-        let off = 0;
-        while (off < buf.length) {
-          const n = readSync(fd, buf, off, buf.length - off, off);
-          if (n === 0) break;
-          off += n;
-        }
         mkdirSync(join(quarantine, 'objects', dir), { recursive: true, mode: 0o700 });
-        writeFileSync(join(quarantine, 'objects', dir, name), buf.subarray(0, off), {
+        writeFileSync(join(quarantine, 'objects', dir, name), readAll(fd, st.size), {
           mode: 0o444,
         });
       } finally {
@@ -488,13 +481,13 @@ async function looseObjectIs(fd: number, id: string, budget: Budget): Promise<bo
         return;
       }
       declared = Number(m[2]) + nul + 1;
-      // Charged as declared, before it is inflated: a bomb costs what it says it is.
-      try {
-        charge(budget, 'inflated', declared, id);
-      } catch {
+      // Charged as declared, before it is inflated: a bomb costs what it says it is. One
+      // that says more than is left is refused alone; the others still fit.
+      if (declared > budget.inflated) {
         verdict = false;
         return;
       }
+      budget.inflated -= declared;
       chunk = head;
     }
     got += chunk.length;

@@ -103,6 +103,44 @@ function walk(
   }
 }
 
+/**
+ * Run `fn` with the directory holding `rel` (opened by `walk`, no symlink on the
+ * way) and `rel`'s last name; `missing` when a directory on the way is absent.
+ */
+function inParent<T>(
+  root: string,
+  rel: string,
+  missing: T,
+  fn: (dir: number, name: string) => T,
+): T {
+  const parts = components(root, rel);
+  const name = parts.pop()!;
+  let dir: number;
+  try {
+    dir = walk(root, rel, parts);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return missing;
+    throw err;
+  }
+  try {
+    return fn(dir, name);
+  } finally {
+    closeSync(dir);
+  }
+}
+
+/** Read `size` bytes of `fd` from its start (less when it is shorter). */
+export function readAll(fd: number, size: number): Buffer {
+  const buf = Buffer.alloc(size);
+  let off = 0;
+  while (off < buf.length) {
+    const n = readSync(fd, buf, off, buf.length - off, off);
+    if (n === 0) break;
+    off += n;
+  }
+  return buf.subarray(0, off);
+}
+
 export interface WriteOptions {
   /** @default 0o644 */
   mode?: number;
@@ -176,16 +214,7 @@ export function readFileNoFollow(
   options: ReadOptions = {},
 ): Buffer | undefined {
   const max = options.maxBytes ?? 1024 * 1024;
-  const parts = components(root, rel);
-  const name = parts.pop()!;
-  let dir: number;
-  try {
-    dir = walk(root, rel, parts);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-  try {
+  return inParent(root, rel, undefined, (dir, name) => {
     let fd: number;
     try {
       // O_NONBLOCK: opening a FIFO the agent planted must not hang the host.
@@ -200,20 +229,11 @@ export function readFileNoFollow(
       const st = fstatSync(fd);
       if (!st.isFile()) throw refuse(root, rel, 'it is not a regular file');
       if (st.size > max) throw refuse(root, rel, `it is larger than ${max} bytes`);
-      const buf = Buffer.alloc(st.size);
-      let off = 0;
-      while (off < buf.length) {
-        const n = readSync(fd, buf, off, buf.length - off, off);
-        if (n === 0) break;
-        off += n;
-      }
-      return buf.subarray(0, off);
+      return readAll(fd, st.size);
     } finally {
       closeSync(fd);
     }
-  } finally {
-    closeSync(dir);
-  }
+  });
 }
 
 /**
@@ -241,16 +261,7 @@ export function listNoFollow(root: string, rel: string): string[] {
  * when there is no such regular file.
  */
 export function openNoFollow(root: string, rel: string): number | undefined {
-  const parts = components(root, rel);
-  const name = parts.pop()!;
-  let dir: number;
-  try {
-    dir = walk(root, rel, parts);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-  try {
+  return inParent(root, rel, undefined, (dir, name) => {
     let fd: number;
     try {
       fd = openSync(at(dir, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
@@ -262,9 +273,7 @@ export function openNoFollow(root: string, rel: string): number | undefined {
       return undefined;
     }
     return fd;
-  } finally {
-    closeSync(dir);
-  }
+  });
 }
 
 /**
@@ -273,21 +282,10 @@ export function openNoFollow(root: string, rel: string): number | undefined {
  * the way is a symlink.
  */
 export function lstatNoFollow(root: string, rel: string): Stats | undefined {
-  const parts = components(root, rel);
-  const name = parts.pop()!;
-  let dir: number;
-  try {
-    dir = walk(root, rel, parts);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-  try {
-    // lstat never follows the last component; the /proc name resolves from the open directory.
-    return lstatSync(at(dir, name), { throwIfNoEntry: false });
-  } finally {
-    closeSync(dir);
-  }
+  // lstat never follows the last component; the /proc name resolves from the open directory.
+  return inParent(root, rel, undefined, (dir, name) =>
+    lstatSync(at(dir, name), { throwIfNoEntry: false }),
+  );
 }
 
 /**

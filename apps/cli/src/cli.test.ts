@@ -270,9 +270,7 @@ describe('bb doctor', () => {
       });
       expect(checks.find((c) => c.check === 'org membership')?.ok).toBe(true);
       // Bottle disks: on here as root, off by configuration, and a bad size named.
-      expect(checks.find((c) => c.check === 'bottle disks')?.ok).toBe(
-        process.getuid?.() === 0 ? true : false,
-      );
+      expect(checks.find((c) => c.check === 'bottle disks')?.ok).toBe(process.getuid?.() === 0);
       const off = await runDoctor(io({ ...env, BB_BOTTLE_DISK: 'off' }).io, nowhere);
       expect(off.find((c) => c.check === 'bottle disks')).toMatchObject({
         ok: null,

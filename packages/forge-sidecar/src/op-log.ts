@@ -103,7 +103,11 @@ export class OpLog {
     };
     let line = JSON.stringify(full);
     // Escaping can make a character six bytes: clip again by bytes until the line fits.
-    for (let cut = 250; Buffer.byteLength(line) > MAX_LINE_BYTES && cut >= 16; cut = Math.floor(cut / 2)) {
+    for (
+      let cut = 250;
+      Buffer.byteLength(line) > MAX_LINE_BYTES && cut >= 16;
+      cut = Math.floor(cut / 2)
+    ) {
       full.summary = clip(full.summary, cut);
       if (full.reason !== undefined) full.reason = clip(full.reason, cut);
       full.target = clip(full.target, cut);

@@ -109,7 +109,12 @@ export class GitleaksScanner implements SecretScanner {
         raw.length > MAX_FINDINGS ? [`${raw.length - MAX_FINDINGS} more findings not listed`] : [],
       );
     } catch (err) {
-      return { tool, scanned, findings: [], error: [...problems, (err as Error).message].join('; ') };
+      return {
+        tool,
+        scanned,
+        findings: [],
+        error: [...problems, (err as Error).message].join('; '),
+      };
     }
   }
 

@@ -131,7 +131,8 @@ describe.skipIf(!docker.ok)('red team: the audit fails closed', () => {
       [{ do: 'comment', body: 'turn one' }],
       [{ do: 'comment', body: 'turn two' }],
     ]);
-    await rt.record(first);
+    // An untouched turn verifies: no false alarm before the attack.
+    expect((await rt.record(first)).record.opLog.verified).toBe(true);
     return { first, log: join(first.dir, 'state', 'ops.jsonl') };
   };
 

@@ -153,6 +153,7 @@ async function audited<T>(
       summary: `${outcome === 'unknown' ? 'no answer to' : 'failed to'} ${what.intent}`,
       attempt: start.seq,
     });
+    ctx.checkins.checkin({ method, outcome, ...headOf(ctx) });
     const thrown =
       outcome === 'unknown'
         ? new BbError(
@@ -171,6 +172,8 @@ async function audited<T>(
     summary: what.done(result),
     attempt: start.seq,
   });
+  // The head now covers the outcome line too (relayed at most once a second, and at shutdown).
+  ctx.checkins.checkin({ method, outcome: 'ok', ...headOf(ctx) });
   return result;
 }
 

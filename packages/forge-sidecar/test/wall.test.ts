@@ -1,7 +1,15 @@
 // The sidecar's side of the wall: after done nothing writes, a write that cannot
 // be logged is not made, an unanswered write is recorded as unknown, the token
 // comes from a file, and pushes never run git in the agent's repository.
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { closeGiteaPools, GiteaForge } from '@bb/forge';
@@ -174,5 +182,31 @@ describe('races and limits a hostile agent plays', () => {
       expect(log.entries.at(-1)).toMatchObject({ method: 'push', outcome: 'ok' });
     } else expect(err.code).toBe('AUDIT_UNAVAILABLE');
     expect(size()).toBeLessThanOrEqual(MAX);
+  });
+});
+
+describe('the relayed head', () => {
+  it('covers every line, write outcomes included, once the sidecar stops', async () => {
+    h = await startHarness();
+    await h.client.postComment(1, 'one');
+    await h.client.postComment(1, 'two');
+    await h.sidecar.close();
+    const q = h.env['BB_QUEUE_DIR']!;
+    const heads = readdirSync(q)
+      .filter((f) => f.endsWith('.json'))
+      .sort()
+      .map(
+        (f) =>
+          JSON.parse(readFileSync(join(q, f), 'utf8')) as {
+            type: string;
+            data: Record<string, unknown>;
+          },
+      )
+      .filter((e) => e.type === 'checkin' && typeof e.data['opLogSeq'] === 'number');
+    const log = verifyOpLogFile(h.env['BB_OPS_LOG']!);
+    expect(heads.at(-1)!.data['opLogSeq']).toBe(log.entries.length);
+    const last = readFileSync(h.env['BB_OPS_LOG']!, 'utf8').trimEnd().split('\n').at(-1)!;
+    const { createHash } = await import('node:crypto');
+    expect(heads.at(-1)!.data['opLogHead']).toBe(createHash('sha256').update(last).digest('hex'));
   });
 });

@@ -74,8 +74,12 @@ export interface Backend {
   /** Create a bottle (not started). Returns its id. */
   create(spec: BottleSpec): Promise<string>;
   start(id: string): Promise<void>;
-  /** Wait for the bottle's process to exit. */
-  wait(id: string): Promise<WaitResult>;
+  /**
+   * Wait for the bottle's process to exit. Must survive a dropped connection to
+   * the engine (keep asking until it answers again); with `timeoutMs`, throw
+   * `TIMEOUT` past it. `NOT_FOUND` when the bottle is gone.
+   */
+  wait(id: string, options?: { timeoutMs?: number }): Promise<WaitResult>;
   /** Ask the process to stop, then kill it after `timeoutMs`. */
   stop(id: string, timeoutMs?: number): Promise<void>;
   /** Suspend every process of the bottle, keeping its memory. */

@@ -165,8 +165,26 @@ function migrateLayout(p: BottlePaths): void {
 const gateImage = (options: BottleOptions, env: Record<string, string | undefined>) =>
   options.sidecarImage ?? env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
 
+/** A turn whose agent has started (its sidecar serving): `finishTurn` waits for its end. */
+export interface StartedTurn {
+  slug: string;
+  /** The turn's number (1 for a launch). */
+  turn: number;
+}
+
 /** Start a bottle for `agent`, run its first turn to the end, and freeze it. */
 export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
+  const started = await startLaunch(options);
+  return finishTurn(started.slug, options);
+}
+
+/**
+ * Start a bottle for `agent`: everything up to its agent running and its
+ * sidecar serving, then return (the turn goes on; `finishTurn` waits for it,
+ * `stopAgent` ends it early). When anything fails before the agent started,
+ * nothing half-made stays behind.
+ */
+export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> {
   const env = options.env ?? process.env;
   const progress = options.onProgress ?? (() => {});
   if (options.forge) registerSecret(options.forge.token);
@@ -299,7 +317,7 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
     writeMeta(meta, env);
     // Ownership is set once, before the agent ever runs; never again through what it made.
     if (agentOwner) await chownTreeNoFollow(agentOwner, p.workspace, p.home);
-    return await runTurn(
+    return await startTurn(
       meta,
       agent,
       bottles,
@@ -310,7 +328,8 @@ export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
       early,
     );
   } catch (err) {
-    // Nothing half-made stays behind (a sidecar still being created included).
+    // Nothing half-made stays behind (a sidecar still being created included); the
+    // agent never ran, so there is no evidence to keep.
     await early?.catch(() => {});
     await destroy(slug, options);
     throw err;
@@ -327,8 +346,18 @@ function gateOptions(options: BottleOptions, env: Record<string, string | undefi
   };
 }
 
-/** Rehydrate a frozen bottle and continue the same agent session with a new prompt. */
+/** Rehydrate a frozen bottle, continue the same agent session with a new prompt, and freeze it again. */
 export async function resume(options: ResumeOptions): Promise<TurnOutcome> {
+  const started = await startResume(options);
+  return finishTurn(started.slug, options);
+}
+
+/**
+ * Rehydrate a frozen bottle and start its agent on the same session with a new
+ * prompt; return once it runs (`finishTurn` waits for the turn's end). On a
+ * failure the bottle is frozen again, workspace and session intact.
+ */
+export async function startResume(options: ResumeOptions): Promise<StartedTurn> {
   const env = options.env ?? process.env;
   const meta = readMeta(options.slug, env);
   if (!meta)
@@ -354,7 +383,7 @@ export async function resume(options: ResumeOptions): Promise<TurnOutcome> {
   if (options.pr !== undefined && meta.forge) meta.forge.pr = options.pr;
   meta.status = 'running';
   writeMeta(meta, env);
-  return runTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env);
+  return startTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env);
 }
 
 /**
@@ -411,7 +440,7 @@ export async function destroy(slug: string, options: BottleOptions): Promise<voi
   rmSync(p.dir, { recursive: true, force: true });
 }
 
-async function runTurn(
+async function startTurn(
   meta: BottleMeta,
   agent: AgentManifest,
   bottles: BottleManifest[],
@@ -420,7 +449,7 @@ async function runTurn(
   options: BottleOptions,
   env: Record<string, string | undefined>,
   early?: Promise<string>,
-): Promise<TurnOutcome> {
+): Promise<StartedTurn> {
   const { backend } = options;
   const progress = options.onProgress ?? (() => {});
   const p = bottlePaths(meta.slug, env);
@@ -530,7 +559,7 @@ async function runTurn(
       // It read its token at start: the file goes.
       sidecarUp(meta, env);
     }
-    return await finishTurn(meta, aid, options, env);
+    return { slug: meta.slug, turn };
   } catch (err) {
     // A failed turn leaves the bottle frozen, its workspace and session intact.
     await freeze(meta.slug, options).catch(() => {});
@@ -545,7 +574,7 @@ async function runTurn(
 }
 
 /** Wait for a started agent to exit, record the turn, freeze the bottle. */
-async function finishTurn(
+async function completeTurn(
   meta: BottleMeta,
   agentId: string,
   options: BottleOptions,
@@ -593,12 +622,13 @@ async function finishTurn(
 }
 
 /**
- * Finish the turn of a bottle whose runner went away (an orchestrator killed
- * mid-turn and started again): wait for its agent container, record the turn
- * and freeze, exactly as the original `launch` or `resume` would have. When the
- * agent container is gone too, the bottle is frozen with `vanished: true`.
+ * Wait for the end of a bottle's running turn (its agent's exit), record it in
+ * the bottle's meta and freeze the bottle. Works for a turn this process
+ * started and for one a process before it started (an orchestrator killed
+ * mid-turn and started again). When the agent container is gone, the bottle is
+ * frozen with `vanished: true`.
  */
-export async function reattach(slug: string, options: BottleOptions): Promise<TurnOutcome> {
+export async function finishTurn(slug: string, options: BottleOptions): Promise<TurnOutcome> {
   const env = options.env ?? process.env;
   const meta = readMeta(slug, env);
   if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
@@ -633,11 +663,28 @@ export async function reattach(slug: string, options: BottleOptions): Promise<Tu
     };
   }
   try {
-    return await finishTurn(meta, agentC.id, options, env);
+    return await completeTurn(meta, agentC.id, options, env);
   } catch (err) {
     await freeze(slug, options).catch(() => {});
     throw err;
   }
+}
+
+/** Finish the turn of a bottle whose runner went away: `finishTurn` by its older name. */
+export const reattach = finishTurn;
+
+/**
+ * Stop a running bottle's agent (SIGTERM, then SIGKILL after `timeoutMs`): its
+ * turn then ends the ordinary way, through `finishTurn`. Idempotent.
+ */
+export async function stopAgent(
+  slug: string,
+  options: BottleOptions,
+  timeoutMs = 5000,
+): Promise<void> {
+  for (const c of await options.backend.list({ 'bb.slug': slug }))
+    if (c.labels['bb.role'] === 'agent' && (c.state === 'running' || c.state === 'paused'))
+      await options.backend.stop(c.id, timeoutMs);
 }
 
 /**

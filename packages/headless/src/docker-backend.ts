@@ -16,6 +16,10 @@ export interface DockerBackendOptions {
 }
 
 const NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
+/** How long one long wait on the engine may last before it is checked against `inspect`. */
+const WAIT_SLICE_MS = 30_000;
+const isUnavailable = (err: unknown) =>
+  isBbError(err, 'BACKEND_UNAVAILABLE') || (err as { name?: string }).name === 'AbortError';
 
 /**
  * Bottles as Docker containers (through dockerode). Agents run with no network,
@@ -107,10 +111,53 @@ export class DockerBackend implements Backend {
     await this.#call(id, (c) => c.start());
   }
 
-  async wait(id: string): Promise<WaitResult> {
-    const res = (await this.#call(id, (c) => c.wait())) as { StatusCode: number };
-    const info = await this.inspect(id);
-    return { exitCode: res.StatusCode, oomKilled: info?.oomKilled ?? false };
+  /**
+   * Wait for the bottle's process to exit. The engine's long wait is asked in
+   * slices and checked against `inspect` between them, so a dropped engine
+   * connection (a restart, a proxy) neither hangs this nor loses the exit:
+   * it keeps asking, with a backoff, until the engine answers again.
+   */
+  async wait(id: string, options: { timeoutMs?: number } = {}): Promise<WaitResult> {
+    const deadline = options.timeoutMs ? Date.now() + options.timeoutMs : Number.POSITIVE_INFINITY;
+    let pause = 250;
+    for (;;) {
+      const slice = Math.min(WAIT_SLICE_MS, deadline - Date.now());
+      if (slice <= 0)
+        throw new BbError('TIMEOUT', `bottle ${id} did not exit within ${options.timeoutMs} ms`);
+      const abort = new AbortController();
+      const timer = setTimeout(() => abort.abort(), slice);
+      try {
+        const res = (await this.#call(id, (c) => c.wait({ abortSignal: abort.signal }))) as {
+          StatusCode: number;
+        };
+        const info = await this.inspect(id).catch(() => undefined);
+        return { exitCode: res.StatusCode, oomKilled: info?.oomKilled ?? false };
+      } catch (err) {
+        if (isBbError(err, 'NOT_FOUND')) throw err;
+        // Timed out or the connection went: look, then ask again.
+        const info = await this.inspect(id).catch(() => undefined);
+        if (info?.state === 'exited')
+          return { exitCode: info.exitCode ?? -1, oomKilled: info.oomKilled };
+        if (info === undefined && !isUnavailable(err)) {
+          // The engine answers and the bottle is gone.
+          const gone = await this.#exists(id);
+          if (!gone) throw new BbError('NOT_FOUND', `bottle ${id} does not exist`);
+        }
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(pause * 2, 5000);
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+  }
+
+  async #exists(id: string): Promise<boolean> {
+    try {
+      await (await this.#docker).getContainer(id).inspect();
+      return true;
+    } catch (err) {
+      return (err as { statusCode?: number }).statusCode !== 404;
+    }
   }
 
   async stop(id: string, timeoutMs = 10_000): Promise<void> {

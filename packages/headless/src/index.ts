@@ -16,6 +16,7 @@ export {
 export {
   type BottleOptions,
   destroy,
+  finishTurn,
   freeze,
   type LaunchOptions,
   launch,
@@ -23,6 +24,10 @@ export {
   type ResumeOptions,
   reattach,
   resume,
+  type StartedTurn,
+  startLaunch,
+  startResume,
+  stopAgent,
   type TurnOutcome,
   unmountBottleDisk,
 } from './bottles';

@@ -106,8 +106,26 @@ export class LocalBackend implements Backend {
     });
   }
 
-  async wait(id: string): Promise<WaitResult> {
-    return this.#get(id).exited;
+  async wait(id: string, options: { timeoutMs?: number } = {}): Promise<WaitResult> {
+    const exited = this.#get(id).exited;
+    if (!options.timeoutMs) return exited;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        exited,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(
+                new BbError('TIMEOUT', `bottle ${id} did not exit within ${options.timeoutMs} ms`),
+              ),
+            options.timeoutMs,
+          );
+        }),
+      ]);
+    } finally {
+      if (timer) clearTimeout(timer);
+    }
   }
 
   async stop(id: string, timeoutMs = 10_000): Promise<void> {

@@ -7,6 +7,8 @@
  *   (the default, at `$BB_HOME/bot-bottle.db`) and {@link MemoryForgeStateStore}.
  * - {@link DeliveryLedger}: "have we processed this change already?", atomic
  *   across processes.
+ * - {@link EventInbox}: every accepted event kept until its effect happened,
+ *   so a restart loses nothing that was waiting.
  * - {@link BbDatabase}: the shared SQLite file with per-component migrations, for
  *   packages that keep tables of their own.
  *
@@ -35,6 +37,13 @@ export {
   ForgeStatusSchema,
   parseForgeState,
 } from './forge-state';
+export {
+  type EventInbox,
+  INBOX_STATES,
+  type InboxEvent,
+  type InboxInput,
+  type InboxState,
+} from './inbox';
 export { MemoryForgeStateStore } from './memory-store';
 export {
   SqliteForgeStateStore,
@@ -42,4 +51,4 @@ export {
   STATE_MIGRATIONS,
   STATE_SQL,
 } from './sqlite-store';
-export type { ForgeStateStore } from './store';
+export type { ForgeStateStore, HistoryOptions } from './store';

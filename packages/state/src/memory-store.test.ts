@@ -1,5 +1,10 @@
 import { MemoryForgeStateStore } from './memory-store';
-import { describeLedgerConformance, describeStoreConformance } from './testing';
+import {
+  describeInboxConformance,
+  describeLedgerConformance,
+  describeStoreConformance,
+} from './testing';
 
 describeStoreConformance('MemoryForgeStateStore', { create: () => new MemoryForgeStateStore() });
 describeLedgerConformance('MemoryForgeStateStore', { create: () => new MemoryForgeStateStore() });
+describeInboxConformance('MemoryForgeStateStore', { create: () => new MemoryForgeStateStore() });

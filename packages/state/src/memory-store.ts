@@ -6,7 +6,17 @@ import {
   type DeliveryRecord,
 } from './delivery-ledger';
 import { type ForgeState, parseForgeState, parseForgeStateKey } from './forge-state';
-import { compareStateKeys, type ForgeStateStore } from './store';
+import {
+  checkDate,
+  checkHistoryOptions,
+  checkInboxInput,
+  checkSettle,
+  type EventInbox,
+  type InboxEvent,
+  type InboxInput,
+  type InboxState,
+} from './inbox';
+import { compareStateKeys, type ForgeStateStore, type HistoryOptions } from './store';
 
 const keyOf = (owner: string, repo: string, n: number) => `${owner}\u0000${repo}\u0000${n}`;
 
@@ -15,14 +25,31 @@ const keyOf = (owner: string, repo: string, n: number) => `${owner}\u0000${repo}
  * embedding where nothing must survive the process. Values are copied on the
  * way in and out, so callers cannot change stored rows by accident.
  */
-export class MemoryForgeStateStore implements ForgeStateStore, DeliveryLedger {
+export class MemoryForgeStateStore implements ForgeStateStore, DeliveryLedger, EventInbox {
   readonly #rows = new Map<string, ForgeState>();
+  /** Destroyed rows by slug. */
+  readonly #history = new Map<string, ForgeState>();
   readonly #deliveries = new Map<string, DeliveryRecord>();
+  readonly #inbox = new Map<number, InboxEvent>();
+  #nextId = 1;
 
   upsert(state: ForgeState): void {
     const row = parseForgeState(state);
     const key = keyOf(row.owner, row.repo, row.issueNumber);
     const existing = this.#rows.get(key);
+    if (row.status === 'destroyed') {
+      const live = existing?.slug === row.slug ? existing : undefined;
+      const before = this.#history.get(row.slug);
+      this.#history.set(
+        row.slug,
+        structuredClone({
+          ...row,
+          createdAt: live?.createdAt ?? before?.createdAt ?? row.createdAt,
+        }),
+      );
+      if (live) this.#rows.delete(key);
+      return;
+    }
     for (const [k, other] of this.#rows) {
       if (k !== key && other.slug === row.slug) {
         throw new BbError(
@@ -41,12 +68,83 @@ export class MemoryForgeStateStore implements ForgeStateStore, DeliveryLedger {
   get(owner: string, repo: string, issueNumber: number): ForgeState | undefined {
     const k = parseForgeStateKey(owner, repo, issueNumber);
     const row = this.#rows.get(keyOf(k.owner, k.repo, k.issueNumber));
-    return row ? structuredClone(row) : undefined;
+    if (row) return structuredClone(row);
+    const old = [...this.#history.values()]
+      .filter((h) => h.owner === k.owner && h.repo === k.repo && h.issueNumber === k.issueNumber)
+      .sort((a, b) => (a.updatedAt < b.updatedAt ? 1 : -1))[0];
+    return old ? structuredClone(old) : undefined;
   }
 
   delete(owner: string, repo: string, issueNumber: number): void {
     const k = parseForgeStateKey(owner, repo, issueNumber);
     this.#rows.delete(keyOf(k.owner, k.repo, k.issueNumber));
+    for (const [slug, h] of this.#history)
+      if (h.owner === k.owner && h.repo === k.repo && h.issueNumber === k.issueNumber)
+        this.#history.delete(slug);
+  }
+
+  findByPr(owner: string, repo: string, pr: number): ForgeState | undefined {
+    const k = parseForgeStateKey(owner, repo, pr);
+    for (const r of this.#rows.values())
+      if (r.owner === k.owner && r.repo === k.repo && r.prNumber === k.issueNumber)
+        return structuredClone(r);
+    return undefined;
+  }
+
+  history(options: HistoryOptions = {}): ForgeState[] {
+    const { limit, before } = checkHistoryOptions(options);
+    return [...this.#history.values()]
+      .filter((h) => h.updatedAt < before)
+      .sort((a, b) =>
+        a.updatedAt < b.updatedAt ? 1 : a.updatedAt > b.updatedAt ? -1 : a.slug < b.slug ? -1 : 1,
+      )
+      .slice(0, limit)
+      .map((h) => structuredClone(h));
+  }
+
+  accept(key: string, event: InboxInput): boolean {
+    checkDeliveryKey(key);
+    const e = checkInboxInput(event);
+    if (!this.recordDelivery(key, { deliveryId: e.deliveryId, event: e.kind })) return false;
+    const id = this.#nextId++;
+    this.#inbox.set(id, {
+      id,
+      key,
+      issue: e.issue,
+      state: e.issue ? 'pending' : 'parked',
+      occurredAt: e.occurredAt,
+      receivedAt: new Date().toISOString(),
+      payload: structuredClone(e.payload),
+    });
+    return true;
+  }
+
+  openEvents(): InboxEvent[] {
+    return [...this.#inbox.values()]
+      .filter((e) => e.state !== 'done')
+      .sort((a, b) =>
+        a.occurredAt < b.occurredAt ? -1 : a.occurredAt > b.occurredAt ? 1 : a.id - b.id,
+      )
+      .map((e) => structuredClone(e));
+  }
+
+  settle(id: number, state: InboxState, issue?: string | null): void {
+    checkSettle(id, state);
+    const e = this.#inbox.get(id);
+    if (!e) return;
+    e.state = state;
+    if (issue !== undefined) e.issue = issue;
+  }
+
+  pruneInbox(before: Date): number {
+    checkDate(before, 'pruneInbox');
+    let n = 0;
+    for (const [id, e] of this.#inbox)
+      if (e.state === 'done' && Date.parse(e.receivedAt) < before.getTime()) {
+        this.#inbox.delete(id);
+        n++;
+      }
+    return n;
   }
 
   all(): ForgeState[] {

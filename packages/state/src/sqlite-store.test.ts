@@ -2,7 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteForgeStateStore } from './sqlite-store';
-import { describeLedgerConformance, describeStoreConformance } from './testing';
+import {
+  describeInboxConformance,
+  describeLedgerConformance,
+  describeStoreConformance,
+} from './testing';
 
 const dirs: string[] = [];
 function create(): SqliteForgeStateStore {
@@ -18,3 +22,4 @@ function dispose(store: SqliteForgeStateStore): void {
 
 describeStoreConformance('SqliteForgeStateStore', { create, dispose });
 describeLedgerConformance('SqliteForgeStateStore', { create, dispose });
+describeInboxConformance('SqliteForgeStateStore', { create, dispose });

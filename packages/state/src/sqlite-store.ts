@@ -13,7 +13,17 @@ import {
   parseForgeState,
   parseForgeStateKey,
 } from './forge-state';
-import type { ForgeStateStore } from './store';
+import {
+  checkDate,
+  checkHistoryOptions,
+  checkInboxInput,
+  checkSettle,
+  type EventInbox,
+  type InboxEvent,
+  type InboxInput,
+  type InboxState,
+} from './inbox';
+import type { ForgeStateStore, HistoryOptions } from './store';
 
 /** The `state` component's schema, oldest first. Append; never edit a shipped step. */
 export const STATE_MIGRATIONS: readonly Migration[] = [
@@ -45,6 +55,47 @@ export const STATE_MIGRATIONS: readonly Migration[] = [
         received_at TEXT NOT NULL
       ) WITHOUT ROWID;
       CREATE INDEX webhook_deliveries_received_at ON webhook_deliveries (received_at);
+    `,
+  },
+  {
+    // Destroyed bottles move out of the hot table (kept for history, paged), a PR
+    // finds its bottle through an index, and accepted events wait in a durable inbox.
+    version: 2,
+    up: `
+      CREATE TABLE forge_state_history (
+        owner           TEXT    NOT NULL,
+        repo            TEXT    NOT NULL,
+        issue_number    INTEGER NOT NULL,
+        slug            TEXT    NOT NULL PRIMARY KEY,
+        agent_name      TEXT    NOT NULL,
+        bottle_names    TEXT    NOT NULL,
+        backend_name    TEXT    NOT NULL,
+        agent_git_user  TEXT    NOT NULL,
+        pr_number       INTEGER,
+        status          TEXT    NOT NULL CHECK (status = 'destroyed'),
+        last_checkin_at TEXT    NOT NULL,
+        session_id      TEXT,
+        cwd             TEXT,
+        created_at      TEXT    NOT NULL,
+        updated_at      TEXT    NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX forge_state_history_issue
+        ON forge_state_history (owner, repo, issue_number, updated_at);
+      CREATE INDEX forge_state_history_updated ON forge_state_history (updated_at);
+      INSERT OR REPLACE INTO forge_state_history SELECT * FROM forge_state WHERE status = 'destroyed';
+      DELETE FROM forge_state WHERE status = 'destroyed';
+      CREATE INDEX forge_state_pr ON forge_state (owner, repo, pr_number) WHERE pr_number IS NOT NULL;
+      CREATE TABLE event_inbox (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        key         TEXT    NOT NULL UNIQUE,
+        issue       TEXT,
+        state       TEXT    NOT NULL CHECK (state IN ('pending', 'deferred', 'parked', 'done')),
+        occurred_at TEXT    NOT NULL,
+        received_at TEXT    NOT NULL,
+        payload     TEXT    NOT NULL
+      );
+      CREATE INDEX event_inbox_open ON event_inbox (occurred_at, id) WHERE state != 'done';
+      CREATE INDEX event_inbox_received ON event_inbox (received_at) WHERE state = 'done';
     `,
   },
 ];
@@ -87,6 +138,27 @@ export const STATE_SQL = {
     VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
   getDelivery: 'SELECT key, delivery_id, event, received_at FROM webhook_deliveries WHERE key = ?',
   pruneDeliveries: 'DELETE FROM webhook_deliveries WHERE received_at < ?',
+  byPr: `SELECT ${COLUMNS} FROM forge_state WHERE owner = ? AND repo = ? AND pr_number = ? LIMIT 1`,
+  histUpsert: `INSERT INTO forge_state_history (${COLUMNS})
+    VALUES (@owner, @repo, @issue_number, @slug, @agent_name, @bottle_names, @backend_name, @agent_git_user,
+            @pr_number, @status, @last_checkin_at, @session_id, @cwd, @created_at, @updated_at)
+    ON CONFLICT (slug) DO UPDATE SET
+      owner = excluded.owner, repo = excluded.repo, issue_number = excluded.issue_number,
+      agent_name = excluded.agent_name, bottle_names = excluded.bottle_names,
+      backend_name = excluded.backend_name, agent_git_user = excluded.agent_git_user,
+      pr_number = excluded.pr_number, status = excluded.status, last_checkin_at = excluded.last_checkin_at,
+      session_id = excluded.session_id, cwd = excluded.cwd, updated_at = excluded.updated_at`,
+  histLatest: `SELECT ${COLUMNS} FROM forge_state_history
+    WHERE owner = ? AND repo = ? AND issue_number = ? ORDER BY updated_at DESC LIMIT 1`,
+  histPage: `SELECT ${COLUMNS} FROM forge_state_history WHERE updated_at < ?
+    ORDER BY updated_at DESC, slug LIMIT ?`,
+  histDelete: 'DELETE FROM forge_state_history WHERE owner = ? AND repo = ? AND issue_number = ?',
+  inboxInsert: `INSERT INTO event_inbox (key, issue, state, occurred_at, received_at, payload)
+    VALUES (?, ?, ?, ?, ?, ?)`,
+  inboxOpen: `SELECT id, key, issue, state, occurred_at, received_at, payload FROM event_inbox
+    WHERE state != 'done' ORDER BY occurred_at, id`,
+  inboxSettle: 'UPDATE event_inbox SET state = ?, issue = ? WHERE id = ?',
+  inboxPrune: "DELETE FROM event_inbox WHERE state = 'done' AND received_at < ?",
 } as const;
 
 export interface SqliteForgeStateStoreOptions extends OpenDatabaseOptions {
@@ -98,10 +170,18 @@ export interface SqliteForgeStateStoreOptions extends OpenDatabaseOptions {
  * The forge state store and delivery ledger on SQLite (better-sqlite3): one file,
  * shared safely by several processes (WAL, busy timeout, atomic upserts).
  */
-export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger {
+export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, EventInbox {
   readonly database: BbDatabase;
   readonly #owned: boolean;
   readonly #stmts: { [K in keyof typeof STATE_SQL]: Database.Statement };
+  readonly #retire: (row: Row) => void;
+  readonly #accept: (
+    key: string,
+    meta: DeliveryMeta,
+    issue: string | null,
+    occurredAt: string,
+    payload: string,
+  ) => boolean;
 
   constructor(options: SqliteForgeStateStoreOptions = {}) {
     this.#owned = options.database === undefined;
@@ -118,7 +198,56 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger {
         recordDelivery: db.prepare(STATE_SQL.recordDelivery),
         getDelivery: db.prepare(STATE_SQL.getDelivery),
         pruneDeliveries: db.prepare(STATE_SQL.pruneDeliveries),
+        byPr: db.prepare(STATE_SQL.byPr).raw(true),
+        histUpsert: db.prepare(STATE_SQL.histUpsert),
+        histLatest: db.prepare(STATE_SQL.histLatest).raw(true),
+        histPage: db.prepare(STATE_SQL.histPage).raw(true),
+        histDelete: db.prepare(STATE_SQL.histDelete),
+        inboxInsert: db.prepare(STATE_SQL.inboxInsert),
+        inboxOpen: db.prepare(STATE_SQL.inboxOpen),
+        inboxSettle: db.prepare(STATE_SQL.inboxSettle),
+        inboxPrune: db.prepare(STATE_SQL.inboxPrune),
       };
+      // A destroyed bottle leaves the hot table for its history, in one step.
+      this.#retire = db.transaction((row: Row) => {
+        const live = this.#stmts.get.get(row.owner, row.repo, row.issue_number) as
+          | unknown[]
+          | undefined;
+        const kept = live ? cellsToRow(live) : undefined;
+        this.#stmts.histUpsert.run({
+          ...row,
+          created_at: kept && kept.slug === row.slug ? kept.created_at : row.created_at,
+        });
+        if (kept && kept.slug === row.slug)
+          this.#stmts.delete.run(row.owner, row.repo, row.issue_number);
+      });
+      this.#accept = db.transaction(
+        (
+          key: string,
+          meta: DeliveryMeta,
+          issue: string | null,
+          occurredAt: string,
+          payload: string,
+        ) => {
+          const now = new Date().toISOString();
+          const info = this.#stmts.recordDelivery.run(
+            key,
+            meta.deliveryId ?? null,
+            meta.event ?? null,
+            now,
+          );
+          if (info.changes !== 1) return false;
+          this.#stmts.inboxInsert.run(
+            key,
+            issue,
+            issue ? 'pending' : 'parked',
+            occurredAt,
+            now,
+            payload,
+          );
+          return true;
+        },
+      );
     } catch (err) {
       if (this.#owned) this.database.close();
       throw err;
@@ -132,6 +261,10 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger {
 
   upsert(state: ForgeState): void {
     const s = parseForgeState(state);
+    if (s.status === 'destroyed') {
+      this.#write('upsert', () => this.#retire(stateToRow(s)));
+      return;
+    }
     this.#write('upsert', () => {
       try {
         this.#stmts.upsert.run(stateToRow(s));
@@ -156,12 +289,91 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger {
     } catch (err) {
       throw mapSqliteError(err, this.database.path, 'read');
     }
-    return cells ? this.#fromRow(cellsToRow(cells)) : undefined;
+    if (cells) return this.#fromRow(cellsToRow(cells));
+    const old = this.#read('read', () =>
+      this.#stmts.histLatest.get(k.owner, k.repo, k.issueNumber),
+    ) as unknown[] | undefined;
+    return old ? this.#fromRow(cellsToRow(old)) : undefined;
   }
 
   delete(owner: string, repo: string, issueNumber: number): void {
     const k = parseForgeStateKey(owner, repo, issueNumber);
-    this.#write('delete', () => this.#stmts.delete.run(k.owner, k.repo, k.issueNumber));
+    this.#write('delete', () => {
+      this.#stmts.delete.run(k.owner, k.repo, k.issueNumber);
+      this.#stmts.histDelete.run(k.owner, k.repo, k.issueNumber);
+    });
+  }
+
+  findByPr(owner: string, repo: string, pr: number): ForgeState | undefined {
+    const k = parseForgeStateKey(owner, repo, pr);
+    const cells = this.#read('read', () => this.#stmts.byPr.get(k.owner, k.repo, k.issueNumber)) as
+      | unknown[]
+      | undefined;
+    return cells ? this.#fromRow(cellsToRow(cells)) : undefined;
+  }
+
+  history(options: HistoryOptions = {}): ForgeState[] {
+    const { limit, before } = checkHistoryOptions(options);
+    const rows = this.#read('list', () => this.#stmts.histPage.all(before, limit)) as unknown[][];
+    return rows.map((cells) => this.#fromRow(cellsToRow(cells)));
+  }
+
+  accept(key: string, event: InboxInput): boolean {
+    checkDeliveryKey(key);
+    const e = checkInboxInput(event);
+    return this.#write('accept an event in', () =>
+      this.#accept(
+        key,
+        { deliveryId: e.deliveryId, event: e.kind },
+        e.issue,
+        e.occurredAt,
+        JSON.stringify(e.payload),
+      ),
+    );
+  }
+
+  openEvents(): InboxEvent[] {
+    const rows = this.#read('read the inbox of', () => this.#stmts.inboxOpen.all()) as Array<{
+      id: number;
+      key: string;
+      issue: string | null;
+      state: InboxState;
+      occurred_at: string;
+      received_at: string;
+      payload: string;
+    }>;
+    return rows.map((r) => ({
+      id: r.id,
+      key: r.key,
+      issue: r.issue,
+      state: r.state,
+      occurredAt: r.occurred_at,
+      receivedAt: r.received_at,
+      payload: JSON.parse(r.payload) as unknown,
+    }));
+  }
+
+  settle(id: number, state: InboxState, issue?: string | null): void {
+    checkSettle(id, state);
+    this.#write('update the inbox of', () => {
+      const current = issue === undefined ? this.#issueOf(id) : issue;
+      this.#stmts.inboxSettle.run(state, current, id);
+    });
+  }
+
+  pruneInbox(before: Date): number {
+    checkDate(before, 'pruneInbox');
+    return this.#write(
+      'prune the inbox of',
+      () => this.#stmts.inboxPrune.run(before.toISOString()).changes,
+    );
+  }
+
+  #issueOf(id: number): string | null {
+    const row = this.database.db.prepare('SELECT issue FROM event_inbox WHERE id = ?').get(id) as
+      | { issue: string | null }
+      | undefined;
+    return row?.issue ?? null;
   }
 
   all(): ForgeState[] {

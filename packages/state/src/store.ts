@@ -11,14 +11,29 @@ export interface ForgeStateStore {
   /**
    * Insert or replace the row for `(owner, repo, issueNumber)`. On replace every
    * field takes the new value except `createdAt`, which keeps the first insert's.
+   * A row upserted as `destroyed` moves to the history.
    */
   upsert(state: ForgeState): void;
-  /** The row for that issue, or `undefined`. */
+  /** The live row for that issue, else its most recently destroyed one, or `undefined`. */
   get(owner: string, repo: string, issueNumber: number): ForgeState | undefined;
-  /** Remove the row. Idempotent: removing a missing row is not an error. */
+  /** Remove the row (and its history). Idempotent: removing a missing row is not an error. */
   delete(owner: string, repo: string, issueNumber: number): void;
-  /** Every row, ordered by owner, then repo, then issue number (byte-wise, ascending). */
+  /**
+   * Every live row (running or frozen), ordered by owner, then repo, then issue
+   * number (byte-wise, ascending). A destroyed bottle's row has moved to `history`.
+   */
   all(): ForgeState[];
+  /** The live row whose PR is `pr` in that repository, or `undefined`. Indexed: as fast with any history. */
+  findByPr(owner: string, repo: string, pr: number): ForgeState | undefined;
+  /** Destroyed bottles' rows, the most recently updated first, `limit` at a time (`before`: an `updatedAt`). */
+  history(options?: HistoryOptions): ForgeState[];
+}
+
+export interface HistoryOptions {
+  /** @default 100 */
+  limit?: number;
+  /** Only rows updated before this time (the last row of the previous page). */
+  before?: string;
 }
 
 /** Compare two states in the order `all()` returns them. */

@@ -1,7 +1,7 @@
 /**
  * @module
- * `@bb/state/testing`: the behaviour suites every `ForgeStateStore` and
- * `DeliveryLedger` implementation must pass. Call them from a vitest test file:
+ * `@bb/state/testing`: the behaviour suites every `ForgeStateStore`,
+ * `DeliveryLedger` and `EventInbox` implementation must pass. Call them from a vitest test file:
  *
  * ```ts
  * import { describeStoreConformance } from '@bb/state/testing';
@@ -14,6 +14,7 @@ import { isBbError } from '@bb/errors';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DeliveryLedger } from './delivery-ledger';
 import type { ForgeState } from './forge-state';
+import type { EventInbox } from './inbox';
 import type { ForgeStateStore } from './store';
 import { sampleState } from './testing-data';
 
@@ -189,12 +190,136 @@ export function describeStoreConformance<T extends ForgeStateStore>(
       expect(store.all()).toHaveLength(1);
     });
 
+    test('a destroyed row leaves all() for the history, and get() still finds it', async () => {
+      const store = await make();
+      store.upsert(sampleState(4, { slug: 'gone-1', prNumber: 40 }));
+      store.upsert(sampleState(5, { slug: 'kept-1' }));
+      const destroyed = sampleState(4, {
+        slug: 'gone-1',
+        prNumber: 40,
+        status: 'destroyed',
+        updatedAt: '2026-11-22T07:00:00.000Z',
+      });
+      store.upsert(destroyed);
+      expect(store.all().map((r) => r.slug)).toEqual(['kept-1']);
+      expect(store.get('acme', 'widgets', 4)).toEqual(destroyed);
+      expect(store.history()).toEqual([destroyed]);
+      // The same issue launched again: the live row wins, the old one stays history.
+      store.upsert(sampleState(4, { slug: 'again-1' }));
+      expect(store.get('acme', 'widgets', 4)?.slug).toBe('again-1');
+      expect(store.history().map((r) => r.slug)).toEqual(['gone-1']);
+      store.delete('acme', 'widgets', 4);
+      expect(store.get('acme', 'widgets', 4)).toBeUndefined();
+      expect(store.history()).toEqual([]);
+    });
+
+    test('history() pages destroyed rows, most recently updated first', async () => {
+      const store = await make();
+      for (let i = 1; i <= 5; i++)
+        store.upsert(
+          sampleState(i, {
+            slug: `h-${i}`,
+            status: 'destroyed',
+            updatedAt: `2026-11-22T0${i}:00:00.000Z`,
+          }),
+        );
+      const first = store.history({ limit: 2 });
+      expect(first.map((r) => r.slug)).toEqual(['h-5', 'h-4']);
+      const next = store.history({ limit: 2, before: first.at(-1)!.updatedAt });
+      expect(next.map((r) => r.slug)).toEqual(['h-3', 'h-2']);
+      expectCode(() => store.history({ limit: 0 }), 'INVALID_INPUT');
+    });
+
+    test('findByPr finds the live row with that PR, never a destroyed one', async () => {
+      const store = await make();
+      store.upsert(sampleState(7, { slug: 'p-7', prNumber: 70 }));
+      store.upsert(sampleState(8, { slug: 'p-8', prNumber: 80, repo: 'gadgets' }));
+      expect(store.findByPr('acme', 'widgets', 70)?.slug).toBe('p-7');
+      expect(store.findByPr('acme', 'widgets', 80)).toBeUndefined();
+      expect(store.findByPr('acme', 'gadgets', 80)?.slug).toBe('p-8');
+      store.upsert(sampleState(7, { slug: 'p-7', prNumber: 70, status: 'destroyed' }));
+      expect(store.findByPr('acme', 'widgets', 70)).toBeUndefined();
+    });
+
     test('many rows survive in full', async () => {
       const store = await make();
       for (let i = 1; i <= 300; i++) store.upsert(sampleState(i));
       const all = store.all();
       expect(all).toHaveLength(300);
       expect(all.map((s) => s.issueNumber)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
+    });
+  });
+}
+
+/** The behaviour every `EventInbox` must have. */
+export function describeInboxConformance<T extends EventInbox>(
+  name: string,
+  options: ConformanceOptions<T>,
+): void {
+  describe(`EventInbox conformance: ${name}`, () => {
+    const { make, test } = setup(options);
+    const ev = (issue: string | null, occurredAt: string, n = 1) => ({
+      issue,
+      occurredAt,
+      payload: { kind: 'comment_created', n },
+    });
+
+    test('an event is accepted once under its key and waits until done', async () => {
+      const inbox = await make();
+      expect(inbox.accept('k1', ev('acme/widgets#1', '2026-11-22T05:00:00Z'))).toBe(true);
+      expect(inbox.accept('k1', ev('acme/widgets#1', '2026-11-22T05:00:00Z', 2))).toBe(false);
+      const [open] = inbox.openEvents();
+      expect(open).toMatchObject({
+        key: 'k1',
+        issue: 'acme/widgets#1',
+        state: 'pending',
+        payload: { kind: 'comment_created', n: 1 },
+      });
+      inbox.settle(open!.id, 'done');
+      expect(inbox.openEvents()).toEqual([]);
+    });
+
+    test('open events come in the order they happened, then were accepted', async () => {
+      const inbox = await make();
+      inbox.accept('late', ev('acme/widgets#1', '2026-11-22T05:00:02Z'));
+      inbox.accept('early', ev('acme/widgets#1', '2026-11-22T05:00:01Z'));
+      inbox.accept('same-a', ev('acme/widgets#2', '2026-11-22T05:00:03Z'));
+      inbox.accept('same-b', ev('acme/widgets#2', '2026-11-22T05:00:03Z'));
+      expect(inbox.openEvents().map((e) => e.key)).toEqual(['early', 'late', 'same-a', 'same-b']);
+    });
+
+    test('an event with no issue is parked until it is routed', async () => {
+      const inbox = await make();
+      inbox.accept('c', ev(null, '2026-11-22T05:00:00Z'));
+      const [parked] = inbox.openEvents();
+      expect(parked).toMatchObject({ state: 'parked', issue: null });
+      inbox.settle(parked!.id, 'pending', 'acme/widgets#3');
+      expect(inbox.openEvents()[0]).toMatchObject({ state: 'pending', issue: 'acme/widgets#3' });
+      inbox.settle(parked!.id, 'deferred');
+      expect(inbox.openEvents()[0]).toMatchObject({ state: 'deferred', issue: 'acme/widgets#3' });
+    });
+
+    test('prune removes only done events accepted before the time', async () => {
+      const inbox = await make();
+      inbox.accept('a', ev('acme/widgets#1', '2026-11-22T05:00:00Z'));
+      inbox.accept('b', ev('acme/widgets#1', '2026-11-22T05:00:01Z'));
+      inbox.settle(inbox.openEvents()[0]!.id, 'done');
+      expect(inbox.pruneInbox(new Date(Date.now() - 60_000))).toBe(0);
+      expect(inbox.pruneInbox(new Date(Date.now() + 60_000))).toBe(1);
+      expect(inbox.openEvents().map((e) => e.key)).toEqual(['b']);
+    });
+
+    test('bad input is INVALID_INPUT and changes nothing', async () => {
+      const inbox = await make();
+      expectCode(() => inbox.accept('', ev(null, '2026-11-22T05:00:00Z')), 'INVALID_INPUT');
+      expectCode(
+        () => inbox.accept('k', ev('not an issue', '2026-11-22T05:00:00Z')),
+        'INVALID_INPUT',
+      );
+      expectCode(() => inbox.accept('k', ev(null, 'yesterday')), 'INVALID_INPUT');
+      expectCode(() => inbox.settle(0, 'done'), 'INVALID_INPUT');
+      expectCode(() => inbox.settle(1, 'finished' as never), 'INVALID_INPUT');
+      expect(inbox.openEvents()).toEqual([]);
     });
   });
 }

@@ -20,6 +20,14 @@ describe('the conformance suites', () => {
         'a key is new once, then known',
         'the first delivery meta is kept',
         'bad keys are INVALID_INPUT',
+        'a destroyed row leaves all() for the history, and get() still finds it',
+        'history() pages destroyed rows, most recently updated first',
+        'findByPr finds the live row with that PR, never a destroyed one',
+        'an event is accepted once under its key and waits until done',
+        'open events come in the order they happened, then were accepted',
+        'an event with no issue is parked until it is routed',
+        'prune removes only done events accepted before the time',
+        'bad input is INVALID_INPUT and changes nothing',
       ]),
     );
     // What the broken store does right still passes: the suite is not failing blindly.

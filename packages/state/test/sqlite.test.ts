@@ -21,7 +21,9 @@ import {
   defaultDatabasePath,
   resolveBbHome,
   SqliteForgeStateStore,
+  STATE_MIGRATIONS,
 } from '../src/index';
+import { stateToRow } from '../src/sqlite-store';
 import { sampleState } from '../src/testing-data';
 
 const run = promisify(execFile);
@@ -123,7 +125,7 @@ describe('SqliteForgeStateStore on disk', () => {
       err = e;
     }
     expect(isBbError(err, 'STATE_TOO_NEW')).toBe(true);
-    expect((err as Error).message).toMatch(/schema version 99.*knows versions up to 1/);
+    expect((err as Error).message).toMatch(/schema version 99.*knows versions up to 2/);
     const db = new Database(path, { readonly: true });
     expect(db.prepare('SELECT count(*) AS n FROM forge_state').get()).toEqual({ n: 1 });
     expect(db.prepare("SELECT version FROM bb_schema WHERE component = 'state'").get()).toEqual({
@@ -225,5 +227,30 @@ describe('SqliteForgeStateStore on disk', () => {
     expect(store.all()).toHaveLength(2 * count);
     for (let i = 1; i <= count; i++) expect(store.getDelivery(`shared-${i}`)).toBeDefined();
     store.close();
+  });
+});
+
+describe('migration to version 2', () => {
+  it('moves destroyed rows into the history and keeps live ones', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bb-migrate-'));
+    const path = join(dir, 'bot-bottle.db');
+    try {
+      // A version-1 file, as an older bot-bottle left it.
+      const v1 = BbDatabase.open({ path });
+      v1.migrate('state', STATE_MIGRATIONS.slice(0, 1));
+      const insert = v1.db.prepare(
+        `INSERT INTO forge_state VALUES (@owner, @repo, @issue_number, @slug, @agent_name, @bottle_names, @backend_name, @agent_git_user, @pr_number, @status, @last_checkin_at, @session_id, @cwd, @created_at, @updated_at)`,
+      );
+      insert.run(stateToRow(sampleState(1, { slug: 'live-1', status: 'frozen', prNumber: 9 })));
+      insert.run(stateToRow(sampleState(2, { slug: 'gone-2', status: 'destroyed' })));
+      v1.close();
+      const store = new SqliteForgeStateStore({ path });
+      expect(store.all().map((r) => r.slug)).toEqual(['live-1']);
+      expect(store.history().map((r) => r.slug)).toEqual(['gone-2']);
+      expect(store.findByPr('acme', 'widgets', 9)?.slug).toBe('live-1');
+      store.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,0 +1,112 @@
+import { BbError } from '@bb/errors';
+
+/**
+ * Where an accepted event is: `pending` (to be handled), `deferred` (waiting
+ * for its issue: a turn to end, capacity), `parked` (its issue is not known yet:
+ * a comment on a PR no bottle has claimed so far), `done` (handled).
+ */
+export type InboxState = 'pending' | 'deferred' | 'parked' | 'done';
+export const INBOX_STATES: readonly InboxState[] = ['pending', 'deferred', 'parked', 'done'];
+
+/** An event as the orchestrator accepted it. */
+export interface InboxInput {
+  /** The issue it belongs to (`owner/repo#n`), or `null` when that is not known yet. */
+  issue: string | null;
+  /** When it happened at the forge (ISO 8601): events of an issue are handled in this order. */
+  occurredAt: string;
+  /** The event itself (JSON). */
+  payload: unknown;
+  /** The forge's delivery id and event name, for the ledger. */
+  deliveryId?: string | undefined;
+  kind?: string | undefined;
+}
+
+export interface InboxEvent {
+  id: number;
+  key: string;
+  issue: string | null;
+  state: InboxState;
+  occurredAt: string;
+  receivedAt: string;
+  payload: unknown;
+}
+
+/**
+ * The orchestrator's durable inbox: every event it acknowledged, kept until
+ * its effect happened, so a restart loses nothing that was waiting. Accepting
+ * is the delivery ledger's write too: one key, one event, in one step.
+ * Implementations must pass `describeInboxConformance` from `@bb/state/testing`.
+ */
+export interface EventInbox {
+  /**
+   * Accept an event under its semantic key. `false` when that key was accepted
+   * before (nothing changes). The ledger entry and the event are one durable
+   * write; throws (`STATE_BUSY`, `STATE_UNWRITABLE`) when it cannot be made.
+   * An event with no issue starts `parked`, one with an issue `pending`.
+   */
+  accept(key: string, event: InboxInput): boolean;
+  /** Every event that is not done, in the order it happened (then accepted). */
+  openEvents(): InboxEvent[];
+  /** Move an event to `state`; with `issue`, route it too. */
+  settle(id: number, state: InboxState, issue?: string | null): void;
+  /** Delete done events accepted before `before`; returns how many. */
+  pruneInbox(before: Date): number;
+}
+
+const ISSUE = /^[A-Za-z0-9_.-]{1,100}\/[A-Za-z0-9_.-]{1,100}#[1-9]\d{0,9}$/;
+
+export function checkDate(d: unknown, what: string): Date {
+  if (!(d instanceof Date) || Number.isNaN(d.getTime()))
+    throw new BbError('INVALID_INPUT', `${what} needs a valid Date, got ${String(d)}`);
+  return d;
+}
+
+export function checkInboxInput(e: InboxInput): InboxInput {
+  if (typeof e !== 'object' || e === null)
+    throw new BbError('INVALID_INPUT', 'an inbox event must be an object');
+  if (e.issue !== null && (typeof e.issue !== 'string' || !ISSUE.test(e.issue)))
+    throw new BbError(
+      'INVALID_INPUT',
+      `inbox event issue ${JSON.stringify(e.issue)} must be owner/repo#number or null`,
+    );
+  if (typeof e.occurredAt !== 'string' || Number.isNaN(Date.parse(e.occurredAt)))
+    throw new BbError(
+      'INVALID_INPUT',
+      `inbox event occurredAt ${JSON.stringify(e.occurredAt)} must be an ISO 8601 time`,
+    );
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(e.payload);
+  } catch {
+    text = undefined;
+  }
+  if (text === undefined || text.length > 1024 * 1024)
+    throw new BbError('INVALID_INPUT', 'inbox event payload must be JSON of at most 1 MiB');
+  return e;
+}
+
+export function checkSettle(id: unknown, state: unknown): void {
+  if (!Number.isSafeInteger(id) || (id as number) <= 0)
+    throw new BbError('INVALID_INPUT', `inbox event id ${String(id)} must be a positive integer`);
+  if (!INBOX_STATES.includes(state as InboxState))
+    throw new BbError(
+      'INVALID_INPUT',
+      `inbox state ${JSON.stringify(state)} must be one of ${INBOX_STATES.join(', ')}`,
+    );
+}
+
+export function checkHistoryOptions(o: { limit?: number; before?: string }): {
+  limit: number;
+  before: string;
+} {
+  const limit = o.limit ?? 100;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 10_000)
+    throw new BbError('INVALID_INPUT', `history limit ${String(o.limit)} must be 1 to 10000`);
+  const before = o.before ?? '9999-12-31T23:59:59.999Z';
+  if (typeof before !== 'string' || Number.isNaN(Date.parse(before)))
+    throw new BbError(
+      'INVALID_INPUT',
+      `history before ${JSON.stringify(o.before)} must be an ISO time`,
+    );
+  return { limit, before };
+}

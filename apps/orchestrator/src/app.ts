@@ -1,7 +1,8 @@
+import { errorMessage, isBbError } from '@bb/errors';
 import type { ProvenanceStore } from '@bb/provenance';
 import type { ForgeStateStore } from '@bb/state';
 import { type AccessPolicy, checkAccess } from './access';
-import { renderDashboard } from './dashboard';
+import { type CapacityView, renderDashboard } from './dashboard';
 
 /** Route a request to the first handler that takes it. */
 export function createApp(parts: {
@@ -10,6 +11,8 @@ export function createApp(parts: {
   store: ForgeStateStore;
   /** Run records for the dashboard's "recent runs". */
   runs?: ProvenanceStore;
+  /** What waits for room to run, for the dashboard and `/api/capacity`. */
+  capacity?: CapacityView;
   webBase: string;
   version: string;
   /** Who may use the dashboard and the APIs. @default open (loopback, no token) */
@@ -31,6 +34,7 @@ export function createApp(parts: {
         renderDashboard({
           bottles: parts.store.all(),
           runs: parts.runs,
+          capacity: parts.capacity,
           webBase: parts.webBase,
           version: parts.version,
         }),
@@ -43,6 +47,33 @@ export function createApp(parts: {
           issueUrl: `${parts.webBase}/${s.owner}/${s.repo}/issues/${s.issueNumber}`,
           prUrl: s.prNumber ? `${parts.webBase}/${s.owner}/${s.repo}/pulls/${s.prNumber}` : null,
         })),
+      });
+    }
+    if (pathname === '/api/bottles/history' && req.method === 'GET') {
+      // Destroyed bottles, newest first, a page at a time (`?before=<updatedAt>&limit=`).
+      const q = new URL(req.url).searchParams;
+      try {
+        const limit = q.has('limit') ? Number(q.get('limit')) : 100;
+        const rows = parts.store.history({
+          limit,
+          ...(q.has('before') ? { before: q.get('before')! } : {}),
+        });
+        return json(200, {
+          bottles: rows,
+          next: rows.length === limit ? (rows.at(-1)?.updatedAt ?? null) : null,
+        });
+      } catch (err) {
+        if (isBbError(err, 'INVALID_INPUT')) return json(400, { error: errorMessage(err) });
+        throw err;
+      }
+    }
+    if (pathname === '/api/capacity' && req.method === 'GET') {
+      const c = parts.capacity;
+      return json(200, {
+        usedBytes: c?.used ?? 0,
+        memoryBudgetBytes: Number.isFinite(c?.memoryBudget) ? c?.memoryBudget : null,
+        maxStarting: c?.maxStarting ?? null,
+        waiting: c?.waiting() ?? [],
       });
     }
     const p = await parts.provenance?.(req);

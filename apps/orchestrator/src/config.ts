@@ -1,15 +1,36 @@
 import { BbError } from '@bb/errors';
 import { z } from 'zod';
 
-/** `30m`, `90s`, `2h`, `1500ms` or a number of milliseconds. */
+/** `30m`, `90s`, `2h`, `7d`, `1500ms` or a number of milliseconds. */
 export function parseDuration(text: string): number | undefined {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
   if (!m) return undefined;
   const n = Number(m[1]);
   return Math.round(
-    n * ({ ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const)[(m[2] ?? 'ms') as 'ms'],
+    n *
+      ({ ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const)[
+        (m[2] ?? 'ms') as 'ms'
+      ],
   );
 }
+
+/** `16g`, `512m`, `1.5g` or a number of bytes. */
+export function parseBytes(text: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)([kmgt])?$/i.exec(text.trim());
+  if (!m) return undefined;
+  const unit = (m[2] ?? '').toLowerCase();
+  return Math.round(Number(m[1]) * 1024 ** ({ '': 0, k: 1, m: 2, g: 3, t: 4 } as const)[unit as '']);
+}
+
+const count = (name: string, fallback: string, max: number) =>
+  z
+    .string()
+    .default(fallback)
+    .refine(
+      (v) => /^[1-9]\d*$/.test(v) && Number(v) <= max,
+      `${name} must be a whole number from 1 to ${max}`,
+    )
+    .transform(Number);
 
 const duration = (name: string, fallback: string) =>
   z
@@ -105,11 +126,36 @@ export const ConfigSchema = z.object({
       error: 'BB_BACKEND must be docker or local',
     })
     .default('docker'),
-  BB_CONCURRENCY: z
+  /** Issues whose events are decided at once (decisions are short: a turn never holds one). */
+  BB_CONCURRENCY: count('BB_CONCURRENCY', '64', 999),
+  /** Bottles being started at once (clone, create, start: the disk- and CPU-heavy part). */
+  BB_STARTUP_CONCURRENCY: count('BB_STARTUP_CONCURRENCY', '2', 64),
+  /**
+   * Memory all running bottles may take together (each counts its limit);
+   * work that does not fit waits, in order. @default the host's memory
+   */
+  BB_MEMORY_BUDGET: z
     .string()
-    .default('4')
-    .refine((v) => /^[1-9]\d{0,2}$/.test(v), 'BB_CONCURRENCY must be a whole number from 1 to 999')
-    .transform(Number),
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === '') return undefined;
+      const bytes = parseBytes(v);
+      if (bytes === undefined || bytes <= 0) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `BB_MEMORY_BUDGET must be a size such as 16g or 512m (got ${JSON.stringify(v)})`,
+        });
+        return z.NEVER;
+      }
+      return bytes;
+    }),
+  /** How long an agent that signalled done may take to exit before it is stopped. */
+  BB_DONE_GRACE: duration('BB_DONE_GRACE', '10s'),
+  /**
+   * How long handled deliveries are remembered (a redelivery inside this
+   * window is recognised as one); older ones are pruned hourly.
+   */
+  BB_LEDGER_RETENTION: duration('BB_LEDGER_RETENTION', '14d'),
 });
 export type OrchestratorConfig = z.infer<typeof ConfigSchema>;
 

@@ -16,8 +16,19 @@ function ago(iso: string, now: number): string {
   return `${Math.round(s / 3600)} h ago`;
 }
 
+/** What the dashboard shows of capacity: the orchestrator's `Capacity`. */
+export interface CapacityView {
+  readonly used: number;
+  readonly memoryBudget: number;
+  readonly maxStarting: number;
+  waiting(): Array<{ issue: string; since: string; bytes: number }>;
+}
+
+const gib = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GiB`;
+
 export interface DashboardInput {
   bottles: ForgeState[];
+  capacity?: CapacityView | undefined;
   runs?: ProvenanceStore | undefined;
   webBase: string;
   version: string;
@@ -52,6 +63,17 @@ export function renderDashboard(input: DashboardInput): string {
 </tr>`,
     )
     .join('\n');
+  const waiting = input.capacity?.waiting() ?? [];
+  const budget = input.capacity?.memoryBudget;
+  const capacityLine = input.capacity
+    ? `<p id="capacity" class="sub">running bottles take ${esc(gib(input.capacity.used))}${budget !== undefined && Number.isFinite(budget) ? ` of a ${esc(gib(budget))} budget` : ''}; ${
+        waiting.length === 0
+          ? 'nothing waits for capacity'
+          : `<strong>${waiting.length} waiting for capacity</strong>: ${waiting
+              .map((w) => `<code>${esc(w.issue)}</code> since ${esc(ago(w.since, now))}`)
+              .join(', ')}`
+      }</p>`
+    : '';
   const runRows = runs
     .map(
       (r) => `<tr data-run="${esc(r.record.id)}">
@@ -89,6 +111,7 @@ export function renderDashboard(input: DashboardInput): string {
 <h1>bot-bottle</h1>
 <p class="sub">orchestrator ${esc(input.version)} · ${bottles.length} bottle${bottles.length === 1 ? '' : 's'} · refreshes every ${input.refreshSeconds ?? 5} s · <a href="/api/bottles">JSON</a></p>
 <h2>Bottles</h2>
+${capacityLine}
 <table id="bottles">
 <thead><tr><th>Bottle</th><th>Status</th><th>Agent</th><th>Issue</th><th>PR</th><th>Last check-in</th><th>Watchdog</th></tr></thead>
 <tbody>

@@ -1,11 +1,20 @@
 import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { totalmem } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { errorMessage, redact, registerSecret } from '@bb/errors';
 import { closeGiteaPools, GiteaClient, GiteaForge } from '@bb/forge';
 import { type Backend, DockerBackend, LOCAL_BACKEND_WARNING, LocalBackend } from '@bb/headless';
-import { createWebhookHandler, installedCommit, Orchestrator, toNodeListener } from '@bb/lifecycle';
+import {
+  createWebhookHandler,
+  headlessRunner,
+  installedCommit,
+  Orchestrator,
+  reconcile,
+  sweep as sweepForge,
+  toNodeListener,
+} from '@bb/lifecycle';
 import {
   createProvenanceHandler,
   GitleaksScanner,
@@ -39,17 +48,19 @@ export interface RunningOrchestrator {
   config: OrchestratorConfig;
   orchestrator: Orchestrator;
   /**
-   * Stop taking requests, finish those in flight, stop the watchdog and the
-   * sweep, close the database. Running bottles keep running; the next start
-   * reattaches to them.
+   * Stop taking requests, finish those in flight, stop the watchdog, the
+   * sweep and the turn monitors, close the database. Running bottles keep
+   * running; the next start watches them again, and events still waiting are
+   * in the inbox.
    */
   close(): Promise<void>;
 }
 
 /**
  * Run the orchestrator: read and check the configuration, open the state,
- * reconcile with the backend (reattach to running bottles, remove orphans),
- * listen for webhooks, start the watchdog and the REST sweep.
+ * reconcile with the backend (watch running bottles again, remove orphans and
+ * bottles that never started, replay the inbox), listen for webhooks, start
+ * the watchdog, the REST sweep and the ledger's pruning.
  */
 export async function serve(options: ServeOptions = {}): Promise<RunningOrchestrator> {
   const env = options.env ?? process.env;
@@ -90,6 +101,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     options.backend ?? (config.BB_BACKEND === 'local' ? new LocalBackend() : new DockerBackend());
   if (!backend.isolates) log.warn(LOCAL_BACKEND_WARNING);
 
+  const runner = headlessRunner({ backend, env: bottleEnv, token: config.FORGE_TOKEN });
   const orchestrator = new Orchestrator({
     forgeFor,
     token: config.FORGE_TOKEN,
@@ -98,7 +110,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     apiUrl: config.FORGE_GITEA_API,
     cloneUrl: (owner, repo) => `${client.webBase}/${owner}/${repo}.git`,
     store,
-    backend,
+    inbox: store,
+    runner,
     provenance: {
       store: provStore,
       key,
@@ -108,6 +121,11 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     },
     env: bottleEnv,
     concurrency: config.BB_CONCURRENCY,
+    capacity: {
+      maxStarting: config.BB_STARTUP_CONCURRENCY,
+      memoryBudget: config.BB_MEMORY_BUDGET ?? totalmem(),
+    },
+    doneGraceMs: config.BB_DONE_GRACE,
     watchdogTimeoutMs: config.FORGE_WATCHDOG_TIMEOUT,
     watchdogIntervalMs: config.FORGE_WATCHDOG_INTERVAL,
     log: (e) => log.info(e),
@@ -116,8 +134,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const webhook = createWebhookHandler({
     forge: forgeFor('_', '_'),
     secret: config.FORGE_WEBHOOK_SECRET,
-    ledger: store,
-    enqueue: (e) => orchestrator.enqueue(e),
+    accept: (e) => orchestrator.accept(e),
     log: (e) => log.info(e),
   });
   const app = createApp({
@@ -130,6 +147,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     }),
     store,
     runs: provStore,
+    capacity: orchestrator.capacity,
     webBase: client.webBase,
     version: pkg.version,
     access: { token: config.BB_API_TOKEN, loopback: isLoopbackHost(config.BB_HOST) },
@@ -139,7 +157,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
       msg: `listening on ${config.BB_HOST}: the webhook is open (it is signed), the dashboard and the APIs are closed until BB_API_TOKEN is set`,
     });
 
-  const report = await orchestrator.reconcile();
+  const report = await reconcile(orchestrator, { store, runner, log: (e) => log.info(e) });
   log.info({ msg: 'reconciled with the backend', ...report });
 
   const server: Server = createServer(toNodeListener(app));
@@ -155,8 +173,18 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
 
   let sweeping: Promise<void> | undefined;
   const sweep = () => {
-    sweeping ??= orchestrator
-      .sweep(config.FORGE_REPOS)
+    sweeping ??= sweepForge(
+      {
+        store,
+        forgeFor,
+        botLogin,
+        accept: (e) => orchestrator.accept(e),
+        // Well inside the ledger's memory: a comment it forgot is never taken as new.
+        notBefore: new Date(Date.now() - config.BB_LEDGER_RETENTION / 2),
+        log: (e) => log.info(e),
+      },
+      config.FORGE_REPOS,
+    )
       .then(() => undefined)
       .catch((err) => log.warn({ msg: 'sweep failed', error: errorMessage(err) }))
       .finally(() => {
@@ -167,7 +195,31 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     config.BB_SWEEP_INTERVAL > 0 ? setInterval(sweep, config.BB_SWEEP_INTERVAL) : undefined;
   sweepTimer?.unref();
   if (config.BB_SWEEP_INTERVAL > 0) sweep();
-  log.info({ msg: 'listening', url, home, backend: backend.name, bot: botLogin });
+
+  // Deliveries and handled events past the replay window go (open events never do).
+  const prune = () => {
+    try {
+      const before = new Date(Date.now() - config.BB_LEDGER_RETENTION);
+      const deliveries = store.pruneDeliveries(before);
+      const events = store.pruneInbox(before);
+      if (deliveries + events > 0) log.info({ msg: 'ledger pruned', deliveries, events });
+    } catch (err) {
+      log.warn({ msg: 'ledger pruning failed', error: errorMessage(err) });
+    }
+  };
+  prune();
+  const pruneTimer = setInterval(prune, 3_600_000);
+  pruneTimer.unref();
+  log.info({
+    msg: 'listening',
+    url,
+    home,
+    backend: backend.name,
+    bot: botLogin,
+    org: config.FORGE_ORG,
+    startupConcurrency: orchestrator.capacity.maxStarting,
+    memoryBudgetBytes: orchestrator.capacity.memoryBudget,
+  });
 
   let closed: Promise<void> | undefined;
   return {
@@ -178,7 +230,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
       (closed ??= (async () => {
         log.info({ msg: 'shutting down; running bottles keep running' });
         if (sweepTimer) clearInterval(sweepTimer);
-        orchestrator.stopWatchdog();
+        clearInterval(pruneTimer);
+        orchestrator.close();
         await new Promise<void>((r) => {
           server.close(() => r());
           server.closeIdleConnections();

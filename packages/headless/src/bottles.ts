@@ -200,6 +200,9 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
   // Fail on an unknown provider and a bad disk size before anything is created.
   providerFor(agent.provider);
   const quota = diskQuota(first.resources.disk, env);
+  // A forge that stops answering cannot hold a launch: the clone has a deadline
+  // (BB_CLONE_TIMEOUT_MS, default 10 min) and a low-speed limit.
+  const cloneMs = cloneTimeoutMs(env);
   const slug = options.slug ?? `${options.agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
   if (!SLUG.test(slug))
     throw new BbError('INVALID_INPUT', `slug ${JSON.stringify(slug)} must match ${SLUG.source}`);
@@ -272,7 +275,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     const ws = p.workspace;
     // The agent has not run yet: the repository is the host's own until it does.
     const git = (args: string[], config: Array<[string, string]> = []) =>
-      runGit(args, { env: wallGitEnv({ config }), timeoutMs: 600_000 });
+      runGit(args, { env: wallGitEnv({ config }), timeoutMs: cloneMs });
     if (options.forge) {
       progress(`cloning ${options.forge.owner}/${options.forge.repo}`);
       const scheme = new URL(options.forge.cloneUrl).protocol.replace(':', '');
@@ -297,7 +300,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
           // The forge's repository, not the agent's: its history is checked by the forge.
           ['transfer.fsckObjects', 'false'],
           ['http.lowSpeedLimit', '1000'],
-          ['http.lowSpeedTime', '60'],
+          ['http.lowSpeedTime', String(Math.max(1, Math.min(60, Math.floor(cloneMs / 2000))))],
           ['http.extraHeader', `Authorization: token ${options.forge.token}`],
         ],
       ).catch((err: Error) => {
@@ -334,6 +337,18 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     await destroy(slug, options);
     throw err;
   }
+}
+
+/** How long a launch's clone may take (`BB_CLONE_TIMEOUT_MS`). @default 600000 */
+function cloneTimeoutMs(env: Record<string, string | undefined>): number {
+  const raw = env['BB_CLONE_TIMEOUT_MS'];
+  if (raw === undefined || raw === '') return 600_000;
+  if (!/^[1-9]\d{2,8}$/.test(raw))
+    throw new BbError(
+      'INVALID_INPUT',
+      `BB_CLONE_TIMEOUT_MS ${JSON.stringify(raw)} must be a number of milliseconds from 100 to 999999999`,
+    );
+  return Number(raw);
 }
 
 function gateOptions(options: BottleOptions, env: Record<string, string | undefined>) {
@@ -626,16 +641,30 @@ async function completeTurn(
  * the bottle's meta and freeze the bottle. Works for a turn this process
  * started and for one a process before it started (an orchestrator killed
  * mid-turn and started again). When the agent container is gone, the bottle is
- * frozen with `vanished: true`.
+ * frozen with `vanished: true`; when the bottle is already frozen (the turn
+ * ended while nobody waited), the last turn's end is returned.
  */
 export async function finishTurn(slug: string, options: BottleOptions): Promise<TurnOutcome> {
   const env = options.env ?? process.env;
   const meta = readMeta(slug, env);
   if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
+  if (meta.status === 'frozen' && !meta.current) {
+    // The turn ended and the bottle was frozen, and whoever waited went away
+    // before it read the end (a restart): the last turn's end, as the meta has it.
+    const last = meta.turns.at(-1);
+    return {
+      slug,
+      exitCode: last?.exitCode ?? -1,
+      ok: last?.ok ?? false,
+      sessionId: meta.sessionId ?? undefined,
+      ...(last ? {} : { error: 'the bottle has no finished turn' }),
+      output: '',
+    };
+  }
   if (meta.status !== 'running')
     throw new BbError(
       'CONFLICT',
-      `bottle ${slug} is ${meta.status}; only a running turn can be reattached`,
+      `bottle ${slug} is ${meta.status}; only a running turn can be finished`,
     );
   const agentC = (await options.backend.list({ 'bb.slug': slug })).find(
     (c) => c.labels['bb.role'] === 'agent',

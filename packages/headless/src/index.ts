@@ -46,6 +46,7 @@ export {
   homeLabel,
   listBottles,
   readMeta,
+  writeMeta,
 } from './layout';
 export { LOCAL_BACKEND_WARNING, LocalBackend } from './local-backend';
 export {

@@ -12,6 +12,8 @@ export interface BottleRow {
   botLogin: string;
   prNumber: number | null;
   status: ForgeState['status'];
+  /** The sidecar's last check-in, when known. @default now */
+  lastCheckinAt?: string | undefined;
 }
 
 /**
@@ -38,7 +40,7 @@ export function saveBottleRow(
     agentGitUser: row.botLogin,
     prNumber: row.prNumber,
     status: row.status,
-    lastCheckinAt: now,
+    lastCheckinAt: row.lastCheckinAt ?? now,
     sessionId: meta?.sessionId ?? existing?.sessionId ?? null,
     cwd: meta?.cwd ?? existing?.cwd ?? null,
     createdAt: existing?.createdAt ?? now,

@@ -1,11 +1,15 @@
 /**
  * @module
  * `@bb/lifecycle`: the orchestrator's behaviour, apart from its wiring. The
- * webhook endpoint as a `(Request) => Response` handler, a per-issue serial
- * queue, and the pure state machine of an issue's bottle.
+ * webhook endpoint as a `(Request) => Response` handler, event routing, a
+ * per-issue serial queue, the pure state machine of an issue's bottle, the
+ * turn monitor, capacity, the sweep, reconcile, and the slim orchestrator
+ * that composes them.
  */
 
 export { type BottleRow, saveBottleRow } from './bottle-row';
+export { type BottleRunner, headlessRunner, MANAGED_LABEL } from './bottle-runner';
+export { Capacity, type CapacityOptions } from './capacity';
 export { installedCommit } from './installed-commit';
 export {
   INITIAL,
@@ -18,17 +22,24 @@ export {
   type WatchdogReason,
 } from './machine';
 export { toNodeListener } from './node-adapter';
-export {
-  MANAGED_LABEL,
-  Orchestrator,
-  type OrchestratorOptions,
-  type ReconcileReport,
-} from './orchestrator';
+export { Orchestrator, type OrchestratorOptions } from './orchestrator';
+export { type ReconcileReport, reconcile } from './reconcile';
 export {
   type ProvenanceOptions,
   type RecordedTurn,
   type RecordTurnOptions,
   recordTurn,
 } from './record-turn';
+export { issueKey, issueOf, parseIssueKey, prOf } from './routing';
 export { SerialQueue } from './serial-queue';
+export { sweep } from './sweep';
+export {
+  clearTurnLog,
+  drainTurn,
+  readTurnLog,
+  type TurnLog,
+  type TurnNews,
+  writeTurnLog,
+} from './turn-log';
+export { TurnMonitor, type TurnMonitorOptions, type TurnReport } from './turn-monitor';
 export { createWebhookHandler, type WebhookHandlerOptions } from './webhook';

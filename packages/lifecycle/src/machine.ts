@@ -11,13 +11,23 @@ export interface LifecycleState {
   prs: number[];
   /** Human comments that arrived while the agent was running, delivered after it stops. */
   pending: string[];
+  /** Its PR was closed while the agent worked: the turn is being stopped, then the bottle goes. */
+  closing?: boolean;
 }
 
 /** Why the watchdog (or a restart's reconcile) stopped an agent. */
-export type WatchdogReason = 'silence' | 'exit_without_signal' | 'sidecar_death' | 'vanished';
+export type WatchdogReason =
+  | 'silence'
+  | 'exit_without_signal'
+  | 'sidecar_death'
+  | 'vanished'
+  | 'closed';
 
 export type LifecycleInput =
   | { type: 'targeted' }
+  /** The agent said it is done (`signal_done`) and is still running. */
+  | { type: 'done_signalled' }
+  /** The turn ended: the agent exited after signalling done. */
   | { type: 'agent_stopped' }
   | { type: 'watchdog'; reason: WatchdogReason }
   | { type: 'pr_opened'; pr: number; author: string }
@@ -28,6 +38,8 @@ export type LifecycleInput =
 
 export type LifecycleAction =
   | { type: 'launch' }
+  /** Stop the running agent (after `graceMs`): its turn then ends the ordinary way. */
+  | { type: 'stop'; reason: 'done' | 'closed'; graceMs: number }
   | { type: 'freeze'; watchdog?: WatchdogReason }
   | { type: 'resume'; prompt: string }
   | { type: 'destroy' }
@@ -38,6 +50,8 @@ export interface LifecycleContext {
   botLogin: string;
   /** Resume when a human pushes to the PR. @default false */
   resumeOnHumanPush?: boolean;
+  /** How long an agent that signalled done may take to exit before it is stopped. @default 10000 */
+  doneGraceMs?: number;
 }
 
 export const INITIAL: LifecycleState = { status: 'none', prs: [], pending: [] };
@@ -60,11 +74,23 @@ export function transition(
           actions: [{ type: 'launch' }],
         };
       return same(`already ${s.status}: nothing to launch`);
+    case 'done_signalled':
+      if (s.status !== 'running') return same(`done signalled while ${s.status}: ignored`);
+      return {
+        state: s,
+        actions: [{ type: 'stop', reason: 'done', graceMs: ctx.doneGraceMs ?? 10_000 }],
+      };
     case 'agent_stopped':
     case 'watchdog': {
       if (s.status !== 'running') return same(`${input.type} while ${s.status}: ignored`);
       const freeze: LifecycleAction =
         input.type === 'watchdog' ? { type: 'freeze', watchdog: input.reason } : { type: 'freeze' };
+      // Its PR closed while it worked: the turn is recorded, then the bottle goes.
+      if (s.closing)
+        return {
+          state: { status: 'destroyed', prs: s.prs, pending: [] },
+          actions: [freeze, { type: 'destroy' }],
+        };
       if (s.pending.length === 0) return { state: { ...s, status: 'frozen' }, actions: [freeze] };
       // Comments that came in while it worked: delivered now, in order, as one prompt.
       return {
@@ -91,6 +117,8 @@ export function transition(
           state: { ...s, status: 'running' },
           actions: [{ type: 'resume', prompt: input.body }],
         };
+      if (s.status === 'running' && s.closing)
+        return same(`comment on #${input.pr} while its bottle is being destroyed: ignored`);
       if (s.status === 'running')
         return {
           state: { ...s, pending: [...s.pending, input.body] },
@@ -121,7 +149,15 @@ export function transition(
       return same(`push to #${input.pr} while ${s.status}: ignored`);
     case 'pr_closed':
       if (!s.prs.includes(input.pr)) return same(`PR #${input.pr} closed: not this bottle's`);
-      if (s.status === 'running' || s.status === 'frozen')
+      if (s.status === 'running') {
+        if (s.closing) return same(`PR #${input.pr} closed: already stopping`);
+        // Interrupt: stop the agent now; its turn is recorded, then the bottle goes.
+        return {
+          state: { ...s, closing: true, pending: [] },
+          actions: [{ type: 'stop', reason: 'closed', graceMs: 0 }],
+        };
+      }
+      if (s.status === 'frozen')
         return {
           state: { ...s, status: 'destroyed', pending: [] },
           actions: [{ type: 'destroy' }],

@@ -1,39 +1,25 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { errorMessage } from '@bb/errors';
-import {
-  AGENT_LABEL_PREFIX,
-  BOTTLE_BRANCH,
-  commentCreatedKey,
-  evaluateTargeting,
-  type Forge,
-  type ForgeEvent,
-} from '@bb/forge';
+import { errorMessage, isBbError } from '@bb/errors';
+import { evaluateTargeting, type Forge, type ForgeEvent } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
-import {
-  type Backend,
-  bottleDir,
-  destroy,
-  HOME_LABEL,
-  homeLabel,
-  launch,
-  readMeta,
-  reattach,
-  resume,
-  type TurnOutcome,
-} from '@bb/headless';
-import type { DeliveryLedger, ForgeState, ForgeStateStore } from '@bb/state';
+import type { TurnOutcome } from '@bb/headless';
+import type { EventInbox, ForgeState, ForgeStateStore, InboxEvent } from '@bb/state';
 import { saveBottleRow } from './bottle-row';
+import type { BottleRunner } from './bottle-runner';
+import { Capacity, type CapacityOptions } from './capacity';
 import {
   INITIAL,
+  type LifecycleAction,
   type LifecycleInput,
   type LifecycleState,
   transition,
   type WatchdogReason,
 } from './machine';
 import { type ProvenanceOptions, recordTurn } from './record-turn';
+import { issueKey, issueOf, parseIssueKey, prOf } from './routing';
 import { SerialQueue } from './serial-queue';
+import { readTurnLog, writeTurnLog } from './turn-log';
+import { TurnMonitor, type TurnReport } from './turn-monitor';
 
 export interface OrchestratorOptions {
   /** The forge for a repository, authenticated as the bot. */
@@ -46,45 +32,38 @@ export interface OrchestratorOptions {
   apiUrl: string;
   cloneUrl: (owner: string, repo: string) => string;
   store: ForgeStateStore;
-  /**
-   * Where the reconcile sweep records the comments it acts on, under the same
-   * keys as the webhook handler, so a comment is acted on once whichever path
-   * saw it first. @default `store`, when it is also a ledger
-   */
-  ledger?: DeliveryLedger;
-  backend: Backend;
+  /** The durable inbox (and delivery ledger): every accepted event until its effect happened. */
+  inbox: EventInbox;
+  /** Bottles: `headlessRunner` for real ones. */
+  runner: BottleRunner;
   provenance: ProvenanceOptions;
   env: Record<string, string | undefined>;
+  /** Issues whose decisions run at once (decisions are quick: turns never hold a slot). @default 64 */
   concurrency?: number;
+  /** Start-up work and running bottles, limited apart. */
+  capacity?: CapacityOptions;
   /** A running agent with no check-in for this long is stopped. @default 30 min */
   watchdogTimeoutMs?: number;
   /** How often the watchdog looks. @default 60 s */
   watchdogIntervalMs?: number;
+  /** How long an agent that signalled done may take to exit. @default 10 s */
+  doneGraceMs?: number;
+  /** How often a turn's queue is read. @default 500 ms */
+  pollMs?: number;
+  /** How often a turn's sidecar is looked at. @default 3 s */
+  gateCheckMs?: number;
+  /** Waits before an event that failed is tried again; after the last it is given up. @default 2 s, 10 s, 1 min, 5 min, 15 min */
+  retryMs?: number[];
+  /** Resume a bottle when a human pushes to its PR. @default false */
+  resumeOnHumanPush?: boolean;
   log?: (entry: Record<string, unknown>) => void;
 }
 
-/** The label on every container the orchestrator launches. */
-export const MANAGED_LABEL = { 'bb.managed-by': 'orchestrator' } as const;
-
-/** What the orchestrator found and did when it reconciled with the backend. */
-export interface ReconcileReport {
-  /** Bottles whose turn was in progress: their containers are watched again. */
-  reattached: string[];
-  /** Containers of ours that no state row owns, removed (by slug). */
-  orphansRemoved: string[];
-}
-
-/** A unit of work on an issue's queue: a forge event, or finishing a turn begun before a restart. */
+/** A unit of work on an issue's queue: an accepted forge event, or what a turn reported. */
 type Work =
-  | ForgeEvent
-  | {
-      kind: 'reattach';
-      key: string;
-      owner: string;
-      repo: string;
-      issue: number;
-      occurredAt: string;
-    };
+  | { type: 'event'; inbox: InboxEvent; event: ForgeEvent; attempt: number }
+  | { type: 'turn'; report: TurnReport; occurredAt: string }
+  | { type: 'retry_waiting'; occurredAt: string };
 
 interface Bottle {
   slug: string;
@@ -93,439 +72,152 @@ interface Bottle {
   issue: number;
   agent: string;
   state: LifecycleState;
+  /** Inbox events whose comments wait in `state.pending`. */
+  deferred: number[];
 }
 
+const RETRY_MS = [2_000, 10_000, 60_000, 300_000, 900_000];
+
+
 /**
- * Composes the packages into the forge-driven loop: events in (from the webhook
- * handler), bottles out. Each issue's events run one at a time, in the forge's
- * order; the state machine decides, this class carries out.
+ * Composes the packages into the forge-driven loop. Events come in through
+ * `accept` (webhook and sweep alike), are kept in the durable inbox, and are
+ * handled one at a time per issue, in the forge's order; the state machine
+ * decides, this class carries out. A turn never holds a queue slot: starting a
+ * bottle returns once its agent runs, and its end (and everything it says on
+ * the way: PRs, done, a lost sidecar) comes back as work on its issue's queue.
  */
 export class Orchestrator {
   readonly #o: OrchestratorOptions;
   readonly #bottles = new Map<string, Bottle>();
+  readonly #monitors = new Map<string, TurnMonitor>();
+  readonly #fired = new Map<string, { reason: WatchdogReason; detail: string }>();
+  readonly #checkinSaved = new Map<string, number>();
+  readonly capacity: Capacity;
   readonly queue: SerialQueue<Work>;
-  /** Slugs whose turn is running, with when it started. */
-  readonly #turns = new Map<string, number>();
-  readonly #watchdogFired = new Map<string, { reason: WatchdogReason; detail: string }>();
   #watchdogTimer: NodeJS.Timeout | undefined;
+  /** Retries waiting to be queued again (cleared by `close`; the inbox keeps their events). */
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #closed = false;
 
   constructor(options: OrchestratorOptions) {
     this.#o = options;
+    this.capacity = new Capacity(options.capacity);
     this.queue = new SerialQueue<Work>(
-      options.concurrency ?? 4,
-      (_key, event) => this.#handle(event),
-      (key, event, err) =>
-        this.#log({ msg: 'event failed', key, event: event.kind, error: errorMessage(err) }),
-      (a, b) => a.occurredAt.localeCompare(b.occurredAt),
+      options.concurrency ?? 64,
+      (key, work) => this.#handle(key, work),
+      (key, work, err) =>
+        this.#log({ msg: 'work failed', key, work: work.type, error: errorMessage(err) }),
+      (a, b) => occurredAt(a).localeCompare(occurredAt(b)),
     );
-    // Bottles remembered across restarts. A running one's turn is finished by `reconcile`.
-    for (const row of options.store.all()) {
-      if (row.status === 'destroyed') continue;
-      this.#bottles.set(this.#key(row.owner, row.repo, row.issueNumber), {
-        slug: row.slug,
-        owner: row.owner,
-        repo: row.repo,
-        issue: row.issueNumber,
-        agent: row.agentName,
-        state: {
-          status: row.status,
-          prs: row.prNumber ? [row.prNumber] : [],
-          pending: [],
-        },
-      });
-    }
+    // Bottles remembered across restarts; running turns are picked up by `reconcile`.
+    for (const row of options.store.all()) this.#bottles.set(keyOf(row), fromRow(row));
   }
 
-  get #ledger(): DeliveryLedger | undefined {
-    const store = this.#o.store as Partial<DeliveryLedger>;
-    return (
-      this.#o.ledger ??
-      (typeof store.recordDelivery === 'function' ? (store as DeliveryLedger) : undefined)
-    );
+  /** Running turns, for the watchdog, the dashboard and tests. */
+  get running(): string[] {
+    return [...this.#monitors.keys()];
   }
 
   /**
-   * Match the backend with the state rows, after a start or a crash. Containers
-   * this orchestrator launched (under this `BB_HOME`) that no live row owns are
-   * removed; a bottle whose turn was in progress is watched again: its agent's
-   * end is awaited and recorded as usual, or, when its agent container is gone,
-   * it is frozen with `watchdogFired: vanished`. The watchdog resumes from the
-   * last check-in. Call it once at start, before events arrive.
+   * Accept a forge event (from the webhook or the sweep): durably, under its
+   * semantic key, with the issue it belongs to when that is known (an indexed
+   * lookup). `false` for a change accepted before. Returns at once.
    */
-  async reconcile(): Promise<ReconcileReport> {
-    const report: ReconcileReport = { reattached: [], orphansRemoved: [] };
-    const live = new Set(
-      this.#o.store
-        .all()
-        .filter((r) => r.status !== 'destroyed')
-        .map((r) => r.slug),
-    );
-    const ours = await this.#o.backend.list({
-      ...MANAGED_LABEL,
-      [HOME_LABEL]: homeLabel(this.#o.env),
+  accept(event: ForgeEvent): boolean {
+    const issue = issueOf(event, (o, r, pr) => this.#o.store.findByPr(o, r, pr)?.issueNumber);
+    const stored = this.#o.inbox.accept(event.key, {
+      issue: issue === undefined ? null : issueKey(event.owner, event.repo, issue),
+      occurredAt: event.occurredAt,
+      payload: event,
+      deliveryId: event.deliveryId,
+      kind: event.kind,
     });
-    const orphans = new Set(
-      ours.map((c) => c.labels['bb.slug']).filter((s): s is string => !!s && !live.has(s)),
-    );
-    for (const slug of orphans) {
-      await destroy(slug, { backend: this.#o.backend, env: this.#o.env });
-      report.orphansRemoved.push(slug);
-      this.#log({ msg: 'orphan bottle removed', slug });
+    if (!stored) return false;
+    if (stored.issue) this.#push(stored.issue, { type: 'event', inbox: stored, event, attempt: 0 });
+    else if (this.#couldClaim(event)) this.#log({ msg: 'event parked until a bottle claims its PR', key: event.key });
+    else {
+      this.#o.inbox.settle(stored.id, 'done');
+      this.#log({ msg: 'event not about a bottle', key: event.key, kind: event.kind });
     }
-    for (const row of this.#o.store.all()) {
-      if (row.status !== 'running') continue;
-      const key = this.#key(row.owner, row.repo, row.issueNumber);
-      this.#turns.set(row.slug, Date.parse(row.lastCheckinAt) || Date.now());
-      report.reattached.push(row.slug);
-      this.#log({ msg: 'reattaching to a running bottle', key, slug: row.slug });
-      this.queue.push(key, {
-        kind: 'reattach',
-        key: `reattach:${row.slug}`,
-        owner: row.owner,
-        repo: row.repo,
-        issue: row.issueNumber,
-        // Before any event that arrives for the issue.
-        occurredAt: '',
-      });
-    }
-    return report;
+    return true;
   }
 
   /**
-   * One pass over the forge's REST API for what webhooks never delivered (Gitea
-   * does not retry): open issues labelled for an agent that have no bottle, and
-   * frozen bottles whose PR closed or got human comments. What it finds goes
-   * through the same queue and state machine as webhook events, so a change
-   * seen both ways is acted on once. Looks at `repos` and every repository
-   * that has a bottle. Returns how many events it enqueued.
+   * Whether a bottle may still claim the PR of `event`: one runs in its
+   * repository (its agent may be opening that PR now), and the PR, when the
+   * event says who opened it, was opened by the bot.
    */
-  async sweep(repos: Array<{ owner: string; repo: string }> = []): Promise<number> {
-    const rows = this.#o.store.all();
-    const targets = new Map<string, { owner: string; repo: string }>();
-    for (const r of [...repos, ...rows.map((x) => ({ owner: x.owner, repo: x.repo }))])
-      targets.set(`${r.owner}/${r.repo}`, { owner: r.owner, repo: r.repo });
-    let n = 0;
-    const push = (e: ForgeEvent) => {
-      n++;
-      this.enqueue(e);
-    };
-    for (const { owner, repo } of targets.values()) {
-      const forge = this.#o.forgeFor(owner, repo);
-      for (const issue of await forge.listOpenIssues()) {
-        if (!issue.labels.some((l) => l.name.startsWith(AGENT_LABEL_PREFIX))) continue;
-        if (this.#o.store.get(owner, repo, issue.number)) continue;
-        if (this.#bottles.has(this.#key(owner, repo, issue.number))) continue;
-        push({
-          kind: 'issue_targeting_changed',
-          action: 'edited',
-          key: `sweep:${owner}/${repo}#${issue.number}:${issue.updatedAt}`,
-          deliveryId: undefined,
-          owner,
-          repo,
-          sender: issue.author,
-          occurredAt: issue.updatedAt,
-          issue: {
-            number: issue.number,
-            title: issue.title,
-            labels: issue.labels.map((l) => l.name),
-            assignees: issue.assignees.map((a) => a.login),
-            state: issue.state,
-          },
-        });
-      }
-    }
-    for (const row of rows) {
-      if (row.status !== 'frozen' || !row.prNumber) continue;
-      const forge = this.#o.forgeFor(row.owner, row.repo);
-      const pr = await forge.readPr(row.prNumber);
-      const ref = {
-        number: pr.number,
-        title: pr.title,
-        body: pr.body,
-        state: pr.state,
-        head: pr.head.ref,
-        headSha: pr.head.sha,
-        base: pr.base.ref,
-        author: pr.author.login,
-      };
-      const base = { deliveryId: undefined, owner: row.owner, repo: row.repo };
-      if (pr.state === 'closed') {
-        push({
-          ...base,
-          kind: 'pr_closed',
-          key: `sweep:${row.owner}/${row.repo}!${pr.number}:closed`,
-          sender: pr.author,
-          occurredAt: pr.closedAt ?? pr.updatedAt,
-          pr: ref,
-          merged: pr.merged,
-          mergeCommitSha: pr.mergeCommitSha,
-        });
-        continue;
-      }
-      const since = Date.parse(row.createdAt);
-      for (const c of await forge.readComments(pr.number)) {
-        if (c.author.login === this.#o.botLogin || Date.parse(c.createdAt) < since) continue;
-        const key = commentCreatedKey(forge.kind, row.owner, row.repo, c.id);
-        if (this.#ledger && !this.#ledger.recordDelivery(key, { event: 'sweep' })) continue;
-        push({
-          ...base,
-          kind: 'comment_created',
-          key,
-          sender: c.author,
-          occurredAt: c.createdAt,
-          on: 'pr',
-          number: pr.number,
-          comment: { id: c.id, author: c.author.login, body: c.body },
-        });
-      }
-    }
-    if (n > 0) this.#log({ msg: 'sweep found missed changes', events: n });
-    return n;
+  #couldClaim(event: ForgeEvent): boolean {
+    if ('pr' in event && event.pr.author !== this.#o.botLogin) return false;
+    for (const b of this.#bottles.values())
+      if (b.owner === event.owner && b.repo === event.repo && b.state.status === 'running')
+        return true;
+    return false;
   }
 
-  /** Hand an event over (returns at once). */
-  enqueue(event: Work): void {
-    const issue = this.#issueOf(event);
-    if (issue === undefined) {
-      this.#log({ msg: 'event not about a bottle', kind: event.kind, key: event.key });
-      return;
+  /** Parked events no bottle can claim any more (none runs in their repository) are done. */
+  #expireParked(): void {
+    for (const e of this.#o.inbox.openEvents()) {
+      if (e.state !== 'parked') continue;
+      const event = e.payload as ForgeEvent;
+      if (this.#couldClaim(event)) continue;
+      this.#o.inbox.settle(e.id, 'done');
+      this.#log({ msg: 'event not about a bottle', key: e.key, kind: event.kind });
     }
-    this.queue.push(this.#key(event.owner, event.repo, issue), event);
   }
 
+  /** Resolves when nothing is queued or being decided (running turns do not count). */
   idle(): Promise<void> {
     return this.queue.idle();
   }
 
-  #key(owner: string, repo: string, issue: number): string {
-    return `${owner}/${repo}#${issue}`;
-  }
-
-  #log(entry: Record<string, unknown>): void {
-    this.#o.log?.(entry);
-  }
-
-  /** The issue an event belongs to: its own number, or the issue whose bottle owns the PR. */
-  #issueOf(event: Work): number | undefined {
-    switch (event.kind) {
-      case 'reattach':
-        return event.issue;
-      case 'issue_targeting_changed':
-      case 'issue_closed':
-        return event.issue.number;
-      case 'comment_created': {
-        if (event.on === 'issue') return event.number;
-        return this.#issueForPr(event.owner, event.repo, event.number);
-      }
-      case 'pr_opened': {
-        const m = BOTTLE_BRANCH.exec(event.pr.head);
-        return m ? Number(m[1]) : this.#issueForPr(event.owner, event.repo, event.pr.number);
-      }
-      default:
-        return this.#issueForPr(event.owner, event.repo, event.pr.number);
+  /** Resolves when nothing is queued, decided or running: every turn ended and was recorded. */
+  async settled(pollMs = 50): Promise<void> {
+    for (;;) {
+      await this.queue.idle();
+      if (this.#monitors.size === 0 && this.#starting.size === 0 && this.queue.size === 0) return;
+      await new Promise((r) => setTimeout(r, pollMs));
     }
   }
 
-  #issueForPr(owner: string, repo: string, pr: number): number | undefined {
-    for (const b of this.#bottles.values())
-      if (b.owner === owner && b.repo === repo && b.state.prs.includes(pr)) return b.issue;
-    return this.#o.store
-      .all()
-      .find((r) => r.owner === owner && r.repo === repo && r.prNumber === pr)?.issueNumber;
+  /** What the orchestrator holds of an issue's bottle (`owner/repo#n`), for status and tests. */
+  bottle(key: string): { slug: string; agent: string; state: LifecycleState } | undefined {
+    const b = this.#bottles.get(key);
+    return b && { slug: b.slug, agent: b.agent, state: structuredClone(b.state) };
   }
 
-  async #handle(event: Work): Promise<void> {
-    const issue = this.#issueOf(event)!;
-    const key = this.#key(event.owner, event.repo, issue);
-    let input: LifecycleInput | undefined;
-    let agent: string | undefined;
-    switch (event.kind) {
-      case 'reattach': {
-        const bottle = this.#bottles.get(key);
-        if (bottle?.state.status === 'running') await this.#reattach(key, bottle);
-        return;
+  /** Replay every open inbox event (after a restart): pending and deferred ones in order, parked ones once routable. */
+  replayInbox(): number {
+    let n = 0;
+    for (const e of this.#o.inbox.openEvents()) {
+      const event = e.payload as ForgeEvent;
+      let issue = e.issue;
+      if (!issue) {
+        const found = issueOf(event, (o, r, pr) => this.#o.store.findByPr(o, r, pr)?.issueNumber);
+        if (found === undefined) continue;
+        issue = issueKey(event.owner, event.repo, found);
+        this.#o.inbox.settle(e.id, 'pending', issue);
       }
-      case 'issue_targeting_changed': {
-        const forge = this.#o.forgeFor(event.owner, event.repo);
-        const t = await evaluateTargeting(
-          { labels: event.issue.labels, assignees: event.issue.assignees },
-          {
-            org: this.#o.org ?? 'bot-bottle',
-            isMember: (org, user) => forge.isOrgMember(org, user).catch(() => undefined),
-          },
-        );
-        this.#log({ msg: 'targeting', key, targeted: t.targeted, reasons: t.reasons });
-        if (!t.targeted || event.issue.state !== 'open') return;
-        input = { type: 'targeted' };
-        agent = t.agent;
-        break;
-      }
-      case 'issue_closed':
-        input = { type: 'issue_closed' };
-        break;
-      case 'pr_opened':
-        input = { type: 'pr_opened', pr: event.pr.number, author: event.pr.author };
-        break;
-      case 'comment_created':
-        if (event.on !== 'pr') return;
-        input = {
-          type: 'pr_comment',
-          pr: event.number,
-          author: event.comment.author,
-          body: event.comment.body,
-        };
-        break;
-      case 'pr_synchronized':
-        input = { type: 'pr_synchronized', pr: event.pr.number, author: event.sender.login };
-        break;
-      case 'pr_closed':
-        input = { type: 'pr_closed', pr: event.pr.number, merged: event.merged };
-        break;
-      default:
-        return;
+      this.#push(issue, { type: 'event', inbox: { ...e, issue }, event, attempt: 0 });
+      n++;
     }
-    await this.#apply(key, event.owner, event.repo, issue, input, agent);
+    return n;
   }
 
-  async #apply(
-    key: string,
-    owner: string,
-    repo: string,
-    issue: number,
-    input: LifecycleInput,
-    agent?: string,
-  ): Promise<void> {
-    const bottle = this.#bottles.get(key) ?? {
-      slug: '',
-      owner,
-      repo,
-      issue,
-      agent: agent ?? '',
-      state: INITIAL,
-    };
-    const { state, actions } = transition(bottle.state, input, { botLogin: this.#o.botLogin });
-    bottle.state = state;
-    this.#bottles.set(key, bottle);
-    for (const action of actions) {
-      if (action.type === 'log') {
-        this.#log({ msg: action.message, key });
-      } else if (action.type === 'launch') {
-        bottle.agent = agent ?? bottle.agent;
-        bottle.slug = `${bottle.agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
-        const forge = this.#o.forgeFor(owner, repo);
-        const read = await forge.readIssue(issue);
-        const prompt = `${FORGE_PROMPT_OVERLAY}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
-        this.#save(bottle, 'running');
-        const started = new Date().toISOString();
-        this.#turns.set(bottle.slug, Date.now());
-        let out: TurnOutcome;
-        try {
-          out = await launch({
-            agent: bottle.agent,
-            slug: bottle.slug,
-            prompt,
-            backend: this.#o.backend,
-            env: this.#o.env,
-            labels: { ...MANAGED_LABEL },
-            forge: {
-              apiUrl: this.#o.apiUrl,
-              token: this.#o.token,
-              owner,
-              repo,
-              issue,
-              cloneUrl: this.#o.cloneUrl(owner, repo),
-            },
-          });
-        } catch (err) {
-          // launch leaves nothing behind on failure; neither does the orchestrator,
-          // so a later targeting event can try again.
-          this.#turns.delete(bottle.slug);
-          this.#watchdogFired.delete(bottle.slug);
-          bottle.state = INITIAL;
-          this.#o.store.delete(owner, repo, issue);
-          this.#log({ msg: 'launch failed', key, slug: bottle.slug, error: errorMessage(err) });
-          return;
-        }
-        await this.#afterTurn(key, bottle, out, started);
-      } else if (action.type === 'resume') {
-        this.#save(bottle, 'running');
-        const started = new Date().toISOString();
-        this.#turns.set(bottle.slug, Date.now());
-        const out = await resume({
-          slug: bottle.slug,
-          prompt: action.prompt,
-          forgeToken: this.#o.token,
-          pr: bottle.state.prs.at(-1),
-          backend: this.#o.backend,
-          env: this.#o.env,
-        });
-        await this.#afterTurn(key, bottle, out, started);
-      } else if (action.type === 'freeze') {
-        this.#save(bottle, 'frozen');
-      } else if (action.type === 'destroy') {
-        await destroy(bottle.slug, { backend: this.#o.backend, env: this.#o.env });
-        this.#save(bottle, 'destroyed');
-        this.#log({ msg: 'bottle destroyed', key, slug: bottle.slug });
-      }
-    }
-  }
-
-  /** Finish a turn begun before a restart. */
-  async #reattach(key: string, bottle: Bottle): Promise<void> {
-    const opts = { backend: this.#o.backend, env: this.#o.env };
-    const meta = readMeta(bottle.slug, this.#o.env);
-    const started = meta?.current?.startedAt ?? new Date().toISOString();
-    let out: TurnOutcome;
-    if (meta?.status === 'running') {
-      out = await reattach(bottle.slug, opts);
-    } else {
-      // Killed after the bottle froze but before the row said so: the turn is over.
-      const last = meta?.turns.at(-1);
-      out = {
-        slug: bottle.slug,
-        exitCode: last?.exitCode ?? -1,
-        ok: last?.ok ?? false,
-        sessionId: meta?.sessionId ?? undefined,
-        output: '',
-        ...(meta ? {} : { vanished: true }),
-      };
-    }
-    if (out.vanished)
-      this.#watchdogFired.set(bottle.slug, {
-        reason: 'vanished',
-        detail: 'the agent container was gone when the orchestrator reattached after a restart',
-      });
-    await this.#afterTurn(key, bottle, out, started);
-  }
-
-  /** After a turn: learn the PRs and the done signal from the bottle's queue, record provenance, freeze. */
-  async #afterTurn(
-    key: string,
-    bottle: Bottle,
-    out: TurnOutcome,
-    startedAt: string,
-  ): Promise<void> {
-    this.#turns.delete(bottle.slug);
-    const fired = this.#watchdogFired.get(bottle.slug);
-    this.#watchdogFired.delete(bottle.slug);
-    const { done, prs } = await recordTurn({
-      slug: bottle.slug,
-      agent: bottle.agent,
-      env: this.#o.env,
-      forge: { owner: bottle.owner, repo: bottle.repo, issue: bottle.issue },
-      prs: bottle.state.prs,
-      outcome: out,
+  /** Start watching a running turn (after a launch, a resume, or a restart). */
+  watch(slug: string, startedAt = Date.now()): void {
+    if (this.#monitors.has(slug) || this.#closed) return;
+    const monitor = new TurnMonitor({
+      runner: this.#o.runner,
+      slug,
       startedAt,
-      fired,
-      provenance: this.#o.provenance,
-    });
-    bottle.state = { ...bottle.state, prs };
-    this.#save(bottle, 'frozen');
-    const next: LifecycleInput =
-      done && !fired
-        ? { type: 'agent_stopped' }
-        : { type: 'watchdog', reason: fired?.reason ?? 'exit_without_signal' };
-    await this.#apply(key, bottle.owner, bottle.repo, bottle.issue, next);
+      pollMs: this.#o.pollMs ?? 500,
+      checkMs: this.#o.gateCheckMs ?? 3000,
+      report: (report) => this.#report(report),
+      log: (e) => this.#log(e),
+    }).start();
+    this.#monitors.set(slug, monitor);
   }
 
   /** Start the watchdog (and stop it with `stopWatchdog`). */
@@ -543,57 +235,424 @@ export class Orchestrator {
     this.#watchdogTimer = undefined;
   }
 
+  /** Stop watching turns and stop the watchdog (the bottles keep running). */
+  close(): void {
+    this.#closed = true;
+    this.stopWatchdog();
+    for (const m of this.#monitors.values()) m.close();
+    this.#monitors.clear();
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+  }
+
+  /** Run `fn` after `ms`, unless the orchestrator is closed by then. */
+  #later(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      this.#timers.delete(t);
+      if (!this.#closed) fn();
+    }, ms);
+    t.unref();
+    this.#timers.add(t);
+  }
+
   /**
-   * One watchdog pass: a running agent whose sidecar died, or that has not
-   * checked in for the timeout, is stopped. Its turn then ends the ordinary way
-   * (frozen, with provenance), and the record says why the watchdog fired.
+   * One watchdog pass: a running agent that has not checked in for the
+   * timeout is stopped; its turn then ends the ordinary way (frozen, with
+   * provenance), and the record says why. A row that says running with no
+   * turn watched (a wait lost) is watched again.
    */
   async checkWatchdog(now = Date.now()): Promise<void> {
     const timeout = this.#o.watchdogTimeoutMs ?? 30 * 60_000;
-    for (const [slug, startedAt] of this.#turns) {
-      if (this.#watchdogFired.has(slug)) continue;
-      const containers = await this.#o.backend.list({ 'bb.slug': slug });
-      const agentC = containers.find(
-        (c) => c.labels['bb.role'] === 'agent' && c.state === 'running',
-      );
-      if (!agentC) continue;
-      const sidecar = containers.find((c) => c.labels['bb.role'] === 'sidecar');
-      let fired: { reason: WatchdogReason; detail: string } | undefined;
-      if (sidecar && sidecar.state === 'exited') {
-        fired = {
-          reason: 'sidecar_death',
-          detail: `the forge sidecar exited (${sidecar.exitCode ?? 'no code'})`,
-        };
-      } else {
-        const last = Math.max(startedAt, this.#lastCheckin(slug));
-        if (now - last > timeout)
-          fired = {
-            reason: 'silence',
-            detail: `no check-in for ${Math.round((now - last) / 1000)} s (limit ${Math.round(timeout / 1000)} s)`,
-          };
+    for (const [slug, m] of this.#monitors) {
+      if (m.ended || this.#fired.has(slug)) continue;
+      const silent = now - m.lastCheckin;
+      if (silent > timeout)
+        await this.#fire(slug, {
+          reason: 'silence',
+          detail: `no check-in for ${Math.round(silent / 1000)} s (limit ${Math.round(timeout / 1000)} s)`,
+        });
+    }
+    for (const row of this.#o.store.all())
+      if (row.status === 'running' && !this.#monitors.has(row.slug) && !this.#starting.has(row.slug))
+        this.watch(row.slug, Date.parse(row.lastCheckinAt) || now);
+    this.#expireParked();
+  }
+
+  readonly #starting = new Set<string>();
+
+  /** Stop an agent for `fired`; its turn ends through its monitor and is recorded with the reason. */
+  async #fire(slug: string, fired: { reason: WatchdogReason; detail: string }): Promise<void> {
+    if (this.#fired.has(slug)) return;
+    this.#fired.set(slug, fired);
+    const dir = this.#o.runner.dir(slug);
+    try {
+      writeTurnLog(dir, { ...readTurnLog(dir), fired });
+    } catch {
+      // the bottle's directory is gone: the record says vanished
+    }
+    this.#log({ msg: 'watchdog fired', slug, ...fired });
+    await this.#o.runner.stopAgent(slug, 2000).catch((err) =>
+      this.#log({ msg: 'could not stop the agent', slug, error: errorMessage(err) }),
+    );
+  }
+
+  #report(report: TurnReport): void {
+    const bottle = this.#bySlug(report.slug);
+    if (!bottle) return;
+    const key = issueKey(bottle.owner, bottle.repo, bottle.issue);
+    if (report.kind === 'gate_lost') {
+      void this.#fire(report.slug, { reason: 'sidecar_death', detail: report.detail });
+      return;
+    }
+    if (report.kind === 'checked_in') {
+      // The row says when the sidecar last checked in (at most every 30 s: a write, not a decision).
+      const last = this.#checkinSaved.get(report.slug) ?? 0;
+      if (Date.now() - last >= 30_000 && bottle.state.status === 'running') {
+        this.#checkinSaved.set(report.slug, Date.now());
+        try {
+          this.#save(bottle, 'running');
+        } catch (err) {
+          this.#log({ msg: 'could not save a check-in', slug: report.slug, error: errorMessage(err) });
+        }
       }
-      if (!fired) continue;
-      this.#watchdogFired.set(slug, fired);
-      this.#log({ msg: 'watchdog fired', slug, ...fired });
-      await this.#o.backend.stop(agentC.id, 2000);
+      return;
+    }
+    this.#push(key, { type: 'turn', report, occurredAt: '' });
+  }
+
+  #bySlug(slug: string): Bottle | undefined {
+    for (const b of this.#bottles.values()) if (b.slug === slug) return b;
+    return undefined;
+  }
+
+  #push(key: string, work: Work): void {
+    if (!this.#closed) this.queue.push(key, work);
+  }
+
+  #log(entry: Record<string, unknown>): void {
+    this.#o.log?.(entry);
+  }
+
+  // ---- deciding ----
+
+  async #handle(key: string, work: Work): Promise<void> {
+    if (work.type === 'retry_waiting') return this.#retryWaiting();
+    if (work.type === 'turn') return this.#turnWork(key, work.report);
+    const { inbox, event } = work;
+    try {
+      const settled = await this.#eventWork(key, inbox, event);
+      this.#o.inbox.settle(inbox.id, settled);
+    } catch (err) {
+      // Not done: kept in the inbox (a restart retries it) and tried again here later.
+      const wait = (this.#o.retryMs ?? RETRY_MS)[work.attempt];
+      this.#log({
+        msg: wait === undefined ? 'event failed; giving up' : 'event failed; will retry',
+        key,
+        event: event.kind,
+        error: errorMessage(err),
+        ...(wait === undefined ? {} : { retryInMs: wait }),
+      });
+      if (wait === undefined) {
+        this.#o.inbox.settle(inbox.id, 'done');
+        return;
+      }
+      this.#later(wait, () => this.#push(key, { ...work, attempt: work.attempt + 1 }));
     }
   }
 
-  /** The newest check-in in a bottle's queue (ms), or 0. */
-  #lastCheckin(slug: string): number {
-    const q = join(bottleDir(slug, this.#o.env), 'queue');
-    let last = 0;
-    if (!existsSync(q)) return last;
-    for (const f of readdirSync(q)) {
-      if (!f.endsWith('.json')) continue;
-      try {
-        const e = JSON.parse(readFileSync(join(q, f), 'utf8')) as { time?: string };
-        last = Math.max(last, Date.parse(e.time ?? '') || 0);
-      } catch {
-        // a file being written; the next pass reads it
+  /** Handle one forge event; returns its inbox state after (done, or deferred when it waits). */
+  async #eventWork(
+    key: string,
+    inbox: InboxEvent,
+    event: ForgeEvent,
+  ): Promise<'done' | 'deferred'> {
+    const { owner, repo, issue } = parseIssueKey(key);
+    let input: LifecycleInput | undefined;
+    let agent: string | undefined;
+    switch (event.kind) {
+      case 'issue_targeting_changed': {
+        // The payload is a hint: the issue as the forge has it now decides.
+        const forge = this.#o.forgeFor(owner, repo);
+        const fresh = await forge.readIssue(issue);
+        const t = await evaluateTargeting(
+          { labels: fresh.labels.map((l) => l.name), assignees: fresh.assignees.map((a) => a.login) },
+          {
+            org: this.#o.org ?? 'bot-bottle',
+            isMember: (org, user) => forge.isOrgMember(org, user).catch(() => undefined),
+          },
+        );
+        this.#log({ msg: 'targeting', key, targeted: t.targeted, reasons: t.reasons });
+        if (!t.targeted || fresh.state !== 'open') return 'done';
+        input = { type: 'targeted' };
+        agent = t.agent;
+        break;
+      }
+      case 'issue_closed':
+        input = { type: 'issue_closed' };
+        break;
+      case 'pr_opened':
+        input = { type: 'pr_opened', pr: event.pr.number, author: event.pr.author };
+        break;
+      case 'comment_created':
+        if (event.on !== 'pr') return 'done';
+        input = {
+          type: 'pr_comment',
+          pr: event.number,
+          author: event.comment.author,
+          body: event.comment.body,
+        };
+        break;
+      case 'pr_synchronized':
+        input = { type: 'pr_synchronized', pr: event.pr.number, author: event.sender.login };
+        break;
+      case 'pr_closed':
+        input = { type: 'pr_closed', pr: event.pr.number, merged: event.merged };
+        break;
+      default:
+        this.#log({ msg: 'event not acted on', key, kind: event.kind });
+        return 'done';
+    }
+    const bottle = this.#bottleFor(key, agent);
+    const next = transition(bottle.state, input, this.#ctx());
+    // Work that needs room to run waits for it, in order, without holding the issue.
+    if (next.actions.some((a) => a.type === 'launch' || a.type === 'resume')) {
+      const bytes = this.#o.runner.memoryOf(agent ?? bottle.agent);
+      if (!this.capacity.fits(bytes)) {
+        this.capacity.wait(key, bytes);
+        this.#log({ msg: 'waiting for capacity', key, usedBytes: this.capacity.used });
+        return 'deferred';
       }
     }
-    return last;
+    const pendingBefore = bottle.state.pending.length;
+    bottle.state = next.state;
+    const queued = bottle.state.pending.length > pendingBefore;
+    if (queued) bottle.deferred.push(inbox.id);
+    await this.#carryOut(key, bottle, next.actions, agent);
+    return queued ? 'deferred' : 'done';
+  }
+
+  #bottleFor(key: string, agent?: string): Bottle {
+    const known = this.#bottles.get(key);
+    if (known) return known;
+    const { owner, repo, issue } = parseIssueKey(key);
+    const b: Bottle = { slug: '', owner, repo, issue, agent: agent ?? '', state: INITIAL, deferred: [] };
+    this.#bottles.set(key, b);
+    return b;
+  }
+
+  #ctx() {
+    return {
+      botLogin: this.#o.botLogin,
+      doneGraceMs: this.#o.doneGraceMs ?? 10_000,
+      ...(this.#o.resumeOnHumanPush ? { resumeOnHumanPush: true } : {}),
+    };
+  }
+
+  /** What a running turn reported: its PRs, its done signal, its end. */
+  async #turnWork(key: string, report: TurnReport): Promise<void> {
+    const bottle = this.#bottles.get(key);
+    if (!bottle || bottle.slug !== report.slug) return;
+    let input: LifecycleInput;
+    if (report.kind === 'pr_learned') {
+      input = { type: 'pr_opened', pr: report.pr, author: this.#o.botLogin };
+    } else if (report.kind === 'done_signalled') {
+      input = { type: 'done_signalled' };
+    } else if (report.kind === 'turn_ended') {
+      return this.#turnEnded(key, bottle, report.outcome);
+    } else return;
+    const next = transition(bottle.state, input, this.#ctx());
+    bottle.state = next.state;
+    await this.#carryOut(key, bottle, next.actions);
+    if (report.kind === 'pr_learned') {
+      this.#save(bottle, bottle.state.status === 'running' ? 'running' : 'frozen');
+      this.#routeParked(bottle, report.pr);
+    }
+  }
+
+  /** Events parked for a PR nobody had claimed: now routed to the bottle that did. */
+  #routeParked(bottle: Bottle, pr: number): void {
+    const key = issueKey(bottle.owner, bottle.repo, bottle.issue);
+    for (const e of this.#o.inbox.openEvents()) {
+      if (e.state !== 'parked') continue;
+      const event = e.payload as ForgeEvent;
+      if (event.owner !== bottle.owner || event.repo !== bottle.repo || prOf(event) !== pr) continue;
+      this.#o.inbox.settle(e.id, 'pending', key);
+      this.#push(key, { type: 'event', inbox: { ...e, issue: key, state: 'pending' }, event, attempt: 0 });
+    }
+  }
+
+  /** A turn ended: record it (evidence first), then decide what comes next. */
+  async #turnEnded(key: string, bottle: Bottle, outcome: TurnOutcome): Promise<void> {
+    this.#monitors.get(bottle.slug)?.close();
+    this.#monitors.delete(bottle.slug);
+    this.#checkinSaved.delete(bottle.slug);
+    this.capacity.release(bottle.slug);
+    let fired = this.#fired.get(bottle.slug) ?? readTurnLog(this.#o.runner.dir(bottle.slug)).fired;
+    this.#fired.delete(bottle.slug);
+    if (outcome.vanished && !fired)
+      fired = {
+        reason: 'vanished',
+        detail: 'the agent container was gone when its turn was looked for',
+      };
+    if (!fired && bottle.state.closing)
+      fired = { reason: 'closed', detail: 'its PR was closed while the agent worked' };
+    let done: Awaited<ReturnType<typeof recordTurn>>['done'] = null;
+    try {
+      const recorded = await recordTurn({
+        slug: bottle.slug,
+        agent: bottle.agent,
+        env: this.#o.env,
+        forge: { owner: bottle.owner, repo: bottle.repo, issue: bottle.issue },
+        prs: bottle.state.prs,
+        outcome,
+        startedAt: this.#o.runner.meta(bottle.slug)?.turns.at(-1)?.startedAt ?? new Date().toISOString(),
+        fired,
+        provenance: this.#o.provenance,
+      });
+      done = recorded.done;
+      for (const pr of recorded.prs)
+        if (!bottle.state.prs.includes(pr)) {
+          bottle.state = { ...bottle.state, prs: [...bottle.state.prs, pr] };
+          this.#routeParked(bottle, pr);
+        }
+    } catch (err) {
+      this.#log({ msg: 'could not record the turn', key, slug: bottle.slug, error: errorMessage(err) });
+    }
+    this.#save(bottle, 'frozen');
+    const input: LifecycleInput =
+      fired && fired.reason !== 'closed'
+        ? { type: 'watchdog', reason: fired.reason }
+        : done || bottle.state.closing
+          ? { type: 'agent_stopped' }
+          : { type: 'watchdog', reason: 'exit_without_signal' };
+    const next = transition(bottle.state, input, this.#ctx());
+    bottle.state = next.state;
+    await this.#carryOut(key, bottle, next.actions);
+    // Room came free: whoever waited for it tries again.
+    if (this.capacity.waiting().length > 0)
+      this.#push('_capacity', { type: 'retry_waiting', occurredAt: '' });
+  }
+
+  /** Put every event that waited for capacity back on its issue's queue. */
+  #retryWaiting(): void {
+    const waiting = new Set(this.capacity.takeWaiting());
+    if (waiting.size === 0) return;
+    for (const e of this.#o.inbox.openEvents()) {
+      if (e.state !== 'deferred' || !e.issue || !waiting.has(e.issue)) continue;
+      const bottle = this.#bottles.get(e.issue);
+      // Comments deferred behind a running turn are not capacity waits.
+      if (bottle?.deferred.includes(e.id)) continue;
+      this.#push(e.issue, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 0 });
+    }
+  }
+
+  // ---- carrying out ----
+
+  async #carryOut(
+    key: string,
+    bottle: Bottle,
+    actions: LifecycleAction[],
+    agent?: string,
+  ): Promise<void> {
+    for (const action of actions) {
+      switch (action.type) {
+        case 'log':
+          this.#log({ msg: action.message, key });
+          break;
+        case 'launch':
+          await this.#launch(key, bottle, agent ?? bottle.agent);
+          break;
+        case 'resume':
+          await this.#resume(key, bottle, action.prompt);
+          break;
+        case 'stop':
+          if (action.reason === 'closed')
+            await this.#fire(bottle.slug, {
+              reason: 'closed',
+              detail: 'its PR was closed while the agent worked',
+            });
+          else this.#monitors.get(bottle.slug)?.stopAfter(action.graceMs);
+          break;
+        case 'freeze':
+          // The turn already ended and was recorded (#turnEnded): nothing more.
+          break;
+        case 'destroy':
+          await this.#o.runner.destroy(bottle.slug);
+          this.#save(bottle, 'destroyed');
+          this.#log({ msg: 'bottle destroyed', key, slug: bottle.slug });
+          break;
+      }
+    }
+  }
+
+  async #launch(key: string, bottle: Bottle, agent: string): Promise<void> {
+    const { owner, repo, issue } = parseIssueKey(key);
+    bottle.agent = agent;
+    bottle.slug = `${agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
+    const bytes = this.#o.runner.memoryOf(agent);
+    this.capacity.tryRun(bottle.slug, bytes);
+    const forge = this.#o.forgeFor(owner, repo);
+    try {
+      const read = await forge.readIssue(issue);
+      const prompt = `${FORGE_PROMPT_OVERLAY}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
+      // The row first: a crash from here on leaves something reconcile can see.
+      this.#starting.add(bottle.slug);
+      this.#save(bottle, 'running');
+      await this.capacity.starting(() =>
+        this.#o.runner.startLaunch({
+          agent,
+          slug: bottle.slug,
+          prompt,
+          forge: {
+            apiUrl: this.#o.apiUrl,
+            token: this.#o.token,
+            owner,
+            repo,
+            issue,
+            cloneUrl: this.#o.cloneUrl(owner, repo),
+          },
+        }),
+      );
+    } catch (err) {
+      // Nothing ran: nothing to keep. The issue is launchable again; the event retries.
+      this.capacity.release(bottle.slug);
+      this.#o.store.delete(owner, repo, issue);
+      bottle.state = INITIAL;
+      this.#log({ msg: 'launch failed', key, slug: bottle.slug, error: errorMessage(err) });
+      if (isBbError(err, 'INVALID_INPUT') || isBbError(err, 'NOT_FOUND')) return;
+      throw err;
+    } finally {
+      this.#starting.delete(bottle.slug);
+    }
+    this.watch(bottle.slug);
+  }
+
+  async #resume(key: string, bottle: Bottle, prompt: string): Promise<void> {
+    this.capacity.tryRun(bottle.slug, this.#o.runner.memoryOf(bottle.agent));
+    this.#save(bottle, 'running');
+    try {
+      await this.capacity.starting(() =>
+        this.#o.runner.startResume({ slug: bottle.slug, prompt, pr: bottle.state.prs.at(-1) }),
+      );
+    } catch (err) {
+      // The bottle is frozen again, workspace and session intact; the comments wait
+      // (they are still open in the inbox) and are tried again.
+      this.capacity.release(bottle.slug);
+      bottle.state = { ...bottle.state, status: 'frozen', pending: [] };
+      this.#save(bottle, 'frozen');
+      this.#log({ msg: 'resume failed', key, slug: bottle.slug, error: errorMessage(err) });
+      const waiting = new Set(bottle.deferred.splice(0));
+      if (waiting.size > 0)
+        this.#later((this.#o.retryMs ?? RETRY_MS)[0] ?? 2000, () => {
+          for (const e of this.#o.inbox.openEvents())
+            if (waiting.has(e.id))
+              this.#push(key, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 1 });
+        });
+      throw err;
+    }
+    // The comments that waited for this turn are delivered.
+    for (const id of bottle.deferred.splice(0)) this.#o.inbox.settle(id, 'done');
+    this.watch(bottle.slug);
   }
 
   #save(bottle: Bottle, status: ForgeState['status']): void {
@@ -605,12 +664,45 @@ export class Orchestrator {
         issue: bottle.issue,
         slug: bottle.slug,
         agent: bottle.agent,
-        backendName: this.#o.backend.name,
+        backendName: this.#o.runner.backendName,
         botLogin: this.#o.botLogin,
         prNumber: bottle.state.prs.at(-1) ?? null,
         status,
+        lastCheckinAt: readTurnLog(this.#o.runner.dir(bottle.slug)).lastCheckinAt,
       },
       this.#o.env,
     );
   }
+
+  /** Forget an issue's bottle (reconcile found it never started): the issue is launchable again. */
+  forget(key: string): void {
+    this.#bottles.delete(key);
+  }
+
+  /** Count a running turn found after a restart against capacity. */
+  adopt(slug: string, agent: string): void {
+    this.capacity.adopt(slug, this.#o.runner.memoryOf(agent));
+  }
+}
+
+const keyOf = (row: ForgeState) => issueKey(row.owner, row.repo, row.issueNumber);
+
+function fromRow(row: ForgeState): Bottle {
+  return {
+    slug: row.slug,
+    owner: row.owner,
+    repo: row.repo,
+    issue: row.issueNumber,
+    agent: row.agentName,
+    state: {
+      status: row.status,
+      prs: row.prNumber ? [row.prNumber] : [],
+      pending: [],
+    },
+    deferred: [],
+  };
+}
+
+function occurredAt(w: Work): string {
+  return w.type === 'event' ? w.event.occurredAt : w.occurredAt;
 }

@@ -1,6 +1,5 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { QueueReader } from '@bb/forge-sidecar';
 import { bottlePaths, readMeta, type TurnOutcome } from '@bb/headless';
 import {
   buildRunRecord,
@@ -11,6 +10,7 @@ import {
   signRecord,
 } from '@bb/provenance';
 import type { WatchdogReason } from './machine';
+import { clearTurnLog, drainTurn, readTurnLog } from './turn-log';
 
 export interface ProvenanceOptions {
   store: ProvenanceStore;
@@ -42,31 +42,23 @@ export interface RecordedTurn {
 }
 
 /**
- * After a turn: read what the bottle's sidecar relayed (PRs opened, the done
- * signal, the op log's head) from its queue, then build, sign and store the
- * turn's provenance record. An agent that stopped without `signal_done` is
+ * After a turn: fold what the bottle's sidecar relayed (PRs opened, the done
+ * signal, the op log's head, the commits it took in to push) from its queue
+ * into the turn log, then build, sign and store the turn's provenance record
+ * and forget the turn log. An agent that stopped without `signal_done` is
  * recorded with `watchdogFired: exit_without_signal`.
  */
 export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
   const paths = bottlePaths(o.slug, o.env);
   const dir = paths.dir;
-  const prs = [...o.prs];
-  const pushed: string[] = [];
-  let done: RecordedTurn['done'] = null;
-  let head: { hash: string; seq: number } | undefined;
-  // The sidecar's own reader: in order, torn files skipped, bad ones quarantined.
-  await new QueueReader(paths.queue).drain((e) => {
-    const prNumber = e.data['prNumber'];
-    if (e.type === 'op' && typeof prNumber === 'number' && !prs.includes(prNumber))
-      prs.push(prNumber);
-    // A push's commit is relayed before the push is made, so it is scanned whatever happened next.
-    if ((e.type === 'op' || e.type === 'checkin') && typeof e.data['sha'] === 'string')
-      pushed.push(e.data['sha']);
-    // The first done of a turn is the one that counts (the sidecar refuses a second).
-    if (e.type === 'done' && !done) done = e.data as unknown as NonNullable<RecordedTurn['done']>;
-    if (e.type === 'checkin' && typeof e.data['opLogHead'] === 'string')
-      head = { hash: e.data['opLogHead'], seq: Number(e.data['opLogSeq']) };
-  });
+  await drainTurn(dir, paths.queue);
+  const log = readTurnLog(dir);
+  const prs = [...new Set([...o.prs, ...log.prs])];
+  const pushed = log.pushed;
+  // The first done of a turn is the one that counts (the sidecar refuses a second).
+  const done: RecordedTurn['done'] = log.done;
+  const head = log.head;
+  const fired = o.fired ?? log.fired;
   const meta = readMeta(o.slug, o.env);
   const p = o.provenance;
   const earlier = p.store.chain(o.slug).map((r) => r.record);
@@ -92,14 +84,15 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     ...(o.outcome.providerVersion ? { providerVersion: o.outcome.providerVersion } : {}),
     bottles: meta?.bottles ?? [],
     forge: o.forge ? { ...o.forge, prs } : null,
-    turn: meta?.turns.length ?? 1,
+    // A bottle killed before its first turn ended still records turn 1, never 0.
+    turn: Math.max(1, meta?.turns.length ?? 1),
     startedAt: o.startedAt,
     finishedAt: new Date().toISOString(),
     exitCode: o.outcome.exitCode,
     ...(!o.outcome.ok && o.outcome.error ? { agentError: o.outcome.error } : {}),
     done,
     watchdogFired:
-      o.fired ??
+      fired ??
       (done
         ? null
         : {
@@ -113,6 +106,7 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     gitCommit: p.gitCommit,
   });
   p.store.append(signRecord(record, p.key));
+  clearTurnLog(dir);
   return { done, prs, record };
 }
 

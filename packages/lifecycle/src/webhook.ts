@@ -1,4 +1,4 @@
-import { errorMessage, isBbError } from '@bb/errors';
+import { BbError, errorMessage, isBbError } from '@bb/errors';
 import type { Forge, ForgeEvent } from '@bb/forge';
 import type { DeliveryLedger } from '@bb/state';
 
@@ -6,9 +6,15 @@ export interface WebhookHandlerOptions {
   /** Verifies and parses this forge's deliveries. */
   forge: Pick<Forge, 'verifyWebhook' | 'parseWebhook'>;
   secret: string;
-  ledger: DeliveryLedger;
-  /** Receives each new event; must return at once (work continues asynchronously). */
-  enqueue: (event: ForgeEvent) => void;
+  /**
+   * Durably accepts an event (the orchestrator's `accept`: ledger and inbox in
+   * one write); `false` for a key accepted before; throws when it cannot be
+   * stored (the delivery is then answered 503, never 202). Must return at once.
+   */
+  accept?: (event: ForgeEvent) => boolean;
+  /** Without `accept`: the ledger that deduplicates, and who receives each new event. */
+  ledger?: DeliveryLedger;
+  enqueue?: (event: ForgeEvent) => void;
   /** Largest body accepted. @default 1 MiB (Gitea's payloads are tens of KB) */
   maxBytes?: number;
   log?: (entry: Record<string, unknown>) => void;
@@ -41,9 +47,9 @@ async function readCapped(req: Request, max: number): Promise<Uint8Array | undef
 /**
  * The webhook endpoint, in the order that keeps it cheap and safe: size and
  * content type first (413 / 415, nothing buffered), then the signature over the
- * raw bytes (401 before any parse or write), then parse (400), then a durable
- * ledger entry under the event's semantic key (a duplicate is acknowledged and
- * not processed again; a ledger that cannot be written is 503, never 202), then
+ * raw bytes (401 before any parse or write), then parse (400), then one
+ * durable write under the event's semantic key (a duplicate is acknowledged and
+ * not processed again; a store that cannot be written is 503, never 202), then
  * 202. Nothing slow happens before the answer: Gitea gives up after 5 s and never
  * retries.
  */
@@ -52,6 +58,24 @@ export function createWebhookHandler(
 ): (req: Request) => Promise<Response> {
   const max = options.maxBytes ?? 1024 * 1024;
   const log = options.log ?? (() => {});
+  const { ledger, enqueue } = options;
+  const accept =
+    options.accept ??
+    (ledger && enqueue
+      ? (event: ForgeEvent) => {
+          const isNew = ledger.recordDelivery(event.key, {
+            deliveryId: event.deliveryId,
+            event: event.kind,
+          });
+          if (isNew) enqueue(event);
+          return isNew;
+        }
+      : undefined);
+  if (!accept)
+    throw new BbError(
+      'INVALID_INPUT',
+      'createWebhookHandler needs `accept`, or both `ledger` and `enqueue`',
+    );
   return async (req) => {
     if (req.method !== 'POST') return reply(405, { error: 'use POST' });
     const declared = Number(req.headers.get('content-length') ?? 0);
@@ -80,10 +104,7 @@ export function createWebhookHandler(
     }
     let isNew: boolean;
     try {
-      isNew = options.ledger.recordDelivery(event.key, {
-        deliveryId: event.deliveryId,
-        event: event.kind,
-      });
+      isNew = accept(event);
     } catch (err) {
       log({ msg: 'delivery ledger unavailable', error: errorMessage(err) });
       return reply(503, { error: 'cannot record the delivery right now; it was not accepted' });
@@ -92,7 +113,6 @@ export function createWebhookHandler(
       log({ msg: 'duplicate delivery', key: event.key, delivery: event.deliveryId });
       return reply(202, { duplicate: true, key: event.key });
     }
-    options.enqueue(event);
     return reply(202, { accepted: true, key: event.key });
   };
 }

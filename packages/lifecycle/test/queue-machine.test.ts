@@ -131,6 +131,39 @@ describe('lifecycle state machine', () => {
     expect(human.actions.at(-1)).toMatchObject({ type: 'resume' });
   });
 
+  it('ends a turn on signal_done after the grace, and a PR closed mid-turn stops, records, then destroys', () => {
+    const done = run(
+      [
+        { type: 'targeted' },
+        { type: 'done_signalled' },
+        { type: 'agent_stopped' },
+        { type: 'done_signalled' },
+      ],
+      { ...ctx, doneGraceMs: 2500 },
+    );
+    expect(done.actions).toEqual([
+      { type: 'launch' },
+      { type: 'stop', reason: 'done', graceMs: 2500 },
+      { type: 'freeze' },
+    ]);
+    const closed = run([
+      { type: 'targeted' },
+      { type: 'pr_opened', pr: 4, author: 'bb-claude' },
+      { type: 'pr_comment', pr: 4, author: 'alice', body: 'wait' },
+      { type: 'pr_closed', pr: 4, merged: false },
+      { type: 'pr_comment', pr: 4, author: 'alice', body: 'too late' },
+      { type: 'pr_closed', pr: 4, merged: false },
+      { type: 'watchdog', reason: 'closed' },
+    ]);
+    expect(closed.actions).toEqual([
+      { type: 'launch' },
+      { type: 'stop', reason: 'closed', graceMs: 0 },
+      { type: 'freeze', watchdog: 'closed' },
+      { type: 'destroy' },
+    ]);
+    expect(closed.state).toMatchObject({ status: 'destroyed', pending: [] });
+  });
+
   // Model-based: random command sequences against a model that states the rules
   // from the user's side, checked after every step.
   it('keeps its promises under any sequence of events (fast-check commands)', () => {
@@ -160,18 +193,31 @@ describe('lifecycle state machine', () => {
       const resumeIdx = acts.findIndex((a) => a.type === 'resume');
       if (resumeIdx > 0) expect(acts[resumeIdx - 1]!.type).toBe('freeze');
       if (resumeIdx === 0) expect(before.status).toBe('frozen');
-      // A human comment on our PR while running is never lost: it is pending until delivered.
+      // done ends the turn (a stop after the grace); a close of our PR mid-turn stops at once,
+      // and the bottle then goes without resuming.
+      if (input.type === 'done_signalled')
+        expect(acts).toEqual(
+          before.status === 'running' ? [{ type: 'stop', reason: 'done', graceMs: 10_000 }] : [],
+        );
+      if (input.type === 'pr_closed' && before.status === 'running' && before.prs.includes(input.pr))
+        expect(acts).toEqual(before.closing ? [] : [{ type: 'stop', reason: 'closed', graceMs: 0 }]);
+      if (before.closing && (input.type === 'agent_stopped' || input.type === 'watchdog'))
+        expect(acts.map((a) => a.type)).toEqual(['freeze', 'destroy']);
+      if (before.closing || r.state.closing) expect(acts.some((a) => a.type === 'resume')).toBe(false);
+      // A human comment on our PR while running is never lost: it is pending until delivered
+      // (or its bottle is going: its PR was closed).
       if (
         input.type === 'pr_comment' &&
         input.author !== ctx.botLogin &&
         before.prs.includes(input.pr) &&
-        before.status === 'running'
+        before.status === 'running' &&
+        !before.closing
       ) {
         m.waiting.push(input.body);
       }
       const delivered = acts.find((a) => a.type === 'resume') as { prompt: string } | undefined;
       if (delivered) m.waiting = m.waiting.filter((w) => !delivered.prompt.includes(w));
-      if (r.state.status === 'destroyed') m.waiting = [];
+      if (r.state.status === 'destroyed' || r.state.closing) m.waiting = [];
       expect(r.state.pending).toEqual(m.waiting);
     };
     const cmd = (input: LifecycleInput): fc.Command<Model, Real> => ({
@@ -184,6 +230,7 @@ describe('lifecycle state machine', () => {
     const commands = [
       fc.constant(cmd({ type: 'targeted' })),
       fc.constant(cmd({ type: 'agent_stopped' })),
+      fc.constant(cmd({ type: 'done_signalled' })),
       fc.constant(cmd({ type: 'watchdog', reason: 'silence' })),
       fc.constant(cmd({ type: 'issue_closed' })),
       fc.tuple(pr, who).map(([p, a]) => cmd({ type: 'pr_opened', pr: p, author: a })),

@@ -38,7 +38,7 @@ export const RunRecordSchema = z.object({
     .nullable(),
   watchdogFired: z
     .object({
-      reason: z.enum(['silence', 'exit_without_signal', 'sidecar_death', 'vanished']),
+      reason: z.enum(['silence', 'exit_without_signal', 'sidecar_death', 'vanished', 'closed']),
       detail: z.string(),
     })
     .nullable(),

@@ -39,12 +39,13 @@ export interface InboxEvent {
  */
 export interface EventInbox {
   /**
-   * Accept an event under its semantic key. `false` when that key was accepted
-   * before (nothing changes). The ledger entry and the event are one durable
-   * write; throws (`STATE_BUSY`, `STATE_UNWRITABLE`) when it cannot be made.
-   * An event with no issue starts `parked`, one with an issue `pending`.
+   * Accept an event under its semantic key: the stored event, or `undefined`
+   * when that key was accepted before (nothing changes). The ledger entry and
+   * the event are one durable write; throws (`STATE_BUSY`, `STATE_UNWRITABLE`)
+   * when it cannot be made. An event with no issue starts `parked`, one with
+   * an issue `pending`.
    */
-  accept(key: string, event: InboxInput): boolean;
+  accept(key: string, event: InboxInput): InboxEvent | undefined;
   /** Every event that is not done, in the order it happened (then accepted). */
   openEvents(): InboxEvent[];
   /** Move an event to `state`; with `issue`, route it too. */

@@ -102,10 +102,10 @@ export class MemoryForgeStateStore implements ForgeStateStore, DeliveryLedger, E
       .map((h) => structuredClone(h));
   }
 
-  accept(key: string, event: InboxInput): boolean {
+  accept(key: string, event: InboxInput): InboxEvent | undefined {
     checkDeliveryKey(key);
     const e = checkInboxInput(event);
-    if (!this.recordDelivery(key, { deliveryId: e.deliveryId, event: e.kind })) return false;
+    if (!this.recordDelivery(key, { deliveryId: e.deliveryId, event: e.kind })) return undefined;
     const id = this.#nextId++;
     this.#inbox.set(id, {
       id,
@@ -116,7 +116,7 @@ export class MemoryForgeStateStore implements ForgeStateStore, DeliveryLedger, E
       receivedAt: new Date().toISOString(),
       payload: structuredClone(e.payload),
     });
-    return true;
+    return structuredClone(this.#inbox.get(id));
   }
 
   openEvents(): InboxEvent[] {

@@ -181,7 +181,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
     issue: string | null,
     occurredAt: string,
     payload: string,
-  ) => boolean;
+  ) => { id: number; receivedAt: string } | undefined;
 
   constructor(options: SqliteForgeStateStoreOptions = {}) {
     this.#owned = options.database === undefined;
@@ -236,8 +236,8 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
             meta.event ?? null,
             now,
           );
-          if (info.changes !== 1) return false;
-          this.#stmts.inboxInsert.run(
+          if (info.changes !== 1) return undefined;
+          const row = this.#stmts.inboxInsert.run(
             key,
             issue,
             issue ? 'pending' : 'parked',
@@ -245,7 +245,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
             now,
             payload,
           );
-          return true;
+          return { id: Number(row.lastInsertRowid), receivedAt: now };
         },
       );
     } catch (err) {
@@ -318,10 +318,10 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
     return rows.map((cells) => this.#fromRow(cellsToRow(cells)));
   }
 
-  accept(key: string, event: InboxInput): boolean {
+  accept(key: string, event: InboxInput): InboxEvent | undefined {
     checkDeliveryKey(key);
     const e = checkInboxInput(event);
-    return this.#write('accept an event in', () =>
+    const stored = this.#write('accept an event in', () =>
       this.#accept(
         key,
         { deliveryId: e.deliveryId, event: e.kind },
@@ -330,6 +330,16 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
         JSON.stringify(e.payload),
       ),
     );
+    if (!stored) return undefined;
+    return {
+      id: stored.id,
+      key,
+      issue: e.issue,
+      state: e.issue ? 'pending' : 'parked',
+      occurredAt: e.occurredAt,
+      receivedAt: stored.receivedAt,
+      payload: structuredClone(e.payload),
+    };
   }
 
   openEvents(): InboxEvent[] {

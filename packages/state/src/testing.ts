@@ -266,9 +266,11 @@ export function describeInboxConformance<T extends EventInbox>(
 
     test('an event is accepted once under its key and waits until done', async () => {
       const inbox = await make();
-      expect(inbox.accept('k1', ev('acme/widgets#1', '2026-11-22T05:00:00Z'))).toBe(true);
-      expect(inbox.accept('k1', ev('acme/widgets#1', '2026-11-22T05:00:00Z', 2))).toBe(false);
+      const accepted = inbox.accept('k1', ev('acme/widgets#1', '2026-11-22T05:00:00Z'));
+      expect(accepted).toMatchObject({ key: 'k1', state: 'pending' });
+      expect(inbox.accept('k1', ev('acme/widgets#1', '2026-11-22T05:00:00Z', 2))).toBeUndefined();
       const [open] = inbox.openEvents();
+      expect(open?.id).toBe(accepted!.id);
       expect(open).toMatchObject({
         key: 'k1',
         issue: 'acme/widgets#1',

@@ -91,15 +91,34 @@ export interface RunGitOptions {
   maxBytes?: number;
 }
 
+/**
+ * `setpriv --pdeathsig KILL` where util-linux has it: git dies with the process
+ * that ran it (an orchestrator killed mid-clone leaves no clone behind; git's
+ * own transport helpers then end at the low-speed limit).
+ */
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
+
 /** Run git; resolve its stdout, or reject with its (redacted) stderr. */
 export function runGit(args: string[], options: RunGitOptions): Promise<string> {
   const max = options.maxBytes ?? 64 * 1024 * 1024;
   return new Promise((resolve, reject) => {
-    const child = spawn('git', args, {
+    const [cmd, argv] = SETPRIV
+      ? [SETPRIV, ['--pdeathsig', 'KILL', 'git', ...args]]
+      : ['git', args];
+    const child = spawn(cmd, argv, {
       cwd: options.cwd ?? '/',
       env: options.env,
       stdio: ['ignore', 'pipe', 'pipe'],
+      // Its own process group: a timeout kills git and its transport helpers together.
+      detached: true,
     });
+    const kill = () => {
+      try {
+        if (child.pid) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+    };
     const out: Buffer[] = [];
     let size = 0;
     let err = '';
@@ -109,13 +128,13 @@ export function runGit(args: string[], options: RunGitOptions): Promise<string> 
         'TIMEOUT',
         `git ${args[0]} took longer than ${options.timeoutMs ?? 120_000} ms and was stopped`,
       );
-      child.kill('SIGKILL');
+      kill();
     }, options.timeoutMs ?? 120_000);
     child.stdout.on('data', (d: Buffer) => {
       size += d.length;
       if (size > max) {
         failed ??= new BbError('TOO_LARGE', `git ${args[0]} printed more than ${max} bytes`);
-        child.kill('SIGKILL');
+        kill();
         return;
       }
       out.push(d);

@@ -1,0 +1,110 @@
+import { join } from 'node:path';
+import {
+  type Backend,
+  type BottleInfo,
+  type BottleMeta,
+  bottlePaths,
+  destroy,
+  type ForgeWiring,
+  finishTurn,
+  HOME_LABEL,
+  homeLabel,
+  loadAgentManifest,
+  loadBottleManifest,
+  memoryBytes,
+  readMeta,
+  startLaunch,
+  startResume,
+  stopAgent,
+  type TurnOutcome,
+} from '@bb/headless';
+
+/**
+ * What the orchestrator needs of bottles, in one seam: starting a turn returns
+ * once the agent runs; the turn's end is awaited separately (`finishTurn`), so
+ * no decision ever waits on an agent. `headlessRunner` is the real one; tests
+ * give the orchestrator a double.
+ */
+export interface BottleRunner {
+  readonly backendName: string;
+  /** Create the bottle and start its first turn; returns once the agent runs. */
+  startLaunch(o: {
+    agent: string;
+    slug: string;
+    prompt: string;
+    forge: ForgeWiring;
+    bottles?: string[] | undefined;
+  }): Promise<void>;
+  /** Start a new turn of a frozen bottle; returns once the agent runs. */
+  startResume(o: { slug: string; prompt: string; pr?: number | undefined }): Promise<void>;
+  /** Wait for the running turn's end (the agent's exit), record it in the bottle, freeze it. */
+  finishTurn(slug: string): Promise<TurnOutcome>;
+  /** Stop the running agent (its turn then ends through `finishTurn`). */
+  stopAgent(slug: string, timeoutMs?: number): Promise<void>;
+  /** Remove everything of the bottle. Idempotent. */
+  destroy(slug: string): Promise<void>;
+  /** The bottle's containers, as the backend reports them. */
+  containers(slug: string): Promise<BottleInfo[]>;
+  /** Every container this orchestrator's bottles have (labels `bb.managed-by` and `bb.home`). */
+  ours(): Promise<BottleInfo[]>;
+  meta(slug: string): BottleMeta | undefined;
+  /** The bottle's directory (its turn log lives there). */
+  dir(slug: string): string;
+  /** The sidecar's socket on the host, when it has one. */
+  socket(slug: string): string;
+  /** Memory a running bottle of this agent may take (its limit): what capacity is counted in. */
+  memoryOf(agent: string, bottles?: string[] | undefined): number;
+}
+
+/** The label on every container the orchestrator launches. */
+export const MANAGED_LABEL = { 'bb.managed-by': 'orchestrator' } as const;
+
+/** The real runner: bottles through `@bb/headless` on a backend. */
+export function headlessRunner(o: {
+  backend: Backend;
+  env: Record<string, string | undefined>;
+  /** The forge token, for a resumed turn's sidecar. */
+  token: string;
+}): BottleRunner {
+  const opts = { backend: o.backend, env: o.env };
+  return {
+    backendName: o.backend.name,
+    async startLaunch(l) {
+      await startLaunch({
+        ...opts,
+        agent: l.agent,
+        slug: l.slug,
+        prompt: l.prompt,
+        forge: l.forge,
+        labels: { ...MANAGED_LABEL },
+        ...(l.bottles ? { bottles: l.bottles } : {}),
+      });
+    },
+    async startResume(r) {
+      await startResume({
+        ...opts,
+        slug: r.slug,
+        prompt: r.prompt,
+        forgeToken: o.token,
+        ...(r.pr !== undefined ? { pr: r.pr } : {}),
+      });
+    },
+    finishTurn: (slug) => finishTurn(slug, opts),
+    stopAgent: (slug, timeoutMs) => stopAgent(slug, opts, timeoutMs),
+    destroy: (slug) => destroy(slug, opts),
+    containers: (slug) => o.backend.list({ 'bb.slug': slug }),
+    ours: () => o.backend.list({ ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(o.env) }),
+    meta: (slug) => readMeta(slug, o.env),
+    dir: (slug) => bottlePaths(slug, o.env).dir,
+    socket: (slug) => join(bottlePaths(slug, o.env).sock, 'forge.sock'),
+    memoryOf(agent, bottles) {
+      try {
+        const names = bottles ?? loadAgentManifest(agent, o.env).manifest.bottles;
+        const first = loadBottleManifest(names[0]!, o.env).manifest;
+        return memoryBytes(first.resources.memory) ?? 2 * 1024 ** 3;
+      } catch {
+        return 2 * 1024 ** 3;
+      }
+    },
+  };
+}

@@ -1,0 +1,98 @@
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type QueueEvent, QueueReader } from '@bb/forge-sidecar';
+import type { WatchdogReason } from './machine';
+
+/**
+ * What the orchestrator learned about a bottle's running turn from its
+ * sidecar's queue, kept in the bottle's directory (`turn.json`, the host's own
+ * file) so it survives a restart: queue files are removed only after what they
+ * said is written here.
+ */
+export interface TurnLog {
+  /** The first done signal of the turn. */
+  done: { status: 'success' | 'failure' | 'blocked'; summary: string } | null;
+  /** PRs the turn opened. */
+  prs: number[];
+  /** Commits the sidecar took in to push (relayed before each push). */
+  pushed: string[];
+  /** The op log's head as last relayed. */
+  head?: { hash: string; seq: number };
+  /** The sidecar's last check-in. */
+  lastCheckinAt?: string;
+  /** Why the orchestrator stopped the agent, when it did. */
+  fired?: { reason: WatchdogReason; detail: string };
+}
+
+const EMPTY: TurnLog = { done: null, prs: [], pushed: [] };
+
+const fileOf = (dir: string) => join(dir, 'turn.json');
+
+export function readTurnLog(dir: string): TurnLog {
+  const file = fileOf(dir);
+  if (!existsSync(file)) return structuredClone(EMPTY);
+  try {
+    return { ...structuredClone(EMPTY), ...(JSON.parse(readFileSync(file, 'utf8')) as TurnLog) };
+  } catch {
+    return structuredClone(EMPTY);
+  }
+}
+
+export function writeTurnLog(dir: string, log: TurnLog): void {
+  const file = fileOf(dir);
+  writeFileSync(`${file}.tmp`, JSON.stringify(log));
+  renameSync(`${file}.tmp`, file);
+}
+
+/** Forget the turn (once its record is written). */
+export function clearTurnLog(dir: string): void {
+  rmSync(fileOf(dir), { force: true });
+}
+
+/** What a drain found that the orchestrator must act on. */
+export interface TurnNews {
+  /** PRs seen for the first time. */
+  prs: number[];
+  /** The done signal, the first time it is seen. */
+  done: boolean;
+  /** Whether a check-in arrived, and the latest one's time. */
+  checkedIn: boolean;
+  lastCheckinAt?: string;
+}
+
+/**
+ * Read every event the sidecar queued, fold it into the bottle's turn log
+ * (written before each queue file goes), and say what is new.
+ */
+export async function drainTurn(dir: string, queue = join(dir, 'queue')): Promise<TurnNews> {
+  const log = readTurnLog(dir);
+  const news: TurnNews = { prs: [], done: false, checkedIn: false };
+  await new QueueReader(queue).drain((e: QueueEvent) => {
+    const prNumber = e.data['prNumber'];
+    if (e.type === 'op' && typeof prNumber === 'number' && !log.prs.includes(prNumber)) {
+      log.prs.push(prNumber);
+      news.prs.push(prNumber);
+    }
+    const sha = e.data['sha'];
+    if (
+      (e.type === 'op' || e.type === 'checkin') &&
+      typeof sha === 'string' &&
+      !log.pushed.includes(sha)
+    )
+      log.pushed.push(sha);
+    if (e.type === 'done' && !log.done) {
+      log.done = e.data as unknown as NonNullable<TurnLog['done']>;
+      news.done = true;
+    }
+    if (e.type === 'checkin') {
+      news.checkedIn = true;
+      if (!log.lastCheckinAt || e.time > log.lastCheckinAt) log.lastCheckinAt = e.time;
+      news.lastCheckinAt = log.lastCheckinAt;
+      if (typeof e.data['opLogHead'] === 'string')
+        log.head = { hash: e.data['opLogHead'], seq: Number(e.data['opLogSeq']) };
+    }
+    // Durable before the queue file is removed.
+    writeTurnLog(dir, log);
+  });
+  return news;
+}

@@ -1,0 +1,460 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BbError } from '@bb/errors';
+import type { Forge, ForgeEvent } from '@bb/forge';
+import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
+import { loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
+import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Orchestrator, type OrchestratorOptions } from '../src/orchestrator';
+import { reconcile } from '../src/reconcile';
+import { issueKey } from '../src/routing';
+import { readTurnLog } from '../src/turn-log';
+import { FakeRunner } from './fake-runner';
+
+const GiB = 1024 ** 3;
+const OWNER = 'acme';
+const REPO = 'app';
+
+/** Wait until `cond` holds (polling); fails with `what` after `ms`. */
+async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5000) {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+const cleanups: Array<() => void> = [];
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
+
+function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home: string }) {
+  const home = existing?.home ?? mkdtempSync(join(tmpdir(), 'bb-orch-'));
+  const world = new MemoryForgeWorld();
+  world.addMember('bot-bottle', 'bb-bot');
+  const db = BbDatabase.open({ path: join(home, 'bb.db') });
+  const store = new SqliteForgeStateStore({ database: db });
+  const prov = new ProvenanceStore(db);
+  const key = loadOrCreateSigningKey(home);
+  const runner = new FakeRunner(home);
+  const logs: Array<Record<string, unknown>> = [];
+  let forgeFor: (o: string, r: string) => Forge = (owner, repo) =>
+    new MemoryForge({ owner, repo, as: 'bb-bot', world });
+  const options: OrchestratorOptions = {
+    forgeFor: (o, r) => forgeFor(o, r),
+    token: 'forge-token',
+    botLogin: 'bb-bot',
+    apiUrl: 'http://127.0.0.1:9/api/v1',
+    cloneUrl: (o, r) => `http://127.0.0.1:9/${o}/${r}.git`,
+    store,
+    inbox: store,
+    runner,
+    provenance: {
+      store: prov,
+      key,
+      scanner: { scanCommits: async () => ({ tool: 'none', scanned: '', findings: [] }) },
+      bbVersion: '0.0.0',
+      gitCommit: null,
+    },
+    env: runner.env,
+    pollMs: 10,
+    gateCheckMs: 30,
+    doneGraceMs: 150,
+    retryMs: [100, 100, 100],
+    capacity: { maxStarting: 2, memoryBudget: 64 * GiB },
+    log: (e) => logs.push(e),
+    ...over,
+  };
+  const orch = new Orchestrator(options);
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    orch.close();
+    db.close();
+  };
+  cleanups.push(() => {
+    close();
+    if (!existing) rmSync(home, { recursive: true, force: true });
+  });
+  let clock = Date.parse('2026-06-01T00:00:00Z');
+  const at = () => new Date((clock += 1000)).toISOString();
+  const sender = { id: 7, login: 'alice' };
+  const issue = (title = 'fix the bug', agent = 'claude') =>
+    world.addIssue(OWNER, REPO, {
+      title,
+      author: 'alice',
+      labels: [`bot-bottle:${agent}`],
+      assignees: ['bb-bot'],
+    });
+  const ev = {
+    targeted: (n: number, hint = { labels: ['bot-bottle:claude'], assignees: ['bb-bot'] }): ForgeEvent => ({
+      kind: 'issue_targeting_changed',
+      action: 'assigned',
+      key: `t:${n}:${at()}`,
+      deliveryId: undefined,
+      owner: OWNER,
+      repo: REPO,
+      sender,
+      occurredAt: at(),
+      issue: { number: n, title: 't', ...hint, state: 'open' },
+    }),
+    comment: (pr: number, body: string, id = Math.floor(Math.random() * 1e9)): ForgeEvent => ({
+      kind: 'comment_created',
+      key: `c:${id}`,
+      deliveryId: undefined,
+      owner: OWNER,
+      repo: REPO,
+      sender,
+      occurredAt: at(),
+      on: 'pr',
+      number: pr,
+      comment: { id, author: 'alice', body },
+    }),
+    closed: (pr: number, head = 'feature'): ForgeEvent => ({
+      kind: 'pr_closed',
+      key: `closed:${pr}:${at()}`,
+      deliveryId: undefined,
+      owner: OWNER,
+      repo: REPO,
+      sender,
+      occurredAt: at(),
+      pr: {
+        number: pr,
+        title: 'p',
+        body: '',
+        state: 'closed',
+        head,
+        headSha: 'a'.repeat(40),
+        base: 'main',
+        author: 'bb-bot',
+      },
+      merged: false,
+      mergeCommitSha: null,
+    }),
+  };
+  const row = (n: number) => store.get(OWNER, REPO, n);
+  const slugOf = (n: number) => orch.bottle(issueKey(OWNER, REPO, n))?.slug ?? '';
+  const records = (slug: string) => prov.chain(slug).map((r) => r.record);
+  return {
+    home,
+    world,
+    db,
+    store,
+    prov,
+    runner,
+    orch,
+    logs,
+    ev,
+    issue,
+    row,
+    slugOf,
+    records,
+    close,
+    options,
+    setForge: (f: typeof forgeFor) => {
+      forgeFor = f;
+    },
+  };
+}
+
+describe('Orchestrator', () => {
+  it('never lets a running turn hold up another issue: a ninth issue starts and a frozen PR closes while eight agents work', async () => {
+    const t = setup();
+    const issues = Array.from({ length: 8 }, () => t.issue());
+    for (const n of issues) t.orch.accept(t.ev.targeted(n));
+    await t.orch.idle();
+    await until('eight agents running', () => t.runner.runningSlugs.length === 8);
+    // A frozen bottle, and a new issue, while all eight work.
+    const frozen = t.issue();
+    t.orch.accept(t.ev.targeted(frozen));
+    await until('the tenth agent', () => t.runner.isRunning(t.slugOf(frozen)));
+    t.runner.agent(t.slugOf(frozen)).openPr(90);
+    t.runner.agent(t.slugOf(frozen)).done();
+    t.runner.agent(t.slugOf(frozen)).exit(0);
+    await until('frozen', () => t.row(frozen)?.status === 'frozen');
+    const fresh = t.issue();
+    const began = Date.now();
+    t.orch.accept(t.ev.targeted(fresh));
+    t.orch.accept(t.ev.closed(90));
+    await t.orch.idle();
+    expect(t.runner.calls).toContain(`launch ${t.slugOf(fresh)}`);
+    expect(t.runner.calls.filter((c) => c.startsWith('destroy '))).toEqual([
+      `destroy ${t.slugOf(frozen)}`,
+    ]);
+    expect(Date.now() - began).toBeLessThan(2000);
+    expect(t.row(frozen)?.status).toBe('destroyed');
+    expect(t.store.all().map((r) => r.issueNumber)).not.toContain(frozen);
+    expect(t.store.history({ limit: 10 }).map((r) => r.issueNumber)).toEqual([frozen]);
+    expect(t.runner.runningSlugs).toHaveLength(9);
+  });
+
+  it('waits for capacity in order, says so, and starts the waiting issue when a turn ends', async () => {
+    const t = setup({ capacity: { maxStarting: 1, memoryBudget: 2 * GiB } });
+    const [a, b, c] = [t.issue(), t.issue(), t.issue()];
+    for (const n of [a, b, c]) t.orch.accept(t.ev.targeted(n));
+    await t.orch.idle();
+    expect(t.runner.runningSlugs).toHaveLength(2);
+    expect(t.orch.capacity.waiting().map((w) => w.issue)).toEqual([issueKey(OWNER, REPO, c)]);
+    expect(t.logs.some((l) => l['msg'] === 'waiting for capacity')).toBe(true);
+    expect(t.store.openEvents().map((e) => e.state)).toEqual(['deferred']);
+    t.runner.agent(t.slugOf(a)).done();
+    t.runner.agent(t.slugOf(a)).exit(0);
+    await until('the third issue launched', () => t.runner.isRunning(t.slugOf(c)));
+    await t.orch.idle();
+    expect(t.orch.capacity.waiting()).toEqual([]);
+    expect(t.store.openEvents()).toEqual([]);
+  });
+
+  it('ends the turn after signal_done and a short grace, and the record says it signalled', async () => {
+    const t = setup({ doneGraceMs: 100 });
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    t.runner.agent(slug).done('success', 'all fixed');
+    // The agent lingers; the orchestrator stops it after the grace.
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    expect(t.runner.calls).toContain(`stop ${slug}`);
+    const [record] = t.records(slug);
+    expect(record).toMatchObject({ done: { status: 'success', summary: 'all fixed' }, watchdogFired: null });
+  });
+
+  it('learns a PR as the agent opens it: a comment on it in turn one, parked until then, resumes the bottle after the turn', async () => {
+    const t = setup();
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    // The human comments on the PR the agent is about to open, before anyone knows it is ours.
+    expect(t.orch.accept(t.ev.comment(12, 'please add a test'))).toBe(true);
+    expect(t.store.openEvents().map((e) => e.state)).toEqual(['parked']);
+    expect(t.logs.some((l) => l['msg'] === 'event parked until a bottle claims its PR')).toBe(true);
+    // The agent opens it: the PR is learned while the turn runs and the comment is routed.
+    t.runner.agent(slug).openPr(12);
+    await until('routed', () => t.store.openEvents().every((e) => e.state === 'deferred'));
+    expect(t.row(n)?.prNumber).toBe(12);
+    // A later comment is routed at once (an indexed lookup, no parking).
+    t.orch.accept(t.ev.comment(12, 'and docs'));
+    await t.orch.idle();
+    expect(t.store.openEvents().map((e) => e.state)).toEqual(['deferred', 'deferred']);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('resumed', () => t.runner.calls.some((c) => c.startsWith(`resume ${slug}`)));
+    expect(t.runner.calls.find((c) => c.startsWith('resume'))).toBe(
+      `resume ${slug} please add a test\n\nand docs`,
+    );
+    await t.orch.idle();
+    expect(t.store.openEvents()).toEqual([]);
+    // With no agent at work that could claim it, a comment on someone else's PR is not parked.
+    await until('turn two running', () => t.runner.isRunning(slug));
+    t.runner.agent(slug).exit(0);
+    await until('frozen again', () => t.row(n)?.status === 'frozen');
+    expect(t.orch.accept(t.ev.comment(999, 'unrelated'))).toBe(true);
+    expect(t.store.openEvents()).toEqual([]);
+    expect(t.logs.some((l) => l['msg'] === 'event not about a bottle')).toBe(true);
+  });
+
+  it('expires a parked event once no running bottle could claim its PR, and keeps the row’s check-in true', async () => {
+    const t = setup();
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    const launchedAt = t.row(n)!.lastCheckinAt;
+    t.runner.agent(slug).checkin();
+    await until('check-in on the row', () => t.row(n)!.lastCheckinAt !== launchedAt);
+    expect(t.row(n)!.lastCheckinAt).toBe(readTurnLog(t.runner.dir(slug)).lastCheckinAt);
+    t.orch.accept(t.ev.comment(44, 'on a PR the agent never opens'));
+    expect(t.store.openEvents().map((e) => e.state)).toEqual(['parked']);
+    t.runner.agent(slug).exit(0);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    await t.orch.checkWatchdog();
+    expect(t.store.openEvents()).toEqual([]);
+  });
+
+  it('stops an agent whose PR is closed mid-turn, records the turn, then destroys the bottle', async () => {
+    const t = setup();
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    t.runner.agent(slug).openPr(30);
+    await until('PR learned', () => t.row(n)?.prNumber === 30);
+    const began = Date.now();
+    t.orch.accept(t.ev.closed(30));
+    await until('destroyed', () => t.row(n)?.status === 'destroyed');
+    expect(Date.now() - began).toBeLessThan(2000);
+    expect(t.runner.calls.slice(-2)).toEqual([`stop ${slug}`, `destroy ${slug}`]);
+    const [record] = t.records(slug);
+    expect(record?.watchdogFired).toMatchObject({ reason: 'closed' });
+    expect(record?.forge?.prs).toEqual([30]);
+  });
+
+  it('keeps comments that wait behind a running turn across a restart, and delivers them in order', async () => {
+    const t = setup();
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    t.runner.agent(slug).openPr(5);
+    await until('PR learned', () => t.row(n)?.prNumber === 5);
+    t.orch.accept(t.ev.comment(5, 'first'));
+    t.orch.accept(t.ev.comment(5, 'second'));
+    await t.orch.idle();
+    // The orchestrator stops (killed: nothing flushed beyond what is durable); the agent works on.
+    t.orch.close();
+    const again = new Orchestrator({ ...t.options, log: () => {} });
+    cleanups.push(() => again.close());
+    const report = await reconcile(again, { store: t.store, runner: t.runner });
+    expect(report).toMatchObject({ reattached: [slug], replayed: 2, neverStarted: [] });
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('resumed', () => t.runner.calls.some((c) => c.startsWith(`resume ${slug}`)));
+    expect(t.runner.calls.filter((c) => c.startsWith('resume'))).toEqual([
+      `resume ${slug} first\n\nsecond`,
+    ]);
+    await again.idle();
+    expect(t.store.openEvents()).toEqual([]);
+  });
+
+  it('never wedges on a failed launch: a forge read or a start that fails leaves the issue launchable, and the retry launches it', async () => {
+    const t = setup();
+    const n = t.issue();
+    let reads = 0;
+    const world = t.world;
+    t.setForge((owner, repo) => {
+      const f = new MemoryForge({ owner, repo, as: 'bb-bot', world });
+      const readIssue = f.readIssue.bind(f);
+      f.readIssue = async (i) => {
+        if (++reads === 1) throw new BbError('FORGE_UNAVAILABLE', 'Gitea answered 502');
+        return readIssue(i);
+      };
+      return f;
+    });
+    t.runner.failNext('launch');
+    t.orch.accept(t.ev.targeted(n));
+    await until('launched on a retry', () => t.runner.isRunning(t.slugOf(n)));
+    // The first attempt failed at the read, the second at the start, the third ran.
+    expect(t.runner.calls.filter((c) => c.startsWith('launch'))).toHaveLength(2);
+    expect(t.logs.filter((l) => String(l['msg']).startsWith('event failed'))).toHaveLength(2);
+    expect(t.row(n)?.status).toBe('running');
+    await t.orch.idle();
+    expect(t.store.openEvents()).toEqual([]);
+  });
+
+  it('keeps a bottle whose resume fails frozen with its comments, and tries again', async () => {
+    const t = setup();
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    t.runner.agent(slug).openPr(3);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('frozen', () => t.row(n)?.status === 'frozen' && t.row(n)?.prNumber === 3);
+    t.runner.failNext('resume');
+    t.orch.accept(t.ev.comment(3, 'one more thing'));
+    await until('resumed on a retry', () => t.runner.isRunning(slug));
+    expect(t.runner.calls.filter((c) => c.startsWith('resume'))).toEqual([
+      `resume ${slug} one more thing`,
+      `resume ${slug} one more thing`,
+    ]);
+    expect(t.logs.some((l) => l['msg'] === 'resume failed')).toBe(true);
+  });
+
+  it('keeps the evidence of a failed turn: the bottle stays frozen with a record of the failure', async () => {
+    const t = setup();
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    t.runner.agent(slug).comment();
+    t.runner.agent(slug).exit(1);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    expect(t.runner.calls).not.toContain(`destroy ${slug}`);
+    const [record] = t.records(slug);
+    expect(record).toMatchObject({ turn: 1, exitCode: 1, watchdogFired: { reason: 'exit_without_signal' } });
+    expect(record?.opLog.entries).toHaveLength(1);
+    expect(existsSync(t.runner.dir(slug))).toBe(true);
+  });
+
+  it('fires the watchdog on silence and on a lost sidecar, and records why', async () => {
+    const t = setup({ watchdogTimeoutMs: 200 });
+    const [quiet, lost] = [t.issue(), t.issue()];
+    t.orch.accept(t.ev.targeted(quiet));
+    t.orch.accept(t.ev.targeted(lost));
+    await until('running', () => t.runner.runningSlugs.length === 2);
+    const [q, l] = [t.slugOf(quiet), t.slugOf(lost)];
+    t.runner.agent(l).removeSidecar();
+    await until('sidecar loss noticed', () => t.row(lost)?.status === 'frozen');
+    expect(t.records(l)[0]?.watchdogFired).toMatchObject({
+      reason: 'sidecar_death',
+      detail: 'the forge sidecar container was removed',
+    });
+    // Check-ins count: a bottle that checked in recently is left alone.
+    t.runner.agent(q).checkin();
+    await until('check-in read', () => readTurnLog(t.runner.dir(q)).lastCheckinAt !== undefined);
+    await t.orch.checkWatchdog();
+    expect(t.runner.isRunning(q)).toBe(true);
+    await new Promise((r) => setTimeout(r, 250));
+    await t.orch.checkWatchdog();
+    await until('silence fired', () => t.row(quiet)?.status === 'frozen');
+    expect(t.records(q)[0]?.watchdogFired).toMatchObject({ reason: 'silence' });
+    expect(t.row(quiet)?.lastCheckinAt).toBe(readTurnLog(t.runner.dir(q)).lastCheckinAt ?? t.row(quiet)?.lastCheckinAt);
+  });
+
+  it('decides on the issue as the forge has it now, not on the delivery', async () => {
+    const t = setup();
+    const untargeted = t.world.addIssue(OWNER, REPO, { title: 'x', author: 'alice' });
+    t.orch.accept(t.ev.targeted(untargeted)); // the payload says targeted; the forge says not
+    const targeted = t.issue();
+    t.orch.accept(t.ev.targeted(targeted, { labels: [], assignees: [] })); // stale payload
+    await t.orch.idle();
+    expect(t.runner.calls).toEqual([`launch ${t.slugOf(targeted)}`]);
+    expect(t.row(untargeted)).toBeUndefined();
+  });
+
+  it('reconciles a bottle killed before its agent started: removed, and the issue launches again from the inbox', async () => {
+    const t = setup();
+    const n = t.issue();
+    // A launch that never gets past its start (the orchestrator is killed there).
+    let release!: () => void;
+    t.runner.holdStart(new Promise<void>((r) => (release = r)));
+    t.orch.accept(t.ev.targeted(n));
+    await until('row written', () => t.row(n)?.status === 'running');
+    const slug = t.row(n)!.slug;
+    t.orch.close();
+    const again = new Orchestrator({ ...t.options, log: () => {} });
+    cleanups.push(() => again.close());
+    const report = await reconcile(again, { store: t.store, runner: t.runner });
+    expect(report.neverStarted).toEqual([slug]);
+    expect(report.replayed).toBe(1);
+    await until('launched again', () =>
+      t.runner.calls.some((c) => c.startsWith('launch ') && c !== `launch ${slug}`),
+    );
+    release();
+    await again.idle();
+    expect(t.row(n)?.slug).not.toBe(slug);
+  });
+
+  it('watches again a bottle whose row says running but whose wait was lost', async () => {
+    const t = setup();
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    t.orch.close();
+    const again = new Orchestrator({ ...t.options, log: () => {} });
+    cleanups.push(() => again.close());
+    expect(again.running).toEqual([]);
+    await again.checkWatchdog();
+    expect(again.running).toEqual([slug]);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+  });
+});

@@ -1,12 +1,12 @@
 // The watchdog on a real Docker engine: an agent that goes silent, and one whose
 // forge sidecar dies, are stopped and their bottles frozen with watchdogFired in
 // provenance. Timeouts come from configuration (short here), not sleeping tests.
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { closeGiteaPools, GiteaForge } from '@bb/forge';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { DockerBackend } from '@bb/headless';
-import { Orchestrator } from '@bb/lifecycle';
+import { headlessRunner, Orchestrator } from '@bb/lifecycle';
 import { loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
@@ -21,12 +21,14 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
   let gitea: GiteaTestServer;
   const homes: string[] = [];
   const backend = new DockerBackend();
+  const orchestrators: Orchestrator[] = [];
   beforeAll(async () => {
     gitea = await createGiteaTestServer({
       world: forgeWorld(TOKEN),
     });
   });
   afterAll(async () => {
+    for (const o of orchestrators) o.close();
     await gitea?.close();
     await closeGiteaPools();
     for (const h of homes) rmSync(h, { recursive: true, force: true });
@@ -40,6 +42,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
     const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
     const store = new SqliteForgeStateStore({ database: db });
     const prov = new ProvenanceStore(db);
+    const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
     const orch = new Orchestrator({
       forgeFor: (o, r) =>
         new GiteaForge({ baseUrl: gitea.apiUrl, token: TOKEN, owner: o, repo: r }),
@@ -48,7 +51,8 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
       apiUrl: gitea.apiUrl,
       cloneUrl: (o, r) => gitea.cloneUrl(`${o}/${r}`),
       store,
-      backend,
+      inbox: store,
+      runner: headlessRunner({ backend, env, token: TOKEN }),
       provenance: {
         store: prov,
         key: loadOrCreateSigningKey(home),
@@ -56,18 +60,20 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
         bbVersion: '0',
         gitCommit: null,
       },
-      env: { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE },
+      env,
+      gateCheckMs: 1000,
       watchdogTimeoutMs: timeoutMs,
       watchdogIntervalMs: 200,
       log: (e) => process.env['BB_DEBUG_WATCHDOG'] && console.log(JSON.stringify(e)),
     });
     orch.startWatchdog();
-    return { orch, store, prov };
+    orchestrators.push(orch);
+    return { orch, store, prov, home };
   }
 
   function target(orch: Orchestrator, n: number) {
     const issue = gitea.issue('acme/widgets', n);
-    orch.enqueue({
+    orch.accept({
       kind: 'issue_targeting_changed',
       action: 'assigned',
       key: `test:${n}`,
@@ -107,26 +113,53 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
     orch.stopWatchdog();
   }, 90_000);
 
+  async function serving(store: SqliteForgeStateStore, home: string, n: number) {
+    return until('the bottle to run and its sidecar to serve', async () => {
+      const r = store.get('acme', 'widgets', n);
+      if (r?.status !== 'running') return undefined;
+      const cs = await backend.list({ 'bb.slug': r.slug });
+      if (!cs.some((c) => c.labels['bb.role'] === 'agent' && c.state === 'running'))
+        return undefined;
+      // Only once it is serving: the agent's first call is in its op log.
+      const ops = join(home, 'bottles', r.slug, 'state', 'ops.jsonl');
+      return existsSync(ops) && readFileSync(ops, 'utf8').includes('read_issue')
+        ? r.slug
+        : undefined;
+    });
+  }
+
+  it('notices a deleted sidecar socket within seconds and stops the agent', async () => {
+    const { orch, store, prov, home } = orchestrator(10 * 60_000);
+    const n = gitea.createIssue('alice', 'acme/widgets', {
+      title: 'Unreachable one',
+      labels: ['bot-bottle:sleeper'],
+      assignees: ['bb-claude'],
+    });
+    target(orch, n);
+    const slug = await serving(store, home, n);
+    const deletedAt = Date.now();
+    unlinkSync(join(home, 'bottles', slug, 'sock', 'forge.sock'));
+    await until('the bottle to be frozen', () =>
+      store.get('acme', 'widgets', n)?.status === 'frozen' && prov.chain(slug).length === 1
+        ? true
+        : undefined,
+    );
+    expect(Date.now() - deletedAt).toBeLessThan(15_000);
+    expect(prov.chain(slug)[0]!.record.watchdogFired).toMatchObject({
+      reason: 'sidecar_death',
+      detail: 'the forge sidecar socket was removed',
+    });
+  }, 90_000);
+
   it('notices a killed sidecar within seconds and records watchdogFired: sidecar_death', async () => {
-    const { orch, store, prov } = orchestrator(10 * 60_000);
+    const { orch, store, prov, home } = orchestrator(10 * 60_000);
     const n = gitea.createIssue('alice', 'acme/widgets', {
       title: 'Lonely one',
       labels: ['bot-bottle:sleeper'],
       assignees: ['bb-claude'],
     });
     target(orch, n);
-    const slug = await until('the bottle to run', async () => {
-      const r = store.get('acme', 'widgets', n);
-      if (r?.status !== 'running') return undefined;
-      const cs = await backend.list({ 'bb.slug': r.slug });
-      if (!cs.some((c) => c.labels['bb.role'] === 'agent' && c.state === 'running'))
-        return undefined;
-      // Kill the sidecar only once it is serving: the agent's first call is in its op log.
-      const ops = join(homes.at(-1)!, 'bottles', r.slug, 'state', 'ops.jsonl');
-      return existsSync(ops) && readFileSync(ops, 'utf8').includes('read_issue')
-        ? r.slug
-        : undefined;
-    });
+    const slug = await serving(store, home, n);
     const sidecar = (await backend.list({ 'bb.slug': slug })).find(
       (c) => c.labels['bb.role'] === 'sidecar',
     )!;

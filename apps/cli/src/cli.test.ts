@@ -135,9 +135,15 @@ describe('bb orchestrate status and bb provenance', () => {
   beforeAll(async () => {
     home = mkdtempSync(join(tmpdir(), 'bb-cli-'));
     const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
-    new SqliteForgeStateStore({ database: db }).upsert(
-      sampleState(17, { slug: 'implementer-k3x9q', prNumber: 18, status: 'frozen' }),
-    );
+    const store = new SqliteForgeStateStore({ database: db });
+    store.upsert(sampleState(17, { slug: 'implementer-k3x9q', prNumber: 18, status: 'frozen' }));
+    // A comment waiting behind a turn.
+    const waiting = store.accept('gitea:acme/widgets:comment#301:created', {
+      issue: 'acme/widgets#17',
+      occurredAt: '2026-11-22T10:02:00.000Z',
+      payload: { kind: 'comment_created' },
+    })!;
+    store.settle(waiting.id, 'deferred');
     const key = loadOrCreateSigningKey(home);
     const prov = new ProvenanceStore(db);
     for (const turn of [1, 2]) {
@@ -187,7 +193,17 @@ describe('bb orchestrate status and bb provenance', () => {
           sessionId: expect.toSatisfy((v: unknown) => v === null || typeof v === 'string'),
         },
       ],
+      waiting: [
+        {
+          key: 'gitea:acme/widgets:comment#301:created',
+          issue: 'acme/widgets#17',
+          kind: 'comment_created',
+          state: 'deferred',
+          since: expect.any(String),
+        },
+      ],
     });
+    expect(t.out).toMatch(/1 event waiting:\n {2}acme\/widgets#17 {2}comment_created {2}deferred since /);
     const empty = io({ BB_HOME: join(home, 'empty') });
     expect(await runCli(['orchestrate', 'status'], empty.io)).toBe(0);
     expect(empty.out).toBe('no managed bottles\n');

@@ -65,11 +65,14 @@ Forge-driven bottles, by hand or as a service. State is in $BB_HOME/bot-bottle.d
   bb orchestrate resume --slug S --prompt P [--backend B]
       Continue a frozen forge bottle (needs FORGE_TOKEN again; it is never stored).
   bb orchestrate status [--json]
-      The managed bottles: status, issue and PR URLs, last check-in.
+      The managed bottles: status, issue and PR URLs, the sidecar's last check-in;
+      then the events that wait (behind a running turn, for capacity, or parked
+      until a bottle claims their PR).
   bb orchestrate serve
       Run the orchestrator (webhooks in, bottles out) until Ctrl-C or SIGTERM.
       Configuration: see docs/orchestrator.md (FORGE_GITEA_API, FORGE_TOKEN,
-      FORGE_WEBHOOK_SECRET, BB_PORT, ...).
+      FORGE_WEBHOOK_SECRET, BB_PORT, BB_MEMORY_BUDGET, BB_STARTUP_CONCURRENCY,
+      BB_DONE_GRACE, BB_LEDGER_RETENTION, ...).
 
 Options:
   -h, --help          show this help

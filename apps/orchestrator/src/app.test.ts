@@ -1,3 +1,4 @@
+import { Capacity } from '@bb/lifecycle';
 import { MemoryForgeStateStore } from '@bb/state';
 import { sampleState } from '@bb/state/testing';
 import { describe, expect, it } from 'vitest';
@@ -16,9 +17,22 @@ describe('orchestrator configuration', () => {
       FORGE_ORG: 'bot-bottle',
       FORGE_WATCHDOG_TIMEOUT: 30 * 60_000,
       BB_PORT: 8080,
-      BB_CONCURRENCY: 4,
+      BB_CONCURRENCY: 64,
+      BB_STARTUP_CONCURRENCY: 2,
+      BB_DONE_GRACE: 10_000,
+      BB_LEDGER_RETENTION: 14 * 86_400_000,
     });
+    expect(
+      loadConfig({
+        FORGE_GITEA_API: 'http://gitea.test/api/v1',
+        FORGE_TOKEN: 't',
+        FORGE_WEBHOOK_SECRET: 'a-long-secret',
+        BB_MEMORY_BUDGET: '12g',
+        BB_DONE_GRACE: '3s',
+      }),
+    ).toMatchObject({ BB_MEMORY_BUDGET: 12 * 1024 ** 3, BB_DONE_GRACE: 3000 });
     expect(parseDuration('90s')).toBe(90_000);
+    expect(parseDuration('7d')).toBe(7 * 86_400_000);
     expect(parseDuration('1.5h')).toBe(5_400_000);
     expect(parseDuration('soon')).toBeUndefined();
   });
@@ -32,6 +46,8 @@ describe('orchestrator configuration', () => {
         FORGE_WATCHDOG_TIMEOUT: 'forever',
         BB_PORT: '70000',
         BB_CONCURRENCY: '0',
+        BB_STARTUP_CONCURRENCY: 'lots',
+        BB_MEMORY_BUDGET: 'plenty',
       });
     } catch (err) {
       msg = (err as Error).message;
@@ -43,6 +59,8 @@ describe('orchestrator configuration', () => {
       'FORGE_WATCHDOG_TIMEOUT must be a duration',
       'BB_PORT must be a port',
       'BB_CONCURRENCY must be a whole number',
+      'BB_STARTUP_CONCURRENCY must be a whole number from 1 to 64',
+      'BB_MEMORY_BUDGET must be a size such as 16g or 512m (got "plenty")',
     ]) {
       expect(msg).toContain(part);
     }
@@ -129,6 +147,43 @@ describe('orchestrator routes', () => {
     });
     expect(hostile).toContain('x-&lt;script&gt;');
     expect(hostile).not.toContain('x-<script>');
+  });
+
+  it('says on the dashboard and at /api/capacity what waits for capacity, and pages destroyed bottles', async () => {
+    const store = new MemoryForgeStateStore();
+    for (const n of [1, 2, 3]) {
+      store.upsert(sampleState(n, { slug: `old-${n}`, status: 'frozen' }));
+      store.upsert({ ...store.get('acme', 'widgets', n)!, status: 'destroyed', updatedAt: `2026-01-0${n}T00:00:00.000Z` });
+    }
+    const capacity = new Capacity({ maxStarting: 2, memoryBudget: 4 * 1024 ** 3 });
+    capacity.tryRun('busy-1', 3 * 1024 ** 3);
+    capacity.wait('acme/widgets#9', 2 * 1024 ** 3);
+    const app = createApp({
+      webhook: async () => new Response(null, { status: 202 }),
+      store,
+      capacity,
+      webBase: 'http://gitea.test',
+      version: '1',
+    });
+    const html = await (await app(new Request('http://localhost:8080/'))).text();
+    expect(html).toMatch(/running bottles take 3\.0 GiB of a 4\.0 GiB budget; <strong>1 waiting for capacity<\/strong>: <code>acme\/widgets#9<\/code>/);
+    const cap = await (await app(new Request('http://localhost:8080/api/capacity'))).json();
+    expect(cap).toMatchObject({
+      usedBytes: 3 * 1024 ** 3,
+      memoryBudgetBytes: 4 * 1024 ** 3,
+      maxStarting: 2,
+      waiting: [{ issue: 'acme/widgets#9', bytes: 2 * 1024 ** 3 }],
+    });
+    expect(store.all()).toEqual([]);
+    const page1 = await (await app(new Request('http://localhost:8080/api/bottles/history?limit=2'))).json();
+    expect(page1.bottles.map((b: { slug: string }) => b.slug)).toEqual(['old-3', 'old-2']);
+    const page2 = await (
+      await app(new Request(`http://localhost:8080/api/bottles/history?limit=2&before=${page1.next}`))
+    ).json();
+    expect(page2).toEqual({ bottles: [expect.objectContaining({ slug: 'old-1' })], next: null });
+    const bad = await app(new Request('http://localhost:8080/api/bottles/history?limit=0'));
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error).toMatch(/history limit 0 must be 1 to 10000/);
   });
 });
 

@@ -299,6 +299,7 @@ export class Orchestrator {
   #report(report: TurnReport): void {
     const bottle = this.#bySlug(report.slug);
     if (!bottle) return;
+    if (report.kind !== 'checked_in') this.#log({ msg: 'turn report', slug: report.slug, report: report.kind });
     const key = issueKey(bottle.owner, bottle.repo, bottle.issue);
     if (report.kind === 'gate_lost') {
       void this.#fire(report.slug, { reason: 'sidecar_death', detail: report.detail });
@@ -483,8 +484,13 @@ export class Orchestrator {
 
   /** A turn ended: record it (evidence first), then decide what comes next. */
   async #turnEnded(key: string, bottle: Bottle, outcome: TurnOutcome): Promise<void> {
+    if (bottle.state.status !== 'running') {
+      this.#log({ msg: 'turn end for a bottle not running: ignored', key, slug: bottle.slug });
+      return;
+    }
+    // The monitor stays registered until the row says frozen: the watchdog must not
+    // take the bottle for one whose wait was lost and watch (and record) it again.
     this.#monitors.get(bottle.slug)?.close();
-    this.#monitors.delete(bottle.slug);
     this.#checkinSaved.delete(bottle.slug);
     this.capacity.release(bottle.slug);
     let fired = this.#fired.get(bottle.slug) ?? readTurnLog(this.#o.runner.dir(bottle.slug)).fired;
@@ -518,7 +524,19 @@ export class Orchestrator {
     } catch (err) {
       this.#log({ msg: 'could not record the turn', key, slug: bottle.slug, error: errorMessage(err) });
     }
-    this.#save(bottle, 'frozen');
+    try {
+      this.#save(bottle, 'frozen');
+    } finally {
+      this.#monitors.delete(bottle.slug);
+    }
+    this.#log({
+      msg: 'turn ended',
+      key,
+      slug: bottle.slug,
+      exitCode: outcome.exitCode,
+      done: done?.status ?? null,
+      ...(fired ? { fired: fired.reason } : {}),
+    });
     const input: LifecycleInput =
       fired && fired.reason !== 'closed'
         ? { type: 'watchdog', reason: fired.reason }
@@ -528,7 +546,11 @@ export class Orchestrator {
     const next = transition(bottle.state, input, this.#ctx());
     bottle.state = next.state;
     await this.#carryOut(key, bottle, next.actions);
-    // Room came free: whoever waited for it tries again.
+    this.#freed();
+  }
+
+  /** Room came free: whoever waited for it tries again. */
+  #freed(): void {
     if (this.capacity.waiting().length > 0)
       this.#push('_capacity', { type: 'retry_waiting', occurredAt: '' });
   }
@@ -616,6 +638,7 @@ export class Orchestrator {
     } catch (err) {
       // Nothing ran: nothing to keep. The issue is launchable again; the event retries.
       this.capacity.release(bottle.slug);
+      this.#freed();
       this.#o.store.delete(owner, repo, issue);
       bottle.state = INITIAL;
       this.#log({ msg: 'launch failed', key, slug: bottle.slug, error: errorMessage(err) });
@@ -624,6 +647,7 @@ export class Orchestrator {
     } finally {
       this.#starting.delete(bottle.slug);
     }
+    this.#log({ msg: 'bottle launched', key, slug: bottle.slug, agent });
     this.watch(bottle.slug);
   }
 
@@ -638,6 +662,7 @@ export class Orchestrator {
       // The bottle is frozen again, workspace and session intact; the comments wait
       // (they are still open in the inbox) and are tried again.
       this.capacity.release(bottle.slug);
+      this.#freed();
       bottle.state = { ...bottle.state, status: 'frozen', pending: [] };
       this.#save(bottle, 'frozen');
       this.#log({ msg: 'resume failed', key, slug: bottle.slug, error: errorMessage(err) });
@@ -652,6 +677,7 @@ export class Orchestrator {
     }
     // The comments that waited for this turn are delivered.
     for (const id of bottle.deferred.splice(0)) this.#o.inbox.settle(id, 'done');
+    this.#log({ msg: 'bottle resumed', key, slug: bottle.slug });
     this.watch(bottle.slug);
   }
 

@@ -62,6 +62,15 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
   const meta = readMeta(o.slug, o.env);
   const p = o.provenance;
   const earlier = p.store.chain(o.slug).map((r) => r.record);
+  // A bottle killed before its first turn ended still records turn 1, never 0.
+  const turn = Math.max(1, meta?.turns.length ?? 1);
+  const last = earlier.at(-1);
+  if (last && last.turn === turn && !meta?.current) {
+    // This turn was recorded already (a restart between the record and the row):
+    // once is the record; the second ask gets the first answer.
+    clearTurnLog(dir);
+    return { done: last.done, prs: [...new Set([...prs, ...(last.forge?.prs ?? [])])], record: last };
+  }
   const push = join(paths.state, 'push.git');
   const record = await buildRunRecord({
     stateDir: dir,
@@ -84,8 +93,7 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     ...(o.outcome.providerVersion ? { providerVersion: o.outcome.providerVersion } : {}),
     bottles: meta?.bottles ?? [],
     forge: o.forge ? { ...o.forge, prs } : null,
-    // A bottle killed before its first turn ended still records turn 1, never 0.
-    turn: Math.max(1, meta?.turns.length ?? 1),
+    turn,
     startedAt: o.startedAt,
     finishedAt: new Date().toISOString(),
     exitCode: o.outcome.exitCode,

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   closeSync,
@@ -96,14 +96,26 @@ export interface RunGitOptions {
  * that ran it (an orchestrator killed mid-clone leaves no clone behind; git's
  * own transport helpers then end at the low-speed limit).
  */
-const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
+let setpriv: string | null | undefined;
+function dieWithParent(): string | null {
+  if (setpriv === undefined) {
+    const found = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
+    // Older util-linux has setpriv without --pdeathsig: then git runs as it is.
+    setpriv =
+      found && /--pdeathsig/.test(spawnSync(found, ['--help'], { encoding: 'utf8' }).stdout ?? '')
+        ? found
+        : null;
+  }
+  return setpriv;
+}
 
 /** Run git; resolve its stdout, or reject with its (redacted) stderr. */
 export function runGit(args: string[], options: RunGitOptions): Promise<string> {
   const max = options.maxBytes ?? 64 * 1024 * 1024;
   return new Promise((resolve, reject) => {
-    const [cmd, argv] = SETPRIV
-      ? [SETPRIV, ['--pdeathsig', 'KILL', 'git', ...args]]
+    const wrapper = dieWithParent();
+    const [cmd, argv] = wrapper
+      ? [wrapper, ['--pdeathsig', 'KILL', 'git', ...args]]
       : ['git', args];
     const child = spawn(cmd, argv, {
       cwd: options.cwd ?? '/',

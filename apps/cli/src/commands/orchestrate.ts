@@ -252,6 +252,16 @@ export interface StatusJson {
     lastCheckinAt: string;
     sessionId: string | null;
   }>;
+  /** Accepted events not handled yet, oldest first. */
+  waiting: Array<{
+    key: string;
+    /** `owner/repo#n`, or null while parked. */
+    issue: string | null;
+    kind: string;
+    /** `pending` (being handled), `deferred` (behind a turn or waiting for capacity), `parked`. */
+    state: 'pending' | 'deferred' | 'parked';
+    since: string;
+  }>;
 }
 
 function status(argv: string[], io: CliIo): number {
@@ -286,13 +296,27 @@ function status(argv: string[], io: CliIo): number {
         lastCheckinAt: r.lastCheckinAt,
         sessionId: r.sessionId,
       })),
+      waiting: state.store.openEvents().map((e) => ({
+        key: e.key,
+        issue: e.issue,
+        kind: String((e.payload as { kind?: unknown }).kind ?? 'unknown'),
+        state: e.state as 'pending' | 'deferred' | 'parked',
+        since: e.receivedAt,
+      })),
     };
     if (values['json']) {
       io.stdout(`${JSON.stringify(json, null, 2)}\n`);
       return 0;
     }
+    const waiting = () => {
+      if (json.waiting.length === 0) return;
+      io.stdout(`\n${json.waiting.length} event${json.waiting.length === 1 ? '' : 's'} waiting:\n`);
+      for (const w of json.waiting)
+        io.stdout(`  ${w.issue ?? '(no bottle yet)'}  ${w.kind}  ${w.state} since ${w.since}\n`);
+    };
     if (json.bottles.length === 0) {
       io.stdout('no managed bottles\n');
+      waiting();
       return 0;
     }
     const table = [
@@ -314,6 +338,7 @@ function status(argv: string[], io: CliIo): number {
           .join('  ')
           .trimEnd()}\n`,
       );
+    waiting();
     return 0;
   } finally {
     state.close();

@@ -60,7 +60,7 @@ describe('published @bb/state, used from outside the repository', () => {
     writeFileSync(
       join(project, 'store.test.js'),
       `import { MemoryForgeStateStore, SqliteForgeStateStore } from '@bb/state';
-import { describeStoreConformance, describeLedgerConformance } from '@bb/state/testing';
+import { describeStoreConformance, describeLedgerConformance, describeInboxConformance } from '@bb/state/testing';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -68,6 +68,7 @@ import { join } from 'node:path';
 class MyStore extends MemoryForgeStateStore {}
 describeStoreConformance('MyStore', { create: () => new MyStore() });
 describeLedgerConformance('MyStore', { create: () => new MyStore() });
+describeInboxConformance('MyStore', { create: () => new MyStore() });
 describeStoreConformance('published sqlite', {
   create: () => new SqliteForgeStateStore({ path: join(mkdtempSync(join(tmpdir(), 'x-')), 'db.sqlite') }),
   dispose: (s) => s.close(),
@@ -94,8 +95,9 @@ describeStoreConformance('published sqlite', {
     );
     const output = `${res.stdout}\n${res.stderr}`;
     expect(res.status, output).toBe(0);
-    // 10 store tests twice, 4 ledger tests once.
-    expect(output).toMatch(/Tests\s+24 passed \(24\)/);
+    // 13 store tests twice, 4 ledger and 9 inbox tests once.
+    expect(output).toMatch(/Tests\s+39 passed \(39\)/);
+    expect(output).toContain('EventInbox conformance: MyStore');
     expect(output).toContain('ForgeStateStore conformance: MyStore');
     // It really resolved the packed files, not this repository's sources.
     expect(realpathSync(join(modules, '@bb', 'state'))).not.toContain(join(repo, 'packages'));

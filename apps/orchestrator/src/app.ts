@@ -32,7 +32,8 @@ export function createApp(parts: {
     if (pathname === '/' && (req.method === 'GET' || req.method === 'HEAD'))
       return new Response(
         renderDashboard({
-          bottles: parts.store.all(),
+          // Live bottles, then the most recently destroyed ones.
+          bottles: [...parts.store.all(), ...parts.store.history({ limit: 20 })],
           runs: parts.runs,
           capacity: parts.capacity,
           webBase: parts.webBase,

@@ -63,6 +63,7 @@ export function renderDashboard(input: DashboardInput): string {
 </tr>`,
     )
     .join('\n');
+  const live = bottles.filter((b) => b.status !== 'destroyed').length;
   const waiting = input.capacity?.waiting() ?? [];
   const budget = input.capacity?.memoryBudget;
   const capacityLine = input.capacity
@@ -109,7 +110,7 @@ export function renderDashboard(input: DashboardInput): string {
 </head>
 <body>
 <h1>bot-bottle</h1>
-<p class="sub">orchestrator ${esc(input.version)} · ${bottles.length} bottle${bottles.length === 1 ? '' : 's'} · refreshes every ${input.refreshSeconds ?? 5} s · <a href="/api/bottles">JSON</a></p>
+<p class="sub">orchestrator ${esc(input.version)} · ${live} live bottle${live === 1 ? '' : 's'} · refreshes every ${input.refreshSeconds ?? 5} s · <a href="/api/bottles">JSON</a></p>
 <h2>Bottles</h2>
 ${capacityLine}
 <table id="bottles">

@@ -17,7 +17,31 @@ export interface DockerBackendOptions {
 
 const NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 /** How long one long wait on the engine may last before it is checked against `inspect`. */
-const WAIT_SLICE_MS = 30_000;
+const WAIT_SLICE_MS = 10_000;
+/** How long any other call to the engine may take (looking: less). */
+const CALL_MS = 120_000;
+const LOOK_MS = 30_000;
+
+/**
+ * `p`, or a BACKEND_UNAVAILABLE error after `ms`: a request that was in
+ * flight when its connection was cut is never settled by dockerode (seen with
+ * `wait`), so every call has a deadline of its own. `onLate` cleans up.
+ */
+function bounded<T>(p: Promise<T>, ms: number, what: string, onLate?: () => void): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  p.catch(() => {});
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        onLate?.();
+        reject(
+          new BbError('BACKEND_UNAVAILABLE', `the Docker engine did not answer ${what} within ${ms} ms`),
+        );
+      }, ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
 const isUnavailable = (err: unknown) =>
   isBbError(err, 'BACKEND_UNAVAILABLE') || (err as { name?: string }).name === 'AbortError';
 
@@ -125,9 +149,13 @@ export class DockerBackend implements Backend {
       if (slice <= 0)
         throw new BbError('TIMEOUT', `bottle ${id} did not exit within ${options.timeoutMs} ms`);
       const abort = new AbortController();
-      const timer = setTimeout(() => abort.abort(), slice);
       try {
-        const res = (await this.#call(id, (c) => c.wait({ abortSignal: abort.signal }))) as {
+        const res = (await this.#call(
+          id,
+          (c) => c.wait({ abortSignal: abort.signal }),
+          slice,
+          () => abort.abort(),
+        )) as {
           StatusCode: number;
         };
         const info = await this.inspect(id).catch(() => undefined);
@@ -138,6 +166,11 @@ export class DockerBackend implements Backend {
         const info = await this.inspect(id).catch(() => undefined);
         if (info?.state === 'exited')
           return { exitCode: info.exitCode ?? -1, oomKilled: info.oomKilled };
+        if (info?.state === 'running') {
+          // The engine answers and the bottle runs on: only the slice ended.
+          pause = 250;
+          continue;
+        }
         if (info === undefined && !isUnavailable(err)) {
           // The engine answers and the bottle is gone.
           const gone = await this.#exists(id);
@@ -145,8 +178,6 @@ export class DockerBackend implements Backend {
         }
         await new Promise((r) => setTimeout(r, pause));
         pause = Math.min(pause * 2, 5000);
-      } finally {
-        clearTimeout(timer);
       }
     }
   }
@@ -162,7 +193,7 @@ export class DockerBackend implements Backend {
 
   async stop(id: string, timeoutMs = 10_000): Promise<void> {
     try {
-      await this.#call(id, (c) => c.stop({ t: Math.ceil(timeoutMs / 1000) }));
+      await this.#call(id, (c) => c.stop({ t: Math.ceil(timeoutMs / 1000) }), timeoutMs + CALL_MS);
     } catch (err) {
       // 304: already stopped.
       if ((err as { cause?: { statusCode?: number } }).cause?.statusCode !== 304) throw err;
@@ -188,11 +219,16 @@ export class DockerBackend implements Backend {
   async list(labels: Record<string, string>): Promise<BottleInfo[]> {
     let found: Docker.ContainerInfo[];
     try {
-      found = await (await this.#docker).listContainers({
-        all: true,
-        filters: { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
-      });
+      found = await bounded(
+        (await this.#docker).listContainers({
+          all: true,
+          filters: { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
+        }),
+        LOOK_MS,
+        'listing containers',
+      );
     } catch (err) {
+      if (isBbError(err)) throw err;
       throw this.#error(err, 'containers', {});
     }
     const out: BottleInfo[] = [];
@@ -206,9 +242,9 @@ export class DockerBackend implements Backend {
   async inspect(id: string): Promise<BottleInfo | undefined> {
     let i: Docker.ContainerInspectInfo;
     try {
-      i = await (await this.#docker).getContainer(id).inspect();
+      i = await bounded((await this.#docker).getContainer(id).inspect(), LOOK_MS, `inspect ${id}`);
     } catch (err) {
-      const e = this.#error(err, `bottle ${id}`, {});
+      const e = isBbError(err) ? err : this.#error(err, `bottle ${id}`, {});
       if (isBbError(e, 'NOT_FOUND')) return undefined;
       throw e;
     }
@@ -249,10 +285,16 @@ export class DockerBackend implements Backend {
     return demux(buf);
   }
 
-  async #call<T>(id: string, fn: (c: Docker.Container) => Promise<T>): Promise<T> {
+  async #call<T>(
+    id: string,
+    fn: (c: Docker.Container) => Promise<T>,
+    ms = CALL_MS,
+    onLate?: () => void,
+  ): Promise<T> {
     try {
-      return await fn((await this.#docker).getContainer(id));
+      return await bounded(fn((await this.#docker).getContainer(id)), ms, `on bottle ${id}`, onLate);
     } catch (err) {
+      if (isBbError(err)) throw err;
       throw this.#error(err, `bottle ${id}`, {});
     }
   }

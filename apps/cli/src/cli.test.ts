@@ -203,7 +203,9 @@ describe('bb orchestrate status and bb provenance', () => {
         },
       ],
     });
-    expect(t.out).toMatch(/1 event waiting:\n {2}acme\/widgets#17 {2}comment_created {2}deferred since /);
+    expect(t.out).toMatch(
+      /1 event waiting:\n {2}acme\/widgets#17 {2}comment_created {2}deferred since /,
+    );
     const empty = io({ BB_HOME: join(home, 'empty') });
     expect(await runCli(['orchestrate', 'status'], empty.io)).toBe(0);
     expect(empty.out).toBe('no managed bottles\n');

@@ -153,7 +153,11 @@ describe('orchestrator routes', () => {
     const store = new MemoryForgeStateStore();
     for (const n of [1, 2, 3]) {
       store.upsert(sampleState(n, { slug: `old-${n}`, status: 'frozen' }));
-      store.upsert({ ...store.get('acme', 'widgets', n)!, status: 'destroyed', updatedAt: `2026-01-0${n}T00:00:00.000Z` });
+      store.upsert({
+        ...store.get('acme', 'widgets', n)!,
+        status: 'destroyed',
+        updatedAt: `2026-01-0${n}T00:00:00.000Z`,
+      });
     }
     const capacity = new Capacity({ maxStarting: 2, memoryBudget: 4 * 1024 ** 3 });
     capacity.tryRun('busy-1', 3 * 1024 ** 3);
@@ -166,7 +170,9 @@ describe('orchestrator routes', () => {
       version: '1',
     });
     const html = await (await app(new Request('http://localhost:8080/'))).text();
-    expect(html).toMatch(/running bottles take 3\.0 GiB of a 4\.0 GiB budget; <strong>1 waiting for capacity<\/strong>: <code>acme\/widgets#9<\/code>/);
+    expect(html).toMatch(
+      /running bottles take 3\.0 GiB of a 4\.0 GiB budget; <strong>1 waiting for capacity<\/strong>: <code>acme\/widgets#9<\/code>/,
+    );
     const cap = await (await app(new Request('http://localhost:8080/api/capacity'))).json();
     expect(cap).toMatchObject({
       usedBytes: 3 * 1024 ** 3,
@@ -175,10 +181,14 @@ describe('orchestrator routes', () => {
       waiting: [{ issue: 'acme/widgets#9', bytes: 2 * 1024 ** 3 }],
     });
     expect(store.all()).toEqual([]);
-    const page1 = await (await app(new Request('http://localhost:8080/api/bottles/history?limit=2'))).json();
+    const page1 = await (
+      await app(new Request('http://localhost:8080/api/bottles/history?limit=2'))
+    ).json();
     expect(page1.bottles.map((b: { slug: string }) => b.slug)).toEqual(['old-3', 'old-2']);
     const page2 = await (
-      await app(new Request(`http://localhost:8080/api/bottles/history?limit=2&before=${page1.next}`))
+      await app(
+        new Request(`http://localhost:8080/api/bottles/history?limit=2&before=${page1.next}`),
+      )
     ).json();
     expect(page2).toEqual({ bottles: [expect.objectContaining({ slug: 'old-1' })], next: null });
     const bad = await app(new Request('http://localhost:8080/api/bottles/history?limit=0'));

@@ -8,9 +8,7 @@ export function parseDuration(text: string): number | undefined {
   const n = Number(m[1]);
   return Math.round(
     n *
-      ({ ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const)[
-        (m[2] ?? 'ms') as 'ms'
-      ],
+      ({ ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const)[(m[2] ?? 'ms') as 'ms'],
   );
 }
 
@@ -19,7 +17,9 @@ export function parseBytes(text: string): number | undefined {
   const m = /^(\d+(?:\.\d+)?)([kmgt])?$/i.exec(text.trim());
   if (!m) return undefined;
   const unit = (m[2] ?? '').toLowerCase();
-  return Math.round(Number(m[1]) * 1024 ** ({ '': 0, k: 1, m: 2, g: 3, t: 4 } as const)[unit as '']);
+  return Math.round(
+    Number(m[1]) * 1024 ** ({ '': 0, k: 1, m: 2, g: 3, t: 4 } as const)[unit as ''],
+  );
 }
 
 const count = (name: string, fallback: string, max: number) =>

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { totalmem } from 'node:os';
 import type { AddressInfo } from 'node:net';
+import { totalmem } from 'node:os';
 import { join } from 'node:path';
 import { errorMessage, redact, registerSecret } from '@bb/errors';
 import { closeGiteaPools, GiteaClient, GiteaForge } from '@bb/forge';

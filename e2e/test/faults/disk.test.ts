@@ -3,7 +3,7 @@
 // turn is recorded and the bottle frozen. A delivery that cannot be stored
 // meanwhile is refused (503, never 202) and the sweep finds it later.
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, openSync, closeSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { probeDocker } from '@bb/tooling/docker';
@@ -66,7 +66,9 @@ describe.skipIf(!docker.ok)('faults: BB_HOME is full', () => {
   it('a turn that fails on a full disk keeps its bottle and op log, and is recorded once there is room; nothing accepted is lost', async () => {
     onTestFailed(() => console.error(s.logText()));
     const n = s.issue('Disk fills up', 'worker');
-    await until('the agent to work', () => (s.comments(n).includes('Starting.') ? true : undefined));
+    await until('the agent to work', () =>
+      s.comments(n).includes('Starting.') ? true : undefined,
+    );
     const slug = s.row(n)!.slug;
     const filler = fill(s.home);
     // A change made while the disk is full is not acknowledged.
@@ -76,7 +78,9 @@ describe.skipIf(!docker.ok)('faults: BB_HOME is full', () => {
     expect(delivery.status).toBe(503);
     // The agent's turn fails for want of room; its evidence stays.
     await until('the agent to exit', async () =>
-      (await s.containers()).some((c) => c.slug === slug && c.role === 'agent' && c.state === 'exited')
+      (await s.containers()).some(
+        (c) => c.slug === slug && c.role === 'agent' && c.state === 'exited',
+      )
         ? true
         : !(await s.containers()).some((c) => c.slug === slug && c.role === 'agent') || undefined,
     );

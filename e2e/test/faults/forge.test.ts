@@ -73,7 +73,11 @@ describe.skipIf(!docker.ok)('faults: the forge misbehaves', () => {
       () => (s.row(n)?.status === 'frozen' && s.row(n)?.prNumber ? s.row(n) : undefined),
       60_000,
     );
-    expect(s.logs().some((l) => l['msg'] === 'launch failed' && /took longer|clone/.test(String(l['error'])))).toBe(true);
+    expect(
+      s
+        .logs()
+        .some((l) => l['msg'] === 'launch failed' && /took longer|clone/.test(String(l['error']))),
+    ).toBe(true);
     expect(s.comments(n).filter((c) => c === 'Starting.')).toHaveLength(1);
     expect(s.chain(row!.slug)).toHaveLength(1);
     // The first attempt's half-made bottle (its sidecar was up) is gone, and so is its clone.

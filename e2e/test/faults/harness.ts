@@ -8,17 +8,36 @@
 // the suite is shown to fail on a build without what it checks that way.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { createServer as createHttpServer, request, type Server } from 'node:http';
-import { createServer as createNetServer, connect, type Socket } from 'node:net';
+import { createRequire } from 'node:module';
+import { connect, createServer as createNetServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { DockerBackend, destroy, HOME_LABEL, homeLabel, listBottles } from '@bb/headless';
-import { ProvenanceStore } from '@bb/provenance';
-import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import type { RunRecord } from '@bb/provenance';
 import { BASE_IMAGE } from '@bb/tooling/docker';
 import { forgeWorld, makeHome, until } from '../support';
+
+// The state package's own SQLite driver (the e2e package does not depend on it directly).
+const require = createRequire(createRequire(import.meta.url).resolve('@bb/state'));
+interface SqliteDb {
+  prepare(sql: string): { get(...args: unknown[]): unknown; all(...args: unknown[]): unknown[] };
+  pragma(text: string): unknown;
+  close(): void;
+}
+const Sqlite = require('better-sqlite3') as new (
+  path: string,
+  options: { readonly: boolean; fileMustExist: boolean },
+) => SqliteDb;
+
+interface Row {
+  slug: string;
+  status: 'running' | 'frozen' | 'destroyed';
+  prNumber: number | null;
+  lastCheckinAt: string;
+}
 
 export const TOKEN = 'bb-claude-token-faults-4242';
 export const SECRET = 'faults-webhook-secret';
@@ -316,25 +335,64 @@ export class Scenario {
       .join('\n');
   }
 
-  #db<T>(fn: (store: SqliteForgeStateStore, prov: ProvenanceStore) => T): T {
-    const db = BbDatabase.open({ path: join(this.home, 'bot-bottle.db') });
+  /**
+   * Read the orchestrator's database from the outside, read-only and with
+   * plain SQL: no migration runs (so an older build's database stays its own).
+   */
+  #sql<T>(fn: (db: SqliteDb) => T): T {
+    const db = new Sqlite(join(this.home, 'bot-bottle.db'), {
+      readonly: true,
+      fileMustExist: true,
+    });
+    db.pragma('busy_timeout = 5000');
     try {
-      return fn(new SqliteForgeStateStore({ database: db }), new ProvenanceStore(db));
+      return fn(db);
     } finally {
       db.close();
     }
   }
 
-  row(n: number) {
-    return this.#db((s) => s.get('acme', 'widgets', n));
+  /** The issue's bottle: live, or (once destroyed) its history row. */
+  row(n: number): Row | undefined {
+    return this.#sql((db) => {
+      const tables = (
+        db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{
+          name: string;
+        }>
+      ).map((t) => t.name);
+      for (const table of ['forge_state', 'forge_state_history']) {
+        if (!tables.includes(table)) continue;
+        const r = db
+          .prepare(
+            `SELECT slug, status, pr_number AS prNumber, last_checkin_at AS lastCheckinAt FROM ${table}
+             WHERE owner = 'acme' AND repo = 'widgets' AND issue_number = ? ORDER BY updated_at DESC LIMIT 1`,
+          )
+          .get(n) as Row | undefined;
+        if (r) return r;
+      }
+      return undefined;
+    });
   }
 
-  openEvents() {
-    return this.#db((s) => s.openEvents());
+  /** Accepted events not handled yet (an older build keeps none). */
+  openEvents(): unknown[] {
+    return this.#sql((db) => {
+      const has = db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'event_inbox'").get();
+      return has
+        ? db.prepare("SELECT key, state FROM event_inbox WHERE state != 'done'").all()
+        : [];
+    });
   }
 
-  chain(slug: string) {
-    return this.#db((_, p) => p.chain(slug).map((r) => r.record));
+  /** The bottle's run records, in the order they were appended. */
+  chain(slug: string): RunRecord[] {
+    return this.#sql((db) =>
+      (
+        db
+          .prepare('SELECT signed FROM provenance_records WHERE slug = ? ORDER BY rowid')
+          .all(slug) as Array<{ signed: string }>
+      ).map((r) => (JSON.parse(r.signed) as { record: RunRecord }).record),
+    );
   }
 
   comments(n: number): string[] {

@@ -29,14 +29,26 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
     );
     await sc.stop('SIGKILL');
     // The clone died with the orchestrator (its transport helper ends with the connection).
-    await until('no clone left running', () => (sc.strays().length === 0 ? true : undefined), 10_000);
+    await until(
+      'no clone left running',
+      () => (sc.strays().length === 0 ? true : undefined),
+      10_000,
+    );
     sc.proxy.heal();
     await sc.start();
     const row = await until('the issue to launch again and freeze with a PR', () =>
       sc.row(n)?.status === 'frozen' && sc.row(n)?.prNumber ? sc.row(n) : undefined,
     );
     expect(row!.slug).not.toBe(first);
-    expect(sc.logs().some((l) => l['msg'] === 'reconciled with the backend' && (l['neverStarted'] as string[])?.includes(first!))).toBe(true);
+    expect(
+      sc
+        .logs()
+        .some(
+          (l) =>
+            l['msg'] === 'reconciled with the backend' &&
+            (l['neverStarted'] as string[])?.includes(first!),
+        ),
+    ).toBe(true);
     expect(sc.comments(n).filter((c) => c === 'Starting.')).toHaveLength(1);
     expect(sc.chain(row!.slug)).toHaveLength(1);
     expect(sc.openEvents()).toEqual([]);
@@ -63,7 +75,9 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
     const slug = sc.row(n)!.slug;
     sc.proc!.kill('SIGSTOP');
     await until('the first turn’s agent to exit', async () =>
-      (await sc.containers()).some((c) => c.slug === slug && c.role === 'agent' && c.state === 'exited')
+      (await sc.containers()).some(
+        (c) => c.slug === slug && c.role === 'agent' && c.state === 'exited',
+      )
         ? true
         : undefined,
     );

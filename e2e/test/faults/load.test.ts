@@ -29,7 +29,7 @@ describe.skipIf(!docker.ok)('faults: many issues at once', () => {
   const prOf = (n: number) =>
     until(`the PR of issue ${n}`, () =>
       s.gitea.issue('acme/widgets', n).comments.some((c) => c.body === 'Starting.')
-        ? s.row(n)?.prNumber ?? findPr(n)
+        ? (s.row(n)?.prNumber ?? findPr(n))
         : undefined,
     );
   const findPr = (n: number): number | undefined => {
@@ -54,7 +54,8 @@ describe.skipIf(!docker.ok)('faults: many issues at once', () => {
     await until(
       'eight agents at work',
       async () =>
-        (await s.containers()).filter((c) => c.role === 'agent' && c.state === 'running').length === 8
+        (await s.containers()).filter((c) => c.role === 'agent' && c.state === 'running').length ===
+        8
           ? true
           : undefined,
       120_000,
@@ -89,7 +90,11 @@ describe.skipIf(!docker.ok)('faults: many issues at once', () => {
     expect(s.row(n)?.status).toBe('running');
     s.gitea.comment('alice', 'acme/widgets', pr!, 'Mind the empty case.');
     const slug = s.row(n)!.slug;
-    await until('the second turn to be recorded', () => (s.chain(slug).length === 2 ? true : undefined), 60_000);
+    await until(
+      'the second turn to be recorded',
+      () => (s.chain(slug).length === 2 ? true : undefined),
+      60_000,
+    );
     expect(s.comments(n).at(-1)).toContain('Mind the empty case.');
   }, 120_000);
 

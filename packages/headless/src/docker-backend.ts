@@ -36,7 +36,10 @@ function bounded<T>(p: Promise<T>, ms: number, what: string, onLate?: () => void
       timer = setTimeout(() => {
         onLate?.();
         reject(
-          new BbError('BACKEND_UNAVAILABLE', `the Docker engine did not answer ${what} within ${ms} ms`),
+          new BbError(
+            'BACKEND_UNAVAILABLE',
+            `the Docker engine did not answer ${what} within ${ms} ms`,
+          ),
         );
       }, ms);
     }),
@@ -292,7 +295,12 @@ export class DockerBackend implements Backend {
     onLate?: () => void,
   ): Promise<T> {
     try {
-      return await bounded(fn((await this.#docker).getContainer(id)), ms, `on bottle ${id}`, onLate);
+      return await bounded(
+        fn((await this.#docker).getContainer(id)),
+        ms,
+        `on bottle ${id}`,
+        onLate,
+      );
     } catch (err) {
       if (isBbError(err)) throw err;
       throw this.#error(err, `bottle ${id}`, {});

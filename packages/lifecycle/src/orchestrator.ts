@@ -78,7 +78,6 @@ interface Bottle {
 
 const RETRY_MS = [2_000, 10_000, 60_000, 300_000, 900_000];
 
-
 /**
  * Composes the packages into the forge-driven loop. Events come in through
  * `accept` (webhook and sweep alike), are kept in the durable inbox, and are
@@ -135,7 +134,8 @@ export class Orchestrator {
     });
     if (!stored) return false;
     if (stored.issue) this.#push(stored.issue, { type: 'event', inbox: stored, event, attempt: 0 });
-    else if (this.#couldClaim(event)) this.#log({ msg: 'event parked until a bottle claims its PR', key: event.key });
+    else if (this.#couldClaim(event))
+      this.#log({ msg: 'event parked until a bottle claims its PR', key: event.key });
     else {
       this.#o.inbox.settle(stored.id, 'done');
       this.#log({ msg: 'event not about a bottle', key: event.key, kind: event.kind });
@@ -273,7 +273,11 @@ export class Orchestrator {
         });
     }
     for (const row of this.#o.store.all())
-      if (row.status === 'running' && !this.#monitors.has(row.slug) && !this.#starting.has(row.slug))
+      if (
+        row.status === 'running' &&
+        !this.#monitors.has(row.slug) &&
+        !this.#starting.has(row.slug)
+      )
         this.watch(row.slug, Date.parse(row.lastCheckinAt) || now);
     this.#expireParked();
   }
@@ -291,15 +295,18 @@ export class Orchestrator {
       // the bottle's directory is gone: the record says vanished
     }
     this.#log({ msg: 'watchdog fired', slug, ...fired });
-    await this.#o.runner.stopAgent(slug, 2000).catch((err) =>
-      this.#log({ msg: 'could not stop the agent', slug, error: errorMessage(err) }),
-    );
+    await this.#o.runner
+      .stopAgent(slug, 2000)
+      .catch((err) =>
+        this.#log({ msg: 'could not stop the agent', slug, error: errorMessage(err) }),
+      );
   }
 
   #report(report: TurnReport): void {
     const bottle = this.#bySlug(report.slug);
     if (!bottle) return;
-    if (report.kind !== 'checked_in') this.#log({ msg: 'turn report', slug: report.slug, report: report.kind });
+    if (report.kind !== 'checked_in')
+      this.#log({ msg: 'turn report', slug: report.slug, report: report.kind });
     const key = issueKey(bottle.owner, bottle.repo, bottle.issue);
     if (report.kind === 'gate_lost') {
       void this.#fire(report.slug, { reason: 'sidecar_death', detail: report.detail });
@@ -313,7 +320,11 @@ export class Orchestrator {
         try {
           this.#save(bottle, 'running');
         } catch (err) {
-          this.#log({ msg: 'could not save a check-in', slug: report.slug, error: errorMessage(err) });
+          this.#log({
+            msg: 'could not save a check-in',
+            slug: report.slug,
+            error: errorMessage(err),
+          });
         }
       }
       return;
@@ -376,7 +387,10 @@ export class Orchestrator {
         const forge = this.#o.forgeFor(owner, repo);
         const fresh = await forge.readIssue(issue);
         const t = await evaluateTargeting(
-          { labels: fresh.labels.map((l) => l.name), assignees: fresh.assignees.map((a) => a.login) },
+          {
+            labels: fresh.labels.map((l) => l.name),
+            assignees: fresh.assignees.map((a) => a.login),
+          },
           {
             org: this.#o.org ?? 'bot-bottle',
             isMember: (org, user) => forge.isOrgMember(org, user).catch(() => undefined),
@@ -436,7 +450,15 @@ export class Orchestrator {
     const known = this.#bottles.get(key);
     if (known) return known;
     const { owner, repo, issue } = parseIssueKey(key);
-    const b: Bottle = { slug: '', owner, repo, issue, agent: agent ?? '', state: INITIAL, deferred: [] };
+    const b: Bottle = {
+      slug: '',
+      owner,
+      repo,
+      issue,
+      agent: agent ?? '',
+      state: INITIAL,
+      deferred: [],
+    };
     this.#bottles.set(key, b);
     return b;
   }
@@ -476,9 +498,15 @@ export class Orchestrator {
     for (const e of this.#o.inbox.openEvents()) {
       if (e.state !== 'parked') continue;
       const event = e.payload as ForgeEvent;
-      if (event.owner !== bottle.owner || event.repo !== bottle.repo || prOf(event) !== pr) continue;
+      if (event.owner !== bottle.owner || event.repo !== bottle.repo || prOf(event) !== pr)
+        continue;
       this.#o.inbox.settle(e.id, 'pending', key);
-      this.#push(key, { type: 'event', inbox: { ...e, issue: key, state: 'pending' }, event, attempt: 0 });
+      this.#push(key, {
+        type: 'event',
+        inbox: { ...e, issue: key, state: 'pending' },
+        event,
+        attempt: 0,
+      });
     }
   }
 
@@ -511,7 +539,8 @@ export class Orchestrator {
         forge: { owner: bottle.owner, repo: bottle.repo, issue: bottle.issue },
         prs: bottle.state.prs,
         outcome,
-        startedAt: this.#o.runner.meta(bottle.slug)?.turns.at(-1)?.startedAt ?? new Date().toISOString(),
+        startedAt:
+          this.#o.runner.meta(bottle.slug)?.turns.at(-1)?.startedAt ?? new Date().toISOString(),
         fired,
         provenance: this.#o.provenance,
       });
@@ -522,7 +551,12 @@ export class Orchestrator {
           this.#routeParked(bottle, pr);
         }
     } catch (err) {
-      this.#log({ msg: 'could not record the turn', key, slug: bottle.slug, error: errorMessage(err) });
+      this.#log({
+        msg: 'could not record the turn',
+        key,
+        slug: bottle.slug,
+        error: errorMessage(err),
+      });
     }
     try {
       this.#save(bottle, 'frozen');
@@ -671,7 +705,12 @@ export class Orchestrator {
         this.#later((this.#o.retryMs ?? RETRY_MS)[0] ?? 2000, () => {
           for (const e of this.#o.inbox.openEvents())
             if (waiting.has(e.id))
-              this.#push(key, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 1 });
+              this.#push(key, {
+                type: 'event',
+                inbox: e,
+                event: e.payload as ForgeEvent,
+                attempt: 1,
+              });
         });
       throw err;
     }

@@ -31,12 +31,19 @@ export async function reconcile(
   orch: Orchestrator,
   o: { store: ForgeStateStore; runner: BottleRunner; log?: (e: Record<string, unknown>) => void },
 ): Promise<ReconcileReport> {
-  const report: ReconcileReport = { reattached: [], orphansRemoved: [], neverStarted: [], replayed: 0 };
+  const report: ReconcileReport = {
+    reattached: [],
+    orphansRemoved: [],
+    neverStarted: [],
+    replayed: 0,
+  };
   const log = o.log ?? (() => {});
   const live = o.store.all();
   const slugs = new Set(live.map((r) => r.slug));
   const ours = await o.runner.ours();
-  for (const slug of new Set(ours.map((c) => c.labels['bb.slug']).filter((s): s is string => !!s))) {
+  for (const slug of new Set(
+    ours.map((c) => c.labels['bb.slug']).filter((s): s is string => !!s),
+  )) {
     if (slugs.has(slug)) continue;
     await o.runner.destroy(slug);
     report.orphansRemoved.push(slug);
@@ -46,14 +53,20 @@ export async function reconcile(
     if (row.status !== 'running') continue;
     const key = issueKey(row.owner, row.repo, row.issueNumber);
     const meta = o.runner.meta(row.slug);
-    const agentRan = ours.some((c) => c.labels['bb.slug'] === row.slug && c.labels['bb.role'] === 'agent');
+    const agentRan = ours.some(
+      (c) => c.labels['bb.slug'] === row.slug && c.labels['bb.role'] === 'agent',
+    );
     if (!meta || (meta.turns.length === 0 && !agentRan && !wroteAnything(o.runner.dir(row.slug)))) {
       // Killed before its agent: nothing happened worth keeping. Launchable again;
       // the event that launched it is still open in the inbox and comes back.
       try {
         await o.runner.destroy(row.slug);
       } catch (err) {
-        log({ msg: 'could not remove a bottle that never started', slug: row.slug, error: errorMessage(err) });
+        log({
+          msg: 'could not remove a bottle that never started',
+          slug: row.slug,
+          error: errorMessage(err),
+        });
       }
       o.store.delete(row.owner, row.repo, row.issueNumber);
       orch.forget(key);

@@ -69,7 +69,11 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     // This turn was recorded already (a restart between the record and the row):
     // once is the record; the second ask gets the first answer.
     clearTurnLog(dir);
-    return { done: last.done, prs: [...new Set([...prs, ...(last.forge?.prs ?? [])])], record: last };
+    return {
+      done: last.done,
+      prs: [...new Set([...prs, ...(last.forge?.prs ?? [])])],
+      record: last,
+    };
   }
   const push = join(paths.state, 'push.git');
   const record = await buildRunRecord({

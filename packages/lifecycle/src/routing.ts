@@ -37,9 +37,7 @@ export function issueOf(
     case 'issue_closed':
       return event.issue.number;
     case 'comment_created':
-      return event.on === 'issue'
-        ? event.number
-        : lookupPr(event.owner, event.repo, event.number);
+      return event.on === 'issue' ? event.number : lookupPr(event.owner, event.repo, event.number);
     default: {
       const branch = BOTTLE_BRANCH.exec(event.pr.head);
       return branch ? Number(branch[1]) : lookupPr(event.owner, event.repo, event.pr.number);

@@ -66,14 +66,13 @@ export class TurnMonitor {
     this.#check = setInterval(() => void this.#checkGate(), this.#o.checkMs ?? 3000);
     this.#poll.unref();
     this.#check.unref();
-    void this.#finish()
-      .then(async (outcome) => {
-        if (this.#closed) return;
-        this.#stopTimers();
-        // What the sidecar said last is in the turn log before the turn's end is reported.
-        await this.#drain();
-        if (!this.#closed) this.#o.report({ kind: 'turn_ended', slug: this.slug, outcome });
-      });
+    void this.#finish().then(async (outcome) => {
+      if (this.#closed) return;
+      this.#stopTimers();
+      // What the sidecar said last is in the turn log before the turn's end is reported.
+      await this.#drain();
+      if (!this.#closed) this.#o.report({ kind: 'turn_ended', slug: this.slug, outcome });
+    });
     return this;
   }
 
@@ -115,7 +114,11 @@ export class TurnMonitor {
     clearTimeout(this.#stopTimer);
     this.#stopTimer = setTimeout(() => {
       void this.#o.runner.stopAgent(this.slug, 5000).catch((err) =>
-        this.#o.log?.({ msg: 'could not stop the agent', slug: this.slug, error: errorMessage(err) }),
+        this.#o.log?.({
+          msg: 'could not stop the agent',
+          slug: this.slug,
+          error: errorMessage(err),
+        }),
       );
     }, ms);
     this.#stopTimer.unref();

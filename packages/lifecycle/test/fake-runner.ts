@@ -98,7 +98,10 @@ export class FakeRunner implements BottleRunner {
     this.calls.push(`resume ${o.slug} ${o.prompt}`);
     const meta = readMeta(o.slug, this.env);
     if (meta?.status !== 'frozen')
-      throw new BbError('CONFLICT', `bottle ${o.slug} is ${meta?.status}; only a frozen bottle can be resumed`);
+      throw new BbError(
+        'CONFLICT',
+        `bottle ${o.slug} is ${meta?.status}; only a frozen bottle can be resumed`,
+      );
     this.#take('resume');
     meta.status = 'running';
     meta.current = {
@@ -128,18 +131,35 @@ export class FakeRunner implements BottleRunner {
     const turn = this.#turns.get(slug);
     if (meta.status === 'frozen' || !turn) {
       const last = meta.turns.at(-1);
-      return { slug, exitCode: last?.exitCode ?? -1, ok: last?.ok ?? false, sessionId: undefined, output: '' };
+      return {
+        slug,
+        exitCode: last?.exitCode ?? -1,
+        ok: last?.ok ?? false,
+        sessionId: undefined,
+        output: '',
+      };
     }
     const code = await turn.exited;
     this.#take('finish');
     const m = readMeta(slug, this.env)!;
     const current = m.current!;
-    m.turns.push({ ...current, exitCode: code, ok: code === 0, finishedAt: new Date().toISOString() });
+    m.turns.push({
+      ...current,
+      exitCode: code,
+      ok: code === 0,
+      finishedAt: new Date().toISOString(),
+    });
     m.current = null;
     m.status = 'frozen';
     writeMeta(m, this.env);
     this.#turns.delete(slug);
-    return { slug, exitCode: code, ok: code === 0, sessionId: m.sessionId ?? undefined, output: '' };
+    return {
+      slug,
+      exitCode: code,
+      ok: code === 0,
+      sessionId: m.sessionId ?? undefined,
+      output: '',
+    };
   }
 
   async stopAgent(slug: string): Promise<void> {
@@ -156,16 +176,17 @@ export class FakeRunner implements BottleRunner {
 
   async containers(slug: string): Promise<BottleInfo[]> {
     if (!this.#turns.has(slug)) return [];
-    const info = (role: string): BottleInfo => ({
-      id: `${slug}-${role}`,
-      name: `bb-${slug}-${role}`,
-      image: 'fake',
-      state: 'running',
-      exitCode: null,
-      oomKilled: false,
-      labels: { 'bb.slug': slug, 'bb.role': role },
-      isolation: { network: 'none', capDrop: [], readOnlyRootfs: true, user: '1000' },
-    } as unknown as BottleInfo);
+    const info = (role: string): BottleInfo =>
+      ({
+        id: `${slug}-${role}`,
+        name: `bb-${slug}-${role}`,
+        image: 'fake',
+        state: 'running',
+        exitCode: null,
+        oomKilled: false,
+        labels: { 'bb.slug': slug, 'bb.role': role },
+        isolation: { network: 'none', capDrop: [], readOnlyRootfs: true, user: '1000' },
+      }) as unknown as BottleInfo;
     return this.#gone.has(slug) ? [info('agent')] : [info('sidecar'), info('agent')];
   }
 

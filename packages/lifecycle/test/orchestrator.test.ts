@@ -81,7 +81,10 @@ function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home: strin
     if (!existing) rmSync(home, { recursive: true, force: true });
   });
   let clock = Date.parse('2026-06-01T00:00:00Z');
-  const at = () => new Date((clock += 1000)).toISOString();
+  const at = () => {
+    clock += 1000;
+    return new Date(clock).toISOString();
+  };
   const sender = { id: 7, login: 'alice' };
   const issue = (title = 'fix the bug', agent = 'claude') =>
     world.addIssue(OWNER, REPO, {
@@ -91,7 +94,10 @@ function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home: strin
       assignees: ['bb-bot'],
     });
   const ev = {
-    targeted: (n: number, hint = { labels: ['bot-bottle:claude'], assignees: ['bb-bot'] }): ForgeEvent => ({
+    targeted: (
+      n: number,
+      hint = { labels: ['bot-bottle:claude'], assignees: ['bb-bot'] },
+    ): ForgeEvent => ({
       kind: 'issue_targeting_changed',
       action: 'assigned',
       key: `t:${n}:${at()}`,
@@ -220,7 +226,10 @@ describe('Orchestrator', () => {
     await until('frozen', () => t.row(n)?.status === 'frozen');
     expect(t.runner.calls).toContain(`stop ${slug}`);
     const [record] = t.records(slug);
-    expect(record).toMatchObject({ done: { status: 'success', summary: 'all fixed' }, watchdogFired: null });
+    expect(record).toMatchObject({
+      done: { status: 'success', summary: 'all fixed' },
+      watchdogFired: null,
+    });
   });
 
   it('learns a PR as the agent opens it: a comment on it in turn one, parked until then, resumes the bottle after the turn', async () => {
@@ -377,7 +386,11 @@ describe('Orchestrator', () => {
     await until('frozen', () => t.row(n)?.status === 'frozen');
     expect(t.runner.calls).not.toContain(`destroy ${slug}`);
     const [record] = t.records(slug);
-    expect(record).toMatchObject({ turn: 1, exitCode: 1, watchdogFired: { reason: 'exit_without_signal' } });
+    expect(record).toMatchObject({
+      turn: 1,
+      exitCode: 1,
+      watchdogFired: { reason: 'exit_without_signal' },
+    });
     expect(record?.opLog.entries).toHaveLength(1);
     expect(existsSync(t.runner.dir(slug))).toBe(true);
   });
@@ -404,7 +417,9 @@ describe('Orchestrator', () => {
     await t.orch.checkWatchdog();
     await until('silence fired', () => t.row(quiet)?.status === 'frozen');
     expect(t.records(q)[0]?.watchdogFired).toMatchObject({ reason: 'silence' });
-    expect(t.row(quiet)?.lastCheckinAt).toBe(readTurnLog(t.runner.dir(q)).lastCheckinAt ?? t.row(quiet)?.lastCheckinAt);
+    expect(t.row(quiet)?.lastCheckinAt).toBe(
+      readTurnLog(t.runner.dir(q)).lastCheckinAt ?? t.row(quiet)?.lastCheckinAt,
+    );
   });
 
   it('decides on the issue as the forge has it now, not on the delivery', async () => {

@@ -199,11 +199,18 @@ describe('lifecycle state machine', () => {
         expect(acts).toEqual(
           before.status === 'running' ? [{ type: 'stop', reason: 'done', graceMs: 10_000 }] : [],
         );
-      if (input.type === 'pr_closed' && before.status === 'running' && before.prs.includes(input.pr))
-        expect(acts).toEqual(before.closing ? [] : [{ type: 'stop', reason: 'closed', graceMs: 0 }]);
+      if (
+        input.type === 'pr_closed' &&
+        before.status === 'running' &&
+        before.prs.includes(input.pr)
+      )
+        expect(acts).toEqual(
+          before.closing ? [] : [{ type: 'stop', reason: 'closed', graceMs: 0 }],
+        );
       if (before.closing && (input.type === 'agent_stopped' || input.type === 'watchdog'))
         expect(acts.map((a) => a.type)).toEqual(['freeze', 'destroy']);
-      if (before.closing || r.state.closing) expect(acts.some((a) => a.type === 'resume')).toBe(false);
+      if (before.closing || r.state.closing)
+        expect(acts.some((a) => a.type === 'resume')).toBe(false);
       // A human comment on our PR while running is never lost: it is pending until delivered
       // (or its bottle is going: its PR was closed).
       if (

@@ -181,9 +181,9 @@ describe('orchestrator routes', () => {
       waiting: [{ issue: 'acme/widgets#9', bytes: 2 * 1024 ** 3 }],
     });
     expect(store.all()).toEqual([]);
-    const page1 = await (
+    const page1 = (await (
       await app(new Request('http://localhost:8080/api/bottles/history?limit=2'))
-    ).json();
+    ).json()) as { bottles: { slug: string }[]; next: string };
     expect(page1.bottles.map((b: { slug: string }) => b.slug)).toEqual(['old-3', 'old-2']);
     const page2 = await (
       await app(
@@ -193,7 +193,9 @@ describe('orchestrator routes', () => {
     expect(page2).toEqual({ bottles: [expect.objectContaining({ slug: 'old-1' })], next: null });
     const bad = await app(new Request('http://localhost:8080/api/bottles/history?limit=0'));
     expect(bad.status).toBe(400);
-    expect((await bad.json()).error).toMatch(/history limit 0 must be 1 to 10000/);
+    expect(((await bad.json()) as { error: string }).error).toMatch(
+      /history limit 0 must be 1 to 10000/,
+    );
   });
 });
 

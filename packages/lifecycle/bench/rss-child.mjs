@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GiteaForge } from '@bb/forge';
 import { DockerBackend } from '@bb/headless';
-import { Orchestrator } from '@bb/lifecycle';
+import { headlessRunner, Orchestrator } from '@bb/lifecycle';
 import { loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 
@@ -42,7 +42,8 @@ const orch = new Orchestrator({
   apiUrl: 'http://127.0.0.1:1/api/v1',
   cloneUrl: () => '',
   store,
-  backend: new DockerBackend(),
+  inbox: store,
+  runner: headlessRunner({ backend: new DockerBackend(), env: { BB_HOME: home }, token: 'x' }),
   provenance: {
     store: new ProvenanceStore(db),
     key: loadOrCreateSigningKey(home),

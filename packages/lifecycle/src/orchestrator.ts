@@ -125,21 +125,21 @@ export class Orchestrator {
    */
   accept(event: ForgeEvent): boolean {
     const issue = issueOf(event, (o, r, pr) => this.#o.store.findByPr(o, r, pr)?.issueNumber);
+    // About a PR no bottle has, and none running could claim: remembered, not kept.
+    const unclaimed = issue === undefined && !this.#couldClaim(event);
     const stored = this.#o.inbox.accept(event.key, {
       issue: issue === undefined ? null : issueKey(event.owner, event.repo, issue),
       occurredAt: event.occurredAt,
       payload: event,
       deliveryId: event.deliveryId,
       kind: event.kind,
+      ...(unclaimed ? { done: true } : {}),
     });
     if (!stored) return false;
     if (stored.issue) this.#push(stored.issue, { type: 'event', inbox: stored, event, attempt: 0 });
-    else if (this.#couldClaim(event))
-      this.#log({ msg: 'event parked until a bottle claims its PR', key: event.key });
-    else {
-      this.#o.inbox.settle(stored.id, 'done');
+    else if (unclaimed)
       this.#log({ msg: 'event not about a bottle', key: event.key, kind: event.kind });
-    }
+    else this.#log({ msg: 'event parked until a bottle claims its PR', key: event.key });
     return true;
   }
 

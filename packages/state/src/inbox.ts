@@ -19,6 +19,12 @@ export interface InboxInput {
   /** The forge's delivery id and event name, for the ledger. */
   deliveryId?: string | undefined;
   kind?: string | undefined;
+  /**
+   * Accept it as handled already (`done`): the key is remembered (a redelivery
+   * is a duplicate) but nothing waits on it. For events the caller knows at
+   * once concern nothing it keeps.
+   */
+  done?: boolean | undefined;
 }
 
 export interface InboxEvent {
@@ -43,7 +49,7 @@ export interface EventInbox {
    * when that key was accepted before (nothing changes). The ledger entry and
    * the event are one durable write; throws (`STATE_BUSY`, `STATE_UNWRITABLE`)
    * when it cannot be made. An event with no issue starts `parked`, one with
-   * an issue `pending`.
+   * an issue `pending`, one accepted with `done: true` `done`.
    */
   accept(key: string, event: InboxInput): InboxEvent | undefined;
   /** Every event that is not done, in the order it happened (then accepted). */
@@ -62,9 +68,18 @@ export function checkDate(d: unknown, what: string): Date {
   return d;
 }
 
+/** The state an accepted event starts in. */
+export const initialState = (e: InboxInput): InboxState =>
+  e.done ? 'done' : e.issue ? 'pending' : 'parked';
+
 export function checkInboxInput(e: InboxInput): InboxInput {
   if (typeof e !== 'object' || e === null)
     throw new BbError('INVALID_INPUT', 'an inbox event must be an object');
+  if (e.done !== undefined && typeof e.done !== 'boolean')
+    throw new BbError(
+      'INVALID_INPUT',
+      `inbox event done ${JSON.stringify(e.done)} must be a boolean`,
+    );
   if (e.issue !== null && (typeof e.issue !== 'string' || !ISSUE.test(e.issue)))
     throw new BbError(
       'INVALID_INPUT',

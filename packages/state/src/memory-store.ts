@@ -15,6 +15,7 @@ import {
   type InboxEvent,
   type InboxInput,
   type InboxState,
+  initialState,
 } from './inbox';
 import { compareStateKeys, type ForgeStateStore, type HistoryOptions } from './store';
 
@@ -111,7 +112,7 @@ export class MemoryForgeStateStore implements ForgeStateStore, DeliveryLedger, E
       id,
       key,
       issue: e.issue,
-      state: e.issue ? 'pending' : 'parked',
+      state: initialState(e),
       occurredAt: e.occurredAt,
       receivedAt: new Date().toISOString(),
       payload: structuredClone(e.payload),

@@ -22,6 +22,7 @@ import {
   type InboxEvent,
   type InboxInput,
   type InboxState,
+  initialState,
 } from './inbox';
 import type { ForgeStateStore, HistoryOptions } from './store';
 
@@ -179,6 +180,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
     key: string,
     meta: DeliveryMeta,
     issue: string | null,
+    state: InboxState,
     occurredAt: string,
     payload: string,
   ) => { id: number; receivedAt: string } | undefined;
@@ -226,6 +228,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
           key: string,
           meta: DeliveryMeta,
           issue: string | null,
+          state: InboxState,
           occurredAt: string,
           payload: string,
         ) => {
@@ -237,14 +240,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
             now,
           );
           if (info.changes !== 1) return undefined;
-          const row = this.#stmts.inboxInsert.run(
-            key,
-            issue,
-            issue ? 'pending' : 'parked',
-            occurredAt,
-            now,
-            payload,
-          );
+          const row = this.#stmts.inboxInsert.run(key, issue, state, occurredAt, now, payload);
           return { id: Number(row.lastInsertRowid), receivedAt: now };
         },
       );
@@ -326,6 +322,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
         key,
         { deliveryId: e.deliveryId, event: e.kind },
         e.issue,
+        initialState(e),
         e.occurredAt,
         JSON.stringify(e.payload),
       ),
@@ -335,7 +332,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
       id: stored.id,
       key,
       issue: e.issue,
-      state: e.issue ? 'pending' : 'parked',
+      state: initialState(e),
       occurredAt: e.occurredAt,
       receivedAt: stored.receivedAt,
       payload: structuredClone(e.payload),

@@ -281,6 +281,16 @@ export function describeInboxConformance<T extends EventInbox>(
       expect(inbox.openEvents()).toEqual([]);
     });
 
+    test('an event accepted as done is remembered under its key and waits for nothing', async () => {
+      const inbox = await make();
+      expect(inbox.accept('d', { ...ev(null, '2026-11-22T05:00:00Z'), done: true })).toMatchObject({
+        key: 'd',
+        state: 'done',
+      });
+      expect(inbox.openEvents()).toEqual([]);
+      expect(inbox.accept('d', ev(null, '2026-11-22T05:00:00Z'))).toBeUndefined();
+    });
+
     test('open events come in the order they happened, then were accepted', async () => {
       const inbox = await make();
       inbox.accept('late', ev('acme/widgets#1', '2026-11-22T05:00:02Z'));

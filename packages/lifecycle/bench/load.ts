@@ -1,0 +1,98 @@
+// What the webhook benches share: signed Gitea PR-comment deliveries (~11 KB,
+// from the recorded fixtures), a bare node:http 202 server as the baseline, and
+// a load client that measures each delivery's ack latency.
+import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+
+export const SECRET = 'bench-webhook-secret';
+const fixtures = join(
+  dirname(fileURLToPath(import.meta.url)),
+  '..',
+  '..',
+  'forge',
+  'test',
+  'fixtures',
+  'gitea',
+  'webhooks',
+);
+const template = JSON.parse(
+  readFileSync(join(fixtures, 'issue_comment.created.on_pull.json'), 'utf8'),
+);
+const headers0 = JSON.parse(
+  readFileSync(join(fixtures, 'issue_comment.created.on_pull.headers.json'), 'utf8'),
+) as Record<string, string>;
+
+/** `n` distinct PR-comment deliveries (comment ids from `firstId`). */
+export function deliveries(n: number, firstId = 10_000): Buffer[] {
+  return Array.from({ length: n }, (_, i) => {
+    const p = structuredClone(template);
+    p.comment.id = firstId + i;
+    p.comment.body = `comment ${i}`;
+    return Buffer.from(JSON.stringify(p));
+  });
+}
+
+const sign = (b: Buffer) => createHmac('sha256', SECRET).update(b).digest('hex');
+const headersFor = (b: Buffer, good = true) => ({
+  ...headers0,
+  'Content-Length': String(b.length),
+  'X-Gitea-Signature': good ? sign(b) : '0'.repeat(64),
+  'X-Hub-Signature-256': '',
+});
+
+export async function listen(s: Server): Promise<number> {
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return (s.address() as AddressInfo).port;
+}
+
+/** A node:http server that answers every request 202: the floor of any endpoint. */
+export function bareServer(): Server {
+  return createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(202).end());
+  });
+}
+
+/** POST every delivery at `conc` at a time; each one's latency (ms, sorted), the run's seconds, the statuses. */
+export async function load(
+  port: number,
+  list: Buffer[],
+  good = true,
+  conc = 10,
+): Promise<{ lat: number[]; seconds: number; statuses: Map<number, number> }> {
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: conc });
+  const lat: number[] = [];
+  const statuses = new Map<number, number>();
+  let next = 0;
+  const t0 = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: conc }, async () => {
+      while (next < list.length) {
+        const b = list[next++]!;
+        const s = process.hrtime.bigint();
+        const res = await pool.request({
+          method: 'POST',
+          path: '/webhooks/gitea',
+          headers: headersFor(b, good),
+          body: b,
+        });
+        await res.body.dump();
+        lat.push(Number(process.hrtime.bigint() - s) / 1e6);
+        statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
+      }
+    }),
+  );
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  await pool.close();
+  return { lat: lat.sort((a, b) => a - b), seconds, statuses };
+}
+
+export const pct = (xs: number[], p: number) =>
+  xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+
+export const ms3 = (n: number) => Math.round(n * 1000) / 1000;

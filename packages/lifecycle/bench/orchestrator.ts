@@ -1,0 +1,38 @@
+// An orchestrator for the benches: real SQLite state and inbox, bottles from the
+// runner double (no Docker), a forge in memory that counts its calls.
+import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
+import { loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
+import type { SqliteForgeStateStore } from '@bb/state';
+import { Orchestrator, type OrchestratorOptions } from '../src/index';
+import { FakeRunner } from '../test/fake-runner';
+
+export function benchOrchestrator(
+  store: SqliteForgeStateStore,
+  home: string,
+  over: Partial<OrchestratorOptions> = {},
+) {
+  const world = new MemoryForgeWorld();
+  world.addMember('bot-bottle', 'bb-bot');
+  const runner = new FakeRunner(home);
+  const orch = new Orchestrator({
+    forgeFor: (owner, repo) => new MemoryForge({ owner, repo, as: 'bb-bot', world }),
+    token: 'bench-token',
+    botLogin: 'bb-bot',
+    apiUrl: 'http://127.0.0.1:9/api/v1',
+    cloneUrl: (o, r) => `http://127.0.0.1:9/${o}/${r}.git`,
+    store,
+    inbox: store,
+    runner,
+    provenance: {
+      store: new ProvenanceStore(store.database),
+      key: loadOrCreateSigningKey(home),
+      scanner: { scanCommits: async () => ({ tool: 'none', scanned: '', findings: [] }) },
+      bbVersion: '0',
+      gitCommit: null,
+    },
+    env: runner.env,
+    capacity: { memoryBudget: 1024 ** 4 },
+    ...over,
+  });
+  return { orch, runner, world };
+}

@@ -1,0 +1,134 @@
+// The ack path does not slow with history: 5,000 signed ~11 KB PR-comment
+// deliveries at concurrency 10 into the real endpoint (signature, parse, the
+// orchestrator's accept) with 10,000 destroyed bottles and 100,000 ledger rows
+// already in the database, vs a bare node:http 202 (the baseline) and vs the
+// same endpoint on an empty database (the design's floor), in one run. Goals:
+// p99 <= 3x the bare 202, and >= 1,500 deliveries/s.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
+import { SqliteForgeStateStore } from '@bb/state';
+import { reportBench } from '@bb/tooling/bench';
+import { createWebhookHandler, toNodeListener } from '../src/index';
+import { bareServer, deliveries, listen, load, ms3, pct, SECRET } from './load';
+import { benchOrchestrator } from './orchestrator';
+
+const N = 5000;
+const DESTROYED = 10_000;
+const LEDGER = 100_000;
+
+function endpoint(label: string, prefill: boolean) {
+  const dir = mkdtempSync(join(tmpdir(), `bb-webhook-${label}-`));
+  const store = new SqliteForgeStateStore({ path: join(dir, 'bb.db') });
+  if (prefill) {
+    const t = new Date(Date.now() - 86_400_000).toISOString();
+    const db = store.database.db;
+    db.transaction(() => {
+      for (let i = 1; i <= DESTROYED; i++) {
+        const row = {
+          owner: 'acme',
+          repo: 'widgets',
+          issueNumber: 100_000 + i,
+          slug: `agent-${i}`,
+          agentName: 'agent',
+          bottleNames: ['default'],
+          backendName: 'docker',
+          agentGitUser: 'bot',
+          // Their PRs include the one the deliveries comment on: history must not answer for it.
+          prNumber: i,
+          status: 'frozen' as const,
+          lastCheckinAt: t,
+          sessionId: null,
+          cwd: null,
+          createdAt: t,
+          updatedAt: t,
+        };
+        store.upsert(row);
+        store.upsert({ ...row, status: 'destroyed' });
+      }
+      for (let i = 0; i < LEDGER; i++) store.recordDelivery(`history:${i}`, { event: 'issues' });
+    })();
+  }
+  const { orch } = benchOrchestrator(store, dir);
+  let accepted = 0;
+  const server = createServer(
+    toNodeListener(
+      createWebhookHandler({
+        forge: { verifyWebhook: verifyGiteaWebhook, parseWebhook: parseGiteaWebhook },
+        secret: SECRET,
+        accept: (e) => {
+          const isNew = orch.accept(e);
+          if (isNew) accepted++;
+          return isNew;
+        },
+      }),
+    ),
+  );
+  return {
+    server,
+    store,
+    accepted: () => accepted,
+    close() {
+      server.close();
+      orch.close();
+      store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const t0 = Date.now();
+const full = endpoint('history', true);
+const filledIn = Date.now() - t0;
+if (full.store.all().length !== 0 || full.store.history({ limit: 10_000 }).length !== DESTROYED)
+  throw new Error('the history was not made as asked');
+const empty = endpoint('empty', false);
+const bare = bareServer();
+const [fullPort, emptyPort, barePort] = [
+  await listen(full.server),
+  await listen(empty.server),
+  await listen(bare),
+];
+
+const bodies = deliveries(N);
+await load(barePort, deliveries(500, 1));
+await load(fullPort, deliveries(500, 1));
+await load(emptyPort, deliveries(500, 1));
+const base = await load(barePort, bodies);
+const floor = await load(emptyPort, bodies);
+const mine = await load(fullPort, bodies);
+for (const [name, r, ep] of [
+  ['history', mine, full],
+  ['empty', floor, empty],
+] as const)
+  if (r.statuses.get(202) !== N || ep.accepted() !== N + 500)
+    throw new Error(`${name}: expected ${N} accepted, got ${JSON.stringify([...r.statuses])}`);
+
+const perSec = N / mine.seconds;
+reportBench({
+  name: 'webhook-history',
+  metric:
+    'ack p99 ms with 10,000 destroyed bottles and 100,000 ledger rows (5,000 signed ~11 KB deliveries, concurrency 10) vs bare node:http 202',
+  ours: pct(mine.lat, 99),
+  baseline: pct(base.lat, 99),
+  goal: 3,
+  higherIsBetter: false,
+  target: 'p99 <= 3x, >= 1,500/s',
+  pass: pct(mine.lat, 99) <= 3 * pct(base.lat, 99) && perSec >= 1500,
+  extra: {
+    oursPerSecond: Math.round(perSec),
+    barePerSecond: Math.round(N / base.seconds),
+    floorEmptyDbP99ms: ms3(pct(floor.lat, 99)),
+    floorEmptyDbPerSecond: Math.round(N / floor.seconds),
+    oursP50ms: ms3(pct(mine.lat, 50)),
+    bareP50ms: ms3(pct(base.lat, 50)),
+    destroyedBottles: DESTROYED,
+    ledgerRows: LEDGER,
+    historyFilledInMs: filledIn,
+  },
+});
+full.close();
+empty.close();
+bare.close();

@@ -4,6 +4,9 @@ import type { ForgeStateStore } from '@bb/state';
 import { type AccessPolicy, checkAccess } from './access';
 import { type CapacityView, renderDashboard } from './dashboard';
 
+/** Where Gitea delivers its webhooks. */
+export const WEBHOOK_PATH = '/webhooks/gitea';
+
 /** Route a request to the first handler that takes it. */
 export function createApp(parts: {
   webhook: (req: Request) => Promise<Response>;
@@ -25,7 +28,7 @@ export function createApp(parts: {
     });
   return async (req) => {
     const { pathname } = new URL(req.url);
-    if (pathname === '/webhooks/gitea') return parts.webhook(req);
+    if (pathname === WEBHOOK_PATH) return parts.webhook(req);
     if (pathname === '/healthz') return json(200, { ok: true, version: parts.version });
     const refused = checkAccess(req, parts.access ?? { loopback: true });
     if (refused) return refused;

@@ -4,10 +4,11 @@ import type { AddressInfo } from 'node:net';
 import { totalmem } from 'node:os';
 import { join } from 'node:path';
 import { errorMessage, redact, registerSecret } from '@bb/errors';
-import { closeGiteaPools, GiteaClient, GiteaForge } from '@bb/forge';
+import { closeGiteaPools, type ForgeEvent, GiteaClient, GiteaForge } from '@bb/forge';
 import { type Backend, DockerBackend, LOCAL_BACKEND_WARNING, LocalBackend } from '@bb/headless';
 import {
   createWebhookHandler,
+  createWebhookListener,
   headlessRunner,
   installedCommit,
   Orchestrator,
@@ -26,7 +27,7 @@ import { BbDatabase, resolveBbHome, SqliteForgeStateStore } from '@bb/state';
 import { pino } from 'pino';
 import pkg from '../package.json' with { type: 'json' };
 import { isLoopbackHost } from './access';
-import { createApp } from './app';
+import { createApp, WEBHOOK_PATH } from './app';
 import { loadConfig, type OrchestratorConfig } from './config';
 
 export interface ServeOptions {
@@ -131,12 +132,15 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     log: (e) => log.info(e),
   });
 
-  const webhook = createWebhookHandler({
+  const webhookOptions = {
     forge: forgeFor('_', '_'),
     secret: config.FORGE_WEBHOOK_SECRET,
-    accept: (e) => orchestrator.accept(e),
-    log: (e) => log.info(e),
-  });
+    accept: (e: ForgeEvent) => orchestrator.accept(e),
+    log: (e: Record<string, unknown>) => log.info(e),
+  };
+  const webhook = createWebhookHandler(webhookOptions);
+  // Deliveries skip the Request/Response layer: the same endpoint on node:http directly.
+  const deliveries = createWebhookListener(webhookOptions);
   const app = createApp({
     webhook,
     provenance: createProvenanceHandler({
@@ -160,7 +164,12 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const report = await reconcile(orchestrator, { store, runner, log: (e) => log.info(e) });
   log.info({ msg: 'reconciled with the backend', ...report });
 
-  const server: Server = createServer(toNodeListener(app));
+  const appListener = toNodeListener(app);
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?', 1)[0];
+    if (path === WEBHOOK_PATH) deliveries(req, res);
+    else appListener(req, res);
+  });
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   await new Promise<void>((ok, fail) => {

@@ -1,4 +1,6 @@
-import { chmodSync, readFileSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { errorMessage, registerSecret } from '@bb/errors';
 import { createCredentialProxy, loadRoutes } from './cred-proxy';
 import { createEgressProxy } from './egress-proxy';
@@ -73,12 +75,16 @@ export async function startProxies(options: ProxiesOptions) {
     [egress.server, options.egressSocket],
     [cred.server, options.credSocket],
   ] as const) {
-    rmSync(socket, { force: true });
+    // Bound beside its path and renamed once usable, so a client that connects
+    // as soon as the path exists never meets a socket it may not use yet.
+    const bound = join(dirname(socket), `.${basename(socket)}.${randomBytes(6).toString('hex')}`);
+    rmSync(bound, { force: true });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(socket, () => resolve());
+      server.listen(bound, () => resolve());
     });
-    chmodSync(socket, 0o666);
+    chmodSync(bound, 0o666);
+    renameSync(bound, socket);
   }
   const reload = () => {
     try {

@@ -82,8 +82,8 @@ async function measure(long: number): Promise<{ lat: number[]; floor: number[] }
     await direct.readIssue(n);
     floor.push(performance.now() - f);
   }
-  await orch.settled().catch(() => {});
   for (const slug of runner.runningSlugs) runner.agent(slug).exit(0);
+  await orch.settled();
   orch.close();
   store.close();
   rmSync(dir, { recursive: true, force: true });

@@ -1,13 +1,17 @@
 // What the webhook benches share: signed Gitea PR-comment deliveries (~11 KB,
 // from the recorded fixtures), a bare node:http 202 server as the baseline, and
 // a load client that measures each delivery's ack latency.
-import { createHmac } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
+
+// better-sqlite3 is @bb/state's dependency, not ours: resolved from there.
+const require = createRequire(createRequire(import.meta.url).resolve('@bb/state'));
 
 export const SECRET = 'bench-webhook-secret';
 const fixtures = join(
@@ -56,6 +60,51 @@ export function bareServer(): Server {
     req.resume();
     req.on('end', () => res.writeHead(202).end());
   });
+}
+
+/**
+ * The design's floor: the least any durable webhook endpoint does on this
+ * machine — node:http, the HMAC check over the raw bytes, JSON.parse, and one
+ * SQLite insert of the event in WAL mode (the same pragmas as the store), then
+ * 202. No routing, no validation, no Request/Response objects.
+ */
+export function floorServer(dbPath: string): { server: Server; close: () => void } {
+  const Sqlite = require('better-sqlite3') as new (
+    path: string,
+  ) => {
+    pragma(sql: string): unknown;
+    exec(sql: string): void;
+    prepare(sql: string): { run(...args: unknown[]): unknown };
+    close(): void;
+  };
+  const db = new Sqlite(dbPath);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.exec('CREATE TABLE IF NOT EXISTS floor (key TEXT PRIMARY KEY, payload TEXT NOT NULL)');
+  const insert = db.prepare('INSERT OR IGNORE INTO floor (key, payload) VALUES (?, ?)');
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks);
+      const want = Buffer.from(sign(raw));
+      const got = Buffer.from(String(req.headers['x-gitea-signature'] ?? ''));
+      if (got.length !== want.length || !timingSafeEqual(got, want)) {
+        res.writeHead(401).end();
+        return;
+      }
+      const body = JSON.parse(raw.toString('utf8'));
+      insert.run(`comment:${body.comment.id}`, JSON.stringify(body.comment));
+      res.writeHead(202, { 'content-type': 'application/json' }).end('{"accepted":true}\n');
+    });
+  });
+  return {
+    server,
+    close: () => {
+      server.close();
+      db.close();
+    },
+  };
 }
 
 /** POST every delivery at `conc` at a time; each one's latency (ms, sorted), the run's seconds, the statuses. */

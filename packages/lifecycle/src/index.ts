@@ -42,4 +42,9 @@ export {
   writeTurnLog,
 } from './turn-log';
 export { TurnMonitor, type TurnMonitorOptions, type TurnReport } from './turn-monitor';
-export { createWebhookHandler, type WebhookHandlerOptions } from './webhook';
+export {
+  createWebhookHandler,
+  createWebhookListener,
+  type DeliveryAnswer,
+  type WebhookHandlerOptions,
+} from './webhook';

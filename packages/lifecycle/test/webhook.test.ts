@@ -1,12 +1,18 @@
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BbError } from '@bb/errors';
 import { type ForgeEvent, parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
 import { MemoryForgeStateStore } from '@bb/state';
-import { describe, expect, it } from 'vitest';
-import { createWebhookHandler } from '../src/webhook';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  createWebhookHandler,
+  createWebhookListener,
+  type WebhookHandlerOptions,
+} from '../src/webhook';
 
 const fixtures = join(
   dirname(fileURLToPath(import.meta.url)),
@@ -30,20 +36,80 @@ const fixture = (name: string) => ({
 const post = (headers: Record<string, string>, body: string | Uint8Array) =>
   new Request('http://bb/webhooks/gitea', { method: 'POST', headers, body });
 
-function setup(ledger = new MemoryForgeStateStore()) {
-  const events: ForgeEvent[] = [];
-  const handler = createWebhookHandler({
-    forge,
-    secret: SECRET,
-    ledger,
-    enqueue: (e) => events.push(e),
-  });
-  return { events, handler, ledger };
+const servers: Array<{ close(): void }> = [];
+afterAll(() => {
+  for (const s of servers) s.close();
+});
+
+/**
+ * The node:http listener behind a real server, driven with the same `Request`s:
+ * a declared length is sent as declared, any other body chunked, and sending
+ * stops as soon as the answer is in.
+ */
+async function overNodeHttp(
+  options: WebhookHandlerOptions,
+): Promise<(req: Request) => Promise<Response>> {
+  const server = createServer(createWebhookListener(options));
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return (req) =>
+    new Promise<Response>((resolve, reject) => {
+      let answered = false;
+      const out = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          path: '/webhooks/gitea',
+          method: req.method,
+          headers: Object.fromEntries(req.headers),
+          agent: false,
+        },
+        (res) => {
+          answered = true;
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () =>
+            resolve(new Response(Buffer.concat(chunks), { status: res.statusCode ?? 0 })),
+          );
+          res.on('error', reject);
+        },
+      );
+      out.on('error', (err) => {
+        if (!answered) reject(err);
+      });
+      void (async () => {
+        if (req.body)
+          for await (const chunk of req.body as unknown as AsyncIterable<Uint8Array>) {
+            if (answered || out.destroyed) break;
+            if (!out.write(chunk)) await new Promise((r) => out.once('drain', r));
+            // A client that reads its answer while it sends (as Gitea's does).
+            await new Promise((r) => setImmediate(r));
+          }
+        if (!answered && !out.destroyed) out.end();
+      })().catch(() => {});
+    });
 }
 
-describe('webhook endpoint', () => {
+const adapters = [
+  ['the Request handler', async (o: WebhookHandlerOptions) => createWebhookHandler(o)],
+  ['the node:http listener', overNodeHttp],
+] as const;
+
+describe.each(adapters)('webhook endpoint, %s', (_name, make) => {
+  async function setup(ledger = new MemoryForgeStateStore()) {
+    const events: ForgeEvent[] = [];
+    const handler = await make({
+      forge,
+      secret: SECRET,
+      ledger,
+      enqueue: (e) => events.push(e),
+    });
+    return { events, handler, ledger };
+  }
+
   it('accepts a signed Gitea delivery once; a duplicate or a replay with a new UUID is acknowledged, not processed', async () => {
-    const { events, handler } = setup();
+    const { events, handler } = await setup();
     const { headers, body } = fixture('issues.assigned');
     const first = await handler(post(headers, body));
     expect(first.status).toBe(202);
@@ -57,7 +123,7 @@ describe('webhook endpoint', () => {
   });
 
   it('refuses a bad signature with 401 before parsing or writing anything', async () => {
-    const { events, handler, ledger } = setup();
+    const { events, handler, ledger } = await setup();
     const { headers, body } = fixture('issue_comment.created.on_pull');
     const res = await handler(
       post(
@@ -76,7 +142,7 @@ describe('webhook endpoint', () => {
   });
 
   it('answers 415 for a form hook and 413 for a body too large, declared or streamed', async () => {
-    const { handler } = setup();
+    const { handler } = await setup();
     const { headers, body } = fixture('issues.opened');
     expect(
       (
@@ -107,7 +173,7 @@ describe('webhook endpoint', () => {
   });
 
   it('answers 400 for malformed JSON behind a good signature, and 202 for events it ignores', async () => {
-    const { events, handler } = setup();
+    const { events, handler } = await setup();
     const bad = '{"action": "opened", ';
     const sig = createHmac('sha256', SECRET).update(bad).digest('hex');
     const res = await handler(
@@ -129,14 +195,14 @@ describe('webhook endpoint', () => {
     failing.recordDelivery = () => {
       throw new BbError('STATE_BUSY', 'database is locked');
     };
-    const { events, handler } = setup(failing);
+    const { events, handler } = await setup(failing);
     const { headers, body } = fixture('issues.assigned');
     expect((await handler(post(headers, body))).status).toBe(503);
     expect(events).toEqual([]);
   });
 
   it('50 concurrent deliveries of one change make one event', async () => {
-    const { events, handler } = setup();
+    const { events, handler } = await setup();
     const { headers, body } = fixture('issue_comment.created.on_pull');
     const results = await Promise.all(
       Array.from({ length: 50 }, (_, i) =>

@@ -72,7 +72,8 @@ export function checkDate(d: unknown, what: string): Date {
 export const initialState = (e: InboxInput): InboxState =>
   e.done ? 'done' : e.issue ? 'pending' : 'parked';
 
-export function checkInboxInput(e: InboxInput): InboxInput {
+/** Checks an event for the inbox; returns it with its payload as JSON (what a store keeps). */
+export function checkInboxInput(e: InboxInput): InboxInput & { payloadJson: string } {
   if (typeof e !== 'object' || e === null)
     throw new BbError('INVALID_INPUT', 'an inbox event must be an object');
   if (e.done !== undefined && typeof e.done !== 'boolean')
@@ -98,7 +99,7 @@ export function checkInboxInput(e: InboxInput): InboxInput {
   }
   if (text === undefined || text.length > 1024 * 1024)
     throw new BbError('INVALID_INPUT', 'inbox event payload must be JSON of at most 1 MiB');
-  return e;
+  return { ...e, payloadJson: text };
 }
 
 export function checkSettle(id: unknown, state: unknown): void {

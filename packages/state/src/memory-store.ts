@@ -115,7 +115,7 @@ export class MemoryForgeStateStore implements ForgeStateStore, DeliveryLedger, E
       state: initialState(e),
       occurredAt: e.occurredAt,
       receivedAt: new Date().toISOString(),
-      payload: structuredClone(e.payload),
+      payload: JSON.parse(e.payloadJson),
     });
     return structuredClone(this.#inbox.get(id));
   }

@@ -324,7 +324,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
         e.issue,
         initialState(e),
         e.occurredAt,
-        JSON.stringify(e.payload),
+        e.payloadJson,
       ),
     );
     if (!stored) return undefined;
@@ -335,7 +335,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
       state: initialState(e),
       occurredAt: e.occurredAt,
       receivedAt: stored.receivedAt,
-      payload: structuredClone(e.payload),
+      payload: JSON.parse(e.payloadJson),
     };
   }
 

@@ -1,9 +1,12 @@
 // An orchestrator for the benches: real SQLite state and inbox, bottles from the
 // runner double (no Docker), a forge in memory that counts its calls.
+
+import { createServer, type Server } from 'node:http';
+import { parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
 import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
 import { loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
 import type { SqliteForgeStateStore } from '@bb/state';
-import { Orchestrator, type OrchestratorOptions } from '../src/index';
+import { createWebhookListener, Orchestrator, type OrchestratorOptions } from '../src/index';
 import { FakeRunner } from '../test/fake-runner';
 
 export function benchOrchestrator(
@@ -35,4 +38,24 @@ export function benchOrchestrator(
     ...over,
   });
   return { orch, runner, world };
+}
+
+/** The production endpoint on node:http over `orch.accept`, counting what it accepted. */
+export function orchestratorEndpoint(
+  orch: Orchestrator,
+  secret: string,
+): { server: Server; accepted: () => number } {
+  let accepted = 0;
+  const server = createServer(
+    createWebhookListener({
+      forge: { verifyWebhook: verifyGiteaWebhook, parseWebhook: parseGiteaWebhook },
+      secret,
+      accept: (e) => {
+        const isNew = orch.accept(e);
+        if (isNew) accepted++;
+        return isNew;
+      },
+    }),
+  );
+  return { server, accepted: () => accepted };
 }

@@ -6,15 +6,12 @@
 // floor (node:http + HMAC + JSON.parse + one SQLite insert), in one run. Goals:
 // p99 <= 3x the bare 202, and >= 1,500 deliveries/s.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
 import { SqliteForgeStateStore } from '@bb/state';
 import { reportBench } from '@bb/tooling/bench';
-import { createWebhookListener } from '../src/index';
 import { bareServer, deliveries, floorServer, listen, load, ms3, pct, SECRET } from './load';
-import { benchOrchestrator } from './orchestrator';
+import { benchOrchestrator, orchestratorEndpoint } from './orchestrator';
 
 const N = 5000;
 const DESTROYED = 10_000;
@@ -53,22 +50,11 @@ function endpoint(label: string, prefill: boolean) {
     })();
   }
   const { orch } = benchOrchestrator(store, dir);
-  let accepted = 0;
-  const server = createServer(
-    createWebhookListener({
-      forge: { verifyWebhook: verifyGiteaWebhook, parseWebhook: parseGiteaWebhook },
-      secret: SECRET,
-      accept: (e) => {
-        const isNew = orch.accept(e);
-        if (isNew) accepted++;
-        return isNew;
-      },
-    }),
-  );
+  const { server, accepted } = orchestratorEndpoint(orch, SECRET);
   return {
     server,
     store,
-    accepted: () => accepted,
+    accepted,
     close() {
       server.close();
       orch.close();

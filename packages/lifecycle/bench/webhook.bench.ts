@@ -5,16 +5,13 @@
 // deliveries/s; bad-signature rejections p99 <= 1 ms. Also reports the
 // orchestrator's RSS with 1,000 tracked issues.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
 import { SqliteForgeStateStore } from '@bb/state';
 import { reportBench } from '@bb/tooling/bench';
-import { createWebhookListener } from '../src/index';
 import { bareServer, deliveries, listen, load, pct, SECRET } from './load';
-import { benchOrchestrator } from './orchestrator';
+import { benchOrchestrator, orchestratorEndpoint } from './orchestrator';
 
 const N = 5000;
 const bodies = deliveries(N);
@@ -23,18 +20,7 @@ const dir = mkdtempSync(join(tmpdir(), 'bb-webhook-bench-'));
 const store = new SqliteForgeStateStore({ path: join(dir, 'bb.db') });
 // The production path: the orchestrator's accept (ledger and inbox in one write).
 const { orch } = benchOrchestrator(store, dir);
-let accepted = 0;
-const ours = createServer(
-  createWebhookListener({
-    forge: { verifyWebhook: verifyGiteaWebhook, parseWebhook: parseGiteaWebhook },
-    secret: SECRET,
-    accept: (e) => {
-      const isNew = orch.accept(e);
-      if (isNew) accepted++;
-      return isNew;
-    },
-  }),
-);
+const { server: ours, accepted } = orchestratorEndpoint(orch, SECRET);
 const bare = bareServer();
 const oursPort = await listen(ours);
 const barePort = await listen(bare);
@@ -44,9 +30,9 @@ const base = await load(barePort, bodies);
 const mine = await load(oursPort, bodies);
 // A rejection's own cost: one at a time, so no queueing behind other requests.
 const bad = await load(oursPort, bodies.slice(0, 1000), false, 1);
-if (mine.statuses.get(202) !== N || accepted !== N)
+if (mine.statuses.get(202) !== N || accepted() !== N)
   throw new Error(
-    `expected ${N} accepted deliveries, got ${JSON.stringify([...mine.statuses])} / ${accepted}`,
+    `expected ${N} accepted deliveries, got ${JSON.stringify([...mine.statuses])} / ${accepted()}`,
   );
 if (bad.statuses.get(401) !== 1000) throw new Error('bad signatures were not all rejected');
 

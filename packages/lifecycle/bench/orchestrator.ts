@@ -3,10 +3,11 @@
 
 import { createServer, type Server } from 'node:http';
 import { parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
-import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
-import { loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
+import { MemoryForgeWorld } from '@bb/forge/testing';
+import { ProvenanceStore } from '@bb/provenance';
 import type { SqliteForgeStateStore } from '@bb/state';
 import { createWebhookListener, Orchestrator, type OrchestratorOptions } from '../src/index';
+import { fakeOrchestratorOptions } from '../test/fake-orchestrator';
 import { FakeRunner } from '../test/fake-runner';
 
 export function benchOrchestrator(
@@ -18,22 +19,13 @@ export function benchOrchestrator(
   world.addMember('bot-bottle', 'bb-bot');
   const runner = new FakeRunner(home);
   const orch = new Orchestrator({
-    forgeFor: (owner, repo) => new MemoryForge({ owner, repo, as: 'bb-bot', world }),
-    token: 'bench-token',
-    botLogin: 'bb-bot',
-    apiUrl: 'http://127.0.0.1:9/api/v1',
-    cloneUrl: (o, r) => `http://127.0.0.1:9/${o}/${r}.git`,
-    store,
-    inbox: store,
-    runner,
-    provenance: {
-      store: new ProvenanceStore(store.database),
-      key: loadOrCreateSigningKey(home),
-      scanner: { scanCommits: async () => ({ tool: 'none', scanned: '', findings: [] }) },
-      bbVersion: '0',
-      gitCommit: null,
-    },
-    env: runner.env,
+    ...fakeOrchestratorOptions({
+      home,
+      store,
+      provenance: new ProvenanceStore(store.database),
+      runner,
+      world,
+    }),
     capacity: { memoryBudget: 1024 ** 4 },
     ...over,
   });

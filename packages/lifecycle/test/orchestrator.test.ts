@@ -4,13 +4,14 @@ import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import type { Forge, ForgeEvent } from '@bb/forge';
 import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
-import { loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
+import { ProvenanceStore } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Orchestrator, type OrchestratorOptions } from '../src/orchestrator';
 import { reconcile } from '../src/reconcile';
 import { issueKey } from '../src/routing';
 import { readTurnLog } from '../src/turn-log';
+import { fakeOrchestratorOptions } from './fake-orchestrator';
 import { FakeRunner } from './fake-runner';
 
 const GiB = 1024 ** 3;
@@ -38,28 +39,19 @@ function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home: strin
   const db = BbDatabase.open({ path: join(home, 'bb.db') });
   const store = new SqliteForgeStateStore({ database: db });
   const prov = new ProvenanceStore(db);
-  const key = loadOrCreateSigningKey(home);
   const runner = new FakeRunner(home);
   const logs: Array<Record<string, unknown>> = [];
   let forgeFor: (o: string, r: string) => Forge = (owner, repo) =>
     new MemoryForge({ owner, repo, as: 'bb-bot', world });
   const options: OrchestratorOptions = {
-    forgeFor: (o, r) => forgeFor(o, r),
-    token: 'forge-token',
-    botLogin: 'bb-bot',
-    apiUrl: 'http://127.0.0.1:9/api/v1',
-    cloneUrl: (o, r) => `http://127.0.0.1:9/${o}/${r}.git`,
-    store,
-    inbox: store,
-    runner,
-    provenance: {
-      store: prov,
-      key,
-      scanner: { scanCommits: async () => ({ tool: 'none', scanned: '', findings: [] }) },
-      bbVersion: '0.0.0',
-      gitCommit: null,
-    },
-    env: runner.env,
+    ...fakeOrchestratorOptions({
+      home,
+      store,
+      provenance: prov,
+      runner,
+      world,
+      forgeFor: (o, r) => forgeFor(o, r),
+    }),
     pollMs: 10,
     gateCheckMs: 30,
     doneGraceMs: 150,

@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { chmodSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
 import { errorMessage, registerSecret } from '@bb/errors';
+import { listenUnixSocket } from '@bb/wall';
 import { createCredentialProxy, loadRoutes } from './cred-proxy';
 import { createEgressProxy } from './egress-proxy';
 import { fileLogger } from './log';
@@ -75,16 +74,8 @@ export async function startProxies(options: ProxiesOptions) {
     [egress.server, options.egressSocket],
     [cred.server, options.credSocket],
   ] as const) {
-    // Bound beside its path and renamed once usable, so a client that connects
-    // as soon as the path exists never meets a socket it may not use yet.
-    const bound = join(dirname(socket), `.${basename(socket)}.${randomBytes(6).toString('hex')}`);
-    rmSync(bound, { force: true });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(bound, () => resolve());
-    });
-    chmodSync(bound, 0o666);
-    renameSync(bound, socket);
+    rmSync(socket, { force: true });
+    await listenUnixSocket(server, socket, { mode: 0o666 });
   }
   const reload = () => {
     try {
@@ -106,6 +97,8 @@ export async function startProxies(options: ProxiesOptions) {
     reload,
     close: async () => {
       await Promise.all([egress.close(), cred.close()]);
+      for (const socket of [options.egressSocket, options.credSocket])
+        rmSync(socket, { force: true });
       log.close();
     },
   };

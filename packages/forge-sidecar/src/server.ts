@@ -1,18 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import {
-  chmodSync,
-  chownSync,
-  lstatSync,
-  mkdirSync,
-  renameSync,
-  rmSync,
-  unlinkSync,
-} from 'node:fs';
+import { chmodSync, chownSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
-import { basename, dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
 import type { ScopedForge } from '@bb/forge';
+import { listenUnixSocket } from '@bb/wall';
 import {
   JSONRPCErrorException,
   type JSONRPCRequest,
@@ -197,21 +189,10 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
 
   const socketMode = options.socketMode ?? 0o600;
   await prepareSocket(options.socketPath, options.socketOwner, socketMode & 0o066 ? 0o755 : 0o700);
-  // The socket appears at its path only once its mode and owner are set (bound
-  // beside it, then renamed): an agent that connects as soon as the path exists
-  // must not meet a socket it may not use yet.
-  const bound = join(
-    dirname(options.socketPath),
-    `.${basename(options.socketPath)}.${randomBytes(6).toString('hex')}`,
-  );
-  rmSync(bound, { force: true });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(bound, () => resolve());
+  await listenUnixSocket(server, options.socketPath, {
+    mode: socketMode,
+    ...(options.socketOwner ? { owner: options.socketOwner } : {}),
   });
-  chmodSync(bound, socketMode);
-  if (options.socketOwner) chownSync(bound, options.socketOwner.uid, options.socketOwner.gid);
-  renameSync(bound, options.socketPath);
   log.info({ socket: options.socketPath, issue: options.forge.issue }, 'forge sidecar listening');
 
   let closing: Promise<void> | undefined;

@@ -112,30 +112,58 @@ const toResponse = (a: DeliveryAnswer) =>
   });
 
 /**
- * The body, or `undefined` when it is over `max` bytes. A declared length (the
- * server reads exactly that many bytes) is read in one piece; a chunked body is
- * read chunk by chunk and abandoned as soon as it passes `max`.
+ * A body read piece by piece into storage of its own, up to `max` bytes. Each
+ * piece is copied at once: keeping the pieces would keep the socket buffers
+ * they are cut from, so a body sent one byte at a time would hold far more
+ * memory than its size (a few MB sent so took hundreds of MB). Sized from the
+ * declared length when there is one, else grown by doubling.
  */
-async function readCapped(req: Request, max: number): Promise<Uint8Array | undefined> {
-  if (req.headers.get('content-length') !== null) {
-    const buf = new Uint8Array(await req.arrayBuffer());
-    return buf.byteLength > max ? undefined : buf;
+class BodyCollector {
+  #buf: Buffer;
+  #size = 0;
+  constructor(
+    readonly max: number,
+    declared: number | undefined,
+  ) {
+    // Never more than 64 KiB before the bytes arrive, whatever is declared.
+    this.#buf = Buffer.allocUnsafe(Math.min(max, declared ?? 16 * 1024, 64 * 1024));
   }
+
+  /** Take a piece; `false` once the body is over `max` (nothing more is kept). */
+  push(piece: Uint8Array): boolean {
+    const size = this.#size + piece.byteLength;
+    if (size > this.max) return false;
+    if (size > this.#buf.length) {
+      const grown = Buffer.allocUnsafe(Math.min(this.max, Math.max(size, this.#buf.length * 2)));
+      this.#buf.copy(grown, 0, 0, this.#size);
+      this.#buf = grown;
+    }
+    this.#buf.set(piece, this.#size);
+    this.#size = size;
+    return true;
+  }
+
+  bytes(): Buffer {
+    return this.#buf.subarray(0, this.#size);
+  }
+}
+
+const declaredLength = (v: string | null | undefined): number | undefined =>
+  v != null && /^\d+$/.test(v) ? Number(v) : undefined;
+
+/** The body, or `undefined` when it is over `max` bytes (reading stops there). */
+async function readCapped(req: Request, max: number): Promise<Uint8Array | undefined> {
   if (!req.body) return new Uint8Array(0);
+  const body = new BodyCollector(max, declaredLength(req.headers.get('content-length')));
   const reader = req.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
   for (;;) {
     const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
+    if (done) return body.bytes();
+    if (!body.push(value)) {
       await reader.cancel();
       return undefined;
     }
-    chunks.push(value);
   }
-  return Buffer.concat(chunks);
 }
 
 /**
@@ -193,25 +221,21 @@ export function createWebhookListener(
       send(res, early);
       return;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (c: Buffer) => {
-      size += c.length;
-      if (size > core.max) {
-        req.off('data', onData);
-        chunks.length = 0;
-        dropRest(req, res);
-        send(res, core.tooBig);
-        return;
-      }
-      chunks.push(c);
+    const body = new BodyCollector(core.max, declaredLength(req.headers['content-length']));
+    let over = false;
+    const onData = (piece: Buffer) => {
+      if (body.push(piece)) return;
+      over = true;
+      req.off('data', onData);
+      dropRest(req, res);
+      send(res, core.tooBig);
     };
     req.on('data', onData);
     req.on('error', () => {});
     req.on('end', () => {
-      if (size > core.max) return;
+      if (over) return;
       try {
-        send(res, core.deliver(req.headers, Buffer.concat(chunks)));
+        send(res, core.deliver(req.headers, body.bytes()));
       } catch {
         send(res, answer(500, { error: 'internal error' }));
       }

@@ -1,9 +1,11 @@
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { BbError } from '@bb/errors';
 import { type ForgeEvent, parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
 import { MemoryForgeStateStore } from '@bb/state';
@@ -212,4 +214,56 @@ describe.each(adapters)('webhook endpoint, %s', (_name, make) => {
     expect(results.every((r) => r.status === 202)).toBe(true);
     expect(events).toHaveLength(1);
   });
+});
+
+describe('webhook endpoint on node:http, against a hostile sender', () => {
+  it('a body sent one byte per chunk holds about its own size in memory, not the socket buffers of each piece', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    let heldBytes: number | undefined;
+    const held = () => {
+      const m = process.memoryUsage();
+      return m.heapUsed + m.arrayBuffers;
+    };
+    let before = 0;
+    const server = createServer(
+      createWebhookListener({
+        forge: {
+          // Called once the whole body is in: what the endpoint holds then is measured.
+          verifyWebhook: () => {
+            gc();
+            heldBytes = held() - before;
+            return false;
+          },
+          parseWebhook: parseGiteaWebhook,
+        },
+        secret: SECRET,
+        ledger: new MemoryForgeStateStore(),
+        enqueue: () => {},
+      }),
+    );
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const pieces = 900 * 1024; // under the 1 MiB cap
+    const wire = Buffer.from('1\r\nX\r\n'.repeat(pieces));
+    gc();
+    before = held();
+    const status = await new Promise<string>((resolve, reject) => {
+      const s = connect((server.address() as AddressInfo).port, '127.0.0.1');
+      s.on('error', reject);
+      s.once('data', (d) => {
+        resolve(String(d).split('\r\n')[0] ?? '');
+        s.destroy();
+      });
+      s.write(
+        'POST /webhooks/gitea HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n',
+      );
+      s.write(wire);
+      s.write('0\r\n\r\n');
+    });
+    expect(status).toBe('HTTP/1.1 401 Unauthorized');
+    // The body is 0.9 MB; keeping each piece kept ~30x that (the piece's socket buffer).
+    expect(heldBytes).toBeDefined();
+    expect(heldBytes).toBeLessThan(24 * 1024 * 1024);
+  }, 60_000);
 });

@@ -16,6 +16,7 @@
  * - child processes get a minimal environment ({@link minimalEnv}), never the
  *   orchestrator's.
  */
+
 export { minimalEnv, SAFE_PATH } from './env';
 export {
   ensureBareRepo,
@@ -46,3 +47,4 @@ export {
   type WriteOptions,
   writeFileNoFollow,
 } from './safe-fs';
+export { listenUnixSocket } from './socket';

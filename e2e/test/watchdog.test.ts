@@ -105,7 +105,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
       const r = store.get('acme', 'widgets', n);
       return r?.status === 'frozen' && prov.chain(r.slug).length === 1 ? r : undefined;
     });
-    expect(Date.now() - t0).toBeLessThan(30_000);
+    expect(Date.now() - t0).toBeLessThan(60_000);
     const rec = prov.chain(row.slug)[0]!.record;
     expect(rec.watchdogFired).toMatchObject({ reason: 'silence' });
     expect(rec.done).toBeNull();
@@ -144,7 +144,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
         ? true
         : undefined,
     );
-    expect(Date.now() - deletedAt).toBeLessThan(15_000);
+    expect(Date.now() - deletedAt).toBeLessThan(45_000);
     expect(prov.chain(slug)[0]!.record.watchdogFired).toMatchObject({
       reason: 'sidecar_death',
       detail: 'the forge sidecar socket was removed',
@@ -170,7 +170,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
         ? true
         : undefined,
     );
-    expect(Date.now() - killedAt).toBeLessThan(15_000);
+    expect(Date.now() - killedAt).toBeLessThan(45_000);
     expect(prov.chain(slug)[0]!.record.watchdogFired).toMatchObject({ reason: 'sidecar_death' });
     orch.stopWatchdog();
   }, 90_000);

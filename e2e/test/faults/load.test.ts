@@ -66,20 +66,22 @@ describe.skipIf(!docker.ok)('faults: many issues at once', () => {
     await until(
       'the frozen bottle destroyed',
       () => (s.row(done)?.status === 'destroyed' ? true : undefined),
-      20_000,
+      90_000,
     );
     const destroyedIn = Date.now() - t0;
     await until(
       'the new issue’s agent at work',
       () => (s.comments(fresh).includes('Starting.') ? true : undefined),
-      20_000,
+      90_000,
     );
     const startedIn = Date.now() - t0;
-    expect(destroyedIn).toBeLessThan(10_000);
-    expect(startedIn).toBeLessThan(15_000);
+    // The long turns sleep ten minutes: a minute proves nothing waited for them,
+    // with room for a loaded two-core machine starting a bottle beside eight.
+    expect(destroyedIn).toBeLessThan(60_000);
+    expect(startedIn).toBeLessThan(60_000);
     expect(existsSync(join(s.home, 'bottles', frozen!.slug))).toBe(false);
     for (const n of long) expect(s.row(n)?.status).toBe('running');
-  }, 240_000);
+  }, 300_000);
 
   it('a comment on the PR during turn one resumes the bottle after the turn', async () => {
     onTestFailed(() => console.error(s.logText()));
@@ -105,10 +107,11 @@ describe.skipIf(!docker.ok)('faults: many issues at once', () => {
     const slug = s.row(n)!.slug;
     const t0 = Date.now();
     s.gitea.setState('alice', 'acme/widgets', pr!, 'closed');
-    await until('destroyed', () => (s.row(n)?.status === 'destroyed' ? true : undefined), 30_000);
-    expect(Date.now() - t0).toBeLessThan(15_000);
+    await until('destroyed', () => (s.row(n)?.status === 'destroyed' ? true : undefined), 90_000);
+    // The agent would linger ten minutes: a minute proves it was stopped.
+    expect(Date.now() - t0).toBeLessThan(60_000);
     const [record] = s.chain(slug);
     expect(record?.watchdogFired).toMatchObject({ reason: 'closed' });
     expect((await s.containers()).filter((c) => c.slug === slug)).toEqual([]);
-  }, 120_000);
+  }, 180_000);
 });

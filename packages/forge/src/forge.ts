@@ -1,5 +1,14 @@
 import type { ParsedWebhook, WebhookHeaders } from './events';
-import type { Comment, Issue, OpenPrInput, PullRequest } from './types';
+import type {
+  Comment,
+  Issue,
+  OpenPrInput,
+  Permission,
+  PullRequest,
+  Reaction,
+  Review,
+  ReviewComment,
+} from './types';
 
 /** Where branches are pushed, and the HTTP headers that authenticate the push. */
 export interface GitRemote {
@@ -48,6 +57,28 @@ export abstract class Forge {
   abstract isOrgMember(org: string, user: string): Promise<boolean>;
   /** The PR that resolves issue `n`, if any. */
   abstract getPrForIssue(n: number): Promise<number | undefined>;
+  /** The submitted reviews of PR `n`, oldest first (drafts excluded). `NOT_FOUND` for a missing PR. */
+  abstract readReviews(n: number): Promise<Review[]>;
+  /** The inline comments of review `reviewId` of PR `n`. `NOT_FOUND` for a missing PR or review. */
+  abstract readReviewComments(n: number, reviewId: number): Promise<ReviewComment[]>;
+  /**
+   * What `user` may do in this repository. Throws `FORBIDDEN` when the token may
+   * not ask (Gitea answers only to repository admins), so "cannot tell" is never
+   * mistaken for `none`; `NOT_FOUND` for an unknown user.
+   */
+  abstract permissionOf(user: string): Promise<Permission>;
+
+  /**
+   * Leave `reaction` on a comment (`{ comment: id }`) or on an issue or PR
+   * itself (`{ issue: n }`), once. Resolves `false` when this forge has no
+   * reactions (the default).
+   */
+  async react(
+    _target: { comment: number } | { issue: number },
+    _reaction: Reaction,
+  ): Promise<boolean> {
+    return false;
+  }
 
   /**
    * The repository's git remote and push credentials, for the forge sidecar.

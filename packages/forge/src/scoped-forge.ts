@@ -1,7 +1,15 @@
 import { BbError } from '@bb/errors';
 import type { ParsedWebhook, WebhookHeaders } from './events';
 import { Forge } from './forge';
-import type { Comment, Issue, OpenPrInput, PullRequest } from './types';
+import type {
+  Comment,
+  Issue,
+  OpenPrInput,
+  Permission,
+  PullRequest,
+  Review,
+  ReviewComment,
+} from './types';
 
 export type ScopedOp = 'postComment' | 'updateDescription' | 'openPr';
 
@@ -96,6 +104,15 @@ export class ScopedForge extends Forge {
   }
   getPrForIssue(n: number): Promise<number | undefined> {
     return this.#inner.getPrForIssue(n);
+  }
+  readReviews(n: number): Promise<Review[]> {
+    return this.#inner.readReviews(n);
+  }
+  readReviewComments(n: number, reviewId: number): Promise<ReviewComment[]> {
+    return this.#inner.readReviewComments(n, reviewId);
+  }
+  permissionOf(user: string): Promise<Permission> {
+    return this.#inner.permissionOf(user);
   }
   override isPrOpen(n: number): Promise<boolean> {
     return this.#inner.isPrOpen(n);

@@ -82,3 +82,37 @@ export interface RepoRef {
   owner: string;
   repo: string;
 }
+
+/** A submitted review of a PR. */
+export const ReviewSchema = z.object({
+  id: z.number().int(),
+  state: z.enum(['approved', 'changes_requested', 'commented']),
+  body: z.string(),
+  author: UserSchema,
+  /** The PR head the review was made on. */
+  commitId: z.string(),
+  url: z.string(),
+  submittedAt: time,
+});
+export type Review = z.infer<typeof ReviewSchema>;
+
+/** An inline comment of a review: a text on one line of one file. */
+export const ReviewCommentSchema = z.object({
+  id: z.number().int(),
+  reviewId: z.number().int(),
+  path: z.string(),
+  /** The line of the new file it is on; `null` when it is on a removed line. */
+  line: z.number().int().nullable(),
+  body: z.string(),
+  author: UserSchema,
+  url: z.string(),
+  createdAt: time,
+});
+export type ReviewComment = z.infer<typeof ReviewCommentSchema>;
+
+/** What a user may do in a repository, weakest first. */
+export const PERMISSIONS = ['none', 'read', 'write', 'admin'] as const;
+export type Permission = (typeof PERMISSIONS)[number];
+
+/** A reaction the bot may leave on a comment (a subset every forge knows). */
+export type Reaction = 'eyes' | '+1' | 'rocket';

@@ -14,6 +14,8 @@ describe('describeForgeConformance', () => {
         'postComment posts as the forge user and readComments lists oldest first',
         'a plain issue is not a PR',
         'isOrgMember tells members from non-members',
+        'readReviews lists submitted reviews oldest first; readReviewComments their inline comments',
+        'permissionOf tells a writer, and never calls someone it cannot judge a writer',
         'webhooks verify with the secret, fail on any change, and parse to the right event',
       ]),
     );

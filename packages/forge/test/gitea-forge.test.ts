@@ -44,6 +44,10 @@ describeForgeConformance('GiteaForge on the Gitea-compatible test server', {
       merge: async (pr) => {
         await server.mergePr('alice', 'acme/widgets', pr);
       },
+      changedFile: 'CHANGE.md',
+      review: async (pr, input) => {
+        server.review('bb-codex', 'acme/widgets', pr, input);
+      },
       webhooks: giteaWebhookFixtures(),
       dispose: () => server.close(),
     };
@@ -93,6 +97,10 @@ if (realUrl && realToken) {
         pushBranch: async (branch) => {
           await pushBranch(`${web}/${owner}/${repo}.git`, realToken, `${branch}-${Date.now()}`);
         },
+        changedFile: 'CHANGE.md',
+        review: async () => {
+          throw new Error('reviewing needs a second user token: not set up for a real Gitea');
+        },
         webhooks: giteaWebhookFixtures(),
       };
     },
@@ -102,6 +110,7 @@ if (realUrl && realToken) {
         'a plain issue is not a PR',
         'openPr opens a PR that is linked to its issue and readable as a PR',
         'a second open PR for the same branch is a CONFLICT',
+        'readReviews lists submitted reviews oldest first; readReviewComments their inline comments',
       ],
     },
   });

@@ -161,6 +161,10 @@ export class TurnMonitor {
     let detail: string | undefined;
     try {
       const cs = await this.#o.runner.containers(this.slug);
+      // An agent that exited is ending its turn the ordinary way, and the freeze that
+      // follows stops the sidecar: only a sidecar lost under a working agent counts.
+      const agent = cs.find((c) => c.labels['bb.role'] === 'agent');
+      if (agent?.state !== 'running') return;
       const sidecar = cs.find((c) => c.labels['bb.role'] === 'sidecar');
       if (!sidecar) detail = 'the forge sidecar container was removed';
       else if (sidecar.state === 'exited')

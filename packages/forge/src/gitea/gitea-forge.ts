@@ -6,17 +6,26 @@ import {
   type Issue,
   type OpenPrInput,
   OpenPrInputSchema,
+  PERMISSIONS,
+  type Permission,
   type PullRequest,
+  type Reaction,
+  type Review,
+  type ReviewComment,
 } from '../types';
 import { GiteaClient, type GiteaClientOptions } from './client';
 import {
   type GiteaComment,
   type GiteaIssue,
   type GiteaPull,
+  type GiteaReview,
+  type GiteaReviewComment,
   type GiteaTimelineItem,
   toComment,
   toIssue,
   toPullRequest,
+  toReview,
+  toReviewComment,
 } from './mapping';
 import { parseGiteaWebhook, verifyGiteaWebhook } from './webhooks';
 
@@ -235,6 +244,65 @@ export class GiteaForge extends Forge {
       if (m && Number(m[1]) === n) return pr.number;
     }
     return undefined;
+  }
+
+  async readReviews(n: number): Promise<Review[]> {
+    positive(n, 'PR number');
+    await this.readPr(n);
+    const out: Review[] = [];
+    for await (const r of this.client.paginate<GiteaReview>(
+      `${this.#repoPath}/pulls/${n}/reviews`,
+    )) {
+      const review = toReview(r);
+      if (review) out.push(review);
+    }
+    return out;
+  }
+
+  async readReviewComments(n: number, reviewId: number): Promise<ReviewComment[]> {
+    positive(n, 'PR number');
+    positive(reviewId, 'review id');
+    const res = await this.#notFound(`review ${reviewId} of PR #${n}`, () =>
+      this.client.request<GiteaReviewComment[] | null>({
+        method: 'GET',
+        path: `${this.#repoPath}/pulls/${n}/reviews/${reviewId}/comments`,
+      }),
+    );
+    return (res.body ?? []).map(toReviewComment);
+  }
+
+  async permissionOf(user: string): Promise<Permission> {
+    if (typeof user !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(user))
+      throw new BbError('INVALID_INPUT', `${JSON.stringify(user)} is not a user name`);
+    let res: { body: { permission?: string } };
+    try {
+      res = await this.client.request<{ permission?: string }>({
+        method: 'GET',
+        path: `${this.#repoPath}/collaborators/${encodeURIComponent(user)}/permission`,
+      });
+    } catch (err) {
+      if (isBbError(err, 'FORBIDDEN'))
+        throw new BbError(
+          'FORBIDDEN',
+          `cannot tell what ${user} may do in ${this.owner}/${this.repo}: Gitea tells only a repository admin; make the bot an admin of ${this.owner}/${this.repo} (or rely on org membership)`,
+          { cause: err, data: { user } },
+        );
+      throw err;
+    }
+    const p = res.body.permission === 'owner' ? 'admin' : res.body.permission;
+    return (PERMISSIONS as readonly string[]).includes(p ?? '') ? (p as Permission) : 'none';
+  }
+
+  override async react(
+    target: { comment: number } | { issue: number },
+    reaction: Reaction,
+  ): Promise<boolean> {
+    const path =
+      'comment' in target
+        ? `${this.#repoPath}/issues/comments/${target.comment}/reactions`
+        : `${this.#repoPath}/issues/${target.issue}/reactions`;
+    await this.client.request({ method: 'POST', path, body: { content: reaction } }, [200, 201]);
+    return true;
   }
 
   /** `<web root>/<owner>/<repo>.git`, authenticated with the client's token header. */

@@ -1,4 +1,4 @@
-import type { Comment, Issue, PullRequest, User } from '../types';
+import type { Comment, Issue, PullRequest, Review, ReviewComment, User } from '../types';
 
 /** The parts of Gitea's JSON that bot-bottle reads. */
 export interface GiteaUser {
@@ -111,5 +111,61 @@ export function toComment(c: GiteaComment): Comment {
     url: c.html_url,
     createdAt: c.created_at,
     updatedAt: c.updated_at,
+  };
+}
+
+export interface GiteaReview {
+  id: number;
+  user: GiteaUser | null;
+  state: string;
+  body: string;
+  commit_id: string;
+  html_url: string;
+  submitted_at: string;
+}
+
+export interface GiteaReviewComment {
+  id: number;
+  pull_request_review_id: number;
+  path: string;
+  /** The line of the new file (0 when the comment is on a removed line). */
+  position: number;
+  body: string;
+  user: GiteaUser | null;
+  html_url: string;
+  created_at: string;
+}
+
+const REVIEW_STATES: Record<string, Review['state']> = {
+  APPROVED: 'approved',
+  REQUEST_CHANGES: 'changes_requested',
+  COMMENT: 'commented',
+};
+
+/** A submitted review; `undefined` for drafts (PENDING) and review requests, which nobody submitted. */
+export function toReview(r: GiteaReview): Review | undefined {
+  const state = REVIEW_STATES[r.state];
+  if (!state) return undefined;
+  return {
+    id: r.id,
+    state,
+    body: r.body ?? '',
+    author: r.user ? toUser(r.user) : { id: 0, login: '' },
+    commitId: r.commit_id ?? '',
+    url: r.html_url,
+    submittedAt: r.submitted_at,
+  };
+}
+
+export function toReviewComment(c: GiteaReviewComment): ReviewComment {
+  return {
+    id: c.id,
+    reviewId: c.pull_request_review_id,
+    path: c.path,
+    line: c.position > 0 ? c.position : null,
+    body: c.body,
+    author: c.user ? toUser(c.user) : { id: 0, login: '' },
+    url: c.html_url,
+    createdAt: c.created_at,
   };
 }

@@ -35,6 +35,20 @@ export interface ForgeConformanceWorld {
   pushBranch: (branch: string) => Promise<void>;
   /** Merge a PR as a maintainer, when the forge can do it here. */
   merge?: (pr: number) => Promise<void>;
+  /**
+   * Submit a review of `pr` as `member` (a person, not the forge's user), with
+   * inline comments on lines of files the PR changes.
+   */
+  review: (
+    pr: number,
+    input: {
+      state: 'approved' | 'changes_requested' | 'commented';
+      body: string;
+      comments: Array<{ path: string; line: number; body: string }>;
+    },
+  ) => Promise<void>;
+  /** The file `pushBranch` changes (inline review comments go on it). */
+  changedFile: string;
   /** The forge's own webhook deliveries. */
   webhooks?: WebhookFixture[];
   dispose?: () => Promise<void> | void;
@@ -200,6 +214,49 @@ export function describeForgeConformance(name: string, options: ForgeConformance
       expect(merged.mergedAt).not.toBeNull();
       expect(merged.mergeCommitSha).toMatch(/^[0-9a-f]{7,64}$|^m+$/);
       expect(await w.forge.isPrOpen(pr.number)).toBe(false);
+    });
+
+    test('readReviews lists submitted reviews oldest first; readReviewComments their inline comments', async () => {
+      const w = await make();
+      const head = `bb/implementer-${w.issue}`;
+      await w.pushBranch(head);
+      const pr = await w.forge.openPr({ head, base: w.base, title: 'Review me', body: '' });
+      expect(await w.forge.readReviews(pr.number)).toEqual([]);
+      await w.review(pr.number, {
+        state: 'changes_requested',
+        body: 'Two things.',
+        comments: [
+          { path: w.changedFile, line: 1, body: 'Say why here.' },
+          { path: w.changedFile, line: 1, body: 'And <b>&</b> here.' },
+        ],
+      });
+      await w.review(pr.number, { state: 'approved', body: 'Good now.', comments: [] });
+      const reviews = await w.forge.readReviews(pr.number);
+      expect(reviews.map((r) => [r.state, r.body, r.author.login])).toEqual([
+        ['changes_requested', 'Two things.', w.member],
+        ['approved', 'Good now.', w.member],
+      ]);
+      const inline = await w.forge.readReviewComments(pr.number, reviews[0]!.id);
+      expect(inline.map((c) => [c.path, c.line, c.body, c.reviewId])).toEqual([
+        [w.changedFile, 1, 'Say why here.', reviews[0]!.id],
+        [w.changedFile, 1, 'And <b>&</b> here.', reviews[0]!.id],
+      ]);
+      expect(await w.forge.readReviewComments(pr.number, reviews[1]!.id)).toEqual([]);
+      expect(await code(w.forge.readReviews(9999))).toBe('NOT_FOUND');
+      expect(await code(w.forge.readReviews(w.issue))).toBe('NOT_FOUND');
+      expect(await code(w.forge.readReviewComments(pr.number, 999_999))).toBe('NOT_FOUND');
+    });
+
+    test('permissionOf tells a writer, and never calls someone it cannot judge a writer', async () => {
+      const w = await make();
+      expect(['write', 'admin']).toContain(await w.forge.permissionOf(w.bot));
+      // A forge that may not ask answers FORBIDDEN ("cannot tell"), never a guess.
+      const outsider = await w.forge.permissionOf(w.nonMember).catch((err) => {
+        if (isBbError(err, 'FORBIDDEN')) return 'cannot tell';
+        throw err;
+      });
+      expect(['none', 'read', 'cannot tell']).toContain(outsider);
+      expect(await code(w.forge.permissionOf(''))).toBe('INVALID_INPUT');
     });
 
     test('isOrgMember tells members from non-members', async () => {

@@ -6,6 +6,7 @@ export function memoryWorld() {
   world.addMember('bot-bottle', 'bb-claude');
   world.addMember('bot-bottle', 'bb-codex');
   world.user('alice');
+  world.grant('acme', 'widgets', 'bb-claude', 'write');
   const issue = world.addIssue('acme', 'widgets', {
     title: 'Widget export drops trailing newline',
     author: 'alice',
@@ -40,6 +41,17 @@ export function memoryWorld() {
       world.pushBranch('acme', 'widgets', branch);
     },
     merge: async (pr: number) => world.merge('acme', 'widgets', pr),
+    changedFile: 'CHANGE.md',
+    review: async (
+      pr: number,
+      input: {
+        state: 'approved' | 'changes_requested' | 'commented';
+        body: string;
+        comments: Array<{ path: string; line: number; body: string }>;
+      },
+    ) => {
+      world.review('acme', 'widgets', pr, { author: 'bb-codex', ...input });
+    },
     webhooks: [
       {
         name: 'memory comment',

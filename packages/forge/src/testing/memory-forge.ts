@@ -7,7 +7,11 @@ import {
   type Issue,
   type OpenPrInput,
   OpenPrInputSchema,
+  type Permission,
   type PullRequest,
+  type Reaction,
+  type Review,
+  type ReviewComment,
   type User,
 } from '../types';
 
@@ -15,12 +19,16 @@ interface MemIssue {
   issue: Issue;
   comments: Comment[];
   pr?: PullRequest;
+  reviews?: Array<{ review: Review; comments: ReviewComment[] }>;
+  reactions?: Array<{ user: string; content: Reaction; comment?: number }>;
 }
 
 /** The shared state behind one or more `MemoryForge`s (one per repository and user). */
 export class MemoryForgeWorld {
   readonly users = new Map<string, User>();
   readonly orgs = new Map<string, Set<string>>();
+  /** `owner/repo` → user → permission (the owner is admin; anyone else reads). */
+  readonly permissions = new Map<string, Map<string, Permission>>();
   readonly repos = new Map<
     string,
     { items: Map<number, MemIssue>; branches: Map<string, string>; next: number }
@@ -110,6 +118,56 @@ export class MemoryForgeWorld {
       this.orgs.set(org, m);
     }
     m.add(user);
+  }
+
+  /** Set what `user` may do in `owner/repo`. */
+  grant(owner: string, repo: string, user: string, permission: Permission): void {
+    this.user(user);
+    const key = `${owner}/${repo}`;
+    if (!this.permissions.has(key)) this.permissions.set(key, new Map());
+    this.permissions.get(key)!.set(user, permission);
+  }
+
+  /** Submit a review of PR `n` as `author`, with inline comments. */
+  review(
+    owner: string,
+    repo: string,
+    n: number,
+    input: {
+      author: string;
+      state: Review['state'];
+      body?: string;
+      comments?: Array<{ path: string; line: number; body: string }>;
+    },
+  ): Review {
+    const item = this.repo(owner, repo).items.get(n);
+    if (!item?.pr) throw new BbError('NOT_FOUND', `PR #${n} not found`);
+    const t = this.tick();
+    const review: Review = {
+      id: this.nextId(),
+      state: input.state,
+      body: input.body ?? '',
+      author: this.user(input.author),
+      commitId: item.pr.head.sha,
+      url: `${item.pr.url}#review`,
+      submittedAt: t,
+    };
+    review.url = `${item.pr.url}#review-${review.id}`;
+    const comments = (input.comments ?? []).map((c) => {
+      const id = this.nextId();
+      return {
+        id,
+        reviewId: review.id,
+        path: c.path,
+        line: c.line,
+        body: c.body,
+        author: review.author,
+        url: `${item.pr!.url}/files#comment-${id}`,
+        createdAt: t,
+      };
+    });
+    item.reviews = [...(item.reviews ?? []), { review, comments }];
+    return structuredClone(review);
   }
 
   merge(owner: string, repo: string, n: number): void {
@@ -274,6 +332,50 @@ export class MemoryForge extends Forge {
 
   async isOrgMember(org: string, user: string): Promise<boolean> {
     return this.world.orgs.get(org)?.has(user) ?? false;
+  }
+
+  async readReviews(n: number): Promise<Review[]> {
+    await this.readPr(n);
+    return structuredClone((this.#get(n, 'PR').reviews ?? []).map((r) => r.review));
+  }
+
+  async readReviewComments(n: number, reviewId: number): Promise<ReviewComment[]> {
+    await this.readPr(n);
+    const r = this.#get(n, 'PR').reviews?.find((x) => x.review.id === reviewId);
+    if (!r) throw new BbError('NOT_FOUND', `review ${reviewId} of PR #${n} not found`);
+    return structuredClone(r.comments);
+  }
+
+  async permissionOf(user: string): Promise<Permission> {
+    if (typeof user !== 'string' || !user)
+      throw new BbError('INVALID_INPUT', `${JSON.stringify(user)} is not a user name`);
+    if (!this.world.users.has(user)) throw new BbError('NOT_FOUND', `no user ${user}`);
+    if (user === this.owner) return 'admin';
+    return this.world.permissions.get(`${this.owner}/${this.repo}`)?.get(user) ?? 'read';
+  }
+
+  override async react(
+    target: { comment: number } | { issue: number },
+    reaction: Reaction,
+  ): Promise<boolean> {
+    let item: MemIssue | undefined;
+    if ('issue' in target) item = this.#get(target.issue, 'issue');
+    else
+      item = [...this.#items.values()].find((i) => i.comments.some((c) => c.id === target.comment));
+    if (!item) throw new BbError('NOT_FOUND', `comment ${JSON.stringify(target)} not found`);
+    const comment = 'comment' in target ? target.comment : undefined;
+    item.reactions ??= [];
+    if (
+      !item.reactions.some(
+        (r) => r.user === this.as.login && r.content === reaction && r.comment === comment,
+      )
+    )
+      item.reactions.push({
+        user: this.as.login,
+        content: reaction,
+        ...(comment === undefined ? {} : { comment }),
+      });
+    return true;
   }
 
   async getPrForIssue(n: number): Promise<number | undefined> {

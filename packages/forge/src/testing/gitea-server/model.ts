@@ -26,6 +26,8 @@ export interface SeedRepo {
   files?: Record<string, string>;
   /** Users (besides the owner and, for an org, its members) who may write. */
   collaborators?: string[];
+  /** Users (besides the owner) who administer the repository. */
+  admins?: string[];
 }
 
 export interface SeedLabel {
@@ -78,12 +80,46 @@ export interface LabelModel {
   description: string;
 }
 
+export interface ReactionModel {
+  user: string;
+  content: string;
+  createdAt: string;
+}
+
 export interface CommentModel {
   id: number;
   author: string;
   body: string;
   createdAt: string;
   updatedAt: string;
+  reactions?: ReactionModel[];
+}
+
+/** An inline comment of a review, on one line of one file. */
+export interface ReviewCommentModel {
+  id: number;
+  author: string;
+  body: string;
+  path: string;
+  /** The line in the new file (0 when the comment is on an old line). */
+  line: number;
+  /** The line in the old file (0 when the comment is on a new line). */
+  oldLine: number;
+  commitId: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export type ReviewState = 'APPROVED' | 'REQUEST_CHANGES' | 'COMMENT';
+
+export interface ReviewModel {
+  id: number;
+  author: string;
+  state: ReviewState;
+  body: string;
+  commitId: string;
+  submittedAt: string;
+  comments: ReviewCommentModel[];
 }
 
 export interface TimelineModel {
@@ -130,6 +166,9 @@ export interface IssueModel {
   comments: CommentModel[];
   timeline: TimelineModel[];
   pull: PullModel | null;
+  /** Reviews of a PR, oldest first (empty for an issue). */
+  reviews: ReviewModel[];
+  reactions: ReactionModel[];
 }
 
 export interface RepoModel {
@@ -139,6 +178,7 @@ export interface RepoModel {
   description: string;
   defaultBranch: string;
   collaborators: Set<string>;
+  admins: Set<string>;
   labels: Map<string, LabelModel>;
   issues: Map<number, IssueModel>;
   nextNumber: number;

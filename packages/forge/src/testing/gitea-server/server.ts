@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type ApiCore, ApiError, type NewReview } from './api-core';
 import { GitStore } from './git';
 import { type Delivery, HookSender } from './hooks';
 import {
@@ -14,8 +15,11 @@ import {
   now,
   type OrgModel,
   type RepoModel,
+  type ReviewModel,
   type UserModel,
 } from './model';
+import { REPO_ROUTES } from './repo-routes';
+import { REVIEW_ROUTES, submitReview } from './reviews';
 import {
   commentJson,
   encodeApiJson,
@@ -69,16 +73,6 @@ export interface NewIssue {
   assignees?: string[];
 }
 
-class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly body: unknown,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(`HTTP ${status}`);
-  }
-}
-
 const CLOSE_KEYWORDS = /\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b/gi;
 const ANY_REF = /(?:^|[^\w/])#(\d+)\b/g;
 
@@ -102,12 +96,37 @@ export class GiteaTestServer {
   #base = 'http://127.0.0.1/';
   readonly #ownsData: boolean;
   readonly #options: GiteaTestServerOptions;
+  readonly #core: ApiCore;
 
   private constructor(options: GiteaTestServerOptions) {
     this.#options = options;
     this.#ownsData = options.dataDir === undefined;
     this.git = new GitStore(options.dataDir ?? mkdtempSync(join(tmpdir(), 'bb-gitea-')));
     this.sender = new HookSender(options.webhookTimeoutMs ?? 5000);
+    const self = this;
+    this.#core = {
+      get base() {
+        return self.#base;
+      },
+      users: this.users,
+      orgs: this.orgs,
+      repos: this.repos,
+      hooks: this.hooks,
+      git: this.git,
+      id: () => this.#id(),
+      user: (l) => this.#user(l),
+      ctx: (r) => this.#ctx(r),
+      canWrite: (r, l) => this.#canWrite(r, l),
+      isRepoAdmin: (r, l) => this.#isRepoAdmin(r, l),
+      issueOr404: (r, n) => this.#issueOr404(r, n),
+      notFound: (m) => this.#notFound(m),
+      apiError: (m) => this.#apiError(m),
+      touch: (r, i) => this.#touch(r, i),
+      emit: (r, t, p) => this.#emit(r, t, p),
+      issuePayload: (r, i, a, sender, extra) => this.#issuePayload(r, i, a, sender, extra),
+      page: (url, items, shape) => this.#page(url, items, shape),
+      review: (r, pr, as, input) => submitReview(this.#core, r, pr, as, input),
+    };
   }
 
   static async start(options: GiteaTestServerOptions = {}): Promise<GiteaTestServer> {
@@ -225,6 +244,7 @@ export class GiteaTestServer {
         description: r.description ?? '',
         defaultBranch: branch,
         collaborators: new Set(r.collaborators ?? []),
+        admins: new Set(r.admins ?? []),
         labels: new Map(),
         issues: new Map(),
         nextNumber: 1,
@@ -279,6 +299,21 @@ export class GiteaTestServer {
   setState(as: string, fullName: string, n: number, state: 'open' | 'closed'): void {
     const repo = this.#repo(fullName);
     this.#setState(repo, this.#issueOr404(repo, n), as, state);
+  }
+
+  /** Submit a review of PR `n` as `as` (sends the `pull_request_review_*` webhook). */
+  review(as: string, fullName: string, n: number, input: NewReview): ReviewModel {
+    const repo = this.#repo(fullName);
+    return submitReview(this.#core, repo, this.#issueOr404(repo, n), as, input);
+  }
+
+  /** The reactions on a comment (by id): who reacted with what. */
+  reactions(fullName: string, commentId: number): Array<{ user: string; content: string }> {
+    for (const issue of this.#repo(fullName).issues.values()) {
+      const c = issue.comments.find((x) => x.id === commentId);
+      if (c) return (c.reactions ?? []).map((r) => ({ user: r.user, content: r.content }));
+    }
+    throw new Error(`no comment ${commentId} in ${fullName}`);
   }
 
   async mergePr(as: string, fullName: string, n: number): Promise<string> {
@@ -347,6 +382,11 @@ export class GiteaTestServer {
     if (repo.owner === login || repo.collaborators.has(login)) return true;
     if (this.users.get(login)?.isAdmin) return true;
     return this.orgs.get(repo.owner)?.members.has(login) ?? false;
+  }
+
+  /** The owner, a listed admin, a site admin: who may manage hooks and read others' permissions. */
+  #isRepoAdmin(repo: RepoModel, login: string): boolean {
+    return repo.owner === login || repo.admins.has(login) || !!this.users.get(login)?.isAdmin;
   }
 
   #issueOr404(repo: RepoModel, n: number): IssueModel {
@@ -429,6 +469,8 @@ export class GiteaTestServer {
       comments: [],
       timeline: [],
       pull: null,
+      reviews: [],
+      reactions: [],
     };
     for (const l of input.labels ?? []) {
       this.#label(repo, l);
@@ -708,7 +750,7 @@ export class GiteaTestServer {
       };
       const route = (pattern: string) => {
         const re = new RegExp(
-          `^${pattern.replace(/\{(\w+)\}/g, '(?<$1>[^/]+)').replace('{head*}', '(?<head>.+)')}$`,
+          `^${pattern.replace(/\{(\w+)\*\}/g, '(?<$1>.+)').replace(/\{(\w+)\}/g, '(?<$1>[^/]+)')}$`,
         );
         const m = re.exec(path);
         if (m) template = pattern;
@@ -723,8 +765,27 @@ export class GiteaTestServer {
       };
       const num = (g: Record<string, string>) => Number(g['index']);
       let g: Record<string, string> | undefined;
+      const extra = [...REVIEW_ROUTES, ...REPO_ROUTES].find((r) => (g = route(r.pattern)));
+      if (extra && !extra.methods.includes(method)) throw new ApiError(405, null);
 
-      if (method === 'GET' && route('/version')) {
+      if (extra && g) {
+        template = extra.pattern.replace('*}', '}');
+        const params = Object.fromEntries(
+          Object.entries(g).map(([k, v]) => [k, decodeURIComponent(v)]),
+        );
+        const answer = await extra.handle(this.#core, {
+          method,
+          params,
+          url,
+          user,
+          needUser,
+          readJson: () => this.#readJson(req),
+          repo: () => repoOf(g!),
+        });
+        status = answer.status ?? 200;
+        body = answer.body;
+        headers = answer.headers ?? {};
+      } else if (method === 'GET' && route('/version')) {
         body = { version: '1.26.3' };
       } else if (method === 'GET' && route('/user')) {
         body = userJson(this.#base, this.#user(needUser()));
@@ -778,9 +839,12 @@ export class GiteaTestServer {
         } else if (method === 'GET') {
           const state = url.searchParams.get('state') ?? 'open';
           const type = url.searchParams.get('type');
+          // Gitea: comma-separated label names, every one of them on the issue.
+          const labels = (url.searchParams.get('labels') ?? '').split(',').filter(Boolean);
           const items = [...repo.issues.values()]
             .filter((i) => state === 'all' || i.state === state)
             .filter((i) => (type === 'pulls' ? !!i.pull : type === 'issues' ? !i.pull : true))
+            .filter((i) => labels.every((l) => i.labels.includes(l)))
             .sort((a, b) => b.number - a.number);
           ({ body, headers } = this.#page(url, items, (i) => issueJson(this.#ctx(repo), i)));
         } else throw new ApiError(405, null);
@@ -907,25 +971,6 @@ export class GiteaTestServer {
         );
         if (!pr) throw new ApiError(404, this.#notFound());
         body = pullJson(this.#ctx(repo), pr);
-      } else if ((g = route('/repos/{owner}/{repo}/hooks'))) {
-        const repo = repoOf(g);
-        const as = needUser();
-        if (!this.#canWrite(repo, as)) throw new ApiError(403, null);
-        if (method === 'POST') {
-          const b = await this.#readJson(req);
-          const config = (b['config'] ?? {}) as Record<string, string>;
-          if (!config['url']) throw new ApiError(422, this.#apiError('[Config]: url is required'));
-          const hook = this.addHook({
-            url: config['url'],
-            secret: config['secret'] ?? '',
-            events: (b['events'] as string[] | undefined) ?? ['push'],
-          });
-          hook.active = b['active'] === true;
-          status = 201;
-          body = this.#hookJson(repo, hook, config['content_type'] ?? 'json');
-        } else if (method === 'GET') {
-          body = this.hooks.map((h) => this.#hookJson(repo, h, 'json'));
-        } else throw new ApiError(405, null);
       } else {
         throw new ApiError(404, this.#notFound());
       }
@@ -952,22 +997,6 @@ export class GiteaTestServer {
     }
     res.writeHead(status, { 'content-type': 'application/json;charset=utf-8', ...headers });
     res.end(encodeApiJson(body));
-  }
-
-  #hookJson(repo: RepoModel, h: HookModel, contentType: string) {
-    const t = now();
-    void repo;
-    return {
-      id: h.id,
-      type: 'gitea',
-      branch_filter: '',
-      config: { content_type: contentType, url: h.url },
-      events: h.events,
-      authorization_header: '',
-      active: h.active,
-      updated_at: t,
-      created_at: t,
-    };
   }
 
   #labelNames(repo: RepoModel, value: unknown): string[] {

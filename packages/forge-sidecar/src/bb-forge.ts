@@ -9,6 +9,7 @@ Talk to the forge through this bottle's sidecar ($BB_SIDECAR_SOCKET, default /ru
   read-issue N              print issue N as JSON
   read-pr N                 print PR N as JSON
   comments N                print the comments of issue or PR N
+  reviews N                 print the reviews of PR N with their inline comments (file, line)
   comment N TEXT|-          comment on issue or PR N (- reads the text from stdin)
   describe N TEXT|-         replace the description of issue or PR N
   open-pr TITLE [BODY|-]    push your branch and open the PR for your issue
@@ -52,6 +53,7 @@ export async function runBbForge(
     switch (cmd) {
       case 'read-issue':
       case 'read-pr':
+      case 'reviews':
       case 'comments': {
         const n = num(a);
         if (n === undefined)
@@ -61,7 +63,9 @@ export async function runBbForge(
             ? await client.readIssue(n)
             : cmd === 'read-pr'
               ? await client.readPr(n)
-              : await client.readComments(n),
+              : cmd === 'reviews'
+                ? await client.readReviews(n)
+                : await client.readComments(n),
         );
         return 0;
       }

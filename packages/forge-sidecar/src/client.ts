@@ -1,5 +1,5 @@
 import { BbError } from '@bb/errors';
-import type { Comment, Issue, PullRequest } from '@bb/forge';
+import type { Comment, Issue, PullRequest, Review, ReviewComment } from '@bb/forge';
 import { Pool } from 'undici';
 import { fromWireError, type WireError } from './codes';
 import type { DoneSignal } from './queue';
@@ -101,6 +101,10 @@ export class ForgeSidecarClient {
   }
   readComments(number: number): Promise<Comment[]> {
     return this.call('read_comments', { number });
+  }
+  /** The reviews of PR `number`, oldest first, each with its inline comments. */
+  readReviews(number: number): Promise<Array<Review & { comments: ReviewComment[] }>> {
+    return this.call('read_reviews', { number });
   }
   postComment(number: number, body: string): Promise<Comment> {
     return this.call('post_comment', { number, body });

@@ -43,6 +43,12 @@ export function createForgeMcpServer(client: ForgeSidecarClient, version = '0.0.
     client.readComments(a.number),
   );
   tool(
+    'read_reviews',
+    'Read the reviews of a pull request, oldest first: each with its state (approved, changes_requested, commented), its text and its inline comments (file, line, text).',
+    { number },
+    (a) => client.readReviews(a.number),
+  );
+  tool(
     'post_comment',
     'Comment on your issue or one of its PRs.',
     { number, body: z.string().min(1) },

@@ -20,6 +20,7 @@ export const PARAMS = {
   read_issue: z.object({ number }).strict(),
   read_pr: z.object({ number }).strict(),
   read_comments: z.object({ number }).strict(),
+  read_reviews: z.object({ number }).strict(),
   post_comment: z.object({ number, body: body.min(1, 'body must not be empty') }).strict(),
   update_description: z.object({ number, body }).strict(),
   open_pr: z
@@ -242,6 +243,21 @@ async function run(ctx: MethodContext, method: MethodName, params: unknown): Pro
       return {
         result: comments,
         read: { target: `#${n}`, summary: `read ${comments.length} comments of #${n}` },
+      };
+    }
+    case 'read_reviews': {
+      const n = (p as { number: number }).number;
+      const reviews = await f.readReviews(n);
+      // Each review with its inline comments: what a reviewer said, where.
+      const result = [];
+      for (const r of reviews) result.push({ ...r, comments: await f.readReviewComments(n, r.id) });
+      const inline = result.reduce((k, r) => k + r.comments.length, 0);
+      return {
+        result,
+        read: {
+          target: `#${n}`,
+          summary: `read ${reviews.length} reviews of #${n} (${inline} inline comments)`,
+        },
       };
     }
     case 'post_comment': {

@@ -40,6 +40,10 @@ describe('bb-forge', () => {
     const b = io('multi\nline comment\n');
     expect(await runBbForge(['comment', '1', '-'], { ...b.io, client })).toBe(0);
     expect(h.server.issue('acme/widgets', 1).comments[0]!.body).toBe('multi\nline comment\n');
+    // reviews of a PR (issue 1 is no PR: refused with the reason)
+    const r = io();
+    expect(await runBbForge(['reviews', '1'], { ...r.io, client })).toBe(1);
+    expect(r.err.join('')).toMatch(/^bb-forge: NOT_FOUND: /);
     const c = io();
     expect(await runBbForge(['done', 'success', 'All good'], { ...c.io, client })).toBe(0);
     await client.close();
@@ -55,6 +59,7 @@ describe('bb-forge', () => {
       [],
       ['read-issue'],
       ['read-issue', 'seventeen'],
+      ['reviews'],
       ['done', 'great', 'x'],
       ['frobnicate'],
     ]) {
@@ -94,6 +99,7 @@ describe('MCP bridge, driven by the MCP SDK client', () => {
       'read_comments',
       'read_issue',
       'read_pr',
+      'read_reviews',
       'signal_done',
       'update_description',
     ]);

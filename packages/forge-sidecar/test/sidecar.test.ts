@@ -96,6 +96,51 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
     expect(op?.data).toMatchObject({ prNumber: pr.number, sha: head, base: 'main' });
   });
 
+  it('read_reviews gives each review of a PR with its inline comments, and logs the read', async () => {
+    h = await startHarness();
+    writeFileSync(join(h.workspace, 'fix.txt'), 'fixed\n');
+    await h.git('add', 'fix.txt');
+    await h.git('commit', '-q', '-m', 'Fix the export');
+    const pr = await h.client.openPr({ title: 'Fix widget export', body: '' });
+    h.server.review('alice', 'acme/widgets', pr.number, {
+      state: 'changes_requested',
+      body: 'Close, but two things.',
+      comments: [
+        { path: 'fix.txt', line: 1, body: 'Say why.' },
+        { path: 'fix.txt', line: 1, body: 'And test it.' },
+      ],
+    });
+    h.server.review('alice', 'acme/widgets', pr.number, { state: 'approved', body: '' });
+    const reviews = await h.client.readReviews(pr.number);
+    expect(
+      reviews.map((r) => [
+        r.state,
+        r.author.login,
+        r.body,
+        r.comments.map((c) => [c.path, c.line, c.body]),
+      ]),
+    ).toEqual([
+      [
+        'changes_requested',
+        'alice',
+        'Close, but two things.',
+        [
+          ['fix.txt', 1, 'Say why.'],
+          ['fix.txt', 1, 'And test it.'],
+        ],
+      ],
+      ['approved', 'alice', '', []],
+    ]);
+    const log = verifyOpLogFile(h.env['BB_OPS_LOG']!);
+    expect(log.entries.at(-1)).toMatchObject({
+      method: 'read_reviews',
+      target: `#${pr.number}`,
+      outcome: 'ok',
+      summary: `read 2 reviews of #${pr.number} (2 inline comments)`,
+    });
+    expect((await h.client.readReviews(1).catch((e) => e)).code).toBe('NOT_FOUND');
+  });
+
   it('push never overwrites commits it does not have', async () => {
     h = await startHarness();
     writeFileSync(join(h.workspace, 'a.txt'), 'a\n');

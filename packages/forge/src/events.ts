@@ -82,7 +82,7 @@ export interface CommentCreated extends EventBase {
   /** Whether the comment is on an issue or on a PR's conversation. */
   on: 'issue' | 'pr';
   number: number;
-  comment: { id: number; author: string; body: string };
+  comment: { id: number; author: string; body: string; url?: string };
 }
 
 export interface ReviewSubmitted extends EventBase {
@@ -91,6 +91,8 @@ export interface ReviewSubmitted extends EventBase {
   state: 'approved' | 'changes_requested' | 'commented';
   author: string;
   body: string;
+  /** The PR's page. */
+  url?: string;
 }
 
 /**

@@ -69,12 +69,12 @@ export abstract class Forge {
   abstract permissionOf(user: string): Promise<Permission>;
 
   /**
-   * Leave `reaction` on a comment (`{ comment: id }`) or on an issue or PR
-   * itself (`{ issue: n }`), once. Resolves `false` when this forge has no
-   * reactions (the default).
+   * Leave `reaction` on a comment (`{ comment: id }`), a submitted review
+   * (`{ review: id, pr: n }`) or an issue or PR itself (`{ issue: n }`), once.
+   * Resolves `false` when this forge has no reactions (the default).
    */
   async react(
-    _target: { comment: number } | { issue: number },
+    _target: { comment: number } | { issue: number } | { review: number; pr: number },
     _reaction: Reaction,
   ): Promise<boolean> {
     return false;

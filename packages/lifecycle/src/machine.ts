@@ -11,8 +11,14 @@ export interface LifecycleState {
   prs: number[];
   /** Human comments that arrived while the agent was running, delivered after it stops. */
   pending: string[];
-  /** Its PR was closed while the agent worked: the turn is being stopped, then the bottle goes. */
+  /** Its PR (or its PR-less issue) was closed while the agent worked: the turn is being stopped, then the bottle goes. */
   closing?: boolean;
+  /**
+   * A person took the issue back from the bot (removed the agent label, unassigned
+   * the bot): the bottle is stopped and frozen, and nothing but targeting it again
+   * wakes it.
+   */
+  untargeted?: boolean;
 }
 
 /** Why the watchdog (or a restart's reconcile) stopped an agent. */
@@ -21,7 +27,8 @@ export type WatchdogReason =
   | 'exit_without_signal'
   | 'sidecar_death'
   | 'vanished'
-  | 'closed';
+  | 'closed'
+  | 'stopped';
 
 export type LifecycleInput =
   | { type: 'targeted' }
@@ -32,14 +39,22 @@ export type LifecycleInput =
   | { type: 'watchdog'; reason: WatchdogReason }
   | { type: 'pr_opened'; pr: number; author: string }
   | { type: 'pr_comment'; pr: number; author: string; body: string }
-  | { type: 'pr_synchronized'; pr: number; author: string }
+  /**
+   * A person wrote to the agent: a reply on its issue (`pr` absent), or a
+   * comment or review on one of its PRs. `prompt` is what the agent is told.
+   */
+  | { type: 'message'; pr?: number | undefined; author: string; prompt: string }
+  | { type: 'pr_synchronized'; pr: number; author: string; prompt?: string }
   | { type: 'pr_closed'; pr: number; merged: boolean }
-  | { type: 'issue_closed' };
+  /** The issue was closed; `openPr` says whether one of the bottle's PRs is still open. */
+  | { type: 'issue_closed'; openPr: boolean }
+  /** The issue is no longer targeted (agent label removed, bot unassigned). */
+  | { type: 'untargeted'; why: string };
 
 export type LifecycleAction =
   | { type: 'launch' }
   /** Stop the running agent (after `graceMs`): its turn then ends the ordinary way. */
-  | { type: 'stop'; reason: 'done' | 'closed'; graceMs: number }
+  | { type: 'stop'; reason: 'done' | 'closed' | 'untargeted'; graceMs: number; why?: string }
   | { type: 'freeze'; watchdog?: WatchdogReason }
   | { type: 'resume'; prompt: string }
   | { type: 'destroy' }
@@ -73,6 +88,13 @@ export function transition(
           state: { status: 'running', prs: [], pending: [] },
           actions: [{ type: 'launch' }],
         };
+      if (s.untargeted) {
+        const { untargeted: _, ...rest } = s;
+        return {
+          state: rest,
+          actions: [log(`targeted again while ${s.status}: replies wake it again`)],
+        };
+      }
       return same(`already ${s.status}: nothing to launch`);
     case 'done_signalled':
       if (s.status !== 'running') return same(`done signalled while ${s.status}: ignored`);
@@ -107,46 +129,26 @@ export function transition(
         state: { ...s, prs: s.prs.includes(input.pr) ? s.prs : [...s.prs, input.pr] },
         actions: [],
       };
-    case 'pr_comment': {
-      if (input.author === ctx.botLogin)
-        return same(`comment by the bot itself on #${input.pr}: never a trigger`);
-      if (!s.prs.includes(input.pr))
-        return same(`comment on #${input.pr}, which is not this bottle's PR`);
-      if (s.status === 'frozen')
-        return {
-          state: { ...s, status: 'running' },
-          actions: [{ type: 'resume', prompt: input.body }],
-        };
-      if (s.status === 'running' && s.closing)
-        return same(`comment on #${input.pr} while its bottle is being destroyed: ignored`);
-      if (s.status === 'running')
-        return {
-          state: { ...s, pending: [...s.pending, input.body] },
-          actions: [log(`comment on #${input.pr} queued until the agent stops`)],
-        };
-      return same(`comment on #${input.pr} while ${s.status}: ignored`);
-    }
+    case 'pr_comment':
+      return message(s, { pr: input.pr, author: input.author, prompt: input.body }, ctx);
+    case 'message':
+      return message(s, input, ctx);
     case 'pr_synchronized':
       if (input.author === ctx.botLogin || !s.prs.includes(input.pr))
         return same(`push to #${input.pr} by ${input.author}: not a trigger`);
       if (!ctx.resumeOnHumanPush)
         return same(`human push to #${input.pr}: resuming on pushes is off`);
-      if (s.status === 'frozen')
-        return {
-          state: { ...s, status: 'running' },
-          actions: [
-            {
-              type: 'resume',
-              prompt: `New commits were pushed to PR #${input.pr}. Review them and continue.`,
-            },
-          ],
-        };
-      if (s.status === 'running')
-        return {
-          state: { ...s, pending: [...s.pending, `New commits were pushed to PR #${input.pr}.`] },
-          actions: [],
-        };
-      return same(`push to #${input.pr} while ${s.status}: ignored`);
+      return message(
+        s,
+        {
+          pr: input.pr,
+          author: input.author,
+          prompt:
+            input.prompt ??
+            `New commits were pushed to PR #${input.pr} by ${input.author}. Review them and continue.`,
+        },
+        ctx,
+      );
     case 'pr_closed':
       if (!s.prs.includes(input.pr)) return same(`PR #${input.pr} closed: not this bottle's`);
       if (s.status === 'running') {
@@ -164,9 +166,67 @@ export function transition(
         };
       return same(`PR #${input.pr} closed while ${s.status}: nothing to destroy`);
     case 'issue_closed':
-      if (s.prs.length === 0 && (s.status === 'running' || s.status === 'frozen')) {
-        return same('issue closed without a PR: ambiguous, so nothing is destroyed');
+      if (s.status !== 'running' && s.status !== 'frozen')
+        return same(`issue closed while ${s.status}: nothing to do`);
+      if (input.openPr) return same('issue closed: its open PR decides the bottle’s end');
+      // No open PR will ever wake it: the bottle goes (a running turn is stopped and recorded first).
+      if (s.status === 'running') {
+        if (s.closing) return same('issue closed: already stopping');
+        return {
+          state: { ...s, closing: true, pending: [] },
+          actions: [
+            {
+              type: 'stop',
+              reason: 'closed',
+              graceMs: 0,
+              why: 'its issue was closed (with no open PR) while the agent worked',
+            },
+          ],
+        };
       }
-      return same('issue closed: the PR decides the bottle’s end');
+      return {
+        state: { ...s, status: 'destroyed', pending: [] },
+        actions: [{ type: 'destroy' }],
+      };
+    case 'untargeted':
+      if (s.status === 'running' && !s.closing && !s.untargeted)
+        return {
+          state: { ...s, untargeted: true, pending: [] },
+          actions: [{ type: 'stop', reason: 'untargeted', graceMs: 0, why: input.why }],
+        };
+      if (s.status === 'frozen' && !s.untargeted)
+        return { state: { ...s, untargeted: true, pending: [] }, actions: [log(input.why)] };
+      return same(`${input.why} (bottle ${s.status}): nothing more to stop`);
   }
+}
+
+/** A person's message to the agent: wakes a frozen bottle, waits behind a running turn. */
+function message(
+  s: LifecycleState,
+  m: { pr?: number | undefined; author: string; prompt: string },
+  ctx: LifecycleContext,
+): { state: LifecycleState; actions: LifecycleAction[] } {
+  const where = m.pr === undefined ? 'the issue' : `#${m.pr}`;
+  const same = (message: string) => ({ state: s, actions: [log(message)] });
+  if (m.author === ctx.botLogin)
+    return same(`message by the bot itself on ${where}: never a trigger`);
+  if (m.pr !== undefined && !s.prs.includes(m.pr))
+    return same(`message on #${m.pr}, which is not this bottle's PR`);
+  if (s.untargeted)
+    return same(
+      `message on ${where}: the issue is no longer targeted, so it does not wake the bottle`,
+    );
+  if (s.status === 'frozen')
+    return {
+      state: { ...s, status: 'running' },
+      actions: [{ type: 'resume', prompt: m.prompt }],
+    };
+  if (s.status === 'running' && s.closing)
+    return same(`message on ${where} while its bottle is being destroyed: ignored`);
+  if (s.status === 'running')
+    return {
+      state: { ...s, pending: [...s.pending, m.prompt] },
+      actions: [log(`message on ${where} queued until the agent stops`)],
+    };
+  return same(`message on ${where} while ${s.status}: ignored`);
 }

@@ -1,12 +1,13 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { errorMessage, isBbError } from '@bb/errors';
-import { evaluateTargeting, type Forge, type ForgeEvent } from '@bb/forge';
+import { AGENT_LABEL_PREFIX, evaluateTargeting, type Forge, type ForgeEvent } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import type { TurnOutcome } from '@bb/headless';
 import type { EventInbox, ForgeState, ForgeStateStore, InboxEvent } from '@bb/state';
 import { saveBottleRow } from './bottle-row';
 import type { BottleRunner } from './bottle-runner';
 import { Capacity, type CapacityOptions } from './capacity';
+import { commentPrompt, mayDrive, pushPrompt, reviewPrompt } from './conversation';
 import {
   INITIAL,
   type LifecycleAction,
@@ -56,6 +57,20 @@ export interface OrchestratorOptions {
   retryMs?: number[];
   /** Resume a bottle when a human pushes to its PR. @default false */
   resumeOnHumanPush?: boolean;
+  /**
+   * Only comments and reviews that mention `@<botLogin>` wake an agent (besides
+   * coming from someone with write access or a member of `org`). @default false
+   */
+  mentionOnly?: boolean;
+  /** Say on the issue, once, why a targeted issue could not launch. @default true */
+  feedback?: boolean;
+  /** Acknowledge the comment or review that woke an agent with a 👀 reaction. @default true */
+  acknowledge?: boolean;
+  /**
+   * Start a fresh agent session once one has run this many turns (per agent; from
+   * the agent's manifest by default): the next turn is seeded with a summary.
+   */
+  sessionTurns?: (agent: string) => number | undefined;
   log?: (entry: Record<string, unknown>) => void;
 }
 
@@ -74,6 +89,17 @@ interface Bottle {
   state: LifecycleState;
   /** Inbox events whose comments wait in `state.pending`. */
   deferred: number[];
+  /** The last head each of its PRs was seen at (for "new commits a..b"). */
+  heads?: Record<number, string>;
+  /** Bottle manifests its launch asked for (a `bot-bottle-bottle:` label). */
+  bottles?: string[] | undefined;
+}
+
+/** Something a person should know about an issue (why it did not launch), for status and the dashboard. */
+export interface Notice {
+  key: string;
+  at: string;
+  message: string;
 }
 
 const RETRY_MS = [2_000, 10_000, 60_000, 300_000, 900_000];
@@ -94,6 +120,8 @@ export class Orchestrator {
   readonly #checkinSaved = new Map<string, number>();
   readonly capacity: Capacity;
   readonly queue: SerialQueue<Work>;
+  /** The latest notices (newest last, at most 100). */
+  readonly notices: Notice[] = [];
   #watchdogTimer: NodeJS.Timeout | undefined;
   /** Retries waiting to be queued again (cleared by `close`; the inbox keeps their events). */
   readonly #timers = new Set<NodeJS.Timeout>();
@@ -379,47 +407,148 @@ export class Orchestrator {
     event: ForgeEvent,
   ): Promise<'done' | 'deferred'> {
     const { owner, repo, issue } = parseIssueKey(key);
-    let input: LifecycleInput | undefined;
+    let input: LifecycleInput;
     let agent: string | undefined;
+    let ack: Parameters<Forge['react']>[0] | undefined;
+    let bottles: string[] | undefined;
+    const known = this.#bottles.get(key);
+    const live = known?.state.status === 'running' || known?.state.status === 'frozen';
     switch (event.kind) {
       case 'issue_targeting_changed': {
         // The payload is a hint: the issue as the forge has it now decides.
         const forge = this.#o.forgeFor(owner, repo);
         const fresh = await forge.readIssue(issue);
+        const labels = fresh.labels.map((l) => l.name);
+        const assignees = fresh.assignees.map((a) => a.login);
         const t = await evaluateTargeting(
-          {
-            labels: fresh.labels.map((l) => l.name),
-            assignees: fresh.assignees.map((a) => a.login),
-          },
+          { labels, assignees },
           {
             org: this.#o.org ?? 'bot-bottle',
             isMember: (org, user) => forge.isOrgMember(org, user).catch(() => undefined),
           },
         );
         this.#log({ msg: 'targeting', key, targeted: t.targeted, reasons: t.reasons });
-        if (!t.targeted || fresh.state !== 'open') return 'done';
+        if (fresh.state !== 'open') return 'done';
+        if (!t.targeted) {
+          // Taken back from the bot: its agent label is gone, or the bot is no longer assigned.
+          const why = !labels.some((l) => l.startsWith(AGENT_LABEL_PREFIX))
+            ? `the ${AGENT_LABEL_PREFIX}<agent> label was removed from #${issue}`
+            : !assignees.includes(this.#o.botLogin)
+              ? `${this.#o.botLogin} was unassigned from #${issue}`
+              : undefined;
+          if (why && live) {
+            input = { type: 'untargeted', why };
+            break;
+          }
+          // Meant for the bot (it is assigned and a bot-bottle label is there) but unusable.
+          if (
+            !live &&
+            assignees.includes(this.#o.botLogin) &&
+            labels.some((l) => l.startsWith(AGENT_LABEL_PREFIX))
+          )
+            await this.#feedback(
+              key,
+              `bot-bottle cannot start an agent for this issue: ${t.reasons.filter((r) => !r.startsWith('assignee ')).join('; ') || t.reasons.join('; ')}.`,
+            );
+          return 'done';
+        }
         input = { type: 'targeted' };
         agent = t.agent;
+        bottles = t.bottle ? [t.bottle] : undefined;
         break;
       }
-      case 'issue_closed':
-        input = { type: 'issue_closed' };
+      case 'issue_closed': {
+        if (!live) return 'done';
+        const forge = this.#o.forgeFor(owner, repo);
+        let openPr = false;
+        for (const pr of known!.state.prs) if (await forge.isPrOpen(pr)) openPr = true;
+        input = { type: 'issue_closed', openPr };
         break;
+      }
       case 'pr_opened':
         input = { type: 'pr_opened', pr: event.pr.number, author: event.pr.author };
+        if (known && event.pr.headSha) this.#seenHead(known, event.pr.number, event.pr.headSha);
         break;
-      case 'comment_created':
-        if (event.on !== 'pr') return 'done';
+      case 'comment_created': {
+        const pr = event.on === 'pr' ? event.number : undefined;
+        // Only a live bottle's own issue and PRs are heard; nothing is asked of the forge otherwise.
+        if (!live || event.comment.author === this.#o.botLogin) return 'done';
+        if (pr !== undefined && !known!.state.prs.includes(pr)) return 'done';
+        const forge = this.#o.forgeFor(owner, repo);
+        const may = await mayDrive(forge, this.#policy(), event.comment.author, event.comment.body);
+        if (!may.ok) {
+          this.#log({ msg: 'comment ignored', key, author: event.comment.author, why: may.why });
+          return 'done';
+        }
         input = {
-          type: 'pr_comment',
-          pr: event.number,
+          type: 'message',
+          pr,
           author: event.comment.author,
-          body: event.comment.body,
+          prompt: commentPrompt({
+            author: event.comment.author,
+            issue,
+            pr,
+            url: event.comment.url,
+            body: event.comment.body,
+          }),
+        };
+        ack = { comment: event.comment.id };
+        break;
+      }
+      case 'review_submitted': {
+        const pr = event.pr.number;
+        if (!live || !known!.state.prs.includes(pr) || event.author === this.#o.botLogin)
+          return 'done';
+        const forge = this.#o.forgeFor(owner, repo);
+        const may = await mayDrive(forge, this.#policy(), event.author, event.body);
+        if (!may.ok) {
+          this.#log({ msg: 'review ignored', key, author: event.author, why: may.why });
+          return 'done';
+        }
+        const { prompt, reviewId } = await reviewPrompt(forge, {
+          author: event.author,
+          pr,
+          state: event.state,
+          body: event.body,
+          url: event.url,
+        });
+        input = { type: 'message', pr, author: event.author, prompt };
+        if (reviewId !== undefined) ack = { review: reviewId, pr };
+        break;
+      }
+      case 'pr_synchronized': {
+        const pr = event.pr.number;
+        if (!known) return 'done';
+        const before = known.heads?.[pr];
+        this.#seenHead(known, pr, event.pr.headSha);
+        const author = event.sender.login;
+        if (!live || !known.state.prs.includes(pr) || author === this.#o.botLogin) return 'done';
+        if (this.#o.resumeOnHumanPush) {
+          const may = await mayDrive(
+            this.#o.forgeFor(owner, repo),
+            this.#policy(),
+            author,
+            undefined,
+          );
+          if (!may.ok) {
+            this.#log({ msg: 'push ignored', key, author, why: may.why });
+            return 'done';
+          }
+        }
+        input = {
+          type: 'pr_synchronized',
+          pr,
+          author,
+          prompt: pushPrompt({
+            author,
+            pr,
+            before,
+            after: event.pr.headSha,
+            branch: event.pr.head,
+          }),
         };
         break;
-      case 'pr_synchronized':
-        input = { type: 'pr_synchronized', pr: event.pr.number, author: event.sender.login };
-        break;
+      }
       case 'pr_closed':
         input = { type: 'pr_closed', pr: event.pr.number, merged: event.merged };
         break;
@@ -428,10 +557,11 @@ export class Orchestrator {
         return 'done';
     }
     const bottle = this.#bottleFor(key, agent);
+    if (bottles) bottle.bottles = bottles;
     const next = transition(bottle.state, input, this.#ctx());
     // Work that needs room to run waits for it, in order, without holding the issue.
     if (next.actions.some((a) => a.type === 'launch' || a.type === 'resume')) {
-      const bytes = this.#o.runner.memoryOf(agent ?? bottle.agent);
+      const bytes = this.#o.runner.memoryOf(agent ?? bottle.agent, bottle.bottles);
       if (!this.capacity.fits(bytes)) {
         this.capacity.wait(key, bytes);
         this.#log({ msg: 'waiting for capacity', key, usedBytes: this.capacity.used });
@@ -442,6 +572,9 @@ export class Orchestrator {
     bottle.state = next.state;
     const queued = bottle.state.pending.length > pendingBefore;
     if (queued) bottle.deferred.push(inbox.id);
+    // Heard: the person sees it before the agent answers.
+    if (ack && (queued || next.actions.some((a) => a.type === 'resume')))
+      this.#acknowledge(key, ack);
     await this.#carryOut(key, bottle, next.actions, agent);
     return queued ? 'deferred' : 'done';
   }
@@ -461,6 +594,58 @@ export class Orchestrator {
     };
     this.#bottles.set(key, b);
     return b;
+  }
+
+  #policy() {
+    return {
+      org: this.#o.org ?? 'bot-bottle',
+      botLogin: this.#o.botLogin,
+      ...(this.#o.mentionOnly ? { mentionOnly: true } : {}),
+    };
+  }
+
+  #seenHead(bottle: Bottle, pr: number, sha: string): void {
+    if (sha) bottle.heads = { ...bottle.heads, [pr]: sha };
+  }
+
+  /** React 👀 to what woke the agent; a forge that cannot is only logged. */
+  #acknowledge(key: string, target: Parameters<Forge['react']>[0]): void {
+    if (this.#o.acknowledge === false) return;
+    const { owner, repo } = parseIssueKey(key);
+    void this.#o
+      .forgeFor(owner, repo)
+      .react(target, 'eyes')
+      .catch((err) =>
+        this.#log({ msg: 'could not acknowledge', key, target, error: errorMessage(err) }),
+      );
+  }
+
+  /**
+   * Tell the person who asked, once per issue and message, why nothing runs: a
+   * short comment on the issue (never provenance), and a notice for status and
+   * the dashboard. Once is kept in the delivery ledger, so a restart or a
+   * replayed webhook does not say it again.
+   */
+  async #feedback(key: string, message: string): Promise<void> {
+    this.notices.push({ key, at: new Date().toISOString(), message });
+    if (this.notices.length > 100) this.notices.splice(0, this.notices.length - 100);
+    this.#log({ msg: 'cannot launch', key, why: message });
+    if (this.#o.feedback === false) return;
+    const id = createHash('sha256').update(message).digest('hex').slice(0, 16);
+    const first = this.#o.inbox.accept(`bb:feedback:${key}:${id}`, {
+      issue: null,
+      occurredAt: new Date().toISOString(),
+      payload: { message },
+      deliveryId: undefined,
+      kind: 'feedback',
+      done: true,
+    });
+    if (!first) return;
+    const { owner, repo, issue } = parseIssueKey(key);
+    await this.#o
+      .forgeFor(owner, repo)
+      .postComment(issue, message)
+      .catch((err) => this.#log({ msg: 'could not post feedback', key, error: errorMessage(err) }));
   }
 
   #ctx() {
@@ -529,7 +714,7 @@ export class Orchestrator {
         detail: 'the agent container was gone when its turn was looked for',
       };
     if (!fired && bottle.state.closing)
-      fired = { reason: 'closed', detail: 'its PR was closed while the agent worked' };
+      fired = { reason: 'closed', detail: 'its PR or issue was closed while the agent worked' };
     let done: Awaited<ReturnType<typeof recordTurn>>['done'] = null;
     try {
       const recorded = await recordTurn({
@@ -625,7 +810,12 @@ export class Orchestrator {
           if (action.reason === 'closed')
             await this.#fire(bottle.slug, {
               reason: 'closed',
-              detail: 'its PR was closed while the agent worked',
+              detail: action.why ?? 'its PR was closed while the agent worked',
+            });
+          else if (action.reason === 'untargeted')
+            await this.#fire(bottle.slug, {
+              reason: 'stopped',
+              detail: action.why ?? 'the issue was taken back from the bot',
             });
           else this.#monitors.get(bottle.slug)?.stopAfter(action.graceMs);
           break;
@@ -645,7 +835,7 @@ export class Orchestrator {
     const { owner, repo, issue } = parseIssueKey(key);
     bottle.agent = agent;
     bottle.slug = `${agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
-    const bytes = this.#o.runner.memoryOf(agent);
+    const bytes = this.#o.runner.memoryOf(agent, bottle.bottles);
     this.capacity.tryRun(bottle.slug, bytes);
     const forge = this.#o.forgeFor(owner, repo);
     try {
@@ -659,6 +849,7 @@ export class Orchestrator {
           agent,
           slug: bottle.slug,
           prompt,
+          bottles: bottle.bottles,
           forge: {
             apiUrl: this.#o.apiUrl,
             token: this.#o.token,
@@ -676,7 +867,14 @@ export class Orchestrator {
       this.#o.store.delete(owner, repo, issue);
       bottle.state = INITIAL;
       this.#log({ msg: 'launch failed', key, slug: bottle.slug, error: errorMessage(err) });
-      if (isBbError(err, 'INVALID_INPUT') || isBbError(err, 'NOT_FOUND')) return;
+      if (isBbError(err, 'INVALID_INPUT') || isBbError(err, 'NOT_FOUND')) {
+        // Nothing a retry fixes (an unknown agent or bottle): the person who asked is told.
+        await this.#feedback(
+          key,
+          `bot-bottle could not start agent ${agent}${bottle.bottles ? ` in bottle ${bottle.bottles.join(', ')}` : ''}: ${errorMessage(err)}`,
+        );
+        return;
+      }
       throw err;
     } finally {
       this.#starting.delete(bottle.slug);

@@ -38,6 +38,9 @@ export class FakeRunner implements BottleRunner {
   readonly #hold = new Map<string, Promise<void>>();
   /** Memory each bottle is counted at. */
   bytes = 1024 ** 3;
+  /** What each launch and resume was asked, in order. */
+  readonly launches: Array<Parameters<BottleRunner['startLaunch']>[0]> = [];
+  readonly resumes: Array<Parameters<BottleRunner['startResume']>[0]> = [];
 
   constructor(home: string) {
     this.env = { BB_HOME: home };
@@ -62,6 +65,7 @@ export class FakeRunner implements BottleRunner {
 
   async startLaunch(o: Parameters<BottleRunner['startLaunch']>[0]): Promise<void> {
     this.calls.push(`launch ${o.slug}`);
+    this.launches.push(o);
     const hold = this.#hold.get('next');
     this.#hold.delete('next');
     await hold;
@@ -94,8 +98,9 @@ export class FakeRunner implements BottleRunner {
     this.#begin(o.slug);
   }
 
-  async startResume(o: { slug: string; prompt: string; pr?: number | undefined }): Promise<void> {
+  async startResume(o: Parameters<BottleRunner['startResume']>[0]): Promise<void> {
     this.calls.push(`resume ${o.slug} ${o.prompt}`);
+    this.resumes.push(o);
     const meta = readMeta(o.slug, this.env);
     if (meta?.status !== 'frozen')
       throw new BbError(

@@ -1,163 +1,13 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
 import { BbError } from '@bb/errors';
-import type { Forge, ForgeEvent } from '@bb/forge';
-import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
-import { ProvenanceStore } from '@bb/provenance';
-import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
-import { afterEach, describe, expect, it } from 'vitest';
-import { Orchestrator, type OrchestratorOptions } from '../src/orchestrator';
+import { MemoryForge } from '@bb/forge/testing';
+import { describe, expect, it } from 'vitest';
+import { Orchestrator } from '../src/orchestrator';
 import { reconcile } from '../src/reconcile';
 import { issueKey } from '../src/routing';
 import { readTurnLog } from '../src/turn-log';
-import { fakeOrchestratorOptions } from './fake-orchestrator';
-import { FakeRunner } from './fake-runner';
 
-const GiB = 1024 ** 3;
-const OWNER = 'acme';
-const REPO = 'app';
-
-/** Wait until `cond` holds (polling); fails with `what` after `ms`. */
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5000) {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
-const cleanups: Array<() => void> = [];
-afterEach(() => {
-  for (const c of cleanups.splice(0)) c();
-});
-
-function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home: string }) {
-  const home = existing?.home ?? mkdtempSync(join(tmpdir(), 'bb-orch-'));
-  const world = new MemoryForgeWorld();
-  world.addMember('bot-bottle', 'bb-bot');
-  const db = BbDatabase.open({ path: join(home, 'bb.db') });
-  const store = new SqliteForgeStateStore({ database: db });
-  const prov = new ProvenanceStore(db);
-  const runner = new FakeRunner(home);
-  const logs: Array<Record<string, unknown>> = [];
-  let forgeFor: (o: string, r: string) => Forge = (owner, repo) =>
-    new MemoryForge({ owner, repo, as: 'bb-bot', world });
-  const options: OrchestratorOptions = {
-    ...fakeOrchestratorOptions({
-      home,
-      store,
-      provenance: prov,
-      runner,
-      world,
-      forgeFor: (o, r) => forgeFor(o, r),
-    }),
-    pollMs: 10,
-    gateCheckMs: 30,
-    doneGraceMs: 150,
-    retryMs: [100, 100, 100],
-    capacity: { maxStarting: 2, memoryBudget: 64 * GiB },
-    log: (e) => logs.push(e),
-    ...over,
-  };
-  const orch = new Orchestrator(options);
-  let closed = false;
-  const close = () => {
-    if (closed) return;
-    closed = true;
-    orch.close();
-    db.close();
-  };
-  cleanups.push(() => {
-    close();
-    if (!existing) rmSync(home, { recursive: true, force: true });
-  });
-  let clock = Date.parse('2026-06-01T00:00:00Z');
-  const at = () => {
-    clock += 1000;
-    return new Date(clock).toISOString();
-  };
-  const sender = { id: 7, login: 'alice' };
-  const issue = (title = 'fix the bug', agent = 'claude') =>
-    world.addIssue(OWNER, REPO, {
-      title,
-      author: 'alice',
-      labels: [`bot-bottle:${agent}`],
-      assignees: ['bb-bot'],
-    });
-  const ev = {
-    targeted: (
-      n: number,
-      hint = { labels: ['bot-bottle:claude'], assignees: ['bb-bot'] },
-    ): ForgeEvent => ({
-      kind: 'issue_targeting_changed',
-      action: 'assigned',
-      key: `t:${n}:${at()}`,
-      deliveryId: undefined,
-      owner: OWNER,
-      repo: REPO,
-      sender,
-      occurredAt: at(),
-      issue: { number: n, title: 't', ...hint, state: 'open' },
-    }),
-    comment: (pr: number, body: string, id = Math.floor(Math.random() * 1e9)): ForgeEvent => ({
-      kind: 'comment_created',
-      key: `c:${id}`,
-      deliveryId: undefined,
-      owner: OWNER,
-      repo: REPO,
-      sender,
-      occurredAt: at(),
-      on: 'pr',
-      number: pr,
-      comment: { id, author: 'alice', body },
-    }),
-    closed: (pr: number, head = 'feature'): ForgeEvent => ({
-      kind: 'pr_closed',
-      key: `closed:${pr}:${at()}`,
-      deliveryId: undefined,
-      owner: OWNER,
-      repo: REPO,
-      sender,
-      occurredAt: at(),
-      pr: {
-        number: pr,
-        title: 'p',
-        body: '',
-        state: 'closed',
-        head,
-        headSha: 'a'.repeat(40),
-        base: 'main',
-        author: 'bb-bot',
-      },
-      merged: false,
-      mergeCommitSha: null,
-    }),
-  };
-  const row = (n: number) => store.get(OWNER, REPO, n);
-  const slugOf = (n: number) => orch.bottle(issueKey(OWNER, REPO, n))?.slug ?? '';
-  const records = (slug: string) => prov.chain(slug).map((r) => r.record);
-  return {
-    home,
-    world,
-    db,
-    store,
-    prov,
-    runner,
-    orch,
-    logs,
-    ev,
-    issue,
-    row,
-    slugOf,
-    records,
-    close,
-    options,
-    setForge: (f: typeof forgeFor) => {
-      forgeFor = f;
-    },
-  };
-}
+import { cleanups, GiB, OWNER, REPO, said, setup, until } from './orchestrator-setup';
 
 describe('Orchestrator', () => {
   it('never lets a running turn hold up another issue: a ninth issue starts and a frozen PR closes while eight agents work', async () => {
@@ -246,7 +96,7 @@ describe('Orchestrator', () => {
     t.runner.agent(slug).exit(0);
     await until('resumed', () => t.runner.calls.some((c) => c.startsWith(`resume ${slug}`)));
     expect(t.runner.calls.find((c) => c.startsWith('resume'))).toBe(
-      `resume ${slug} please add a test\n\nand docs`,
+      `resume ${slug} ${said(12, 'please add a test')}\n\n${said(12, 'and docs')}`,
     );
     await t.orch.idle();
     expect(t.store.openEvents()).toEqual([]);
@@ -316,7 +166,7 @@ describe('Orchestrator', () => {
     t.runner.agent(slug).exit(0);
     await until('resumed', () => t.runner.calls.some((c) => c.startsWith(`resume ${slug}`)));
     expect(t.runner.calls.filter((c) => c.startsWith('resume'))).toEqual([
-      `resume ${slug} first\n\nsecond`,
+      `resume ${slug} ${said(5, 'first')}\n\n${said(5, 'second')}`,
     ]);
     await again.idle();
     expect(t.store.openEvents()).toEqual([]);
@@ -361,8 +211,8 @@ describe('Orchestrator', () => {
     t.orch.accept(t.ev.comment(3, 'one more thing'));
     await until('resumed on a retry', () => t.runner.isRunning(slug));
     expect(t.runner.calls.filter((c) => c.startsWith('resume'))).toEqual([
-      `resume ${slug} one more thing`,
-      `resume ${slug} one more thing`,
+      `resume ${slug} ${said(3, 'one more thing')}`,
+      `resume ${slug} ${said(3, 'one more thing')}`,
     ]);
     expect(t.logs.some((l) => l['msg'] === 'resume failed')).toBe(true);
   });

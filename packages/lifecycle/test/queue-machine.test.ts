@@ -97,10 +97,82 @@ describe('lifecycle state machine', () => {
     ]);
   });
 
-  it('does not destroy on an issue closed without a PR, and ignores other PRs and the bot’s own pushes', () => {
+  it('an issue closed with no open PR destroys its bottle (a running one after its turn is stopped and recorded); with an open PR the PR decides', () => {
     expect(
-      run([{ type: 'targeted' }, { type: 'agent_stopped' }, { type: 'issue_closed' }]).actions,
+      run([
+        { type: 'targeted' },
+        { type: 'agent_stopped' },
+        { type: 'issue_closed', openPr: false },
+      ]).actions,
+    ).toEqual([{ type: 'launch' }, { type: 'freeze' }, { type: 'destroy' }]);
+    expect(
+      run([
+        { type: 'targeted' },
+        { type: 'issue_closed', openPr: false },
+        { type: 'message', author: 'alice', prompt: 'too late' },
+        { type: 'agent_stopped' },
+      ]).actions,
+    ).toEqual([
+      { type: 'launch' },
+      {
+        type: 'stop',
+        reason: 'closed',
+        graceMs: 0,
+        why: 'its issue was closed (with no open PR) while the agent worked',
+      },
+      { type: 'freeze' },
+      { type: 'destroy' },
+    ]);
+    expect(
+      run([
+        { type: 'targeted' },
+        { type: 'pr_opened', pr: 3, author: 'bb-claude' },
+        { type: 'agent_stopped' },
+        { type: 'issue_closed', openPr: true },
+      ]).actions,
     ).toEqual([{ type: 'launch' }, { type: 'freeze' }]);
+  });
+
+  it('a reply on the issue wakes a frozen bottle, PR or not, and waits behind a running turn', () => {
+    const r = run([
+      { type: 'targeted' },
+      { type: 'agent_stopped' },
+      { type: 'message', author: 'alice', prompt: 'alice replied: use tabs' },
+      { type: 'message', author: 'bb-claude', prompt: 'my own comment' },
+      { type: 'message', author: 'bob', prompt: 'bob: and tests' },
+      { type: 'done_signalled' },
+      { type: 'agent_stopped' },
+    ]);
+    expect(r.actions).toEqual([
+      { type: 'launch' },
+      { type: 'freeze' },
+      { type: 'resume', prompt: 'alice replied: use tabs' },
+      { type: 'stop', reason: 'done', graceMs: 10_000 },
+      { type: 'freeze' },
+      { type: 'resume', prompt: 'bob: and tests' },
+    ]);
+  });
+
+  it('taking the issue back stops a running bottle and keeps it frozen until it is targeted again', () => {
+    const r = run([
+      { type: 'targeted' },
+      { type: 'message', author: 'alice', prompt: 'queued' },
+      { type: 'untargeted', why: 'the agent label was removed' },
+      { type: 'message', author: 'alice', prompt: 'ignored while untargeted' },
+      { type: 'watchdog', reason: 'stopped' },
+      { type: 'message', author: 'alice', prompt: 'still ignored' },
+      { type: 'targeted' },
+      { type: 'message', author: 'alice', prompt: 'heard again' },
+    ]);
+    expect(r.actions).toEqual([
+      { type: 'launch' },
+      { type: 'stop', reason: 'untargeted', graceMs: 0, why: 'the agent label was removed' },
+      { type: 'freeze', watchdog: 'stopped' },
+      { type: 'resume', prompt: 'heard again' },
+    ]);
+  });
+
+  it('ignores other PRs and the bot’s own pushes', () => {
     const r = run([
       { type: 'targeted' },
       { type: 'pr_opened', pr: 5, author: 'alice' },
@@ -239,7 +311,7 @@ describe('lifecycle state machine', () => {
       fc.constant(cmd({ type: 'agent_stopped' })),
       fc.constant(cmd({ type: 'done_signalled' })),
       fc.constant(cmd({ type: 'watchdog', reason: 'silence' })),
-      fc.constant(cmd({ type: 'issue_closed' })),
+      fc.boolean().map((openPr) => cmd({ type: 'issue_closed', openPr })),
       fc.tuple(pr, who).map(([p, a]) => cmd({ type: 'pr_opened', pr: p, author: a })),
       fc
         .tuple(pr, who, fc.string({ minLength: 1, maxLength: 5 }))

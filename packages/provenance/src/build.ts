@@ -16,6 +16,7 @@ export interface BuildInput {
   bottles: string[];
   forge: RunRecord['forge'];
   turn: number;
+  sessionRotated?: RunRecord['sessionRotated'];
   startedAt: string;
   finishedAt: string;
   exitCode: number | null;
@@ -60,6 +61,7 @@ export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
     bottles: input.bottles,
     forge: input.forge,
     turn: input.turn,
+    ...(input.sessionRotated ? { sessionRotated: input.sessionRotated } : {}),
     startedAt: input.startedAt,
     finishedAt: input.finishedAt,
     durationMs: Math.max(0, Date.parse(input.finishedAt) - Date.parse(input.startedAt)),

@@ -27,6 +27,13 @@ export const RunRecordSchema = z.object({
     })
     .nullable(),
   turn: z.number().int().positive(),
+  /**
+   * This turn began a fresh agent session in place of a long one: why, and the
+   * summary it was seeded with.
+   */
+  sessionRotated: z
+    .object({ reason: z.string(), previousTurns: z.number().int(), summary: z.string() })
+    .optional(),
   startedAt: z.string(),
   finishedAt: z.string(),
   durationMs: z.number().int().nonnegative(),
@@ -38,7 +45,14 @@ export const RunRecordSchema = z.object({
     .nullable(),
   watchdogFired: z
     .object({
-      reason: z.enum(['silence', 'exit_without_signal', 'sidecar_death', 'vanished', 'closed']),
+      reason: z.enum([
+        'silence',
+        'exit_without_signal',
+        'sidecar_death',
+        'vanished',
+        'closed',
+        'stopped',
+      ]),
       detail: z.string(),
     })
     .nullable(),

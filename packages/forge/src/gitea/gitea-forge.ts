@@ -294,13 +294,22 @@ export class GiteaForge extends Forge {
   }
 
   override async react(
-    target: { comment: number } | { issue: number },
+    target: { comment: number } | { issue: number } | { review: number; pr: number },
     reaction: Reaction,
   ): Promise<boolean> {
+    let comment = 'comment' in target ? target.comment : undefined;
+    if ('review' in target) {
+      // A review's text is a comment of its own, named in the review's page anchor.
+      const reviews = await this.readReviews(target.pr);
+      const url = reviews.find((r) => r.id === target.review)?.url ?? '';
+      const id = /#issuecomment-(\d+)$/.exec(url)?.[1];
+      if (!id) return false;
+      comment = Number(id);
+    }
     const path =
-      'comment' in target
-        ? `${this.#repoPath}/issues/comments/${target.comment}/reactions`
-        : `${this.#repoPath}/issues/${target.issue}/reactions`;
+      comment !== undefined
+        ? `${this.#repoPath}/issues/comments/${comment}/reactions`
+        : `${this.#repoPath}/issues/${(target as { issue: number }).issue}/reactions`;
     await this.client.request({ method: 'POST', path, body: { content: reaction } }, [200, 201]);
     return true;
   }

@@ -56,7 +56,14 @@ interface Payload {
   number?: number;
   issue?: GiteaIssue;
   pull_request?: GiteaPull;
-  comment?: { id: number; body: string; user: GiteaUser; created_at: string; updated_at: string };
+  comment?: {
+    id: number;
+    body: string;
+    user: GiteaUser;
+    html_url?: string;
+    created_at: string;
+    updated_at: string;
+  };
   repository?: RepoPayload;
   sender?: GiteaUser;
   is_pull?: boolean;
@@ -174,7 +181,12 @@ export function parseGiteaWebhook(
           occurredAt: comment.created_at,
           on: onPr ? 'pr' : 'issue',
           number: issue.number,
-          comment: { id: comment.id, author: comment.user.login, body: comment.body },
+          comment: {
+            id: comment.id,
+            author: comment.user.login,
+            body: comment.body,
+            ...(comment.html_url ? { url: comment.html_url } : {}),
+          },
         };
       }
       case 'pull_request': {
@@ -242,6 +254,7 @@ export function parseGiteaWebhook(
           state,
           author: sender.login,
           body: content,
+          ...(pr.html_url ? { url: pr.html_url } : {}),
         };
       }
       case 'push':

@@ -355,15 +355,17 @@ export class MemoryForge extends Forge {
   }
 
   override async react(
-    target: { comment: number } | { issue: number },
+    target: { comment: number } | { issue: number } | { review: number; pr: number },
     reaction: Reaction,
   ): Promise<boolean> {
     let item: MemIssue | undefined;
     if ('issue' in target) item = this.#get(target.issue, 'issue');
+    else if ('review' in target) item = this.#get(target.pr, 'PR');
     else
       item = [...this.#items.values()].find((i) => i.comments.some((c) => c.id === target.comment));
     if (!item) throw new BbError('NOT_FOUND', `comment ${JSON.stringify(target)} not found`);
-    const comment = 'comment' in target ? target.comment : undefined;
+    const comment =
+      'comment' in target ? target.comment : 'review' in target ? target.review : undefined;
     item.reactions ??= [];
     if (
       !item.reactions.some(

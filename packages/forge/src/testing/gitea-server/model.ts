@@ -120,6 +120,8 @@ export interface ReviewModel {
   commitId: string;
   submittedAt: string;
   comments: ReviewCommentModel[];
+  /** Gitea keeps a review's text as a comment: reactions go on it by the review's id. */
+  reactions?: ReactionModel[];
 }
 
 export interface TimelineModel {

@@ -300,7 +300,10 @@ export const REPO_ROUTES: Route[] = [
     methods: ['GET', 'POST'],
     async handle(core, req) {
       const repo = req.repo();
-      const { comment } = commentById(core, repo, req.params['id']!);
+      const review = [...repo.issues.values()]
+        .flatMap((i) => i.reviews)
+        .find((r) => String(r.id) === req.params['id']);
+      const comment = review ?? commentById(core, repo, req.params['id']!).comment;
       comment.reactions ??= [];
       const ctx = core.ctx(repo);
       if (req.method === 'GET') return { body: comment.reactions.map((r) => reactionJson(ctx, r)) };

@@ -307,10 +307,12 @@ export class GiteaTestServer {
     return submitReview(this.#core, repo, this.#issueOr404(repo, n), as, input);
   }
 
-  /** The reactions on a comment (by id): who reacted with what. */
+  /** The reactions on a comment or a review's text (by id): who reacted with what. */
   reactions(fullName: string, commentId: number): Array<{ user: string; content: string }> {
     for (const issue of this.#repo(fullName).issues.values()) {
-      const c = issue.comments.find((x) => x.id === commentId);
+      const c =
+        issue.comments.find((x) => x.id === commentId) ??
+        issue.reviews.find((x) => x.id === commentId);
       if (c) return (c.reactions ?? []).map((r) => ({ user: r.user, content: r.content }));
     }
     throw new Error(`no comment ${commentId} in ${fullName}`);

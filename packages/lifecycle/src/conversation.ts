@@ -1,0 +1,146 @@
+/**
+ * The forge conversation, as the orchestrator hears it: who may drive an agent,
+ * and what a person's comment, review or push tells the agent. Forge-agnostic:
+ * everything goes through `Forge`.
+ */
+import { errorMessage, isBbError } from '@bb/errors';
+import type { Forge, ReviewComment } from '@bb/forge';
+
+/** Who may start an agent turn with a comment, a review or a push. */
+export interface TriggerPolicy {
+  /** Members of this org may always drive agents. */
+  org: string;
+  /** The bot's login: its own words never drive it. */
+  botLogin: string;
+  /** Only messages that mention `@<botLogin>` start a turn. @default false */
+  mentionOnly?: boolean;
+}
+
+export type Verdict = { ok: true; why: string } | { ok: false; why: string };
+
+/**
+ * May `author` drive the agent with `body`? Yes for users with write access to
+ * the repository (the forge's permission API) and members of the policy's org;
+ * with `mentionOnly`, only when the text mentions the bot. A forge that cannot
+ * tell (the bot may not read permissions) falls back to org membership; nobody
+ * is let in on a guess.
+ */
+export async function mayDrive(
+  forge: Forge,
+  policy: TriggerPolicy,
+  author: string,
+  body: string | undefined,
+): Promise<Verdict> {
+  if (author === policy.botLogin) return { ok: false, why: 'written by the bot itself' };
+  if (policy.mentionOnly && body !== undefined && !mentions(body, policy.botLogin))
+    return { ok: false, why: `does not mention @${policy.botLogin} (mention-only is on)` };
+  let permission: string | undefined;
+  let unknown = '';
+  try {
+    permission = await forge.permissionOf(author);
+    if (permission === 'write' || permission === 'admin')
+      return { ok: true, why: `${author} may write to ${forge.owner}/${forge.repo}` };
+  } catch (err) {
+    if (!isBbError(err, 'FORBIDDEN') && !isBbError(err, 'NOT_FOUND')) throw err;
+    unknown = errorMessage(err);
+  }
+  let member: boolean | undefined;
+  try {
+    member = await forge.isOrgMember(policy.org, author);
+  } catch (err) {
+    if (isBbError(err, 'FORGE_UNAVAILABLE')) throw err;
+    member = undefined;
+  }
+  if (member) return { ok: true, why: `${author} is a member of ${policy.org}` };
+  return {
+    ok: false,
+    why:
+      permission !== undefined
+        ? `${author} has ${permission} access to ${forge.owner}/${forge.repo} and is not a member of ${policy.org}`
+        : `${author} is not a member of ${policy.org}, and the forge would not say whether they may write (${unknown})`,
+  };
+}
+
+function mentions(body: string, login: string): boolean {
+  const escaped = login.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp(`(^|[^\\w@])@${escaped}(?![\\w-])`, 'i').test(body);
+}
+
+const quote = (text: string) =>
+  text
+    .trim()
+    .split('\n')
+    .map((l) => `> ${l}`)
+    .join('\n');
+
+/** What the agent is told of a comment: who, where, a link, the words. */
+export function commentPrompt(o: {
+  author: string;
+  issue: number;
+  pr?: number | undefined;
+  url?: string | undefined;
+  body: string;
+}): string {
+  const where = o.pr === undefined ? `your issue #${o.issue}` : `your PR #${o.pr}`;
+  return `${o.author} commented on ${where}${o.url ? ` (${o.url})` : ''}:\n\n${quote(o.body)}`;
+}
+
+const STATE_WORDS = {
+  approved: 'approved',
+  changes_requested: 'requested changes on',
+  commented: 'reviewed',
+} as const;
+
+/**
+ * What the agent is told of a review: its verdict, its text and every inline
+ * comment with its file and line. The inline comments are read from the forge
+ * (a review's webhook does not carry them).
+ */
+export async function reviewPrompt(
+  forge: Forge,
+  o: {
+    author: string;
+    pr: number;
+    state: keyof typeof STATE_WORDS;
+    body: string;
+    url?: string | undefined;
+  },
+): Promise<{ prompt: string; reviewId: number | undefined }> {
+  let inline: ReviewComment[] = [];
+  let reviewId: number | undefined;
+  // The newest review of this author with this verdict and text is the one that was submitted.
+  const reviews = await forge.readReviews(o.pr);
+  const match = [...reviews]
+    .reverse()
+    .find((r) => r.author.login === o.author && r.state === o.state && r.body === o.body);
+  if (match) {
+    reviewId = match.id;
+    inline = await forge.readReviewComments(o.pr, match.id);
+  }
+  const lines = [
+    `${o.author} ${STATE_WORDS[o.state]} your PR #${o.pr}${match?.url ? ` (${match.url})` : o.url ? ` (${o.url})` : ''}.`,
+  ];
+  if (o.body.trim()) lines.push('', quote(o.body));
+  if (inline.length > 0) {
+    lines.push('', `Inline comments (${inline.length}):`);
+    for (const c of inline)
+      lines.push(`- ${c.path}${c.line !== null ? `:${c.line}` : ''}: ${c.body.trim()}`);
+  }
+  if (o.state === 'changes_requested')
+    lines.push('', 'Address each point, push your changes, and say what you did.');
+  return { prompt: lines.join('\n'), reviewId };
+}
+
+/** What the agent is told of commits a person pushed to its PR's branch. */
+export function pushPrompt(o: {
+  author: string;
+  pr: number;
+  before?: string | undefined;
+  after: string;
+  branch: string;
+}): string {
+  const range = o.before
+    ? `${o.before.slice(0, 12)}..${o.after.slice(0, 12)}`
+    : o.after.slice(0, 12);
+  return `${o.author} pushed new commits to your PR #${o.pr}: ${range}. Your checkout has them (the forge's branch is at refs/remotes/pr/${o.branch}; your branch was fast-forwarded to it when it could be). Look at what changed and carry on.`;
+}

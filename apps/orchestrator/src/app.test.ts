@@ -89,7 +89,39 @@ describe('orchestrator configuration', () => {
       ],
     });
     expect(() => loadConfig({ ...base, FORGE_REPOS: 'widgets', BB_BACKEND: 'k8s' })).toThrow(
-      /FORGE_REPOS must be a comma-separated list of owner\/repo \(got "widgets"\)[\s\S]*BB_BACKEND must be docker or local/,
+      /FORGE_REPOS must be a comma-separated list of owner\/repo or org\/\* \(got "widgets"\)[\s\S]*BB_BACKEND must be docker or local/,
+    );
+    expect(loadConfig({ ...base, FORGE_REPOS: 'acme/*' }).FORGE_REPOS).toEqual([
+      { owner: 'acme', repo: '*' },
+    ]);
+  });
+
+  it('needs a unit on every duration and says so, and reads the conversation switches', () => {
+    const base = {
+      FORGE_GITEA_API: 'http://gitea.test/api/v1',
+      FORGE_TOKEN: 't',
+      FORGE_WEBHOOK_SECRET: 'a-long-secret',
+    };
+    expect(() => loadConfig({ ...base, FORGE_WATCHDOG_TIMEOUT: '1800' })).toThrow(
+      'FORGE_WATCHDOG_TIMEOUT needs a unit: "1800" could be seconds or milliseconds; write e.g. 1800s or 1800ms',
+    );
+    expect(() => loadConfig({ ...base, BB_DONE_GRACE: 'soon' })).toThrow(
+      'BB_DONE_GRACE must be a duration such as 30m, 90s or 1500ms (got "soon")',
+    );
+    expect(loadConfig({ ...base, FORGE_WATCHDOG_TIMEOUT: '1800s' }).FORGE_WATCHDOG_TIMEOUT).toBe(
+      1_800_000,
+    );
+    expect(loadConfig(base)).toMatchObject({
+      FORGE_RESUME_ON_PUSH: false,
+      FORGE_MENTION_ONLY: false,
+      FORGE_FEEDBACK: true,
+      FORGE_ACKNOWLEDGE: true,
+    });
+    expect(
+      loadConfig({ ...base, FORGE_RESUME_ON_PUSH: 'on', FORGE_FEEDBACK: 'off' }),
+    ).toMatchObject({ FORGE_RESUME_ON_PUSH: true, FORGE_FEEDBACK: false });
+    expect(() => loadConfig({ ...base, FORGE_MENTION_ONLY: 'maybe' })).toThrow(
+      'FORGE_MENTION_ONLY must be on or off (got "maybe")',
     );
   });
 });

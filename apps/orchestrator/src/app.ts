@@ -2,7 +2,7 @@ import { errorMessage, isBbError } from '@bb/errors';
 import type { ProvenanceStore } from '@bb/provenance';
 import type { ForgeStateStore } from '@bb/state';
 import { type AccessPolicy, checkAccess } from './access';
-import { type CapacityView, renderDashboard } from './dashboard';
+import { type CapacityView, type NoticeView, renderDashboard } from './dashboard';
 
 /** Where Gitea delivers its webhooks. */
 export const WEBHOOK_PATH = '/webhooks/gitea';
@@ -16,6 +16,8 @@ export function createApp(parts: {
   runs?: ProvenanceStore;
   /** What waits for room to run, for the dashboard and `/api/capacity`. */
   capacity?: CapacityView;
+  /** Why targeted issues could not launch, newest last (dashboard and `/api/notices`). */
+  notices?: () => NoticeView[];
   webBase: string;
   version: string;
   /** Who may use the dashboard and the APIs. @default open (loopback, no token) */
@@ -39,6 +41,7 @@ export function createApp(parts: {
           bottles: [...parts.store.all(), ...parts.store.history({ limit: 20 })],
           runs: parts.runs,
           capacity: parts.capacity,
+          notices: parts.notices?.() ?? [],
           webBase: parts.webBase,
           version: parts.version,
         }),
@@ -71,6 +74,8 @@ export function createApp(parts: {
         throw err;
       }
     }
+    if (pathname === '/api/notices' && req.method === 'GET')
+      return json(200, { notices: [...(parts.notices?.() ?? [])].reverse() });
     if (pathname === '/api/capacity' && req.method === 'GET') {
       const c = parts.capacity;
       return json(200, {

@@ -1,16 +1,41 @@
 import { BbError } from '@bb/errors';
 import { z } from 'zod';
 
-/** `30m`, `90s`, `2h`, `7d`, `1500ms` or a number of milliseconds. */
+/**
+ * `30m`, `90s`, `2h`, `7d` or `1500ms`. The unit is required: a bare number is
+ * `undefined` (is `1800` seconds or milliseconds? the caller says which it needs).
+ */
 export function parseDuration(text: string): number | undefined {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim());
   if (!m) return undefined;
   const n = Number(m[1]);
   return Math.round(
-    n *
-      ({ ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const)[(m[2] ?? 'ms') as 'ms'],
+    n * ({ ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const)[m[2] as 'ms'],
   );
 }
+
+/** The message for a duration that is not one, naming the value and the fix. */
+export function durationProblem(name: string, value: string): string {
+  return /^\s*\d+(\.\d+)?\s*$/.test(value)
+    ? `${name} needs a unit: ${JSON.stringify(value)} could be seconds or milliseconds; write e.g. ${value.trim()}s or ${value.trim()}ms`
+    : `${name} must be a duration such as 30m, 90s or 1500ms (got ${JSON.stringify(value)})`;
+}
+
+/** `on`/`off` (also true/false, yes/no, 1/0). */
+const toggle = (name: string, fallback: 'on' | 'off') =>
+  z
+    .string()
+    .default(fallback)
+    .transform((v, ctx) => {
+      const t = v.trim().toLowerCase();
+      if (['on', 'true', 'yes', '1'].includes(t)) return true;
+      if (['off', 'false', 'no', '0'].includes(t)) return false;
+      ctx.addIssue({
+        code: 'custom',
+        message: `${name} must be on or off (got ${JSON.stringify(v)})`,
+      });
+      return z.NEVER;
+    });
 
 /** `16g`, `512m`, `1.5g` or a number of bytes. */
 export function parseBytes(text: string): number | undefined {
@@ -39,10 +64,7 @@ const duration = (name: string, fallback: string) =>
     .transform((v, ctx) => {
       const ms = parseDuration(v);
       if (ms === undefined || ms <= 0) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `${name} must be a duration such as 30m, 90s or 1500ms (got ${JSON.stringify(v)})`,
-        });
+        ctx.addIssue({ code: 'custom', message: durationProblem(name, v) });
         return z.NEVER;
       }
       return ms;
@@ -91,14 +113,18 @@ export const ConfigSchema = z.object({
       if (ms === undefined || ms <= 0) {
         ctx.addIssue({
           code: 'custom',
-          message: `BB_SWEEP_INTERVAL must be a duration such as 5m or 30s, or 0 to turn the sweep off (got ${JSON.stringify(v)})`,
+          message: `${durationProblem('BB_SWEEP_INTERVAL', v)}, or 0 to turn the sweep off`,
         });
         return z.NEVER;
       }
       return ms;
     }),
   FORGE_WATCHDOG_INTERVAL: duration('FORGE_WATCHDOG_INTERVAL', '60s'),
-  /** Repositories the sweep looks at besides those that have bottles: `owner/repo,owner/repo`. */
+  /**
+   * Repositories the sweep looks at besides those that have bottles:
+   * `owner/repo,org/*` (`org/*` is every repository of that org). Empty: every
+   * repository the bot's user can reach.
+   */
   FORGE_REPOS: z
     .string()
     .default('')
@@ -108,11 +134,11 @@ export const ConfigSchema = z.object({
         .split(',')
         .map((x) => x.trim())
         .filter(Boolean)) {
-        const m = /^([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+)$/.exec(part);
+        const m = /^([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+|\*)$/.exec(part);
         if (!m) {
           ctx.addIssue({
             code: 'custom',
-            message: `FORGE_REPOS must be a comma-separated list of owner/repo (got ${JSON.stringify(part)})`,
+            message: `FORGE_REPOS must be a comma-separated list of owner/repo or org/* (got ${JSON.stringify(part)})`,
           });
           return z.NEVER;
         }
@@ -120,6 +146,14 @@ export const ConfigSchema = z.object({
       }
       return out;
     }),
+  /** A person's push to a bottle's PR wakes its agent. */
+  FORGE_RESUME_ON_PUSH: toggle('FORGE_RESUME_ON_PUSH', 'off'),
+  /** Only comments and reviews that mention the bot wake an agent. */
+  FORGE_MENTION_ONLY: toggle('FORGE_MENTION_ONLY', 'off'),
+  /** Say on the issue, once, why a targeted issue cannot launch. */
+  FORGE_FEEDBACK: toggle('FORGE_FEEDBACK', 'on'),
+  /** React 👀 to the comment or review that woke an agent. */
+  FORGE_ACKNOWLEDGE: toggle('FORGE_ACKNOWLEDGE', 'on'),
   /** `docker` (default) or `local` (no isolation; development only). */
   BB_BACKEND: z
     .enum(['docker', 'local'], {

@@ -24,11 +24,20 @@ export interface CapacityView {
   waiting(): Array<{ issue: string; since: string; bytes: number }>;
 }
 
+/** Something a person should know about an issue: why it could not launch. */
+export interface NoticeView {
+  /** `owner/repo#n` */
+  key: string;
+  at: string;
+  message: string;
+}
+
 const gib = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GiB`;
 
 export interface DashboardInput {
   bottles: ForgeState[];
   capacity?: CapacityView | undefined;
+  notices?: NoticeView[];
   runs?: ProvenanceStore | undefined;
   webBase: string;
   version: string;
@@ -75,15 +84,26 @@ export function renderDashboard(input: DashboardInput): string {
               .join(', ')}`
       }</p>`
     : '';
+  const issueOfKey = (key: string) => {
+    const m = /^([^/]+)\/([^#]+)#(\d+)$/.exec(key);
+    return m ? issueUrl({ owner: m[1]!, repo: m[2]! }, Number(m[3]), 'issues') : '#';
+  };
+  const notices = [...(input.notices ?? [])].reverse().slice(0, 20);
+  const noticeBlock = notices.length
+    ? `<h2>Needs attention</h2>
+<ul id="notices">
+${notices.map((n) => `<li><a href="${esc(issueOfKey(n.key))}">${esc(n.key)}</a>: ${esc(n.message)} <span class="sub">(${esc(ago(n.at, now))})</span></li>`).join('\n')}
+</ul>`
+    : '';
   const runRows = runs
     .map(
       (r) => `<tr data-run="${esc(r.record.id)}">
-  <td><a href="/api/runs/${encodeURIComponent(r.record.id)}"><code>${esc(r.record.id)}</code></a></td>
-  <td><code>${esc(r.record.slug)}</code> turn ${esc(r.record.turn)}</td>
-  <td>${esc(r.record.agent)}</td>
+  <td><a href="/api/runs/${encodeURIComponent(r.record.id)}"><code>$esc(r.record.id)</code></a></td>
+  <td><code>$esc(r.record.slug)</code> turn ${esc(r.record.turn)}</td>
+  <td>$esc(r.record.agent)</td>
   <td><span class="badge ${esc(recordStatus(r))}">${esc(recordStatus(r))}</span></td>
-  <td>${esc(r.record.done?.summary ?? r.record.watchdogFired?.detail ?? '')}</td>
-  <td title="${esc(r.record.finishedAt)}">${esc(ago(r.record.finishedAt, now))}</td>
+  <td>$esc(r.record.done?.summary ?? r.record.watchdogFired?.detail ?? '')</td>
+  <td title="${esc(r.record.finishedAt)}">$esc(ago(r.record.finishedAt, now))</td>
   <td><a href="/api/runs/${encodeURIComponent(r.record.id)}/verify">verify</a></td>
 </tr>`,
     )
@@ -111,6 +131,7 @@ export function renderDashboard(input: DashboardInput): string {
 <body>
 <h1>bot-bottle</h1>
 <p class="sub">orchestrator ${esc(input.version)} · ${live} live bottle${live === 1 ? '' : 's'} · refreshes every ${input.refreshSeconds ?? 5} s · <a href="/api/bottles">JSON</a></p>
+${noticeBlock}
 <h2>Bottles</h2>
 ${capacityLine}
 <table id="bottles">

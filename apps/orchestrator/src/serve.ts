@@ -58,6 +58,27 @@ export interface RunningOrchestrator {
 }
 
 /**
+ * The repositories the sweep covers: those FORGE_REPOS names (`org/*` expanded
+ * to the org's repositories), or every repository the bot's user can reach.
+ */
+async function sweepRepos(
+  client: GiteaClient,
+  named: Array<{ owner: string; repo: string }>,
+): Promise<Array<{ owner: string; repo: string }>> {
+  const out: Array<{ owner: string; repo: string }> = [];
+  const all = async (path: string) => {
+    for await (const r of client.paginate<{ name: string; owner: { login: string } }>(path))
+      out.push({ owner: r.owner.login, repo: r.name });
+  };
+  if (named.length === 0) await all('/user/repos');
+  for (const r of named) {
+    if (r.repo === '*') await all(`/orgs/${encodeURIComponent(r.owner)}/repos`);
+    else out.push(r);
+  }
+  return out;
+}
+
+/**
  * Run the orchestrator: read and check the configuration, open the state,
  * reconcile with the backend (watch running bottles again, remove orphans and
  * bottles that never started, replay the inbox), listen for webhooks, start
@@ -129,6 +150,10 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     doneGraceMs: config.BB_DONE_GRACE,
     watchdogTimeoutMs: config.FORGE_WATCHDOG_TIMEOUT,
     watchdogIntervalMs: config.FORGE_WATCHDOG_INTERVAL,
+    resumeOnHumanPush: config.FORGE_RESUME_ON_PUSH,
+    mentionOnly: config.FORGE_MENTION_ONLY,
+    feedback: config.FORGE_FEEDBACK,
+    acknowledge: config.FORGE_ACKNOWLEDGE,
     log: (e) => log.info(e),
   });
 
@@ -152,6 +177,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     store,
     runs: provStore,
     capacity: orchestrator.capacity,
+    notices: () => orchestrator.notices,
     webBase: client.webBase,
     version: pkg.version,
     access: { token: config.BB_API_TOKEN, loopback: isLoopbackHost(config.BB_HOST) },
@@ -182,18 +208,21 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
 
   let sweeping: Promise<void> | undefined;
   const sweep = () => {
-    sweeping ??= sweepForge(
-      {
-        store,
-        forgeFor,
-        botLogin,
-        accept: (e) => orchestrator.accept(e),
-        // Well inside the ledger's memory: a comment it forgot is never taken as new.
-        notBefore: new Date(Date.now() - config.BB_LEDGER_RETENTION / 2),
-        log: (e) => log.info(e),
-      },
-      config.FORGE_REPOS,
-    )
+    sweeping ??= sweepRepos(client, config.FORGE_REPOS)
+      .then((repos) =>
+        sweepForge(
+          {
+            store,
+            forgeFor,
+            botLogin,
+            accept: (e) => orchestrator.accept(e),
+            // Well inside the ledger's memory: a comment it forgot is never taken as new.
+            notBefore: new Date(Date.now() - config.BB_LEDGER_RETENTION / 2),
+            log: (e) => log.info(e),
+          },
+          repos,
+        ),
+      )
       .then(() => undefined)
       .catch((err) => log.warn({ msg: 'sweep failed', error: errorMessage(err) }))
       .finally(() => {

@@ -4,7 +4,7 @@ import type { ForgeStateStore } from '@bb/state';
 /**
  * One pass over the forge's REST API for what webhooks never delivered (Gitea
  * does not retry): open issues labelled for an agent that have no bottle, and
- * frozen bottles whose PR closed or got human comments. Each change goes
+ * frozen bottles whose PR closed or whose issue or PR got human comments. Each change goes
  * through `accept`, under the same key a webhook would give it, so a change
  * seen both ways is acted on once. Looks at `repos` and every repository that
  * has a bottle. Returns how many events were new. Comments older than
@@ -60,8 +60,28 @@ export async function sweep(
     }
   }
   for (const row of rows) {
-    if (row.status !== 'frozen' || !row.prNumber) continue;
+    if (row.status !== 'frozen') continue;
     const forge = o.forgeFor(row.owner, row.repo);
+    const base = { deliveryId: undefined, owner: row.owner, repo: row.repo };
+    const since = Math.max(Date.parse(row.createdAt), o.notBefore?.getTime() ?? 0);
+    // Replies a frozen bottle missed: on its issue (PR or not) and on its PR.
+    const comments = async (n: number, on: 'issue' | 'pr') => {
+      for (const c of await forge.readComments(n)) {
+        if (c.author.login === o.botLogin || Date.parse(c.createdAt) < since) continue;
+        push({
+          ...base,
+          kind: 'comment_created',
+          key: commentCreatedKey(forge.kind, row.owner, row.repo, c.id),
+          sender: c.author,
+          occurredAt: c.createdAt,
+          on,
+          number: n,
+          comment: { id: c.id, author: c.author.login, body: c.body, url: c.url },
+        });
+      }
+    };
+    await comments(row.issueNumber, 'issue');
+    if (!row.prNumber) continue;
     const pr = await forge.readPr(row.prNumber);
     const ref = {
       number: pr.number,
@@ -73,7 +93,6 @@ export async function sweep(
       base: pr.base.ref,
       author: pr.author.login,
     };
-    const base = { deliveryId: undefined, owner: row.owner, repo: row.repo };
     if (pr.state === 'closed') {
       push({
         ...base,
@@ -87,20 +106,7 @@ export async function sweep(
       });
       continue;
     }
-    const since = Math.max(Date.parse(row.createdAt), o.notBefore?.getTime() ?? 0);
-    for (const c of await forge.readComments(pr.number)) {
-      if (c.author.login === o.botLogin || Date.parse(c.createdAt) < since) continue;
-      push({
-        ...base,
-        kind: 'comment_created',
-        key: commentCreatedKey(forge.kind, row.owner, row.repo, c.id),
-        sender: c.author,
-        occurredAt: c.createdAt,
-        on: 'pr',
-        number: pr.number,
-        comment: { id: c.id, author: c.author.login, body: c.body },
-      });
-    }
+    await comments(pr.number, 'pr');
   }
   if (n > 0) o.log?.({ msg: 'sweep found missed changes', events: n });
   return n;

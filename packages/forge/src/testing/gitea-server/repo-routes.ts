@@ -348,6 +348,23 @@ export const REPO_ROUTES: Route[] = [
     },
   },
   {
+    pattern: '/user/repos',
+    methods: ['GET'],
+    handle(core, req) {
+      const me = req.needUser();
+      const repos = [...core.repos.values()]
+        .filter(
+          (r) =>
+            r.owner === me ||
+            r.collaborators.has(me) ||
+            r.admins.has(me) ||
+            (core.orgs.get(r.owner)?.members.has(me) ?? false),
+        )
+        .sort((a, b) => `${a.owner}/${a.name}`.localeCompare(`${b.owner}/${b.name}`));
+      return core.page(req.url, repos, (r) => repoJson(core.ctx(r)));
+    },
+  },
+  {
     pattern: '/orgs/{org}/hooks',
     methods: ['GET', 'POST'],
     async handle(core, req) {

@@ -52,6 +52,7 @@ import {
   loadBottleManifest,
   memoryBytes,
 } from './manifests';
+import { bundlePrBranch, PR_BUNDLE, takeBundleScript } from './pr-sync';
 import { providerFor } from './providers';
 import { prepareRuntime } from './runtime';
 import { removeSecrets } from './secrets';
@@ -396,6 +397,12 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   migrateLayout(p);
   await mountDisk(p);
   if (options.pr !== undefined && meta.forge) meta.forge.pr = options.pr;
+  // The workspace gets what a person pushed to the PR since the last turn.
+  if (meta.forge && options.forgeToken) {
+    // Evaluated apart: `onProgress?.(…)` would skip the call's argument when nobody listens.
+    const synced = await bundlePrBranch(meta, p, options.forgeToken, cloneTimeoutMs(env));
+    options.onProgress?.(synced);
+  }
   meta.status = 'running';
   writeMeta(meta, env);
   return startTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env);
@@ -520,17 +527,21 @@ async function startTurn(
     if (plan.needed) await startProxies(meta, bottles, gate);
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
-    // With proxies, the agent reaches them through the in-bottle bridge (TCP on
-    // 127.0.0.1 to the mounted sockets), started before the agent and awaited.
-    const cmd = plan.needed
-      ? [
-          'sh',
-          '-c',
-          `BB_BRIDGE_READY=/tmp/.bb-bridge node ${P.runtime}/bb-bridge.mjs ${BRIDGE_PORTS.egress}=${P.socketDir}/egress.sock ${BRIDGE_PORTS.credentials}=${P.socketDir}/cred.sock & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; exec "$@"`,
-          'bb-agent',
-          ...invocation.cmd,
-        ]
-      : invocation.cmd;
+    // Before the agent: the PR branch's bundle is taken in (a resumed forge bottle), and
+    // with proxies the in-bottle bridge (TCP on 127.0.0.1 to the mounted sockets) is
+    // started and awaited.
+    const prelude = [
+      ...(meta.forge ? [takeBundleScript()] : []),
+      ...(plan.needed
+        ? [
+            `BB_BRIDGE_READY=/tmp/.bb-bridge node ${P.runtime}/bb-bridge.mjs ${BRIDGE_PORTS.egress}=${P.socketDir}/egress.sock ${BRIDGE_PORTS.credentials}=${P.socketDir}/cred.sock & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`,
+          ]
+        : []),
+    ];
+    const cmd =
+      prelude.length > 0
+        ? ['sh', '-c', `${prelude.join('\n')}\nexec "$@"`, 'bb-agent', ...invocation.cmd]
+        : invocation.cmd;
     const agentSpec: BottleSpec = {
       name: `bb-${meta.slug}-agent`,
       image: meta.image,
@@ -547,6 +558,9 @@ async function startTurn(
         HOME: P.home,
         BB_SIDECAR_SOCKET: P.socket,
         BB_WORKSPACE_DIR: P.workspace,
+        ...(meta.forge
+          ? { BB_PR_BUNDLE: `${P.socketDir}/${PR_BUNDLE}`, BB_PR_BRANCH: meta.branch }
+          : {}),
         ...(plan.needed
           ? {
               HTTPS_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,

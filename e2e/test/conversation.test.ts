@@ -6,7 +6,7 @@
 // commit in its checkout (it pushes on top of it); approve, merge, destroyed.
 // A comment by someone without write access wakes nothing.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -127,6 +127,15 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
           steps: [
             { do: 'comment', body: 'Turn {{turn}} heard: {{prompt}}' },
             { do: 'done', status: 'success', summary: 'Thanked the reviewer.' },
+          ],
+        },
+      ]),
+      sleeper: scriptAgent([{ steps: [{ do: 'read_issue' }, { do: 'sleep', ms: 600_000 }] }]),
+      asker: scriptAgent([
+        {
+          steps: [
+            { do: 'comment', body: 'A question.' },
+            { do: 'done', status: 'blocked', summary: 'Asked.' },
           ],
         },
       ]),
@@ -303,4 +312,55 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
     expect(verifyChain(chain, loadOrCreateSigningKey(home).publicKey).ok).toBe(true);
     expect(logs.some((l) => String(l['msg']).startsWith('event failed'))).toBe(false);
   }, 300_000);
+
+  it('removing the agent label stops a running bottle at once; it is recorded and kept frozen', async () => {
+    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
+    const n = gitea.createIssue('alice', 'acme/widgets', {
+      title: 'A long one',
+      labels: ['bot-bottle:sleeper'],
+      assignees: ['bb-claude'],
+    });
+    const slug = await until('the agent at work', async () => {
+      const r = store.get('acme', 'widgets', n);
+      if (r?.status !== 'running') return undefined;
+      const cs = await backend.list({ 'bb.slug': r.slug });
+      return cs.some((c) => c.labels['bb.role'] === 'agent' && c.state === 'running')
+        ? r.slug
+        : undefined;
+    });
+    gitea.setLabels('alice', 'acme/widgets', n, []);
+    await until('recorded', () => (prov.chain(slug).length === 1 ? true : undefined), 60_000);
+    expect(prov.chain(slug)[0]!.record.watchdogFired).toEqual({
+      reason: 'stopped',
+      detail: `the bot-bottle:<agent> label was removed from #${n}`,
+    });
+    await orch.settled();
+    expect(store.get('acme', 'widgets', n)?.status).toBe('frozen');
+    expect(await backend.list({ 'bb.slug': slug })).toEqual([]);
+    // A reply does not wake a bottle whose issue was taken back.
+    gitea.comment('alice', 'acme/widgets', n, 'Still there?');
+    await gitea.settle();
+    await orch.settled();
+    expect(prov.chain(slug)).toHaveLength(1);
+  }, 180_000);
+
+  it('closing an issue whose frozen bottle has no PR destroys the bottle', async () => {
+    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
+    const n = gitea.createIssue('alice', 'acme/widgets', {
+      title: 'Just a question',
+      labels: ['bot-bottle:asker'],
+      assignees: ['bb-claude'],
+    });
+    const row = await until('frozen without a PR', () => {
+      const r = store.get('acme', 'widgets', n);
+      return r?.status === 'frozen' && prov.chain(r.slug).length === 1 ? r : undefined;
+    });
+    expect(row.prNumber).toBeNull();
+    gitea.setState('alice', 'acme/widgets', n, 'closed');
+    await until('destroyed', () =>
+      store.get('acme', 'widgets', n)?.status === 'destroyed' ? true : undefined,
+    );
+    expect(existsSync(join(home, 'bottles', row.slug))).toBe(false);
+    expect(prov.chain(row.slug)).toHaveLength(1);
+  }, 120_000);
 });

@@ -92,7 +92,9 @@ describe.skipIf(!docker.ok)('the bb binary on real Docker', () => {
           { login: 'bb-claude', tokens: [TOKEN] },
         ],
         orgs: [{ name: 'bot-bottle', members: ['bb-claude'] }],
-        repos: [{ owner: 'alice', name: 'app', collaborators: ['bb-claude'] }],
+        repos: [
+          { owner: 'alice', name: 'app', collaborators: ['bb-claude'], admins: ['bb-claude'] },
+        ],
       },
     });
   });

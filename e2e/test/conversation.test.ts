@@ -150,9 +150,6 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
     const world = forgeWorld(TOKEN);
     world.users = [...(world.users ?? []), { login: 'eve', tokens: [EVE] }];
     world.users = world.users.map((u) => (u.login === 'alice' ? { ...u, tokens: [ALICE] } : u));
-    // The bot administers the repository, as docs/gitea-setup.md asks: Gitea tells only an
-    // admin who may write, which is who may drive the agent.
-    world.repos = world.repos!.map((r) => ({ ...r, admins: ['bb-claude'] }));
     gitea = await createGiteaTestServer({
       world,
       hooks: [{ url: `http://127.0.0.1:${port}/webhooks/gitea`, secret: SECRET }],

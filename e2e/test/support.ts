@@ -76,6 +76,10 @@ export function forgeWorld(botToken: string): GiteaWorldSeed {
       { name: 'acme', members: ['alice'] },
       { name: 'bot-bottle', members: ['bb-claude'] },
     ],
-    repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
+    // The bot administers the repository (docs/gitea-setup.md): Gitea tells only an
+    // admin who may write, which decides whose comments drive the agent.
+    repos: [
+      { owner: 'acme', name: 'widgets', collaborators: ['bb-claude'], admins: ['bb-claude'] },
+    ],
   };
 }

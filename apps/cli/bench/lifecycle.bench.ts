@@ -26,7 +26,7 @@ const server = await createGiteaTestServer({
   world: {
     users: [{ login: 'alice' }, { login: 'bot', tokens: [TOKEN] }],
     orgs: [{ name: 'acme', members: ['alice'] }],
-    repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bot'] }],
+    repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bot'], admins: ['bot'] }],
   },
 });
 const home = mkdtempSync(join(tmpdir(), 'bb-bench-life-'));

@@ -43,9 +43,19 @@ describe('bb: help and usage', () => {
   it('--help lists every command, and each command has its own --help', async () => {
     const t = io();
     expect(await runCli(['--help'], t.io)).toBe(EXIT.OK);
-    for (const c of ['demo', 'start', 'resume', 'orchestrate', 'provenance', 'doctor'])
-      expect(t.out).toMatch(new RegExp(`^  ${c} `, 'm'));
-    for (const c of ['demo', 'start', 'resume', 'orchestrate', 'provenance', 'doctor']) {
+    const commands = [
+      'demo',
+      'start',
+      'resume',
+      'orchestrate',
+      'provenance',
+      'destroy',
+      'gc',
+      'forge',
+      'doctor',
+    ];
+    for (const c of commands) expect(t.out).toMatch(new RegExp(`^  ${c} `, 'm'));
+    for (const c of commands) {
       const h = io();
       expect(await runCli([c, '--help'], h.io)).toBe(EXIT.OK);
       expect(h.out).toMatch(new RegExp(`^Usage: bb ${c}`));

@@ -4,7 +4,10 @@ import type { CliDeps } from './deps';
 import { type CliIo, EXIT, UsageError } from './io';
 import {
   DEMO_USAGE,
+  DESTROY_USAGE,
   DOCTOR_USAGE,
+  FORGE_USAGE,
+  GC_USAGE,
   ORCHESTRATE_USAGE,
   PROVENANCE_USAGE,
   RESUME_USAGE,
@@ -25,6 +28,9 @@ Commands:
   resume        continue a frozen bottle's session with a new prompt
   orchestrate   forge-driven bottles: start, resume, status, serve (the orchestrator)
   provenance    show and verify signed run records
+  destroy       remove a bottle (containers, disk, directory); records stay
+  gc            destroy frozen bottles idle for a while (default 30 days)
+  forge         set up the forge: bb forge hook install
   doctor        check Docker, the base image, configuration and the forge
   help          show this help, or a command's: bb help <command>
 
@@ -50,6 +56,9 @@ const USAGES: Record<string, string> = {
   orchestrate: ORCHESTRATE_USAGE,
   provenance: PROVENANCE_USAGE,
   doctor: DOCTOR_USAGE,
+  destroy: DESTROY_USAGE,
+  gc: GC_USAGE,
+  forge: FORGE_USAGE,
 };
 
 /** Run `bb` with `argv` (without node and script). Returns the exit code. */
@@ -83,6 +92,12 @@ export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Pro
         return await (await import('./commands/start')).resumeCommand(rest, io, deps);
       case 'orchestrate':
         return await (await import('./commands/orchestrate')).orchestrateCommand(rest, io, deps);
+      case 'destroy':
+        return await (await import('./commands/bottles')).destroyCommand(rest, io, deps);
+      case 'gc':
+        return await (await import('./commands/bottles')).gcCommand(rest, io, deps);
+      case 'forge':
+        return await (await import('./commands/forge')).forgeCommand(rest, io);
       case 'provenance':
         return await (await import('./commands/provenance')).provenanceCommand(rest, io);
       case 'doctor':

@@ -109,3 +109,44 @@ Options:
   --json              print the checks as JSON: [{ "check", "ok", "detail", "fix" }]
   -h, --help          show this help
 `;
+
+export const DESTROY_USAGE = `Usage: bb destroy <slug> [--force] [--backend docker|local]
+
+Remove a bottle: its containers, its disk and its directory. A managed bottle's
+state row is marked destroyed (an orchestrator that is running sees it on the
+issue's next event). Its provenance records stay.
+
+Options:
+  --force             destroy a running bottle too (its agent is stopped; the
+                      turn is not recorded)
+  --backend NAME      docker (default) or local
+  -h, --help          show this help
+`;
+
+export const GC_USAGE = `Usage: bb gc [--older-than DURATION] [--dry-run] [--backend docker|local]
+
+Destroy every frozen bottle that has done nothing for DURATION (default 30d):
+bottles whose PR was never closed, bottles that asked a question nobody answered,
+bottles of bb start. Running bottles are never touched. Provenance records stay.
+
+Options:
+  --older-than D      idle for at least D: 14d, 12h, 30m (a unit is required)
+  --dry-run           list what would be destroyed, destroy nothing
+  --backend NAME      docker (default) or local
+  -h, --help          show this help
+`;
+
+export const FORGE_USAGE = `Usage: bb forge hook install (--repo owner/name | --org name) --url URL
+
+Create the Gitea webhook that feeds the orchestrator, or update the one that
+already delivers to URL: JSON, the secret FORGE_WEBHOOK_SECRET, events issues,
+issue_comment and pull_request (which covers PR comments, reviews and pushes).
+The token's user must administer the repository (or own the org).
+Needs FORGE_GITEA_API, FORGE_TOKEN and FORGE_WEBHOOK_SECRET.
+
+Options:
+  --repo owner/name   a repository's webhook
+  --org name          an organisation's webhook (every repository of it)
+  --url URL           where Gitea delivers: https://<orchestrator>/webhooks/gitea
+  -h, --help          show this help
+`;

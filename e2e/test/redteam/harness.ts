@@ -135,6 +135,7 @@ export class RedTeam {
             owner: 'acme',
             name: 'widgets',
             collaborators: ['bb-claude'],
+            admins: ['bb-claude'],
             ...(Object.keys(seedFiles).length ? { files: seedFiles } : {}),
           },
           // Another repository the bot can write to: nothing a bottle of widgets does may reach it.

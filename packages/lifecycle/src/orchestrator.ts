@@ -412,6 +412,12 @@ export class Orchestrator {
     let ack: Parameters<Forge['react']>[0] | undefined;
     let bottles: string[] | undefined;
     const known = this.#bottles.get(key);
+    if (known && known.state.status === 'frozen') {
+      // Destroyed by hand (`bb destroy`, `bb gc`) while frozen: the row says so.
+      const row = this.#o.store.get(owner, repo, issue);
+      if (row?.status === 'destroyed' && row.slug === known.slug)
+        known.state = { ...known.state, status: 'destroyed', pending: [] };
+    }
     const live = known?.state.status === 'running' || known?.state.status === 'frozen';
     switch (event.kind) {
       case 'issue_targeting_changed': {

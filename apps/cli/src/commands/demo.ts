@@ -292,6 +292,8 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
             owner: 'acme',
             name: 'widgets',
             collaborators: [BOT],
+            // As docs/gitea-setup.md asks: an admin may read who else may write.
+            admins: [BOT],
             files: { 'README.md': '# widgets\n\nA demo repository.\n' },
           },
         ],

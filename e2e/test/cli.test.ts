@@ -138,10 +138,21 @@ describe.skipIf(!docker.ok)('the bb binary on real Docker', () => {
       FORGE_BOT_LOGIN: 'bb-claude',
     };
     const start = await bb(
-      ['orchestrate', 'start', '--agent', 'forgey', '--prompt', 'go'],
+      [
+        'orchestrate',
+        'start',
+        '--agent',
+        'forgey',
+        '--prompt',
+        'go',
+        '--label',
+        'bot-bottle:forgey',
+      ],
       forgeEnv,
     );
     expect(start.code).toBe(0);
+    // --label is the forge label, put on the issue before the bottle starts.
+    expect(gitea.issue('alice/app', n).labels).toEqual(['bot-bottle:forgey']);
     const result = JSON.parse(start.stdout) as {
       slug: string;
       status: string;

@@ -131,6 +131,17 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
         },
       ]),
       sleeper: scriptAgent([{ steps: [{ do: 'read_issue' }, { do: 'sleep', ms: 600_000 }] }]),
+      rotator: {
+        ...scriptAgent([
+          {
+            steps: [
+              { do: 'comment', body: 'session {{session}}' },
+              { do: 'done', status: 'success', summary: 'Said which session.' },
+            ],
+          },
+        ]),
+        session: { maxTurns: 1 },
+      },
       asker: scriptAgent([
         {
           steps: [
@@ -359,5 +370,33 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
     );
     expect(existsSync(join(home, 'bottles', row.slug))).toBe(false);
     expect(prov.chain(row.slug)).toHaveLength(1);
+  }, 120_000);
+
+  it('a session rotates after the agent’s turn limit; the new one starts with the summary and is recorded as rotated', async () => {
+    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
+    const n = gitea.createIssue('alice', 'acme/widgets', {
+      title: 'Rotate me',
+      labels: ['bot-bottle:rotator'],
+      assignees: ['bb-claude'],
+    });
+    const row = await until('turn one recorded', () => {
+      const r = store.get('acme', 'widgets', n);
+      return r?.status === 'frozen' && prov.chain(r.slug).length === 1 ? r : undefined;
+    });
+    const sessions = () =>
+      gitea
+        .issue('acme/widgets', n)
+        .comments.map((c) => /^session (\S+)$/.exec(c.body)?.[1])
+        .filter(Boolean);
+    gitea.comment('alice', 'acme/widgets', n, 'Once more.');
+    await until('turn two recorded', () => (prov.chain(row.slug).length === 2 ? true : undefined));
+    await orch.settled();
+    const [first, second] = sessions();
+    expect(second).toBeDefined();
+    expect(second).not.toBe(first);
+    const rec = prov.chain(row.slug)[1]!.record;
+    expect(rec.sessionRotated).toMatchObject({ previousTurns: 1 });
+    expect(rec.sessionRotated!.summary).toContain('1. Said which session.');
+    expect(store.get('acme', 'widgets', n)?.sessionId).toBe(second);
   }, 120_000);
 });

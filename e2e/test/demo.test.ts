@@ -38,7 +38,7 @@ describe.skipIf(!docker.ok)('bb demo', () => {
     expect(text).toContain("comment on #1 by bb-bot: Hello! I'm the demo agent");
     expect(text).toMatch(/PR #2: "Add a greeting" from branch bb\/demo-1/);
     expect(text).toMatch(
-      /the agent answered: Turn 2 of session [0-9a-f-]+: you asked "Could you make it a little warmer\?"/,
+      /the agent answered: Turn 2 of session [0-9a-f-]+: you asked "alice commented on your PR #2 \(http:\/\/127\.0\.0\.1:\d+\/acme\/widgets\/pulls\/2#issuecomment-\d+\):\s+> Could you make it a little warmer\?"/,
     );
     expect(text).toContain('same session: yes');
     expect(text).toContain('containers left: 0');

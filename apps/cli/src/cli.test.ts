@@ -85,9 +85,24 @@ describe('bb: help and usage', () => {
     [['orchestrate'], /name a subcommand: start, resume, status or serve/, /Usage: bb orchestrate/],
     [['orchestrate', 'launch'], /unknown subcommand "launch"/, /Usage: bb orchestrate/],
     [
-      ['orchestrate', 'start', '--agent', 'a', '--prompt', 'p', '--label', 'bb.slug=x'],
-      /--label must be KEY=VALUE/,
-      /Usage: bb orchestrate/,
+      ['orchestrate', 'resume', '--slug', 's'],
+      /--prompt is required/,
+      /Usage: bb orchestrate resume/,
+    ],
+    [
+      ['orchestrate', 'status', '--yaml'],
+      /Unknown option '--yaml'/,
+      /Usage: bb orchestrate status/,
+    ],
+    [
+      ['orchestrate', 'start', '--agent', 'a', '--prompt', 'p', '--container-label', 'bb.slug=x'],
+      /--container-label must be KEY=VALUE/,
+      /Usage: bb orchestrate start/,
+    ],
+    [
+      ['orchestrate', 'start', '--agent', 'a', '--prompt', 'p', '--label', 'a,b'],
+      /--label must be a forge label name such as bot-bottle:a/,
+      /Usage: bb orchestrate start/,
     ],
     [['provenance'], /name a subcommand: show or verify/, /Usage: bb provenance/],
     [['provenance', 'show'], /name the run or bottle to show/, /Usage: bb provenance/],
@@ -263,11 +278,26 @@ describe('bb doctor', () => {
     gitea = await createGiteaTestServer({
       world: {
         users: [
-          { login: 'bb-bot', tokens: ['bot-token-1234567890'] },
+          {
+            login: 'bb-bot',
+            tokens: ['bot-token-1234567890'],
+            scopedTokens: {
+              'scoped-token-1234567890': ['write:repository', 'read:user'],
+              'right-token-1234567890': [
+                'write:repository',
+                'write:issue',
+                'read:organization',
+                'read:user',
+              ],
+            },
+          },
           { login: 'stray', tokens: ['stray-token-1234567890'] },
         ],
         orgs: [{ name: 'bot-bottle', members: ['bb-bot'] }],
-        repos: [],
+        repos: [
+          { owner: 'bot-bottle', name: 'admin-here', admins: ['bb-bot'] },
+          { owner: 'bb-bot', name: 'own' },
+        ],
       },
     });
   });
@@ -297,6 +327,42 @@ describe('bb doctor', () => {
         detail: expect.stringContaining("the token is bb-bot's"),
       });
       expect(checks.find((c) => c.check === 'org membership')?.ok).toBe(true);
+      expect(checks.find((c) => c.check === 'token scopes')).toMatchObject({
+        ok: true,
+        detail: 'the token is not limited to scopes',
+      });
+      expect(checks.find((c) => c.check === 'repository admin')).toMatchObject({ ok: true });
+      // A scoped token: the missing scopes are named (membership then cannot be told either).
+      const scoped = await runDoctor(
+        io({ ...env, FORGE_TOKEN: 'scoped-token-1234567890' }).io,
+        nowhere,
+      );
+      expect(scoped.find((c) => c.check === 'token scopes')).toMatchObject({
+        ok: false,
+        detail:
+          'the token lacks write:issue, read:organization (it has write:repository, read:user)',
+      });
+      const right = await runDoctor(
+        io({ ...env, FORGE_TOKEN: 'right-token-1234567890' }).io,
+        nowhere,
+      );
+      expect(right.find((c) => c.check === 'token scopes')?.ok).toBe(true);
+      // A repository the bot may write to but does not administer is named.
+      const writer = await runDoctor(
+        io({ ...env, FORGE_REPOS: 'bot-bottle/admin-here' }).io,
+        nowhere,
+      );
+      expect(writer.find((c) => c.check === 'repository admin')?.ok).toBe(true);
+      gitea.repos.get('bot-bottle/admin-here')!.admins.clear();
+      const notAdmin = await runDoctor(
+        io({ ...env, FORGE_REPOS: 'bot-bottle/admin-here' }).io,
+        nowhere,
+      );
+      expect(notAdmin.find((c) => c.check === 'repository admin')).toMatchObject({
+        ok: false,
+        detail: expect.stringContaining('does not administer bot-bottle/admin-here (write)'),
+      });
+      gitea.repos.get('bot-bottle/admin-here')!.admins.add('bb-bot');
       // Bottle disks: on here as root, off by configuration, and a bad size named.
       expect(checks.find((c) => c.check === 'bottle disks')?.ok).toBe(process.getuid?.() === 0);
       const off = await runDoctor(io({ ...env, BB_BOTTLE_DISK: 'off' }).io, nowhere);

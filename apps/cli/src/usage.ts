@@ -58,10 +58,11 @@ export const ORCHESTRATE_USAGE = `Usage: bb orchestrate <start|resume|status|ser
 
 Forge-driven bottles, by hand or as a service. State is in $BB_HOME/bot-bottle.db.
 
-  bb orchestrate start --agent A --prompt P [--bottle B]... [--label K=V]... [--backend B]
+  bb orchestrate start --agent A --prompt P [--bottle B]... [--label L]... [--backend B]
       Launch a bottle for the issue the FORGE_* environment names, with its forge
-      sidecar, a state row and a signed provenance record. Needs FORGE_GITEA_API,
-      FORGE_TOKEN, FORGE_OWNER, FORGE_REPO, FORGE_ISSUE_NUMBER (FORGE_PR_NUMBER optional).
+      sidecar, a state row and a signed provenance record; --label puts a forge
+      label on the issue. Needs FORGE_GITEA_API, FORGE_TOKEN, FORGE_OWNER,
+      FORGE_REPO, FORGE_ISSUE_NUMBER (FORGE_PR_NUMBER optional).
   bb orchestrate resume --slug S --prompt P [--backend B]
       Continue a frozen forge bottle (needs FORGE_TOKEN again; it is never stored).
   bb orchestrate status [--json]
@@ -73,6 +74,62 @@ Forge-driven bottles, by hand or as a service. State is in $BB_HOME/bot-bottle.d
       Configuration: see docs/orchestrator.md (FORGE_GITEA_API, FORGE_TOKEN,
       FORGE_WEBHOOK_SECRET, BB_PORT, BB_MEMORY_BUDGET, BB_STARTUP_CONCURRENCY,
       BB_DONE_GRACE, BB_LEDGER_RETENTION, ...).
+
+Options:
+  -h, --help          show this help
+`;
+
+export const ORCHESTRATE_START_USAGE = `Usage: bb orchestrate start --agent A --prompt P [--bottle B]... [--label L]... [--container-label K=V]... [--backend B]
+
+Launch a bottle by hand for the issue the FORGE_* environment names, with its forge
+sidecar, a state row and a signed provenance record; the agent gets the forge
+overlay (how to reach the forge, what it may write) before P. Needs FORGE_GITEA_API,
+FORGE_TOKEN, FORGE_OWNER, FORGE_REPO, FORGE_ISSUE_NUMBER (FORGE_PR_NUMBER optional);
+FORGE_BOT_LOGIN names the bot (default: the token's user).
+
+Options:
+  --agent A              the agent manifest
+  --prompt P             what the agent is asked, after the overlay
+  --bottle B             a bottle manifest (repeatable; default: the agent's)
+  --label L              a forge label put on the issue first, e.g. bot-bottle:A
+                         (repeatable), so the issue shows it is being worked on
+  --container-label K=V  a label on the bottle's containers (repeatable)
+  --backend NAME         docker (default) or local
+  -h, --help             show this help
+`;
+
+export const ORCHESTRATE_RESUME_USAGE = `Usage: bb orchestrate resume --slug S --prompt P [--backend B]
+
+Continue a frozen forge bottle's session with P (needs FORGE_TOKEN again; it is
+never stored). Its checkout first gets what people pushed to its PR branch.
+
+Options:
+  --slug S            the bottle (see bb orchestrate status)
+  --prompt P          the next prompt
+  --backend NAME      docker (default) or local
+  -h, --help          show this help
+`;
+
+export const ORCHESTRATE_STATUS_USAGE = `Usage: bb orchestrate status [--json]
+
+The managed bottles: status, issue and PR URLs (with FORGE_GITEA_API set), the
+sidecar's last check-in; then the events that wait (behind a running turn, for
+capacity, or parked until a bottle claims their PR).
+
+Options:
+  --json              the stable JSON shape of docs/cli.md
+  -h, --help          show this help
+`;
+
+export const ORCHESTRATE_SERVE_USAGE = `Usage: bb orchestrate serve
+
+Run the orchestrator (webhooks in, bottles out) until Ctrl-C or SIGTERM. All of its
+configuration is environment variables, checked at start: docs/orchestrator.md
+(FORGE_GITEA_API, FORGE_TOKEN, FORGE_WEBHOOK_SECRET, FORGE_RESUME_ON_PUSH,
+FORGE_MENTION_ONLY, BB_PORT, BB_MEMORY_BUDGET, ...); setting up Gitea for it:
+docs/gitea-setup.md.
+
+Each subcommand has its own --help.
 
 Options:
   -h, --help          show this help

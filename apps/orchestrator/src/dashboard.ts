@@ -98,12 +98,12 @@ ${notices.map((n) => `<li><a href="${esc(issueOfKey(n.key))}">${esc(n.key)}</a>:
   const runRows = runs
     .map(
       (r) => `<tr data-run="${esc(r.record.id)}">
-  <td><a href="/api/runs/${encodeURIComponent(r.record.id)}"><code>$esc(r.record.id)</code></a></td>
-  <td><code>$esc(r.record.slug)</code> turn ${esc(r.record.turn)}</td>
-  <td>$esc(r.record.agent)</td>
+  <td><a href="/api/runs/${encodeURIComponent(r.record.id)}"><code>${esc(r.record.id)}</code></a></td>
+  <td><code>${esc(r.record.slug)}</code> turn ${esc(r.record.turn)}</td>
+  <td>${esc(r.record.agent)}</td>
   <td><span class="badge ${esc(recordStatus(r))}">${esc(recordStatus(r))}</span></td>
-  <td>$esc(r.record.done?.summary ?? r.record.watchdogFired?.detail ?? '')</td>
-  <td title="${esc(r.record.finishedAt)}">$esc(ago(r.record.finishedAt, now))</td>
+  <td>${esc(r.record.done?.summary ?? r.record.watchdogFired?.detail ?? '')}</td>
+  <td title="${esc(r.record.finishedAt)}">${esc(ago(r.record.finishedAt, now))}</td>
   <td><a href="/api/runs/${encodeURIComponent(r.record.id)}/verify">verify</a></td>
 </tr>`,
     )

@@ -117,6 +117,11 @@ export interface ResumeOptions extends BottleOptions {
    * the sidecar's relay), so this turn's sidecar may write to it. Remembered.
    */
   pr?: number | undefined;
+  /**
+   * Start a fresh agent session instead of continuing the last (a long one is
+   * rotated); the prompt should carry what the new session needs to know.
+   */
+  freshSession?: boolean;
 }
 
 const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/;
@@ -383,7 +388,7 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
       'CONFLICT',
       `bottle ${options.slug} is ${meta.status}; only a frozen bottle can be resumed`,
     );
-  if (!meta.sessionId)
+  if (!meta.sessionId && !options.freshSession)
     throw new BbError('CONFLICT', `bottle ${options.slug} has no recorded session to resume`);
   if (meta.forge && !options.forgeToken)
     throw new BbError(
@@ -397,6 +402,10 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   migrateLayout(p);
   await mountDisk(p);
   if (options.pr !== undefined && meta.forge) meta.forge.pr = options.pr;
+  if (options.freshSession) {
+    meta.sessionId = null;
+    meta.sessionStart = meta.turns.length + 1;
+  }
   // The workspace gets what a person pushed to the PR since the last turn.
   if (meta.forge && options.forgeToken) {
     // Evaluated apart: `onProgress?.(…)` would skip the call's argument when nobody listens.

@@ -24,6 +24,8 @@ export interface BottleMeta {
   image: string;
   status: 'running' | 'frozen';
   sessionId: string | null;
+  /** The turn the current session began with (a rotation starts a new one). @default 1 */
+  sessionStart?: number;
   cwd: string;
   branch: string;
   forge: Omit<ForgeWiring, 'token'> | null;

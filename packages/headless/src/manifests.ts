@@ -28,6 +28,14 @@ export const AgentManifestSchema = z
       .strict(),
     /** For the script provider: its turns (see the script agent). */
     script: z.unknown().optional(),
+    /**
+     * How long one agent session may grow: after `maxTurns` turns the next starts a
+     * fresh session, seeded with a summary of the work so far (by the orchestrator).
+     */
+    session: z
+      .object({ maxTurns: z.number().int().min(1, 'must be at least 1').max(10_000).optional() })
+      .strict()
+      .optional(),
   })
   .strict();
 export type AgentManifest = z.infer<typeof AgentManifestSchema>;

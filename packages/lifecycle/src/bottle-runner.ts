@@ -36,7 +36,13 @@ export interface BottleRunner {
     bottles?: string[] | undefined;
   }): Promise<void>;
   /** Start a new turn of a frozen bottle; returns once the agent runs. */
-  startResume(o: { slug: string; prompt: string; pr?: number | undefined }): Promise<void>;
+  startResume(o: {
+    slug: string;
+    prompt: string;
+    pr?: number | undefined;
+    /** Begin a fresh agent session (a long one is rotated). */
+    freshSession?: boolean | undefined;
+  }): Promise<void>;
   /** Wait for the running turn's end (the agent's exit), record it in the bottle, freeze it. */
   finishTurn(slug: string): Promise<TurnOutcome>;
   /** Stop the running agent (its turn then ends through `finishTurn`). */
@@ -54,6 +60,8 @@ export interface BottleRunner {
   socket(slug: string): string;
   /** Memory a running bottle of this agent may take (its limit): what capacity is counted in. */
   memoryOf(agent: string, bottles?: string[] | undefined): number;
+  /** Turns one session of this agent may run before it is rotated (its manifest's `session.maxTurns`). */
+  sessionTurns?(agent: string): number | undefined;
 }
 
 /** The label on every container the orchestrator launches. */
@@ -87,6 +95,7 @@ export function headlessRunner(o: {
         prompt: r.prompt,
         forgeToken: o.token,
         ...(r.pr !== undefined ? { pr: r.pr } : {}),
+        ...(r.freshSession ? { freshSession: true } : {}),
       });
     },
     finishTurn: (slug) => finishTurn(slug, opts),
@@ -97,6 +106,13 @@ export function headlessRunner(o: {
     meta: (slug) => readMeta(slug, o.env),
     dir: (slug) => bottlePaths(slug, o.env).dir,
     socket: (slug) => join(bottlePaths(slug, o.env).sock, 'forge.sock'),
+    sessionTurns(agent) {
+      try {
+        return loadAgentManifest(agent, o.env).manifest.session?.maxTurns;
+      } catch {
+        return undefined;
+      }
+    },
     memoryOf(agent, bottles) {
       try {
         const names = bottles ?? loadAgentManifest(agent, o.env).manifest.bottles;

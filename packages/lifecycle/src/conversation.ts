@@ -144,3 +144,45 @@ export function pushPrompt(o: {
     : o.after.slice(0, 12);
   return `${o.author} pushed new commits to your PR #${o.pr}: ${range}. Your checkout has them (the forge's branch is at refs/remotes/pr/${o.branch}; your branch was fast-forwarded to it when it could be). Look at what changed and carry on.`;
 }
+
+/**
+ * The first prompt of a fresh session that replaces a long one: the overlay,
+ * the issue, what each earlier turn said it did (its done summary), the PR and
+ * the reviews that still ask for something, then what woke it now.
+ */
+export async function rotationPrompt(
+  forge: Forge,
+  o: {
+    overlay: string;
+    issue: number;
+    pr: number | undefined;
+    previousTurns: number;
+    summaries: string[];
+    now: string;
+  },
+): Promise<{ prompt: string; summary: string }> {
+  const issue = await forge.readIssue(o.issue);
+  const lines: string[] = [
+    `This continues earlier work on your issue in a fresh session: the last one ran ${o.previousTurns} turns.`,
+    '',
+    'What you did so far, turn by turn:',
+    ...(o.summaries.length ? o.summaries.map((s, i) => `${i + 1}. ${s}`) : ['(nothing recorded)']),
+  ];
+  if (o.pr !== undefined) {
+    const pr = await forge.readPr(o.pr);
+    lines.push('', `Your PR: #${pr.number} "${pr.title}" (${pr.state}), branch ${pr.head.ref}.`);
+    const reviews = (await forge.readReviews(o.pr)).filter((r) => r.state !== 'approved');
+    const open: string[] = [];
+    for (const r of reviews.slice(-5)) {
+      open.push(
+        `- ${r.author.login} (${r.state.replace('_', ' ')}): ${r.body.trim() || '(no text)'}`,
+      );
+      for (const c of await forge.readReviewComments(o.pr, r.id))
+        open.push(`  - ${c.path}${c.line !== null ? `:${c.line}` : ''}: ${c.body.trim()}`);
+    }
+    if (open.length) lines.push('Review threads:', ...open);
+  }
+  const summary = lines.join('\n');
+  const prompt = `${o.overlay}\nYour issue is #${o.issue} of ${forge.owner}/${forge.repo}: ${issue.title}\n\n${issue.body}\n\n${summary}\n\nNow:\n${o.now}`;
+  return { prompt, summary };
+}

@@ -7,7 +7,7 @@ import type { EventInbox, ForgeState, ForgeStateStore, InboxEvent } from '@bb/st
 import { saveBottleRow } from './bottle-row';
 import type { BottleRunner } from './bottle-runner';
 import { Capacity, type CapacityOptions } from './capacity';
-import { commentPrompt, mayDrive, pushPrompt, reviewPrompt } from './conversation';
+import { commentPrompt, mayDrive, pushPrompt, reviewPrompt, rotationPrompt } from './conversation';
 import {
   INITIAL,
   type LifecycleAction,
@@ -889,12 +889,54 @@ export class Orchestrator {
     this.watch(bottle.slug);
   }
 
+  /**
+   * A fresh session in place of one that ran its agent's turn limit: the
+   * prompt carries a summary of the work so far, and the turn's record says so.
+   */
+  async #rotation(key: string, bottle: Bottle, prompt: string): Promise<string | undefined> {
+    const max = this.#o.sessionTurns?.(bottle.agent) ?? this.#o.runner.sessionTurns?.(bottle.agent);
+    const meta = this.#o.runner.meta(bottle.slug);
+    if (!max || !meta) return undefined;
+    const inSession = meta.turns.length - (meta.sessionStart ?? 1) + 1;
+    if (inSession < max) return undefined;
+    const { owner, repo, issue } = parseIssueKey(key);
+    const summaries = this.#o.provenance.store
+      .chain(bottle.slug)
+      .slice(-inSession)
+      .map((r) => r.record.done?.summary ?? `(turn ${r.record.turn} ended without a summary)`);
+    const rotated = await rotationPrompt(this.#o.forgeFor(owner, repo), {
+      overlay: FORGE_PROMPT_OVERLAY,
+      issue,
+      pr: bottle.state.prs.at(-1),
+      previousTurns: inSession,
+      summaries,
+      now: prompt,
+    });
+    const dir = this.#o.runner.dir(bottle.slug);
+    writeTurnLog(dir, {
+      ...readTurnLog(dir),
+      rotated: {
+        reason: `the session ran ${inSession} turns (limit ${max})`,
+        previousTurns: inSession,
+        summary: rotated.summary,
+      },
+    });
+    this.#log({ msg: 'session rotated', key, slug: bottle.slug, previousTurns: inSession });
+    return rotated.prompt;
+  }
+
   async #resume(key: string, bottle: Bottle, prompt: string): Promise<void> {
     this.capacity.tryRun(bottle.slug, this.#o.runner.memoryOf(bottle.agent));
     this.#save(bottle, 'running');
     try {
+      const fresh = await this.#rotation(key, bottle, prompt);
       await this.capacity.starting(() =>
-        this.#o.runner.startResume({ slug: bottle.slug, prompt, pr: bottle.state.prs.at(-1) }),
+        this.#o.runner.startResume({
+          slug: bottle.slug,
+          prompt: fresh ?? prompt,
+          pr: bottle.state.prs.at(-1),
+          ...(fresh ? { freshSession: true } : {}),
+        }),
       );
     } catch (err) {
       // The bottle is frozen again, workspace and session intact; the comments wait

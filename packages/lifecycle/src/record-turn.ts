@@ -98,6 +98,7 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     bottles: meta?.bottles ?? [],
     forge: o.forge ? { ...o.forge, prs } : null,
     turn,
+    ...(log.rotated ? { sessionRotated: log.rotated } : {}),
     startedAt: o.startedAt,
     finishedAt: new Date().toISOString(),
     exitCode: o.outcome.exitCode,

@@ -22,6 +22,8 @@ export interface TurnLog {
   lastCheckinAt?: string;
   /** Why the orchestrator stopped the agent, when it did. */
   fired?: { reason: WatchdogReason; detail: string };
+  /** This turn began a fresh session in place of a long one. */
+  rotated?: { reason: string; previousTurns: number; summary: string };
 }
 
 const EMPTY: TurnLog = { done: null, prs: [], pushed: [] };

@@ -281,4 +281,46 @@ describe('the forge conversation', () => {
     await until('launched', () => t.runner.launches.length === 1);
     expect(t.runner.launches[0]!.bottles).toEqual(['gpu']);
   });
+
+  it('rotates a session after the agent’s turn limit: the fresh one starts with a summary, and its record says so', async () => {
+    const t = setup({ sessionTurns: () => 2 });
+    const { n, slug } = await launched(t);
+    const pr = await openPr(t, slug, n);
+    t.world.review(OWNER, REPO, pr, {
+      author: 'alice',
+      state: 'changes_requested',
+      body: 'Rename it.',
+      comments: [{ path: 'src/a.ts', line: 3, body: 'Call it total.' }],
+    });
+    const turn = async (summary: string) => {
+      t.runner.agent(slug).done('success', summary);
+      t.runner.agent(slug).exit(0);
+      await until('frozen', () => t.row(n)?.status === 'frozen');
+      await until('recorded', () => t.records(slug).at(-1)?.done?.summary === summary);
+      await t.orch.idle();
+    };
+    await turn('Opened the PR.');
+    await comment(t, 'alice', n, 'One more thing.');
+    await until('turn two', () => t.runner.resumes.length === 1);
+    expect(t.runner.resumes[0]!.freshSession).toBeUndefined();
+    await turn('Did the one more thing.');
+    await comment(t, 'alice', n, 'And another.');
+    await until('turn three', () => t.runner.resumes.length === 2);
+    const fresh = t.runner.resumes[1]!;
+    expect(fresh.freshSession).toBe(true);
+    expect(fresh.prompt).toContain('in a fresh session: the last one ran 2 turns');
+    expect(fresh.prompt).toContain('1. Opened the PR.\n2. Did the one more thing.');
+    expect(fresh.prompt).toContain(`Your PR: #${pr} "Fix"`);
+    expect(fresh.prompt).toContain('- alice (changes requested): Rename it.');
+    expect(fresh.prompt).toContain('  - src/a.ts:3: Call it total.');
+    expect(fresh.prompt).toMatch(/Now:\nalice commented on your issue #\d+ .*\n\n> And another\.$/);
+    expect(fresh.prompt.startsWith('You are working on one issue')).toBe(true);
+    await turn('Did another.');
+    const third = t.records(slug).at(-1)!;
+    expect(third.sessionRotated).toMatchObject({
+      reason: 'the session ran 2 turns (limit 2)',
+      previousTurns: 2,
+    });
+    expect(t.records(slug)[1]!.sessionRotated).toBeUndefined();
+  });
 });

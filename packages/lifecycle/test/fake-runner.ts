@@ -109,6 +109,10 @@ export class FakeRunner implements BottleRunner {
       );
     this.#take('resume');
     meta.status = 'running';
+    if (o.freshSession) {
+      meta.sessionId = `session-${o.slug}-${meta.turns.length + 1}`;
+      meta.sessionStart = meta.turns.length + 1;
+    }
     meta.current = {
       turn: meta.turns.length + 1,
       prompt: o.prompt,

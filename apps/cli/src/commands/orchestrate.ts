@@ -1,11 +1,19 @@
 import { BbError } from '@bb/errors';
+import { GiteaClient } from '@bb/forge';
+import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import { type Backend, launch, resume, type TurnOutcome } from '@bb/headless';
 import { installedCommit, recordTurn, saveBottleRow } from '@bb/lifecycle';
 import type { ForgeState, ForgeStateStore } from '@bb/state';
 import pkg from '../../package.json' with { type: 'json' };
 import { type CliDeps, makeBackend, openState } from '../deps';
 import { backendName, type CliIo, need, needEnv, parse, progress, UsageError } from '../io';
-import { ORCHESTRATE_USAGE } from '../usage';
+import {
+  ORCHESTRATE_RESUME_USAGE,
+  ORCHESTRATE_SERVE_USAGE,
+  ORCHESTRATE_START_USAGE,
+  ORCHESTRATE_STATUS_USAGE,
+  ORCHESTRATE_USAGE,
+} from '../usage';
 
 const nowIso = () => new Date().toISOString();
 
@@ -36,7 +44,7 @@ function labels(v: unknown, usage: string): Record<string, string> {
     const m = /^([A-Za-z0-9][A-Za-z0-9._/-]*)=(.*)$/.exec(l);
     if (!m || /^bb\.(slug|role|home)$/.test(m[1]!))
       throw new UsageError(
-        `--label must be KEY=VALUE with a key other than bb.slug, bb.role, bb.home (got ${JSON.stringify(l)})`,
+        `--container-label must be KEY=VALUE with a key other than bb.slug, bb.role, bb.home (got ${JSON.stringify(l)})`,
         usage,
       );
     out[m[1]!] = m[2]!;
@@ -108,18 +116,26 @@ async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> 
       prompt: { type: 'string' },
       bottle: { type: 'string', multiple: true },
       label: { type: 'string', multiple: true },
+      'container-label': { type: 'string', multiple: true },
       backend: { type: 'string' },
     },
-    ORCHESTRATE_USAGE,
+    ORCHESTRATE_START_USAGE,
   );
   if (values['help']) {
-    io.stdout(ORCHESTRATE_USAGE);
+    io.stdout(ORCHESTRATE_START_USAGE);
     return 0;
   }
-  const agent = need(values, 'agent', ORCHESTRATE_USAGE);
-  const prompt = need(values, 'prompt', ORCHESTRATE_USAGE);
-  const extraLabels = labels(values['label'], ORCHESTRATE_USAGE);
-  const b = backendName(values['backend'], ORCHESTRATE_USAGE);
+  const agent = need(values, 'agent', ORCHESTRATE_START_USAGE);
+  const prompt = need(values, 'prompt', ORCHESTRATE_START_USAGE);
+  const extraLabels = labels(values['container-label'], ORCHESTRATE_START_USAGE);
+  const forgeLabels = (values['label'] as string[] | undefined) ?? [];
+  for (const l of forgeLabels)
+    if (!/^[^\s,][^,]{0,49}$/.test(l))
+      throw new UsageError(
+        `--label must be a forge label name such as bot-bottle:${agent} (got ${JSON.stringify(l)}); container labels are --container-label K=V`,
+        ORCHESTRATE_START_USAGE,
+      );
+  const b = backendName(values['backend'], ORCHESTRATE_START_USAGE);
   const apiUrl = needEnv(
     io,
     'FORGE_GITEA_API',
@@ -130,7 +146,10 @@ async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> 
   const repo = needEnv(io, 'FORGE_REPO', "the repository's name");
   const issue = positiveInt(io, 'FORGE_ISSUE_NUMBER');
   const pr = io.env['FORGE_PR_NUMBER'] ? positiveInt(io, 'FORGE_PR_NUMBER') : undefined;
-  const botLogin = io.env['FORGE_BOT_LOGIN'] ?? 'bot';
+  const client = new GiteaClient({ baseUrl: apiUrl, token });
+  const botLogin =
+    io.env['FORGE_BOT_LOGIN'] ||
+    (await client.request<{ login: string }>({ method: 'GET', path: '/user' })).body.login;
   const backend = makeBackend(io, b, deps);
   const state = openState(io);
   try {
@@ -139,6 +158,12 @@ async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> 
     const webBase = new URL(apiUrl).origin + new URL(apiUrl).pathname.replace(/\/api\/v1\/?$/, '');
     const slug = `${agent}-${Math.random().toString(36).slice(2, 7)}`;
     const row = { owner, repo, issue, slug, agent, backend };
+    if (forgeLabels.length > 0)
+      await client.request({
+        method: 'POST',
+        path: `/repos/${encodeURIComponent(owner)}/${encodeURIComponent(repo)}/issues/${issue}/labels`,
+        body: { labels: forgeLabels },
+      });
     const startedAt = nowIso();
     let out: TurnOutcome;
     saveRow(state.store, io, row, 'running', pr ?? null, botLogin);
@@ -146,7 +171,8 @@ async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> 
       out = await launch({
         agent,
         slug,
-        prompt,
+        // The same overlay the orchestrator gives: how to reach the forge and what it may write.
+        prompt: `${FORGE_PROMPT_OVERLAY}\nYour issue is #${issue} of ${owner}/${repo}.\n\n${prompt}`,
         backend,
         env: io.env,
         labels: extraLabels,
@@ -176,15 +202,15 @@ async function resumeCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numb
   const { values } = parse(
     argv,
     { slug: { type: 'string' }, prompt: { type: 'string' }, backend: { type: 'string' } },
-    ORCHESTRATE_USAGE,
+    ORCHESTRATE_RESUME_USAGE,
   );
   if (values['help']) {
-    io.stdout(ORCHESTRATE_USAGE);
+    io.stdout(ORCHESTRATE_RESUME_USAGE);
     return 0;
   }
-  const slug = need(values, 'slug', ORCHESTRATE_USAGE);
-  const prompt = need(values, 'prompt', ORCHESTRATE_USAGE);
-  const backend = makeBackend(io, backendName(values['backend'], ORCHESTRATE_USAGE), deps);
+  const slug = need(values, 'slug', ORCHESTRATE_RESUME_USAGE);
+  const prompt = need(values, 'prompt', ORCHESTRATE_RESUME_USAGE);
+  const backend = makeBackend(io, backendName(values['backend'], ORCHESTRATE_RESUME_USAGE), deps);
   const token = needEnv(io, 'FORGE_TOKEN', "the bot's Gitea token (it is never stored)");
   const state = openState(io);
   try {
@@ -265,9 +291,9 @@ export interface StatusJson {
 }
 
 function status(argv: string[], io: CliIo): number {
-  const { values } = parse(argv, { json: { type: 'boolean' } }, ORCHESTRATE_USAGE);
+  const { values } = parse(argv, { json: { type: 'boolean' } }, ORCHESTRATE_STATUS_USAGE);
   if (values['help']) {
-    io.stdout(ORCHESTRATE_USAGE);
+    io.stdout(ORCHESTRATE_STATUS_USAGE);
     return 0;
   }
   const api = io.env['FORGE_GITEA_API'];
@@ -346,9 +372,9 @@ function status(argv: string[], io: CliIo): number {
 }
 
 async function serveCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
-  const { values } = parse(argv, {}, ORCHESTRATE_USAGE);
+  const { values } = parse(argv, {}, ORCHESTRATE_SERVE_USAGE);
   if (values['help']) {
-    io.stdout(ORCHESTRATE_USAGE);
+    io.stdout(ORCHESTRATE_SERVE_USAGE);
     return 0;
   }
   const backend =

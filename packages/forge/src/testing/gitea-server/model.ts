@@ -5,8 +5,13 @@ export interface SeedUser {
   fullName?: string;
   email?: string;
   isAdmin?: boolean;
-  /** Personal access tokens of this user. */
+  /** Personal access tokens of this user (with every scope). */
   tokens?: string[];
+  /**
+   * Tokens with only these scopes (Gitea's `read:issue`, `write:repository`,
+   * ...): a request outside them is answered 403 as Gitea does.
+   */
+  scopedTokens?: Record<string, string[]>;
 }
 
 export interface SeedOrg {

@@ -89,6 +89,8 @@ export class GiteaTestServer {
   readonly repos = new Map<string, RepoModel>();
   readonly hooks: HookModel[] = [];
   readonly tokens = new Map<string, string>();
+  /** Scopes of tokens that do not have them all. */
+  readonly tokenScopes = new Map<string, string[]>();
   readonly sender: HookSender;
   readonly git: GitStore;
   #server: Server | undefined;
@@ -97,6 +99,8 @@ export class GiteaTestServer {
   readonly #ownsData: boolean;
   readonly #options: GiteaTestServerOptions;
   readonly #core: ApiCore;
+  /** The token of the request being authenticated (its scopes are checked per route). */
+  #lastToken: string | undefined;
 
   private constructor(options: GiteaTestServerOptions) {
     this.#options = options;
@@ -217,6 +221,10 @@ export class GiteaTestServer {
     for (const u of world.users ?? []) {
       this.#addUser(u.login, { fullName: u.fullName, email: u.email, isAdmin: u.isAdmin });
       for (const t of u.tokens ?? []) this.tokens.set(t, u.login);
+      for (const [t, scopes] of Object.entries(u.scopedTokens ?? {})) {
+        this.tokens.set(t, u.login);
+        this.tokenScopes.set(t, scopes);
+      }
     }
     for (const o of world.orgs ?? []) {
       this.#addUser(o.name, { fullName: o.fullName, isOrg: true });
@@ -715,7 +723,41 @@ export class GiteaTestServer {
     if (token === undefined) return null;
     const login = this.tokens.get(token);
     if (!login) throw new ApiError(401, this.#apiError('invalid username, password or token'));
+    this.#lastToken = token;
     return login;
+  }
+
+  /**
+   * Gitea's token scopes: each route needs `read:<category>` (GET) or
+   * `write:<category>`, where the category is user, organization, issue or
+   * repository; `write:x` includes `read:x`, `all` everything.
+   */
+  #checkScope(token: string | undefined, method: string, path: string): void {
+    const scopes = token === undefined ? undefined : this.tokenScopes.get(token);
+    if (!scopes || scopes.includes('all')) return;
+    const category = /^\/(user|users)\b/.test(path)
+      ? 'user'
+      : /^\/notifications\b/.test(path)
+        ? 'notification'
+        : /^\/orgs\//.test(path)
+          ? 'organization'
+          : /^\/repos\/[^/]+\/[^/]+\/(issues|labels)\b/.test(path)
+            ? 'issue'
+            : /^\/repos\//.test(path)
+              ? 'repository'
+              : undefined;
+    if (!category) return;
+    const level = method === 'GET' || method === 'HEAD' ? 'read' : 'write';
+    const ok =
+      scopes.includes(`write:${category}`) ||
+      (level === 'read' && scopes.includes(`read:${category}`));
+    if (!ok)
+      throw new ApiError(
+        403,
+        this.#apiError(
+          `token does not have at least one of required scope(s), required=[${level}:${category}], token scope=${scopes.join(',')}`,
+        ),
+      );
   }
 
   async #readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
@@ -745,7 +787,9 @@ export class GiteaTestServer {
     let body: unknown = null;
     let headers: Record<string, string> = {};
     try {
+      this.#lastToken = undefined;
       const user = this.#authenticate(req, url);
+      this.#checkScope(this.#lastToken, method, path);
       const needUser = (): string => {
         if (!user) throw new ApiError(401, this.#apiError('token is required'));
         return user;

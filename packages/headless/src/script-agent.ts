@@ -87,8 +87,8 @@ export async function runScriptAgent(argv: string[], env: NodeJS.ProcessEnv): Pr
       return fail(3, `no session ${resumeId} in this home (have ${stored || 'none'})`);
     sessionId = resumeId;
   } else {
-    if (existsSync(sessionFile))
-      return fail(3, 'this home already holds a session: resume it by id');
+    // A run without --resume starts a new conversation, as the real CLIs do (a
+    // rotated session): the earlier one stays in the transcript.
     sessionId = randomUUID();
     writeFileSync(sessionFile, `${sessionId}\n`);
   }
@@ -99,13 +99,15 @@ export async function runScriptAgent(argv: string[], env: NodeJS.ProcessEnv): Pr
   } catch (err) {
     return fail(2, `cannot read ${join(bb, 'script.json')}: ${(err as Error).message}`);
   }
-  const previous: TranscriptLine[] = existsSync(transcriptFile)
+  const all: TranscriptLine[] = existsSync(transcriptFile)
     ? readFileSync(transcriptFile, 'utf8')
         .split('\n')
         .filter(Boolean)
         .map((l) => JSON.parse(l) as TranscriptLine)
     : [];
-  const turn = previous.length + 1;
+  // What this conversation remembers is its own turns; the script goes on counting all of them.
+  const previous = all.filter((l) => l.sessionId === sessionId);
+  const turn = all.length + 1;
   const steps = (script.turns[turn - 1] ?? script.turns.at(-1)!).steps;
   appendFileSync(
     transcriptFile,

@@ -169,6 +169,13 @@ describe('bb orchestrate status and bb provenance', () => {
       payload: { kind: 'comment_created' },
     })!;
     store.settle(waiting.id, 'deferred');
+    // What the orchestrator told an issue that could not launch.
+    store.accept('bb:feedback:acme/widgets#19:0123456789abcdef', {
+      issue: null,
+      occurredAt: '2026-11-22T10:03:00.000Z',
+      payload: { issue: 'acme/widgets#19', message: 'bot-bottle could not start agent nosuch' },
+      done: true,
+    });
     const key = loadOrCreateSigningKey(home);
     const prov = new ProvenanceStore(db);
     for (const turn of [1, 2]) {
@@ -227,7 +234,17 @@ describe('bb orchestrate status and bb provenance', () => {
           since: expect.any(String),
         },
       ],
+      notices: [
+        {
+          issue: 'acme/widgets#19',
+          message: 'bot-bottle could not start agent nosuch',
+          at: expect.any(String),
+        },
+      ],
     });
+    expect(t.out).toMatch(
+      /needs attention:\n {2}acme\/widgets#19 {2}bot-bottle could not start agent nosuch {2}\(/,
+    );
     expect(t.out).toMatch(
       /1 event waiting:\n {2}acme\/widgets#17 {2}comment_created {2}deferred since /,
     );

@@ -66,6 +66,8 @@ export interface OrchestratorOptions {
   feedback?: boolean;
   /** Acknowledge the comment or review that woke an agent with a 👀 reaction. @default true */
   acknowledge?: boolean;
+  /** An issue that waits this long for room to run is told so on the forge (once). @default 10 min */
+  capacityNoticeMs?: number;
   /**
    * Start a fresh agent session once one has run this many turns (per agent; from
    * the agent's manifest by default): the next turn is seeded with a summary.
@@ -122,6 +124,8 @@ export class Orchestrator {
   readonly queue: SerialQueue<Work>;
   /** The latest notices (newest last, at most 100). */
   readonly notices: Notice[] = [];
+  /** Notices given in this process (the ledger keeps them across restarts). */
+  readonly #said = new Set<string>();
   #watchdogTimer: NodeJS.Timeout | undefined;
   /** Retries waiting to be queued again (cleared by `close`; the inbox keeps their events). */
   readonly #timers = new Set<NodeJS.Timeout>();
@@ -300,6 +304,15 @@ export class Orchestrator {
           detail: `no check-in for ${Math.round(silent / 1000)} s (limit ${Math.round(timeout / 1000)} s)`,
         });
     }
+    // Work that waited long for room to run: the person who asked is told, once.
+    const patience = this.#o.capacityNoticeMs ?? 10 * 60_000;
+    for (const w of this.capacity.waiting())
+      if (now - Date.parse(w.since) > patience)
+        await this.#feedback(
+          w.issue,
+          `bot-bottle has had no room to run this agent for ${Math.round((now - Date.parse(w.since)) / 60_000)} min (its bottles use all of the memory budget); it starts as soon as one ends.`,
+          `capacity:${w.since}`,
+        );
     for (const row of this.#o.store.all())
       if (
         row.status === 'running' &&
@@ -629,19 +642,22 @@ export class Orchestrator {
   /**
    * Tell the person who asked, once per issue and message, why nothing runs: a
    * short comment on the issue (never provenance), and a notice for status and
-   * the dashboard. Once is kept in the delivery ledger, so a restart or a
-   * replayed webhook does not say it again.
+   * the dashboard. Once is kept in the delivery ledger (`bb:feedback:…` events,
+   * which `bb orchestrate status` lists), so a restart or a replayed webhook
+   * does not say it again.
    */
-  async #feedback(key: string, message: string): Promise<void> {
+  async #feedback(key: string, message: string, once = message): Promise<void> {
+    const id = createHash('sha256').update(once).digest('hex').slice(0, 16);
+    if (this.#said.has(`${key}:${id}`)) return;
+    this.#said.add(`${key}:${id}`);
     this.notices.push({ key, at: new Date().toISOString(), message });
     if (this.notices.length > 100) this.notices.splice(0, this.notices.length - 100);
     this.#log({ msg: 'cannot launch', key, why: message });
     if (this.#o.feedback === false) return;
-    const id = createHash('sha256').update(message).digest('hex').slice(0, 16);
     const first = this.#o.inbox.accept(`bb:feedback:${key}:${id}`, {
       issue: null,
       occurredAt: new Date().toISOString(),
-      payload: { message },
+      payload: { issue: key, message },
       deliveryId: undefined,
       kind: 'feedback',
       done: true,

@@ -323,4 +323,27 @@ describe('the forge conversation', () => {
     });
     expect(t.records(slug)[1]!.sessionRotated).toBeUndefined();
   });
+
+  it('tells an issue that waited long for room to run, once', async () => {
+    const t = setup({
+      capacity: { maxStarting: 2, memoryBudget: 1024 ** 3 },
+      capacityNoticeMs: 60_000,
+    });
+    await launched(t);
+    const m = t.issue();
+    t.orch.accept(t.ev.targeted(m));
+    await until('waiting for capacity', () => t.orch.capacity.waiting().length === 1);
+    const comments = () =>
+      t.world
+        .repo(OWNER, REPO)
+        .items.get(m)!
+        .comments.map((c) => c.body);
+    await t.orch.checkWatchdog(Date.now());
+    expect(comments()).toEqual([]);
+    await t.orch.checkWatchdog(Date.now() + 5 * 60_000);
+    await t.orch.checkWatchdog(Date.now() + 6 * 60_000);
+    expect(comments()).toHaveLength(1);
+    expect(comments()[0]).toMatch(/^bot-bottle has had no room to run this agent for 5 min/);
+    expect(t.orch.notices.filter((x) => x.key === `${OWNER}/${REPO}#${m}`)).toHaveLength(1);
+  });
 });

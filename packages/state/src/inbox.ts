@@ -58,6 +58,26 @@ export interface EventInbox {
   settle(id: number, state: InboxState, issue?: string | null): void;
   /** Delete done events accepted before `before`; returns how many. */
   pruneInbox(before: Date): number;
+  /**
+   * Events whose key starts with `prefix`, done or not, newest accepted first,
+   * at most `limit` (1 to 1000): e.g. the notices an orchestrator keeps as
+   * `bb:feedback:…` events, for a status command.
+   */
+  recentEvents(prefix: string, limit: number): InboxEvent[];
+}
+
+/** Checks `recentEvents`' arguments. */
+export function checkRecent(prefix: unknown, limit: unknown): void {
+  if (typeof prefix !== 'string' || prefix.length === 0)
+    throw new BbError(
+      'INVALID_INPUT',
+      `recentEvents needs a non-empty key prefix, got ${JSON.stringify(prefix)}`,
+    );
+  if (!Number.isSafeInteger(limit) || (limit as number) < 1 || (limit as number) > 1000)
+    throw new BbError(
+      'INVALID_INPUT',
+      `recentEvents limit ${String(limit)} must be a whole number from 1 to 1000`,
+    );
 }
 
 const ISSUE = /^[A-Za-z0-9_.-]{1,100}\/[A-Za-z0-9_.-]{1,100}#[1-9]\d{0,9}$/;

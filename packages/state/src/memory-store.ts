@@ -10,6 +10,7 @@ import {
   checkDate,
   checkHistoryOptions,
   checkInboxInput,
+  checkRecent,
   checkSettle,
   type EventInbox,
   type InboxEvent,
@@ -126,6 +127,15 @@ export class MemoryForgeStateStore implements ForgeStateStore, DeliveryLedger, E
       .sort((a, b) =>
         a.occurredAt < b.occurredAt ? -1 : a.occurredAt > b.occurredAt ? 1 : a.id - b.id,
       )
+      .map((e) => structuredClone(e));
+  }
+
+  recentEvents(prefix: string, limit: number): InboxEvent[] {
+    checkRecent(prefix, limit);
+    return [...this.#inbox.values()]
+      .filter((e) => e.key.startsWith(prefix))
+      .sort((a, b) => b.id - a.id)
+      .slice(0, limit)
       .map((e) => structuredClone(e));
   }
 

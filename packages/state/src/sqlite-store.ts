@@ -17,6 +17,7 @@ import {
   checkDate,
   checkHistoryOptions,
   checkInboxInput,
+  checkRecent,
   checkSettle,
   type EventInbox,
   type InboxEvent,
@@ -160,6 +161,9 @@ export const STATE_SQL = {
     WHERE state != 'done' ORDER BY occurred_at, id`,
   inboxSettle: 'UPDATE event_inbox SET state = ?, issue = ? WHERE id = ?',
   inboxPrune: "DELETE FROM event_inbox WHERE state = 'done' AND received_at < ?",
+  // A key range, not LIKE (case-insensitive, and no index): keys are unique and indexed.
+  inboxRecent: `SELECT id, key, issue, state, occurred_at, received_at, payload FROM event_inbox
+    WHERE key >= ? AND key < ? ORDER BY id DESC LIMIT ?`,
 } as const;
 
 export interface SqliteForgeStateStoreOptions extends OpenDatabaseOptions {
@@ -209,6 +213,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
         inboxOpen: db.prepare(STATE_SQL.inboxOpen),
         inboxSettle: db.prepare(STATE_SQL.inboxSettle),
         inboxPrune: db.prepare(STATE_SQL.inboxPrune),
+        inboxRecent: db.prepare(STATE_SQL.inboxRecent),
       };
       // A destroyed bottle leaves the hot table for its history, in one step.
       this.#retire = db.transaction((row: Row) => {
@@ -341,6 +346,30 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
 
   openEvents(): InboxEvent[] {
     const rows = this.#read('read the inbox of', () => this.#stmts.inboxOpen.all()) as Array<{
+      id: number;
+      key: string;
+      issue: string | null;
+      state: InboxState;
+      occurred_at: string;
+      received_at: string;
+      payload: string;
+    }>;
+    return rows.map((r) => ({
+      id: r.id,
+      key: r.key,
+      issue: r.issue,
+      state: r.state,
+      occurredAt: r.occurred_at,
+      receivedAt: r.received_at,
+      payload: JSON.parse(r.payload) as unknown,
+    }));
+  }
+
+  recentEvents(prefix: string, limit: number): InboxEvent[] {
+    checkRecent(prefix, limit);
+    const rows = this.#read('read the inbox of', () =>
+      this.#stmts.inboxRecent.all(prefix, `${prefix}\u{10ffff}`, limit),
+    ) as Array<{
       id: number;
       key: string;
       issue: string | null;

@@ -311,6 +311,24 @@ export function describeInboxConformance<T extends EventInbox>(
       expect(inbox.openEvents()[0]).toMatchObject({ state: 'deferred', issue: 'acme/widgets#3' });
     });
 
+    test('recentEvents lists events by key prefix, newest first, done ones too', async () => {
+      const inbox = await make();
+      inbox.accept('bb:note:acme/widgets#1:a', { ...ev(null, '2026-11-22T05:00:00Z'), done: true });
+      inbox.accept('other:1', ev('acme/widgets#1', '2026-11-22T05:00:01Z'));
+      inbox.accept('bb:note:acme/widgets#2:b', { ...ev(null, '2026-11-22T04:00:00Z'), done: true });
+      inbox.accept('bb:notes-not-this', ev('acme/widgets#3', '2026-11-22T05:00:02Z'));
+      expect(inbox.recentEvents('bb:note:', 10).map((e) => e.key)).toEqual([
+        'bb:note:acme/widgets#2:b',
+        'bb:note:acme/widgets#1:a',
+      ]);
+      expect(inbox.recentEvents('bb:note:', 1).map((e) => e.key)).toEqual([
+        'bb:note:acme/widgets#2:b',
+      ]);
+      expect(inbox.recentEvents('zzz', 5)).toEqual([]);
+      expectCode(() => inbox.recentEvents('', 5), 'INVALID_INPUT');
+      expectCode(() => inbox.recentEvents('bb:', 0), 'INVALID_INPUT');
+    });
+
     test('prune removes only done events accepted before the time', async () => {
       const inbox = await make();
       inbox.accept('a', ev('acme/widgets#1', '2026-11-22T05:00:00Z'));

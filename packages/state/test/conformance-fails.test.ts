@@ -27,6 +27,7 @@ describe('the conformance suites', () => {
         'open events come in the order they happened, then were accepted',
         'an event with no issue is parked until it is routed',
         'prune removes only done events accepted before the time',
+        'recentEvents lists events by key prefix, newest first, done ones too',
         'bad input is INVALID_INPUT and changes nothing',
       ]),
     );

@@ -288,6 +288,8 @@ export interface StatusJson {
     state: 'pending' | 'deferred' | 'parked';
     since: string;
   }>;
+  /** Why targeted issues could not launch (what the bot said on them), newest first. */
+  notices: Array<{ issue: string; message: string; at: string }>;
 }
 
 function status(argv: string[], io: CliIo): number {
@@ -329,12 +331,20 @@ function status(argv: string[], io: CliIo): number {
         state: e.state as 'pending' | 'deferred' | 'parked',
         since: e.receivedAt,
       })),
+      notices: state.store.recentEvents('bb:feedback:', 20).map((e) => {
+        const p = e.payload as { issue?: string; message?: string };
+        return { issue: p.issue ?? '', message: p.message ?? '', at: e.receivedAt };
+      }),
     };
     if (values['json']) {
       io.stdout(`${JSON.stringify(json, null, 2)}\n`);
       return 0;
     }
     const waiting = () => {
+      if (json.notices.length > 0) {
+        io.stdout('\nneeds attention:\n');
+        for (const n of json.notices) io.stdout(`  ${n.issue}  ${n.message}  (${n.at})\n`);
+      }
       if (json.waiting.length === 0) return;
       io.stdout(`\n${json.waiting.length} event${json.waiting.length === 1 ? '' : 's'} waiting:\n`);
       for (const w of json.waiting)

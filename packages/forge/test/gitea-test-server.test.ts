@@ -10,6 +10,7 @@ import {
   createGiteaTestServer,
   type GiteaTestServer,
 } from '../src/testing/index';
+import { INDEX, loadFixture } from './support/fixtures';
 import { checkAgainstSwagger } from './support/swagger';
 import { pushBranch, TOKENS, WORLD } from './support/world';
 
@@ -214,6 +215,69 @@ describe('the Gitea-compatible test server', () => {
     expect(
       again.kind !== 'ignored' && events[0]!.kind !== 'ignored' && again.key === events[0]!.key,
     ).toBe(true);
+  });
+
+  it('sends review webhooks shaped like Gitea’s fixtures (headers, keys, review type), which GiteaForge parses', async () => {
+    const s = await start();
+    const forge = new GiteaForge({
+      baseUrl: s.apiUrl,
+      token: TOKENS.bot,
+      owner: 'acme',
+      repo: 'widgets',
+    });
+    await pushBranch(s.cloneUrl('acme/widgets'), TOKENS.bot, 'bb/implementer-1');
+    const pr = await forge.openPr({ head: 'bb/implementer-1', base: 'main', title: 'x', body: '' });
+    await s.settle();
+    received.length = 0;
+    const cases = [
+      ['approved', 'pull_request_review.approved'],
+      ['changes_requested', 'pull_request_review.rejected'],
+      ['commented', 'pull_request_review.comment'],
+    ] as const;
+    for (const [state] of cases)
+      s.review('alice', 'acme/widgets', pr.number, {
+        state,
+        body: `a ${state} review`,
+        comments: state === 'approved' ? [] : [{ path: 'CHANGE.md', line: 1, body: 'here' }],
+      });
+    await s.settle();
+    expect(received).toHaveLength(3);
+    cases.forEach(([state, fixture], i) => {
+      const got = received[i]!;
+      const want = loadFixture(INDEX.fixtures.find((f) => f.name === fixture)!);
+      for (const h of ['x-gitea-event', 'x-gitea-event-type'])
+        expect(got.headers[h], `${fixture} ${h}`).toBe(
+          Object.entries(want.headers).find(([k]) => k.toLowerCase() === h)![1],
+        );
+      const body = JSON.parse(got.body.toString()) as Record<string, unknown>;
+      const wanted = JSON.parse(want.body.toString()) as Record<string, unknown>;
+      expect(Object.keys(body), fixture).toEqual(Object.keys(wanted));
+      expect(body['action']).toBe('reviewed');
+      expect((body['review'] as { type: string }).type).toBe(
+        (wanted['review'] as { type: string }).type,
+      );
+      expect((body['requested_reviewer'] as { login: string }).login).toBe('alice');
+      expect(parseGiteaWebhook(got.headers, got.body)).toMatchObject({
+        kind: 'review_submitted',
+        state,
+        author: 'alice',
+        body: `a ${state} review`,
+        pr: { number: pr.number },
+      });
+    });
+    // Reviews can be read back over REST, with their inline comments.
+    const reviews = await forge.readReviews(pr.number);
+    expect(reviews.map((r) => r.state)).toEqual(cases.map(([st]) => st));
+    expect((await forge.readReviewComments(pr.number, reviews[1]!.id)).map((c) => c.path)).toEqual([
+      'CHANGE.md',
+    ]);
+    // Only a person may submit a review the API accepts: a review of one's own PR is refused.
+    const own = await fetch(`${s.apiUrl}/repos/acme/widgets/pulls/${pr.number}/reviews`, {
+      method: 'POST',
+      headers: { authorization: `token ${TOKENS.bot}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ event: 'APPROVED', body: 'me' }),
+    });
+    expect(own.status).toBe(422);
   });
 
   it('getPrForIssue finds the PR through the timeline, and through the branch name when the body does not link it', async () => {

@@ -67,6 +67,8 @@ export interface TurnOutcome {
   output: string;
   /** `reattach` only: the bottle's agent container was gone, so the turn's end is unknown. */
   vanished?: boolean;
+  /** Input tokens the model read this turn, when the CLI reports usage. */
+  tokens?: number;
   /** The agent provider, and the CLI's version when its image announces it (bb-agents does). */
   provider?: string;
   providerVersion?: string;
@@ -636,6 +638,7 @@ async function completeTurn(
     prompt: current.prompt,
     exitCode,
     ok: parsed.ok,
+    ...(parsed.tokens !== undefined ? { tokens: parsed.tokens } : {}),
     startedAt: current.startedAt,
     finishedAt: new Date().toISOString(),
   });
@@ -654,6 +657,7 @@ async function completeTurn(
       ? { error: oomKilled ? 'the agent ran out of memory' : parsed.error }
       : {}),
     output,
+    ...(parsed.tokens !== undefined ? { tokens: parsed.tokens } : {}),
     provider: agent.provider,
     ...(cli && cli.name === agent.provider ? { providerVersion: cli.version } : {}),
   };

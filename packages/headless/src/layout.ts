@@ -40,6 +40,8 @@ export interface BottleMeta {
     prompt: string;
     exitCode: number;
     ok: boolean;
+    /** Input tokens the model read this turn, when the CLI reports usage. */
+    tokens?: number;
     startedAt: string;
     finishedAt: string;
   }>;

@@ -29,11 +29,15 @@ export const AgentManifestSchema = z
     /** For the script provider: its turns (see the script agent). */
     script: z.unknown().optional(),
     /**
-     * How long one agent session may grow: after `maxTurns` turns the next starts a
-     * fresh session, seeded with a summary of the work so far (by the orchestrator).
+     * How long one agent session may grow: after `maxTurns` turns, or once a turn's
+     * model read `maxTokens` input tokens (where the CLI reports usage), the next
+     * turn starts a fresh session seeded with a summary of the work so far.
      */
     session: z
-      .object({ maxTurns: z.number().int().min(1, 'must be at least 1').max(10_000).optional() })
+      .object({
+        maxTurns: z.number().int().min(1, 'must be at least 1').max(10_000).optional(),
+        maxTokens: z.number().int().min(1000, 'must be at least 1000').optional(),
+      })
       .strict()
       .optional(),
   })

@@ -40,6 +40,13 @@ describe('agent providers', () => {
         0,
       ),
     ).toEqual({ sessionId: 's-1', ok: true });
+    // Usage, when the CLI reports it: every input token the model read, cached ones too.
+    expect(
+      claudeProvider.parseResult(
+        '{"type":"result","is_error":false,"session_id":"s-1","usage":{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":4000,"output_tokens":99}}',
+        0,
+      ).tokens,
+    ).toBe(4312);
     expect(
       claudeProvider.parseResult(
         '{"type":"result","is_error":true,"result":"API Error: 500","session_id":"s-1"}',
@@ -59,6 +66,15 @@ describe('agent providers', () => {
       '{"type":"turn.completed","usage":{}}',
     ].join('\n');
     expect(codexProvider.parseResult(out, 0)).toEqual({ sessionId: 't-9', ok: true });
+    expect(
+      codexProvider.parseResult(
+        out.replace(
+          '"usage":{}',
+          '"usage":{"input_tokens":5000,"cached_input_tokens":4000,"output_tokens":7}',
+        ),
+        0,
+      ).tokens,
+    ).toBe(5000);
     expect(
       codexProvider.parseResult(
         '{"type":"thread.started","thread_id":"t-9"}\n{"type":"turn.failed","error":{"message":"500"}}',

@@ -37,6 +37,19 @@ export interface TurnResult {
   ok: boolean;
   /** Why the turn failed, when the CLI said. */
   error?: string;
+  /**
+   * The input tokens the model read in this turn (cached ones included), when
+   * the CLI reports usage: how large the conversation has grown.
+   */
+  tokens?: number;
+}
+
+/** The sum of the named numeric fields of a usage object, or undefined without one. */
+function usageTokens(usage: unknown, fields: string[]): number | undefined {
+  if (typeof usage !== 'object' || usage === null) return undefined;
+  const u = usage as Record<string, unknown>;
+  const n = fields.reduce((sum, f) => sum + (typeof u[f] === 'number' ? (u[f] as number) : 0), 0);
+  return fields.some((f) => typeof u[f] === 'number') ? n : undefined;
 }
 
 /** Builds an agent CLI's headless invocation and reads its result. */
@@ -112,10 +125,16 @@ export const claudeProvider: AgentProvider = {
         error: `claude printed no result (exit ${exitCode})`,
       };
     const isError = result['is_error'] === true || exitCode !== 0;
+    const tokens = usageTokens(result['usage'], [
+      'input_tokens',
+      'cache_creation_input_tokens',
+      'cache_read_input_tokens',
+    ]);
     return {
       sessionId: typeof result['session_id'] === 'string' ? result['session_id'] : undefined,
       ok: !isError,
       ...(isError ? { error: String(result['result'] ?? result['subtype'] ?? 'error') } : {}),
+      ...(tokens !== undefined ? { tokens } : {}),
     };
   },
 };
@@ -175,10 +194,14 @@ export const codexProvider: AgentProvider = {
     const lines = jsonLines(stdout);
     const started = lines.find((o) => o['type'] === 'thread.started');
     const failed = lines.find((o) => o['type'] === 'turn.failed');
-    const ok = exitCode === 0 && !failed && lines.some((o) => o['type'] === 'turn.completed');
+    const completed = lines.findLast((o) => o['type'] === 'turn.completed');
+    const ok = exitCode === 0 && !failed && !!completed;
+    // OpenAI's input_tokens already count the cached ones.
+    const tokens = usageTokens(completed?.['usage'], ['input_tokens']);
     return {
       sessionId: typeof started?.['thread_id'] === 'string' ? started['thread_id'] : undefined,
       ok,
+      ...(tokens !== undefined ? { tokens } : {}),
       ...(ok
         ? {}
         : {
@@ -268,12 +291,14 @@ export const scriptProvider: AgentProvider = {
   },
   parseResult(stdout, exitCode) {
     const result = jsonLines(stdout).findLast((o) => o['type'] === 'result');
+    const tokens = usageTokens(result?.['usage'], ['input_tokens']);
     return {
       sessionId: typeof result?.['session_id'] === 'string' ? result['session_id'] : undefined,
       ok: exitCode === 0 && result?.['is_error'] !== true,
       ...(exitCode === 0
         ? {}
         : { error: String(result?.['error'] ?? `script agent exited ${exitCode}`) }),
+      ...(tokens !== undefined ? { tokens } : {}),
     };
   },
 };

@@ -136,6 +136,10 @@ export async function runScriptAgent(argv: string[], env: NodeJS.ProcessEnv): Pr
       .replaceAll('{{issue}}', String(issue))
       .replaceAll('{{session}}', sessionId)
       .replaceAll('{{previousPrompts}}', previous.map((p) => p.prompt).join(' | '));
+  // What a model would read this turn: the conversation so far, about four characters a token.
+  const usage = () => ({
+    input_tokens: Math.ceil([...previous.map((p) => p.prompt), prompt].join('').length / 4),
+  });
   const git = (...args: string[]) =>
     execFileSync('git', ['-C', workspace, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
       .toString()
@@ -254,6 +258,6 @@ export async function runScriptAgent(argv: string[], env: NodeJS.ProcessEnv): Pr
   } finally {
     await client.close();
   }
-  out({ type: 'result', session_id: sessionId, turn, is_error: false });
+  out({ type: 'result', session_id: sessionId, turn, is_error: false, usage: usage() });
   return 0;
 }

@@ -60,8 +60,14 @@ export interface BottleRunner {
   socket(slug: string): string;
   /** Memory a running bottle of this agent may take (its limit): what capacity is counted in. */
   memoryOf(agent: string, bottles?: string[] | undefined): number;
-  /** Turns one session of this agent may run before it is rotated (its manifest's `session.maxTurns`). */
-  sessionTurns?(agent: string): number | undefined;
+  /** How long one session of this agent may grow before it is rotated (its manifest's `session`). */
+  sessionLimits?(agent: string): SessionLimits;
+}
+
+/** When a session is rotated: after `maxTurns` turns, or once a turn read `maxTokens` input tokens. */
+export interface SessionLimits {
+  maxTurns?: number | undefined;
+  maxTokens?: number | undefined;
 }
 
 /** The label on every container the orchestrator launches. */
@@ -106,11 +112,11 @@ export function headlessRunner(o: {
     meta: (slug) => readMeta(slug, o.env),
     dir: (slug) => bottlePaths(slug, o.env).dir,
     socket: (slug) => join(bottlePaths(slug, o.env).sock, 'forge.sock'),
-    sessionTurns(agent) {
+    sessionLimits(agent) {
       try {
-        return loadAgentManifest(agent, o.env).manifest.session?.maxTurns;
+        return loadAgentManifest(agent, o.env).manifest.session ?? {};
       } catch {
-        return undefined;
+        return {};
       }
     },
     memoryOf(agent, bottles) {

@@ -8,7 +8,12 @@
  */
 
 export { type BottleRow, saveBottleRow } from './bottle-row';
-export { type BottleRunner, headlessRunner, MANAGED_LABEL } from './bottle-runner';
+export {
+  type BottleRunner,
+  headlessRunner,
+  MANAGED_LABEL,
+  type SessionLimits,
+} from './bottle-runner';
 export { Capacity, type CapacityOptions } from './capacity';
 export { installedCommit } from './installed-commit';
 export {
@@ -22,7 +27,7 @@ export {
   type WatchdogReason,
 } from './machine';
 export { toNodeListener } from './node-adapter';
-export { Orchestrator, type OrchestratorOptions } from './orchestrator';
+export { type Notice, Orchestrator, type OrchestratorOptions } from './orchestrator';
 export { type ReconcileReport, reconcile } from './reconcile';
 export {
   type ProvenanceOptions,

@@ -5,7 +5,7 @@ import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import type { TurnOutcome } from '@bb/headless';
 import type { EventInbox, ForgeState, ForgeStateStore, InboxEvent } from '@bb/state';
 import { saveBottleRow } from './bottle-row';
-import type { BottleRunner } from './bottle-runner';
+import type { BottleRunner, SessionLimits } from './bottle-runner';
 import { Capacity, type CapacityOptions } from './capacity';
 import { commentPrompt, mayDrive, pushPrompt, reviewPrompt, rotationPrompt } from './conversation';
 import {
@@ -69,10 +69,10 @@ export interface OrchestratorOptions {
   /** An issue that waits this long for room to run is told so on the forge (once). @default 10 min */
   capacityNoticeMs?: number;
   /**
-   * Start a fresh agent session once one has run this many turns (per agent; from
-   * the agent's manifest by default): the next turn is seeded with a summary.
+   * When an agent's session is rotated (per agent; its manifest's `session` by
+   * default): the next turn starts a fresh session seeded with a summary.
    */
-  sessionTurns?: (agent: string) => number | undefined;
+  sessionLimits?: (agent: string) => SessionLimits;
   log?: (entry: Record<string, unknown>) => void;
 }
 
@@ -910,11 +910,19 @@ export class Orchestrator {
    * prompt carries a summary of the work so far, and the turn's record says so.
    */
   async #rotation(key: string, bottle: Bottle, prompt: string): Promise<string | undefined> {
-    const max = this.#o.sessionTurns?.(bottle.agent) ?? this.#o.runner.sessionTurns?.(bottle.agent);
+    const limits =
+      this.#o.sessionLimits?.(bottle.agent) ?? this.#o.runner.sessionLimits?.(bottle.agent) ?? {};
     const meta = this.#o.runner.meta(bottle.slug);
-    if (!max || !meta) return undefined;
+    if (!meta || (!limits.maxTurns && !limits.maxTokens)) return undefined;
     const inSession = meta.turns.length - (meta.sessionStart ?? 1) + 1;
-    if (inSession < max) return undefined;
+    const read = meta.turns.at(-1)?.tokens;
+    const reason =
+      limits.maxTurns && inSession >= limits.maxTurns
+        ? `the session ran ${inSession} turns (limit ${limits.maxTurns})`
+        : limits.maxTokens && read !== undefined && read >= limits.maxTokens
+          ? `its last turn read ${read} input tokens (limit ${limits.maxTokens})`
+          : undefined;
+    if (!reason) return undefined;
     const { owner, repo, issue } = parseIssueKey(key);
     const summaries = this.#o.provenance.store
       .chain(bottle.slug)
@@ -932,7 +940,7 @@ export class Orchestrator {
     writeTurnLog(dir, {
       ...readTurnLog(dir),
       rotated: {
-        reason: `the session ran ${inSession} turns (limit ${max})`,
+        reason,
         previousTurns: inSession,
         summary: rotated.summary,
       },

@@ -12,7 +12,10 @@ import { OWNER, REPO, setup, until } from './orchestrator-setup';
 type T = ReturnType<typeof setup>;
 
 let clock = Date.parse('2026-07-01T00:00:00Z');
-const at = () => new Date((clock += 1000)).toISOString();
+const at = () => {
+  clock += 1000;
+  return new Date(clock).toISOString();
+};
 const base = (login: string) => ({
   deliveryId: undefined,
   owner: OWNER,
@@ -283,7 +286,7 @@ describe('the forge conversation', () => {
   });
 
   it('rotates a session after the agent’s turn limit: the fresh one starts with a summary, and its record says so', async () => {
-    const t = setup({ sessionTurns: () => 2 });
+    const t = setup({ sessionLimits: () => ({ maxTurns: 2 }) });
     const { n, slug } = await launched(t);
     const pr = await openPr(t, slug, n);
     t.world.review(OWNER, REPO, pr, {
@@ -345,5 +348,34 @@ describe('the forge conversation', () => {
     expect(comments()).toHaveLength(1);
     expect(comments()[0]).toMatch(/^bot-bottle has had no room to run this agent for 5 min/);
     expect(t.orch.notices.filter((x) => x.key === `${OWNER}/${REPO}#${m}`)).toHaveLength(1);
+  });
+
+  it('rotates a session whose last turn read more input tokens than the agent’s limit', async () => {
+    const t = setup({ sessionLimits: () => ({ maxTokens: 100_000 }) });
+    const { n, slug } = await launched(t);
+    t.runner.agent(slug).usage(40_000);
+    t.runner.agent(slug).done('success', 'Small turn.');
+    t.runner.agent(slug).exit(0);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    await comment(t, 'alice', n, 'Next.');
+    await until('turn two', () => t.runner.resumes.length === 1);
+    expect(t.runner.resumes[0]!.freshSession).toBeUndefined();
+    t.runner.agent(slug).usage(120_000);
+    t.runner.agent(slug).done('success', 'Big turn.');
+    t.runner.agent(slug).exit(0);
+    await until(
+      'frozen again',
+      () => t.row(n)?.status === 'frozen' && t.records(slug).length === 2,
+    );
+    await t.orch.idle();
+    await comment(t, 'alice', n, 'And then.');
+    await until('turn three', () => t.runner.resumes.length === 2);
+    expect(t.runner.resumes[1]!.freshSession).toBe(true);
+    t.runner.agent(slug).done('success', 'Fresh.');
+    t.runner.agent(slug).exit(0);
+    await until('recorded', () => t.records(slug).length === 3);
+    expect(t.records(slug)[2]!.sessionRotated?.reason).toBe(
+      'its last turn read 120000 input tokens (limit 100000)',
+    );
   });
 });

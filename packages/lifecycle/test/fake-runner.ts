@@ -34,6 +34,8 @@ export class FakeRunner implements BottleRunner {
   readonly #turns = new Map<string, Turn>();
   readonly #failNext = new Map<Step, Error>();
   readonly #gone = new Set<string>();
+  /** Input tokens each bottle's current turn reports (as a CLI's usage would). */
+  readonly #tokens = new Map<string, number>();
   /** Held starts (a start that takes as long as the test says). */
   readonly #hold = new Map<string, Promise<void>>();
   /** Memory each bottle is counted at. */
@@ -152,10 +154,13 @@ export class FakeRunner implements BottleRunner {
     this.#take('finish');
     const m = readMeta(slug, this.env)!;
     const current = m.current!;
+    const tokens = this.#tokens.get(slug);
+    this.#tokens.delete(slug);
     m.turns.push({
       ...current,
       exitCode: code,
       ok: code === 0,
+      ...(tokens !== undefined ? { tokens } : {}),
       finishedAt: new Date().toISOString(),
     });
     m.current = null;
@@ -249,6 +254,8 @@ export class FakeRunner implements BottleRunner {
       done: (status: 'success' | 'failure' | 'blocked' = 'success', summary = 'did it') =>
         queue.write('done', { status, summary }),
       checkin: () => queue.write('checkin', { method: 'read_issue' }),
+      /** The turn reports this many input tokens when it ends. */
+      usage: (tokens: number) => this.#tokens.set(slug, tokens),
       exit: (code = 0) => this.#turns.get(slug)?.exit(code),
       /** The sidecar container goes away (the agent's stays). */
       removeSidecar: () => this.#gone.add(slug),

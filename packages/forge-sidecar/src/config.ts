@@ -61,6 +61,16 @@ export const SidecarEnvSchema = z.object({
       (b) => !b.includes('..') && !b.endsWith('/') && !b.endsWith('.lock'),
       'BB_BRANCH is not a valid branch name',
     ),
+  /**
+   * `1`: before this turn's agent starts, fetch BB_BRANCH from the forge and leave
+   * a bundle of it next to the socket for the agent's checkout (a resumed turn).
+   */
+  BB_SYNC_PR: z.enum(['0', '1'], { error: 'BB_SYNC_PR must be 0 or 1' }).optional(),
+  /** The launch's base commit (the checkout has it): the bundle starts after it. */
+  BB_BASE_COMMIT: z
+    .string()
+    .regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, 'BB_BASE_COMMIT must be a full commit id')
+    .optional(),
   /** The sidecar's own bare repository, where the agent's commits are received and pushed from. @default `<dir of BB_OPS_LOG>/push.git` */
   BB_GIT_DIR: absPath('BB_GIT_DIR').optional(),
   /**

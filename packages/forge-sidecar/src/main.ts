@@ -4,6 +4,7 @@ import { type Forge, GiteaForge, ScopedForge } from '@bb/forge';
 import { loadSidecarEnv, readSidecarToken, type SidecarEnv } from './config';
 import { createGitGate } from './git-push';
 import { OpLog } from './op-log';
+import { bundlePrBranch, PR_BUNDLE } from './pr-bundle';
 import { QueueWriter } from './queue';
 import { type RunningSidecar, type SidecarLogger, startSidecar } from './server';
 
@@ -43,21 +44,36 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
     branch: env.BB_BRANCH,
   });
   const owner = env.BB_SOCKET_OWNER?.split(':').map(Number) as [number, number] | undefined;
-  return startSidecar({
+  const gitDir = env.BB_GIT_DIR ?? join(dirname(env.BB_OPS_LOG), 'push.git');
+  const logger = options.logger ?? stderrLogger();
+  const running = await startSidecar({
     forge,
     socketPath: env.BB_SIDECAR_SOCKET,
     opLog: new OpLog(env.BB_OPS_LOG, { maxBytes: env.BB_OPS_LOG_MAX }),
     queue: new QueueWriter(env.BB_QUEUE_DIR, env.BB_SLUG),
     git: createGitGate({
       workspace: env.BB_WORKSPACE,
-      repo: env.BB_GIT_DIR ?? join(dirname(env.BB_OPS_LOG), 'push.git'),
+      repo: gitDir,
       ...(env.BB_GIT_DIR_MAX ? { maxRepoBytes: env.BB_GIT_DIR_MAX } : {}),
     }),
     branch: env.BB_BRANCH,
     socketOwner: owner ? { uid: owner[0], gid: owner[1] } : undefined,
     ...(env.BB_SOCKET_MODE !== undefined ? { socketMode: env.BB_SOCKET_MODE } : {}),
-    logger: options.logger ?? stderrLogger(),
+    logger,
   });
+  // A resumed turn: the agent's checkout gets the PR branch as the forge has it (people's
+  // pushes). The agent waits for `<bundle>.done` before it starts; serving does not.
+  const remote = inner.gitRemote();
+  if (env.BB_SYNC_PR === '1' && remote) {
+    void bundlePrBranch({
+      repo: gitDir,
+      remote,
+      branch: env.BB_BRANCH,
+      base: env.BB_BASE_COMMIT,
+      out: join(dirname(env.BB_SIDECAR_SOCKET), PR_BUNDLE),
+    }).then((said) => logger.info({ branch: env.BB_BRANCH }, said));
+  }
+  return running;
 }
 
 /** The `bb-forge-sidecar` command: run until SIGTERM or SIGINT, then shut down gracefully. */

@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -8,7 +9,8 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import { isBbError } from '@bb/errors';
 import { closeGiteaPools } from '@bb/forge';
 import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
@@ -25,6 +27,23 @@ afterEach(async () => {
   h = undefined;
 });
 afterAll(() => closeGiteaPools());
+
+const run = promisify(execFile);
+
+/** A person (alice) pushes one commit adding `file` on top of `branch`; returns its id. */
+async function pushAs(x: Harness, branch: string, file: string): Promise<string> {
+  const dir = join(x.dir, `human-${Date.now()}`);
+  const env = { ...process.env, HOME: x.dir, GIT_CONFIG_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0' };
+  // Asynchronous: the forge answering these runs in this same process.
+  const git = async (...args: string[]) =>
+    (await run('git', args, { cwd: dir, env })).stdout.trim();
+  await run('git', ['clone', '-q', '-b', branch, x.server.cloneUrl('acme/widgets'), dir], { env });
+  writeFileSync(join(dir, file), 'a person was here\n');
+  await git('add', file);
+  await git('-c', 'user.name=Alice', '-c', 'user.email=alice@example.test', 'commit', '-qm', 'x');
+  await git('-c', `http.extraHeader=Authorization: token ${ALICE}`, 'push', '-q', 'origin', branch);
+  return git('rev-parse', 'HEAD');
+}
 
 const writes = (x: Harness) => x.exchanges.filter((e) => e.method !== 'GET').length;
 async function drain(x: Harness): Promise<QueueEvent[]> {
@@ -139,6 +158,35 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
       summary: `read 2 reviews of #${pr.number} (2 inline comments)`,
     });
     expect((await h.client.readReviews(1).catch((e) => e)).code).toBe('NOT_FOUND');
+  });
+
+  it('a resumed turn’s sidecar bundles the PR branch as the forge has it, next to its socket, from its own repository', async () => {
+    // Turn one: the agent's PR.
+    h = await startHarness();
+    const base = await h.git('rev-parse', 'HEAD');
+    writeFileSync(join(h.workspace, 'fix.txt'), 'fixed\n');
+    await h.git('add', 'fix.txt');
+    await h.git('commit', '-q', '-m', 'Fix');
+    await h.client.openPr({ title: 'Fix', body: '' });
+    // A person pushes on top of it.
+    const human = await pushAs(h, 'bb/implementer-1', 'HUMAN.md');
+    await h.sidecar.close();
+    // Turn two's sidecar, asked to sync: the bundle holds the person's commit, the workspace is untouched.
+    const { runSidecarFromEnv } = await import('../src/main');
+    const again = await runSidecarFromEnv({
+      env: { ...h.env, BB_SYNC_PR: '1', BB_BASE_COMMIT: base, FORGE_PR_NUMBER: '3' },
+      logger: { info: () => {}, warn: () => {}, error: () => {} },
+    });
+    const bundle = join(dirname(h.env['BB_SIDECAR_SOCKET']!), 'pr-branch.bundle');
+    for (let i = 0; i < 200 && !existsSync(`${bundle}.done`); i++)
+      await new Promise((r) => setTimeout(r, 25));
+    expect(readFileSync(`${bundle}.done`, 'utf8')).toMatch(/is bundled for the checkout/);
+    const heads = (await run('git', ['bundle', 'list-heads', bundle])).stdout;
+    expect(heads).toContain(`${human} refs/bb/forge/bb/implementer-1`);
+    // Nothing of the workspace's git was touched: it still ends at the agent's commit.
+    expect(await h.git('rev-parse', 'HEAD')).not.toBe(human);
+    expect(JSON.stringify(h.logs)).not.toContain(TOKEN);
+    await again.close();
   });
 
   it('push never overwrites commits it does not have', async () => {

@@ -28,6 +28,7 @@ import {
   sidecarUp,
   startProxies,
   startSidecar,
+  syncsPr,
   waitForSocket,
 } from './gate';
 import { bbHome } from './home';
@@ -52,7 +53,7 @@ import {
   loadBottleManifest,
   memoryBytes,
 } from './manifests';
-import { bundlePrBranch, PR_BUNDLE, takeBundleScript } from './pr-sync';
+import { clearPrBundle, PR_BUNDLE, takeBundleScript } from './pr-sync';
 import { providerFor } from './providers';
 import { prepareRuntime } from './runtime';
 import { removeSecrets } from './secrets';
@@ -408,12 +409,8 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
     meta.sessionId = null;
     meta.sessionStart = meta.turns.length + 1;
   }
-  // The workspace gets what a person pushed to the PR since the last turn.
-  if (meta.forge && options.forgeToken) {
-    // Evaluated apart: `onProgress?.(…)` would skip the call's argument when nobody listens.
-    const synced = await bundlePrBranch(meta, p, options.forgeToken, cloneTimeoutMs(env));
-    options.onProgress?.(synced);
-  }
+  // This turn's sidecar brings what people pushed to the PR; nothing of an earlier turn's stays.
+  clearPrBundle(p.sock);
   meta.status = 'running';
   writeMeta(meta, env);
   return startTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env);
@@ -569,7 +566,7 @@ async function startTurn(
         HOME: P.home,
         BB_SIDECAR_SOCKET: P.socket,
         BB_WORKSPACE_DIR: P.workspace,
-        ...(meta.forge
+        ...(syncsPr(meta)
           ? { BB_PR_BUNDLE: `${P.socketDir}/${PR_BUNDLE}`, BB_PR_BRANCH: meta.branch }
           : {}),
         ...(plan.needed

@@ -42,6 +42,11 @@ export function bottleLabels(
 const isolated = (backend: Backend) => backend.mapsMounts;
 
 /** Create and start the forge sidecar. Resolves its container id once it runs. */
+/** Whether this turn's sidecar brings the PR branch to the checkout (a resumed turn with a PR). */
+export function syncsPr(meta: BottleMeta): boolean {
+  return !!meta.forge && meta.forge.pr !== undefined && meta.turns.length > 0;
+}
+
 export async function startSidecar(
   meta: BottleMeta,
   token: string | undefined,
@@ -88,6 +93,10 @@ export async function startSidecar(
       BB_WORKSPACE: P.workspace,
       BB_BRANCH: meta.branch,
       BB_SLUG: meta.slug,
+      // A resumed turn with a PR: the sidecar brings the PR branch to the checkout.
+      ...(syncsPr(meta)
+        ? { BB_SYNC_PR: '1', ...(meta.baseCommit ? { BB_BASE_COMMIT: meta.baseCommit } : {}) }
+        : {}),
       // The agent is another user: it may connect, not remove.
       BB_SOCKET_MODE: isolated(o.backend) ? '666' : '600',
     },

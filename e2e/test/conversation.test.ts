@@ -7,24 +7,18 @@
 // A comment by someone without write access wakes nothing.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { closeGiteaPools, GiteaForge } from '@bb/forge';
-import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
-import { DockerBackend } from '@bb/headless';
-import { createWebhookHandler, headlessRunner, Orchestrator, toNodeListener } from '@bb/lifecycle';
-import {
-  loadOrCreateSigningKey,
-  ProvenanceStore,
-  type SecretScanner,
-  verifyChain,
-} from '@bb/provenance';
-import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
-import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { closeGiteaPools } from '@bb/forge';
+import type { GiteaTestServer } from '@bb/forge/testing';
+import type { DockerBackend } from '@bb/headless';
+import type { Orchestrator } from '@bb/lifecycle';
+import { loadOrCreateSigningKey, type ProvenanceStore, verifyChain } from '@bb/provenance';
+import type { SqliteForgeStateStore } from '@bb/state';
+import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { type Loop, startLoop } from './loop';
 import { forgeWorld, makeHome, scriptAgent, until } from './support';
 
 const run = promisify(execFile);
@@ -33,9 +27,6 @@ const TOKEN = 'bb-claude-token-conversation-1';
 const ALICE = 'alice-token-1234567890';
 const EVE = 'eve-token-conversation-99';
 const SECRET = 'conversation-webhook-secret';
-const noScan: SecretScanner = {
-  scanCommits: async () => ({ tool: 'none', scanned: 'skipped in this test', findings: [] }),
-};
 
 /** A person pushes one commit adding `file` to `branch`, as a git client would. */
 async function humanPush(cloneUrl: string, branch: string, file: string): Promise<string> {
@@ -72,13 +63,13 @@ async function humanPush(cloneUrl: string, branch: string, file: string): Promis
 
 describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   let home: string;
+  let loop: Loop;
   let gitea: GiteaTestServer;
-  let http: Server;
   let orch: Orchestrator;
   let store: SqliteForgeStateStore;
   let prov: ProvenanceStore;
-  const backend = new DockerBackend();
-  const logs: Array<Record<string, unknown>> = [];
+  let backend: DockerBackend;
+  let logs: Array<Record<string, unknown>>;
 
   beforeAll(async () => {
     home = makeHome('bb-conversation-', {
@@ -151,61 +142,20 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
         },
       ]),
     });
-    const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
-    const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
-    store = new SqliteForgeStateStore({ database: db });
-    prov = new ProvenanceStore(db);
-    http = createServer();
-    await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
-    const port = (http.address() as AddressInfo).port;
     const world = forgeWorld(TOKEN);
     world.users = [...(world.users ?? []), { login: 'eve', tokens: [EVE] }];
     world.users = world.users.map((u) => (u.login === 'alice' ? { ...u, tokens: [ALICE] } : u));
-    gitea = await createGiteaTestServer({
-      world,
-      hooks: [{ url: `http://127.0.0.1:${port}/webhooks/gitea`, secret: SECRET }],
-    });
-    const forgeFor = (owner: string, repo: string) =>
-      new GiteaForge({ baseUrl: gitea.apiUrl, token: TOKEN, owner, repo });
-    orch = new Orchestrator({
-      forgeFor,
+    loop = await startLoop({
+      home,
       token: TOKEN,
-      botLogin: 'bb-claude',
-      apiUrl: gitea.apiUrl,
-      cloneUrl: (o, r) => gitea.cloneUrl(`${o}/${r}`),
-      store,
-      inbox: store,
-      runner: headlessRunner({ backend, env, token: TOKEN }),
-      provenance: {
-        store: prov,
-        key: loadOrCreateSigningKey(home),
-        scanner: noScan,
-        bbVersion: '0.0.0',
-        gitCommit: null,
-      },
-      env,
-      resumeOnHumanPush: true,
-      doneGraceMs: 2000,
-      log: (e) => logs.push(e),
-    });
-    const handler = createWebhookHandler({
-      forge: forgeFor('acme', 'widgets'),
       secret: SECRET,
-      accept: (e) => orch.accept(e),
+      world,
+      options: { resumeOnHumanPush: true, doneGraceMs: 2000 },
     });
-    http.on(
-      'request',
-      toNodeListener(async (req) =>
-        new URL(req.url).pathname === '/webhooks/gitea'
-          ? handler(req)
-          : new Response('not found', { status: 404 }),
-      ),
-    );
+    ({ gitea, orch, store, prov, backend, logs } = loop);
   });
   afterAll(async () => {
-    orch?.close();
-    http?.close();
-    await gitea?.close();
+    await loop?.close();
     await closeGiteaPools();
     if (!process.env['BB_KEEP_HOME']) rmSync(home, { recursive: true, force: true });
   });

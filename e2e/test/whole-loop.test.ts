@@ -3,40 +3,30 @@
 // bottle, opens a PR and signals done; a human comment resumes the same session;
 // the merge destroys the bottle. Provenance is recorded for each turn.
 import { existsSync, readdirSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { closeGiteaPools, GiteaForge } from '@bb/forge';
-import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
-import { bottleDir, DockerBackend } from '@bb/headless';
-import { createWebhookHandler, headlessRunner, Orchestrator, toNodeListener } from '@bb/lifecycle';
-import {
-  loadOrCreateSigningKey,
-  ProvenanceStore,
-  type SecretScanner,
-  verifyChain,
-} from '@bb/provenance';
-import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
-import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { closeGiteaPools } from '@bb/forge';
+import type { GiteaTestServer } from '@bb/forge/testing';
+import { bottleDir, type DockerBackend } from '@bb/headless';
+import type { Orchestrator } from '@bb/lifecycle';
+import { loadOrCreateSigningKey, type ProvenanceStore, verifyChain } from '@bb/provenance';
+import type { SqliteForgeStateStore } from '@bb/state';
+import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { type Loop, startLoop } from './loop';
 import { forgeWorld, makeHome, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-whole-loop-77';
 const SECRET = 'whole-loop-webhook-secret';
-const noScan: SecretScanner = {
-  scanCommits: async () => ({ tool: 'none', scanned: 'skipped in this test', findings: [] }),
-};
-
 describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
   let home: string;
+  let loop: Loop;
   let gitea: GiteaTestServer;
-  let http: Server;
   let orch: Orchestrator;
   let store: SqliteForgeStateStore;
   let prov: ProvenanceStore;
-  const backend = new DockerBackend();
-  const logs: Array<Record<string, unknown>> = [];
+  let backend: DockerBackend;
+  let logs: Array<Record<string, unknown>>;
 
   beforeAll(async () => {
     home = makeHome('bb-loop-', {
@@ -61,56 +51,11 @@ describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
         },
       ]),
     });
-    const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
-    const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
-    store = new SqliteForgeStateStore({ database: db });
-    prov = new ProvenanceStore(db);
-    http = createServer();
-    await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
-    const port = (http.address() as AddressInfo).port;
-    gitea = await createGiteaTestServer({
-      world: forgeWorld(TOKEN),
-      hooks: [{ url: `http://127.0.0.1:${port}/webhooks/gitea`, secret: SECRET }],
-    });
-    const forgeFor = (owner: string, repo: string) =>
-      new GiteaForge({ baseUrl: gitea.apiUrl, token: TOKEN, owner, repo });
-    orch = new Orchestrator({
-      forgeFor,
-      token: TOKEN,
-      botLogin: 'bb-claude',
-      apiUrl: gitea.apiUrl,
-      cloneUrl: (o, r) => gitea.cloneUrl(`${o}/${r}`),
-      store,
-      inbox: store,
-      runner: headlessRunner({ backend, env, token: TOKEN }),
-      provenance: {
-        store: prov,
-        key: loadOrCreateSigningKey(home),
-        scanner: noScan,
-        bbVersion: '0.0.0',
-        gitCommit: null,
-      },
-      env,
-      log: (e) => logs.push(e),
-    });
-    const handler = createWebhookHandler({
-      forge: forgeFor('acme', 'widgets'),
-      secret: SECRET,
-      accept: (e) => orch.accept(e),
-    });
-    http.on(
-      'request',
-      toNodeListener(async (req) =>
-        new URL(req.url).pathname === '/webhooks/gitea'
-          ? handler(req)
-          : new Response('not found', { status: 404 }),
-      ),
-    );
+    loop = await startLoop({ home, token: TOKEN, secret: SECRET, world: forgeWorld(TOKEN) });
+    ({ gitea, orch, store, prov, backend, logs } = loop);
   });
   afterAll(async () => {
-    orch?.close();
-    http?.close();
-    await gitea?.close();
+    await loop?.close();
     await closeGiteaPools();
     if (!process.env['BB_KEEP_HOME']) rmSync(home, { recursive: true, force: true });
     else console.error(`kept ${home}`);

@@ -345,48 +345,18 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
   }
 
   openEvents(): InboxEvent[] {
-    const rows = this.#read('read the inbox of', () => this.#stmts.inboxOpen.all()) as Array<{
-      id: number;
-      key: string;
-      issue: string | null;
-      state: InboxState;
-      occurred_at: string;
-      received_at: string;
-      payload: string;
-    }>;
-    return rows.map((r) => ({
-      id: r.id,
-      key: r.key,
-      issue: r.issue,
-      state: r.state,
-      occurredAt: r.occurred_at,
-      receivedAt: r.received_at,
-      payload: JSON.parse(r.payload) as unknown,
-    }));
+    return (this.#read('read the inbox of', () => this.#stmts.inboxOpen.all()) as InboxRow[]).map(
+      toInboxEvent,
+    );
   }
 
   recentEvents(prefix: string, limit: number): InboxEvent[] {
     checkRecent(prefix, limit);
-    const rows = this.#read('read the inbox of', () =>
-      this.#stmts.inboxRecent.all(prefix, `${prefix}\u{10ffff}`, limit),
-    ) as Array<{
-      id: number;
-      key: string;
-      issue: string | null;
-      state: InboxState;
-      occurred_at: string;
-      received_at: string;
-      payload: string;
-    }>;
-    return rows.map((r) => ({
-      id: r.id,
-      key: r.key,
-      issue: r.issue,
-      state: r.state,
-      occurredAt: r.occurred_at,
-      receivedAt: r.received_at,
-      payload: JSON.parse(r.payload) as unknown,
-    }));
+    return (
+      this.#read('read the inbox of', () =>
+        this.#stmts.inboxRecent.all(prefix, `${prefix}\u{10ffff}`, limit),
+      ) as InboxRow[]
+    ).map(toInboxEvent);
   }
 
   settle(id: number, state: InboxState, issue?: string | null): void {
@@ -592,5 +562,28 @@ export function stateToRow(s: ForgeState): Row {
     cwd: s.cwd,
     created_at: s.createdAt,
     updated_at: s.updatedAt,
+  };
+}
+
+/** An `event_inbox` row as SQLite returns it. */
+interface InboxRow {
+  id: number;
+  key: string;
+  issue: string | null;
+  state: InboxState;
+  occurred_at: string;
+  received_at: string;
+  payload: string;
+}
+
+function toInboxEvent(r: InboxRow): InboxEvent {
+  return {
+    id: r.id,
+    key: r.key,
+    issue: r.issue,
+    state: r.state,
+    occurredAt: r.occurred_at,
+    receivedAt: r.received_at,
+    payload: JSON.parse(r.payload) as unknown,
   };
 }

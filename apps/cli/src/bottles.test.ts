@@ -98,6 +98,11 @@ describe('bb destroy', () => {
     expect(await runCli(['destroy', 'nope-12345'], c.io, deps)).toBe(1);
     expect(c.err()).toMatch(/no bottle nope-12345/);
     expect(await runCli(['destroy'], io({ BB_HOME: w.home }).io, deps)).toBe(EXIT.USAGE);
+    // A path is never a slug: nothing outside $BB_HOME/bottles is reached.
+    const outside = io({ BB_HOME: w.home });
+    expect(await runCli(['destroy', '../..'], outside.io, deps)).toBe(EXIT.USAGE);
+    expect(outside.err()).toMatch(/"\.\.\/\.\." is not a bottle slug/);
+    expect(existsSync(w.home)).toBe(true);
   });
 });
 

@@ -9,6 +9,8 @@ import { type CliDeps, makeBackend, openState } from '../deps';
 import { backendName, type CliIo, parse, UsageError } from '../io';
 import { DESTROY_USAGE, GC_USAGE } from '../usage';
 
+const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+
 /** Mark a managed bottle's row destroyed (a running orchestrator reads it on its next event). */
 function markDestroyed(store: ReturnType<typeof openState>['store'], row: ForgeState): void {
   store.upsert({ ...row, status: 'destroyed', updatedAt: new Date().toISOString() });
@@ -28,6 +30,12 @@ export async function destroyCommand(argv: string[], io: CliIo, deps: CliDeps): 
   if (!slug) throw new UsageError('name the bottle to destroy: bb destroy <slug>', DESTROY_USAGE);
   if (extra !== undefined)
     throw new UsageError(`one bottle at a time (got ${JSON.stringify(extra)} too)`, DESTROY_USAGE);
+  // A slug names a directory under $BB_HOME/bottles: nothing with a path in it is one.
+  if (!SLUG.test(slug))
+    throw new UsageError(
+      `${JSON.stringify(slug)} is not a bottle slug (lowercase letters, digits, '.', '_', '-')`,
+      DESTROY_USAGE,
+    );
   const state = openState(io);
   try {
     const row = state.store.all().find((r) => r.slug === slug);
@@ -100,6 +108,7 @@ export async function gcCommand(argv: string[], io: CliIo, deps: CliDeps): Promi
     const slugs = new Set([...rows.keys(), ...(existsSync(dir) ? readdirSync(dir) : [])]);
     const doomed: Array<{ slug: string; row?: ForgeState; meta?: BottleMeta }> = [];
     for (const slug of [...slugs].sort()) {
+      if (!SLUG.test(slug)) continue;
       const row = rows.get(slug);
       const meta = readMeta(slug, io.env);
       // Only frozen bottles: a running one is at work, a destroyed one is gone.

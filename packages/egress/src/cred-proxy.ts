@@ -9,6 +9,7 @@ import {
 import { request as httpsRequest } from 'node:https';
 import { BbError, registerSecret } from '@bb/errors';
 import { z } from 'zod';
+import { denialBody } from './denial';
 import { withoutHopByHop } from './headers';
 import type { EgressLogger } from './log';
 import { redactHeaders, SecretRedactor } from './redactor';
@@ -169,11 +170,23 @@ export function createCredentialProxy(options: {
           path === r.prefix || path.startsWith(`${r.prefix}/`) || path.startsWith(`${r.prefix}?`),
       );
       if (!route) {
+        const reason = `routes: ${current.map((r) => r.prefix).join(', ') || 'none'}`;
+        log({
+          time: new Date().toISOString(),
+          kind: 'credential',
+          host: '',
+          port: 0,
+          decision: 'denied',
+          rule: reason,
+          route: path.split('?')[0]!.split('/').slice(0, 2).join('/'),
+          method: req.method,
+          bytesUp: 0,
+          bytesDown: 0,
+          durationMs: 0,
+        });
         res
-          .writeHead(404, { 'content-type': 'text/plain' })
-          .end(
-            `no credential route for ${path.split('?')[0]}; routes: ${current.map((r) => r.prefix).join(', ') || 'none'}\n`,
-          );
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end(denialBody('credential', { path: path.split('?')[0]! }, reason));
         return;
       }
       const rest = path.slice(route.prefix.length) || '/';

@@ -8,6 +8,7 @@ import {
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { resolveDestination } from './addresses';
+import { denialBody } from './denial';
 import { withoutHopByHop } from './headers';
 import type { EgressLogger } from './log';
 import { decide, type EgressRule } from './rules';
@@ -48,10 +49,10 @@ const STATUS_TEXT: Record<number, string> = {
   502: 'Bad Gateway',
 };
 
-function refuse(socket: Duplex, status: number, reason: string): void {
-  const body = `${reason}\n`;
+function refuse(socket: Duplex, status: number, reason: string, json?: string): void {
+  const body = json ?? `${reason}\n`;
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\ncontent-type: ${json ? 'application/json' : 'text/plain'}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }
 
@@ -116,13 +117,13 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     const d = decide(rules, host, port);
     if (!d.allowed) {
       denied(host, port, d.rule, 'CONNECT');
-      return refuse(client, 403, `egress to ${host}:${port} denied: ${d.rule}`);
+      return refuse(client, 403, '', denialBody('egress', { host, port }, d.rule));
     }
     client.pause();
     void resolveDestination(host, listedAddress(rules, port)).then((where) => {
       if (!where.ok) {
         denied(host, port, where.reason, 'CONNECT');
-        return refuse(client, 403, `egress to ${host}:${port} denied: ${where.reason}`);
+        return refuse(client, 403, '', denialBody('egress', { host, port }, where.reason));
       }
       client.resume();
       tunnel(where.address);
@@ -217,8 +218,8 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     if (!d.allowed) {
       denied(host, port, d.rule, req.method);
       res
-        .writeHead(403, { 'content-type': 'text/plain' })
-        .end(`egress to ${host}:${port} denied: ${d.rule}\n`);
+        .writeHead(403, { 'content-type': 'application/json' })
+        .end(denialBody('egress', { host, port }, d.rule));
       return;
     }
     req.pause();
@@ -226,8 +227,8 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
       if (!where.ok) {
         denied(host, port, where.reason, req.method);
         res
-          .writeHead(403, { 'content-type': 'text/plain' })
-          .end(`egress to ${host}:${port} denied: ${where.reason}\n`);
+          .writeHead(403, { 'content-type': 'application/json' })
+          .end(denialBody('egress', { host, port }, where.reason));
         return;
       }
       req.resume();

@@ -6,6 +6,7 @@
  * the logs into the egress section of a run record.
  */
 
+export { isInternalAddress } from './addresses';
 export { parseBridgeArgs, startBridge } from './bridge';
 export {
   type CredentialProxy,
@@ -14,8 +15,9 @@ export {
   loadRoutes,
   RoutesFileSchema,
 } from './cred-proxy';
+export { DENIAL_FIX, type Denial, denialBody } from './denial';
 export { createEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy';
 export { type EgressLogEntry, type EgressLogger, fileLogger } from './log';
-export { type ProxiesOptions, startProxies } from './proxies';
+export { type ProxiesOptions, type ReloadStatus, startProxies } from './proxies';
 export { type Decision, decide, type EgressRule, parseRules } from './rules';
 export { type EgressSummary, summarizeEgress } from './summary';

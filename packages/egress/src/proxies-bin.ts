@@ -21,6 +21,7 @@ try {
     credSocket: need('BB_CRED_SOCKET'),
     logFile: need('BB_EGRESS_LOG'),
     secretsFile: process.env['BB_CRED_SECRETS_FILE'],
+    statusFile: process.env['BB_PROXY_STATUS'],
     logMaxBytes: process.env['BB_EGRESS_LOG_MAX']
       ? Number(process.env['BB_EGRESS_LOG_MAX'])
       : undefined,

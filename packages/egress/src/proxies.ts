@@ -1,4 +1,5 @@
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { errorMessage, registerSecret } from '@bb/errors';
 import { listenUnixSocket } from '@bb/wall';
 import { createCredentialProxy, loadRoutes } from './cred-proxy';
@@ -25,6 +26,20 @@ export interface ProxiesOptions {
    */
   secretsFile?: string | undefined;
   onMessage?: (message: string) => void;
+  /**
+   * Where each reload's outcome is written (`{ generation, rules, routes, at }`),
+   * so whoever asked for it knows it took. The generation is read from a
+   * `generation` file beside the rules file.
+   */
+  statusFile?: string | undefined;
+}
+
+export interface ReloadStatus {
+  generation: string | null;
+  /** `ok`, or why the old configuration was kept. */
+  rules: string;
+  routes: string;
+  at: string;
 }
 
 function readRules(file: string) {
@@ -61,6 +76,12 @@ function readSecrets(file: string | undefined): Record<string, string> {
 export async function startProxies(options: ProxiesOptions) {
   const say = options.onMessage ?? ((m: string) => process.stderr.write(`${m}\n`));
   const env = { ...(options.env ?? process.env), ...readSecrets(options.secretsFile) };
+  // Secrets added later (a route the operator approved names a new one) arrive in
+  // the same file before a reload; it is read again then, and removed by the host.
+  const moreSecrets = () => {
+    if (options.secretsFile && existsSync(options.secretsFile))
+      Object.assign(env, readSecrets(options.secretsFile));
+  };
   const log = fileLogger(options.logFile, { maxBytes: options.logMaxBytes });
   const canLog = () => !log.full;
   const egress = createEgressProxy({
@@ -77,19 +98,37 @@ export async function startProxies(options: ProxiesOptions) {
     rmSync(socket, { force: true });
     await listenUnixSocket(server, socket, { mode: 0o666 });
   }
-  const reload = () => {
+  const reload = (): ReloadStatus => {
+    const status: ReloadStatus = {
+      generation: readGeneration(options.rulesFile),
+      rules: 'ok',
+      routes: 'ok',
+      at: '',
+    };
     try {
       egress.reload(readRules(options.rulesFile));
       say(`egress rules reloaded from ${options.rulesFile}`);
     } catch (err) {
-      say(`egress rules NOT reloaded, keeping the old ones: ${errorMessage(err)}`);
+      status.rules = errorMessage(err);
+      say(`egress rules NOT reloaded, keeping the old ones: ${status.rules}`);
     }
     try {
+      moreSecrets();
       cred.reload(loadRoutes(options.routesFile, env));
       say(`credential routes reloaded from ${options.routesFile}`);
     } catch (err) {
-      say(`credential routes NOT reloaded, keeping the old ones: ${errorMessage(err)}`);
+      status.routes = errorMessage(err);
+      say(`credential routes NOT reloaded, keeping the old ones: ${status.routes}`);
     }
+    status.at = new Date().toISOString();
+    if (options.statusFile)
+      try {
+        writeFileSync(`${options.statusFile}.tmp`, `${JSON.stringify(status)}\n`);
+        renameSync(`${options.statusFile}.tmp`, options.statusFile);
+      } catch (err) {
+        say(`could not write the reload status: ${errorMessage(err)}`);
+      }
+    return status;
   };
   return {
     egress,
@@ -102,4 +141,17 @@ export async function startProxies(options: ProxiesOptions) {
       log.close();
     },
   };
+}
+
+/** The generation the host asked for, from `generation` beside the rules file. */
+function readGeneration(rulesFile: string): string | null {
+  try {
+    return (
+      readFileSync(join(dirname(rulesFile), 'generation'), 'utf8')
+        .trim()
+        .slice(0, 64) || null
+    );
+  } catch {
+    return null;
+  }
 }

@@ -155,6 +155,13 @@ describe('egress proxy', () => {
     expect(out).toContain(
       'egress to api.nowhere.test:443 denied: no rule allows this host (deny by default)',
     );
+    // The agent is told how to ask for it: the tool and the file to start from.
+    expect(JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      error: 'egress_denied',
+      host: 'api.nowhere.test',
+      port: 443,
+      fix: { tool: 'pipelock-block', file: '/etc/bot-bottle/current-config/allowlist.json' },
+    });
     expect(log.at(-1)).toMatchObject({ decision: 'denied', host: 'api.nowhere.test', port: 443 });
   });
 
@@ -278,10 +285,14 @@ describe('credential proxy', () => {
     expect(res.body).toBe('data: 1\n\ndata: 2\n\ndata: 3\n\n');
   });
 
-  it('answers 404 for unknown routes, naming the routes it has', async () => {
-    expect(await get('/openai/v1/responses')).toEqual({
-      status: 404,
-      body: 'no credential route for /openai/v1/responses; routes: /anthropic\n',
+  it('answers 404 for unknown routes, naming the routes it has and how to ask for one', async () => {
+    const res = await get('/openai/v1/responses');
+    expect(res.status).toBe(404);
+    expect(JSON.parse(res.body)).toMatchObject({
+      error: 'no_credential_route',
+      message: 'no credential route for /openai/v1/responses denied: routes: /anthropic',
+      path: '/openai/v1/responses',
+      fix: { tool: 'cred-proxy-block', file: '/etc/bot-bottle/current-config/routes.json' },
     });
   });
 

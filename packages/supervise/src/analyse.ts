@@ -1,0 +1,222 @@
+import { isIP } from 'node:net';
+import { isInternalAddress } from '@bb/egress';
+import type { ProposalKind } from './contract';
+import { baseImagesOf, parseDockerfile } from './validate';
+
+/** One thing the operator should look at before approving. */
+export interface Finding {
+  severity: 'high' | 'medium' | 'info';
+  code:
+    | 'credential-new-host'
+    | 'secret-new'
+    | 'wildcard'
+    | 'internal-address'
+    | 'metadata-address'
+    | 'plain-http'
+    | 'host-new'
+    | 'user-root'
+    | 'base-new'
+    | 'pipe-to-shell'
+    | 'remote-add'
+    | 'unparsed';
+  message: string;
+}
+
+const METADATA = new Set([
+  '169.254.169.254',
+  'fd00:ec2::254',
+  'metadata.google.internal',
+  'metadata',
+  '100.100.100.200',
+]);
+
+type Routes = {
+  routes: Array<{ prefix: string; upstream: string; headers: Record<string, string> }>;
+};
+
+const hostOf = (entry: string) =>
+  entry
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\](:\d+)?$/, '$1')
+    .replace(/:\d+$/, '');
+
+function addressFindings(host: string, where: string): Finding[] {
+  const h = host.toLowerCase();
+  if (METADATA.has(h))
+    return [
+      {
+        severity: 'high',
+        code: 'metadata-address',
+        message: `${where} is a cloud metadata address (${host})`,
+      },
+    ];
+  if (
+    h === 'localhost' ||
+    h.endsWith('.localhost') ||
+    h.endsWith('.internal') ||
+    h.endsWith('.local')
+  )
+    return [
+      {
+        severity: 'high',
+        code: 'internal-address',
+        message: `${where} names an internal host (${host})`,
+      },
+    ];
+  if (isIP(h) && isInternalAddress(h))
+    return [
+      {
+        severity: 'high',
+        code: 'internal-address',
+        message: `${where} is a loopback, private or link-local address (${host})`,
+      },
+    ];
+  return [];
+}
+
+function parseJson<T>(text: string): T | undefined {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Risk findings for a proposal, comparing the current file with the proposed one. */
+export function analyse(kind: ProposalKind, current: string, proposed: string): Finding[] {
+  if (kind === 'routes') return analyseRoutes(current, proposed);
+  if (kind === 'allowlist') return analyseAllowlist(current, proposed);
+  return analyseDockerfile(current, proposed);
+}
+
+function analyseRoutes(current: string, proposed: string): Finding[] {
+  const before = parseJson<Routes>(current)?.routes ?? [];
+  const after = parseJson<Routes>(proposed)?.routes;
+  if (!after)
+    return [
+      { severity: 'medium', code: 'unparsed', message: 'the proposed routes could not be read' },
+    ];
+  const out: Finding[] = [];
+  const sentTo = new Map<string, Set<string>>();
+  for (const r of before)
+    for (const ref of Object.values(r.headers ?? {})) {
+      const host = safeHost(r.upstream);
+      if (host) (sentTo.get(ref) ?? sentTo.set(ref, new Set()).get(ref)!).add(host);
+    }
+  for (const r of after) {
+    const url = safeUrl(r.upstream);
+    if (!url) continue;
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    out.push(...addressFindings(host, `route ${r.prefix} upstream`));
+    const refs = Object.values(r.headers ?? {});
+    if (url.protocol === 'http:' && refs.length && !addressFindings(host, '').length)
+      out.push({
+        severity: 'high',
+        code: 'plain-http',
+        message: `route ${r.prefix} sends ${refs.join(', ')} over plain HTTP to ${host}`,
+      });
+    for (const ref of refs) {
+      const known = sentTo.get(ref);
+      if (!known)
+        out.push({
+          severity: 'medium',
+          code: 'secret-new',
+          message: `route ${r.prefix} uses the secret ${ref}, which no route used before`,
+        });
+      else if (!known.has(host))
+        out.push({
+          severity: 'high',
+          code: 'credential-new-host',
+          message: `route ${r.prefix} sends ${ref} to ${host}, a new host for it (before: ${[...known].join(', ')})`,
+        });
+    }
+  }
+  return out;
+}
+
+function analyseAllowlist(current: string, proposed: string): Finding[] {
+  const before = new Set(
+    (parseJson<{ allow: string[] }>(current)?.allow ?? []).map((e) => e.trim().toLowerCase()),
+  );
+  const after = parseJson<{ allow: string[] }>(proposed)?.allow;
+  if (!after)
+    return [
+      { severity: 'medium', code: 'unparsed', message: 'the proposed allowlist could not be read' },
+    ];
+  const out: Finding[] = [];
+  for (const entry of after) {
+    const e = entry.trim().toLowerCase();
+    if (before.has(e)) continue;
+    const host = hostOf(e);
+    if (host.startsWith('*.'))
+      out.push({
+        severity: 'medium',
+        code: 'wildcard',
+        message: `${entry} opens every subdomain of ${host.slice(2)}`,
+      });
+    const addr = addressFindings(host, entry);
+    out.push(...addr);
+    if (!addr.length && !host.startsWith('*.'))
+      out.push({ severity: 'info', code: 'host-new', message: `${entry} is a new host` });
+  }
+  return out;
+}
+
+function analyseDockerfile(current: string, proposed: string): Finding[] {
+  let after: ReturnType<typeof parseDockerfile>;
+  try {
+    after = parseDockerfile(proposed);
+  } catch {
+    return [
+      {
+        severity: 'medium',
+        code: 'unparsed',
+        message: 'the proposed Dockerfile could not be parsed',
+      },
+    ];
+  }
+  let beforeBases: string[] = [];
+  try {
+    beforeBases = baseImagesOf(parseDockerfile(current)).map((b) => b.image);
+  } catch {}
+  const out: Finding[] = [];
+  for (const { image, line } of baseImagesOf(after))
+    if (!beforeBases.includes(image))
+      out.push({
+        severity: 'medium',
+        code: 'base-new',
+        message: `line ${line}: a new base image ${image}`,
+      });
+  const lastUser = after.filter((i) => i.keyword === 'USER').at(-1);
+  if (lastUser && /^(root|0)(:|$)/.test(lastUser.args))
+    out.push({
+      severity: 'high',
+      code: 'user-root',
+      message: `line ${lastUser.line}: the agent would run as root (USER ${lastUser.args})`,
+    });
+  for (const i of after) {
+    if (i.keyword === 'RUN' && /\b(curl|wget)\b[^|;&]*\|\s*(sudo\s+)?(ba|z|da)?sh\b/.test(i.args))
+      out.push({
+        severity: 'high',
+        code: 'pipe-to-shell',
+        message: `line ${i.line}: pipes a download into a shell`,
+      });
+    if (i.keyword === 'ADD' && /https?:\/\//.test(i.args))
+      out.push({
+        severity: 'medium',
+        code: 'remote-add',
+        message: `line ${i.line}: ADD fetches from the network (${i.args.slice(0, 80)})`,
+      });
+  }
+  return out;
+}
+
+function safeUrl(s: string): URL | undefined {
+  try {
+    return new URL(s);
+  } catch {
+    return undefined;
+  }
+}
+const safeHost = (s: string) => safeUrl(s)?.hostname.replace(/^\[(.*)\]$/, '$1');

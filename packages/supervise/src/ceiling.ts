@@ -1,0 +1,79 @@
+import { decide, parseRules } from '@bb/egress';
+import type { ProposalKind } from './contract';
+import type { Policy } from './policy';
+
+type Routes = {
+  routes: Array<{ prefix: string; upstream: string; headers: Record<string, string> }>;
+};
+
+function json<T>(text: string): T | undefined {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+const host = (url: string) => {
+  try {
+    return new URL(url).hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  } catch {
+    return '';
+  }
+};
+
+/**
+ * Where a proposed file goes beyond the operator's ceiling, in words; empty
+ * when it stays inside. What the bottle already has never counts against it.
+ */
+export function beyondCeiling(
+  kind: ProposalKind,
+  base: string,
+  proposed: string,
+  policy: Policy,
+): string[] {
+  if (kind === 'allowlist') {
+    const before = new Set(
+      (json<{ allow: string[] }>(base)?.allow ?? []).map((e) => e.trim().toLowerCase()),
+    );
+    const ceiling = parseRules(policy.egressCeiling);
+    const out: string[] = [];
+    for (const entry of json<{ allow: string[] }>(proposed)?.allow ?? []) {
+      if (before.has(entry.trim().toLowerCase())) continue;
+      const [rule] = parseRules([entry]);
+      if (!rule) continue;
+      const covered = rule.wildcard
+        ? ceiling.some(
+            (c) =>
+              c.wildcard &&
+              (rule.host === c.host || rule.host.endsWith(`.${c.host}`)) &&
+              rule.ports.every((p) => c.ports.includes(p)),
+          )
+        : rule.ports.every((p) => decide(ceiling, rule.host, p).allowed);
+      if (!covered)
+        out.push(
+          `${entry} is outside the egress ceiling (${policy.egressCeiling.join(', ') || 'empty'})`,
+        );
+    }
+    return out;
+  }
+  if (kind === 'routes') {
+    const had = new Set<string>();
+    for (const r of json<Routes>(base)?.routes ?? [])
+      for (const ref of Object.values(r.headers ?? {})) had.add(`${ref}@${host(r.upstream)}`);
+    const out: string[] = [];
+    for (const r of json<Routes>(proposed)?.routes ?? [])
+      for (const ref of Object.values(r.headers ?? {})) {
+        const h = host(r.upstream);
+        if (had.has(`${ref}@${h}`)) continue;
+        const name = ref.replace(/^env:/, '');
+        const allowed = policy.credentialHosts[name] ?? [];
+        if (!allowed.includes(h))
+          out.push(
+            `route ${r.prefix} would send ${ref} to ${h}; the ceiling lets it go to ${allowed.join(', ') || 'no new host'}`,
+          );
+      }
+    return out;
+  }
+  return [];
+}

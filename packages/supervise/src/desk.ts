@@ -1,0 +1,377 @@
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
+import { join } from 'node:path';
+import { BbError } from '@bb/errors';
+import { createTwoFilesPatch } from 'diff';
+import { analyse } from './analyse';
+import { beyondCeiling } from './ceiling';
+import {
+  type DecisionScope,
+  KINDS,
+  type ProposalKind,
+  type RequestStatus,
+  sha256,
+} from './contract';
+import { Exchange } from './exchange';
+import type { Policy } from './policy';
+import type { Evidence, Remediation, SuperviseRequest, SuperviseStore } from './store';
+import { validateProposal } from './validate';
+
+/** Where the desk finds a bottle's supervise files, and what it knows of the bottle. */
+export interface SupervisedBottles {
+  /** The bottles to look at (running and frozen). */
+  slugs(): string[];
+  /** `$BB_HOME/bottles/<slug>` */
+  dir(slug: string): string;
+  /** The bottle's turn in progress, if any. */
+  turn(slug: string): number | null;
+  /** Images a proposed Dockerfile may start from, for this bottle (its own image first). */
+  allowedBases(slug: string): string[];
+}
+
+/** Applies an approved file to a bottle, without entering it. */
+export interface Remediator {
+  /** Write the routes or allowlist and reload the bottle's proxies in place. */
+  reloadProxies(
+    slug: string,
+    kind: 'routes' | 'allowlist',
+    text: string,
+    scope: DecisionScope,
+  ): Promise<Remediation>;
+  /** Build the image and replace the agent's container (same workspace, home, branch and session). */
+  rebuild?(slug: string, dockerfile: string, note: string): Promise<Remediation>;
+}
+
+export interface SuperviseDeskOptions {
+  store: SuperviseStore;
+  bottles: SupervisedBottles;
+  policy: Policy;
+  remediator?: Remediator | undefined;
+  now?: () => number;
+}
+
+/** A request as the operator sees it: with its diff and whether the agent is looping. */
+export interface RequestView extends SuperviseRequest {
+  file: string;
+  diff: string;
+  /** Rejections in a row for this bottle and kind (3 or more: the agent is looping). */
+  rejections: number;
+  /** Where the proposal goes past the operator's ceiling (approving needs an override). */
+  beyondCeiling: string[];
+}
+
+/** What an approval (or an operator's own edit) did. */
+export interface DecisionOutcome {
+  request: SuperviseRequest;
+  remediation: Remediation | null;
+}
+
+export const CURRENT_CONFIG = 'current-config';
+export const EXCHANGE = 'supervise';
+
+/**
+ * The operator's side of the supervise plane: takes in what bottles asked for,
+ * shows it with its diff and findings, and carries out the decision (approve,
+ * modify, reject, cancel) — the remediation first, then the answer to the agent.
+ */
+export class SuperviseDesk {
+  readonly #o: SuperviseDeskOptions;
+  readonly #now: () => number;
+
+  constructor(options: SuperviseDeskOptions) {
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  exchange(slug: string): Exchange {
+    return new Exchange(join(this.#o.bottles.dir(slug), EXCHANGE));
+  }
+
+  /** The file a bottle runs with now (as its agent sees it), or empty. */
+  current(slug: string, kind: ProposalKind): string {
+    const f = join(this.#o.bottles.dir(slug), CURRENT_CONFIG, KINDS[kind].file);
+    return existsSync(f) ? readFileSync(f, 'utf8') : '';
+  }
+
+  /**
+   * Take in every new request of every bottle (with its evidence and findings),
+   * and expire what waited past its TTL. Returns what changed.
+   */
+  sync(): { ingested: string[]; expired: string[]; bad: string[] } {
+    const ingested: string[] = [];
+    const bad: string[] = [];
+    for (const slug of this.#o.bottles.slugs()) {
+      const ex = this.exchange(slug);
+      const seen: string[] = [];
+      for (const r of ex.requests(seen)) {
+        if (r.slug !== slug) {
+          bad.push(`${slug}/${r.id}`);
+          continue;
+        }
+        if (this.#o.store.get(r.id)) continue;
+        const base = this.current(slug, r.kind);
+        // The sidecar says which file it started from; the host checks it against its own.
+        const baseText = sha256(base) === r.baseHash ? base : '';
+        if (
+          this.#o.store.ingest(r, {
+            base: baseText,
+            evidence: this.#evidence(slug, r.kind, r.createdAt),
+            findings: analyse(r.kind, baseText, r.file),
+            turn: this.#o.bottles.turn(slug),
+          })
+        )
+          ingested.push(r.id);
+      }
+      bad.push(...seen.map((n) => `${slug}/${n}`));
+    }
+    const expired: string[] = [];
+    for (const r of this.#o.store.expired(this.#now())) {
+      if (
+        this.#decide(r, {
+          status: 'expired',
+          by: 'bot-bottle',
+          reason: 'nobody decided before the TTL',
+        })
+      )
+        expired.push(r.id);
+    }
+    return { ingested, expired, bad };
+  }
+
+  list(filter: { status?: RequestStatus; slug?: string } = {}): RequestView[] {
+    this.sync();
+    return this.#o.store.list(filter).map((r) => this.#view(r));
+  }
+
+  show(id: string): RequestView {
+    this.sync();
+    return this.#view(this.#get(id));
+  }
+
+  /**
+   * Approve a pending request (with `edited`, the operator's own version: `modified`).
+   * `expect` binds the decision to the hashes of the files the operator was shown:
+   * if either changed since, it must be reviewed again.
+   */
+  async approve(
+    id: string,
+    d: {
+      by: string;
+      scope?: DecisionScope;
+      edited?: string | undefined;
+      expect?: { baseHash?: string; candidateHash?: string } | undefined;
+      override?: boolean;
+    },
+  ): Promise<DecisionOutcome> {
+    this.sync();
+    const r = this.#pending(id);
+    if (d.expect?.baseHash && !r.baseHash.startsWith(d.expect.baseHash))
+      throw new BbError(
+        'CONFLICT',
+        `request ${id}: the current file is not the one you reviewed; show it again`,
+      );
+    if (d.expect?.candidateHash && !r.candidateHash.startsWith(d.expect.candidateHash))
+      throw new BbError(
+        'CONFLICT',
+        `request ${id}: the proposal is not the one you reviewed; show it again`,
+      );
+    const base = this.current(r.slug, r.kind);
+    if (sha256(base) !== r.baseHash)
+      throw new BbError(
+        'CONFLICT',
+        `request ${id}: ${r.slug}'s ${KINDS[r.kind].file} changed since the agent proposed this; reject it (the agent proposes again from the new file) or edit the file yourself`,
+      );
+    const modified = d.edited !== undefined && d.edited !== r.candidate;
+    const final = modified ? d.edited! : r.candidate;
+    if (modified)
+      validateProposal(r.kind, final, { allowedBases: this.#o.bottles.allowedBases(r.slug) });
+    const beyond = beyondCeiling(r.kind, base, final, this.#o.policy);
+    if (beyond.length && !d.override)
+      throw new BbError(
+        'SCOPE_DENIED',
+        `request ${id} goes beyond the operator's ceiling: ${beyond.join('; ')}. Approve with --override to exceed it, or edit the file`,
+        { data: { beyond } },
+      );
+    const scope = d.scope ?? 'turn';
+    if (!this.#o.remediator)
+      throw new BbError(
+        'INVALID_INPUT',
+        'this desk cannot apply decisions (no remediator): nothing was decided',
+      );
+    if (r.kind === 'dockerfile' && !this.#o.remediator.rebuild)
+      throw new BbError('INVALID_INPUT', 'this desk cannot rebuild images: nothing was decided');
+    const decided = this.#o.store.decide(id, {
+      status: modified ? 'modified' : 'approved',
+      by: d.by,
+      at: new Date(this.#now()).toISOString(),
+      scope,
+      final: { text: final, hash: sha256(final) },
+      override: !!d.override && beyond.length > 0,
+    });
+    if (!decided)
+      throw new BbError('CONFLICT', `request ${id} was decided meanwhile: ${this.#get(id).status}`);
+    // The remediation first: the agent hears `approved` only once the change is in place.
+    let remediation: Remediation;
+    try {
+      remediation =
+        r.kind === 'dockerfile'
+          ? await this.#o.remediator.rebuild!(
+              r.slug,
+              final,
+              `the operator ${modified ? 'approved with changes' : 'approved'} your capability-block request ${id}`,
+            )
+          : await this.#o.remediator.reloadProxies(r.slug, r.kind, final, scope);
+    } catch (err) {
+      remediation = { ok: false, detail: (err as Error).message };
+    }
+    this.#o.store.recordRemediation(id, remediation, new Date(this.#now()).toISOString());
+    const after = this.#get(id);
+    if (remediation.ok)
+      this.exchange(r.slug).writeDecision({
+        id,
+        status: after.status as 'approved' | 'modified',
+        scope,
+        ...(modified ? { file: final } : { file: final }),
+        decidedAt: after.decidedAt!,
+      });
+    else
+      this.exchange(r.slug).writeDecision({
+        id,
+        status: 'cancelled',
+        reason: `approved, but applying it failed: ${remediation.detail}`,
+        decidedAt: after.decidedAt!,
+      });
+    return { request: after, remediation };
+  }
+
+  /** Reject a pending request; the agent is told `reason` verbatim. */
+  reject(id: string, reason: string, by: string): SuperviseRequest {
+    if (!reason.trim())
+      throw new BbError('INVALID_INPUT', 'a rejection needs a reason: the agent is told it');
+    this.sync();
+    const r = this.#pending(id);
+    if (!this.#decide(r, { status: 'rejected', by, reason }))
+      throw new BbError('CONFLICT', `request ${id} was decided meanwhile: ${this.#get(id).status}`);
+    return this.#get(id);
+  }
+
+  /** Cancel a pending request (the bottle went away, or the operator withdrew it). */
+  cancel(id: string, by: string, reason = 'cancelled by the operator'): SuperviseRequest {
+    this.sync();
+    const r = this.#pending(id);
+    this.#decide(r, { status: 'cancelled', by, reason });
+    return this.#get(id);
+  }
+
+  /** Cancel every pending request of a bottle (destroyed, or its turn ended for good). */
+  cancelAll(slug: string, reason: string): string[] {
+    this.sync();
+    return this.#o.store
+      .list({ slug, status: 'pending' })
+      .filter((r) => this.#decide(r, { status: 'cancelled', by: 'bot-bottle', reason }))
+      .map((r) => r.id);
+  }
+
+  /** Whether a bottle waits for the operator now (its watchdog pauses meanwhile). */
+  awaitingOperator(slug: string): boolean {
+    return this.#o.store.hasPending(slug, this.#now());
+  }
+
+  #decide(
+    r: SuperviseRequest,
+    d: { status: 'rejected' | 'expired' | 'cancelled'; by: string; reason: string },
+  ): boolean {
+    const at = new Date(this.#now()).toISOString();
+    if (!this.#o.store.decide(r.id, { ...d, at })) return false;
+    this.exchange(r.slug).writeDecision({
+      id: r.id,
+      status: d.status,
+      reason: d.reason,
+      decidedAt: at,
+    });
+    return true;
+  }
+
+  #get(id: string): SuperviseRequest {
+    const r = this.#o.store.get(id);
+    if (!r)
+      throw new BbError('NOT_FOUND', `no supervise request ${id}: bb supervise list shows them`);
+    return r;
+  }
+
+  #pending(id: string): SuperviseRequest {
+    const r = this.#get(id);
+    if (r.status !== 'pending')
+      throw new BbError(
+        'CONFLICT',
+        `request ${id} is already ${r.status}${r.decidedBy ? ` (by ${r.decidedBy})` : ''}`,
+      );
+    return r;
+  }
+
+  #view(r: SuperviseRequest): RequestView {
+    const file = KINDS[r.kind].file;
+    return {
+      ...r,
+      file,
+      diff: createTwoFilesPatch(
+        `current/${file}`,
+        `proposed/${file}`,
+        withNewline(r.base),
+        withNewline(r.candidate),
+        '',
+        '',
+        { context: 3 },
+      ),
+      rejections: this.#o.store.rejectionStreak(r.slug, r.kind),
+      beyondCeiling:
+        r.status === 'pending' ? beyondCeiling(r.kind, r.base, r.candidate, this.#o.policy) : [],
+    };
+  }
+
+  /** The proxies' recent denials of the kind this request is about: what triggered it. */
+  #evidence(slug: string, kind: ProposalKind, before: string): Evidence[] {
+    if (kind === 'dockerfile') return [];
+    const want = kind === 'allowlist' ? 'egress' : 'credential';
+    const lines = tail(join(this.#o.bottles.dir(slug), 'state', 'egress.jsonl'), 256 * 1024);
+    const out: Evidence[] = [];
+    for (const line of lines) {
+      try {
+        const e = JSON.parse(line) as Evidence & { decision?: string };
+        if (e.decision !== 'denied' || e.kind !== want || e.time > before) continue;
+        out.push({
+          time: e.time,
+          kind: e.kind,
+          host: e.host,
+          port: e.port,
+          rule: e.rule,
+          ...(e.method ? { method: e.method } : {}),
+          ...(e.route ? { route: e.route } : {}),
+        });
+      } catch {}
+    }
+    return out.slice(-5);
+  }
+}
+
+const withNewline = (s: string) => (s === '' || s.endsWith('\n') ? s : `${s}\n`);
+
+/** The last `max` bytes of a file, as whole lines. */
+function tail(file: string, max: number): string[] {
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch {
+    return [];
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const len = Math.min(size, max);
+    const buf = Buffer.alloc(len);
+    readSync(fd, buf, 0, len, size - len);
+    const lines = buf.toString('utf8').split('\n');
+    if (len < size) lines.shift();
+    return lines.filter(Boolean);
+  } finally {
+    closeSync(fd);
+  }
+}

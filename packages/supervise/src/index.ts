@@ -1,0 +1,48 @@
+/**
+ * @module
+ * `@bb/supervise`: the supervise plane. A stuck agent proposes the whole routes
+ * file, allowlist or Dockerfile it needs (`cred-proxy-block`, `pipelock-block`,
+ * `capability-block`) to its bottle's supervise sidecar, which validates it and
+ * hands it to the host; the operator decides on the host (`SuperviseDesk`); the
+ * proxies reload in place or the image is rebuilt. Nothing ever enters the bottle.
+ */
+
+export { analyse, type Finding } from './analyse';
+export { BB_SUPERVISE_USAGE, runBbSupervise } from './bb-supervise';
+export { beyondCeiling } from './ceiling';
+export { SuperviseClient, type SuperviseClientOptions } from './client';
+export {
+  CURRENT_CONFIG_DIR,
+  classifyFile,
+  type DecisionFile,
+  type DecisionScope,
+  KIND_NAMES,
+  KINDS,
+  kindOfTool,
+  type ProposalKind,
+  type RequestFile,
+  type RequestStatus,
+  SCOPES,
+  sha256,
+  TOOL_ARGS,
+  TOOL_NAMES,
+  type ToolAnswer,
+  type ToolName,
+} from './contract';
+export {
+  CURRENT_CONFIG,
+  type DecisionOutcome,
+  EXCHANGE,
+  type Remediator,
+  type RequestView,
+  SuperviseDesk,
+  type SuperviseDeskOptions,
+  type SupervisedBottles,
+} from './desk';
+export { Exchange } from './exchange';
+export { createSuperviseMcpServer, MCP_WAIT_MS } from './mcp';
+export { defaultPolicy, loadPolicy, type Policy, PolicySchema, policyPath } from './policy';
+export { type RunningSuperviseServer, serveSupervise } from './server';
+export { SuperviseSidecar, type SuperviseSidecarOptions } from './sidecar';
+export { type Evidence, type Remediation, type SuperviseRequest, SuperviseStore } from './store';
+export { AllowlistFileSchema, baseImagesOf, parseDockerfile, validateProposal } from './validate';

@@ -1,0 +1,229 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BbError } from '@bb/errors';
+import type { z } from 'zod';
+import {
+  classifyFile,
+  type DecisionFile,
+  KINDS,
+  kindOfTool,
+  type ProposalKind,
+  ProposeParams,
+  type RequestFile,
+  sha256,
+  TOOL_ARGS,
+  type ToolAnswer,
+  WaitArgs,
+} from './contract';
+import { Exchange, newRequestId } from './exchange';
+import { validateProposal } from './validate';
+
+/** What a supervise sidecar needs to know of its bottle and its operator. */
+export interface SuperviseSidecarOptions {
+  slug: string;
+  /** The exchange directory it shares with the host. */
+  dir: string;
+  /** The bottle's current configuration (`routes.json`, `allowlist.json`, `Dockerfile`), read-only. */
+  currentConfig: string;
+  /** Images a proposed Dockerfile may start from. */
+  allowedBases: string[];
+  /** @default 24 h */
+  ttlMs?: number;
+  /** The longest a call waits before answering `pending`. @default 45 s */
+  waitMs?: number;
+  /** Rejections in a row that start a cool-down. @default 3 */
+  coolDownAfter?: number;
+  /** @default 10 min */
+  coolDownMs?: number;
+  /** How often a waiting call looks for the decision. @default 50 ms */
+  pollMs?: number;
+  now?: () => number;
+}
+
+const FINAL_MESSAGES: Record<DecisionFile['status'], (k: ProposalKind) => string> = {
+  approved: (k) =>
+    k === 'dockerfile'
+      ? 'approved: the image is being rebuilt; you will continue in a new container with the same workspace and session'
+      : `approved and applied: ${KINDS[k].applies}. Retry what was refused.`,
+  modified: (k) =>
+    k === 'dockerfile'
+      ? 'approved with changes (see file): the image is being rebuilt from it'
+      : `approved with changes (see file) and applied: ${KINDS[k].applies}. Retry what was refused.`,
+  rejected: () =>
+    'rejected by the operator (see reason). Do not ask again for the same change; find another way or signal that you are blocked.',
+  expired: () =>
+    'expired: nobody decided in time. Carry on without it or signal that you are blocked.',
+  cancelled: () => 'cancelled: the request no longer applies.',
+};
+
+/**
+ * The supervise sidecar's behaviour: check a proposal, record it for the host,
+ * and wait (a bounded time) for the operator's decision. It holds no secret and
+ * decides nothing; the host decides and writes the answer back.
+ */
+export class SuperviseSidecar {
+  readonly exchange: Exchange;
+  readonly #o: Required<Omit<SuperviseSidecarOptions, 'now'>> & { now: () => number };
+
+  constructor(options: SuperviseSidecarOptions) {
+    this.#o = {
+      ttlMs: 24 * 3600_000,
+      waitMs: 45_000,
+      coolDownAfter: 3,
+      coolDownMs: 10 * 60_000,
+      pollMs: 50,
+      now: Date.now,
+      ...options,
+    };
+    this.exchange = new Exchange(options.dir);
+  }
+
+  /** The file this bottle runs with now (empty when it has none). */
+  current(kind: ProposalKind): string {
+    try {
+      return readFileSync(join(this.#o.currentConfig, KINDS[kind].file), 'utf8');
+    } catch {
+      return '';
+    }
+  }
+
+  /** `propose`: a tool call. Validates, records (or finds the identical request), waits. */
+  async propose(params: unknown, signal?: AbortSignal): Promise<ToolAnswer> {
+    const p = parse(ProposeParams, params, 'propose');
+    const args = parse(TOOL_ARGS[p.tool] as z.ZodType<Record<string, string>>, p.args, p.tool);
+    const toolKind = kindOfTool(p.tool)!;
+    const file = args[KINDS[toolKind].field]!;
+    // Routed by the file it changes, not only by the tool's name.
+    const kind = classifyFile(file) ?? toolKind;
+    validateProposal(kind, file, { allowedBases: this.#o.allowedBases });
+    const base = this.current(kind);
+    const baseHash = sha256(base);
+    const candidateHash = sha256(file);
+    if (baseHash === candidateHash)
+      throw new BbError(
+        'INVALID_INPUT',
+        `the proposed ${KINDS[kind].file} is the file the bottle already runs with; propose the changed file`,
+      );
+    const now = this.#o.now();
+    // An identical proposal is the same request: its current state, never a second one.
+    const same = this.exchange
+      .requests()
+      .filter(
+        (r) => r.kind === kind && r.candidateHash === candidateHash && r.baseHash === baseHash,
+      )
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+      .at(-1);
+    const sameState = same && this.#state(same);
+    if (same && sameState && !['expired', 'cancelled'].includes(sameState.status))
+      return this.#wait(same, p.wait_ms, signal);
+    this.#checkCoolDown(kind, now);
+    const request: RequestFile = {
+      id: newRequestId(),
+      slug: this.#o.slug,
+      kind,
+      tool: p.tool,
+      file,
+      justification: args['justification']!,
+      baseHash,
+      candidateHash,
+      createdAt: new Date(now).toISOString(),
+      expiresAt: new Date(now + this.#o.ttlMs).toISOString(),
+      ...(kind !== toolKind ? { rerouted: true } : {}),
+    };
+    this.exchange.ensure();
+    this.exchange.writeRequest(request);
+    return this.#wait(request, p.wait_ms, signal);
+  }
+
+  /** `wait`: the state of a request, waiting up to the bound for a decision. */
+  async wait(params: unknown, signal?: AbortSignal): Promise<ToolAnswer> {
+    const p = parse(WaitArgs, params, 'supervise_wait');
+    const request = this.exchange.request(p.request_id);
+    if (!request)
+      throw new BbError('NOT_FOUND', `no supervise request ${p.request_id} in this bottle`);
+    return this.#wait(request, p.wait_ms, signal);
+  }
+
+  /** `config`: the current files, as the bottle sees them under /etc/bot-bottle/current-config. */
+  config(): Record<string, string> {
+    return Object.fromEntries(
+      (Object.keys(KINDS) as ProposalKind[]).map((k) => [KINDS[k].file, this.current(k)]),
+    );
+  }
+
+  #state(r: RequestFile): ToolAnswer {
+    const d = this.exchange.decision(r.id);
+    if (d) {
+      return {
+        status: d.status,
+        request_id: r.id,
+        kind: r.kind,
+        message: FINAL_MESSAGES[d.status](r.kind),
+        ...(d.file !== undefined ? { file: d.file } : {}),
+        ...(d.reason !== undefined ? { reason: d.reason } : {}),
+        ...(d.scope ? { scope: d.scope } : {}),
+      };
+    }
+    if (this.#o.now() >= Date.parse(r.expiresAt))
+      return {
+        status: 'expired',
+        request_id: r.id,
+        kind: r.kind,
+        message: FINAL_MESSAGES.expired(r.kind),
+      };
+    return {
+      status: 'pending',
+      request_id: r.id,
+      kind: r.kind,
+      message: `waiting for the operator; call supervise_wait with request_id ${r.id} (or run bb-supervise wait ${r.id}) to keep waiting. Identical proposals return this same request.`,
+    };
+  }
+
+  async #wait(
+    r: RequestFile,
+    waitMs: number | undefined,
+    signal?: AbortSignal,
+  ): Promise<ToolAnswer> {
+    const bound = Math.min(waitMs ?? this.#o.waitMs, this.#o.waitMs);
+    // Real time, not the clock that dates requests (tests set that one).
+    const deadline = performance.now() + bound;
+    for (;;) {
+      const state = this.#state(r);
+      if (state.status !== 'pending' || performance.now() >= deadline || signal?.aborted)
+        return state;
+      await new Promise((res) => setTimeout(res, this.#o.pollMs));
+    }
+  }
+
+  /** After `coolDownAfter` rejections in a row of one kind, the agent waits `coolDownMs`. */
+  #checkCoolDown(kind: ProposalKind, now: number): void {
+    const decided = this.exchange
+      .requests()
+      .filter((r) => r.kind === kind)
+      .map((r) => ({ r, d: this.exchange.decision(r.id) }))
+      .filter((x): x is { r: RequestFile; d: DecisionFile } => !!x.d && x.d.status !== 'cancelled')
+      .sort((a, b) => a.d.decidedAt.localeCompare(b.d.decidedAt));
+    let streak = 0;
+    for (const x of [...decided].reverse()) {
+      if (x.d.status !== 'rejected') break;
+      streak++;
+    }
+    if (streak < this.#o.coolDownAfter) return;
+    const until = Date.parse(decided.at(-1)!.d.decidedAt) + this.#o.coolDownMs;
+    if (now < until)
+      throw new BbError(
+        'CONFLICT',
+        `the operator rejected your last ${streak} ${KINDS[kind].file} proposals: you are looping. Do not propose another before ${new Date(until).toISOString()}; work around it or signal that you are blocked.`,
+        { data: { coolDownUntil: new Date(until).toISOString(), rejections: streak } },
+      );
+  }
+}
+
+function parse<T>(schema: z.ZodType<T>, v: unknown, what: string): T {
+  const r = schema.safeParse(v);
+  if (r.success) return r.data;
+  throw new BbError(
+    'INVALID_INPUT',
+    `${what}: ${r.error.issues.map((i) => `${i.path.map(String).join('.') || '(params)'}: ${i.message}`).join('; ')}`,
+  );
+}

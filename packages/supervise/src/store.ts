@@ -1,0 +1,268 @@
+import type { BbDatabase, Migration } from '@bb/state';
+import type { Finding } from './analyse';
+import type { DecisionScope, ProposalKind, RequestFile, RequestStatus } from './contract';
+
+const MIGRATIONS: Migration[] = [
+  {
+    version: 1,
+    up: `
+      CREATE TABLE supervise_requests (
+        id TEXT PRIMARY KEY,
+        slug TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        turn INTEGER,
+        base_text TEXT NOT NULL,
+        base_hash TEXT NOT NULL,
+        candidate_text TEXT NOT NULL,
+        candidate_hash TEXT NOT NULL,
+        justification TEXT NOT NULL,
+        rerouted INTEGER NOT NULL DEFAULT 0,
+        evidence TEXT NOT NULL DEFAULT '[]',
+        findings TEXT NOT NULL DEFAULT '[]',
+        decided_by TEXT,
+        decided_at TEXT,
+        scope TEXT,
+        final_text TEXT,
+        final_hash TEXT,
+        reason TEXT,
+        override INTEGER NOT NULL DEFAULT 0,
+        remediation TEXT,
+        remediated_at TEXT
+      );
+      CREATE INDEX supervise_requests_status ON supervise_requests (status, created_at);
+      CREATE INDEX supervise_requests_slug ON supervise_requests (slug, created_at);
+    `,
+  },
+];
+
+/** A denial the proxies logged before the proposal: the evidence that triggered it. */
+export interface Evidence {
+  time: string;
+  kind: 'egress' | 'credential';
+  host: string;
+  port: number;
+  rule: string;
+  method?: string;
+  route?: string;
+}
+
+/** What a remediation did. */
+export interface Remediation {
+  ok: boolean;
+  /** `reloaded` (proxies), `rebuilt` (image and agent), or what failed. */
+  detail: string;
+  image?: string;
+}
+
+/** A request as the host keeps it. */
+export interface SuperviseRequest {
+  id: string;
+  slug: string;
+  kind: ProposalKind;
+  tool: string;
+  status: RequestStatus;
+  createdAt: string;
+  expiresAt: string;
+  /** The turn of the bottle it was made in. */
+  turn: number | null;
+  base: string;
+  baseHash: string;
+  candidate: string;
+  candidateHash: string;
+  justification: string;
+  rerouted: boolean;
+  evidence: Evidence[];
+  findings: Finding[];
+  decidedBy: string | null;
+  decidedAt: string | null;
+  scope: DecisionScope | null;
+  final: string | null;
+  finalHash: string | null;
+  reason: string | null;
+  override: boolean;
+  remediation: Remediation | null;
+  remediatedAt: string | null;
+}
+
+type Row = Record<string, unknown>;
+
+const fromRow = (r: Row): SuperviseRequest => ({
+  id: r['id'] as string,
+  slug: r['slug'] as string,
+  kind: r['kind'] as ProposalKind,
+  tool: r['tool'] as string,
+  status: r['status'] as RequestStatus,
+  createdAt: r['created_at'] as string,
+  expiresAt: r['expires_at'] as string,
+  turn: (r['turn'] as number | null) ?? null,
+  base: r['base_text'] as string,
+  baseHash: r['base_hash'] as string,
+  candidate: r['candidate_text'] as string,
+  candidateHash: r['candidate_hash'] as string,
+  justification: r['justification'] as string,
+  rerouted: r['rerouted'] === 1,
+  evidence: JSON.parse(r['evidence'] as string) as Evidence[],
+  findings: JSON.parse(r['findings'] as string) as Finding[],
+  decidedBy: (r['decided_by'] as string | null) ?? null,
+  decidedAt: (r['decided_at'] as string | null) ?? null,
+  scope: (r['scope'] as DecisionScope | null) ?? null,
+  final: (r['final_text'] as string | null) ?? null,
+  finalHash: (r['final_hash'] as string | null) ?? null,
+  reason: (r['reason'] as string | null) ?? null,
+  override: r['override'] === 1,
+  remediation: r['remediation'] ? (JSON.parse(r['remediation'] as string) as Remediation) : null,
+  remediatedAt: (r['remediated_at'] as string | null) ?? null,
+});
+
+/**
+ * Supervise requests in bot-bottle's database: every proposal an agent made,
+ * the operator's decision and what the remediation did. The database is the
+ * record; the bottle's exchange directory only carries requests in and answers out.
+ */
+export class SuperviseStore {
+  readonly #db: BbDatabase;
+  constructor(db: BbDatabase) {
+    this.#db = db;
+    db.migrate('supervise', MIGRATIONS);
+  }
+
+  /** Record a request the sidecar wrote, once (a second sight of the same id changes nothing). */
+  ingest(
+    r: RequestFile,
+    extra: { base: string; evidence: Evidence[]; findings: Finding[]; turn: number | null },
+  ): boolean {
+    const res = this.#db.db
+      .prepare(
+        `INSERT OR IGNORE INTO supervise_requests
+          (id, slug, kind, tool, status, created_at, expires_at, turn, base_text, base_hash,
+           candidate_text, candidate_hash, justification, rerouted, evidence, findings)
+         VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        r.id,
+        r.slug,
+        r.kind,
+        r.tool,
+        r.createdAt,
+        r.expiresAt,
+        extra.turn,
+        extra.base,
+        r.baseHash,
+        r.file,
+        r.candidateHash,
+        r.justification,
+        r.rerouted ? 1 : 0,
+        JSON.stringify(extra.evidence),
+        JSON.stringify(extra.findings),
+      );
+    return res.changes > 0;
+  }
+
+  get(id: string): SuperviseRequest | undefined {
+    const r = this.#db.db.prepare('SELECT * FROM supervise_requests WHERE id = ?').get(id) as
+      | Row
+      | undefined;
+    return r ? fromRow(r) : undefined;
+  }
+
+  /** Requests, oldest first; by status and/or bottle. */
+  list(filter: { status?: RequestStatus; slug?: string } = {}): SuperviseRequest[] {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (filter.status) {
+      where.push('status = ?');
+      args.push(filter.status);
+    }
+    if (filter.slug) {
+      where.push('slug = ?');
+      args.push(filter.slug);
+    }
+    return (
+      this.#db.db
+        .prepare(
+          `SELECT * FROM supervise_requests ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`,
+        )
+        .all(...args) as Row[]
+    ).map(fromRow);
+  }
+
+  /** Whether the bottle has a request waiting for the operator (its watchdog and turn budget pause). */
+  hasPending(slug: string, now = Date.now()): boolean {
+    return !!this.#db.db
+      .prepare(
+        "SELECT 1 FROM supervise_requests WHERE slug = ? AND status = 'pending' AND expires_at > ? LIMIT 1",
+      )
+      .get(slug, new Date(now).toISOString());
+  }
+
+  /**
+   * Decide a pending request. Only a pending one: a request decided meanwhile
+   * (by another operator, or expired) is left as it is and `false` returned.
+   */
+  decide(
+    id: string,
+    d: {
+      status: Exclude<RequestStatus, 'pending'>;
+      by: string;
+      at: string;
+      scope?: DecisionScope | undefined;
+      final?: { text: string; hash: string } | undefined;
+      reason?: string | undefined;
+      override?: boolean | undefined;
+    },
+  ): boolean {
+    return (
+      this.#db.db
+        .prepare(
+          `UPDATE supervise_requests SET status = ?, decided_by = ?, decided_at = ?, scope = ?,
+             final_text = ?, final_hash = ?, reason = ?, override = ?
+           WHERE id = ? AND status = 'pending'`,
+        )
+        .run(
+          d.status,
+          d.by,
+          d.at,
+          d.scope ?? null,
+          d.final?.text ?? null,
+          d.final?.hash ?? null,
+          d.reason ?? null,
+          d.override ? 1 : 0,
+          id,
+        ).changes > 0
+    );
+  }
+
+  recordRemediation(id: string, r: Remediation, at: string): void {
+    this.#db.db
+      .prepare('UPDATE supervise_requests SET remediation = ?, remediated_at = ? WHERE id = ?')
+      .run(JSON.stringify(r), at, id);
+  }
+
+  /** Pending requests past their TTL. */
+  expired(now = Date.now()): SuperviseRequest[] {
+    return (
+      this.#db.db
+        .prepare("SELECT * FROM supervise_requests WHERE status = 'pending' AND expires_at <= ?")
+        .all(new Date(now).toISOString()) as Row[]
+    ).map(fromRow);
+  }
+
+  /** Rejections in a row for a bottle and kind, newest first (the loop the operator is told about). */
+  rejectionStreak(slug: string, kind: ProposalKind): number {
+    const rows = this.#db.db
+      .prepare(
+        "SELECT status FROM supervise_requests WHERE slug = ? AND kind = ? AND status NOT IN ('pending', 'cancelled') ORDER BY decided_at DESC",
+      )
+      .all(slug, kind) as Array<{ status: string }>;
+    let n = 0;
+    for (const r of rows) {
+      if (r.status !== 'rejected') break;
+      n++;
+    }
+    return n;
+  }
+}

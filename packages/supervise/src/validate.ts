@@ -1,0 +1,201 @@
+import { parseRules, RoutesFileSchema } from '@bb/egress';
+import { BbError } from '@bb/errors';
+import { z } from 'zod';
+import { KINDS, type ProposalKind } from './contract';
+
+/** What a proposal is checked against before anyone sees it. */
+export interface ValidationContext {
+  /** Images a Dockerfile may start `FROM`: the bottle's own and the operator's allowed bases. */
+  allowedBases: readonly string[];
+}
+
+export const AllowlistFileSchema = z.object({ allow: z.array(z.string()) }).strict();
+
+/** One instruction of a Dockerfile, continuation lines joined. */
+export interface DockerInstruction {
+  keyword: string;
+  args: string;
+  line: number;
+}
+
+const INSTRUCTIONS = new Set([
+  'ADD',
+  'ARG',
+  'CMD',
+  'COPY',
+  'ENTRYPOINT',
+  'ENV',
+  'EXPOSE',
+  'FROM',
+  'HEALTHCHECK',
+  'LABEL',
+  'MAINTAINER',
+  'ONBUILD',
+  'RUN',
+  'SHELL',
+  'STOPSIGNAL',
+  'USER',
+  'VOLUME',
+  'WORKDIR',
+]);
+
+/** Parse a Dockerfile into instructions, or throw naming the first bad line. */
+export function parseDockerfile(text: string): DockerInstruction[] {
+  const out: DockerInstruction[] = [];
+  const lines = text.replace(/\r\n/g, '\n').split('\n');
+  let pending: { text: string; line: number } | undefined;
+  let heredoc: string | undefined;
+  for (let i = 0; i < lines.length; i++) {
+    const raw = lines[i]!;
+    if (heredoc !== undefined) {
+      if (pending) pending.text += `\n${raw}`;
+      if (raw.trim() === heredoc) heredoc = undefined;
+      if (heredoc === undefined && pending) {
+        push(pending);
+        pending = undefined;
+      }
+      continue;
+    }
+    const trimmed = raw.trim();
+    if (!pending && (trimmed === '' || trimmed.startsWith('#'))) continue;
+    if (pending && trimmed.startsWith('#')) continue;
+    const text = pending ? `${pending.text} ${trimmed}` : trimmed;
+    const start = pending?.line ?? i + 1;
+    if (text.endsWith('\\')) {
+      pending = { text: text.slice(0, -1).trimEnd(), line: start };
+      continue;
+    }
+    const here = /<<-?["']?([A-Za-z_][A-Za-z0-9_]*)["']?/.exec(text);
+    if (here && /^(RUN|COPY|ADD)\s/i.test(text)) {
+      heredoc = here[1]!;
+      pending = { text, line: start };
+      continue;
+    }
+    pending = undefined;
+    push({ text, line: start });
+  }
+  if (heredoc !== undefined)
+    throw new BbError('INVALID_INPUT', `Dockerfile: the heredoc ${heredoc} is never closed`);
+  if (pending) push(pending);
+  return out;
+
+  function push(p: { text: string; line: number }) {
+    const m = /^([A-Za-z]+)(?:\s+([\s\S]*))?$/.exec(p.text);
+    const keyword = m?.[1]?.toUpperCase();
+    if (!m || !keyword || !INSTRUCTIONS.has(keyword))
+      throw new BbError(
+        'INVALID_INPUT',
+        `Dockerfile line ${p.line}: ${JSON.stringify(p.text.slice(0, 60))} is not a Dockerfile instruction`,
+      );
+    out.push({ keyword, args: (m[2] ?? '').trim(), line: p.line });
+  }
+}
+
+/** The images a Dockerfile's stages start from (stage names it defines itself left out). */
+export function baseImagesOf(
+  instructions: readonly DockerInstruction[],
+): Array<{ image: string; line: number }> {
+  const stages = new Set<string>();
+  const out: Array<{ image: string; line: number }> = [];
+  for (const ins of instructions) {
+    if (ins.keyword !== 'FROM') continue;
+    const words = ins.args.split(/\s+/).filter((w) => !w.startsWith('--'));
+    const image = words[0] ?? '';
+    if (words.length >= 3 && words[1]?.toUpperCase() === 'AS') stages.add(words[2]!.toLowerCase());
+    if (!stages.has(image.toLowerCase()) || words[2]?.toLowerCase() === image.toLowerCase())
+      out.push({ image, line: ins.line });
+  }
+  return out;
+}
+
+const sameImage = (a: string, b: string) => {
+  const norm = (s: string) => (/:[^/]+$/.test(s) || s.includes('@') ? s : `${s}:latest`);
+  return norm(a) === norm(b);
+};
+
+/**
+ * Check a proposed file before it reaches anyone. Throws `INVALID_INPUT` listing
+ * every problem and what to do; returns the parsed content.
+ */
+export function validateProposal(kind: ProposalKind, text: string, ctx: ValidationContext): void {
+  const problems: string[] = [];
+  const name = KINDS[kind].file;
+  if (kind === 'dockerfile') {
+    let instructions: DockerInstruction[] = [];
+    try {
+      instructions = parseDockerfile(text);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+    const first = instructions.find((i) => i.keyword !== 'ARG');
+    if (instructions.length && first?.keyword !== 'FROM')
+      problems.push(`Dockerfile line ${first?.line}: the first instruction must be FROM`);
+    for (const { image, line } of baseImagesOf(instructions)) {
+      if (image.includes('$'))
+        problems.push(
+          `Dockerfile line ${line}: FROM ${image} uses a variable; name the image itself`,
+        );
+      else if (!ctx.allowedBases.some((b) => sameImage(b, image)))
+        problems.push(
+          `Dockerfile line ${line}: FROM ${image} is not an allowed base image (allowed: ${ctx.allowedBases.join(', ') || 'none'})`,
+        );
+    }
+  } else {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch (err) {
+      throw new BbError('INVALID_INPUT', `${name} is not JSON: ${(err as Error).message}`);
+    }
+    if (kind === 'routes') {
+      const parsed = RoutesFileSchema.safeParse(raw);
+      if (!parsed.success)
+        for (const i of parsed.error.issues)
+          problems.push(`${name} ${i.path.join('.')}: ${i.message}`);
+      else
+        for (const [n, r] of parsed.data.routes.entries()) {
+          const u = new URL(r.upstream);
+          if (u.username || u.password)
+            problems.push(
+              `${name} routes.${n}.upstream holds credentials in its URL; reference a secret in headers instead`,
+            );
+          if (u.search)
+            problems.push(
+              `${name} routes.${n}.upstream has a query string; secrets go in headers, by reference`,
+            );
+          for (const [h, ref] of Object.entries(r.headers))
+            if (!ref.startsWith('env:'))
+              problems.push(
+                `${name} routes.${n}.headers.${h}: ${ref} is not allowed in a proposal; reference a secret the operator holds as env:NAME`,
+              );
+          if (parsed.data.routes.findIndex((o) => o.prefix === r.prefix) !== n)
+            problems.push(`${name} routes.${n}.prefix ${r.prefix} is listed twice`);
+        }
+    } else {
+      const parsed = AllowlistFileSchema.safeParse(raw);
+      if (!parsed.success)
+        for (const i of parsed.error.issues)
+          problems.push(
+            `${name} ${i.path.join('.') || '(top)'}: ${i.message}; the file is {"allow": ["host", "*.suffix:443", ...]}`,
+          );
+      else
+        for (const entry of parsed.data.allow) {
+          const host = entry.trim().replace(/:\d+$/, '');
+          if (host === '*' || host === '*.' || /^\*\.[^.]+$/.test(host))
+            problems.push(
+              `${name}: ${JSON.stringify(entry)} allows too much; name the hosts (or *.example.com)`,
+            );
+          else
+            try {
+              parseRules([entry]);
+            } catch (err) {
+              problems.push(`${name}: ${(err as Error).message}`);
+            }
+        }
+    }
+  }
+  if (problems.length)
+    throw new BbError('INVALID_INPUT', `the proposed ${name} is refused: ${problems.join('; ')}`, {
+      data: { problems },
+    });
+}

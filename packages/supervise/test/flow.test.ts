@@ -1,0 +1,311 @@
+// The whole supervise exchange in one process: a sidecar on a real Unix socket,
+// the client an agent uses, the operator's desk over a real SQLite database, and
+// a remediator that records what it was asked to apply.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isBbError } from '@bb/errors';
+import { BbDatabase } from '@bb/state';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  defaultPolicy,
+  type Policy,
+  type Remediator,
+  type RunningSuperviseServer,
+  SuperviseClient,
+  SuperviseDesk,
+  SuperviseSidecar,
+  SuperviseStore,
+  serveSupervise,
+} from '../src/index';
+
+const SLUG = 'impl-abc12';
+const ALLOW = JSON.stringify({ allow: ['registry.npmjs.org'] }, null, 2);
+const WANT = JSON.stringify({ allow: ['registry.npmjs.org', 'pypi.org'] }, null, 2);
+const WHY = 'pip install needs pypi.org for the test dependencies';
+
+describe('supervise: propose, decide, answer', () => {
+  let root: string;
+  let bottle: string;
+  let db: BbDatabase;
+  let server: RunningSuperviseServer | undefined;
+  let client: SuperviseClient;
+  let now: number;
+  const applied: Array<{ slug: string; kind: string; text: string; scope: string }> = [];
+  let failApply = false;
+
+  const remediator: Remediator = {
+    async reloadProxies(slug, kind, text, scope) {
+      if (failApply) throw new Error('the proxy did not answer');
+      applied.push({ slug, kind, text, scope });
+      writeFileSync(
+        join(bottle, 'current-config', kind === 'routes' ? 'routes.json' : 'allowlist.json'),
+        text,
+      );
+      return { ok: true, detail: 'reloaded' };
+    },
+  };
+  const sidecar = (o: Partial<ConstructorParameters<typeof SuperviseSidecar>[0]> = {}) =>
+    new SuperviseSidecar({
+      slug: SLUG,
+      dir: join(bottle, 'supervise'),
+      currentConfig: join(bottle, 'current-config'),
+      allowedBases: ['bb-base:latest'],
+      waitMs: 300,
+      pollMs: 10,
+      now: () => now,
+      ...o,
+    });
+  const desk = (policy: Partial<Policy> = {}) =>
+    new SuperviseDesk({
+      store: new SuperviseStore(db),
+      bottles: {
+        slugs: () => [SLUG],
+        dir: () => bottle,
+        turn: () => 2,
+        allowedBases: () => ['bb-base:latest'],
+      },
+      policy: { ...defaultPolicy(), egressCeiling: ['pypi.org', '*.pythonhosted.org'], ...policy },
+      remediator,
+      now: () => now,
+    });
+  const start = async (s = sidecar()) => {
+    await server?.close();
+    server = await serveSupervise(s, join(root, 'supervise.sock'));
+  };
+
+  beforeEach(async () => {
+    now = Date.parse('2026-11-24T10:00:00Z');
+    applied.length = 0;
+    failApply = false;
+    root = mkdtempSync(join(tmpdir(), 'bb-supervise-'));
+    bottle = join(root, 'bottles', SLUG);
+    mkdirSync(join(bottle, 'current-config'), { recursive: true });
+    mkdirSync(join(bottle, 'state'), { recursive: true });
+    writeFileSync(join(bottle, 'current-config', 'allowlist.json'), ALLOW);
+    writeFileSync(join(bottle, 'current-config', 'routes.json'), JSON.stringify({ routes: [] }));
+    writeFileSync(join(bottle, 'current-config', 'Dockerfile'), 'FROM bb-base:latest\n');
+    writeFileSync(
+      join(bottle, 'state', 'egress.jsonl'),
+      `${JSON.stringify({ time: '2026-11-24T09:59:58.000Z', kind: 'egress', host: 'pypi.org', port: 443, decision: 'denied', rule: 'no rule allows this host (deny by default)', method: 'CONNECT', bytesUp: 0, bytesDown: 0, durationMs: 0 })}\n`,
+    );
+    db = BbDatabase.open({ path: join(root, 'bot-bottle.db') });
+    await start();
+    client = new SuperviseClient({ socketPath: join(root, 'supervise.sock') });
+  });
+  afterEach(async () => {
+    await client.close();
+    await server?.close();
+    server = undefined;
+    db.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('a proposal waits, is seen by the operator with its diff and evidence, and approval applies it before the agent hears', async () => {
+    const first = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    expect(first).toMatchObject({ status: 'pending', kind: 'allowlist' });
+    expect(first.request_id).toMatch(/^sr_[a-z0-9]{20}$/);
+
+    const d = desk();
+    const [view] = d.list({ status: 'pending' });
+    expect(view).toMatchObject({
+      id: first.request_id,
+      slug: SLUG,
+      kind: 'allowlist',
+      turn: 2,
+      justification: WHY,
+    });
+    expect(view!.diff).toMatch(/^\+\s+"pypi.org"$/m);
+    expect(view!.evidence).toEqual([
+      expect.objectContaining({ host: 'pypi.org', port: 443, kind: 'egress' }),
+    ]);
+    expect(view!.findings.map((f) => f.code)).toEqual(['host-new']);
+    expect(d.awaitingOperator(SLUG)).toBe(true);
+
+    const waiting = client.wait(first.request_id, 5000);
+    const outcome = await d.approve(first.request_id, { by: 'alice', scope: 'bottle' });
+    expect(outcome.remediation).toEqual({ ok: true, detail: 'reloaded' });
+    expect(applied).toEqual([{ slug: SLUG, kind: 'allowlist', text: WANT, scope: 'bottle' }]);
+    expect(await waiting).toMatchObject({ status: 'approved', scope: 'bottle', file: WANT });
+    expect(d.awaitingOperator(SLUG)).toBe(false);
+    expect(new SuperviseStore(db).get(first.request_id)).toMatchObject({
+      status: 'approved',
+      decidedBy: 'alice',
+      scope: 'bottle',
+      remediation: { ok: true },
+    });
+  });
+
+  it('an identical re-call is the same request; a rejection reaches the agent verbatim', async () => {
+    const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    const b = await client.propose('pipelock-block', {
+      allowlist: WANT,
+      justification: `${WHY}, really`,
+    });
+    expect(b.request_id).toBe(a.request_id);
+    const d = desk();
+    expect(d.list()).toHaveLength(1);
+    d.reject(a.request_id, 'Use the vendored wheels in ./vendor instead.', 'alice');
+    const again = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    expect(again).toMatchObject({
+      status: 'rejected',
+      request_id: a.request_id,
+      reason: 'Use the vendored wheels in ./vendor instead.',
+    });
+    expect(applied).toEqual([]);
+  });
+
+  it('an operator may approve a modified file; it is checked like a proposal', async () => {
+    const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    const d = desk();
+    await expect(
+      d.approve(a.request_id, { by: 'alice', edited: '{"allow": ["*"]}' }),
+    ).rejects.toThrow(/allows too much/);
+    expect(d.show(a.request_id).status).toBe('pending');
+    const edited = JSON.stringify({ allow: ['registry.npmjs.org', 'pypi.org:443'] });
+    await d.approve(a.request_id, { by: 'alice', edited });
+    expect(await client.wait(a.request_id)).toMatchObject({ status: 'modified', file: edited });
+    expect(applied.map((x) => x.text)).toEqual([edited]);
+  });
+
+  it('a decision is bound to the files the operator saw', async () => {
+    const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    const d = desk();
+    const v = d.show(a.request_id);
+    await expect(
+      d.approve(a.request_id, { by: 'alice', expect: { candidateHash: 'ffff' } }),
+    ).rejects.toThrow(/not the one you reviewed/);
+    // The bottle's allowlist changes under the proposal (the operator edited it by hand).
+    writeFileSync(join(bottle, 'current-config', 'allowlist.json'), JSON.stringify({ allow: [] }));
+    await expect(
+      d.approve(a.request_id, {
+        by: 'alice',
+        expect: { baseHash: v.baseHash, candidateHash: v.candidateHash },
+      }),
+    ).rejects.toThrow(/changed since the agent proposed this/);
+    expect(applied).toEqual([]);
+    expect(d.show(a.request_id).status).toBe('pending');
+  });
+
+  it("the operator's ceiling holds unless overridden", async () => {
+    const wide = JSON.stringify({
+      allow: ['registry.npmjs.org', 'pypi.org', 'collector.evil.test'],
+    });
+    const a = await client.propose('pipelock-block', { allowlist: wide, justification: WHY });
+    const d = desk();
+    expect(d.show(a.request_id).beyondCeiling).toEqual([
+      expect.stringContaining('collector.evil.test'),
+    ]);
+    const err = await d.approve(a.request_id, { by: 'alice' }).catch((e) => e);
+    expect(isBbError(err, 'SCOPE_DENIED')).toBe(true);
+    expect(applied).toEqual([]);
+    await d.approve(a.request_id, { by: 'alice', override: true });
+    expect(new SuperviseStore(db).get(a.request_id)!.override).toBe(true);
+  });
+
+  it('routes: a credential to a host the ceiling does not name needs an override', async () => {
+    const routes = JSON.stringify({
+      routes: [
+        {
+          prefix: '/svc',
+          upstream: 'https://api.svc.test',
+          headers: { 'x-api-key': 'env:SVC_KEY' },
+        },
+      ],
+    });
+    const a = await client.propose('cred-proxy-block', {
+      routes,
+      justification: 'the svc API needs its key',
+    });
+    const d = desk({ credentialHosts: { SVC_KEY: ['api.svc.test'] } });
+    expect(d.show(a.request_id).findings.map((f) => f.code)).toEqual(['secret-new']);
+    await d.approve(a.request_id, { by: 'alice' });
+    expect(applied[0]).toMatchObject({ kind: 'routes', text: routes });
+  });
+
+  it('a request expires after its TTL, and pending survives a sidecar and a desk restart', async () => {
+    const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    // The sidecar restarts: the request is on disk, not in its memory.
+    await start(sidecar());
+    expect(await client.wait(a.request_id, 0)).toMatchObject({ status: 'pending' });
+    desk().sync();
+    // A new desk on the same database (an orchestrator restart).
+    expect(
+      desk()
+        .list({ status: 'pending' })
+        .map((r) => r.id),
+    ).toEqual([a.request_id]);
+    now += 24 * 3600_000 + 1;
+    expect(await client.wait(a.request_id, 0)).toMatchObject({ status: 'expired' });
+    expect(desk().sync().expired).toEqual([a.request_id]);
+    expect(await client.wait(a.request_id, 0)).toMatchObject({ status: 'expired' });
+    // An expired request is not the answer to a new identical one.
+    const b = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    expect(b).toMatchObject({ status: 'pending' });
+    expect(b.request_id).not.toBe(a.request_id);
+  });
+
+  it('repeated rejections put the agent on a cool-down and tell the operator it is looping', async () => {
+    const d = desk();
+    for (let i = 0; i < 3; i++) {
+      const a = await client.propose('pipelock-block', {
+        allowlist: JSON.stringify({ allow: ['registry.npmjs.org', `h${i}.example.com`] }),
+        justification: WHY,
+      });
+      d.reject(a.request_id, 'no', 'alice');
+      now += 1000;
+    }
+    expect(d.list().at(-1)!.rejections).toBe(3);
+    const err = await client
+      .propose('pipelock-block', {
+        allowlist: JSON.stringify({ allow: ['x.example.com'] }),
+        justification: WHY,
+      })
+      .catch((e) => e);
+    expect(isBbError(err, 'CONFLICT')).toBe(true);
+    expect((err as Error).message).toMatch(/you are looping/);
+    now += 10 * 60_000;
+    expect(
+      await client.propose('pipelock-block', {
+        allowlist: JSON.stringify({ allow: ['x.example.com'] }),
+        justification: WHY,
+      }),
+    ).toMatchObject({ status: 'pending' });
+  });
+
+  it('a file the tool does not name is routed by its content; a bad file never reaches the operator', async () => {
+    const routes = JSON.stringify({
+      routes: [{ prefix: '/svc', upstream: 'https://api.svc.test', headers: {} }],
+    });
+    const a = await client.propose('pipelock-block', { allowlist: routes, justification: WHY });
+    expect(a.kind).toBe('routes');
+    expect(desk().show(a.request_id)).toMatchObject({
+      kind: 'routes',
+      rerouted: true,
+      tool: 'pipelock-block',
+    });
+    const bad = await client
+      .propose('capability-block', {
+        dockerfile: 'FROM evil:1\n',
+        justification: 'I need the evil image',
+      })
+      .catch((e) => e);
+    expect(isBbError(bad, 'INVALID_INPUT')).toBe(true);
+    const same = await client
+      .propose('pipelock-block', { allowlist: ALLOW, justification: WHY })
+      .catch((e) => e);
+    expect((same as Error).message).toMatch(/already runs with/);
+    expect(desk().list()).toHaveLength(1);
+  });
+
+  it('a remediation that fails tells the agent so and is recorded', async () => {
+    const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    failApply = true;
+    const out = await desk().approve(a.request_id, { by: 'alice' });
+    expect(out.remediation).toMatchObject({ ok: false, detail: 'the proxy did not answer' });
+    expect(await client.wait(a.request_id, 0)).toMatchObject({
+      status: 'cancelled',
+      reason: expect.stringMatching(/applying it failed: the proxy did not answer/),
+    });
+  });
+});

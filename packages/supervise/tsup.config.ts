@@ -1,0 +1,11 @@
+import { bundleBuild, packageBuild } from '@bb/tooling/tsup';
+import { defineConfig } from 'tsup';
+
+export default defineConfig([
+  packageBuild({ index: 'src/index.ts' }),
+  bundleBuild({
+    'supervise-sidecar': 'src/sidecar-bin.ts',
+    'bb-supervise': 'src/bb-supervise-bin.ts',
+    'bb-supervise-mcp': 'src/mcp-bin.ts',
+  }),
+]);

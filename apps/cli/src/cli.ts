@@ -12,6 +12,7 @@ import {
   PROVENANCE_USAGE,
   RESUME_USAGE,
   START_USAGE,
+  SUPERVISE_USAGE,
 } from './usage';
 
 export { type CliIo, EXIT } from './io';
@@ -28,6 +29,7 @@ Commands:
   resume        continue a frozen bottle's session with a new prompt
   orchestrate   forge-driven bottles: start, resume, status, serve (the orchestrator)
   provenance    show and verify signed run records
+  supervise     decide what stuck agents ask for: routes, allowlist, Dockerfile
   destroy       remove a bottle (containers, disk, directory); records stay
   gc            destroy frozen bottles idle for a while (default 30 days)
   forge         set up the forge: bb forge hook install
@@ -59,6 +61,7 @@ const USAGES: Record<string, string> = {
   destroy: DESTROY_USAGE,
   gc: GC_USAGE,
   forge: FORGE_USAGE,
+  supervise: SUPERVISE_USAGE,
 };
 
 /** Run `bb` with `argv` (without node and script). Returns the exit code. */
@@ -100,6 +103,8 @@ export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Pro
         return await (await import('./commands/forge')).forgeCommand(rest, io);
       case 'provenance':
         return await (await import('./commands/provenance')).provenanceCommand(rest, io);
+      case 'supervise':
+        return await (await import('./commands/supervise')).superviseCommand(rest, io, deps);
       case 'doctor':
         return await (await import('./commands/doctor')).doctorCommand(
           rest,

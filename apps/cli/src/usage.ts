@@ -207,3 +207,46 @@ Options:
   --url URL           where Gitea delivers: https://<orchestrator>/webhooks/gitea
   -h, --help          show this help
 `;
+
+export const SUPERVISE_USAGE = `Usage: bb supervise [inbox | list | show | diff | approve | reject | cancel | routes | allowlist]
+
+A stuck agent asks for the configuration it lacks (credential routes, the egress
+allowlist or its Dockerfile) with a justification; you decide here. Nobody ever
+enters the bottle: the proxies reload in place, or the image is rebuilt and the
+agent continues in a new container on the same workspace and session.
+
+  bb supervise                 the inbox (on a terminal; a list otherwise): pending
+                               requests with the denial that triggered them, the
+                               justification, the diff and the analyser's findings.
+                               Keys: up/down choose, a approve, m modify in $EDITOR,
+                               r reject with a reason, s scope, q quit
+  bb supervise list [--all | --status S] [--json]
+                               requests (default: pending)
+  bb supervise show <id> [--json]
+                               one request, with its diff, evidence and findings
+  bb supervise diff <id>       the unified diff of current vs proposed
+  bb supervise approve <id> [--scope turn|bottle|manifest] [--file F]
+                               [--expect HASH] [--override] [--write-manifest] [--json]
+                               apply it, then tell the agent. --file approves your
+                               own version instead (modified). --expect binds the
+                               decision to the proposal you reviewed (its hash, as
+                               show prints it). --override exceeds the operator's
+                               ceiling ($BB_HOME/config/supervise.json). --scope:
+                               turn (default) this turn only; bottle: every later
+                               turn of this bottle; manifest: also shows the
+                               bottle manifest's diff, written with --write-manifest
+  bb supervise reject <id> --reason TEXT [--json]
+                               the agent is told TEXT verbatim
+  bb supervise cancel <id>     withdraw a pending request
+  bb supervise routes edit <bottle> [--file F] [--scope turn|bottle]
+  bb supervise allowlist edit <bottle> [--file F] [--scope turn|bottle]
+                               change a running bottle's routes or allowlist
+                               yourself ($EDITOR, or --file), applied by the same
+                               reload and kept like an approved request
+
+Options:
+  --by NAME           who decides (default: BB_OPERATOR, USER)
+  -h, --help          show this help
+
+Exit: 0 done; 1 failed (nothing decided, or decided but not applied); 2 usage.
+`;

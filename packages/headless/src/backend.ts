@@ -94,6 +94,21 @@ export interface Backend {
   inspect(id: string): Promise<BottleInfo | undefined>;
   /** What the bottle's process wrote to stdout and stderr. */
   logs(id: string): Promise<string>;
+  /**
+   * Send a signal to the bottle's process (a proxy reloads on SIGHUP). Never a
+   * way into the bottle: no command is run in it.
+   */
+  signal?(id: string, signal: NodeJS.Signals): Promise<void>;
+  /**
+   * Build `tag` from a Dockerfile alone (no build context), on the engine's
+   * host. `onProgress` gets the build's lines. Throws `INVALID_INPUT` with the
+   * build's own words when it fails.
+   */
+  buildImage?(
+    dockerfile: string,
+    tag: string,
+    options?: { onProgress?: (line: string) => void; labels?: Record<string, string> },
+  ): Promise<void>;
 }
 
 /** The label every bottle carries with the bot-bottle version that made it. */

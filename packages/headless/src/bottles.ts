@@ -24,7 +24,6 @@ import type { Backend, BottleSpec } from './backend';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
 import {
   bottleLabels,
-  proxyPlan,
   sidecarUp,
   startProxies,
   startSidecar,
@@ -57,6 +56,13 @@ import { clearPrBundle, PR_BUNDLE, takeBundleScript } from './pr-sync';
 import { providerFor } from './providers';
 import { prepareRuntime } from './runtime';
 import { removeSecrets } from './secrets';
+import {
+  effectiveConfig,
+  needsProxies,
+  startSuperviseSidecar,
+  writeCurrentConfig,
+} from './supervise-gate';
+import { takeResumeRequest } from './supervise-remedy';
 
 export interface TurnOutcome {
   slug: string;
@@ -143,13 +149,15 @@ function owners(backend: Backend): { agent?: Owner; gate?: Owner } {
  */
 function prepareDirs(p: BottlePaths, backend: Backend): void {
   mkdirSync(p.dir, { recursive: true, mode: 0o755 });
-  for (const d of [p.sock, p.queue, p.state, p.proxy, p.logs])
+  for (const d of [p.sock, p.queue, p.state, p.proxy, p.logs, p.supervise])
     mkdirSync(d, { recursive: true, mode: 0o700 });
+  mkdirSync(p.currentConfig, { recursive: true, mode: 0o755 });
   const { gate } = owners(backend);
-  if (gate) for (const d of [p.sock, p.queue, p.state]) chownTree(d, gate);
+  if (gate) for (const d of [p.sock, p.queue, p.state, p.supervise]) chownTree(d, gate);
   // The agent, another user, connects to the gate's sockets; only the gate may change them.
   if (backend.mapsMounts) chmodSync(p.sock, 0o755);
   chmodSync(p.proxy, 0o755);
+  chmodSync(p.supervise, 0o755);
 }
 
 /** Give a gate-only tree to `owner` (the agent never reaches it). */
@@ -184,7 +192,36 @@ export interface StartedTurn {
 /** Start a bottle for `agent`, run its first turn to the end, and freeze it. */
 export async function launch(options: LaunchOptions): Promise<TurnOutcome> {
   const started = await startLaunch(options);
-  return finishTurn(started.slug, options);
+  return continueRebuilt(await finishTurn(started.slug, options), options, options.forge?.token);
+}
+
+/**
+ * A turn that ended for a capability rebuild (the operator approved a new
+ * image) goes on at once: the same session, in a container from the new image,
+ * told the decision. At most a few times in a row.
+ */
+async function continueRebuilt(
+  outcome: TurnOutcome,
+  options: BottleOptions,
+  forgeToken: string | undefined,
+): Promise<TurnOutcome> {
+  const env = options.env ?? process.env;
+  for (let i = 0; i < 5; i++) {
+    const asked = takeResumeRequest(outcome.slug, env);
+    if (!asked) return outcome;
+    options.onProgress?.(`resuming ${outcome.slug} in its rebuilt image (${asked.requestId})`);
+    // A turn stopped before its CLI said its session goes on in a fresh one.
+    const fresh = !readMeta(outcome.slug, env)?.sessionId;
+    const started = await startResume({
+      ...options,
+      slug: outcome.slug,
+      prompt: asked.prompt,
+      ...(fresh ? { freshSession: true } : {}),
+      ...(forgeToken ? { forgeToken } : {}),
+    });
+    outcome = await finishTurn(started.slug, options);
+  }
+  return outcome;
 }
 
 /**
@@ -254,6 +291,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       bottles: bottleNames,
       backend: options.backend.name,
       image: first.image,
+      baseImage: first.image,
       status: 'running',
       sessionId: null,
       cwd: options.backend.mapsMounts ? IN_BOTTLE.workspace : p.workspace,
@@ -373,7 +411,7 @@ function gateOptions(options: BottleOptions, env: Record<string, string | undefi
 /** Rehydrate a frozen bottle, continue the same agent session with a new prompt, and freeze it again. */
 export async function resume(options: ResumeOptions): Promise<TurnOutcome> {
   const started = await startResume(options);
-  return finishTurn(started.slug, options);
+  return continueRebuilt(await finishTurn(started.slug, options), options, options.forgeToken);
 }
 
 /**
@@ -486,9 +524,14 @@ async function startTurn(
   const gate = gateOptions(options, env);
   const P = pathsFor(backend, p, gate.runtime, '');
   const provider = providerFor(agent.provider);
-  const plan = proxyPlan(bottles);
+  // The manifests', with what an operator approved for the whole bottle in their place.
+  const config = effectiveConfig(meta, bottles, env);
+  const plan = { needed: needsProxies(config) };
+  const supervised = env['BB_SUPERVISE'] !== 'off';
   const routeFor = (kind: 'anthropic' | 'openai') =>
-    plan.credentials.find((c) => c.route === `/${kind}`)
+    (JSON.parse(config.routes) as { routes: Array<{ prefix: string }> }).routes.find(
+      (c) => c.prefix === `/${kind}`,
+    )
       ? `http://127.0.0.1:${BRIDGE_PORTS.credentials}/${kind}`
       : undefined;
   const anthropicUrl = routeFor('anthropic');
@@ -500,6 +543,7 @@ async function startTurn(
     home: P.home,
     runtimeDir: P.runtime,
     socket: P.socket,
+    ...(supervised ? { superviseSocket: P.superviseSocket } : {}),
     ...(anthropicUrl || openaiUrl
       ? {
           modelApi: anthropicUrl
@@ -518,6 +562,7 @@ async function startTurn(
   const startedAt = new Date().toISOString();
   const turn = meta.turns.length + 1;
   let sidecarStarted: Promise<string> | undefined;
+  let superviseStarted: Promise<string> | undefined;
   try {
     // Into the agent's home, which it owns: never through a symlink it planted.
     const { agent: agentOwner } = owners(backend);
@@ -532,7 +577,13 @@ async function startTurn(
       // Awaited below; until then a failure must not count as unhandled.
       sidecarStarted.catch(() => {});
     }
-    if (plan.needed) await startProxies(meta, bottles, gate);
+    // What the agent reads at /etc/bot-bottle/current-config, and proposes changes against.
+    writeCurrentConfig(meta.slug, config, env);
+    if (supervised) {
+      superviseStarted = startSuperviseSidecar(meta, gate);
+      superviseStarted.catch(() => {});
+    }
+    if (plan.needed) await startProxies(meta, config, gate);
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
     // Before the agent: the PR branch's bundle is taken in (a resumed forge bottle), and
@@ -565,6 +616,7 @@ async function startTurn(
         ...invocation.env,
         HOME: P.home,
         BB_SIDECAR_SOCKET: P.socket,
+        ...(supervised ? { BB_SUPERVISE_SOCKET: P.superviseSocket } : {}),
         BB_WORKSPACE_DIR: P.workspace,
         ...(syncsPr(meta)
           ? { BB_PR_BUNDLE: `${P.socketDir}/${PR_BUNDLE}`, BB_PR_BRANCH: meta.branch }
@@ -582,6 +634,8 @@ async function startTurn(
         { source: p.sock, target: P.socketDir },
         { source: p.workspace, target: P.workspace },
         { source: p.home, target: P.home },
+        // Read only: the agent proposes changes to these files, it never writes them.
+        { source: p.currentConfig, target: P.currentConfig, readOnly: true },
       ],
       resources: {
         memoryBytes: memoryBytes(bottle.resources.memory) ?? 2 * 1024 ** 3,
@@ -591,6 +645,11 @@ async function startTurn(
     };
     const aid = await backend.create(agentSpec);
     await backend.start(aid);
+    if (superviseStarted)
+      await superviseStarted.catch(async (err) => {
+        await backend.stop(aid, 1000).catch(() => {});
+        throw err;
+      });
     if (sidecarStarted) {
       await watchSidecar(backend, await sidecarStarted, aid, join(p.sock, 'forge.sock'), meta.slug);
       // It read its token at start: the file goes.
@@ -621,6 +680,9 @@ async function completeTurn(
   const { manifest: agent } = loadAgentManifest(meta.agent, env);
   const provider = providerFor(agent.provider);
   const { exitCode, oomKilled } = await backend.wait(agentId);
+  // The turn was long: what others changed meanwhile (a rebuild's new image) stays.
+  const latest = readMeta(meta.slug, env);
+  if (latest) meta.image = latest.image;
   const output = redactString(await backend.logs(agentId));
   const parsed = provider.parseResult(output, exitCode);
   const cli = announcedCli(output);

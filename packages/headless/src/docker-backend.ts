@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { BbError, isBbError } from '@bb/errors';
 import type Docker from 'dockerode';
 import pkg from '../package.json' with { type: 'json' };
@@ -200,6 +203,67 @@ export class DockerBackend implements Backend {
     } catch (err) {
       // 304: already stopped.
       if ((err as { cause?: { statusCode?: number } }).cause?.statusCode !== 304) throw err;
+    }
+  }
+
+  async signal(id: string, signal: NodeJS.Signals): Promise<void> {
+    await this.#call(id, (c) => c.kill({ signal }));
+  }
+
+  async buildImage(
+    dockerfile: string,
+    tag: string,
+    options: { onProgress?: (line: string) => void; labels?: Record<string, string> } = {},
+  ): Promise<void> {
+    // The Dockerfile alone is the context: nothing of the host's goes into the build.
+    const context = mkdtempSync(join(tmpdir(), 'bb-build-'));
+    try {
+      writeFileSync(join(context, 'Dockerfile'), dockerfile);
+      const docker = await this.#docker;
+      let stream: NodeJS.ReadableStream;
+      try {
+        stream = await docker.buildImage(
+          { context, src: ['Dockerfile'] },
+          {
+            t: tag,
+            labels: { ...options.labels, [VERSION_LABEL]: pkg.version },
+            rm: true,
+            forcerm: true,
+            // The engine's own default network for RUN steps: none where it has no bridge.
+            networkmode: process.env['BB_BUILD_NETWORK'] ?? 'none',
+          },
+        );
+      } catch (err) {
+        throw this.#error(err, `building ${tag}`, {});
+      }
+      const lines: string[] = [];
+      await new Promise<void>((resolve, reject) => {
+        docker.modem.followProgress(
+          stream,
+          (
+            err: Error | null,
+            out: Array<{ error?: string; errorDetail?: { message?: string } }>,
+          ) => {
+            const failed = err ?? out.find((o) => o.error);
+            if (!failed) return resolve();
+            const why = err ? err.message : (failed as { error: string }).error;
+            reject(
+              new BbError(
+                'INVALID_INPUT',
+                `building ${tag} failed: ${why}\n${lines.slice(-15).join('')}`,
+              ),
+            );
+          },
+          (ev: { stream?: string; status?: string }) => {
+            const line = ev.stream ?? (ev.status ? `${ev.status}\n` : '');
+            if (!line) return;
+            lines.push(line);
+            options.onProgress?.(line.trimEnd());
+          },
+        );
+      });
+    } finally {
+      rmSync(context, { recursive: true, force: true });
     }
   }
 

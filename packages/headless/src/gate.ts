@@ -129,46 +129,49 @@ export function proxyPlan(bottles: BottleManifest[]) {
   return { credentials, allow, needed: credentials.length > 0 || allow.length > 0 };
 }
 
-/**
- * Start the egress and credential proxies (one gate container) with the rules
- * and routes (secret references only) in `proxy/`, and the referenced secrets
- * in a file only it mounts. Resolves once its sockets are up (the secrets file
- * is then removed).
- */
-export async function startProxies(
-  meta: BottleMeta,
-  bottles: BottleManifest[],
-  o: GateOptions,
-): Promise<string> {
-  const p = bottlePaths(meta.slug, o.env);
-  const { credentials, allow } = proxyPlan(bottles);
-  o.onProgress?.('starting the egress and credential proxies');
-  writeFileSync(join(p.proxy, 'rules.json'), JSON.stringify({ allow }));
-  writeFileSync(
-    join(p.proxy, 'routes.json'),
-    JSON.stringify({
-      routes: credentials.map((c) => ({
-        prefix: c.route,
-        upstream: c.upstream,
-        headers: c.headers,
-      })),
-    }),
-  );
-  // The proxy alone holds the credentials: the `env:NAME` values it needs, from this process's environment.
+/** The `env:NAME` secrets a routes file references, with their values from the orchestrator's environment. */
+export function routeSecrets(
+  routesText: string,
+  env: Record<string, string | undefined>,
+): Record<string, string> {
+  const routes = (
+    JSON.parse(routesText) as { routes: Array<{ prefix: string; headers: Record<string, string> }> }
+  ).routes;
   const secrets: Record<string, string> = {};
-  for (const c of credentials)
-    for (const ref of Object.values(c.headers)) {
+  for (const r of routes)
+    for (const ref of Object.values(r.headers)) {
       if (!ref.startsWith('env:')) continue;
       const name = ref.slice(4);
-      const value = o.env[name] ?? process.env[name];
+      const value = env[name] ?? process.env[name];
       if (!value)
         throw new BbError(
           'INVALID_INPUT',
-          `credential route ${c.route} needs ${name}, which is not set in the orchestrator's environment`,
+          `credential route ${r.prefix} needs ${name}, which is not set in the orchestrator's environment`,
         );
       registerSecret(value);
       secrets[name] = value;
     }
+  return secrets;
+}
+
+/**
+ * Start the egress and credential proxies (one gate container) with the rules
+ * and routes (secret references only) in `proxy/`, and the referenced secrets
+ * in a file only it mounts. Resolves once its sockets are up (the secrets file
+ * is then removed). SIGHUP reloads both files; the outcome lands in
+ * `state/proxy-status.json`.
+ */
+export async function startProxies(
+  meta: BottleMeta,
+  cfg: { routes: string; allowlist: string },
+  o: GateOptions,
+): Promise<string> {
+  const p = bottlePaths(meta.slug, o.env);
+  o.onProgress?.('starting the egress and credential proxies');
+  writeFileSync(join(p.proxy, 'rules.json'), cfg.allowlist);
+  writeFileSync(join(p.proxy, 'routes.json'), cfg.routes);
+  // The proxy alone holds the credentials: the `env:NAME` values it needs, from this process's environment.
+  const secrets = routeSecrets(cfg.routes, o.env);
   const dir = writeSecret(
     meta.slug,
     'proxy',
@@ -198,6 +201,7 @@ export async function startProxies(
       BB_CRED_SOCKET: `${P.socketDir}/cred.sock`,
       BB_SOCKET_MODE: isolated(o.backend) ? '666' : '600',
       BB_EGRESS_LOG: `${P.state}/egress.jsonl`,
+      BB_PROXY_STATUS: `${P.state}/proxy-status.json`,
     },
     mounts: [
       { source: o.runtime, target: P.runtime, readOnly: true },

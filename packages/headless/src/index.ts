@@ -74,3 +74,17 @@ export {
   type TurnResult,
 } from './providers';
 export { type AgentScript, AgentScriptSchema } from './script-agent';
+export {
+  type BottleConfig,
+  effectiveConfig,
+  writeCurrentConfig,
+} from './supervise-gate';
+export {
+  bottleRemediator,
+  type RemedyOptions,
+  type RemedyResult,
+  rebuildBottle,
+  reloadBottleProxies,
+  supervisedBottles,
+  takeResumeRequest,
+} from './supervise-remedy';

@@ -22,6 +22,8 @@ export interface BottleMeta {
   bottles: string[];
   backend: string;
   image: string;
+  /** The image the bottle was launched with (a capability rebuild changes `image`, not this). */
+  baseImage?: string;
   status: 'running' | 'frozen';
   sessionId: string | null;
   /** The turn the current session began with (a rotation starts a new one). @default 1 */
@@ -83,6 +85,12 @@ export interface BottlePaths {
   proxy: string;
   logs: string;
   meta: string;
+  /** The supervise exchange (requests in, decisions out): the gate's and the host's. */
+  supervise: string;
+  /** The configuration the bottle runs with, as its agent reads it (`/etc/bot-bottle/current-config`). */
+  currentConfig: string;
+  /** Files an operator approved for the whole bottle (they win over the manifests on every turn). */
+  overrides: string;
 }
 
 /** `$BB_HOME/bottles/<slug>`. */
@@ -111,6 +119,9 @@ export function bottlePaths(
     proxy: join(dir, 'proxy'),
     logs: join(dir, 'logs'),
     meta: join(dir, 'meta.json'),
+    supervise: join(dir, 'supervise'),
+    currentConfig: join(dir, 'current-config'),
+    overrides: join(dir, 'overrides'),
   };
 }
 
@@ -128,6 +139,9 @@ export const IN_BOTTLE = {
   queue: '/var/bb/queue',
   state: '/var/bb/state',
   proxy: '/var/bb/proxy',
+  superviseSocket: '/run/bb/supervise.sock',
+  supervise: '/var/bb/supervise',
+  currentConfig: '/etc/bot-bottle/current-config',
 };
 
 /** The paths a bottle's processes see: fixed ones in a container, the host's otherwise. */
@@ -148,6 +162,9 @@ export function pathsFor(
     queue: p.queue,
     state: p.state,
     proxy: p.proxy,
+    superviseSocket: join(p.sock, 'supervise.sock'),
+    supervise: p.supervise,
+    currentConfig: p.currentConfig,
   };
 }
 

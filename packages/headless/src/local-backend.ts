@@ -183,6 +183,10 @@ export class LocalBackend implements Backend {
     return b;
   }
 
+  async signal(id: string, signal: NodeJS.Signals): Promise<void> {
+    this.#signal(this.#get(id), signal);
+  }
+
   #signal(b: LocalBottle, signal: NodeJS.Signals): void {
     if (!b.child?.pid) return;
     try {

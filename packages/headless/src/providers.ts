@@ -12,6 +12,8 @@ export interface TurnInput {
   runtimeDir: string;
   /** The sidecar socket inside the bottle. */
   socket: string;
+  /** The supervise sidecar's socket, when the bottle has a supervise plane. */
+  superviseSocket?: string | undefined;
   /**
    * The model API as the bottle reaches it: the in-bottle bridge to the
    * credential proxy, which adds the real key. Absent: the CLI's own default.
@@ -78,6 +80,20 @@ const mcpServer = (input: TurnInput) => ({
   env: { BB_SIDECAR_SOCKET: input.socket },
 });
 
+/** The MCP servers a bottle's agent has: the forge, and the supervise tools when supervised. */
+const mcpServers = (input: TurnInput) => ({
+  forge: mcpServer(input),
+  ...(input.superviseSocket
+    ? {
+        supervise: {
+          command: 'node',
+          args: [`${input.runtimeDir}/bb-supervise-mcp.mjs`],
+          env: { BB_SUPERVISE_SOCKET: input.superviseSocket },
+        },
+      }
+    : {}),
+});
+
 /** Claude Code: `claude -p PROMPT --output-format json`, resumed with `--resume <session_id>`. */
 export const claudeProvider: AgentProvider = {
   name: 'claude',
@@ -111,7 +127,7 @@ export const claudeProvider: AgentProvider = {
           : {}),
       },
       files: {
-        '.bb/mcp.json': JSON.stringify({ mcpServers: { forge: mcpServer(input) } }, null, 2),
+        '.bb/mcp.json': JSON.stringify({ mcpServers: mcpServers(input) }, null, 2),
         '.bb/tmp/.keep': '',
       },
     };
@@ -180,6 +196,17 @@ export const codexProvider: AgentProvider = {
       `args = ["${input.runtimeDir}/bb-forge-mcp.mjs"]`,
       `env = { BB_SIDECAR_SOCKET = "${input.socket}" }`,
       '',
+      ...(input.superviseSocket
+        ? [
+            '[mcp_servers.supervise]',
+            'command = "node"',
+            `args = ["${input.runtimeDir}/bb-supervise-mcp.mjs"]`,
+            `env = { BB_SUPERVISE_SOCKET = "${input.superviseSocket}" }`,
+            // A supervise call waits for the operator up to 45 s before answering pending.
+            'tool_timeout_sec = 120',
+            '',
+          ]
+        : []),
     ].join('\n');
     return {
       cmd,
@@ -252,6 +279,12 @@ export const piProvider: AgentProvider = {
         BB_SIDECAR_SOCKET: input.socket,
         // pi has no MCP: it reaches the forge with this command through its bash tool.
         BB_FORGE: `node ${input.runtimeDir}/bb-forge.mjs`,
+        ...(input.superviseSocket
+          ? {
+              BB_SUPERVISE_SOCKET: input.superviseSocket,
+              BB_SUPERVISE: `node ${input.runtimeDir}/bb-supervise.mjs`,
+            }
+          : {}),
       },
       files,
     };

@@ -23,6 +23,11 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
     'bundle',
   );
   const egressDir = join(dirname(require.resolve('@bb/egress/package.json')), 'dist', 'bundle');
+  const superviseDir = join(
+    dirname(require.resolve('@bb/supervise/package.json')),
+    'dist',
+    'bundle',
+  );
   const here = dirname(fileURLToPath(import.meta.url));
   // From this package's dist/ or src/, or through its name when an application has
   // bundled this code into its own files.
@@ -39,6 +44,9 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
     [sidecarDir, 'bb-forge-mcp.mjs'],
     [egressDir, 'bb-egress.mjs'],
     [egressDir, 'bb-bridge.mjs'],
+    [superviseDir, 'supervise-sidecar.mjs'],
+    [superviseDir, 'bb-supervise.mjs'],
+    [superviseDir, 'bb-supervise-mcp.mjs'],
     [own ?? '', 'script-agent.mjs'],
   ];
   for (const [dir, f] of files) {

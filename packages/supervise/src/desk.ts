@@ -11,7 +11,7 @@ import {
   type RequestStatus,
   sha256,
 } from './contract';
-import { Exchange } from './exchange';
+import { Exchange, newRequestId } from './exchange';
 import type { Policy } from './policy';
 import type { Evidence, Remediation, SuperviseRequest, SuperviseStore } from './store';
 import { validateProposal } from './validate';
@@ -38,7 +38,13 @@ export interface Remediator {
     scope: DecisionScope,
   ): Promise<Remediation>;
   /** Build the image and replace the agent's container (same workspace, home, branch and session). */
-  rebuild?(slug: string, dockerfile: string, note: string): Promise<Remediation>;
+  rebuild?(slug: string, dockerfile: string, requestId: string, note: string): Promise<Remediation>;
+  /**
+   * After the agent was told a rebuild's approval: give it a moment to end its
+   * turn itself (so its session is recorded), then stop it; its bottle goes on
+   * in the new image.
+   */
+  afterRebuild?(slug: string): Promise<void>;
 }
 
 export interface SuperviseDeskOptions {
@@ -217,6 +223,7 @@ export class SuperviseDesk {
           ? await this.#o.remediator.rebuild!(
               r.slug,
               final,
+              id,
               `the operator ${modified ? 'approved with changes' : 'approved'} your capability-block request ${id}`,
             )
           : await this.#o.remediator.reloadProxies(r.slug, r.kind, final, scope);
@@ -233,7 +240,8 @@ export class SuperviseDesk {
         ...(modified ? { file: final } : { file: final }),
         decidedAt: after.decidedAt!,
       });
-    else
+    if (remediation.ok && r.kind === 'dockerfile') await this.#o.remediator.afterRebuild?.(r.slug);
+    if (!remediation.ok)
       this.exchange(r.slug).writeDecision({
         id,
         status: 'cancelled',
@@ -241,6 +249,40 @@ export class SuperviseDesk {
         decidedAt: after.decidedAt!,
       });
     return { request: after, remediation };
+  }
+
+  /**
+   * The operator's own change to a bottle's routes or allowlist (no proposal):
+   * checked, applied by the same reload, and kept like an approved request.
+   */
+  async operatorEdit(
+    slug: string,
+    kind: 'routes' | 'allowlist',
+    text: string,
+    by: string,
+    scope: DecisionScope = 'bottle',
+  ): Promise<DecisionOutcome> {
+    validateProposal(kind, text, { allowedBases: [], operator: true });
+    const base = this.current(slug, kind);
+    const now = this.#now();
+    const id = newRequestId();
+    this.#o.store.ingest(
+      {
+        id,
+        slug,
+        kind,
+        tool: 'operator-edit',
+        file: text,
+        justification: `edited by ${by}`,
+        baseHash: sha256(base),
+        candidateHash: sha256(text),
+        createdAt: new Date(now).toISOString(),
+        expiresAt: new Date(now + 3600_000).toISOString(),
+      },
+      { base, evidence: [], findings: analyse(kind, base, text), turn: this.#o.bottles.turn(slug) },
+    );
+    // The operator is the ceiling's author: an own edit overrides it knowingly.
+    return this.approve(id, { by, scope, override: true });
   }
 
   /** Reject a pending request; the agent is told `reason` verbatim. */

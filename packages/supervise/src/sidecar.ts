@@ -43,11 +43,11 @@ export interface SuperviseSidecarOptions {
 const FINAL_MESSAGES: Record<DecisionFile['status'], (k: ProposalKind) => string> = {
   approved: (k) =>
     k === 'dockerfile'
-      ? 'approved: the image is being rebuilt; you will continue in a new container with the same workspace and session'
+      ? 'approved: the image is rebuilt. End your turn now (exit); you continue at once in a container from the new image, with the same workspace, branch and conversation'
       : `approved and applied: ${KINDS[k].applies}. Retry what was refused.`,
   modified: (k) =>
     k === 'dockerfile'
-      ? 'approved with changes (see file): the image is being rebuilt from it'
+      ? 'approved with changes (see file): the image is rebuilt from it. End your turn now (exit); you continue at once in the new image, with the same workspace, branch and conversation'
       : `approved with changes (see file) and applied: ${KINDS[k].applies}. Retry what was refused.`,
   rejected: () =>
     'rejected by the operator (see reason). Do not ask again for the same change; find another way or signal that you are blocked.',

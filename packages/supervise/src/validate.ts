@@ -7,6 +7,8 @@ import { KINDS, type ProposalKind } from './contract';
 export interface ValidationContext {
   /** Images a Dockerfile may start `FROM`: the bottle's own and the operator's allowed bases. */
   allowedBases: readonly string[];
+  /** The operator's own edit: secrets may also be referenced as file:/path. @default false */
+  operator?: boolean;
 }
 
 export const AllowlistFileSchema = z.object({ allow: z.array(z.string()) }).strict();
@@ -164,7 +166,7 @@ export function validateProposal(kind: ProposalKind, text: string, ctx: Validati
               `${name} routes.${n}.upstream has a query string; secrets go in headers, by reference`,
             );
           for (const [h, ref] of Object.entries(r.headers))
-            if (!ref.startsWith('env:'))
+            if (!ref.startsWith('env:') && !ctx.operator)
               problems.push(
                 `${name} routes.${n}.headers.${h}: ${ref} is not allowed in a proposal; reference a secret the operator holds as env:NAME`,
               );

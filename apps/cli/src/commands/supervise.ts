@@ -1,0 +1,320 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { BbError } from '@bb/errors';
+import { bottleRemediator, readMeta, supervisedBottles } from '@bb/headless';
+import {
+  type DecisionScope,
+  KINDS,
+  loadPolicy,
+  type RequestStatus,
+  type RequestView,
+  SCOPES,
+  SuperviseDesk,
+  SuperviseStore,
+} from '@bb/supervise';
+import { type CliDeps, makeBackend, openState } from '../deps';
+import { bold, type CliIo, dim, green, parse, red, UsageError, yellow } from '../io';
+import { SUPERVISE_USAGE } from '../usage';
+import { manifestChange } from './supervise-manifest';
+
+/** The desk over this BB_HOME's database and bottles; close the state when done. */
+export function openDesk(io: CliIo, deps: CliDeps) {
+  const state = openState(io);
+  const backend = makeBackend(io, 'docker', deps);
+  const desk = new SuperviseDesk({
+    store: new SuperviseStore(state.database),
+    bottles: supervisedBottles(io.env),
+    policy: loadPolicy(state.home),
+    remediator: bottleRemediator({
+      backend,
+      env: io.env,
+      onProgress: (l) => io.isTTY && io.stderr(dim(io, `${l}\n`)),
+    }),
+  });
+  return { desk, state, close: () => state.close() };
+}
+
+const operator = (io: CliIo, by: unknown) =>
+  (typeof by === 'string' && by) || io.env['BB_OPERATOR'] || io.env['USER'] || 'operator';
+
+const age = (iso: string, now = Date.now()) => {
+  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  return s < 90 ? `${s}s` : s < 5400 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`;
+};
+
+/** One request as terminal text: what, why, the evidence, the findings and the diff. */
+export function renderRequest(io: CliIo, r: RequestView): string {
+  const sev = (s: string) =>
+    s === 'high' ? red(io, s) : s === 'medium' ? yellow(io, s) : dim(io, s);
+  const lines = [
+    `${bold(io, r.id)}  ${r.status}  ${r.slug}  ${r.kind} (${r.file}) via ${r.tool}${r.rerouted ? ' (routed by its file)' : ''}`,
+    `  asked ${age(r.createdAt)} ago${r.turn ? ` in turn ${r.turn}` : ''}; expires ${r.expiresAt}`,
+    `  why: ${r.justification}`,
+    ...(r.evidence.length
+      ? [
+          '  refused before it:',
+          ...r.evidence.map(
+            (e) =>
+              `    ${e.time} ${e.kind} ${e.method ?? ''} ${e.host || e.route || ''}${e.port ? `:${e.port}` : ''} — ${e.rule}`,
+          ),
+        ]
+      : []),
+    ...(r.findings.length
+      ? ['  findings:', ...r.findings.map((f) => `    ${sev(f.severity)} ${f.message}`)]
+      : ['  findings: none']),
+    ...(r.beyondCeiling.length
+      ? [
+          '  beyond the ceiling (approve needs --override):',
+          ...r.beyondCeiling.map((b) => `    ${red(io, b)}`),
+        ]
+      : []),
+    ...(r.rejections >= 3
+      ? [yellow(io, `  the agent is looping: ${r.rejections} rejections in a row`)]
+      : []),
+    ...(r.decidedBy
+      ? [
+          `  decided by ${r.decidedBy} at ${r.decidedAt}${r.scope ? ` (scope ${r.scope})` : ''}${r.reason ? `: ${r.reason}` : ''}`,
+        ]
+      : []),
+    ...(r.remediation
+      ? [
+          `  remediation: ${r.remediation.ok ? green(io, 'ok') : red(io, 'failed')} ${r.remediation.detail}`,
+        ]
+      : []),
+    `  base ${r.baseHash.slice(0, 12)} -> proposed ${r.candidateHash.slice(0, 12)}`,
+    '',
+    colourDiff(io, r.diff),
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+export function colourDiff(io: CliIo, diff: string): string {
+  return diff
+    .split('\n')
+    .filter((l) => !l.startsWith('====='))
+    .map((l) =>
+      l.startsWith('+') && !l.startsWith('+++')
+        ? green(io, l)
+        : l.startsWith('-') && !l.startsWith('---')
+          ? red(io, l)
+          : l,
+    )
+    .join('\n');
+}
+
+function listLine(r: RequestView): string {
+  const high = r.findings.filter((f) => f.severity === 'high').length;
+  return `${r.id}  ${r.status.padEnd(9)} ${r.slug.padEnd(24)} ${r.kind.padEnd(10)} ${age(r.createdAt).padStart(4)}  ${high ? `${high} high ` : ''}${r.justification.slice(0, 60)}`;
+}
+
+const json = (io: CliIo, v: unknown) => io.stdout(`${JSON.stringify(v, null, 2)}\n`);
+
+export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === '-h' || sub === '--help' || sub === 'help') {
+    io.stdout(SUPERVISE_USAGE);
+    return 0;
+  }
+  if (sub === undefined || sub === 'inbox') {
+    if (!io.isTTY && sub === undefined) return superviseCommand(['list'], io, deps);
+    const { runInbox } = await import('./supervise-tui');
+    return runInbox(io, deps);
+  }
+  if (sub === 'routes' || sub === 'allowlist') return editCommand(sub, rest, io, deps);
+  const { values, positionals } = parse(
+    rest,
+    {
+      json: { type: 'boolean' },
+      all: { type: 'boolean' },
+      status: { type: 'string' },
+      scope: { type: 'string' },
+      file: { type: 'string' },
+      expect: { type: 'string' },
+      override: { type: 'boolean' },
+      reason: { type: 'string' },
+      by: { type: 'string' },
+      'write-manifest': { type: 'boolean' },
+    },
+    SUPERVISE_USAGE,
+  );
+  if (values['help']) {
+    io.stdout(SUPERVISE_USAGE);
+    return 0;
+  }
+  const { desk, close } = openDesk(io, deps);
+  try {
+    const id = () => {
+      const v = positionals[0];
+      if (!v)
+        throw new UsageError(
+          `bb supervise ${sub} needs a request id (bb supervise list shows them)`,
+          SUPERVISE_USAGE,
+        );
+      return v;
+    };
+    switch (sub) {
+      case 'list': {
+        const status = values['all']
+          ? undefined
+          : ((values['status'] as RequestStatus | undefined) ?? 'pending');
+        const rows = desk.list(status ? { status } : {});
+        if (values['json']) json(io, rows);
+        else if (!rows.length)
+          io.stdout(`no ${status ?? ''} supervise requests\n`.replace('  ', ' '));
+        else io.stdout(`${rows.map(listLine).join('\n')}\n`);
+        return 0;
+      }
+      case 'show': {
+        const r = desk.show(id());
+        if (values['json']) json(io, r);
+        else io.stdout(renderRequest(io, r));
+        return 0;
+      }
+      case 'diff':
+        io.stdout(`${colourDiff(io, desk.show(id()).diff)}\n`);
+        return 0;
+      case 'approve': {
+        const scope = (values['scope'] as string | undefined) ?? 'turn';
+        if (!SCOPES.includes(scope as DecisionScope))
+          throw new UsageError(
+            `--scope must be ${SCOPES.join(', ')} (got ${JSON.stringify(scope)})`,
+            SUPERVISE_USAGE,
+          );
+        const file = values['file'] as string | undefined;
+        const edited = file ? readFileSync(resolve(io.cwd, file), 'utf8') : undefined;
+        const expect = values['expect'] as string | undefined;
+        const req = desk.show(id());
+        const out = await desk.approve(req.id, {
+          by: operator(io, values['by']),
+          scope: scope as DecisionScope,
+          edited,
+          ...(expect ? { expect: { candidateHash: expect } } : {}),
+          override: !!values['override'],
+        });
+        let manifest: { file: string; diff: string; written: boolean } | undefined;
+        if (scope === 'manifest' && out.remediation?.ok && out.request.kind !== 'dockerfile')
+          manifest = manifestChange(
+            io.env,
+            readMeta(out.request.slug, io.env),
+            out.request.kind,
+            out.request.final!,
+            !!values['write-manifest'],
+          );
+        if (values['json']) json(io, { ...out, ...(manifest ? { manifest } : {}) });
+        else {
+          io.stdout(
+            `${out.remediation?.ok ? green(io, out.request.status) : red(io, `${out.request.status}, but not applied`)} ${out.request.id} (${out.request.slug}, scope ${scope}): ${out.remediation?.detail ?? ''}\n`,
+          );
+          if (manifest)
+            io.stdout(
+              `${colourDiff(io, manifest.diff)}\n${manifest.written ? `written to ${manifest.file}` : `not written: run again with --write-manifest to change ${manifest.file}`}\n`,
+            );
+        }
+        return out.remediation?.ok ? 0 : 1;
+      }
+      case 'reject': {
+        const reason = values['reason'];
+        if (typeof reason !== 'string' || !reason.trim())
+          throw new UsageError(
+            'bb supervise reject needs --reason TEXT: the agent is told it',
+            SUPERVISE_USAGE,
+          );
+        const r = desk.reject(id(), reason, operator(io, values['by']));
+        if (values['json']) json(io, r);
+        else io.stdout(`rejected ${r.id} (${r.slug})\n`);
+        return 0;
+      }
+      case 'cancel': {
+        const r = desk.cancel(id(), operator(io, values['by']));
+        if (values['json']) json(io, r);
+        else io.stdout(`cancelled ${r.id} (${r.slug})\n`);
+        return 0;
+      }
+      default:
+        throw new UsageError(`unknown supervise command ${JSON.stringify(sub)}`, SUPERVISE_USAGE);
+    }
+  } finally {
+    close();
+  }
+}
+
+/**
+ * `bb supervise routes|allowlist edit <slug>`: the operator's own change to a
+ * running bottle, in $EDITOR (or from --file), checked, applied by the same
+ * reload, and kept like an approved request.
+ */
+async function editCommand(
+  which: 'routes' | 'allowlist',
+  argv: string[],
+  io: CliIo,
+  deps: CliDeps,
+): Promise<number> {
+  const { values, positionals } = parse(
+    argv,
+    {
+      file: { type: 'string' },
+      scope: { type: 'string' },
+      by: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+    SUPERVISE_USAGE,
+  );
+  const [verb, slug] = positionals;
+  if (verb !== 'edit' || !slug)
+    throw new UsageError(
+      `usage: bb supervise ${which} edit <bottle> [--file F] [--scope turn|bottle]`,
+      SUPERVISE_USAGE,
+    );
+  if (!readMeta(slug, io.env))
+    throw new BbError('NOT_FOUND', `no bottle ${slug}: bb orchestrate status lists them`);
+  const scope = (values['scope'] as string | undefined) ?? 'bottle';
+  if (scope !== 'turn' && scope !== 'bottle')
+    throw new UsageError(
+      `--scope must be turn or bottle (got ${JSON.stringify(scope)})`,
+      SUPERVISE_USAGE,
+    );
+  const { desk, close } = openDesk(io, deps);
+  try {
+    const current = desk.current(slug, which);
+    let text: string;
+    if (typeof values['file'] === 'string')
+      text = readFileSync(resolve(io.cwd, values['file']), 'utf8');
+    else {
+      const editor = io.env['VISUAL'] || io.env['EDITOR'];
+      if (!editor)
+        throw new BbError(
+          'INVALID_INPUT',
+          'set EDITOR (or VISUAL), or give the new file with --file',
+        );
+      const dir = mkdtempSync(join(tmpdir(), 'bb-edit-'));
+      const f = join(dir, KINDS[which].file);
+      try {
+        writeFileSync(f, current);
+        const r = spawnSync('sh', ['-c', `${editor} "$1"`, 'sh', f], {
+          stdio: 'inherit',
+          env: io.env as NodeJS.ProcessEnv,
+        });
+        if (r.status !== 0)
+          throw new BbError('INVALID_INPUT', `${editor} exited ${r.status}: nothing was changed`);
+        text = existsSync(f) ? readFileSync(f, 'utf8') : current;
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+    if (text === current) {
+      io.stdout(`no change to ${slug}'s ${KINDS[which].file}\n`);
+      return 0;
+    }
+    const out = await desk.operatorEdit(slug, which, text, operator(io, values['by']), scope);
+    if (values['json']) json(io, out);
+    else
+      io.stdout(
+        `${out.remediation?.ok ? green(io, 'applied') : red(io, 'not applied')} ${slug}'s ${KINDS[which].file} (${out.request.id}): ${out.remediation?.detail ?? ''}\n`,
+      );
+    return out.remediation?.ok ? 0 : 1;
+  } finally {
+    close();
+  }
+}

@@ -1,0 +1,149 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadPolicy } from '@bb/supervise';
+import type { BottleSpec } from './backend';
+import { bottleLabels, type GateOptions } from './gate';
+import { bbHome } from './home';
+import { type BottleMeta, bottlePaths, GATE_USER, pathsFor, userSpec } from './layout';
+import type { BottleManifest } from './manifests';
+
+/** The three files a bottle runs with, as text: what the agent reads and proposes against. */
+export interface BottleConfig {
+  /** `{ "routes": [...] }`: credential routes, secret references only. */
+  routes: string;
+  /** `{ "allow": [...] }`: the egress allowlist. */
+  allowlist: string;
+  /** The Dockerfile of the agent's image (`FROM <image>` when the bottle names an image). */
+  dockerfile: string;
+}
+
+const FILES: Record<keyof BottleConfig, string> = {
+  routes: 'routes.json',
+  allowlist: 'allowlist.json',
+  dockerfile: 'Dockerfile',
+};
+
+/**
+ * The configuration a bottle runs with this turn: the manifests', with what an
+ * operator approved for the whole bottle (`overrides/`) in their place.
+ */
+export function effectiveConfig(
+  meta: BottleMeta,
+  bottles: BottleManifest[],
+  env: Record<string, string | undefined>,
+): BottleConfig {
+  const p = bottlePaths(meta.slug, env);
+  const override = (k: keyof BottleConfig) => {
+    const f = join(p.overrides, FILES[k]);
+    return existsSync(f) ? readFileSync(f, 'utf8') : undefined;
+  };
+  const credentials = bottles.flatMap((b) => b.credentials);
+  const allow = [...new Set(bottles.flatMap((b) => b.egress.allow))];
+  return {
+    routes:
+      override('routes') ??
+      `${JSON.stringify(
+        {
+          routes: credentials.map((c) => ({
+            prefix: c.route,
+            upstream: c.upstream,
+            headers: c.headers,
+          })),
+        },
+        null,
+        2,
+      )}\n`,
+    allowlist: override('allowlist') ?? `${JSON.stringify({ allow }, null, 2)}\n`,
+    dockerfile: override('dockerfile') ?? bottles[0]?.dockerfile ?? `FROM ${meta.image}\n`,
+  };
+}
+
+/** Whether the bottle needs its proxies (it has routes or an allowlist). */
+export function needsProxies(cfg: BottleConfig): boolean {
+  const routes = (JSON.parse(cfg.routes) as { routes: unknown[] }).routes;
+  const allow = (JSON.parse(cfg.allowlist) as { allow: unknown[] }).allow;
+  return routes.length > 0 || allow.length > 0;
+}
+
+/** Write the files the agent reads at /etc/bot-bottle/current-config (host-owned, read-only to it). */
+export function writeCurrentConfig(
+  slug: string,
+  cfg: BottleConfig,
+  env: Record<string, string | undefined>,
+): void {
+  const dir = bottlePaths(slug, env).currentConfig;
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  for (const k of Object.keys(FILES) as Array<keyof BottleConfig>)
+    atomicWrite(join(dir, FILES[k]), cfg[k]);
+}
+
+/** Keep a file an operator approved for the whole bottle (later turns run with it). */
+export function writeOverride(
+  slug: string,
+  kind: keyof BottleConfig,
+  text: string,
+  env: Record<string, string | undefined>,
+): void {
+  const dir = bottlePaths(slug, env).overrides;
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  atomicWrite(join(dir, FILES[kind]), text);
+}
+
+export function atomicWrite(file: string, content: string, mode = 0o644): void {
+  const part = `${file}.${randomBytes(4).toString('hex')}.part`;
+  writeFileSync(part, content, { mode });
+  renameSync(part, file);
+}
+
+/** Images a proposed Dockerfile may start from: the bottle's first image and the operator's list. */
+export function allowedBases(meta: BottleMeta, env: Record<string, string | undefined>): string[] {
+  const policy = loadPolicy(bbHome(env));
+  return [...new Set([meta.baseImage ?? meta.image, ...policy.baseImages])];
+}
+
+/**
+ * Start the bottle's supervise sidecar: no secret, no network, the gate's user;
+ * it reads the current configuration and writes requests where the host reads
+ * them. Its socket appears in the bottle's socket directory when it serves.
+ */
+export async function startSuperviseSidecar(meta: BottleMeta, o: GateOptions): Promise<string> {
+  const p = bottlePaths(meta.slug, o.env);
+  const P = pathsFor(o.backend, p, o.runtime, '');
+  const policy = loadPolicy(bbHome(o.env));
+  const spec: BottleSpec = {
+    name: `bb-${meta.slug}-supervise`,
+    image: o.image,
+    cmd: ['node', `${P.runtime}/supervise-sidecar.mjs`],
+    user: userSpec(GATE_USER),
+    labels: bottleLabels(meta, 'supervise', o.env),
+    network: 'none',
+    readOnlyRootfs: true,
+    tmpfs: { '/tmp': 'rw,size=16m' },
+    env: {
+      HOME: '/tmp',
+      BB_SLUG: meta.slug,
+      BB_SUPERVISE_SOCKET: P.superviseSocket,
+      BB_SUPERVISE_DIR: P.supervise,
+      BB_CURRENT_CONFIG: P.currentConfig,
+      BB_SUPERVISE_POLICY: JSON.stringify({
+        allowedBases: allowedBases(meta, o.env),
+        ttlMs: policy.ttlMs,
+        waitMs: policy.waitMs,
+        coolDownAfter: policy.coolDownAfter,
+        coolDownMs: policy.coolDownMs,
+      }),
+      BB_SOCKET_MODE: o.backend.mapsMounts ? '666' : '600',
+    },
+    mounts: [
+      { source: o.runtime, target: P.runtime, readOnly: true },
+      { source: p.sock, target: P.socketDir },
+      { source: p.supervise, target: P.supervise },
+      { source: p.currentConfig, target: P.currentConfig, readOnly: true },
+    ],
+    resources: { memoryBytes: 128 * 1024 * 1024, pidsLimit: 64 },
+  };
+  const id = await o.backend.create(spec);
+  await o.backend.start(id);
+  return id;
+}

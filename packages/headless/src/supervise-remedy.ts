@@ -1,0 +1,259 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { BbError, errorMessage } from '@bb/errors';
+import type { Remediator, SupervisedBottles } from '@bb/supervise';
+import type { Backend } from './backend';
+import { routeSecrets } from './gate';
+import { bbHome } from './home';
+import { bottlePaths, GATE_USER, listBottles, readMeta, writeMeta } from './layout';
+import { removeSecret, writeSecret } from './secrets';
+import { allowedBases, atomicWrite, writeOverride } from './supervise-gate';
+
+/** What a remediation did (the same shape `@bb/supervise` records). */
+export interface RemedyResult {
+  ok: boolean;
+  detail: string;
+  image?: string;
+}
+
+export interface RemedyOptions {
+  backend: Backend;
+  env?: Record<string, string | undefined>;
+  /** How long to wait for the proxies to say the reload took. @default 10 s */
+  reloadTimeoutMs?: number;
+  onProgress?: (line: string) => void;
+}
+
+const FILE = { routes: 'routes.json', allowlist: 'allowlist.json' } as const;
+const PROXY_FILE = { routes: 'routes.json', allowlist: 'rules.json' } as const;
+
+/**
+ * Put an approved routes file or allowlist in place for a bottle and reload its
+ * proxies (SIGHUP; the table is swapped, requests in flight keep theirs). A
+ * secret the new routes name for the first time is handed to the proxy the way
+ * its first ones were: a 0400 file on a tmpfs only it mounts, removed once read.
+ * `scope` `bottle` or `manifest` also keeps the file for the bottle's later turns.
+ * Nothing is run inside any container.
+ */
+export async function reloadBottleProxies(
+  slug: string,
+  kind: 'routes' | 'allowlist',
+  text: string,
+  scope: 'turn' | 'bottle' | 'manifest',
+  options: RemedyOptions,
+): Promise<RemedyResult> {
+  const env = options.env ?? process.env;
+  const meta = readMeta(slug, env);
+  if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
+  const p = bottlePaths(slug, env);
+  // A turn's approval outlives the turn only when the bottle is frozen already (nothing to reload).
+  if (scope !== 'turn' || meta.status !== 'running') writeOverride(slug, kind, text, env);
+  if (meta.status !== 'running') {
+    atomicWrite(join(p.currentConfig, FILE[kind]), text);
+    return { ok: true, detail: `kept for ${slug}'s next turn (the bottle is frozen)` };
+  }
+  const proxy = (await options.backend.list({ 'bb.slug': slug })).find(
+    (c) => c.labels['bb.role'] === 'proxy' && c.state === 'running',
+  );
+  if (!proxy)
+    throw new BbError(
+      'CONFLICT',
+      `${slug} runs without egress and credential proxies (its manifests name no host and no route), so there is nothing to reload; the change applies from its next turn`,
+    );
+  if (!options.backend.signal)
+    throw new BbError(
+      'INVALID_INPUT',
+      `the ${options.backend.name} backend cannot signal a bottle's proxies`,
+    );
+  // Only secrets the proxy does not hold yet: it kept the others since it started.
+  const secrets =
+    kind === 'routes' ? routeSecrets(newRoutesOnly(text, join(p.proxy, 'routes.json')), env) : {};
+  const generation = randomBytes(8).toString('hex');
+  let secretsDir: string | undefined;
+  try {
+    if (Object.keys(secrets).length)
+      secretsDir = writeSecret(
+        slug,
+        'proxy',
+        'keys.json',
+        JSON.stringify(secrets),
+        env,
+        options.backend.mapsMounts && process.getuid?.() === 0 ? GATE_USER : undefined,
+      );
+    atomicWrite(join(p.proxy, PROXY_FILE[kind]), text);
+    atomicWrite(join(p.proxy, 'generation'), generation);
+    await options.backend.signal(proxy.id, 'SIGHUP');
+    const status = await waitForReload(
+      join(p.state, 'proxy-status.json'),
+      generation,
+      options.reloadTimeoutMs ?? 10_000,
+    );
+    const outcome = status[kind === 'routes' ? 'routes' : 'rules'];
+    if (outcome !== 'ok')
+      return { ok: false, detail: `the proxies kept the old ${FILE[kind]}: ${outcome}` };
+  } finally {
+    if (secretsDir) removeSecret(secretsDir, 'keys.json');
+  }
+  atomicWrite(join(p.currentConfig, FILE[kind]), text);
+  return {
+    ok: true,
+    detail: `reloaded ${FILE[kind]} in ${slug}'s proxies (generation ${generation})`,
+  };
+}
+
+async function waitForReload(
+  file: string,
+  generation: string,
+  timeoutMs: number,
+): Promise<{ rules: string; routes: string }> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const s = JSON.parse(readFileSync(file, 'utf8')) as {
+        generation: string | null;
+        rules: string;
+        routes: string;
+      };
+      if (s.generation === generation) return s;
+    } catch {}
+    if (Date.now() > deadline)
+      throw new BbError('TIMEOUT', `the proxies did not confirm the reload within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Where a rebuilt bottle's next turn is asked for (read by whoever runs its turns). */
+export function resumeRequestFile(slug: string, env: Record<string, string | undefined>): string {
+  return join(bottlePaths(slug, env).supervise, 'resume.json');
+}
+
+/** The resume a capability rebuild asked for, if any (and take it: it is used once). */
+export function takeResumeRequest(
+  slug: string,
+  env: Record<string, string | undefined>,
+): { prompt: string; requestId: string } | undefined {
+  const file = resumeRequestFile(slug, env);
+  if (!existsSync(file)) return undefined;
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as { prompt: string; requestId: string };
+  } catch {
+    return undefined;
+  } finally {
+    rmSync(file, { force: true });
+  }
+}
+
+/**
+ * A capability rebuild: build the approved Dockerfile on the host's engine, make
+ * it the bottle's image, then stop the agent. The turn ends the ordinary way and
+ * whoever runs the bottle's turns resumes it at once (same workspace, home,
+ * branch and session) in a container from the new image, told the decision.
+ */
+export async function rebuildBottle(
+  slug: string,
+  dockerfile: string,
+  requestId: string,
+  note: string,
+  options: RemedyOptions,
+): Promise<RemedyResult> {
+  const env = options.env ?? process.env;
+  const meta = readMeta(slug, env);
+  if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
+  if (!options.backend.buildImage)
+    throw new BbError('INVALID_INPUT', `the ${options.backend.name} backend cannot build images`);
+  const n = meta.turns.length + (meta.current ? 1 : 0);
+  const tag = `bb-rebuilt-${slug}:turn${n}-${randomBytes(3).toString('hex')}`;
+  options.onProgress?.(`building ${tag}`);
+  try {
+    await options.backend.buildImage(dockerfile, tag, {
+      labels: { 'bb.slug': slug, 'bb.supervise-request': requestId },
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    });
+  } catch (err) {
+    return { ok: false, detail: errorMessage(err).slice(0, 2000) };
+  }
+  writeOverride(slug, 'dockerfile', dockerfile, env);
+  atomicWrite(join(bottlePaths(slug, env).currentConfig, 'Dockerfile'), dockerfile);
+  const fresh = readMeta(slug, env) ?? meta;
+  fresh.image = tag;
+  writeMeta(fresh, env);
+  atomicWrite(
+    resumeRequestFile(slug, env),
+    JSON.stringify({
+      requestId,
+      prompt: `${note}. Your bottle was rebuilt from the Dockerfile you proposed (now at /etc/bot-bottle/current-config/Dockerfile); this is the same workspace, branch and conversation. Carry on with your task.`,
+    }),
+  );
+  return {
+    ok: true,
+    detail: `rebuilt as ${tag}; the agent continues in a new container`,
+    image: tag,
+  };
+}
+
+/**
+ * After a rebuild's approval reached the agent: wait up to `graceMs` for it to
+ * end its turn itself (its session is then recorded), then stop it.
+ */
+export async function settleRebuild(
+  slug: string,
+  options: RemedyOptions & { graceMs?: number },
+): Promise<void> {
+  const deadline = Date.now() + (options.graceMs ?? 20_000);
+  for (;;) {
+    const agents = (await options.backend.list({ 'bb.slug': slug })).filter(
+      (c) => c.labels['bb.role'] === 'agent' && (c.state === 'running' || c.state === 'paused'),
+    );
+    if (!agents.length) return;
+    if (Date.now() > deadline) {
+      for (const c of agents) await options.backend.stop(c.id, 5000);
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** The desk's view of this `BB_HOME`'s bottles. */
+export function supervisedBottles(
+  env: Record<string, string | undefined> = process.env,
+): SupervisedBottles {
+  return {
+    slugs: () => listBottles(env),
+    dir: (slug) => bottlePaths(slug, env).dir,
+    turn: (slug) => readMeta(slug, env)?.current?.turn ?? null,
+    allowedBases: (slug) => {
+      const meta = readMeta(slug, env);
+      return meta ? allowedBases(meta, env) : [];
+    },
+  };
+}
+
+/** The remediations of this package's bottles, for `SuperviseDesk`. */
+export function bottleRemediator(options: RemedyOptions): Remediator {
+  return {
+    reloadProxies: (slug, kind, text, scope) =>
+      reloadBottleProxies(slug, kind, text, scope, options),
+    rebuild: (slug, dockerfile, requestId, note) =>
+      rebuildBottle(slug, dockerfile, requestId, note, options),
+    afterRebuild: (slug) => settleRebuild(slug, options),
+  };
+}
+
+/** The routes of `text` that reference a secret the current routes file does not. */
+function newRoutesOnly(text: string, currentFile: string): string {
+  type Routes = { routes: Array<{ prefix: string; headers: Record<string, string> }> };
+  let held = new Set<string>();
+  try {
+    held = new Set(
+      (JSON.parse(readFileSync(currentFile, 'utf8')) as Routes).routes.flatMap((r) =>
+        Object.values(r.headers),
+      ),
+    );
+  } catch {}
+  const routes = (JSON.parse(text) as Routes).routes.map((r) => ({
+    ...r,
+    headers: Object.fromEntries(Object.entries(r.headers).filter(([, ref]) => !held.has(ref))),
+  }));
+  return JSON.stringify({ routes });
+}

@@ -12,6 +12,7 @@ sh scripts/ensure-docker.sh
 sh scripts/build-base-image.sh
 sh scripts/build-agents-image.sh
 sh scripts/ensure-chromium.sh
+sh scripts/ensure-tmux.sh
 rm -rf test-artifacts/vitest
 pnpm turbo run build --output-logs=errors-only
 status=0

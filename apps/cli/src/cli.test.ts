@@ -223,8 +223,10 @@ describe('bb orchestrate status and bb provenance', () => {
           prUrl: 'https://gitea.example/acme/widgets/pulls/18',
           lastCheckinAt: expect.any(String),
           sessionId: expect.toSatisfy((v: unknown) => v === null || typeof v === 'string'),
+          awaitingOperator: false,
         },
       ],
+      supervise: [],
       waiting: [
         {
           key: 'gitea:acme/widgets:comment#301:created',

@@ -2,7 +2,12 @@ import { errorMessage, isBbError } from '@bb/errors';
 import type { ProvenanceStore } from '@bb/provenance';
 import type { ForgeStateStore } from '@bb/state';
 import { type AccessPolicy, checkAccess } from './access';
-import { type CapacityView, type NoticeView, renderDashboard } from './dashboard';
+import {
+  type CapacityView,
+  type NoticeView,
+  type ProposalView,
+  renderDashboard,
+} from './dashboard';
 
 /** Where Gitea delivers its webhooks. */
 export const WEBHOOK_PATH = '/webhooks/gitea';
@@ -16,6 +21,8 @@ export function createApp(parts: {
   runs?: ProvenanceStore;
   /** What waits for room to run, for the dashboard and `/api/capacity`. */
   capacity?: CapacityView;
+  /** Pending supervise requests (dashboard, `/api/supervise`, `awaitingOperator` in `/api/bottles`). */
+  proposals?: () => ProposalView[];
   /** Why targeted issues could not launch, newest last (dashboard and `/api/notices`). */
   notices?: () => NoticeView[];
   webBase: string;
@@ -42,15 +49,20 @@ export function createApp(parts: {
           runs: parts.runs,
           capacity: parts.capacity,
           notices: parts.notices?.() ?? [],
+          proposals: parts.proposals?.() ?? [],
           webBase: parts.webBase,
           version: parts.version,
         }),
         { headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' } },
       );
+    if (pathname === '/api/supervise' && req.method === 'GET')
+      return json(200, { pending: parts.proposals?.() ?? [] });
     if (pathname === '/api/bottles' && req.method === 'GET') {
+      const awaiting = new Set((parts.proposals?.() ?? []).map((p) => p.slug));
       return json(200, {
         bottles: parts.store.all().map((s) => ({
           ...s,
+          awaitingOperator: s.status === 'running' && awaiting.has(s.slug),
           issueUrl: `${parts.webBase}/${s.owner}/${s.repo}/issues/${s.issueNumber}`,
           prUrl: s.prNumber ? `${parts.webBase}/${s.owner}/${s.repo}/pulls/${s.prNumber}` : null,
         })),

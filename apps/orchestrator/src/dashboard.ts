@@ -34,8 +34,21 @@ export interface NoticeView {
 
 const gib = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GiB`;
 
+/** A supervise request waiting for the operator (read-only here: decide with `bb supervise`). */
+export interface ProposalView {
+  id: string;
+  slug: string;
+  kind: string;
+  createdAt: string;
+  justification: string;
+  findings: Array<{ severity: string; message: string }>;
+  rejections: number;
+}
+
 export interface DashboardInput {
   bottles: ForgeState[];
+  /** Pending supervise requests. */
+  proposals?: ProposalView[];
   capacity?: CapacityView | undefined;
   notices?: NoticeView[];
   runs?: ProvenanceStore | undefined;
@@ -59,11 +72,15 @@ export function renderDashboard(input: DashboardInput): string {
   const watchdog = new Map<string, string>();
   for (const r of [...runs].reverse())
     if (r.record.watchdogFired) watchdog.set(r.record.slug, r.record.watchdogFired.reason);
+  const proposals = input.proposals ?? [];
+  const awaiting = new Set(proposals.map((p) => p.slug));
+  const shown = (b: ForgeState) =>
+    b.status === 'running' && awaiting.has(b.slug) ? 'awaiting operator' : b.status;
   const bottleRows = bottles
     .map(
       (b) => `<tr data-slug="${esc(b.slug)}" class="status-${esc(b.status)}">
   <td><code>${esc(b.slug)}</code></td>
-  <td><span class="badge ${esc(b.status)}">${esc(b.status)}</span></td>
+  <td><span class="badge ${esc(shown(b) === 'awaiting operator' ? 'awaiting' : b.status)}">${esc(shown(b))}</span></td>
   <td>${esc(b.agentName)}</td>
   <td><a href="${esc(issueUrl(b, b.issueNumber, 'issues'))}">${esc(`${b.owner}/${b.repo}#${b.issueNumber}`)}</a></td>
   <td>${b.prNumber ? `<a href="${esc(issueUrl(b, b.prNumber, 'pulls'))}">#${b.prNumber}</a>` : '—'}</td>
@@ -95,6 +112,27 @@ export function renderDashboard(input: DashboardInput): string {
 ${notices.map((n) => `<li><a href="${esc(issueOfKey(n.key))}">${esc(n.key)}</a>: ${esc(n.message)} <span class="sub">(${esc(ago(n.at, now))})</span></li>`).join('\n')}
 </ul>`
     : '';
+  const proposalBlock = proposals.length
+    ? `<h2>Awaiting operator</h2>
+<p class="sub">Agents asked for these changes; decide with <code>bb supervise</code> on the orchestrator's host.</p>
+<table id="proposals">
+<thead><tr><th>Request</th><th>Bottle</th><th>Change</th><th>Why</th><th>Findings</th><th>Asked</th></tr></thead>
+<tbody>
+${proposals
+  .map(
+    (p) => `<tr data-request="${esc(p.id)}">
+  <td><code>${esc(p.id)}</code></td>
+  <td><code>${esc(p.slug)}</code></td>
+  <td>${esc(p.kind)}</td>
+  <td>${esc(p.justification)}${p.rejections >= 3 ? ` <span class="badge watchdog">looping: ${esc(p.rejections)} rejections</span>` : ''}</td>
+  <td>${p.findings.map((f) => `<span class="badge ${f.severity === 'high' ? 'failure' : 'blocked'}">${esc(f.severity)}</span> ${esc(f.message)}`).join('<br>') || '—'}</td>
+  <td title="${esc(p.createdAt)}">${esc(ago(p.createdAt, now))}</td>
+</tr>`,
+  )
+  .join('\n')}
+</tbody>
+</table>`
+    : '';
   const runRows = runs
     .map(
       (r) => `<tr data-run="${esc(r.record.id)}">
@@ -123,7 +161,7 @@ ${notices.map((n) => `<li><a href="${esc(issueOfKey(n.key))}">${esc(n.key)}</a>:
   th, td { text-align: left; padding: .45rem .7rem; border-bottom: 1px solid #e5e5e5; vertical-align: top; }
   th { font-weight: 600; color: #555; background: #f2f2f2; }
   .badge { display: inline-block; padding: 0 .5rem; border-radius: 999px; font-size: 12px; background: #e8e8e8; }
-  .running { background: #d7f5dd; } .frozen { background: #dbe9ff; } .destroyed { background: #eee; color: #777; }
+  .running { background: #d7f5dd; } .awaiting { background: #fff1c7; } .frozen { background: #dbe9ff; } .destroyed { background: #eee; color: #777; }
   .success { background: #d7f5dd; } .failure, .failed, .watchdog { background: #ffe0de; } .blocked { background: #fff1c7; }
   .empty { color: #777; padding: 1rem .7rem; }
 </style>
@@ -132,6 +170,7 @@ ${notices.map((n) => `<li><a href="${esc(issueOfKey(n.key))}">${esc(n.key)}</a>:
 <h1>bot-bottle</h1>
 <p class="sub">orchestrator ${esc(input.version)} · ${live} live bottle${live === 1 ? '' : 's'} · refreshes every ${input.refreshSeconds ?? 5} s · <a href="/api/bottles">JSON</a></p>
 ${noticeBlock}
+${proposalBlock}
 <h2>Bottles</h2>
 ${capacityLine}
 <table id="bottles">

@@ -5,7 +5,14 @@ import { totalmem } from 'node:os';
 import { join } from 'node:path';
 import { errorMessage, redact, registerSecret } from '@bb/errors';
 import { closeGiteaPools, type ForgeEvent, GiteaClient, GiteaForge } from '@bb/forge';
-import { type Backend, DockerBackend, LOCAL_BACKEND_WARNING, LocalBackend } from '@bb/headless';
+import {
+  type Backend,
+  bottleRemediator,
+  DockerBackend,
+  LOCAL_BACKEND_WARNING,
+  LocalBackend,
+  supervisedBottles,
+} from '@bb/headless';
 import {
   createWebhookHandler,
   createWebhookListener,
@@ -24,6 +31,7 @@ import {
   type SecretScanner,
 } from '@bb/provenance';
 import { BbDatabase, resolveBbHome, SqliteForgeStateStore } from '@bb/state';
+import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
 import { pino } from 'pino';
 import pkg from '../package.json' with { type: 'json' };
 import { isLoopbackHost } from './access';
@@ -124,6 +132,13 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   if (!backend.isolates) log.warn(LOCAL_BACKEND_WARNING);
 
   const runner = headlessRunner({ backend, env: bottleEnv, token: config.FORGE_TOKEN });
+  // What stuck agents ask for: kept in this database, decided with `bb supervise`.
+  const desk = new SuperviseDesk({
+    store: new SuperviseStore(db),
+    bottles: supervisedBottles(bottleEnv),
+    policy: loadPolicy(home),
+    remediator: bottleRemediator({ backend, env: bottleEnv }),
+  });
   const orchestrator = new Orchestrator({
     forgeFor,
     token: config.FORGE_TOKEN,
@@ -154,6 +169,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     mentionOnly: config.FORGE_MENTION_ONLY,
     feedback: config.FORGE_FEEDBACK,
     acknowledge: config.FORGE_ACKNOWLEDGE,
+    supervise: desk,
     log: (e) => log.info(e),
   });
 
@@ -178,6 +194,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     runs: provStore,
     capacity: orchestrator.capacity,
     notices: () => orchestrator.notices,
+    proposals: () => desk.list({ status: 'pending' }),
     webBase: client.webBase,
     version: pkg.version,
     access: { token: config.BB_API_TOKEN, loopback: isLoopbackHost(config.BB_HOST) },

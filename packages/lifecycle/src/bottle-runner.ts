@@ -17,6 +17,7 @@ import {
   startResume,
   stopAgent,
   type TurnOutcome,
+  takeResumeRequest,
 } from '@bb/headless';
 
 /**
@@ -62,6 +63,8 @@ export interface BottleRunner {
   memoryOf(agent: string, bottles?: string[] | undefined): number;
   /** How long one session of this agent may grow before it is rotated (its manifest's `session`). */
   sessionLimits?(agent: string): SessionLimits;
+  /** The resume a capability rebuild asked for once the turn ends (taken: used once). */
+  takeResumeRequest?(slug: string): { prompt: string; requestId: string } | undefined;
 }
 
 /** When a session is rotated: after `maxTurns` turns, or once a turn read `maxTokens` input tokens. */
@@ -110,6 +113,7 @@ export function headlessRunner(o: {
     containers: (slug) => o.backend.list({ 'bb.slug': slug }),
     ours: () => o.backend.list({ ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(o.env) }),
     meta: (slug) => readMeta(slug, o.env),
+    takeResumeRequest: (slug) => takeResumeRequest(slug, o.env),
     dir: (slug) => bottlePaths(slug, o.env).dir,
     socket: (slug) => join(bottlePaths(slug, o.env).sock, 'forge.sock'),
     sessionLimits(agent) {

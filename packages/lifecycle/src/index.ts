@@ -27,7 +27,12 @@ export {
   type WatchdogReason,
 } from './machine';
 export { toNodeListener } from './node-adapter';
-export { type Notice, Orchestrator, type OrchestratorOptions } from './orchestrator';
+export {
+  type Notice,
+  Orchestrator,
+  type OrchestratorOptions,
+  type SupervisePlane,
+} from './orchestrator';
 export { type ReconcileReport, reconcile } from './reconcile';
 export {
   type ProvenanceOptions,

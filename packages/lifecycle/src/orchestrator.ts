@@ -16,7 +16,7 @@ import {
   transition,
   type WatchdogReason,
 } from './machine';
-import { type ProvenanceOptions, recordTurn } from './record-turn';
+import { type ProvenanceOptions, type RecordTurnOptions, recordTurn } from './record-turn';
 import { issueKey, issueOf, parseIssueKey, prOf } from './routing';
 import { SerialQueue } from './serial-queue';
 import { readTurnLog, writeTurnLog } from './turn-log';
@@ -73,7 +73,23 @@ export interface OrchestratorOptions {
    * default): the next turn starts a fresh session seeded with a summary.
    */
   sessionLimits?: (agent: string) => SessionLimits;
+  /**
+   * The supervise plane (a `SuperviseDesk` of `@bb/supervise`): while a bottle
+   * waits for the operator its watchdog is paused; a turn's requests go into its
+   * record; a destroyed bottle's pending requests are cancelled.
+   */
+  supervise?: SupervisePlane | undefined;
   log?: (entry: Record<string, unknown>) => void;
+}
+
+/** What the orchestrator needs of the supervise plane. */
+export interface SupervisePlane {
+  awaitingOperator(slug: string): boolean;
+  auditTurn?(
+    slug: string,
+    startedAt: string,
+  ): ReturnType<NonNullable<RecordTurnOptions['supervise']>>;
+  cancelAll?(slug: string, reason: string): unknown;
 }
 
 /** A unit of work on an issue's queue: an accepted forge event, or what a turn reported. */
@@ -297,7 +313,12 @@ export class Orchestrator {
     const timeout = this.#o.watchdogTimeoutMs ?? 30 * 60_000;
     for (const [slug, m] of this.#monitors) {
       if (m.ended || this.#fired.has(slug)) continue;
-      const silent = now - m.lastCheckin;
+      // Waiting for the operator is not silence: the clock starts again once decided.
+      if (this.#o.supervise?.awaitingOperator(slug)) {
+        this.#paused.set(slug, now);
+        continue;
+      }
+      const silent = now - Math.max(m.lastCheckin, this.#paused.get(slug) ?? 0);
       if (silent > timeout)
         await this.#fire(slug, {
           reason: 'silence',
@@ -324,6 +345,8 @@ export class Orchestrator {
   }
 
   readonly #starting = new Set<string>();
+  /** When a bottle last waited for the operator (its watchdog was paused until then). */
+  readonly #paused = new Map<string, number>();
 
   /** Stop an agent for `fired`; its turn ends through its monitor and is recorded with the reason. */
   async #fire(slug: string, fired: { reason: WatchdogReason; detail: string }): Promise<void> {
@@ -730,6 +753,14 @@ export class Orchestrator {
     this.capacity.release(bottle.slug);
     let fired = this.#fired.get(bottle.slug) ?? readTurnLog(this.#o.runner.dir(bottle.slug)).fired;
     this.#fired.delete(bottle.slug);
+    this.#paused.delete(bottle.slug);
+    // The operator approved a new image: this turn ends, the next starts in it at once.
+    const rebuilt = this.#o.runner.takeResumeRequest?.(bottle.slug);
+    if (rebuilt && !fired && !bottle.state.closing)
+      fired = {
+        reason: 'stopped',
+        detail: `the operator approved a rebuilt image (${rebuilt.requestId}); the agent continues in it`,
+      };
     if (outcome.vanished && !fired)
       fired = {
         reason: 'vanished',
@@ -750,6 +781,9 @@ export class Orchestrator {
           this.#o.runner.meta(bottle.slug)?.turns.at(-1)?.startedAt ?? new Date().toISOString(),
         fired,
         provenance: this.#o.provenance,
+        ...(this.#o.supervise?.auditTurn
+          ? { supervise: (slug: string, at: string) => this.#o.supervise!.auditTurn!(slug, at) }
+          : {}),
       });
       done = recorded.done;
       for (const pr of recorded.prs)
@@ -778,6 +812,17 @@ export class Orchestrator {
       done: done?.status ?? null,
       ...(fired ? { fired: fired.reason } : {}),
     });
+    if (rebuilt && !bottle.state.closing) {
+      this.#log({
+        msg: 'resuming in the rebuilt image',
+        key,
+        slug: bottle.slug,
+        request: rebuilt.requestId,
+      });
+      bottle.state = { ...bottle.state, status: 'frozen' };
+      await this.#resume(key, bottle, rebuilt.prompt);
+      return;
+    }
     const input: LifecycleInput =
       fired && fired.reason !== 'closed'
         ? { type: 'watchdog', reason: fired.reason }
@@ -845,6 +890,7 @@ export class Orchestrator {
           // The turn already ended and was recorded (#turnEnded): nothing more.
           break;
         case 'destroy':
+          this.#o.supervise?.cancelAll?.(bottle.slug, 'the bottle was destroyed');
           await this.#o.runner.destroy(bottle.slug);
           this.#save(bottle, 'destroyed');
           this.#log({ msg: 'bottle destroyed', key, slug: bottle.slug });

@@ -33,6 +33,11 @@ export interface RecordTurnOptions {
   /** Set when the watchdog (or a restart) ended the turn. */
   fired?: { reason: WatchdogReason; detail: string } | undefined;
   provenance: ProvenanceOptions;
+  /**
+   * The bottle's supervise requests made during this turn, with their decisions
+   * and remediations (`auditTurn` of `@bb/supervise`'s desk).
+   */
+  supervise?: ((slug: string, startedAt: string) => RunRecord['supervise']) | undefined;
 }
 
 export interface RecordedTurn {
@@ -99,6 +104,7 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     forge: o.forge ? { ...o.forge, prs } : null,
     turn,
     ...(log.rotated ? { sessionRotated: log.rotated } : {}),
+    ...(o.supervise ? { supervise: o.supervise(o.slug, o.startedAt) } : {}),
     startedAt: o.startedAt,
     finishedAt: new Date().toISOString(),
     exitCode: o.outcome.exitCode,

@@ -27,6 +27,7 @@ interface Turn {
  * exits when told. Stopping an agent makes it exit at once.
  */
 export class FakeRunner implements BottleRunner {
+  takeResumeRequest?: BottleRunner['takeResumeRequest'];
   readonly backendName = 'fake';
   readonly env: Record<string, string | undefined>;
   /** Everything asked of it, in order: `launch <slug>`, `resume <slug> <prompt>`, `stop <slug>`, `destroy <slug>`. */

@@ -17,6 +17,8 @@ export interface BuildInput {
   forge: RunRecord['forge'];
   turn: number;
   sessionRotated?: RunRecord['sessionRotated'];
+  /** The turn's supervise requests and their decisions. */
+  supervise?: RunRecord['supervise'];
   startedAt: string;
   finishedAt: string;
   exitCode: number | null;
@@ -62,6 +64,7 @@ export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
     forge: input.forge,
     turn: input.turn,
     ...(input.sessionRotated ? { sessionRotated: input.sessionRotated } : {}),
+    ...(input.supervise?.length ? { supervise: input.supervise } : {}),
     startedAt: input.startedAt,
     finishedAt: input.finishedAt,
     durationMs: Math.max(0, Date.parse(input.finishedAt) - Date.parse(input.startedAt)),

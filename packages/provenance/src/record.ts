@@ -66,6 +66,37 @@ export const RunRecordSchema = z.object({
   }),
   /** Omitted when the bottle had no egress log. */
   egress: z.unknown().optional(),
+  /**
+   * What the agent asked the operator for in this turn (supervise requests), each
+   * with the decision (who, when, scope, the final file's hash) and what the
+   * remediation did. Omitted when it asked for nothing.
+   */
+  supervise: z
+    .array(
+      z.object({
+        id: z.string(),
+        kind: z.string(),
+        tool: z.string(),
+        createdAt: z.string(),
+        justification: z.string(),
+        candidateHash: z.string(),
+        status: z.string(),
+        decision: z
+          .object({
+            by: z.string(),
+            at: z.string(),
+            scope: z.string().nullable(),
+            finalHash: z.string().nullable(),
+            reason: z.string().nullable(),
+            override: z.boolean(),
+          })
+          .nullable(),
+        remediation: z
+          .object({ ok: z.boolean(), detail: z.string(), at: z.string().nullable() })
+          .nullable(),
+      }),
+    )
+    .optional(),
   opLog: z.object({
     verified: z.boolean(),
     /** The head this record verified the log up to; the next turn's log must run through it. */

@@ -39,6 +39,17 @@ function lines(s: SignedRecord): Array<[string, string]> {
       `${foldOps(r.opLog.entries).length} operations (${r.opLog.entries.length} lines); ${r.opLog.verified ? 'chain intact' : `TAMPERED: ${r.opLog.problems.map((p) => `line ${p.line}: ${p.problem}`).join('; ')}`}`,
     ],
     ['egress', r.egress ? JSON.stringify(r.egress) : 'no egress log'],
+    [
+      'supervise',
+      r.supervise?.length
+        ? r.supervise
+            .map(
+              (q) =>
+                `${q.id} ${q.kind} via ${q.tool}: ${q.status}${q.decision ? ` by ${q.decision.by} at ${q.decision.at}${q.decision.scope ? ` (scope ${q.decision.scope})` : ''}${q.decision.override ? ' OVER THE CEILING' : ''}${q.decision.finalHash ? ` file ${q.decision.finalHash.slice(0, 12)}` : ''}${q.decision.reason ? `: ${q.decision.reason}` : ''}` : ''}${q.remediation ? `; remediation ${q.remediation.ok ? 'ok' : 'FAILED'}: ${q.remediation.detail}` : ''}`,
+            )
+            .join('; ')
+        : 'no requests',
+    ],
     ['built by', `bot-bottle ${r.bbVersion}${r.gitCommit ? ` (${r.gitCommit.slice(0, 12)})` : ''}`],
     [
       'signature',

@@ -71,6 +71,26 @@ export interface DecisionOutcome {
   remediation: Remediation | null;
 }
 
+/** One request as a run record keeps it. */
+export interface AuditEntry {
+  id: string;
+  kind: string;
+  tool: string;
+  createdAt: string;
+  justification: string;
+  candidateHash: string;
+  status: string;
+  decision: {
+    by: string;
+    at: string;
+    scope: string | null;
+    finalHash: string | null;
+    reason: string | null;
+    override: boolean;
+  } | null;
+  remediation: { ok: boolean; detail: string; at: string | null } | null;
+}
+
 export const CURRENT_CONFIG = 'current-config';
 export const EXCHANGE = 'supervise';
 
@@ -102,10 +122,10 @@ export class SuperviseDesk {
    * Take in every new request of every bottle (with its evidence and findings),
    * and expire what waited past its TTL. Returns what changed.
    */
-  sync(): { ingested: string[]; expired: string[]; bad: string[] } {
+  sync(only?: string): { ingested: string[]; expired: string[]; bad: string[] } {
     const ingested: string[] = [];
     const bad: string[] = [];
-    for (const slug of this.#o.bottles.slugs()) {
+    for (const slug of only ? [only] : this.#o.bottles.slugs()) {
       const ex = this.exchange(slug);
       const seen: string[] = [];
       for (const r of ex.requests(seen)) {
@@ -313,8 +333,42 @@ export class SuperviseDesk {
       .map((r) => r.id);
   }
 
+  /**
+   * The bottle's requests of a turn (made since `startedAt`), for the turn's
+   * provenance record: each with its decision and what the remediation did.
+   */
+  auditTurn(slug: string, startedAt: string): AuditEntry[] {
+    this.sync(slug);
+    return this.#o.store
+      .list({ slug })
+      .filter((r) => r.createdAt >= startedAt)
+      .map((r) => ({
+        id: r.id,
+        kind: r.kind,
+        tool: r.tool,
+        createdAt: r.createdAt,
+        justification: r.justification,
+        candidateHash: r.candidateHash,
+        status: r.status,
+        decision: r.decidedBy
+          ? {
+              by: r.decidedBy,
+              at: r.decidedAt!,
+              scope: r.scope,
+              finalHash: r.finalHash,
+              reason: r.reason,
+              override: r.override,
+            }
+          : null,
+        remediation: r.remediation
+          ? { ok: r.remediation.ok, detail: r.remediation.detail, at: r.remediatedAt }
+          : null,
+      }));
+  }
+
   /** Whether a bottle waits for the operator now (its watchdog pauses meanwhile). */
   awaitingOperator(slug: string): boolean {
+    this.sync(slug);
     return this.#o.store.hasPending(slug, this.#now());
   }
 

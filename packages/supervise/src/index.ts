@@ -30,6 +30,7 @@ export {
   type ToolName,
 } from './contract';
 export {
+  type AuditEntry,
   CURRENT_CONFIG,
   type DecisionOutcome,
   EXCHANGE,

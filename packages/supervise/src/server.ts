@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { errorMessage } from '@bb/errors';
 import { toWireError } from '@bb/forge-sidecar';
@@ -92,7 +93,11 @@ export async function serveSupervise(
     close: () =>
       new Promise<void>((r) => {
         server.closeAllConnections();
-        server.close(() => r());
+        // The socket was renamed into place: Node removes only the name it bound.
+        server.close(() => {
+          rmSync(socketPath, { force: true });
+          r();
+        });
       }),
   };
 }

@@ -1,9 +1,10 @@
 import { BbError } from '@bb/errors';
 import { GiteaClient } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
-import { type Backend, launch, resume, type TurnOutcome } from '@bb/headless';
+import { type Backend, launch, resume, supervisedBottles, type TurnOutcome } from '@bb/headless';
 import { installedCommit, recordTurn, saveBottleRow } from '@bb/lifecycle';
 import type { ForgeState, ForgeStateStore } from '@bb/state';
+import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
 import pkg from '../../package.json' with { type: 'json' };
 import { type CliDeps, makeBackend, openState } from '../deps';
 import { backendName, type CliIo, need, needEnv, parse, progress, UsageError } from '../io';
@@ -93,6 +94,12 @@ async function finish(
       bbVersion: pkg.version,
       gitCommit: installedCommit(),
     },
+    supervise: (slug, at) =>
+      new SuperviseDesk({
+        store: new SuperviseStore(state.database),
+        bottles: supervisedBottles(io.env),
+        policy: loadPolicy(state.home),
+      }).auditTurn(slug, at),
   });
   saveRow(state.store, io, row, 'frozen', rec.prs.at(-1) ?? null, botLogin);
   io.stdout(
@@ -277,6 +284,16 @@ export interface StatusJson {
     prUrl: string | null;
     lastCheckinAt: string;
     sessionId: string | null;
+    /** A request of the agent waits for the operator (`bb supervise`); its watchdog is paused. */
+    awaitingOperator: boolean;
+  }>;
+  /** Supervise requests waiting for the operator, oldest first. */
+  supervise: Array<{
+    id: string;
+    slug: string;
+    kind: string;
+    justification: string;
+    createdAt: string;
   }>;
   /** Accepted events not handled yet, oldest first. */
   waiting: Array<{
@@ -311,6 +328,12 @@ function status(argv: string[], io: CliIo): number {
   const state = openState(io);
   try {
     const rows = state.store.all().sort((a, b) => b.updatedAt.localeCompare(a.updatedAt));
+    const pending = new SuperviseDesk({
+      store: new SuperviseStore(state.database),
+      bottles: supervisedBottles(io.env),
+      policy: loadPolicy(state.home),
+    }).list({ status: 'pending' });
+    const awaiting = new Set(pending.map((p) => p.slug));
     const json: StatusJson = {
       bottles: rows.map((r) => ({
         slug: r.slug,
@@ -323,6 +346,14 @@ function status(argv: string[], io: CliIo): number {
         prUrl: web && r.prNumber ? `${web}/${r.owner}/${r.repo}/pulls/${r.prNumber}` : null,
         lastCheckinAt: r.lastCheckinAt,
         sessionId: r.sessionId,
+        awaitingOperator: r.status === 'running' && awaiting.has(r.slug),
+      })),
+      supervise: pending.map((p) => ({
+        id: p.id,
+        slug: p.slug,
+        kind: p.kind,
+        justification: p.justification,
+        createdAt: p.createdAt,
       })),
       waiting: state.store.openEvents().map((e) => ({
         key: e.key,
@@ -341,6 +372,13 @@ function status(argv: string[], io: CliIo): number {
       return 0;
     }
     const waiting = () => {
+      if (json.supervise.length > 0) {
+        io.stdout(
+          `\n${json.supervise.length} request${json.supervise.length === 1 ? '' : 's'} awaiting the operator (bb supervise):\n`,
+        );
+        for (const p of json.supervise)
+          io.stdout(`  ${p.id}  ${p.slug}  ${p.kind}  ${p.justification.slice(0, 70)}\n`);
+      }
       if (json.notices.length > 0) {
         io.stdout('\nneeds attention:\n');
         for (const n of json.notices) io.stdout(`  ${n.issue}  ${n.message}  (${n.at})\n`);
@@ -359,7 +397,7 @@ function status(argv: string[], io: CliIo): number {
       ['BOTTLE', 'STATUS', 'AGENT', 'ISSUE', 'PR', 'LAST CHECK-IN'],
       ...json.bottles.map((b) => [
         b.slug,
-        b.status,
+        b.awaitingOperator ? 'awaiting operator' : b.status,
         b.agent,
         b.issueUrl ?? `${b.repo}#${b.issue}`,
         b.prUrl ?? (b.pr ? `#${b.pr}` : '-'),

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { errorMessage } from '@bb/errors';
 import { type DecisionScope, type RequestView, SCOPES, type SuperviseDesk } from '@bb/supervise';
 import { Box, render, Text, useApp, useInput } from 'ink';
-import { createElement as h, type ReactNode, useEffect, useState } from 'react';
+import { createElement as h, type ReactNode, useEffect, useRef, useState } from 'react';
 import type { CliDeps } from '../deps';
 import type { CliIo } from '../io';
 import { openDesk } from './supervise';
@@ -31,7 +31,13 @@ function Inbox(props: {
   const [sel, setSel] = useState(0);
   const [scope, setScope] = useState<DecisionScope>(props.scope);
   const [override, setOverride] = useState(false);
-  const [typing, setTyping] = useState<string | undefined>(undefined);
+  const [typing, setTypingState] = useState<string | undefined>(undefined);
+  // Keys can come faster than renders: what was typed is kept here too, not only in state.
+  const typed = useRef<string | undefined>(undefined);
+  const setTyping = (v: string | undefined) => {
+    typed.current = v;
+    setTypingState(v);
+  };
   const [busy, setBusy] = useState(false);
   const [message, setMessage] = useState(props.flash ?? '');
   const refresh = () => setRows(props.desk.list({ status: 'pending' }));
@@ -46,12 +52,16 @@ function Inbox(props: {
   };
   useInput((input, key) => {
     if (busy) return;
-    if (typing !== undefined) {
+    const sofar = typed.current;
+    if (sofar !== undefined) {
       if (key.escape) return setTyping(undefined);
-      if (key.return) {
-        if (!current || !typing.trim()) return setMessage('a rejection needs a reason');
+      // A pasted reason may arrive with its Enter in one piece.
+      const ends = key.return || /[\r\n]/.test(input);
+      if (ends) {
+        const reason = `${sofar}${key.return ? '' : input.split(/[\r\n]/)[0]}`.trim();
+        if (!current || !reason) return setMessage('a rejection needs a reason');
         try {
-          props.desk.reject(current.id, typing.trim(), 'operator');
+          props.desk.reject(current.id, reason, 'operator');
           setMessage(`rejected ${current.id}`);
         } catch (err) {
           setMessage(errorMessage(err));
@@ -59,8 +69,8 @@ function Inbox(props: {
         setTyping(undefined);
         return refresh();
       }
-      if (key.backspace || key.delete) return setTyping(typing.slice(0, -1));
-      return setTyping(typing + input);
+      if (key.backspace || key.delete) return setTyping(sofar.slice(0, -1));
+      return setTyping(sofar + input);
     }
     if (input === 'q' || key.escape) return leave({ type: 'quit' });
     if (key.upArrow || input === 'k') return setSel(Math.max(0, sel - 1));

@@ -1,0 +1,125 @@
+// The orchestrator and the supervise plane: a bottle waiting for the operator is
+// not silent; a turn's requests go into its record; a rebuilt image's resume
+// comes at once; a destroyed bottle's pending requests are cancelled.
+import { describe, expect, it } from 'vitest';
+import type { SupervisePlane } from '../src/index';
+import { setup, until } from './orchestrator-setup';
+
+function plane() {
+  const waiting = new Set<string>();
+  const cancelled: string[] = [];
+  const p: SupervisePlane = {
+    awaitingOperator: (slug) => waiting.has(slug),
+    auditTurn: (slug) =>
+      waiting.has(slug) || cancelled.includes(slug)
+        ? []
+        : [
+            {
+              id: 'sr_aaaaaaaaaaaaaaaaaaaa',
+              kind: 'allowlist',
+              tool: 'pipelock-block',
+              createdAt: '2026-06-01T00:00:00.000Z',
+              justification: 'pypi for the tests',
+              candidateHash: 'a'.repeat(64),
+              status: 'approved',
+              decision: {
+                by: 'alice',
+                at: '2026-06-01T00:00:05.000Z',
+                scope: 'turn',
+                finalHash: 'a'.repeat(64),
+                reason: null,
+                override: false,
+              },
+              remediation: { ok: true, detail: 'reloaded', at: '2026-06-01T00:00:05.100Z' },
+            },
+          ],
+    cancelAll: (slug) => cancelled.push(slug),
+  };
+  return { p, waiting, cancelled };
+}
+
+describe('orchestrator: the supervise plane', () => {
+  it('does not fire the watchdog while a request waits for the operator, and starts the clock again after', async () => {
+    const s = plane();
+    const t = setup({ watchdogTimeoutMs: 200, supervise: s.p });
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.runningSlugs.length === 1);
+    const slug = t.slugOf(n);
+    s.waiting.add(slug);
+    await new Promise((r) => setTimeout(r, 300));
+    await t.orch.checkWatchdog();
+    expect(t.runner.isRunning(slug)).toBe(true);
+    // Decided: silence counts again from now, not from the last check-in.
+    s.waiting.delete(slug);
+    await t.orch.checkWatchdog();
+    expect(t.runner.isRunning(slug)).toBe(true);
+    await new Promise((r) => setTimeout(r, 250));
+    await t.orch.checkWatchdog();
+    await until('silence fired', () => t.row(n)?.status === 'frozen');
+    expect(t.records(slug)[0]?.watchdogFired).toMatchObject({ reason: 'silence' });
+  });
+
+  it("puts the turn's requests and decisions into its record", async () => {
+    const s = plane();
+    const t = setup({ supervise: s.p });
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.runningSlugs.length === 1);
+    const slug = t.slugOf(n);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    expect(t.records(slug)[0]?.supervise).toEqual([
+      expect.objectContaining({
+        id: 'sr_aaaaaaaaaaaaaaaaaaaa',
+        status: 'approved',
+        decision: expect.objectContaining({ by: 'alice' }),
+      }),
+    ]);
+  });
+
+  it('resumes at once in a rebuilt image, with the decision as the prompt', async () => {
+    const s = plane();
+    const t = setup({ supervise: s.p });
+    const asked = new Map<string, { prompt: string; requestId: string }>();
+    t.runner.takeResumeRequest = (slug: string) => {
+      const a = asked.get(slug);
+      asked.delete(slug);
+      return a;
+    };
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.runningSlugs.length === 1);
+    const slug = t.slugOf(n);
+    asked.set(slug, {
+      requestId: 'sr_bbbbbbbbbbbbbbbbbbbb',
+      prompt: 'the operator approved your capability-block request',
+    });
+    t.runner.agent(slug).exit(0);
+    await until('resumed', () => t.runner.calls.some((c) => c.startsWith(`resume ${slug}`)));
+    expect(t.runner.calls.filter((c) => c.startsWith('resume'))).toEqual([
+      `resume ${slug} the operator approved your capability-block request`,
+    ]);
+    expect(t.records(slug)[0]?.watchdogFired).toMatchObject({
+      reason: 'stopped',
+      detail: expect.stringMatching(/sr_bbbb/),
+    });
+    await until('running again', () => t.row(n)?.status === 'running');
+  });
+
+  it("cancels a destroyed bottle's pending requests", async () => {
+    const s = plane();
+    const t = setup({ supervise: s.p });
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    s.waiting.add(slug);
+    t.runner.agent(slug).openPr(31);
+    await until('PR learned', () => t.row(n)?.prNumber === 31);
+    t.orch.accept(t.ev.closed(31));
+    await until('destroyed', () => t.row(n)?.status === 'destroyed');
+    expect(s.cancelled).toEqual([slug]);
+  });
+});

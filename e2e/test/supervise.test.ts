@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
-import { bottleRemediator, homeLabel, readMeta, supervisedBottles } from '@bb/headless';
+import { bottleRemediator, destroy, homeLabel, readMeta, supervisedBottles } from '@bb/headless';
 import {
   defaultPolicy,
   type Policy,
@@ -16,6 +16,7 @@ import {
   SuperviseStore,
 } from '@bb/supervise';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedTeam, type Step } from './redteam/harness';
 
@@ -414,6 +415,11 @@ describe.skipIf(!docker.ok)(
       // The same conversation: the script agent keeps its session id across turns.
       expect(run.outcome.sessionId).toBe(meta.sessionId);
       expect(run.outcome.ok).toBe(true);
+      // The rebuilt image belongs to the bottle: destroying it removes the image too.
+      const images = () => new Docker().listImages({ filters: { label: [`bb.slug=${run.slug}`] } });
+      expect(await images()).toHaveLength(1);
+      await destroy(run.slug, { backend: rt.backend, env: rt.env });
+      expect(await images()).toEqual([]);
     }, 180_000);
 
     it('nobody ever executed into or attached to a container of these bottles', async () => {

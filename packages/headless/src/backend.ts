@@ -109,6 +109,8 @@ export interface Backend {
     tag: string,
     options?: { onProgress?: (line: string) => void; labels?: Record<string, string> },
   ): Promise<void>;
+  /** Remove the images `buildImage` made whose labels include all of `labels`. Idempotent. */
+  removeImages?(labels: Record<string, string>): Promise<void>;
 }
 
 /** The label every bottle carries with the bot-bottle version that made it. */

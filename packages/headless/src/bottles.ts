@@ -39,6 +39,8 @@ import {
   bottlePaths,
   type ForgeWiring,
   GATE_USER,
+  HOME_LABEL,
+  homeLabel,
   IN_BOTTLE,
   pathsFor,
   readMeta,
@@ -502,6 +504,8 @@ export async function destroy(slug: string, options: BottleOptions): Promise<voi
   const env = options.env ?? process.env;
   for (const c of await options.backend.list({ 'bb.slug': slug }))
     await options.backend.destroy(c.id);
+  // Images rebuilt for it (a capability approval) go with it.
+  await options.backend.removeImages?.({ 'bb.slug': slug, [HOME_LABEL]: homeLabel(env) });
   removeSecrets(slug, env);
   const p = bottlePaths(slug, env);
   await unmountDisk(p);

@@ -267,6 +267,30 @@ export class DockerBackend implements Backend {
     }
   }
 
+  async removeImages(labels: Record<string, string>): Promise<void> {
+    const docker = await this.#docker;
+    let images: Docker.ImageInfo[];
+    try {
+      images = await bounded(
+        docker.listImages({
+          filters: { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
+        }),
+        LOOK_MS,
+        'listing images',
+      );
+    } catch (err) {
+      if (isBbError(err)) throw err;
+      throw this.#error(err, 'images', {});
+    }
+    for (const i of images)
+      await docker
+        .getImage(i.Id)
+        .remove({ force: true })
+        .catch((err: { statusCode?: number }) => {
+          if (err.statusCode !== 404) throw this.#error(err, `image ${i.Id}`, {});
+        });
+  }
+
   async freeze(id: string): Promise<void> {
     await this.#call(id, (c) => c.pause());
   }

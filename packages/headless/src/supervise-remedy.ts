@@ -6,7 +6,15 @@ import type { Remediator, SupervisedBottles } from '@bb/supervise';
 import type { Backend } from './backend';
 import { routeSecrets } from './gate';
 import { bbHome } from './home';
-import { bottlePaths, GATE_USER, listBottles, readMeta, writeMeta } from './layout';
+import {
+  bottlePaths,
+  GATE_USER,
+  HOME_LABEL,
+  homeLabel,
+  listBottles,
+  readMeta,
+  writeMeta,
+} from './layout';
 import { removeSecret, writeSecret } from './secrets';
 import { allowedBases, atomicWrite, writeOverride } from './supervise-gate';
 
@@ -167,7 +175,7 @@ export async function rebuildBottle(
   options.onProgress?.(`building ${tag}`);
   try {
     await options.backend.buildImage(dockerfile, tag, {
-      labels: { 'bb.slug': slug, 'bb.supervise-request': requestId },
+      labels: { 'bb.slug': slug, [HOME_LABEL]: homeLabel(env), 'bb.supervise-request': requestId },
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     });
   } catch (err) {

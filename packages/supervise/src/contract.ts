@@ -169,3 +169,16 @@ export function classifyFile(text: string): ProposalKind | undefined {
   }
   return /^\s*FROM\s/im.test(text) ? 'dockerfile' : undefined;
 }
+
+/**
+ * Text an agent wrote, made safe to show on a terminal: control characters
+ * (escape sequences that could redraw, recolour or hide lines) become visible
+ * `\xNN` escapes; newlines and tabs stay.
+ */
+export function printable(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: these are what it removes
+  return text.replace(
+    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
+  );
+}

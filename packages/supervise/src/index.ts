@@ -20,6 +20,7 @@ export {
   KINDS,
   kindOfTool,
   type ProposalKind,
+  printable,
   type RequestFile,
   type RequestStatus,
   SCOPES,

@@ -37,6 +37,10 @@ export interface SuperviseSidecarOptions {
   coolDownMs?: number;
   /** How often a waiting call looks for the decision. @default 50 ms */
   pollMs?: number;
+  /** Requests that may wait for the operator at once. @default 5 */
+  maxPending?: number;
+  /** Requests a bottle may make in all. @default 200 */
+  maxRequests?: number;
   now?: () => number;
 }
 
@@ -72,6 +76,8 @@ export class SuperviseSidecar {
       coolDownAfter: 3,
       coolDownMs: 10 * 60_000,
       pollMs: 50,
+      maxPending: 5,
+      maxRequests: 200,
       now: Date.now,
       ...options,
     };
@@ -117,6 +123,7 @@ export class SuperviseSidecar {
     if (same && sameState && !['expired', 'cancelled'].includes(sameState.status))
       return this.#wait(same, p.wait_ms, signal);
     this.#checkCoolDown(kind, now);
+    this.#checkVolume(now);
     const request: RequestFile = {
       id: newRequestId(),
       slug: this.#o.slug,
@@ -193,6 +200,27 @@ export class SuperviseSidecar {
         return state;
       await new Promise((res) => setTimeout(res, this.#o.pollMs));
     }
+  }
+
+  /**
+   * Requests live on the host's disk: a bottle may have a few waiting at once and
+   * a bounded number in all, whatever it tries.
+   */
+  #checkVolume(now: number): void {
+    const all = this.exchange.requests();
+    const waiting = all.filter(
+      (r) => !this.exchange.decision(r.id) && now < Date.parse(r.expiresAt),
+    );
+    if (waiting.length >= this.#o.maxPending)
+      throw new BbError(
+        'CONFLICT',
+        `${waiting.length} of your requests already wait for the operator (${waiting.map((r) => r.id).join(', ')}); wait for them (supervise_wait) before asking again`,
+      );
+    if (all.length >= this.#o.maxRequests)
+      throw new BbError(
+        'CONFLICT',
+        `this bottle has made ${all.length} requests, the most it may; signal that you are blocked instead`,
+      );
   }
 
   /** After `coolDownAfter` rejections in a row of one kind, the agent waits `coolDownMs`. */

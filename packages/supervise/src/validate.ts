@@ -132,6 +132,33 @@ export function validateProposal(kind: ProposalKind, text: string, ctx: Validati
     const first = instructions.find((i) => i.keyword !== 'ARG');
     if (instructions.length && first?.keyword !== 'FROM')
       problems.push(`Dockerfile line ${first?.line}: the first instruction must be FROM`);
+    // Nothing may come from outside the allowed bases: no other image through
+    // COPY/ADD --from or RUN --mount from=, no download through ADD.
+    const stages = new Set<string>();
+    let stage = 0;
+    for (const ins of instructions) {
+      // A stage may take from those before it (by name or number), not from itself.
+      const earlier = new Set(stages);
+      if (ins.keyword === 'FROM') {
+        const w = ins.args.split(/\s+/).filter((x) => !x.startsWith('--'));
+        if (w[1]?.toUpperCase() === 'AS' && w[2]) stages.add(w[2].toLowerCase());
+        stages.add(String(stage++));
+        continue;
+      }
+      for (const m of ins.args.matchAll(/--(?:from|mount=[^\s]*?\bfrom)=([^\s,]+)/gi)) {
+        const from = m[1]!.toLowerCase();
+        if (!earlier.has(from))
+          problems.push(
+            `Dockerfile line ${ins.line}: ${ins.keyword} takes files from ${m[1]}, which is not an earlier stage of this Dockerfile`,
+          );
+      }
+      if (ins.keyword === 'ADD' && /(^|\s)(https?|git|ssh):\/\/|(^|\s)git@/i.test(ins.args))
+        problems.push(
+          `Dockerfile line ${ins.line}: ADD from the network is not allowed; install what you need with RUN from the base image's packages`,
+        );
+      if (ins.keyword === 'ONBUILD')
+        problems.push(`Dockerfile line ${ins.line}: ONBUILD is not allowed`);
+    }
     for (const { image, line } of baseImagesOf(instructions)) {
       if (image.includes('$'))
         problems.push(

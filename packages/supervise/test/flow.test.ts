@@ -298,6 +298,29 @@ describe('supervise: propose, decide, answer', () => {
     expect(desk().list()).toHaveLength(1);
   });
 
+  it('a bottle cannot flood the host with requests', async () => {
+    const ids = new Set<string>();
+    for (let i = 0; i < 5; i++)
+      ids.add(
+        (
+          await client.propose('pipelock-block', {
+            allowlist: JSON.stringify({ allow: [`h${i}.example.com`] }),
+            justification: WHY,
+          })
+        ).request_id,
+      );
+    expect(ids.size).toBe(5);
+    const err = await client
+      .propose('pipelock-block', {
+        allowlist: JSON.stringify({ allow: ['h9.example.com'] }),
+        justification: WHY,
+      })
+      .catch((e) => e);
+    expect(isBbError(err, 'CONFLICT')).toBe(true);
+    expect((err as Error).message).toMatch(/5 of your requests already wait/);
+    expect(desk().list()).toHaveLength(5);
+  });
+
   it('a remediation that fails tells the agent so and is recorded', async () => {
     const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
     failApply = true;

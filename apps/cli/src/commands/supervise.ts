@@ -8,6 +8,7 @@ import {
   type DecisionScope,
   KINDS,
   loadPolicy,
+  printable,
   type RequestStatus,
   type RequestView,
   SCOPES,
@@ -44,8 +45,17 @@ const age = (iso: string, now = Date.now()) => {
   return s < 90 ? `${s}s` : s < 5400 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`;
 };
 
+/**
+ * A request with every string made printable: the agent wrote most of them, and
+ * an escape sequence in a justification must not redraw what the operator sees.
+ */
+export function safeView<T>(v: T): T {
+  return JSON.parse(JSON.stringify(v), (_k, x) => (typeof x === 'string' ? printable(x) : x)) as T;
+}
+
 /** One request as terminal text: what, why, the evidence, the findings and the diff. */
-export function renderRequest(io: CliIo, r: RequestView): string {
+export function renderRequest(io: CliIo, unsafe: RequestView): string {
+  const r = safeView(unsafe);
   const sev = (s: string) =>
     s === 'high' ? red(io, s) : s === 'medium' ? yellow(io, s) : dim(io, s);
   const lines = [
@@ -163,7 +173,7 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
         if (values['json']) json(io, rows);
         else if (!rows.length)
           io.stdout(`no ${status ?? ''} supervise requests\n`.replace('  ', ' '));
-        else io.stdout(`${rows.map(listLine).join('\n')}\n`);
+        else io.stdout(`${rows.map((r) => listLine(safeView(r))).join('\n')}\n`);
         return 0;
       }
       case 'show': {
@@ -173,7 +183,7 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
         return 0;
       }
       case 'diff':
-        io.stdout(`${colourDiff(io, desk.show(id()).diff)}\n`);
+        io.stdout(`${colourDiff(io, printable(desk.show(id()).diff))}\n`);
         return 0;
       case 'approve': {
         const scope = (values['scope'] as string | undefined) ?? 'turn';

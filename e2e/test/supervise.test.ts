@@ -79,7 +79,12 @@ describe.skipIf(!docker.ok)(
       await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
       port = (upstream.address() as { port: number }).port;
       // The operator's ceiling opens the test service; anything else needs an override.
-      policy = { ...defaultPolicy(), egressCeiling: [`127.0.0.1:${port}`] };
+      policy = {
+        ...defaultPolicy(),
+        egressCeiling: [`127.0.0.1:${port}`],
+        // Declared for bottles, but for no host: sending it anywhere needs an override.
+        credentialHosts: { SUP_NEW_KEY: [] },
+      };
       rt.bottle('guarded', {
         image: BASE_IMAGE,
         egress: { allow: ['registry.npmjs.org'] },

@@ -262,6 +262,19 @@ export class DockerBackend implements Backend {
           },
         );
       });
+      // An image that declares volumes would give its containers disk outside their quota.
+      const info = await docker.getImage(tag).inspect();
+      const volumes = Object.keys(info.Config?.Volumes ?? {});
+      if (volumes.length) {
+        await docker
+          .getImage(tag)
+          .remove({ force: true })
+          .catch(() => {});
+        throw new BbError(
+          'INVALID_INPUT',
+          `building ${tag}: the image declares volumes (${volumes.join(', ')}), which bottles may not have`,
+        );
+      }
     } finally {
       rmSync(context, { recursive: true, force: true });
     }

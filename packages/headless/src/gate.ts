@@ -1,5 +1,6 @@
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { isReservedSecret } from '@bb/egress';
 import { BbError, redactString, registerSecret } from '@bb/errors';
 import type { Backend, BottleSpec } from './backend';
 import {
@@ -142,6 +143,12 @@ export function routeSecrets(
     for (const ref of Object.values(r.headers)) {
       if (!ref.startsWith('env:')) continue;
       const name = ref.slice(4);
+      // bot-bottle's own secrets (the forge token, the webhook secret, the API token) never go to a proxy.
+      if (isReservedSecret(name))
+        throw new BbError(
+          'INVALID_INPUT',
+          `credential route ${r.prefix} names ${name}, one of bot-bottle's own secrets: use another variable`,
+        );
       const value = env[name] ?? process.env[name];
       if (!value)
         throw new BbError(

@@ -141,7 +141,8 @@ export async function startSuperviseSidecar(meta: BottleMeta, o: GateOptions): P
       { source: p.supervise, target: P.supervise },
       { source: p.currentConfig, target: P.currentConfig, readOnly: true },
     ],
-    resources: { memoryBytes: 128 * 1024 * 1024, pidsLimit: 64 },
+    // It checks what the agent sends: whatever that costs, it costs here, and not much.
+    resources: { memoryBytes: 128 * 1024 * 1024, pidsLimit: 64, cpus: 0.5 },
   };
   const id = await o.backend.create(spec);
   await o.backend.start(id);

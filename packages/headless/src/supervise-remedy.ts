@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
 import type { Remediator, SupervisedBottles } from '@bb/supervise';
+import { readFileNoFollow, writeFileNoFollow } from '@bb/wall';
+import { z } from 'zod';
 import type { Backend } from './backend';
 import { routeSecrets } from './gate';
 import { bbHome } from './home';
@@ -55,9 +57,9 @@ export async function reloadBottleProxies(
   const meta = readMeta(slug, env);
   if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
   const p = bottlePaths(slug, env);
-  // A turn's approval outlives the turn only when the bottle is frozen already (nothing to reload).
-  if (scope !== 'turn' || meta.status !== 'running') writeOverride(slug, kind, text, env);
   if (meta.status !== 'running') {
+    // Nothing to reload: kept for the bottle's next turn.
+    writeOverride(slug, kind, text, env);
     atomicWrite(join(p.currentConfig, FILE[kind]), text);
     return { ok: true, detail: `kept for ${slug}'s next turn (the bottle is frozen)` };
   }
@@ -104,6 +106,8 @@ export async function reloadBottleProxies(
     if (secretsDir) removeSecret(secretsDir, 'keys.json');
   }
   atomicWrite(join(p.currentConfig, FILE[kind]), text);
+  // Kept for later turns only once it took: a file the proxies refused never outlives this turn.
+  if (scope !== 'turn') writeOverride(slug, kind, text, env);
   return {
     ok: true,
     detail: `reloaded ${FILE[kind]} in ${slug}'s proxies (generation ${generation})`,
@@ -141,16 +145,23 @@ export function takeResumeRequest(
   slug: string,
   env: Record<string, string | undefined>,
 ): { prompt: string; requestId: string } | undefined {
-  const file = resumeRequestFile(slug, env);
-  if (!existsSync(file)) return undefined;
+  const dir = bottlePaths(slug, env).supervise;
   try {
-    return JSON.parse(readFileSync(file, 'utf8')) as { prompt: string; requestId: string };
+    // The gate's directory: nothing there is followed, and what is read is checked.
+    const buf = readFileNoFollow(dir, 'resume.json', { maxBytes: 16384 });
+    if (!buf) return undefined;
+    const parsed = ResumeRequestSchema.safeParse(JSON.parse(buf.toString('utf8')));
+    return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
   } finally {
-    rmSync(file, { force: true });
+    rmSync(join(dir, 'resume.json'), { force: true });
   }
 }
+
+const ResumeRequestSchema = z
+  .object({ requestId: z.string().regex(/^sr_[a-z0-9]{20}$/), prompt: z.string().max(8192) })
+  .strict();
 
 /**
  * A capability rebuild: build the approved Dockerfile on the host's engine, make
@@ -186,8 +197,9 @@ export async function rebuildBottle(
   const fresh = readMeta(slug, env) ?? meta;
   fresh.image = tag;
   writeMeta(fresh, env);
-  atomicWrite(
-    resumeRequestFile(slug, env),
+  writeFileNoFollow(
+    bottlePaths(slug, env).supervise,
+    'resume.json',
     JSON.stringify({
       requestId,
       prompt: `${note}. Your bottle was rebuilt from the Dockerfile you proposed (now at /etc/bot-bottle/current-config/Dockerfile); this is the same workspace, branch and conversation. Carry on with your task.`,

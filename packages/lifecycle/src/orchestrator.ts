@@ -79,6 +79,8 @@ export interface OrchestratorOptions {
    * record; a destroyed bottle's pending requests are cancelled.
    */
   supervise?: SupervisePlane | undefined;
+  /** The longest a turn's watchdog stays paused for the operator, in all. @default 24 h */
+  superviseMaxPauseMs?: number;
   log?: (entry: Record<string, unknown>) => void;
 }
 
@@ -314,9 +316,14 @@ export class Orchestrator {
     for (const [slug, m] of this.#monitors) {
       if (m.ended || this.#fired.has(slug)) continue;
       // Waiting for the operator is not silence: the clock starts again once decided.
+      // At most `superviseMaxPauseMs` in a turn: chained requests do not keep an agent alive for ever.
       if (this.#o.supervise?.awaitingOperator(slug)) {
-        this.#paused.set(slug, now);
-        continue;
+        const since = this.#pauseSince.get(slug) ?? now;
+        this.#pauseSince.set(slug, since);
+        if (now - since <= (this.#o.superviseMaxPauseMs ?? 24 * 3600_000)) {
+          this.#paused.set(slug, now);
+          continue;
+        }
       }
       const silent = now - Math.max(m.lastCheckin, this.#paused.get(slug) ?? 0);
       if (silent > timeout)
@@ -347,6 +354,8 @@ export class Orchestrator {
   readonly #starting = new Set<string>();
   /** When a bottle last waited for the operator (its watchdog was paused until then). */
   readonly #paused = new Map<string, number>();
+  /** When a bottle's turn first waited for the operator. */
+  readonly #pauseSince = new Map<string, number>();
 
   /** Stop an agent for `fired`; its turn ends through its monitor and is recorded with the reason. */
   async #fire(slug: string, fired: { reason: WatchdogReason; detail: string }): Promise<void> {
@@ -754,6 +763,7 @@ export class Orchestrator {
     let fired = this.#fired.get(bottle.slug) ?? readTurnLog(this.#o.runner.dir(bottle.slug)).fired;
     this.#fired.delete(bottle.slug);
     this.#paused.delete(bottle.slug);
+    this.#pauseSince.delete(bottle.slug);
     // The operator approved a new image: this turn ends, the next starts in it at once.
     const rebuilt = this.#o.runner.takeResumeRequest?.(bottle.slug);
     if (rebuilt && !fired && !bottle.state.closing)

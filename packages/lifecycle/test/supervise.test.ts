@@ -60,6 +60,27 @@ describe('orchestrator: the supervise plane', () => {
     expect(t.records(slug)[0]?.watchdogFired).toMatchObject({ reason: 'silence' });
   });
 
+  it('pauses the watchdog for the operator at most superviseMaxPauseMs in a turn', async () => {
+    const s = plane();
+    const t = setup({ watchdogTimeoutMs: 200, supervise: s.p, superviseMaxPauseMs: 300 });
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.runningSlugs.length === 1);
+    const slug = t.slugOf(n);
+    // A request that never gets an answer (or one after another).
+    s.waiting.add(slug);
+    await t.orch.checkWatchdog();
+    await new Promise((r) => setTimeout(r, 250));
+    await t.orch.checkWatchdog();
+    expect(t.runner.isRunning(slug)).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    await t.orch.checkWatchdog();
+    await new Promise((r) => setTimeout(r, 250));
+    await t.orch.checkWatchdog();
+    await until('silence fired despite the wait', () => t.row(n)?.status === 'frozen');
+    expect(t.records(slug)[0]?.watchdogFired).toMatchObject({ reason: 'silence' });
+  });
+
   it("puts the turn's requests and decisions into its record", async () => {
     const s = plane();
     const t = setup({ supervise: s.p });

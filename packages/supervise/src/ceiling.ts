@@ -21,6 +21,14 @@ const host = (url: string) => {
     return '';
   }
 };
+/** Scheme, host and port: a key that went to https://h must not go to http://h:8080 unasked. */
+const origin = (url: string) => {
+  try {
+    return new URL(url).origin.toLowerCase();
+  } catch {
+    return '';
+  }
+};
 
 /**
  * Where a proposed file goes beyond the operator's ceiling, in words; empty
@@ -60,12 +68,12 @@ export function beyondCeiling(
   if (kind === 'routes') {
     const had = new Set<string>();
     for (const r of json<Routes>(base)?.routes ?? [])
-      for (const ref of Object.values(r.headers ?? {})) had.add(`${ref}@${host(r.upstream)}`);
+      for (const ref of Object.values(r.headers ?? {})) had.add(`${ref}@${origin(r.upstream)}`);
     const out: string[] = [];
     for (const r of json<Routes>(proposed)?.routes ?? [])
       for (const ref of Object.values(r.headers ?? {})) {
         const h = host(r.upstream);
-        if (had.has(`${ref}@${h}`)) continue;
+        if (had.has(`${ref}@${origin(r.upstream)}`)) continue;
         const name = ref.replace(/^env:/, '');
         const allowed = policy.credentialHosts[name] ?? [];
         if (!allowed.includes(h))

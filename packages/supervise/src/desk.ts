@@ -128,12 +128,14 @@ export class SuperviseDesk {
     for (const slug of only ? [only] : this.#o.bottles.slugs()) {
       const ex = this.exchange(slug);
       const seen: string[] = [];
-      for (const r of ex.requests(seen)) {
-        if (r.slug !== slug) {
-          bad.push(`${slug}/${r.id}`);
+      for (const id of ex.requestIds()) {
+        // Known requests are not read again: a sync costs a directory listing.
+        if (this.#o.store.get(id)) continue;
+        const r = ex.request(id);
+        if (!r || r.slug !== slug) {
+          seen.push(`${id}.json`);
           continue;
         }
-        if (this.#o.store.get(r.id)) continue;
         const base = this.current(slug, r.kind);
         // The sidecar says which file it started from; the host checks it against its own.
         const baseText = sha256(base) === r.baseHash ? base : '';
@@ -210,6 +212,19 @@ export class SuperviseDesk {
     const final = modified ? d.edited! : r.candidate;
     if (modified)
       validateProposal(r.kind, final, { allowedBases: this.#o.bottles.allowedBases(r.slug) });
+    // Checked again here, on the file about to be applied, by the rules in force now.
+    validateProposal(r.kind, final, {
+      allowedBases: this.#o.bottles.allowedBases(r.slug),
+      operator: r.tool === 'operator-edit',
+    });
+    const undeclared = newSecrets(r.kind, base, final).filter(
+      (n) => !(n in this.#o.policy.credentialHosts),
+    );
+    if (undeclared.length)
+      throw new BbError(
+        'SCOPE_DENIED',
+        `request ${id} names ${undeclared.map((n) => `env:${n}`).join(', ')}, which the operator has not declared for bottles: add ${undeclared.join(', ')} to credentialHosts in $BB_HOME/config/supervise.json first (no override lets a bottle name a secret the operator did not offer)`,
+      );
     const beyond = beyondCeiling(r.kind, base, final, this.#o.policy);
     if (beyond.length && !d.override)
       throw new BbError(
@@ -217,7 +232,13 @@ export class SuperviseDesk {
         `request ${id} goes beyond the operator's ceiling: ${beyond.join('; ')}. Approve with --override to exceed it, or edit the file`,
         { data: { beyond } },
       );
-    const scope = d.scope ?? 'turn';
+    // A rebuilt image stays with its bottle: a capability is never for one turn only.
+    const scope = d.scope ?? (r.kind === 'dockerfile' ? 'bottle' : 'turn');
+    if (r.kind === 'dockerfile' && scope === 'turn')
+      throw new BbError(
+        'INVALID_INPUT',
+        `request ${id} rebuilds the image, which stays for the bottle: approve it with scope bottle`,
+      );
     if (!this.#o.remediator)
       throw new BbError(
         'INVALID_INPUT',
@@ -470,4 +491,24 @@ function tail(file: string, max: number): string[] {
   } finally {
     closeSync(fd);
   }
+}
+
+/** Secret names the proposed routes reference that the current ones do not. */
+export function newSecrets(kind: ProposalKind, base: string, proposed: string): string[] {
+  if (kind !== 'routes') return [];
+  const names = (text: string) => {
+    try {
+      return (
+        JSON.parse(text) as { routes: Array<{ headers: Record<string, string> }> }
+      ).routes.flatMap((r) =>
+        Object.values(r.headers ?? {}).flatMap((ref) =>
+          ref.startsWith('env:') ? [ref.slice(4)] : [],
+        ),
+      );
+    } catch {
+      return [];
+    }
+  };
+  const had = new Set(names(base));
+  return [...new Set(names(proposed).filter((n) => !had.has(n)))];
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readFileNoFollow } from '@bb/wall';
+import { readFileNoFollow, writeFileNoFollow } from '@bb/wall';
 import {
   type DecisionFile,
   DecisionFileSchema,
@@ -39,9 +39,12 @@ export class Exchange {
     atomicWrite(join(this.requestsDir, `${r.id}.json`), JSON.stringify(r));
   }
 
+  /**
+   * Written by the host into a directory the gate's user owns: nothing on the
+   * way is followed (a link planted there is replaced, never written through).
+   */
   writeDecision(d: DecisionFile): void {
-    mkdirSync(this.decisionsDir, { recursive: true, mode: 0o755 });
-    atomicWrite(join(this.decisionsDir, `${d.id}.json`), JSON.stringify(d));
+    writeFileNoFollow(this.dir, `decisions/${d.id}.json`, JSON.stringify(d));
   }
 
   /** Every well-formed request (a malformed or oversized file is skipped and named in `bad`). */
@@ -61,12 +64,36 @@ export class Exchange {
     return this.#read(this.decisionsDir, DecisionFileSchema, []);
   }
 
+  // Requests and decisions are written once and never change: each is parsed once.
+  readonly #cache = new Map<string, unknown>();
+
+  /** The request ids present, without reading the files. */
+  requestIds(): string[] {
+    if (!existsSync(this.requestsDir)) return [];
+    return readdirSync(this.requestsDir)
+      .map((n) => /^(sr_[a-z0-9]{20})\.json$/.exec(n)?.[1])
+      .filter((x): x is string => !!x)
+      .sort();
+  }
+
   #one<T>(
     dir: string,
     id: string,
     schema: { safeParse(v: unknown): { success: boolean; data?: T } },
   ): T | undefined {
     if (!/^sr_[a-z0-9]{20}$/.test(id)) return undefined;
+    const key = `${dir}/${id}`;
+    if (this.#cache.has(key)) return this.#cache.get(key) as T;
+    const v = this.#parse(dir, id, schema);
+    if (v !== undefined) this.#cache.set(key, v);
+    return v;
+  }
+
+  #parse<T>(
+    dir: string,
+    id: string,
+    schema: { safeParse(v: unknown): { success: boolean; data?: T } },
+  ): T | undefined {
     try {
       const buf = readFileNoFollow(dir, `${id}.json`, { maxBytes: MAX_FILE_BYTES * 2 + 16384 });
       if (!buf) return undefined;

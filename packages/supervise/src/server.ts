@@ -83,6 +83,8 @@ export async function serveSupervise(
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     });
   });
+  // A handful of waiting calls is all an agent needs; more is a flood.
+  server.maxConnections = 32;
   server.headersTimeout = 10_000;
   // Long enough for the longest wait a call may ask for, plus slack.
   server.requestTimeout = 11 * 60_000;

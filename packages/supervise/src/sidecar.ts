@@ -119,8 +119,10 @@ export class SuperviseSidecar {
       )
       .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
       .at(-1);
+    // Waiting or rejected, it is the answer. Approved from this very base means the
+    // change was undone since (a turn-scoped approval ended): a new request.
     const sameState = same && this.#state(same);
-    if (same && sameState && !['expired', 'cancelled'].includes(sameState.status))
+    if (same && sameState && ['pending', 'rejected'].includes(sameState.status))
       return this.#wait(same, p.wait_ms, signal);
     this.#checkCoolDown(kind, now);
     this.#checkVolume(now);
@@ -228,12 +230,21 @@ export class SuperviseSidecar {
     const decided = this.exchange
       .requests()
       .filter((r) => r.kind === kind)
-      .map((r) => ({ r, d: this.exchange.decision(r.id) }))
+      .map((r) => ({
+        r,
+        d:
+          this.exchange.decision(r.id) ??
+          (now >= Date.parse(r.expiresAt)
+            ? ({ id: r.id, status: 'expired', decidedAt: r.expiresAt } as DecisionFile)
+            : undefined),
+      }))
       .filter((x): x is { r: RequestFile; d: DecisionFile } => !!x.d && x.d.status !== 'cancelled')
       .sort((a, b) => a.d.decidedAt.localeCompare(b.d.decidedAt));
+    // Refused or left to expire: either way the operator did not give it, and asking
+    // again at once is a loop (and an expiry must not buy the agent another TTL of pause).
     let streak = 0;
     for (const x of [...decided].reverse()) {
-      if (x.d.status !== 'rejected') break;
+      if (x.d.status !== 'rejected' && x.d.status !== 'expired') break;
       streak++;
     }
     if (streak < this.#o.coolDownAfter) return;
@@ -241,7 +252,7 @@ export class SuperviseSidecar {
     if (now < until)
       throw new BbError(
         'CONFLICT',
-        `the operator rejected your last ${streak} ${KINDS[kind].file} proposals: you are looping. Do not propose another before ${new Date(until).toISOString()}; work around it or signal that you are blocked.`,
+        `the operator did not grant your last ${streak} ${KINDS[kind].file} proposals: you are looping. Do not propose another before ${new Date(until).toISOString()}; work around it or signal that you are blocked.`,
         { data: { coolDownUntil: new Date(until).toISOString(), rejections: streak } },
       );
   }

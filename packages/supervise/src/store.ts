@@ -251,7 +251,7 @@ export class SuperviseStore {
     ).map(fromRow);
   }
 
-  /** Rejections in a row for a bottle and kind, newest first (the loop the operator is told about). */
+  /** Requests not granted (rejected or expired) in a row for a bottle and kind: the loop the operator is told about. */
   rejectionStreak(slug: string, kind: ProposalKind): number {
     const rows = this.#db.db
       .prepare(
@@ -260,7 +260,7 @@ export class SuperviseStore {
       .all(slug, kind) as Array<{ status: string }>;
     let n = 0;
     for (const r of rows) {
-      if (r.status !== 'rejected') break;
+      if (r.status !== 'rejected' && r.status !== 'expired') break;
       n++;
     }
     return n;

@@ -1,4 +1,4 @@
-import { parseRules, RoutesFileSchema } from '@bb/egress';
+import { isReservedSecret, parseRules, RoutesFileSchema } from '@bb/egress';
 import { BbError } from '@bb/errors';
 import { z } from 'zod';
 import { KINDS, type ProposalKind } from './contract';
@@ -41,55 +41,62 @@ const INSTRUCTIONS = new Set([
   'WORKDIR',
 ]);
 
-/** Parse a Dockerfile into instructions, or throw naming the first bad line. */
+/**
+ * Parse a Dockerfile into instructions, or throw naming the first bad line.
+ * It reads lines as Docker's classic builder does, and refuses whatever the two
+ * could read differently: parser directives (`# escape=`, `# syntax=`),
+ * heredocs, and whitespace other than spaces and tabs.
+ */
 export function parseDockerfile(text: string): DockerInstruction[] {
   const out: DockerInstruction[] = [];
-  const lines = text.replace(/\r\n/g, '\n').split('\n');
+  const odd =
+    /[^\S \t\r\n]|[\u0000-\u0008\u000e-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/.exec(
+      text,
+    );
+  if (odd)
+    throw new BbError(
+      'INVALID_INPUT',
+      `Dockerfile: character U+${odd[0].charCodeAt(0).toString(16).padStart(4, '0')} at line ${text.slice(0, odd.index).split('\n').length} is not allowed; use spaces and tabs`,
+    );
+  const lines = text.split('\n').map((l) => l.replace(/\r$/, ''));
   let pending: { text: string; line: number } | undefined;
-  let heredoc: string | undefined;
   for (let i = 0; i < lines.length; i++) {
     const raw = lines[i]!;
-    if (heredoc !== undefined) {
-      if (pending) pending.text += `\n${raw}`;
-      if (raw.trim() === heredoc) heredoc = undefined;
-      if (heredoc === undefined && pending) {
-        push(pending);
-        pending = undefined;
-      }
-      continue;
-    }
-    const trimmed = raw.trim();
-    if (!pending && (trimmed === '' || trimmed.startsWith('#'))) continue;
-    if (pending && trimmed.startsWith('#')) continue;
+    const trimmed = raw.replace(/^[ \t]+|[ \t]+$/g, '');
+    if (!pending && out.length === 0 && /^#[ \t]*[a-zA-Z]+[ \t]*=/.test(trimmed))
+      throw new BbError(
+        'INVALID_INPUT',
+        `Dockerfile line ${i + 1}: parser directives (${trimmed}) are not allowed`,
+      );
+    if (trimmed === '' || trimmed.startsWith('#')) continue;
     const text = pending ? `${pending.text} ${trimmed}` : trimmed;
     const start = pending?.line ?? i + 1;
-    if (text.endsWith('\\')) {
-      pending = { text: text.slice(0, -1).trimEnd(), line: start };
-      continue;
-    }
-    const here = /<<-?["']?([A-Za-z_][A-Za-z0-9_]*)["']?/.exec(text);
-    if (here && /^(RUN|COPY|ADD)\s/i.test(text)) {
-      heredoc = here[1]!;
-      pending = { text, line: start };
+    // Docker continues a line that ends in a backslash followed only by spaces or tabs.
+    if (/\\[ \t]*$/.test(raw)) {
+      pending = { text: text.replace(/\\[ \t]*$/, '').replace(/[ \t]+$/, ''), line: start };
       continue;
     }
     pending = undefined;
     push({ text, line: start });
   }
-  if (heredoc !== undefined)
-    throw new BbError('INVALID_INPUT', `Dockerfile: the heredoc ${heredoc} is never closed`);
   if (pending) push(pending);
   return out;
 
   function push(p: { text: string; line: number }) {
-    const m = /^([A-Za-z]+)(?:\s+([\s\S]*))?$/.exec(p.text);
+    const m = /^([A-Za-z]+)(?:[ \t]+([\s\S]*))?$/.exec(p.text);
     const keyword = m?.[1]?.toUpperCase();
     if (!m || !keyword || !INSTRUCTIONS.has(keyword))
       throw new BbError(
         'INVALID_INPUT',
         `Dockerfile line ${p.line}: ${JSON.stringify(p.text.slice(0, 60))} is not a Dockerfile instruction`,
       );
-    out.push({ keyword, args: (m[2] ?? '').trim(), line: p.line });
+    const args = (m[2] ?? '').trim();
+    if (/<<-?["']?[A-Za-z_]/.test(args) && ['RUN', 'COPY', 'ADD'].includes(keyword))
+      throw new BbError(
+        'INVALID_INPUT',
+        `Dockerfile line ${p.line}: heredocs are not allowed; write the file with RUN printf`,
+      );
+    out.push({ keyword, args, line: p.line });
   }
 }
 
@@ -152,12 +159,14 @@ export function validateProposal(kind: ProposalKind, text: string, ctx: Validati
             `Dockerfile line ${ins.line}: ${ins.keyword} takes files from ${m[1]}, which is not an earlier stage of this Dockerfile`,
           );
       }
-      if (ins.keyword === 'ADD' && /(^|\s)(https?|git|ssh):\/\/|(^|\s)git@/i.test(ins.args))
+      if (ins.keyword === 'ADD' && /:\/\/|git@/i.test(ins.args))
         problems.push(
           `Dockerfile line ${ins.line}: ADD from the network is not allowed; install what you need with RUN from the base image's packages`,
         );
-      if (ins.keyword === 'ONBUILD')
-        problems.push(`Dockerfile line ${ins.line}: ONBUILD is not allowed`);
+      // ONBUILD runs in someone else's build; VOLUME would give the agent disk outside its
+      // quota; HEALTHCHECK makes the engine run commands in the container (an exec).
+      if (['ONBUILD', 'VOLUME', 'HEALTHCHECK'].includes(ins.keyword))
+        problems.push(`Dockerfile line ${ins.line}: ${ins.keyword} is not allowed`);
     }
     for (const { image, line } of baseImagesOf(instructions)) {
       if (image.includes('$'))
@@ -192,11 +201,24 @@ export function validateProposal(kind: ProposalKind, text: string, ctx: Validati
             problems.push(
               `${name} routes.${n}.upstream has a query string; secrets go in headers, by reference`,
             );
-          for (const [h, ref] of Object.entries(r.headers))
+          for (const [h, ref] of Object.entries(r.headers)) {
+            if (ref.startsWith('env:') && isReservedSecret(ref.slice(4)))
+              problems.push(
+                `${name} routes.${n}.headers.${h}: ${ref} is bot-bottle's own secret; it is never sent through a route`,
+              );
             if (!ref.startsWith('env:') && !ctx.operator)
               problems.push(
                 `${name} routes.${n}.headers.${h}: ${ref} is not allowed in a proposal; reference a secret the operator holds as env:NAME`,
               );
+          }
+          if (
+            Object.keys(r.headers).length &&
+            u.protocol === 'http:' &&
+            !['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname)
+          )
+            problems.push(
+              `${name} routes.${n}.upstream: a secret goes only over https (${r.upstream})`,
+            );
           if (parsed.data.routes.findIndex((o) => o.prefix === r.prefix) !== n)
             problems.push(`${name} routes.${n}.prefix ${r.prefix} is listed twice`);
         }

@@ -134,6 +134,11 @@ describe('supervise: propose, decide, answer', () => {
       scope: 'bottle',
       remediation: { ok: true },
     });
+    // The change is undone (say the turn it was approved for ended): asking again is a new request.
+    writeFileSync(join(bottle, 'current-config', 'allowlist.json'), ALLOW);
+    const again = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    expect(again).toMatchObject({ status: 'pending' });
+    expect(again.request_id).not.toBe(first.request_id);
   });
 
   it('an identical re-call is the same request; a rejection reaches the agent verbatim', async () => {

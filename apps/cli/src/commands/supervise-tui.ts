@@ -95,7 +95,8 @@ function Inbox(props: {
       props.desk
         .approve(current.id, {
           by: 'operator',
-          scope,
+          // A rebuilt image stays with its bottle.
+          scope: current.kind === 'dockerfile' && scope === 'turn' ? 'bottle' : scope,
           override,
           // Bound to what is on the screen: a proposal that changed must be seen again.
           expect: { baseHash: current.baseHash, candidateHash: current.candidateHash },
@@ -105,6 +106,8 @@ function Inbox(props: {
           (err) => setMessage(errorMessage(err)),
         )
         .finally(() => {
+          // An override is for one decision: it never carries over to the next request.
+          setOverride(false);
           setBusy(false);
           refresh();
         });
@@ -161,6 +164,11 @@ function Inbox(props: {
             ...current.diff
               .split('\n')
               .filter((l) => l && !l.startsWith('====') && !l.startsWith('Index'))
+              .map((l, i, all) =>
+                i === 29 && all.length > 30
+                  ? `… ${all.length - 29} more lines: bb supervise diff ${current.id}`
+                  : l,
+              )
               .slice(0, 30)
               .map((l, i) =>
                 h(
@@ -238,7 +246,7 @@ async function modify(
     const edited = existsSync(f) ? readFileSync(f, 'utf8') : e.view.candidate;
     const out = await desk.approve(e.view.id, {
       by: 'operator',
-      scope: e.scope,
+      scope: e.view.kind === 'dockerfile' && e.scope === 'turn' ? 'bottle' : e.scope,
       override: e.override,
       edited,
       expect: { baseHash: e.view.baseHash, candidateHash: e.view.candidateHash },

@@ -31,7 +31,8 @@ export function openDesk(io: CliIo, deps: CliDeps) {
     remediator: bottleRemediator({
       backend,
       env: io.env,
-      onProgress: (l) => io.isTTY && io.stderr(dim(io, `${l}\n`)),
+      // A build's lines are the agent's words: shown printable, never interpreted.
+      onProgress: (l) => io.isTTY && io.stderr(dim(io, `${printable(l)}\n`)),
     }),
   });
   return { desk, state, close: () => state.close() };
@@ -119,7 +120,11 @@ function listLine(r: RequestView): string {
   return `${r.id}  ${r.status.padEnd(9)} ${r.slug.padEnd(24)} ${r.kind.padEnd(10)} ${age(r.createdAt).padStart(4)}  ${high ? `${high} high ` : ''}${r.justification.slice(0, 60)}`;
 }
 
-const json = (io: CliIo, v: unknown) => io.stdout(`${JSON.stringify(v, null, 2)}\n`);
+/** JSON for machines, with nothing a terminal would act on (JSON escapes C0; these too). */
+const json = (io: CliIo, v: unknown) =>
+  io.stdout(
+    `${JSON.stringify(v, null, 2).replace(/[\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}\n`,
+  );
 
 export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
   const [sub, ...rest] = argv;
@@ -215,7 +220,7 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
         if (values['json']) json(io, { ...out, ...(manifest ? { manifest } : {}) });
         else {
           io.stdout(
-            `${out.remediation?.ok ? green(io, out.request.status) : red(io, `${out.request.status}, but not applied`)} ${out.request.id} (${out.request.slug}, scope ${scope}): ${out.remediation?.detail ?? ''}\n`,
+            `${out.remediation?.ok ? green(io, out.request.status) : red(io, `${out.request.status}, but not applied`)} ${out.request.id} (${out.request.slug}, scope ${scope}): ${printable(out.remediation?.detail ?? '')}\n`,
           );
           if (manifest)
             io.stdout(
@@ -321,7 +326,7 @@ async function editCommand(
     if (values['json']) json(io, out);
     else
       io.stdout(
-        `${out.remediation?.ok ? green(io, 'applied') : red(io, 'not applied')} ${slug}'s ${KINDS[which].file} (${out.request.id}): ${out.remediation?.detail ?? ''}\n`,
+        `${out.remediation?.ok ? green(io, 'applied') : red(io, 'not applied')} ${slug}'s ${KINDS[which].file} (${out.request.id}): ${printable(out.remediation?.detail ?? '')}\n`,
       );
     return out.remediation?.ok ? 0 : 1;
   } finally {

@@ -1,0 +1,8 @@
+/**
+ * Whether an environment variable is one of bot-bottle's own secrets (the forge
+ * token and everything of the forge's, the webhook secret, the operator's API
+ * token): those are never handed to a bottle's proxies, whatever a routes file says.
+ */
+export function isReservedSecret(name: string): boolean {
+  return /^FORGE_/.test(name) || name === 'BB_API_TOKEN' || name === 'BB_WEBHOOK_SECRET';
+}

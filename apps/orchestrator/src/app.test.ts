@@ -181,6 +181,47 @@ describe('orchestrator routes', () => {
     expect(hostile).not.toContain('x-<script>');
   });
 
+  it('lists what bottles ask the operator for, read-only: the dashboard, /api/supervise and awaitingOperator', async () => {
+    const store = new MemoryForgeStateStore();
+    const row = sampleState(21, { slug: 'impl-sup01', status: 'running' });
+    store.upsert(row);
+    const app = createApp({
+      webhook: async () => new Response(null, { status: 202 }),
+      store,
+      webBase: 'http://gitea.test',
+      version: '1.2.3',
+      proposals: () => [
+        {
+          id: 'sr_aaaaaaaaaaaaaaaaaaaa',
+          slug: row.slug,
+          kind: 'allowlist',
+          createdAt: new Date(Date.now() - 120_000).toISOString(),
+          justification: 'pip needs <pypi.org>',
+          findings: [{ severity: 'high', message: '10.0.0.5 is a private address' }],
+          rejections: 3,
+        },
+      ],
+    });
+    const html = await (await app(new Request('http://localhost:8080/'))).text();
+    expect(html).toContain('<h2>Awaiting operator</h2>');
+    expect(html).toContain('data-request="sr_aaaaaaaaaaaaaaaaaaaa"');
+    expect(html).toContain('pip needs &lt;pypi.org&gt;');
+    expect(html).toContain('looping: 3 rejections');
+    expect(html).toMatch(/<span class="badge awaiting">awaiting operator<\/span>/);
+    // Read-only: nothing on the page decides.
+    expect(html).not.toMatch(/<form|<button/);
+    const api = (await (await app(new Request('http://localhost:8080/api/supervise'))).json()) as {
+      pending: unknown[];
+    };
+    expect(api.pending).toHaveLength(1);
+    const bottles = (await (
+      await app(new Request('http://localhost:8080/api/bottles'))
+    ).json()) as {
+      bottles: Array<{ slug: string; awaitingOperator: boolean }>;
+    };
+    expect(bottles.bottles.find((b) => b.slug === row.slug)?.awaitingOperator).toBe(true);
+  });
+
   it('says on the dashboard and at /api/capacity what waits for capacity, and pages destroyed bottles', async () => {
     const store = new MemoryForgeStateStore();
     for (const n of [1, 2, 3]) {

@@ -6,12 +6,12 @@
 export const DENIAL_FIX = {
   egress: {
     tool: 'pipelock-block',
-    command: 'bb-supervise pipelock-block',
+    command: '$BB_SUPERVISE pipelock-block',
     file: '/etc/bot-bottle/current-config/allowlist.json',
   },
   credential: {
     tool: 'cred-proxy-block',
-    command: 'bb-supervise cred-proxy-block',
+    command: '$BB_SUPERVISE cred-proxy-block',
     file: '/etc/bot-bottle/current-config/routes.json',
   },
 } as const;

@@ -620,7 +620,13 @@ async function startTurn(
         ...invocation.env,
         HOME: P.home,
         BB_SIDECAR_SOCKET: P.socket,
-        ...(supervised ? { BB_SUPERVISE_SOCKET: P.superviseSocket } : {}),
+        // The supervise tools as a command, for any agent's shell (MCP agents also have them as tools).
+        ...(supervised
+          ? {
+              BB_SUPERVISE_SOCKET: P.superviseSocket,
+              BB_SUPERVISE: `node ${P.runtime}/bb-supervise.mjs`,
+            }
+          : {}),
         BB_WORKSPACE_DIR: P.workspace,
         ...(syncsPr(meta)
           ? { BB_PR_BUNDLE: `${P.socketDir}/${PR_BUNDLE}`, BB_PR_BRANCH: meta.branch }

@@ -11,6 +11,7 @@ import {
 } from './contract';
 
 export const BB_SUPERVISE_USAGE = `bb-supervise: ask the operator for a configuration change this bottle needs
+(in a bottle: $BB_SUPERVISE)
 
   bb-supervise <tool> --file FILE --why TEXT [--wait SECONDS]
   bb-supervise wait REQUEST_ID [--wait SECONDS]

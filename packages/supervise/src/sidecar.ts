@@ -184,7 +184,7 @@ export class SuperviseSidecar {
       status: 'pending',
       request_id: r.id,
       kind: r.kind,
-      message: `waiting for the operator; call supervise_wait with request_id ${r.id} (or run bb-supervise wait ${r.id}) to keep waiting. Identical proposals return this same request.`,
+      message: `waiting for the operator; call supervise_wait with request_id ${r.id} (or run $BB_SUPERVISE wait ${r.id}) to keep waiting. Identical proposals return this same request.`,
     };
   }
 

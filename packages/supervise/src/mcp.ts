@@ -32,13 +32,19 @@ interface Extra {
  */
 export function createSuperviseMcpServer(
   client: SuperviseClient,
-  options: { waitMs?: number; version?: string } = {},
+  options: {
+    waitMs?: number;
+    /** How often progress goes out while a call waits. @default 5 s */
+    sliceMs?: number;
+    version?: string;
+  } = {},
 ): McpServer {
   const server = new McpServer({
     name: 'bot-bottle-supervise',
     version: options.version ?? '0.0.0',
   });
   const total = options.waitMs ?? MCP_WAIT_MS;
+  const slice = options.sliceMs ?? SLICE_MS;
   const answer = (a: ToolAnswer) => ({
     content: [{ type: 'text' as const, text: JSON.stringify(a, null, 2) }],
   });
@@ -68,7 +74,7 @@ export function createSuperviseMcpServer(
             },
           })
           .catch(() => {});
-      a = await client.wait(a.request_id, Math.min(SLICE_MS, total - (Date.now() - started)));
+      a = await client.wait(a.request_id, Math.min(slice, total - (Date.now() - started)));
     }
     return a;
   };
@@ -83,7 +89,7 @@ export function createSuperviseMcpServer(
       (async (args: Record<string, string>, extra: Extra) => {
         try {
           return answer(
-            await waitOut(() => client.propose(k.tool, args, Math.min(SLICE_MS, total)), extra),
+            await waitOut(() => client.propose(k.tool, args, Math.min(slice, total)), extra),
           );
         } catch (err) {
           return failed(err);
@@ -101,7 +107,7 @@ export function createSuperviseMcpServer(
     (async (args: { request_id: string }, extra: Extra) => {
       try {
         return answer(
-          await waitOut(() => client.wait(args.request_id, Math.min(SLICE_MS, total)), extra),
+          await waitOut(() => client.wait(args.request_id, Math.min(slice, total)), extra),
         );
       } catch (err) {
         return failed(err);

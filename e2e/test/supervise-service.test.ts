@@ -23,25 +23,11 @@ import { ProvenanceStore } from '@bb/provenance';
 import { createScriptedModelServer, type ScriptedModelServer } from '@bb/scripted-model';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
-import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forgeWorld, until } from './support';
+import { forgeWorld, probeAgentsImage, until } from './support';
 
 const docker = await probeDocker();
-const AGENTS_IMAGE = process.env['BB_AGENTS_IMAGE'] ?? 'bb-agents:latest';
-const hasImage =
-  docker.ok &&
-  (await new Docker()
-    .getImage(AGENTS_IMAGE)
-    .inspect()
-    .then(
-      () => true,
-      () => false,
-    ));
-if (docker.ok && !hasImage && process.env['BB_REQUIRE_DOCKER'] === '1')
-  throw new Error(
-    `BB_REQUIRE_DOCKER=1 but ${AGENTS_IMAGE} is missing: run scripts/build-agents-image.sh`,
-  );
+const { ok: hasImage, image: AGENTS_IMAGE } = await probeAgentsImage(docker.ok);
 
 const TOKEN = 'bb-claude-token-supervise-4242';
 const SECRET = 'supervise-webhook-secret';

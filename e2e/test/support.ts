@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { GiteaWorldSeed } from '@bb/forge/test-server';
 import { BASE_IMAGE } from '@bb/tooling/docker';
+import Docker from 'dockerode';
 
 /** Poll `fn` every 100 ms until it returns something truthy; fail after `ms`. */
 export async function until<T>(
@@ -18,6 +19,28 @@ export async function until<T>(
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * Whether the image with the real agent CLIs (`bb-agents`, scripts/build-agents-image.sh)
+ * is on the engine. With BB_REQUIRE_DOCKER=1 (CI) a missing image is an error, not a skip.
+ */
+export async function probeAgentsImage(dockerOk: boolean): Promise<{ ok: boolean; image: string }> {
+  const image = process.env['BB_AGENTS_IMAGE'] ?? 'bb-agents:latest';
+  const ok =
+    dockerOk &&
+    (await new Docker()
+      .getImage(image)
+      .inspect()
+      .then(
+        () => true,
+        () => false,
+      ));
+  if (dockerOk && !ok && process.env['BB_REQUIRE_DOCKER'] === '1')
+    throw new Error(
+      `BB_REQUIRE_DOCKER=1 but ${image} is missing: run scripts/build-agents-image.sh`,
+    );
+  return { ok, image };
 }
 
 /**

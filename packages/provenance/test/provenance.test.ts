@@ -164,6 +164,50 @@ describe('run records', () => {
     expect(r.egress).toMatchObject({ allowed: [{ host: 'registry.npmjs.org', connections: 1 }] });
   }, 60_000);
 
+  it("carry the turn's supervise requests and decisions, signed, and show them", async () => {
+    const t = stateDir('bottle-sup');
+    const supervise = [
+      {
+        id: 'sr_aaaaaaaaaaaaaaaaaaaa',
+        kind: 'allowlist',
+        tool: 'pipelock-block',
+        createdAt: '2026-11-24T10:00:00.000Z',
+        justification: 'pip needs pypi.org',
+        candidateHash: 'c'.repeat(64),
+        status: 'approved',
+        decision: {
+          by: 'alice',
+          at: '2026-11-24T10:01:00.000Z',
+          scope: 'bottle',
+          finalHash: 'f'.repeat(64),
+          reason: null,
+          override: true,
+        },
+        remediation: {
+          ok: true,
+          detail: 'reloaded allowlist.json',
+          at: '2026-11-24T10:01:00.050Z',
+        },
+      },
+    ];
+    const r = await buildRunRecord({ ...input(t.dir, t.base), opLogHead: t.head, supervise });
+    expect(r.supervise).toEqual(supervise);
+    const signed = signRecord(r, key());
+    expect(verifyRecord(signed, key().publicKey).ok).toBe(true);
+    // The decision is covered by the signature.
+    const tampered = structuredClone(signed);
+    tampered.record.supervise![0]!.decision!.by = 'mallory';
+    expect(verifyRecord(tampered, key().publicKey).ok).toBe(false);
+    expect(renderTerminal(signed)).toMatch(
+      /supervise\s+sr_aaaaaaaaaaaaaaaaaaaa allowlist via pipelock-block: approved by alice at 2026-11-24T10:01:00.000Z \(scope bottle\) OVER THE CEILING file ffffffffffff; remediation ok: reloaded allowlist.json/,
+    );
+    expect(renderMarkdown(signed)).toContain('| supervise | sr_aaaaaaaaaaaaaaaaaaaa allowlist');
+    // A turn that asked for nothing says so, and its record has no field for it.
+    const plain = await buildRunRecord({ ...input(t.dir, t.base), opLogHead: t.head });
+    expect(plain).not.toHaveProperty('supervise');
+    expect(renderTerminal(signRecord(plain, key()))).toMatch(/supervise\s+no requests/);
+  });
+
   it('verify when untouched; any changed byte, a wrong key, a removed or reordered record is detected', async () => {
     const k = key();
     const other = loadOrCreateSigningKey(join(root, 'otherhome'));

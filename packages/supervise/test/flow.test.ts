@@ -303,6 +303,16 @@ describe('supervise: propose, decide, answer', () => {
     expect(desk().list()).toHaveLength(1);
   });
 
+  it('the agent cannot decide: its sidecar has no way to approve, reject or cancel', async () => {
+    const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    for (const method of ['approve', 'reject', 'cancel', 'decide'])
+      await expect(client.call(method, { request_id: a.request_id })).rejects.toThrow(
+        /Method not found/,
+      );
+    // Nor can it forge a decision: the host never reads the exchange's decisions, only writes them.
+    expect(desk().show(a.request_id).status).toBe('pending');
+  });
+
   it('a bottle cannot flood the host with requests', async () => {
     const ids = new Set<string>();
     for (let i = 0; i < 5; i++)

@@ -27,7 +27,13 @@ describe('supervise over MCP', () => {
     mkdirSync(join(root, 'config'));
     writeFileSync(join(root, 'config', 'allowlist.json'), '{"allow": []}\n');
     server = await serveSupervise(
-      new SuperviseSidecar({ slug: 'b1', dir: join(root, 'ex'), currentConfig: join(root, 'config'), allowedBases: [], pollMs: 10 }),
+      new SuperviseSidecar({
+        slug: 'b1',
+        dir: join(root, 'ex'),
+        currentConfig: join(root, 'config'),
+        allowedBases: [],
+        pollMs: 10,
+      }),
       join(root, 's.sock'),
     );
     client = new SuperviseClient({ socketPath: join(root, 's.sock') });
@@ -44,11 +50,17 @@ describe('supervise over MCP', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  const text = (r: unknown) => JSON.parse((r as { content: Array<{ text: string }> }).content[0]!.text);
+  const text = (r: unknown) =>
+    JSON.parse((r as { content: Array<{ text: string }> }).content[0]!.text);
 
   it('offers the three tools and supervise_wait with their schemas', async () => {
     const { tools } = await mcp.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(['capability-block', 'cred-proxy-block', 'pipelock-block', 'supervise_wait']);
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      'capability-block',
+      'cred-proxy-block',
+      'pipelock-block',
+      'supervise_wait',
+    ]);
     const allow = tools.find((t) => t.name === 'pipelock-block')!;
     expect(allow.inputSchema.required).toEqual(['allowlist', 'justification']);
     expect(allow.description).toContain('/etc/bot-bottle/current-config/allowlist.json');
@@ -57,14 +69,20 @@ describe('supervise over MCP', () => {
   it('sends progress while it waits, answers pending, and supervise_wait returns the decision', async () => {
     const progress: unknown[] = [];
     const first = await mcp.callTool(
-      { name: 'pipelock-block', arguments: { allowlist: '{"allow": ["pypi.org"]}', justification: 'pip needs pypi.org' } },
+      {
+        name: 'pipelock-block',
+        arguments: { allowlist: '{"allow": ["pypi.org"]}', justification: 'pip needs pypi.org' },
+      },
       undefined,
       { onprogress: (p) => progress.push(p), timeout: 10_000 },
     );
     const pending = text(first);
     expect(pending).toMatchObject({ status: 'pending', kind: 'allowlist' });
     expect(progress.length).toBeGreaterThanOrEqual(2);
-    expect(progress[0]).toMatchObject({ progress: 1, message: expect.stringContaining(pending.request_id) });
+    expect(progress[0]).toMatchObject({
+      progress: 1,
+      message: expect.stringContaining(pending.request_id),
+    });
     // The operator decides (as the host does, through the exchange).
     new Exchange(join(root, 'ex')).writeDecision({
       id: pending.request_id,
@@ -72,13 +90,21 @@ describe('supervise over MCP', () => {
       reason: 'Use the vendored wheels.',
       decidedAt: new Date().toISOString(),
     });
-    const decided = await mcp.callTool({ name: 'supervise_wait', arguments: { request_id: pending.request_id } });
+    const decided = await mcp.callTool({
+      name: 'supervise_wait',
+      arguments: { request_id: pending.request_id },
+    });
     expect(text(decided)).toMatchObject({ status: 'rejected', reason: 'Use the vendored wheels.' });
   });
 
   it('a refused proposal is a tool error the model reads, not a crash', async () => {
-    const r = await mcp.callTool({ name: 'pipelock-block', arguments: { allowlist: '{"allow": ["*"]}', justification: 'everything please' } });
+    const r = await mcp.callTool({
+      name: 'pipelock-block',
+      arguments: { allowlist: '{"allow": ["*"]}', justification: 'everything please' },
+    });
     expect(r.isError).toBe(true);
-    expect((r.content as Array<{ text: string }>)[0]!.text).toMatch(/^INVALID_INPUT: .*allows too much/);
+    expect((r.content as Array<{ text: string }>)[0]!.text).toMatch(
+      /^INVALID_INPUT: .*allows too much/,
+    );
   });
 });

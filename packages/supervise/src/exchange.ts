@@ -44,6 +44,8 @@ export class Exchange {
    * way is followed (a link planted there is replaced, never written through).
    */
   writeDecision(d: DecisionFile): void {
+    // The exchange itself sits in the host's bottle directory (nothing of the gate's on the way).
+    mkdirSync(this.dir, { recursive: true, mode: 0o755 });
     writeFileNoFollow(this.dir, `decisions/${d.id}.json`, JSON.stringify(d));
   }
 

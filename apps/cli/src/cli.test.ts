@@ -341,6 +341,28 @@ describe('bb doctor', () => {
         fix: expect.stringMatching(/ensure-docker\.sh/),
       });
       expect(checks.find((c) => c.check === 'base image')?.ok).toBeNull();
+      expect(checks.find((c) => c.check === 'supervise policy')).toMatchObject({
+        ok: true,
+        detail: expect.stringMatching(/^none: the defaults/),
+      });
+      // A broken policy is named with the field, and the fix.
+      mkdirSync(join(home, 'config'), { recursive: true });
+      writeFileSync(join(home, 'config', 'supervise.json'), '{"egressCeiling": "pypi.org"}');
+      expect(
+        (await runDoctor(io(env).io, nowhere)).find((c) => c.check === 'supervise policy'),
+      ).toMatchObject({
+        ok: false,
+        detail: expect.stringMatching(/supervise\.json is invalid: egressCeiling: /),
+        fix: 'see docs/supervise.md for the fields',
+      });
+      writeFileSync(
+        join(home, 'config', 'supervise.json'),
+        '{"credentialHosts": {"SVC_KEY": ["api.svc.test"]}}',
+      );
+      expect(
+        (await runDoctor(io(env).io, nowhere)).find((c) => c.check === 'supervise policy')?.detail,
+      ).toMatch(/secrets offered to bottles: SVC_KEY \(not set here: SVC_KEY/);
+      rmSync(join(home, 'config', 'supervise.json'));
       expect(checks.find((c) => c.check === 'forge')).toMatchObject({
         ok: true,
         detail: expect.stringContaining("the token is bb-bot's"),

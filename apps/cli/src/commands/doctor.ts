@@ -12,6 +12,8 @@ import {
   loadBottleManifest,
 } from '@bb/headless';
 import { loadConfig } from '@bb/orchestrator';
+import { resolveBbHome } from '@bb/state';
+import { loadPolicy, policyPath } from '@bb/supervise';
 import { SAFE_PATH } from '@bb/wall';
 import { type CliIo, green, parse, red, yellow } from '../io';
 import { DOCTOR_USAGE } from '../usage';
@@ -142,6 +144,27 @@ export async function runDoctor(
             : `none yet in ${dir} (bb demo brings its own)`,
         },
   );
+
+  // The operator's supervise ceiling: optional, but a broken one would refuse every decision.
+  try {
+    const policy = loadPolicy(resolveBbHome(io.env));
+    const declared = Object.keys(policy.credentialHosts);
+    const missing = declared.filter((n) => !io.env[n]);
+    checks.push({
+      check: 'supervise policy',
+      ok: true,
+      detail: existsSync(policyPath(resolveBbHome(io.env)))
+        ? `valid; ${policy.egressCeiling.length} egress ceiling entries, secrets offered to bottles: ${declared.join(', ') || 'none'}${missing.length ? ` (not set here: ${missing.join(', ')}; approve routes naming them where they are)` : ''}`
+        : 'none: the defaults (an empty ceiling; no secret offered to bottles)',
+    });
+  } catch (err) {
+    checks.push({
+      check: 'supervise policy',
+      ok: false,
+      detail: errorMessage(err),
+      fix: 'see docs/supervise.md for the fields',
+    });
+  }
 
   if (!io.env['FORGE_GITEA_API']) {
     checks.push({

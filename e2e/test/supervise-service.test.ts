@@ -13,8 +13,10 @@ import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-serv
 import {
   bottlePaths,
   DockerBackend,
+  destroy,
   HOME_LABEL,
   homeLabel,
+  listBottles,
   mountBottleDisk,
   unmountBottleDisk,
 } from '@bb/headless';
@@ -151,6 +153,9 @@ describe.skipIf(!hasImage)('supervise with the real Claude Code CLI, through the
     await gitea?.close();
     await model?.close();
     svc?.close();
+    // Destroyed, so their disks are unmounted before the home goes.
+    for (const slug of listBottles({ BB_HOME: home }))
+      await destroy(slug, { backend, env: { BB_HOME: home } }).catch(() => {});
     for (const c of await backend
       .list({ [HOME_LABEL]: homeLabel({ BB_HOME: home }) })
       .catch(() => []))

@@ -107,7 +107,12 @@ export interface Backend {
   buildImage?(
     dockerfile: string,
     tag: string,
-    options?: { onProgress?: (line: string) => void; labels?: Record<string, string> },
+    options?: {
+      onProgress?: (line: string) => void;
+      labels?: Record<string, string>;
+      /** What the build may take: memory, CPUs, time, and the image's size. */
+      limits?: { memoryBytes?: number; cpus?: number; timeoutMs?: number; maxImageBytes?: number };
+    },
   ): Promise<void>;
   /** Remove the images `buildImage` made whose labels include all of `labels`. Idempotent. */
   removeImages?(labels: Record<string, string>): Promise<void>;

@@ -213,8 +213,18 @@ export class DockerBackend implements Backend {
   async buildImage(
     dockerfile: string,
     tag: string,
-    options: { onProgress?: (line: string) => void; labels?: Record<string, string> } = {},
+    options: {
+      onProgress?: (line: string) => void;
+      labels?: Record<string, string>;
+      limits?: { memoryBytes?: number; cpus?: number; timeoutMs?: number; maxImageBytes?: number };
+    } = {},
   ): Promise<void> {
+    const limits = {
+      memoryBytes: options.limits?.memoryBytes ?? 2 * 1024 ** 3,
+      cpus: options.limits?.cpus ?? 1,
+      timeoutMs: options.limits?.timeoutMs ?? 15 * 60_000,
+      maxImageBytes: options.limits?.maxImageBytes ?? 16 * 1024 ** 3,
+    };
     // The Dockerfile alone is the context: nothing of the host's goes into the build.
     const context = mkdtempSync(join(tmpdir(), 'bb-build-'));
     try {
@@ -222,22 +232,36 @@ export class DockerBackend implements Backend {
       const docker = await this.#docker;
       let stream: NodeJS.ReadableStream;
       try {
-        stream = await docker.buildImage(
-          { context, src: ['Dockerfile'] },
-          {
-            t: tag,
-            labels: { ...options.labels, [VERSION_LABEL]: pkg.version },
-            rm: true,
-            forcerm: true,
-            // The engine's own default network for RUN steps: none where it has no bridge.
-            networkmode: process.env['BB_BUILD_NETWORK'] ?? 'none',
-          },
-        );
+        stream = await docker.buildImage({ context, src: ['Dockerfile'] }, {
+          t: tag,
+          labels: { ...options.labels, [VERSION_LABEL]: pkg.version },
+          rm: true,
+          forcerm: true,
+          // No network for RUN steps unless the operator names one.
+          networkmode: process.env['BB_BUILD_NETWORK'] ?? 'none',
+          // The classic builder: the one the Dockerfile was checked against.
+          version: '1',
+          // Bounded like a bottle: the steps run what the agent wrote.
+          memory: limits.memoryBytes,
+          memswap: limits.memoryBytes,
+          cpuperiod: 100_000,
+          cpuquota: Math.round(limits.cpus * 100_000),
+        } as Docker.ImageBuildOptions);
       } catch (err) {
         throw this.#error(err, `building ${tag}`, {});
       }
       const lines: string[] = [];
+      // A build that runs past its time is stopped, and leaves nothing behind.
+      const timer = setTimeout(() => {
+        (stream as unknown as { destroy?: (e?: Error) => void }).destroy?.(
+          new BbError(
+            'TIMEOUT',
+            `building ${tag} took longer than ${Math.round(limits.timeoutMs / 1000)} s`,
+          ),
+        );
+      }, limits.timeoutMs);
       await new Promise<void>((resolve, reject) => {
+        stream.on('error', reject);
         docker.modem.followProgress(
           stream,
           (
@@ -261,10 +285,28 @@ export class DockerBackend implements Backend {
             options.onProgress?.(line.trimEnd());
           },
         );
-      });
+      })
+        .finally(() => clearTimeout(timer))
+        .catch(async (err) => {
+          await docker
+            .getImage(tag)
+            .remove({ force: true })
+            .catch(() => {});
+          throw err;
+        });
       // An image that declares volumes would give its containers disk outside their quota.
       const info = await docker.getImage(tag).inspect();
       const volumes = Object.keys(info.Config?.Volumes ?? {});
+      if (info.Size > limits.maxImageBytes) {
+        await docker
+          .getImage(tag)
+          .remove({ force: true })
+          .catch(() => {});
+        throw new BbError(
+          'INVALID_INPUT',
+          `building ${tag}: the image is ${Math.round(info.Size / 1024 ** 2)} MiB, over the ${Math.round(limits.maxImageBytes / 1024 ** 2)} MiB a bottle's image may take`,
+        );
+      }
       if (volumes.length) {
         await docker
           .getImage(tag)

@@ -9,6 +9,7 @@ import type { Backend } from './backend';
 import { routeSecrets } from './gate';
 import { bbHome } from './home';
 import {
+  type BottleMeta,
   bottlePaths,
   GATE_USER,
   HOME_LABEL,
@@ -17,6 +18,7 @@ import {
   readMeta,
   writeMeta,
 } from './layout';
+import { loadBottleManifest, memoryBytes } from './manifests';
 import { removeSecret, writeSecret } from './secrets';
 import { allowedBases, atomicWrite, writeOverride } from './supervise-gate';
 
@@ -58,7 +60,12 @@ export async function reloadBottleProxies(
   if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
   const p = bottlePaths(slug, env);
   if (meta.status !== 'running') {
-    // Nothing to reload: kept for the bottle's next turn.
+    // The turn it was asked for has ended: only a lasting approval means anything now.
+    if (scope === 'turn')
+      return {
+        ok: false,
+        detail: `the turn ${slug} asked in has ended: approve with scope bottle to keep it for its next turn`,
+      };
     writeOverride(slug, kind, text, env);
     atomicWrite(join(p.currentConfig, FILE[kind]), text);
     return { ok: true, detail: `kept for ${slug}'s next turn (the bottle is frozen)` };
@@ -187,6 +194,13 @@ export async function rebuildBottle(
   try {
     await options.backend.buildImage(dockerfile, tag, {
       labels: { 'bb.slug': slug, [HOME_LABEL]: homeLabel(env), 'bb.supervise-request': requestId },
+      // The build runs what the agent wrote: no more than its bottle may take.
+      limits: {
+        memoryBytes: buildMemory(meta, env),
+        cpus: 1,
+        timeoutMs: 15 * 60_000,
+        maxImageBytes: meta.diskBytes ?? 16 * 1024 ** 3,
+      },
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     });
   } catch (err) {
@@ -276,4 +290,16 @@ function newRoutesOnly(text: string, currentFile: string): string {
     headers: Object.fromEntries(Object.entries(r.headers).filter(([, ref]) => !held.has(ref))),
   }));
   return JSON.stringify({ routes });
+}
+
+/** The memory a bottle's image build may use: its own limit, as its manifest says. */
+function buildMemory(meta: BottleMeta, env: Record<string, string | undefined>): number {
+  try {
+    return (
+      memoryBytes(loadBottleManifest(meta.bottles[0]!, env).manifest.resources.memory) ??
+      2 * 1024 ** 3
+    );
+  } catch {
+    return 2 * 1024 ** 3;
+  }
 }

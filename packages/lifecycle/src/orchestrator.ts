@@ -764,6 +764,8 @@ export class Orchestrator {
     this.#fired.delete(bottle.slug);
     this.#paused.delete(bottle.slug);
     this.#pauseSince.delete(bottle.slug);
+    // A request the turn left waiting has no one to answer: the next turn asks again if it must.
+    this.#o.supervise?.cancelAll?.(bottle.slug, 'the turn it was asked in ended before a decision');
     // The operator approved a new image: this turn ends, the next starts in it at once.
     const rebuilt = this.#o.runner.takeResumeRequest?.(bottle.slug);
     if (rebuilt && !fired && !bottle.state.closing)

@@ -70,7 +70,29 @@ export function beyondCeiling(
     for (const r of json<Routes>(base)?.routes ?? [])
       for (const ref of Object.values(r.headers ?? {})) had.add(`${ref}@${origin(r.upstream)}`);
     const out: string[] = [];
-    for (const r of json<Routes>(proposed)?.routes ?? [])
+    const origins = new Set((json<Routes>(base)?.routes ?? []).map((r) => origin(r.upstream)));
+    const ceiling = parseRules(policy.egressCeiling);
+    for (const r of json<Routes>(proposed)?.routes ?? []) {
+      // A route is a way out of the bottle even without a secret: a new place it leads to
+      // is held to the egress ceiling.
+      if (!origins.has(origin(r.upstream))) {
+        let u: URL | undefined;
+        try {
+          u = new URL(r.upstream);
+        } catch {}
+        const port = u ? Number(u.port || (u.protocol === 'https:' ? 443 : 80)) : 0;
+        const refs = Object.values(r.headers ?? {});
+        // A host the operator named for every secret the route carries is covered by that.
+        const forItsSecrets =
+          refs.length > 0 &&
+          refs.every((ref) =>
+            (policy.credentialHosts[ref.replace(/^env:/, '')] ?? []).includes(host(r.upstream)),
+          );
+        if (!u || (!forItsSecrets && !decide(ceiling, host(r.upstream), port).allowed))
+          out.push(
+            `route ${r.prefix} leads to ${origin(r.upstream)}, outside the egress ceiling (${policy.egressCeiling.join(', ') || 'empty'})`,
+          );
+      }
       for (const ref of Object.values(r.headers ?? {})) {
         const h = host(r.upstream);
         if (had.has(`${ref}@${origin(r.upstream)}`)) continue;
@@ -81,6 +103,7 @@ export function beyondCeiling(
             `route ${r.prefix} would send ${ref} to ${h}; the ceiling lets it go to ${allowed.join(', ') || 'no new host'}`,
           );
       }
+    }
     return out;
   }
   return [];

@@ -217,7 +217,8 @@ export class SuperviseDesk {
       allowedBases: this.#o.bottles.allowedBases(r.slug),
       operator: r.tool === 'operator-edit',
     });
-    const undeclared = newSecrets(r.kind, base, final).filter(
+    // The operator's own edit is the operator's to make; a bottle's request names only offered secrets.
+    const undeclared = newSecrets(r.kind, base, r.tool === 'operator-edit' ? base : final).filter(
       (n) => !(n in this.#o.policy.credentialHosts),
     );
     if (undeclared.length)

@@ -43,36 +43,42 @@ const INSTRUCTIONS = new Set([
 
 /**
  * Parse a Dockerfile into instructions, or throw naming the first bad line.
- * It reads lines as Docker's classic builder does, and refuses whatever the two
- * could read differently: parser directives (`# escape=`, `# syntax=`),
- * heredocs, and whitespace other than spaces and tabs.
+ * It reads a deliberately small Dockerfile language that Docker's classic builder
+ * reads the same way: LF line endings; spaces and tabs only; no parser directive
+ * (`# escape=`, `# syntax=`); no heredoc; a line continued with a backslash only
+ * inside `RUN` (whatever Docker and we join there stays one RUN, which runs without
+ * network). Anything that could mean one thing to us and another to Docker is refused.
  */
 export function parseDockerfile(text: string): DockerInstruction[] {
   const out: DockerInstruction[] = [];
   const odd =
-    /[^\S \t\r\n]|[\u0000-\u0008\u000e-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/.exec(
+    /[^\S \t\n]|[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/.exec(
       text,
     );
   if (odd)
     throw new BbError(
       'INVALID_INPUT',
-      `Dockerfile: character U+${odd[0].charCodeAt(0).toString(16).padStart(4, '0')} at line ${text.slice(0, odd.index).split('\n').length} is not allowed; use spaces and tabs`,
+      `Dockerfile: character U+${odd[0].charCodeAt(0).toString(16).padStart(4, '0')} at line ${text.slice(0, odd.index).split('\n').length} is not allowed; use LF line endings, spaces and tabs`,
     );
-  const lines = text.split('\n').map((l) => l.replace(/\r$/, ''));
+  const lines = text.split('\n');
   let pending: { text: string; line: number } | undefined;
   for (let i = 0; i < lines.length; i++) {
     const raw = lines[i]!;
     const trimmed = raw.replace(/^[ \t]+|[ \t]+$/g, '');
-    if (!pending && out.length === 0 && /^#[ \t]*[a-zA-Z]+[ \t]*=/.test(trimmed))
+    if (!pending && out.length === 0 && /^#\s*[a-zA-Z]+\s*=/.test(trimmed))
       throw new BbError(
         'INVALID_INPUT',
         `Dockerfile line ${i + 1}: parser directives (${trimmed}) are not allowed`,
       );
     if (trimmed === '' || trimmed.startsWith('#')) continue;
-    const text = pending ? `${pending.text} ${trimmed}` : trimmed;
     const start = pending?.line ?? i + 1;
-    // Docker continues a line that ends in a backslash followed only by spaces or tabs.
+    const text = pending ? `${pending.text} ${trimmed}` : trimmed;
     if (/\\[ \t]*$/.test(raw)) {
+      if (!/^RUN[ \t]/i.test(text))
+        throw new BbError(
+          'INVALID_INPUT',
+          `Dockerfile line ${start}: only RUN may continue on the next line; write ${JSON.stringify(text.split(/[ \t]/)[0])} on one line`,
+        );
       pending = { text: text.replace(/\\[ \t]*$/, '').replace(/[ \t]+$/, ''), line: start };
       continue;
     }
@@ -91,7 +97,7 @@ export function parseDockerfile(text: string): DockerInstruction[] {
         `Dockerfile line ${p.line}: ${JSON.stringify(p.text.slice(0, 60))} is not a Dockerfile instruction`,
       );
     const args = (m[2] ?? '').trim();
-    if (/<<-?["']?[A-Za-z_]/.test(args) && ['RUN', 'COPY', 'ADD'].includes(keyword))
+    if (/<</.test(args) && ['RUN', 'COPY'].includes(keyword))
       throw new BbError(
         'INVALID_INPUT',
         `Dockerfile line ${p.line}: heredocs are not allowed; write the file with RUN printf`,
@@ -139,30 +145,50 @@ export function validateProposal(kind: ProposalKind, text: string, ctx: Validati
     const first = instructions.find((i) => i.keyword !== 'ARG');
     if (instructions.length && first?.keyword !== 'FROM')
       problems.push(`Dockerfile line ${first?.line}: the first instruction must be FROM`);
-    // Nothing may come from outside the allowed bases: no other image through
-    // COPY/ADD --from or RUN --mount from=, no download through ADD.
-    const stages = new Set<string>();
+    // Nothing may come from outside the allowed bases. The build's context is the
+    // Dockerfile alone, so ADD has no use but a download (which the engine would make on
+    // the host's network): refused. COPY and RUN --mount take only from stages that are
+    // finished, named literally.
+    const finished = new Set<string>();
+    let current: string[] = [];
     let stage = 0;
     for (const ins of instructions) {
-      // A stage may take from those before it (by name or number), not from itself.
-      const earlier = new Set(stages);
       if (ins.keyword === 'FROM') {
-        const w = ins.args.split(/\s+/).filter((x) => !x.startsWith('--'));
-        if (w[1]?.toUpperCase() === 'AS' && w[2]) stages.add(w[2].toLowerCase());
-        stages.add(String(stage++));
+        for (const n of current) finished.add(n);
+        const w = ins.args.split(/[ \t]+/).filter((x) => !x.startsWith('--'));
+        current = [
+          String(stage++),
+          ...(w[1]?.toUpperCase() === 'AS' && w[2] ? [w[2].toLowerCase()] : []),
+        ];
+        const ref = w[0] ?? '';
+        if (
+          !/^[a-z0-9][a-z0-9._/:@-]*$/.test(ref) ||
+          (w.length !== 1 && !(w.length === 3 && w[1]!.toUpperCase() === 'AS'))
+        )
+          problems.push(
+            `Dockerfile line ${ins.line}: FROM ${ins.args.slice(0, 80)} must be one image reference, optionally AS a stage name`,
+          );
+        if (w[2] && !/^[a-z][a-z0-9_.-]*$/.test(w[2].toLowerCase()))
+          problems.push(
+            `Dockerfile line ${ins.line}: the stage name ${w[2]} must be letters, digits, - _ .`,
+          );
         continue;
       }
+      if (ins.keyword === 'ADD')
+        problems.push(
+          `Dockerfile line ${ins.line}: ADD is not allowed; install what you need with RUN from the base image's packages`,
+        );
+      if (ins.keyword === 'COPY' && /[$\\"'[]/.test(ins.args))
+        problems.push(
+          `Dockerfile line ${ins.line}: COPY takes plain paths only (no variables, quotes, escapes or JSON form)`,
+        );
       for (const m of ins.args.matchAll(/--(?:from|mount=[^\s]*?\bfrom)=([^\s,]+)/gi)) {
         const from = m[1]!.toLowerCase();
-        if (!earlier.has(from))
+        if (!finished.has(from))
           problems.push(
-            `Dockerfile line ${ins.line}: ${ins.keyword} takes files from ${m[1]}, which is not an earlier stage of this Dockerfile`,
+            `Dockerfile line ${ins.line}: ${ins.keyword} takes files from ${m[1]}, which is not an earlier, finished stage of this Dockerfile`,
           );
       }
-      if (ins.keyword === 'ADD' && /:\/\/|git@/i.test(ins.args))
-        problems.push(
-          `Dockerfile line ${ins.line}: ADD from the network is not allowed; install what you need with RUN from the base image's packages`,
-        );
       // ONBUILD runs in someone else's build; VOLUME would give the agent disk outside its
       // quota; HEALTHCHECK makes the engine run commands in the container (an exec).
       if (['ONBUILD', 'VOLUME', 'HEALTHCHECK'].includes(ins.keyword))
@@ -211,13 +237,11 @@ export function validateProposal(kind: ProposalKind, text: string, ctx: Validati
                 `${name} routes.${n}.headers.${h}: ${ref} is not allowed in a proposal; reference a secret the operator holds as env:NAME`,
               );
           }
-          if (
-            Object.keys(r.headers).length &&
-            u.protocol === 'http:' &&
-            !['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname)
-          )
+          // Plain HTTP only to this machine; no other scheme at all (the proxy would speak HTTP to it).
+          const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname);
+          if (u.protocol !== 'https:' && !(u.protocol === 'http:' && loopback))
             problems.push(
-              `${name} routes.${n}.upstream: a secret goes only over https (${r.upstream})`,
+              `${name} routes.${n}.upstream: ${r.upstream} must be https:// (plain http:// only to this machine)`,
             );
           if (parsed.data.routes.findIndex((o) => o.prefix === r.prefix) !== n)
             problems.push(`${name} routes.${n}.prefix ${r.prefix} is listed twice`);

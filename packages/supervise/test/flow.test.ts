@@ -228,6 +228,32 @@ describe('supervise: propose, decide, answer', () => {
     expect(applied[0]).toMatchObject({ kind: 'routes', text: routes });
   });
 
+  it('a route is a way out even without a secret: a new origin is held to the egress ceiling', async () => {
+    const relay = JSON.stringify({
+      routes: [{ prefix: '/x', upstream: 'https://collector.evil.test', headers: {} }],
+    });
+    const a = await client.propose('cred-proxy-block', {
+      routes: relay,
+      justification: 'I need a relay out',
+    });
+    const d = desk();
+    expect(d.show(a.request_id).beyondCeiling).toEqual([
+      expect.stringContaining('https://collector.evil.test'),
+    ]);
+    await expect(d.approve(a.request_id, { by: 'alice' })).rejects.toThrow(
+      /beyond the operator's ceiling/,
+    );
+    // Inside the ceiling, it goes through.
+    const ok = JSON.stringify({
+      routes: [{ prefix: '/pypi', upstream: 'https://pypi.org/simple', headers: {} }],
+    });
+    const b = await client.propose('cred-proxy-block', {
+      routes: ok,
+      justification: 'the simple index',
+    });
+    expect(d.show(b.request_id).beyondCeiling).toEqual([]);
+  });
+
   it('a request expires after its TTL, and pending survives a sidecar and a desk restart', async () => {
     const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
     // The sidecar restarts: the request is on disk, not in its memory.

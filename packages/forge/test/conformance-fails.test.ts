@@ -21,4 +21,17 @@ describe('describeForgeConformance', () => {
     );
     expect(run.passed).toContain('readIssue returns the issue with its labels and assignees');
   });
+
+  it('skips, visibly, what a world gives it nothing to check with; it never passes it', () => {
+    const run = runFixtureSuite(pkg, 'test/fixtures/bare-world.fixture.ts');
+    expect(run.exitCode).toBe(0);
+    const needs = [
+      'a merged PR reads as merged and closed',
+      'webhooks verify with the secret, fail on any change, and parse to the right event',
+      'a malformed webhook body is INVALID_INPUT',
+    ];
+    expect(run.skipped).toEqual(expect.arrayContaining(needs));
+    for (const t of needs) expect(run.passed).not.toContain(t);
+    expect(run.passed).toContain('readIssue returns the issue with its labels and assignees');
+  });
 });

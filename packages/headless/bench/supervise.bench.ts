@@ -96,6 +96,12 @@ const bundle = join(
 const keys = secretsDir(SLUG, 'proxy', env);
 mkdirSync(keys, { recursive: true });
 writeFileSync(join(keys, 'keys.json'), '{}');
+// Whatever happens, the proxy process goes with this one (a failed round must not hang the run).
+process.on('exit', () => proxy?.kill('SIGKILL'));
+process.on('unhandledRejection', (err) => {
+  console.error(err);
+  process.exit(1);
+});
 const proxy: ChildProcess = spawn(process.execPath, [bundle], {
   stdio: ['ignore', 'ignore', 'inherit'],
   env: {
@@ -127,7 +133,7 @@ const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
 const desk = new SuperviseDesk({
   store: new SuperviseStore(db),
   bottles: supervisedBottles(env),
-  policy: defaultPolicy(),
+  policy: { ...defaultPolicy(), credentialHosts: { BENCH_KEY: ['127.0.0.1'] } },
   remediator: {
     reloadProxies: (slug, kind, text, scope) =>
       reloadBottleProxies(slug, kind, text, scope, { backend, env }),

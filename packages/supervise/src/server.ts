@@ -94,6 +94,7 @@ export async function serveSupervise(
     server,
     close: () =>
       new Promise<void>((r) => {
+        sidecar.close();
         server.closeAllConnections();
         // The socket was renamed into place: Node removes only the name it bound.
         server.close(() => {

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import type { z } from 'zod';
@@ -35,7 +35,7 @@ export interface SuperviseSidecarOptions {
   coolDownAfter?: number;
   /** @default 10 min */
   coolDownMs?: number;
-  /** How often a waiting call looks for the decision. @default 50 ms */
+  /** How often a waiting call looks for the decision besides being woken by it. @default 250 ms */
   pollMs?: number;
   /** Requests that may wait for the operator at once. @default 5 */
   maxPending?: number;
@@ -75,7 +75,7 @@ export class SuperviseSidecar {
       waitMs: 45_000,
       coolDownAfter: 3,
       coolDownMs: 10 * 60_000,
-      pollMs: 50,
+      pollMs: 250,
       maxPending: 5,
       maxRequests: 200,
       now: Date.now,
@@ -200,8 +200,49 @@ export class SuperviseSidecar {
       const state = this.#state(r);
       if (state.status !== 'pending' || performance.now() >= deadline || signal?.aborted)
         return state;
-      await new Promise((res) => setTimeout(res, this.#o.pollMs));
+      await this.#nextChange(this.#o.pollMs);
     }
+  }
+
+  // A decision is a file the host writes: waiters wake on the directory's change
+  // (inotify reaches across the bind mount), and look again every `pollMs` anyway.
+  #watcher: FSWatcher | undefined;
+  #watchFailed = false;
+  readonly #wakers = new Set<() => void>();
+
+  #nextChange(ms: number): Promise<void> {
+    if (!this.#watcher && !this.#watchFailed)
+      try {
+        this.exchange.ensure();
+        this.#watcher = watch(this.exchange.decisionsDir, () => {
+          for (const wake of this.#wakers) wake();
+          this.#wakers.clear();
+        });
+        this.#watcher.on('error', () => {
+          this.#watcher?.close();
+          this.#watcher = undefined;
+          this.#watchFailed = true;
+        });
+        this.#watcher.unref();
+      } catch {
+        this.#watchFailed = true;
+      }
+    return new Promise<void>((res) => {
+      const t = setTimeout(done, this.#watcher ? ms : Math.min(ms, 50));
+      function done() {
+        clearTimeout(t);
+        res();
+      }
+      this.#wakers.add(done);
+    });
+  }
+
+  /** Stop watching for decisions (the server is closing). */
+  close(): void {
+    this.#watcher?.close();
+    this.#watcher = undefined;
+    for (const wake of this.#wakers) wake();
+    this.#wakers.clear();
   }
 
   /**

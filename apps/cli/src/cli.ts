@@ -30,6 +30,7 @@ Commands:
   orchestrate   forge-driven bottles: start, resume, status, serve (the orchestrator)
   provenance    show and verify signed run records
   supervise     decide what stuck agents ask for: routes, allowlist, Dockerfile
+  forklift      sync this fork with its upstream (an agent merges; the host verifies)
   destroy       remove a bottle (containers, disk, directory); records stay
   gc            destroy frozen bottles idle for a while (default 30 days)
   forge         set up the forge: bb forge hook install
@@ -76,6 +77,10 @@ export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Pro
         return EXIT.OK;
       case 'help': {
         const about = rest[0];
+        if (about === 'forklift') {
+          io.stdout((await import('@bb/forklift')).FORKLIFT_USAGE);
+          return EXIT.OK;
+        }
         if (about && !USAGES[about])
           throw new UsageError(`no command ${JSON.stringify(about)}`, HELP);
         io.stdout(about ? USAGES[about]! : HELP);
@@ -103,6 +108,10 @@ export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Pro
         return await (await import('./commands/forge')).forgeCommand(rest, io);
       case 'provenance':
         return await (await import('./commands/provenance')).provenanceCommand(rest, io);
+      case 'forklift': {
+        const { runForkliftCli } = await import('@bb/forklift');
+        return await runForkliftCli(rest, io, deps.backend?.('docker'));
+      }
       case 'supervise':
         return await (await import('./commands/supervise')).superviseCommand(rest, io, deps);
       case 'doctor':

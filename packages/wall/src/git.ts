@@ -255,6 +255,30 @@ export function readHeadAsData(workspace: string): string | undefined {
 }
 
 /**
+ * The commit a branch of the workspace names (`refs/heads/<name>`), read as data
+ * like `readHeadAsData`: loose or packed, no symlink followed, no git run there.
+ * `undefined` when there is no such branch.
+ */
+export function readBranchAsData(workspace: string, branch: string): string | undefined {
+  const ref = `refs/heads/${branch}`;
+  if (unsafeRef(ref)) throw new BbError('INVALID_INPUT', `${branch} is not a branch name`);
+  const loose = readFileNoFollow(workspace, `.git/${ref}`, { maxBytes: 4096 })
+    ?.toString('utf8')
+    .trim();
+  if (loose !== undefined) {
+    if (!isSha(loose))
+      throw new BbError('INVALID_INPUT', `${workspace}/.git/${ref} does not hold a commit id`);
+    return loose;
+  }
+  const packed = readFileNoFollow(workspace, '.git/packed-refs', { maxBytes: 64 * 1024 * 1024 });
+  for (const line of packed?.toString('utf8').split('\n') ?? []) {
+    const [sha, name] = line.split(' ');
+    if (name === ref && sha && isSha(sha)) return sha;
+  }
+  return undefined;
+}
+
+/**
  * Make (or refresh) a bare repository of ours at `dir` whose object store
  * borrows `objectDirs` read-only: git then reads those commits as data under
  * this repository's configuration, never the one that came with the objects.

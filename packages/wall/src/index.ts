@@ -28,6 +28,7 @@ export {
   makeReaderRepo,
   type PatchAsData,
   type RunGitOptions,
+  readBranchAsData,
   readHeadAsData,
   runGit,
   setRef,

@@ -1,0 +1,19 @@
+/**
+ * @module
+ * `@bb/forklift`: keep a fork in sync with its upstream with an agent that holds no
+ * credential. The host fetches, runs the agent in a container on a copy with no
+ * remotes, verifies the result as data, and only then pushes and opens the PR.
+ */
+export { FORKLIFT_USAGE, type ForkliftIo, runForkliftCli } from './cli';
+export { parseRemote, type RemoteRepo } from './remotes';
+export {
+  DEFAULT_INSTRUCTIONS,
+  type ForkliftAgent,
+  type ForkliftOptions,
+  type ForkliftResult,
+  OUTCOMES,
+  type Outcome,
+  runForklift,
+  runsDir,
+} from './run';
+export { listRuns, saveResult } from './runs';

@@ -237,21 +237,7 @@ export function readHeadAsData(workspace: string): string | undefined {
       'INVALID_INPUT',
       `${workspace}/.git/HEAD does not name a branch (${JSON.stringify(head.slice(0, 80))})`,
     );
-  const ref = m[1]!;
-  const loose = readFileNoFollow(workspace, `.git/${ref}`, { maxBytes: 4096 })
-    ?.toString('utf8')
-    .trim();
-  if (loose !== undefined) {
-    if (!isSha(loose))
-      throw new BbError('INVALID_INPUT', `${workspace}/.git/${ref} does not hold a commit id`);
-    return loose;
-  }
-  const packed = readFileNoFollow(workspace, '.git/packed-refs', { maxBytes: 64 * 1024 * 1024 });
-  for (const line of packed?.toString('utf8').split('\n') ?? []) {
-    const [sha, name] = line.split(' ');
-    if (name === ref && sha && isSha(sha)) return sha;
-  }
-  return undefined;
+  return readRefAsData(workspace, m[1]!);
 }
 
 /**
@@ -262,6 +248,11 @@ export function readHeadAsData(workspace: string): string | undefined {
 export function readBranchAsData(workspace: string, branch: string): string | undefined {
   const ref = `refs/heads/${branch}`;
   if (unsafeRef(ref)) throw new BbError('INVALID_INPUT', `${branch} is not a branch name`);
+  return readRefAsData(workspace, ref);
+}
+
+/** A ref's commit, loose or packed, read without following a link. */
+function readRefAsData(workspace: string, ref: string): string | undefined {
   const loose = readFileNoFollow(workspace, `.git/${ref}`, { maxBytes: 4096 })
     ?.toString('utf8')
     .trim();

@@ -4,7 +4,7 @@
 // orchestrator is restarted while the request waits; the operator approves with
 // `bb supervise approve`; the proxy reloads and the same turn reaches the route.
 // The turn's signed record carries the request and the decision.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,7 +26,7 @@ import { createScriptedModelServer, type ScriptedModelServer } from '@bb/scripte
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forgeWorld, probeAgentsImage, until } from './support';
+import { forgeWorld, probeAgentsImage, removeHome, until } from './support';
 
 const docker = await probeDocker();
 const { ok: hasImage, image: AGENTS_IMAGE } = await probeAgentsImage(docker.ok);
@@ -160,7 +160,7 @@ describe.skipIf(!hasImage)('supervise with the real Claude Code CLI, through the
       .list({ [HOME_LABEL]: homeLabel({ BB_HOME: home }) })
       .catch(() => []))
       await backend.destroy(c.id).catch(() => {});
-    rmSync(home, { recursive: true, force: true });
+    await removeHome(home);
   });
 
   it('claude asks for a route over MCP, waits across an orchestrator restart, is approved and reaches it in the same turn', async () => {

@@ -1,5 +1,6 @@
 // Helpers shared by the end-to-end tests.
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { GiteaWorldSeed } from '@bb/forge/test-server';
@@ -105,4 +106,24 @@ export function forgeWorld(botToken: string): GiteaWorldSeed {
       { owner: 'acme', name: 'widgets', collaborators: ['bb-claude'], admins: ['bb-claude'] },
     ],
   };
+}
+
+/**
+ * Remove a test's BB_HOME. A bottle disk still mounted under it (a loop mount the
+ * kernel is slow to let go of) is detached first, and the removal tried again.
+ */
+export async function removeHome(home: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      rmSync(home, { recursive: true, force: true });
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EBUSY' || i >= 10) throw err;
+      for (const line of readFileSync('/proc/mounts', 'utf8').split('\n')) {
+        const target = line.split(' ')[1];
+        if (target?.startsWith(`${home}/`)) spawnSync('umount', ['-l', target]);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
 }

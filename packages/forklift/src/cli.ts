@@ -138,7 +138,6 @@ export async function runForkliftCli(
     );
     return 2;
   }
-  const tty = false;
   try {
     const result = await runForklift({
       checkout: resolve(io.cwd),
@@ -148,7 +147,7 @@ export async function runForkliftCli(
       ...(timeoutMs ? { timeoutMs } : {}),
       agent: scriptAgent(resolve(io.cwd, String(v['script']))),
       token,
-      onProgress: (l) => io.stderr(`forklift: ${l}${tty ? '' : ''}\n`),
+      onProgress: (l) => io.stderr(`forklift: ${l}\n`),
     });
     saveResult(result.runDir, result);
     if (v['json']) io.stdout(`${JSON.stringify(result, null, 2)}\n`);

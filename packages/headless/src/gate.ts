@@ -12,7 +12,6 @@ import {
   pathsFor,
   userSpec,
 } from './layout';
-import type { BottleManifest } from './manifests';
 import { removeSecret, secretsDir, writeSecret } from './secrets';
 
 /**
@@ -121,13 +120,6 @@ export async function startSidecar(
 /** Once the sidecar serves, its token file goes: it was read once at start. */
 export function sidecarUp(meta: BottleMeta, env: Record<string, string | undefined>): void {
   removeSecret(secretsDir(meta.slug, 'sidecar', env), 'token');
-}
-
-/** What the agent's proxies need from the bottle manifests. */
-export function proxyPlan(bottles: BottleManifest[]) {
-  const credentials = bottles.flatMap((b) => b.credentials);
-  const allow = [...new Set(bottles.flatMap((b) => b.egress.allow))];
-  return { credentials, allow, needed: credentials.length > 0 || allow.length > 0 };
 }
 
 /** The `env:NAME` secrets a routes file references, with their values from the orchestrator's environment. */

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { loadPolicy } from '@bb/supervise';
+import { writeFileNoFollow } from '@bb/wall';
 import type { BottleSpec } from './backend';
 import { bottleLabels, type GateOptions } from './gate';
 import { bbHome } from './home';
@@ -90,10 +90,9 @@ export function writeOverride(
   atomicWrite(join(dir, FILES[kind]), text);
 }
 
+/** Write a host-owned file whole (beside it, then renamed), following no link on the way. */
 export function atomicWrite(file: string, content: string, mode = 0o644): void {
-  const part = `${file}.${randomBytes(4).toString('hex')}.part`;
-  writeFileSync(part, content, { mode });
-  renameSync(part, file);
+  writeFileNoFollow(dirname(file), basename(file), content, { mode, createDirs: false });
 }
 
 /** Images a proposed Dockerfile may start from: the bottle's first image and the operator's list. */

@@ -176,8 +176,9 @@ export function classifyFile(text: string): ProposalKind | undefined {
  * `\xNN` escapes; newlines and tabs stay.
  */
 export function printable(text: string): string {
-  return text.replace(
-    /[\u0000-\u0008\u000b-\u001f\u007f-\u00a0\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g,
-    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
-  );
+  return text.replace(UNPRINTABLE, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 }
+
+/** What a terminal could act on or hide: C0 and C1 controls, invisible and bidirectional marks. */
+export const UNPRINTABLE =
+  /[\u0000-\u0008\u000b-\u001f\u007f-\u00a0\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;

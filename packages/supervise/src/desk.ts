@@ -279,7 +279,7 @@ export class SuperviseDesk {
         id,
         status: after.status as 'approved' | 'modified',
         scope,
-        ...(modified ? { file: final } : { file: final }),
+        file: final,
         decidedAt: after.decidedAt!,
       });
     if (remediation.ok && r.kind === 'dockerfile') await this.#o.remediator.afterRebuild?.(r.slug);

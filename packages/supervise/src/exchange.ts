@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFileNoFollow, writeFileNoFollow } from '@bb/wall';
 import {
@@ -36,7 +36,7 @@ export class Exchange {
   }
 
   writeRequest(r: RequestFile): void {
-    atomicWrite(join(this.requestsDir, `${r.id}.json`), JSON.stringify(r));
+    writeFileNoFollow(this.dir, `requests/${r.id}.json`, JSON.stringify(r));
   }
 
   /**
@@ -130,10 +130,4 @@ export function newRequestId(): string {
   let id = 'sr_';
   for (const b of bytes) id += alphabet[b % 36];
   return id;
-}
-
-function atomicWrite(file: string, content: string): void {
-  const part = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.part`;
-  writeFileSync(part, content, { mode: 0o644 });
-  renameSync(part, file);
 }

@@ -29,6 +29,7 @@ export {
   TOOL_NAMES,
   type ToolAnswer,
   type ToolName,
+  UNPRINTABLE,
 } from './contract';
 export {
   type AuditEntry,

@@ -14,6 +14,7 @@ import {
   SCOPES,
   SuperviseDesk,
   SuperviseStore,
+  UNPRINTABLE,
 } from '@bb/supervise';
 import { type CliDeps, makeBackend, openState } from '../deps';
 import { bold, type CliIo, dim, green, parse, red, UsageError, yellow } from '../io';
@@ -123,7 +124,7 @@ function listLine(r: RequestView): string {
 /** JSON for machines, with nothing a terminal would act on (JSON escapes C0; these too). */
 const json = (io: CliIo, v: unknown) =>
   io.stdout(
-    `${JSON.stringify(v, null, 2).replace(/[\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}\n`,
+    `${JSON.stringify(v, null, 2).replace(UNPRINTABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}\n`,
   );
 
 export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {

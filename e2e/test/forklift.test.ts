@@ -183,7 +183,8 @@ describe.skipIf(!docker.ok)('forklift: a fork kept in sync by an agent with no c
     expect(result).toMatchObject({ outcome: 'synced', agentRan: true });
     const pr = gitea.issue(s.fork, result!.pr!.number);
     expect(pr.body).toContain('is an ancestor of the result');
-    expect(pr.body).toContain('ran: no tests found');
+    // The agent's words as text in a fence, never as live Markdown.
+    expect(pr.body).toMatch(/```text\nran: no tests found\n```/);
     // The branch holds the agent's merge, and both sides.
     const head = await git(
       root,

@@ -140,7 +140,8 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   for (let i = 2; existsSync(join(runsDir(o.env), `${project}_${runId}`)); i++)
     runId = `${stamp(started)}-${i}`;
   const runDir = join(runsDir(o.env), `${project}_${runId}`);
-  mkdirSync(runDir, { recursive: true, mode: 0o755 });
+  // The host's: the agent's files in it are no one else's business.
+  mkdirSync(runDir, { recursive: true, mode: 0o700 });
   const base = {
     project,
     upstream,
@@ -166,6 +167,13 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   const forkMd = await host(['show', `${fork}:FORK.md`]).catch(() => '');
   const testCommand = /^test:\s*(.+)$/im.exec(forkMd)?.[1]?.trim();
   const forge = (o.forgeFor ?? defaultForge(o))(origin);
+  // The token's git never runs in a repository with someone's config or hooks: pushes go
+  // from a bare repository of ours that reads the checkout's objects.
+  const pushRepo = () => {
+    const dir = join(runDir, 'push.git');
+    makeReaderRepo(dir, [join(o.checkout, '.git', 'objects')]);
+    return dir;
+  };
   const propose = async (merged: string, how: string, repoDir: string, proof: string[]) => {
     const name = `forklift/sync-${runId.replace('_', '-')}`;
     await push(forge, repoDir, merged, name);
@@ -190,7 +198,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   // The cheap path: no agent for a fast-forward or a clean merge with nothing to test.
   if (await ancestor(fork, upstream)) {
     say('fast-forward: no agent needed');
-    const pr = await propose(upstream, 'a fast-forward', o.checkout, ['- no agent ran']);
+    const pr = await propose(upstream, 'a fast-forward', pushRepo(), ['- no agent ran']);
     return done({
       outcome: 'synced',
       exitCode: 0,
@@ -225,7 +233,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
           },
         )
       ).trim();
-      const pr = await propose(merged, 'a clean merge', o.checkout, [
+      const pr = await propose(merged, 'a clean merge', pushRepo(), [
         '- no agent ran: the merge had no conflict',
       ]);
       return done({
@@ -245,14 +253,24 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   say(`preparing ${runDir}`);
   const hostGit = (args: string[]) => runGit(args, { env: wallGitEnv(), timeoutMs: 600_000 });
   // A copy with objects of its own (no alternates: the container sees only its two mounts).
-  await runGit(['clone', '--quiet', '--no-hardlinks', '--no-checkout', o.checkout, workspace], {
-    env: wallGitEnv({ config: [['protocol.file.allow', 'always']] }),
-    timeoutMs: 600_000,
-  });
-  for (const r of (await hostGit(['-C', workspace, 'remote'])).split('\n').filter(Boolean))
-    await hostGit(['-C', workspace, 'remote', 'remove', r]);
-  await hostGit(['-C', workspace, 'update-ref', `refs/heads/${branch}`, fork]);
-  await hostGit(['-C', workspace, 'update-ref', `refs/heads/upstream/${branch}`, upstream]);
+  // Only the two branches, with objects of its own: nothing else of the checkout (other
+  // branches, stashes, unreachable objects) and no alternates the container could not see.
+  await hostGit(['init', '--quiet', `--initial-branch=${branch}`, workspace]);
+  await runGit(
+    [
+      '-C',
+      workspace,
+      'fetch',
+      '--quiet',
+      '--no-tags',
+      // The new repository's unborn branch is the one being filled.
+      '--update-head-ok',
+      o.checkout,
+      `refs/remotes/origin/${branch}:refs/heads/${branch}`,
+      `refs/remotes/upstream/${branch}:refs/heads/upstream/${branch}`,
+    ],
+    { env: wallGitEnv({ config: [['protocol.file.allow', 'always']] }), timeoutMs: 600_000 },
+  );
   await hostGit(['-C', workspace, 'checkout', '--quiet', '--force', branch]);
   const prompt = `${DEFAULT_INSTRUCTIONS(branch)}${forkMd ? `\n\nThe fork's own constraints (FORK.md):\n\n${forkMd}` : ''}${testCommand ? `\n\nThe tests: ${testCommand}` : ''}\n`;
   const agent = o.agent(prompt);
@@ -321,7 +339,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     stuck = `(STUCK.md is there but was not read: ${errorMessage(err)})`;
   }
   if (stuck !== undefined) {
-    const preview = stuck.split('\n').slice(0, 12).join('\n').slice(0, 2000);
+    const preview = plain(stuck.split('\n').slice(0, 12).join('\n').slice(0, 2000));
     return done({
       ...ran,
       outcome: 'stuck',
@@ -385,7 +403,9 @@ const FORKLIFT_IDENTITY = {
 
 /** The operator's own git (their credentials for fetch), without prompts. */
 function operatorEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
-  return { ...(env as NodeJS.ProcessEnv), GIT_TERMINAL_PROMPT: '0' };
+  // The forge token is for the push alone: not for the operator's helpers, ssh or proxies.
+  const { FORKLIFT_TOKEN: _t, FORGE_TOKEN: _f, ...rest } = env;
+  return { ...(rest as NodeJS.ProcessEnv), GIT_TERMINAL_PROMPT: '0' };
 }
 
 function defaultForge(o: ForkliftOptions) {
@@ -412,14 +432,7 @@ async function push(forge: Forge, repoDir: string, sha: string, branch: string):
     ),
   ];
   await runGit(
-    [
-      '--git-dir',
-      join(repoDir, ...(repoDir.endsWith('.git') ? [] : ['.git'])),
-      'push',
-      '--quiet',
-      remote.url,
-      `${sha}:refs/heads/${branch}`,
-    ],
+    ['--git-dir', repoDir, 'push', '--quiet', remote.url, `${sha}:refs/heads/${branch}`],
     {
       env: wallGitEnv({ config }),
       timeoutMs: 600_000,
@@ -432,15 +445,10 @@ function readReport(harness: string): string[] {
   try {
     const text = readFileNoFollow(harness, 'report.md', { maxBytes: 16 * 1024 })?.toString('utf8');
     if (!text) return ['- the agent left no report (harness-state/report.md)'];
-    return [
-      '',
-      "The agent's report (unverified):",
-      '',
-      ...text
-        .split('\n')
-        .slice(0, 60)
-        .map((l) => `> ${l.replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, '')}`),
-    ];
+    // Shown as text, never as Markdown: no link, image, mention or "Closes #n" of the agent's acts.
+    const body = plain(text.split('\n').slice(0, 60).join('\n'));
+    const fence = '`'.repeat(Math.max(3, ...[...body.matchAll(/`+/g)].map((m) => m[0].length + 1)));
+    return ['', "The agent's report (unverified):", '', `${fence}text`, body, fence];
   } catch {
     return ["- the agent's report could not be read"];
   }
@@ -455,4 +463,12 @@ function chownTree(dir: string): void {
     else lchownSync(p, AGENT.uid, AGENT.gid);
   }
   chownSync(dir, AGENT.uid, AGENT.gid);
+}
+
+/** Text the agent wrote, without the control characters a terminal or a renderer would act on. */
+function plain(text: string): string {
+  return text.replace(
+    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]/g,
+    '',
+  );
 }

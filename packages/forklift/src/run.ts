@@ -446,7 +446,7 @@ function readReport(harness: string): string[] {
     const text = readFileNoFollow(harness, 'report.md', { maxBytes: 16 * 1024 })?.toString('utf8');
     if (!text) return ['- the agent left no report (harness-state/report.md)'];
     // Shown as text, never as Markdown: no link, image, mention or "Closes #n" of the agent's acts.
-    const body = plain(text.split('\n').slice(0, 60).join('\n'));
+    const body = plain(text.split('\n').slice(0, 60).join('\n')).trimEnd();
     const fence = '`'.repeat(Math.max(3, ...[...body.matchAll(/`+/g)].map((m) => m[0].length + 1)));
     return ['', "The agent's report (unverified):", '', `${fence}text`, body, fence];
   } catch {

@@ -206,13 +206,13 @@ describe.skipIf(!docker.ok)('forklift: a fork kept in sync by an agent with no c
     const s = await scenario();
     await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
     await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
-    const { code, result } = await forklift(s.checkout, [
+    const { code, result, err } = await forklift(s.checkout, [
       {
         do: 'sh',
         cmd: "printf '# Stuck\\n\\nThe two sides of a.txt cannot both hold.\\n' > STUCK.md",
       },
     ]);
-    expect(code).toBe(4);
+    expect(code, err).toBe(4);
     expect(result).toMatchObject({
       outcome: 'stuck',
       stuck: expect.stringContaining('cannot both hold'),
@@ -225,12 +225,12 @@ describe.skipIf(!docker.ok)('forklift: a fork kept in sync by an agent with no c
     await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
     await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
     const began = Date.now();
-    const { code, result } = await forklift(
+    const { code, result, err } = await forklift(
       s.checkout,
       [{ do: 'sleep', ms: 120_000 }],
       ['--timeout', '3s'],
     );
-    expect(code).toBe(5);
+    expect(code, err).toBe(5);
     expect(result).toMatchObject({ outcome: 'timed-out' });
     expect(Date.now() - began).toBeLessThan(90_000);
   }, 180_000);
@@ -275,14 +275,14 @@ describe.skipIf(!docker.ok)('forklift: a fork kept in sync by an agent with no c
     await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
     const canary = join(root, 'pwned');
     const hook = `#!/bin/sh\\ntouch ${canary}\\n`;
-    const { code, result } = await forklift(s.checkout, [
+    const { code, result, err } = await forklift(s.checkout, [
       {
         do: 'sh',
         cmd: `for h in post-checkout pre-push reference-transaction post-merge; do printf '${hook}' > .git/hooks/$h; chmod +x .git/hooks/$h; done; git config core.fsmonitor 'touch ${canary}'; git config core.hooksPath .git/hooks; printf '* filter=evil\\n' > .gitattributes; git config filter.evil.clean 'touch ${canary}'; ln -s /etc/passwd STUCK.md`,
       },
     ]);
     // A STUCK.md that is a link is not followed: the run stops as stuck, saying so.
-    expect(code).toBe(4);
+    expect(code, err).toBe(4);
     expect(result!['stuck']).toMatch(/was not read/);
     expect(String(result!['stuck'])).not.toContain('root:');
     expect(existsSync(canary)).toBe(false);

@@ -4,5 +4,11 @@
  * token): those are never handed to a bottle's proxies, whatever a routes file says.
  */
 export function isReservedSecret(name: string): boolean {
-  return /^FORGE_/.test(name) || name === 'BB_API_TOKEN' || name === 'BB_WEBHOOK_SECRET';
+  return (
+    /^FORGE_/.test(name) ||
+    name === 'BB_API_TOKEN' ||
+    name === 'BB_WEBHOOK_SECRET' ||
+    // forklift's forge token: the host's push and PR alone.
+    name === 'FORKLIFT_TOKEN'
+  );
 }

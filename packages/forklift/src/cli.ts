@@ -1,38 +1,56 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { errorMessage } from '@bb/errors';
 import { type Backend, DockerBackend } from '@bb/headless';
-import { type ForkliftAgent, OUTCOMES, runForklift, runsDir } from './run';
+import {
+  AGENT_NAMES,
+  type AgentChoice,
+  type AgentName,
+  DEFAULT_ALLOW,
+  modelRouteFromEnv,
+  readScript,
+} from './agent';
+import { OUTCOMES, runForklift, runsDir } from './run';
 import { listRuns, saveResult } from './runs';
 
-export const FORKLIFT_USAGE = `Usage: forklift [--timeout 8m] [--image IMAGE] [--agent script --script FILE] [--json]
+export const FORKLIFT_USAGE = `Usage: forklift [--agent claude|codex|pi|script] [--model M] [--timeout 8m] [--image IMAGE] [--json]
        forklift runs [--json]
 
 Keep a fork in sync with its upstream. Run it in the fork's checkout (remotes origin
-and upstream; nothing else to configure). forklift fetches both; a fast-forward or a
-clean merge becomes a pull request with no agent at all. Otherwise an agent merges
-upstream/main into main in a container holding a copy of the repository with no
-remotes and no credentials, for at most --timeout; then the host, not the agent,
-decides: STUCK.md is shown, or the agent's main is verified (every upstream and
-every fork commit reachable) and only then pushed to forklift/sync-<time> and
-proposed as a pull request into main, with the proof in its body.
+and upstream; nothing else to configure). forklift fetches both; a fast-forward, or a
+clean merge whose tests pass, becomes a pull request with no agent at all. Otherwise
+an agent merges upstream/main into main in a container holding a copy of the
+repository with no remotes and no credentials, for at most --timeout; then the host,
+not the agent, decides: STUCK.md is shown, or the agent's main is verified (every
+upstream and every fork commit reachable, CI and protected files untouched by the
+agent, the fork's tests green in a fresh container) and only then pushed to
+forklift/sync-<time> and proposed as a pull request into main, with the proof in its
+body.
 
-FORK.md at the repository root, when present, is given to the agent as the fork's
-constraints; a line "test: COMMAND" in it names the tests (and sends a clean merge to
-the agent, to run them).
+FORK.md at the repository root of the fork's main, when present, is given to the
+agent as the fork's constraints. Lines in it the host reads:
+  test: COMMAND     the fork's tests, run by the host on every result
+  protect: GLOB     paths the agent may not write (like CI files, always protected)
 
 Options:
+  --agent NAME        claude (default), codex, pi, or script (--script FILE: a scripted
+                      agent, its steps as a JSON array)
+  --model NAME        the model the agent asks for
   --timeout DURATION  the agent's limit, e.g. 8m, 90s (default 8m)
+  --test-timeout DURATION  the limit of one run of the fork's tests (default 5m)
+  --allow HOST        another host the agent may reach (repeatable; default: the package
+                      registries npm, PyPI, crates.io, Go, RubyGems, Maven, Gradle, NuGet)
+  --offline           no outbound network for the agent but its model
   --image IMAGE       the agent's image (default forklift/kitchen-sink:latest)
-  --agent NAME        script: a scripted agent (--script FILE, its steps as JSON)
   --json              print the result as JSON
   -h, --help          show this help
 
 Environment:
   FORKLIFT_TOKEN (or FORGE_TOKEN)  the forge token for the push and the PR (host only)
   FORKLIFT_API        the forge API (default <origin>/api/v1, Gitea)
+  ANTHROPIC_API_KEY   claude's and pi's model key, OPENAI_API_KEY codex's: held by the
+                      credential proxy, never in the agent's container
+  FORKLIFT_MODEL_URL  the model API's base URL (default Anthropic's or OpenAI's)
   XDG_STATE_HOME      runs are kept in $XDG_STATE_HOME/forklift/runs (~/.local/state)
 
 Exit status: 0 synced (PR opened), 3 nothing to do, 4 stuck (STUCK.md),
@@ -53,28 +71,6 @@ function duration(v: string): number | undefined {
   return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
 }
 
-/** The scripted agent: bot-bottle's script agent, its steps from a JSON file. */
-function scriptAgent(file: string): (prompt: string) => ForkliftAgent {
-  const steps = JSON.parse(readFileSync(file, 'utf8')) as unknown;
-  const require = createRequire(import.meta.url);
-  const bundle = join(
-    dirname(require.resolve('@bb/headless/package.json')),
-    'dist',
-    'bundle',
-    'script-agent.mjs',
-  );
-  return () => ({
-    files: {
-      'bin/script-agent.mjs': readFileSync(bundle),
-      'home/.bb/script.json': JSON.stringify({ turns: [{ steps }] }),
-      'run.sh':
-        '#!/bin/sh\nexec node /harness-state/bin/script-agent.mjs --prompt "$(cat /harness-state/prompt.md)"\n',
-    },
-    cmd: ['sh', '/harness-state/run.sh'],
-    env: {},
-  });
-}
-
 /** Run `forklift` with `argv`; resolves the exit status. */
 export async function runForkliftCli(
   argv: string[],
@@ -88,7 +84,11 @@ export async function runForkliftCli(
       allowPositionals: true,
       options: {
         timeout: { type: 'string' },
+        'test-timeout': { type: 'string' },
         image: { type: 'string' },
+        model: { type: 'string' },
+        allow: { type: 'string', multiple: true },
+        offline: { type: 'boolean' },
         agent: { type: 'string' },
         script: { type: 'string' },
         json: { type: 'boolean' },
@@ -124,11 +124,52 @@ export async function runForkliftCli(
     io.stderr(`forklift: --timeout ${v['timeout']} is not a duration such as 8m or 90s\n`);
     return 2;
   }
-  const agentName = String(v['agent'] ?? 'script');
-  if (agentName !== 'script' || !v['script']) {
+  const testTimeout = v['test-timeout'];
+  const testTimeoutMs = testTimeout === undefined ? undefined : duration(String(testTimeout));
+  if (testTimeout !== undefined && !testTimeoutMs) {
+    io.stderr(`forklift: --test-timeout ${testTimeout} is not a duration such as 5m or 90s\n`);
+    return 2;
+  }
+  const agentName = String(v['agent'] ?? 'claude');
+  if (!(AGENT_NAMES as readonly string[]).includes(agentName)) {
+    io.stderr(`forklift: --agent ${agentName}: use claude, codex, pi or script\n`);
+    return 2;
+  }
+  if ((agentName === 'script') !== (v['script'] !== undefined)) {
     io.stderr(
-      `forklift: --agent ${agentName}${v['script'] ? '' : ' --script FILE'}: this version runs the scripted agent (--agent script --script FILE); claude, codex and pi are not wired to forklift yet\n`,
+      agentName === 'script'
+        ? 'forklift: --agent script needs --script FILE (a JSON array of script-agent steps)\n'
+        : `forklift: --script is for --agent script, not --agent ${agentName}\n`,
     );
+    return 2;
+  }
+  const extra = ((parsed.values as { allow?: string[] }).allow ?? []).map((h) => h.trim());
+  const bad = extra.find((h) => !/^[a-z0-9.-]+(:\d{1,5})?$/i.test(h) || h.startsWith('*'));
+  if (bad !== undefined) {
+    io.stderr(
+      `forklift: --allow ${JSON.stringify(bad)} is not a host name (such as pypi.org or pypi.org:443)\n`,
+    );
+    return 2;
+  }
+  let choice: AgentChoice;
+  let agentSecrets: Record<string, string> = {};
+  try {
+    const model = v['model'] === undefined ? undefined : String(v['model']);
+    const allow = v['offline'] ? extra : [...DEFAULT_ALLOW, ...extra];
+    if (agentName === 'script')
+      choice = {
+        name: 'script',
+        script: readScript(resolve(io.cwd, String(v['script']))),
+        allow: v['offline'] || !extra.length ? [] : extra,
+        model,
+      };
+    else {
+      const m = modelRouteFromEnv(agentName as Exclude<AgentName, 'script'>, io.env);
+      choice = { name: agentName as AgentName, model, modelRoute: m.route, allow };
+      agentSecrets = m.secrets;
+    }
+  } catch (err) {
+    io.stderr(`forklift: ${errorMessage(err)}\n`);
     return 2;
   }
   const token = io.env['FORKLIFT_TOKEN'] || io.env['FORGE_TOKEN'];
@@ -145,7 +186,9 @@ export async function runForkliftCli(
       backend: backend ?? new DockerBackend(),
       ...(v['image'] ? { image: String(v['image']) } : {}),
       ...(timeoutMs ? { timeoutMs } : {}),
-      agent: scriptAgent(resolve(io.cwd, String(v['script']))),
+      ...(testTimeoutMs ? { testTimeoutMs } : {}),
+      agent: choice,
+      agentSecrets,
       token,
       onProgress: (l) => io.stderr(`forklift: ${l}\n`),
     });

@@ -4,11 +4,19 @@
  * credential. The host fetches, runs the agent in a container on a copy with no
  * remotes, verifies the result as data, and only then pushes and opens the PR.
  */
+export {
+  AGENT_NAMES,
+  type AgentChoice,
+  type AgentName,
+  DEFAULT_ALLOW,
+  type ModelRoute,
+  modelRouteFromEnv,
+  readScript,
+} from './agent';
 export { FORKLIFT_USAGE, type ForkliftIo, runForkliftCli } from './cli';
 export { parseRemote, type RemoteRepo } from './remotes';
 export {
   DEFAULT_INSTRUCTIONS,
-  type ForkliftAgent,
   type ForkliftOptions,
   type ForkliftResult,
   OUTCOMES,
@@ -17,3 +25,4 @@ export {
   runsDir,
 } from './run';
 export { listRuns, saveResult } from './runs';
+export { CI_PATHS, checkTree, type ForkRules, globMatch, parseForkMd } from './verify';

@@ -1,18 +1,23 @@
-import { chownSync, existsSync, lchownSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { BbError, errorMessage, isBbError, registerSecret } from '@bb/errors';
+import { BbError, errorMessage, registerSecret } from '@bb/errors';
 import { type Forge, GiteaForge } from '@bb/forge';
-import { type Backend, HOME_LABEL, homeLabel } from '@bb/headless';
+import type { Backend } from '@bb/headless';
 import {
   importHead,
   makeReaderRepo,
   readBranchAsData,
   readFileNoFollow,
   runGit,
+  setRef,
   wallGitEnv,
 } from '@bb/wall';
+import type { AgentChoice } from './agent';
+import { runAgentContainer } from './container';
+import { plain, push, readReport } from './propose';
 import { parseRemote, type RemoteRepo } from './remotes';
+import { checkTree, parseForkMd, runTests, type TestRun } from './verify';
 
 /** How a run ended, and its exit status (documented in --help and docs/forklift.md). */
 export const OUTCOMES = {
@@ -25,24 +30,23 @@ export const OUTCOMES = {
 } as const;
 export type Outcome = keyof typeof OUTCOMES;
 
-/** What runs in the container: files placed in `harness-state/`, the command, its environment. */
-export interface ForkliftAgent {
-  files: Record<string, string | Uint8Array>;
-  cmd: string[];
-  env: Record<string, string>;
-}
-
 export interface ForkliftOptions {
   /** The fork's checkout, with `origin` and `upstream` remotes. */
   checkout: string;
   env: Record<string, string | undefined>;
   backend: Backend;
-  /** The agent's image. @default forklift/kitchen-sink:latest */
+  /** The agent's (and the tests') image. @default forklift/kitchen-sink:latest */
   image?: string;
   /** The host kills the agent after this long, whatever it does. @default 8 min */
   timeoutMs?: number;
-  /** The agent for a prompt (its instructions, with FORK.md). */
-  agent: (prompt: string) => ForkliftAgent;
+  /** The limit of one run of the fork's tests on the host's side. @default 5 min */
+  testTimeoutMs?: number;
+  /** Which agent merges, its model access and its egress allowlist. */
+  agent: AgentChoice;
+  /** Secrets the credential proxy reads besides `env` (a derived bearer header). */
+  agentSecrets?: Record<string, string>;
+  /** The most the agent's result may add to the host's verification repository. @default 1 GiB */
+  maxImportBytes?: number;
   /** The forge token for the push and the PR (never given to the agent). */
   token: string;
   /** The fork's forge. @default GiteaForge at FORKLIFT_API or <origin web base>/api/v1 */
@@ -64,13 +68,17 @@ export interface ForkliftResult {
   pr?: { number: number; url: string; branch: string };
   /** The first lines of STUCK.md, as text (never followed through a link). */
   stuck?: string;
+  /** The fork's tests as the host ran them on the result (FORK.md `test:`). */
+  tests?: { ok: boolean; exitCode: number; timedOut: boolean; durationMs: number };
+  /** Paths the agent changed beyond resolving the merge's conflicts. */
+  beyondMerge?: string[];
+  /** The agent CLI's own account (logged; never trusted). */
+  agent?: { name: string; ok: boolean; error?: string | undefined };
   runDir: string;
   agentRan: boolean;
   durationMs: number;
   startedAt: string;
 }
-
-const AGENT = { uid: 1000, gid: 1000 };
 
 export const DEFAULT_INSTRUCTIONS = (
   branch: string,
@@ -83,8 +91,9 @@ The repository in /workspace has no remotes. Its branch \`${branch}\` is the for
 3. Find the project's tests (a Makefile, package.json, pyproject, Cargo.toml, ...) and run what you can; fix what the merge broke.
 4. Make meaningful commits on \`${branch}\`, and leave \`${branch}\` checked out.
 5. If you cannot finish, write STUCK.md at the repository root: the problem, what you tried, and where you stopped. Then stop.
+6. Write what you did and which tests you ran, with their results, to /harness-state/report.md.
 
-You have no credentials and no remotes: the host verifies your result and opens the pull request.`;
+You have no credentials and no remotes: the host verifies your result (every commit of both sides kept, the fork's tests green, CI files untouched) and opens the pull request.`;
 
 /** `$XDG_STATE_HOME/forklift/runs` (default `~/.local/state/forklift/runs`). */
 export function runsDir(env: Record<string, string | undefined>): string {
@@ -93,20 +102,24 @@ export function runsDir(env: Record<string, string | undefined>): string {
 }
 
 const stamp = (d: Date) => d.toISOString().replace(/[-:]/g, '').replace('T', '_').slice(0, 15);
+const short = (sha: string) => sha.slice(0, 12);
 
 /**
  * Sync the fork in `checkout` with its upstream: fetch both; nothing to do, a
- * fast-forward or a clean merge is turned into a PR by the host alone; otherwise an
- * agent merges in a container with no remotes and no credentials, for at most
- * `timeoutMs`, and the host decides: STUCK.md, or its `main` verified (every
- * upstream and fork commit reachable, read as data in a repository of the host's)
- * and only then pushed and proposed as a PR.
+ * fast-forward or a clean merge (green when the fork declares tests) is turned
+ * into a PR by the host alone; otherwise an agent merges in a container with no
+ * remotes and no credentials, for at most `timeoutMs`, and the host decides:
+ * STUCK.md, or its `main` verified (every upstream and fork commit reachable,
+ * CI and protected files no one's but the two sides', the fork's tests green,
+ * all read as data in a repository of the host's) and only then pushed and
+ * proposed as a PR.
  */
 export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   const started = (o.now ?? (() => new Date()))();
   const t0 = Date.now();
   const branch = o.branch ?? 'main';
   const say = o.onProgress ?? (() => {});
+  const image = o.image ?? 'forklift/kitchen-sink:latest';
   registerSecret(o.token);
   const host = (args: string[], timeoutMs = 300_000) =>
     runGit(['-C', o.checkout, ...args], { env: operatorEnv(o.env), timeoutMs });
@@ -122,7 +135,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   const origin = await remote('origin');
   await remote('upstream');
   const project = `${origin.owner}-${origin.repo}`.replace(/[^A-Za-z0-9._-]/g, '_');
-  say(`fetching origin and upstream`);
+  say('fetching origin and upstream');
   await host(['fetch', '--quiet', '--no-tags', 'origin']);
   await host(['fetch', '--quiet', '--no-tags', 'upstream']);
   const sha = async (ref: string) =>
@@ -142,6 +155,12 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   const runDir = join(runsDir(o.env), `${project}_${runId}`);
   // The host's: the agent's files in it are no one else's business.
   mkdirSync(runDir, { recursive: true, mode: 0o700 });
+  const name = `forklift-${project}-${runId}`
+    .toLowerCase()
+    .replace(/[^a-z0-9_.-]/g, '-')
+    .slice(0, 100);
+  // Forklift's own label: no orchestrator sharing the engine takes these containers for its bottles.
+  const labels = { 'bb.slug': name, 'forklift.run': name };
   const base = {
     project,
     upstream,
@@ -152,35 +171,61 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   };
   const done = (
     r: Omit<ForkliftResult, 'durationMs' | keyof typeof base> & Partial<typeof base>,
-  ): ForkliftResult => ({
-    ...base,
-    ...r,
-    durationMs: Date.now() - t0,
-  });
+  ): ForkliftResult => ({ ...base, ...r, durationMs: Date.now() - t0 });
   if (await ancestor(upstream, fork))
     return done({
       outcome: 'nothing-to-do',
       exitCode: OUTCOMES['nothing-to-do'],
-      detail: `${branch} already holds every upstream commit (${upstream.slice(0, 12)})`,
+      detail: `${branch} already holds every upstream commit (${short(upstream)})`,
     });
 
   const forkMd = await host(['show', `${fork}:FORK.md`]).catch(() => '');
-  const testCommand = /^test:\s*(.+)$/im.exec(forkMd)?.[1]?.trim();
+  // The fork's rules as its maintainer wrote them on origin: the agent's copy of FORK.md counts for nothing.
+  const rules = parseForkMd(forkMd);
   const forge = (o.forgeFor ?? defaultForge(o))(origin);
   // The token's git never runs in a repository with someone's config or hooks: pushes go
   // from a bare repository of ours that reads the checkout's objects.
-  const pushRepo = () => {
-    const dir = join(runDir, 'push.git');
-    makeReaderRepo(dir, [join(o.checkout, '.git', 'objects')]);
-    return dir;
+  const verify = join(runDir, 'verify.git');
+  makeReaderRepo(verify, [join(o.checkout, '.git', 'objects')]);
+  // Both sides are known to it: an import of the agent's result adds only the agent's objects.
+  setRef(verify, 'refs/forklift/fork', fork);
+  setRef(verify, 'refs/forklift/upstream', upstream);
+  const tests = async (commit: string, what: string): Promise<TestRun | undefined> => {
+    if (!rules.test) return undefined;
+    say(`running the fork's tests on ${what}: ${rules.test}`);
+    const r = await runTests({
+      backend: o.backend,
+      image,
+      gitDir: verify,
+      commit,
+      command: rules.test,
+      dir: join(runDir, 'tested'),
+      name: `${name}-tests`,
+      labels: { ...labels, 'bb.role': 'forklift-tests' },
+      timeoutMs: o.testTimeoutMs ?? 5 * 60_000,
+    });
+    say(`tests ${r.ok ? 'passed' : r.timedOut ? 'timed out' : `failed (exit ${r.exitCode})`}`);
+    return r;
   };
-  const propose = async (merged: string, how: string, repoDir: string, proof: string[]) => {
-    const name = `forklift/sync-${runId.replace('_', '-')}`;
-    await push(forge, repoDir, merged, name);
+  const testProof = (r: TestRun | undefined) =>
+    r
+      ? [
+          `- the fork's tests (\`${rules.test}\`), run by the host on the result in a fresh container with no network: passed in ${Math.round(r.durationMs / 1000)} s`,
+        ]
+      : ['- the fork declares no test command (FORK.md `test:`): no tests were run by the host'];
+  const testsField = (r: TestRun | undefined) =>
+    r
+      ? {
+          tests: { ok: r.ok, exitCode: r.exitCode, timedOut: r.timedOut, durationMs: r.durationMs },
+        }
+      : {};
+  const propose = async (merged: string, how: string, proof: string[]) => {
+    const branchName = `forklift/sync-${runId.replace('_', '-')}`;
+    await push(forge, verify, merged, branchName);
     const pr = await forge.openPr({
-      head: name,
+      head: branchName,
       base: branch,
-      title: `Sync with upstream ${branch} (${upstream.slice(0, 12)})`,
+      title: `Sync with upstream ${branch} (${short(upstream)})`,
       body: [
         `forklift merged upstream \`${branch}\` into the fork's \`${branch}\` (${how}).`,
         '',
@@ -192,13 +237,14 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         `- time used: ${Math.round((Date.now() - t0) / 1000)} s`,
       ].join('\n'),
     });
-    return { number: pr.number, url: pr.url, branch: name };
+    return { number: pr.number, url: pr.url, branch: branchName };
   };
 
-  // The cheap path: no agent for a fast-forward or a clean merge with nothing to test.
+  // The cheap paths: no agent for a fast-forward, or a clean merge whose tests (if any) pass.
+  let cleanMergeFailed: TestRun | undefined;
   if (await ancestor(fork, upstream)) {
     say('fast-forward: no agent needed');
-    const pr = await propose(upstream, 'a fast-forward', pushRepo(), ['- no agent ran']);
+    const pr = await propose(upstream, 'a fast-forward', ['- no agent ran']);
     return done({
       outcome: 'synced',
       exitCode: 0,
@@ -207,34 +253,34 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
       detail: `fast-forward; PR #${pr.number}`,
     });
   }
-  if (!testCommand) {
-    const tree = await host(['merge-tree', '--write-tree', fork, upstream]).then(
-      (out) => out.split('\n')[0]!.trim(),
-      () => undefined,
-    );
-    if (tree) {
+  const tree = await host(['merge-tree', '--write-tree', fork, upstream]).then(
+    (out) => out.split('\n')[0]!.trim(),
+    () => undefined,
+  );
+  if (tree) {
+    const merged = (
+      await runGit(
+        [
+          '-C',
+          o.checkout,
+          'commit-tree',
+          tree,
+          '-p',
+          fork,
+          '-p',
+          upstream,
+          '-m',
+          `Merge upstream ${branch} into ${branch}`,
+        ],
+        { env: { ...operatorEnv(o.env), ...FORKLIFT_IDENTITY } },
+      )
+    ).trim();
+    const tested = await tests(merged, 'the clean merge');
+    if (!tested || tested.ok) {
       say('clean merge: no agent needed');
-      const merged = (
-        await runGit(
-          [
-            '-C',
-            o.checkout,
-            'commit-tree',
-            tree,
-            '-p',
-            fork,
-            '-p',
-            upstream,
-            '-m',
-            `Merge upstream ${branch} into ${branch}`,
-          ],
-          {
-            env: { ...operatorEnv(o.env), ...FORKLIFT_IDENTITY },
-          },
-        )
-      ).trim();
-      const pr = await propose(merged, 'a clean merge', pushRepo(), [
+      const pr = await propose(merged, 'a clean merge', [
         '- no agent ran: the merge had no conflict',
+        ...testProof(tested),
       ]);
       return done({
         outcome: 'synced',
@@ -242,8 +288,11 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         merged,
         pr,
         detail: `clean merge; PR #${pr.number}`,
+        ...testsField(tested),
       });
     }
+    cleanMergeFailed = tested;
+    say('the clean merge fails its tests: an agent will fix it');
   }
 
   // The agent's path.
@@ -252,8 +301,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   mkdirSync(harness, { recursive: true, mode: 0o755 });
   say(`preparing ${runDir}`);
   const hostGit = (args: string[]) => runGit(args, { env: wallGitEnv(), timeoutMs: 600_000 });
-  // A copy with objects of its own (no alternates: the container sees only its two mounts).
-  // Only the two branches, with objects of its own: nothing else of the checkout (other
+  // Only the two branches, with objects of their own: nothing else of the checkout (other
   // branches, stashes, unreachable objects) and no alternates the container could not see.
   await hostGit(['init', '--quiet', `--initial-branch=${branch}`, workspace]);
   await runGit(
@@ -272,58 +320,41 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     { env: wallGitEnv({ config: [['protocol.file.allow', 'always']] }), timeoutMs: 600_000 },
   );
   await hostGit(['-C', workspace, 'checkout', '--quiet', '--force', branch]);
-  const prompt = `${DEFAULT_INSTRUCTIONS(branch)}${forkMd ? `\n\nThe fork's own constraints (FORK.md):\n\n${forkMd}` : ''}${testCommand ? `\n\nThe tests: ${testCommand}` : ''}\n`;
-  const agent = o.agent(prompt);
-  for (const [rel, content] of Object.entries({ 'prompt.md': prompt, ...agent.files })) {
-    mkdirSync(join(harness, rel, '..'), { recursive: true, mode: 0o755 });
-    writeFileSync(join(harness, rel), content, { mode: 0o755 });
-  }
-  // Everything the agent may write is its own before it runs (nothing of its yet to follow).
-  if (process.getuid?.() === 0) for (const d of [workspace, harness]) chownTree(d);
-
+  const prompt = [
+    DEFAULT_INSTRUCTIONS(branch),
+    forkMd ? `\n\nThe fork's own constraints (FORK.md):\n\n${forkMd}` : '',
+    rules.test ? `\n\nThe tests: ${rules.test}` : '',
+    cleanMergeFailed
+      ? `\n\nThe merge has no textual conflict, but the tests fail on it (a semantic conflict). Their output ends:\n\n${cleanMergeFailed.tail}`
+      : '',
+    '\n',
+  ].join('');
   const timeoutMs = o.timeoutMs ?? 8 * 60_000;
-  say(`running the agent (at most ${Math.round(timeoutMs / 1000)} s)`);
-  const id = await o.backend.create({
-    name: `forklift-${project}-${runId}`
-      .toLowerCase()
-      .replace(/[^a-z0-9_.-]/g, '-')
-      .slice(0, 120),
-    image: o.image ?? 'forklift/kitchen-sink:latest',
-    cmd: agent.cmd,
-    env: { HOME: '/harness-state/home', ...agent.env },
-    user: `${AGENT.uid}:${AGENT.gid}`,
-    workdir: '/workspace',
-    labels: {
-      'bb.slug': `forklift-${project}`,
-      'bb.role': 'forklift-agent',
-      [HOME_LABEL]: homeLabel(o.env),
-    },
-    network: 'none',
-    readOnlyRootfs: true,
-    tmpfs: { '/tmp': 'rw,size=1g' },
-    mounts: [
-      { source: workspace, target: '/workspace' },
-      { source: harness, target: '/harness-state' },
-    ],
-    resources: { memoryBytes: 4 * 1024 ** 3, pidsLimit: 1024 },
+  say(`running the ${o.agent.name} agent (at most ${Math.round(timeoutMs / 1000)} s)`);
+  const agentDone = await runAgentContainer({
+    backend: o.backend,
+    env: o.env,
+    image,
+    choice: o.agent,
+    prompt,
+    ...(o.agentSecrets ? { secrets: o.agentSecrets } : {}),
+    runDir,
+    workspace,
+    harness,
+    name,
+    labels,
+    timeoutMs,
+    onProgress: say,
   });
-  let timedOut = false;
-  try {
-    await o.backend.start(id);
-    await o.backend.wait(id, { timeoutMs }).catch(async (err) => {
-      if (!isBbError(err, 'TIMEOUT')) throw err;
-      timedOut = true;
-      await o.backend.stop(id, 1000).catch(() => {});
-    });
-    writeFileSync(
-      join(runDir, 'agent.log'),
-      await o.backend.logs(id).catch((e) => errorMessage(e)),
-    );
-  } finally {
-    await o.backend.destroy(id).catch(() => {});
-  }
-  const ran = { agentRan: true };
-  if (timedOut)
+  const ran = {
+    agentRan: true,
+    agent: {
+      name: o.agent.name,
+      ok: agentDone.ok,
+      ...(agentDone.error ? { error: plain(agentDone.error).slice(0, 500) } : {}),
+    },
+  };
+  if (agentDone.timedOut)
     return done({
       ...ran,
       outcome: 'timed-out',
@@ -349,22 +380,31 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     });
   }
 
-  // The agent's branch, read as data and brought into a repository of ours, where the
-  // ancestry is checked; nothing of the workspace's config, hooks or attributes applies.
-  const verify = join(runDir, 'verify.git');
-  makeReaderRepo(verify, [join(o.checkout, '.git', 'objects')]);
-  const failed = (why: string) =>
+  // The agent's branch, read as data and brought into the repository of ours, where
+  // everything is checked; nothing of the workspace's config, hooks or attributes applies.
+  const failed = (why: string, extra: Partial<ForkliftResult> = {}) =>
     done({
       ...ran,
+      ...extra,
       outcome: 'verification-failed',
       exitCode: OUTCOMES['verification-failed'],
       detail: why,
     });
+  const said = agentDone.ok
+    ? ''
+    : ` (the agent said: ${ran.agent.error ?? `exit ${agentDone.exitCode}`})`;
   let merged: string | undefined;
   try {
     merged = readBranchAsData(workspace, branch);
-    if (!merged) return failed(`the agent left no ${branch} branch`);
-    await importHead({ workspace, into: verify, commit: merged, timeoutMs: 600_000 });
+    if (!merged) return failed(`the agent left no ${branch} branch${said}`);
+    await importHead({
+      workspace,
+      into: verify,
+      commit: merged,
+      timeoutMs: 600_000,
+      // Only the agent's own objects are added (both sides are known): a merge's worth.
+      maxRepoBytes: o.maxImportBytes ?? 1024 ** 3,
+    });
   } catch (err) {
     return failed(`the agent's ${branch} could not be read: ${errorMessage(err)}`);
   }
@@ -375,16 +415,42 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     );
   if (!(await inVerify(upstream, merged)))
     return failed(
-      `upstream ${branch} (${upstream.slice(0, 12)}) is not in the agent's ${branch} (${merged.slice(0, 12)}): it did not merge`,
+      `upstream ${branch} (${short(upstream)}) is not in the agent's ${branch} (${short(merged)}): it did not merge${said}`,
     );
   if (!(await inVerify(fork, merged)))
     return failed(
-      `the fork's ${branch} (${fork.slice(0, 12)}) is not in the agent's ${branch} (${merged.slice(0, 12)}): fork commits would be lost`,
+      `the fork's ${branch} (${short(fork)}) is not in the agent's ${branch} (${short(merged)}): fork commits would be lost`,
     );
-  const report = readReport(harness);
-  const pr = await propose(merged, 'merged by an agent, verified by the host', verify, report);
+  const check = await checkTree(verify, { fork, upstream, merged }, rules.protect);
+  const beyond = { beyondMerge: check.beyond };
+  if (check.violations.length)
+    return failed(
+      `the agent wrote CI or protected files (${check.violations.join(', ')}): in a result forklift pushes, those are the fork's, upstream's or the automatic merge's`,
+      beyond,
+    );
+  const tested = await tests(merged, "the agent's merge");
+  if (tested && !tested.ok)
+    return failed(
+      `the fork's tests ${tested.timedOut ? 'timed out' : `fail (exit ${tested.exitCode})`} on the agent's merge (${short(merged)}): see ${join(runDir, 'tested')}`,
+      { ...beyond, ...testsField(tested) },
+    );
+  const pr = await propose(merged, 'merged by an agent, verified by the host', [
+    ...testProof(tested),
+    check.conflicted.length
+      ? `- conflicts the agent resolved: ${check.conflicted.map((p) => `\`${plain(p)}\``).join(', ')}`
+      : '- the merge had no textual conflict',
+    check.beyond.length
+      ? `- changed by the agent beyond the conflicts (review these): ${check.beyond
+          .slice(0, 50)
+          .map((p) => `\`${plain(p)}\``)
+          .join(', ')}${check.beyond.length > 50 ? ` and ${check.beyond.length - 50} more` : ''}`
+      : '- nothing changed beyond the conflicts',
+    ...readReport(harness),
+  ]);
   return done({
     ...ran,
+    ...beyond,
+    ...testsField(tested),
     outcome: 'synced',
     exitCode: 0,
     merged,
@@ -416,59 +482,4 @@ function defaultForge(o: ForkliftOptions) {
       owner: r.owner,
       repo: r.repo,
     });
-}
-
-/** Push `sha` from a repository of ours to `branch` of the fork, the token in git's environment only. */
-async function push(forge: Forge, repoDir: string, sha: string, branch: string): Promise<void> {
-  const remote = forge.gitRemote();
-  if (!remote)
-    throw new BbError('INVALID_INPUT', `the ${forge.kind} forge gives forklift no way to push`);
-  const scheme = new URL(remote.url).protocol.replace(':', '');
-  const config: Array<[string, string]> = [
-    // Only the forge's own transport, only for this push.
-    [`protocol.${scheme}.allow`, 'always'],
-    ...Object.entries(remote.headers).map(
-      ([k, v]) => ['http.extraHeader', `${k}: ${v}`] as [string, string],
-    ),
-  ];
-  await runGit(
-    ['--git-dir', repoDir, 'push', '--quiet', remote.url, `${sha}:refs/heads/${branch}`],
-    {
-      env: wallGitEnv({ config }),
-      timeoutMs: 600_000,
-    },
-  );
-}
-
-/** What the agent says it ran (harness-state/report.md), as plain text lines for the PR. */
-function readReport(harness: string): string[] {
-  try {
-    const text = readFileNoFollow(harness, 'report.md', { maxBytes: 16 * 1024 })?.toString('utf8');
-    if (!text) return ['- the agent left no report (harness-state/report.md)'];
-    // Shown as text, never as Markdown: no link, image, mention or "Closes #n" of the agent's acts.
-    const body = plain(text.split('\n').slice(0, 60).join('\n')).trimEnd();
-    const fence = '`'.repeat(Math.max(3, ...[...body.matchAll(/`+/g)].map((m) => m[0].length + 1)));
-    return ['', "The agent's report (unverified):", '', `${fence}text`, body, fence];
-  } catch {
-    return ["- the agent's report could not be read"];
-  }
-}
-
-/** Give the run directory to the agent's user (nothing the agent made is in it yet). */
-function chownTree(dir: string): void {
-  lchownSync(dir, AGENT.uid, AGENT.gid);
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) chownTree(p);
-    else lchownSync(p, AGENT.uid, AGENT.gid);
-  }
-  chownSync(dir, AGENT.uid, AGENT.gid);
-}
-
-/** Text the agent wrote, without the control characters a terminal or a renderer would act on. */
-function plain(text: string): string {
-  return text.replace(
-    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]/g,
-    '',
-  );
 }

@@ -24,6 +24,9 @@ import type { Backend, BottleSpec } from './backend';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
 import {
   bottleLabels,
+  bridgePrelude,
+  modelApiUrl,
+  PROXY_ENV,
   sidecarUp,
   startProxies,
   startSidecar,
@@ -35,7 +38,6 @@ import {
   AGENT_USER,
   type BottleMeta,
   type BottlePaths,
-  BRIDGE_PORTS,
   bottlePaths,
   type ForgeWiring,
   GATE_USER,
@@ -536,7 +538,7 @@ async function startTurn(
     (JSON.parse(config.routes) as { routes: Array<{ prefix: string }> }).routes.find(
       (c) => c.prefix === `/${kind}`,
     )
-      ? `http://127.0.0.1:${BRIDGE_PORTS.credentials}/${kind}`
+      ? modelApiUrl(kind)
       : undefined;
   const anthropicUrl = routeFor('anthropic');
   const openaiUrl = routeFor('openai');
@@ -595,11 +597,7 @@ async function startTurn(
     // started and awaited.
     const prelude = [
       ...(meta.forge ? [takeBundleScript()] : []),
-      ...(plan.needed
-        ? [
-            `BB_BRIDGE_READY=/tmp/.bb-bridge node ${P.runtime}/bb-bridge.mjs ${BRIDGE_PORTS.egress}=${P.socketDir}/egress.sock ${BRIDGE_PORTS.credentials}=${P.socketDir}/cred.sock & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`,
-          ]
-        : []),
+      ...(plan.needed ? [bridgePrelude(P.runtime, P.socketDir)] : []),
     ];
     const cmd =
       prelude.length > 0
@@ -631,13 +629,7 @@ async function startTurn(
         ...(syncsPr(meta)
           ? { BB_PR_BUNDLE: `${P.socketDir}/${PR_BUNDLE}`, BB_PR_BRANCH: meta.branch }
           : {}),
-        ...(plan.needed
-          ? {
-              HTTPS_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,
-              HTTP_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,
-              NO_PROXY: '127.0.0.1,localhost',
-            }
-          : {}),
+        ...(plan.needed ? PROXY_ENV : {}),
       },
       mounts: [
         { source: gate.runtime, target: P.runtime, readOnly: true },

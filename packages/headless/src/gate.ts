@@ -5,10 +5,12 @@ import { BbError, redactString, registerSecret } from '@bb/errors';
 import type { Backend, BottleSpec } from './backend';
 import {
   type BottleMeta,
+  BRIDGE_PORTS,
   bottlePaths,
   GATE_USER,
   HOME_LABEL,
   homeLabel,
+  IN_BOTTLE,
   pathsFor,
   userSpec,
 } from './layout';
@@ -166,28 +168,66 @@ export async function startProxies(
   o: GateOptions,
 ): Promise<string> {
   const p = bottlePaths(meta.slug, o.env);
+  return startProxyGate({
+    ...o,
+    slug: meta.slug,
+    labels: bottleLabels(meta, 'proxy', o.env),
+    dirs: { proxy: p.proxy, sock: p.sock, state: p.state },
+    ...cfg,
+  });
+}
+
+/** Where a proxy gate keeps its files on the host: configuration, sockets, logs. */
+export interface ProxyGateDirs {
+  /** rules.json and routes.json (written here; the gate reads them, read only). */
+  proxy: string;
+  /** egress.sock and cred.sock, for the agent's bridge. */
+  sock: string;
+  /** egress.jsonl and proxy-status.json. */
+  state: string;
+}
+
+export interface ProxyGateOptions extends GateOptions {
+  /** Names the container (`bb-<slug>-proxy`) and the secrets' directory. */
+  slug: string;
+  labels: Record<string, string>;
+  dirs: ProxyGateDirs;
+  /** The egress allowlist (JSON). */
+  allowlist: string;
+  /** The credential routes (JSON, `env:NAME` references only). */
+  routes: string;
+}
+
+/**
+ * Start an egress and credential proxy gate for any agent container (a bottle's,
+ * or forklift's): the only holder of the keys its routes name, serving on two
+ * sockets in `dirs.sock`. Resolves its container id once it serves.
+ */
+export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
   o.onProgress?.('starting the egress and credential proxies');
-  writeFileSync(join(p.proxy, 'rules.json'), cfg.allowlist);
-  writeFileSync(join(p.proxy, 'routes.json'), cfg.routes);
+  writeFileSync(join(o.dirs.proxy, 'rules.json'), o.allowlist);
+  writeFileSync(join(o.dirs.proxy, 'routes.json'), o.routes);
   // The proxy alone holds the credentials: the `env:NAME` values it needs, from this process's environment.
-  const secrets = routeSecrets(cfg.routes, o.env);
+  const secrets = routeSecrets(o.routes, o.env);
   const dir = writeSecret(
-    meta.slug,
+    o.slug,
     'proxy',
     'keys.json',
     JSON.stringify(secrets),
     o.env,
     isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined,
   );
-  const P = pathsFor(o.backend, p, o.runtime, dir);
-  rmSync(join(p.sock, 'cred.sock'), { force: true });
-  rmSync(join(p.sock, 'egress.sock'), { force: true });
+  const P = isolated(o.backend)
+    ? IN_BOTTLE
+    : { ...IN_BOTTLE, runtime: o.runtime, secrets: dir, socketDir: o.dirs.sock, ...o.dirs };
+  rmSync(join(o.dirs.sock, 'cred.sock'), { force: true });
+  rmSync(join(o.dirs.sock, 'egress.sock'), { force: true });
   const id = await o.backend.create({
-    name: `bb-${meta.slug}-proxy`,
+    name: `bb-${o.slug}-proxy`,
     image: o.image,
     cmd: ['node', `${P.runtime}/bb-egress.mjs`],
     user: userSpec(GATE_USER),
-    labels: bottleLabels(meta, 'proxy', o.env),
+    labels: o.labels,
     network: 'host',
     readOnlyRootfs: true,
     tmpfs: { '/tmp': 'rw,size=16m' },
@@ -205,17 +245,36 @@ export async function startProxies(
     mounts: [
       { source: o.runtime, target: P.runtime, readOnly: true },
       { source: dir, target: P.secrets, readOnly: true },
-      { source: p.proxy, target: P.proxy, readOnly: true },
-      { source: p.sock, target: P.socketDir },
-      { source: p.state, target: P.state },
+      { source: o.dirs.proxy, target: P.proxy, readOnly: true },
+      { source: o.dirs.sock, target: P.socketDir },
+      { source: o.dirs.state, target: P.state },
     ],
     resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
   });
   await o.backend.start(id);
-  await waitForSocket(o.backend, id, join(p.sock, 'cred.sock'), meta.slug, 'proxy');
+  await waitForSocket(o.backend, id, join(o.dirs.sock, 'cred.sock'), o.slug, 'proxy');
   removeSecret(dir, 'keys.json');
   return id;
 }
+
+/**
+ * The shell lines that start the in-agent bridge (TCP on 127.0.0.1 to the gate's
+ * two sockets) and wait until it listens: run before the agent's command.
+ */
+export function bridgePrelude(runtimeDir: string, socketDir: string): string {
+  return `BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${BRIDGE_PORTS.egress}=${socketDir}/egress.sock ${BRIDGE_PORTS.credentials}=${socketDir}/cred.sock & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
+}
+
+/** The agent's proxy variables: every outbound request through the bridge to the egress proxy. */
+export const PROXY_ENV: Readonly<Record<string, string>> = {
+  HTTPS_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,
+  HTTP_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,
+  NO_PROXY: '127.0.0.1,localhost',
+};
+
+/** The model API as the agent reaches it: the bridge to the credential proxy's route. */
+export const modelApiUrl = (kind: 'anthropic' | 'openai'): string =>
+  `http://127.0.0.1:${BRIDGE_PORTS.credentials}/${kind}`;
 
 /** Wait until a helper container's socket exists; fail with its own words if it exits first. */
 export async function waitForSocket(

@@ -34,6 +34,14 @@ export {
 export { canMountDisks, DEFAULT_DISK, diskQuota } from './disk';
 export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
 export {
+  bridgePrelude,
+  modelApiUrl,
+  PROXY_ENV,
+  type ProxyGateDirs,
+  type ProxyGateOptions,
+  startProxyGate,
+} from './gate';
+export {
   AGENT_USER,
   type BottleMeta,
   type BottlePaths,
@@ -73,6 +81,8 @@ export {
   type TurnInput,
   type TurnResult,
 } from './providers';
+export { prepareRuntime } from './runtime';
+export { removeSecrets } from './secrets';
 export { type AgentScript, AgentScriptSchema } from './script-agent';
 export {
   type BottleConfig,

@@ -18,6 +18,18 @@ const input = (over: Partial<TurnInput> = {}): TurnInput => ({
 });
 
 describe('agent providers', () => {
+  it('an agent with no forge socket (forklift) is given no forge tool by any CLI', () => {
+    const none = input({ socket: undefined });
+    expect(JSON.parse(claudeProvider.invocation(none).files['.bb/mcp.json']!)).toEqual({
+      mcpServers: {},
+    });
+    expect(codexProvider.invocation(none).files['.codex/config.toml']).not.toContain('forge');
+    const pi = piProvider.invocation(none).env;
+    expect(pi['BB_FORGE']).toBeUndefined();
+    expect(pi['BB_SIDECAR_SOCKET']).toBeUndefined();
+    expect(scriptProvider.invocation(none).env['BB_SIDECAR_SOCKET']).toBeUndefined();
+  });
+
   it('claude: -p with JSON output, resumed by --resume <id> and never --continue', () => {
     const first = claudeProvider.invocation(input({ model: 'm1' }));
     expect(first.cmd.slice(0, 5)).toEqual(['claude', '-p', 'fix it', '--output-format', 'json']);

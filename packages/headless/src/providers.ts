@@ -10,8 +10,8 @@ export interface TurnInput {
   home: string;
   /** Where the runtime files (bb-forge, the MCP bridge, the script agent) are mounted. */
   runtimeDir: string;
-  /** The sidecar socket inside the bottle. */
-  socket: string;
+  /** The forge sidecar's socket inside the bottle; absent: the agent has no forge tools (forklift). */
+  socket?: string | undefined;
   /** The supervise sidecar's socket, when the bottle has a supervise plane. */
   superviseSocket?: string | undefined;
   /**
@@ -74,15 +74,15 @@ const jsonLines = (text: string): Array<Record<string, unknown>> =>
       }
     });
 
-const mcpServer = (input: TurnInput) => ({
+const forgeServer = (socket: string, input: TurnInput) => ({
   command: 'node',
   args: [`${input.runtimeDir}/bb-forge-mcp.mjs`],
-  env: { BB_SIDECAR_SOCKET: input.socket },
+  env: { BB_SIDECAR_SOCKET: socket },
 });
 
 /** The MCP servers a bottle's agent has: the forge, and the supervise tools when supervised. */
 const mcpServers = (input: TurnInput) => ({
-  forge: mcpServer(input),
+  ...(input.socket ? { forge: forgeServer(input.socket, input) } : {}),
   ...(input.superviseSocket
     ? {
         supervise: {
@@ -191,11 +191,15 @@ export const codexProvider: AgentProvider = {
         : [];
     const toml = [
       ...provider,
-      '[mcp_servers.forge]',
-      'command = "node"',
-      `args = ["${input.runtimeDir}/bb-forge-mcp.mjs"]`,
-      `env = { BB_SIDECAR_SOCKET = "${input.socket}" }`,
-      '',
+      ...(input.socket
+        ? [
+            '[mcp_servers.forge]',
+            'command = "node"',
+            `args = ["${input.runtimeDir}/bb-forge-mcp.mjs"]`,
+            `env = { BB_SIDECAR_SOCKET = "${input.socket}" }`,
+            '',
+          ]
+        : []),
       ...(input.superviseSocket
         ? [
             '[mcp_servers.supervise]',
@@ -276,9 +280,10 @@ export const piProvider: AgentProvider = {
         PI_CODING_AGENT_DIR: `${input.home}/.pi/agent`,
         PI_OFFLINE: '1',
         PI_TELEMETRY: '0',
-        BB_SIDECAR_SOCKET: input.socket,
         // pi has no MCP: it reaches the forge with this command through its bash tool.
-        BB_FORGE: `node ${input.runtimeDir}/bb-forge.mjs`,
+        ...(input.socket
+          ? { BB_SIDECAR_SOCKET: input.socket, BB_FORGE: `node ${input.runtimeDir}/bb-forge.mjs` }
+          : {}),
         ...(input.superviseSocket
           ? {
               BB_SUPERVISE_SOCKET: input.superviseSocket,
@@ -320,7 +325,14 @@ export const scriptProvider: AgentProvider = {
   invocation(input) {
     const cmd = ['node', `${input.runtimeDir}/script-agent.mjs`, '--prompt', input.prompt];
     if (input.sessionId) cmd.push('--resume', input.sessionId);
-    return { cmd, env: { BB_SIDECAR_SOCKET: input.socket, BB_AGENT_HOME: input.home }, files: {} };
+    return {
+      cmd,
+      env: {
+        ...(input.socket ? { BB_SIDECAR_SOCKET: input.socket } : {}),
+        BB_AGENT_HOME: input.home,
+      },
+      files: {},
+    };
   },
   parseResult(stdout, exitCode) {
     const result = jsonLines(stdout).findLast((o) => o['type'] === 'result');

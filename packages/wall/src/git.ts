@@ -165,6 +165,8 @@ export function runGit(args: string[], options: RunGitOptions): Promise<string> 
       reject(
         Object.assign(new Error(redactString(err.trim() || `git ${args[0]} exited ${code}`)), {
           gitStderr: redactString(err),
+          // Some commands answer on stdout as they fail (merge-tree on a conflict).
+          gitStdout: Buffer.concat(out).toString('utf8'),
           exitCode: code,
         }),
       );

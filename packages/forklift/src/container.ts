@@ -1,0 +1,133 @@
+import { chownSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { errorMessage, isBbError } from '@bb/errors';
+import {
+  type Backend,
+  GATE_USER,
+  prepareRuntime,
+  removeSecrets,
+  startProxyGate,
+} from '@bb/headless';
+import { type AgentChoice, agentRun, IN_CONTAINER } from './agent';
+import { chownTree } from './verify';
+
+export const AGENT = { uid: 1000, gid: 1000 };
+
+export interface AgentContainerOptions {
+  backend: Backend;
+  env: Record<string, string | undefined>;
+  image: string;
+  choice: AgentChoice;
+  prompt: string;
+  /** Secrets the credential proxy reads besides the host's environment (a derived bearer header). */
+  secrets?: Record<string, string>;
+  runDir: string;
+  workspace: string;
+  harness: string;
+  /** Names the containers and labels them. */
+  name: string;
+  labels: Record<string, string>;
+  timeoutMs: number;
+  onProgress?: (line: string) => void;
+}
+
+export interface AgentOutcome {
+  timedOut: boolean;
+  exitCode: number;
+  /** What the agent's CLI said of its own run (not trusted for anything but the log). */
+  ok: boolean;
+  error?: string | undefined;
+}
+
+/**
+ * Run the agent once: the proxy gate first when it has model access or an
+ * egress allowlist (the gate holds the model key and serves two sockets in
+ * harness-state/sock), then the agent's container with its two mounts
+ * (/workspace, /harness-state), no network of its own, a read-only root, killed
+ * by the host after `timeoutMs` whatever it does. Everything is removed after.
+ */
+export async function runAgentContainer(o: AgentContainerOptions): Promise<AgentOutcome> {
+  const proxied = !!o.choice.modelRoute || o.choice.allow.length > 0;
+  const run = agentRun(o.choice, o.prompt, proxied);
+  for (const [rel, content] of Object.entries({ 'prompt.md': o.prompt, ...run.files })) {
+    mkdirSync(join(o.harness, rel, '..'), { recursive: true, mode: 0o755 });
+    writeFileSync(join(o.harness, rel), content, { mode: 0o755 });
+  }
+  const root = process.getuid?.() === 0;
+  // Everything the agent may write is its own before it runs (nothing of its yet to follow).
+  if (root) for (const d of [o.workspace, o.harness]) chownTree(d, AGENT.uid);
+  const ids: string[] = [];
+  try {
+    if (proxied) {
+      // The gate's: its sockets' directory (the agent may connect, not replace them while the
+      // gate starts), its configuration and its logs, none of them the agent's.
+      const sock = join(o.harness, 'sock');
+      const proxy = join(o.runDir, 'proxy');
+      const state = join(o.runDir, 'proxy-state');
+      for (const d of [sock, proxy, state]) {
+        mkdirSync(d, { recursive: true, mode: 0o755 });
+        if (root) chownSync(d, GATE_USER.uid, GATE_USER.gid);
+      }
+      const routes = o.choice.modelRoute
+        ? [
+            {
+              prefix: `/${o.choice.modelRoute.kind}`,
+              upstream: o.choice.modelRoute.upstream,
+              headers: o.choice.modelRoute.headers,
+            },
+          ]
+        : [];
+      ids.push(
+        await startProxyGate({
+          backend: o.backend,
+          env: { ...o.env, ...o.secrets },
+          runtime: prepareRuntime(o.env),
+          image: o.image,
+          slug: o.name,
+          labels: { ...o.labels, 'bb.role': 'forklift-proxy' },
+          dirs: { proxy, sock, state },
+          allowlist: JSON.stringify({ allow: o.choice.allow }),
+          routes: JSON.stringify({ routes }),
+          ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+        }),
+      );
+    }
+    const id = await o.backend.create({
+      name: `${o.name}-agent`,
+      image: o.image,
+      cmd: run.cmd,
+      env: { HOME: IN_CONTAINER.home, ...run.env },
+      user: `${AGENT.uid}:${AGENT.gid}`,
+      workdir: IN_CONTAINER.workspace,
+      labels: { ...o.labels, 'bb.role': 'forklift-agent' },
+      network: 'none',
+      readOnlyRootfs: true,
+      tmpfs: { '/tmp': 'rw,size=1g' },
+      mounts: [
+        { source: o.workspace, target: IN_CONTAINER.workspace },
+        { source: o.harness, target: IN_CONTAINER.harness },
+      ],
+      resources: { memoryBytes: 4 * 1024 ** 3, pidsLimit: 1024 },
+    });
+    ids.push(id);
+    let timedOut = false;
+    await o.backend.start(id);
+    const exitCode = await o.backend.wait(id, { timeoutMs: o.timeoutMs }).then(
+      (r) => r.exitCode,
+      async (err) => {
+        if (!isBbError(err, 'TIMEOUT')) throw err;
+        timedOut = true;
+        await o.backend.stop(id, 1000).catch(() => {});
+        return -1;
+      },
+    );
+    const logs = await o.backend.logs(id).catch((e) => errorMessage(e));
+    writeFileSync(join(o.runDir, 'agent.log'), logs);
+    const said = run.parseResult(logs, exitCode);
+    return { timedOut, exitCode, ok: said.ok, error: said.error };
+  } finally {
+    for (const id of ids.reverse()) await o.backend.destroy(id).catch(() => {});
+    // The gate's secrets directory (its key file went as soon as it served).
+    if (proxied) removeSecrets(o.name, o.env);
+  }
+}

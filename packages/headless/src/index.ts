@@ -82,8 +82,8 @@ export {
   type TurnResult,
 } from './providers';
 export { prepareRuntime } from './runtime';
-export { removeSecrets } from './secrets';
 export { type AgentScript, AgentScriptSchema } from './script-agent';
+export { removeSecrets } from './secrets';
 export {
   type BottleConfig,
   effectiveConfig,

@@ -27,7 +27,27 @@ export async function until<T>(
  * is on the engine. With BB_REQUIRE_DOCKER=1 (CI) a missing image is an error, not a skip.
  */
 export async function probeAgentsImage(dockerOk: boolean): Promise<{ ok: boolean; image: string }> {
-  const image = process.env['BB_AGENTS_IMAGE'] ?? 'bb-agents:latest';
+  return probeImage(
+    dockerOk,
+    process.env['BB_AGENTS_IMAGE'] ?? 'bb-agents:latest',
+    'scripts/build-agents-image.sh',
+  );
+}
+
+/** forklift's kitchen-sink image built offline (scripts/build-kitchen-sink-image.sh). */
+export async function probeKitchenSink(dockerOk: boolean): Promise<{ ok: boolean; image: string }> {
+  return probeImage(
+    dockerOk,
+    process.env['FORKLIFT_IMAGE'] ?? 'forklift/kitchen-sink:offline',
+    'scripts/build-kitchen-sink-image.sh',
+  );
+}
+
+async function probeImage(
+  dockerOk: boolean,
+  image: string,
+  script: string,
+): Promise<{ ok: boolean; image: string }> {
   const ok =
     dockerOk &&
     (await new Docker()
@@ -38,9 +58,7 @@ export async function probeAgentsImage(dockerOk: boolean): Promise<{ ok: boolean
         () => false,
       ));
   if (dockerOk && !ok && process.env['BB_REQUIRE_DOCKER'] === '1')
-    throw new Error(
-      `BB_REQUIRE_DOCKER=1 but ${image} is missing: run scripts/build-agents-image.sh`,
-    );
+    throw new Error(`BB_REQUIRE_DOCKER=1 but ${image} is missing: run ${script}`);
   return { ok, image };
 }
 

@@ -170,10 +170,11 @@ export function agentRun(choice: AgentChoice, prompt: string, proxied: boolean):
     files['home/.bb/script.json'] = JSON.stringify({ turns: [{ steps: choice.script ?? [] }] });
   }
   if (proxied) files['bin/bb-bridge.mjs'] = bundle('@bb/egress', 'bb-bridge.mjs');
-  const prelude = proxied ? `${bridgePrelude(IN_CONTAINER.bin, IN_CONTAINER.sock)}\n` : '';
+  // harness-state/run.sh: the bridge to the proxies, then the CLI (its argv after the script's name).
+  files['run.sh'] = `#!/bin/sh\n${proxied ? `${bridgePrelude(IN_CONTAINER.bin, IN_CONTAINER.sock)}\n` : ''}exec "$@"\n`;
   return {
     files,
-    cmd: ['sh', '-c', `${prelude}exec "$@"`, 'forklift-agent', ...invocation.cmd],
+    cmd: ['sh', `${IN_CONTAINER.harness}/run.sh`, ...invocation.cmd],
     env: { ...invocation.env, BB_AGENT_HOME: IN_CONTAINER.home },
     parseResult: (stdout, code) => provider.parseResult(stdout, code),
   };

@@ -171,7 +171,8 @@ export function agentRun(choice: AgentChoice, prompt: string, proxied: boolean):
   }
   if (proxied) files['bin/bb-bridge.mjs'] = bundle('@bb/egress', 'bb-bridge.mjs');
   // harness-state/run.sh: the bridge to the proxies, then the CLI (its argv after the script's name).
-  files['run.sh'] = `#!/bin/sh\n${proxied ? `${bridgePrelude(IN_CONTAINER.bin, IN_CONTAINER.sock)}\n` : ''}exec "$@"\n`;
+  files['run.sh'] =
+    `#!/bin/sh\n${proxied ? `${bridgePrelude(IN_CONTAINER.bin, IN_CONTAINER.sock)}\n` : ''}exec "$@"\n`;
   return {
     files,
     cmd: ['sh', `${IN_CONTAINER.harness}/run.sh`, ...invocation.cmd],

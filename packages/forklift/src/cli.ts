@@ -130,6 +130,13 @@ export async function runForkliftCli(
     io.stderr(`forklift: --test-timeout ${testTimeout} is not a duration such as 5m or 90s\n`);
     return 2;
   }
+  const token = io.env['FORKLIFT_TOKEN'] || io.env['FORGE_TOKEN'];
+  if (!token) {
+    io.stderr(
+      'forklift: set FORKLIFT_TOKEN (or FORGE_TOKEN) to the forge token that pushes the branch and opens the PR\n',
+    );
+    return 2;
+  }
   const agentName = String(v['agent'] ?? 'claude');
   if (!(AGENT_NAMES as readonly string[]).includes(agentName)) {
     io.stderr(`forklift: --agent ${agentName}: use claude, codex, pi or script\n`);
@@ -170,13 +177,6 @@ export async function runForkliftCli(
     }
   } catch (err) {
     io.stderr(`forklift: ${errorMessage(err)}\n`);
-    return 2;
-  }
-  const token = io.env['FORKLIFT_TOKEN'] || io.env['FORGE_TOKEN'];
-  if (!token) {
-    io.stderr(
-      'forklift: set FORKLIFT_TOKEN (or FORGE_TOKEN) to the forge token that pushes the branch and opens the PR\n',
-    );
     return 2;
   }
   try {

@@ -4,6 +4,7 @@ import { errorMessage, isBbError } from '@bb/errors';
 import {
   type Backend,
   GATE_USER,
+  PROXY_ENV,
   prepareRuntime,
   removeSecrets,
   startProxyGate,
@@ -96,7 +97,7 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
       name: `${o.name}-agent`,
       image: o.image,
       cmd: run.cmd,
-      env: { HOME: IN_CONTAINER.home, ...run.env },
+      env: { HOME: IN_CONTAINER.home, ...(proxied ? PROXY_ENV : {}), ...run.env },
       user: `${AGENT.uid}:${AGENT.gid}`,
       workdir: IN_CONTAINER.workspace,
       labels: { ...o.labels, 'bb.role': 'forklift-agent' },

@@ -48,13 +48,34 @@ describe('forklift without a forge', () => {
       code: 2,
       err: expect.stringContaining('--timeout soon is not a duration'),
     });
-    expect(await run(['--agent', 'claude'])).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('not wired to forklift yet'),
-    });
     expect(await run(['--agent', 'script', '--script', 'x.json'])).toMatchObject({
       code: 2,
       err: expect.stringContaining('set FORKLIFT_TOKEN'),
+    });
+    const t = { FORKLIFT_TOKEN: 't' };
+    expect(await run(['--agent', 'claude'], t)).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--agent claude needs ANTHROPIC_API_KEY'),
+    });
+    expect(await run(['--agent', 'gpt'], t)).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('use claude, codex, pi or script'),
+    });
+    expect(await run(['--agent', 'script'], t)).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('needs --script FILE'),
+    });
+    expect(await run(['--agent', 'pi', '--script', 'x.json'], t)).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--script is for --agent script'),
+    });
+    expect(await run(['--allow', '*.evil.test'], t)).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--allow "*.evil.test" is not a host name'),
+    });
+    expect(await run(['--agent', 'script', '--script', 'x.json'], t)).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--script /nonexistent/x.json'),
     });
     expect(await run(['sync'])).toMatchObject({
       code: 2,

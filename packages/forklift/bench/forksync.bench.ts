@@ -286,7 +286,7 @@ const id = await backend.create({
   cmd: [
     'sh',
     '-c',
-    'for d in */; do d=${d%/}; if (cd "$d" && sh .truth.sh >/dev/null 2>&1); then echo "$d ok"; else echo "$d fail"; fi; done',
+    'for d in *; do if (cd "$d" && sh .truth.sh >/dev/null 2>&1); then echo "$d ok"; else echo "$d fail"; fi; done',
   ],
   user: '1000:1000',
   workdir: '/eval',

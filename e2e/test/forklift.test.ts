@@ -148,6 +148,28 @@ describe.skipIf(!docker.ok || !hasImage)(
       expect(Date.now() - began).toBeLessThan(90_000);
     }, 180_000);
 
+    it('an agent that fills its disk is stopped at --disk', async () => {
+      const s = await scenario();
+      await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
+      await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
+      const began = Date.now();
+      const { code, result, err } = await forklift(
+        s.checkout,
+        [
+          { do: 'sh', cmd: 'dd if=/dev/zero of=/harness-state/fill bs=1M count=100 2>/dev/null' },
+          { do: 'sleep', ms: 120_000 },
+        ],
+        ['--disk', '32m'],
+      );
+      expect(code, err).toBe(1);
+      expect(result).toMatchObject({
+        outcome: 'error',
+        detail: expect.stringMatching(/disk limit/),
+      });
+      expect(Date.now() - began).toBeLessThan(60_000);
+      expect(await w.branches(s.name)).toBe('');
+    }, 180_000);
+
     it('an agent that only claims to have merged, or drops a fork commit, gets no push and no PR', async () => {
       const s = await scenario();
       await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');

@@ -41,6 +41,8 @@ Options:
   --allow HOST        another host the agent may reach (repeatable; default: the package
                       registries npm, PyPI, crates.io, Go, RubyGems, Maven, Gradle, NuGet)
   --offline           no outbound network for the agent but its model
+  --disk SIZE         what the agent may write to its workspace and home, e.g. 10g,
+                      512m (default 10g); past it the agent is stopped (exit 1)
   --image IMAGE       the agent's image (default forklift/kitchen-sink:latest)
   --json              print the result as JSON
   -h, --help          show this help
@@ -62,6 +64,16 @@ export interface ForkliftIo {
   env: Record<string, string | undefined>;
   stdout: (s: string) => void;
   stderr: (s: string) => void;
+}
+
+/** A size such as 10g or 512m, in bytes; at least 16 MiB. */
+function size(v: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)([kmg])$/i.exec(v.trim());
+  if (!m) return undefined;
+  const bytes = Math.round(
+    Number(m[1]) * 1024 ** { k: 1, m: 2, g: 3 }[m[2]!.toLowerCase() as 'k' | 'm' | 'g'],
+  );
+  return bytes >= 16 * 1024 ** 2 ? bytes : undefined;
 }
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
@@ -89,6 +101,7 @@ export async function runForkliftCli(
         model: { type: 'string' },
         allow: { type: 'string', multiple: true },
         offline: { type: 'boolean' },
+        disk: { type: 'string' },
         agent: { type: 'string' },
         script: { type: 'string' },
         json: { type: 'boolean' },
@@ -135,6 +148,12 @@ export async function runForkliftCli(
     io.stderr(
       'forklift: set FORKLIFT_TOKEN (or FORGE_TOKEN) to the forge token that pushes the branch and opens the PR\n',
     );
+    return 2;
+  }
+  const diskText = v['disk'] === undefined ? undefined : String(v['disk']);
+  const diskBytes = diskText === undefined ? undefined : size(diskText);
+  if (diskText !== undefined && !diskBytes) {
+    io.stderr(`forklift: --disk ${diskText} is not a size of at least 16m, such as 10g or 512m\n`);
     return 2;
   }
   const agentName = String(v['agent'] ?? 'claude');
@@ -187,6 +206,7 @@ export async function runForkliftCli(
       ...(v['image'] ? { image: String(v['image']) } : {}),
       ...(timeoutMs ? { timeoutMs } : {}),
       ...(testTimeoutMs ? { testTimeoutMs } : {}),
+      ...(diskBytes ? { diskBytes } : {}),
       agent: choice,
       agentSecrets,
       token,

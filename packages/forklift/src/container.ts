@@ -9,10 +9,13 @@ import {
   removeSecrets,
   startProxyGate,
 } from '@bb/headless';
+import { diskUsage } from '@bb/wall';
 import { type AgentChoice, agentRun, IN_CONTAINER } from './agent';
 import { chownTree } from './verify';
 
 export const AGENT = { uid: 1000, gid: 1000 };
+const DISK_POLL_MS = 1000;
+const mib = (n: number) => Math.round(n / 1024 ** 2);
 
 export interface AgentContainerOptions {
   backend: Backend;
@@ -29,11 +32,15 @@ export interface AgentContainerOptions {
   name: string;
   labels: Record<string, string>;
   timeoutMs: number;
+  /** The most the agent may write to its workspace and home together; it is stopped past it. */
+  diskBytes?: number | undefined;
   onProgress?: (line: string) => void;
 }
 
 export interface AgentOutcome {
   timedOut: boolean;
+  /** Stopped for writing more than `diskBytes`. */
+  overDisk: boolean;
   exitCode: number;
   /** What the agent's CLI said of its own run (not trusted for anything but the log). */
   ok: boolean;
@@ -112,6 +119,18 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
     });
     ids.push(id);
     let timedOut = false;
+    let overDisk = false;
+    // The two mounts are the host's disk: what the agent writes there is measured as it
+    // runs, and past the limit it is stopped (at most one interval's writing over).
+    const limit = o.diskBytes;
+    const watch = limit
+      ? setInterval(() => {
+          if (overDisk || diskUsage(o.workspace) + diskUsage(o.harness) <= limit) return;
+          overDisk = true;
+          o.onProgress?.(`the agent wrote more than ${mib(limit)} MiB: stopping it`);
+          o.backend.stop(id, 0).catch(() => {});
+        }, DISK_POLL_MS)
+      : undefined;
     await o.backend.start(id);
     const exitCode = await o.backend.wait(id, { timeoutMs: o.timeoutMs }).then(
       (r) => r.exitCode,
@@ -122,10 +141,13 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
         return -1;
       },
     );
+    clearInterval(watch);
+    // Whatever it wrote between the last look and its exit counts too.
+    if (limit && diskUsage(o.workspace) + diskUsage(o.harness) > limit) overDisk = true;
     const logs = await o.backend.logs(id).catch((e) => errorMessage(e));
     writeFileSync(join(o.runDir, 'agent.log'), logs);
     const said = run.parseResult(logs, exitCode);
-    return { timedOut, exitCode, ok: said.ok, error: said.error };
+    return { timedOut, overDisk, exitCode, ok: said.ok, error: said.error };
   } finally {
     for (const id of ids.reverse()) await o.backend.destroy(id).catch(() => {});
     // The gate's secrets directory (its key file went as soon as it served).

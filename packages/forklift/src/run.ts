@@ -5,6 +5,7 @@ import { BbError, errorMessage, registerSecret } from '@bb/errors';
 import { type Forge, GiteaForge } from '@bb/forge';
 import type { Backend } from '@bb/headless';
 import {
+  diskUsage,
   importHead,
   makeReaderRepo,
   readBranchAsData,
@@ -45,6 +46,8 @@ export interface ForkliftOptions {
   agent: AgentChoice;
   /** Secrets the credential proxy reads besides `env` (a derived bearer header). */
   agentSecrets?: Record<string, string>;
+  /** The most the agent may write to its workspace and home (they are on the host's disk). @default 10 GiB */
+  diskBytes?: number;
   /** The most the agent's result may add to the host's verification repository. @default 1 GiB */
   maxImportBytes?: number;
   /** The forge token for the push and the PR (never given to the agent). */
@@ -344,6 +347,8 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     name,
     labels,
     timeoutMs,
+    // What the copy of the repository already takes, plus the limit.
+    diskBytes: diskUsage(workspace) + (o.diskBytes ?? 10 * 1024 ** 3),
     onProgress: say,
   });
   const ran = {
@@ -354,6 +359,13 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
       ...(agentDone.error ? { error: plain(agentDone.error).slice(0, 500) } : {}),
     },
   };
+  if (agentDone.overDisk)
+    return done({
+      ...ran,
+      outcome: 'error',
+      exitCode: OUTCOMES.error,
+      detail: `the agent was stopped for writing more than its disk limit (--disk) to its workspace and home; its work is in ${workspace}`,
+    });
   if (agentDone.timedOut)
     return done({
       ...ran,

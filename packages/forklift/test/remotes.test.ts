@@ -77,6 +77,10 @@ describe('forklift without a forge', () => {
       code: 2,
       err: expect.stringContaining('--script /nonexistent/x.json'),
     });
+    expect(await run(['--disk', '1k'], { FORKLIFT_TOKEN: 't' })).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--disk 1k is not a size of at least 16m'),
+    });
     expect(await run(['sync'])).toMatchObject({
       code: 2,
       err: expect.stringContaining('unexpected "sync"'),

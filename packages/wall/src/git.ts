@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import {
   closeSync,
   createReadStream,
+  type Dirent,
   existsSync,
   fstatSync,
   lstatSync,
@@ -372,7 +373,7 @@ export async function importHead(options: ImportOptions): Promise<string> {
       );
     }
     // Only what the commit reaches, as one pack of ours; the rest of the quarantine goes.
-    const before = usage(join(options.into, 'objects'));
+    const before = diskUsage(join(options.into, 'objects'));
     const name = await runGitInput(
       [
         `--git-dir=${quarantine}`,
@@ -385,7 +386,7 @@ export async function importHead(options: ImportOptions): Promise<string> {
       `${sha}\n--not\n${known.join('\n')}\n`,
       { env, timeoutMs },
     );
-    const after = usage(join(options.into, 'objects'));
+    const after = diskUsage(join(options.into, 'objects'));
     if (options.maxRepoBytes !== undefined && after > options.maxRepoBytes) {
       const id = name.trim();
       for (const ext of ['pack', 'idx', 'rev'])
@@ -439,13 +440,26 @@ async function hasObject(repo: string, sha: string, env: NodeJS.ProcessEnv): Pro
 }
 
 /** Disk a directory tree really takes (blocks, not sizes: a million tiny files are not free). */
-function usage(dir: string): number {
+/**
+ * The disk a directory tree takes (allocated blocks, at least a block per entry), walked
+ * without following a link. Entries that vanish meanwhile (someone else's tree, still
+ * being written) count for nothing.
+ */
+export function diskUsage(dir: string): number {
   let n = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const e of entries) {
     const p = join(dir, e.name);
-    const st = lstatSync(p);
-    n += Math.max(st.blocks * 512, 4096);
-    if (e.isDirectory()) n += usage(p);
+    try {
+      const st = lstatSync(p);
+      n += Math.max(st.blocks * 512, 4096);
+      if (st.isDirectory()) n += diskUsage(p);
+    } catch {}
   }
   return n;
 }

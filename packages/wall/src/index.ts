@@ -19,6 +19,7 @@
 
 export { minimalEnv, SAFE_PATH } from './env';
 export {
+  diskUsage,
   ensureBareRepo,
   type ImportOptions,
   importHead,

@@ -115,6 +115,32 @@ describe('importHead', () => {
     expect(await runGit([`--git-dir=${into}`, 'log', '--format=%s', sha], { env })).toBe('a.txt\n');
   });
 
+  it('refuses objects git itself would refuse: a tree with a duplicate entry, or one naming .git', async () => {
+    const blob = git('rev-parse', `${commit('a.txt', 'a\n')}:a.txt`);
+    const raw = Buffer.from(blob, 'hex');
+    const entry = (name: string) => Buffer.concat([Buffer.from(`100644 ${name}\0`), raw]);
+    for (const entries of [[entry('ci.yml'), entry('ci.yml')], [entry('.git')]]) {
+      const tree = execFileSync(
+        'git',
+        ['-C', ws, 'hash-object', '-w', '-t', 'tree', '--literally', '--stdin'],
+        {
+          input: Buffer.concat(entries),
+        },
+      )
+        .toString()
+        .trim();
+      const sha = git('commit-tree', tree, '-m', 'crafted');
+      await expect(
+        importHead({ workspace: ws, into: join(dir, 'g.git'), commit: sha }),
+      ).rejects.toThrow(/fail git's checks/);
+    }
+    // The same repository's honest commit goes in.
+    const ok = git('rev-parse', 'HEAD');
+    await expect(importHead({ workspace: ws, into: join(dir, 'g.git'), commit: ok })).resolves.toBe(
+      ok,
+    );
+  });
+
   it('checks every object it takes: a loose object whose content lies about its name is not imported', async () => {
     const base = commit('readme', 'r\n');
     const secret = commit('prod.env', 'SECRET=1\n');

@@ -374,17 +374,14 @@ export async function importHead(options: ImportOptions): Promise<string> {
     }
     // Only what the commit reaches, as one pack of ours; the rest of the quarantine goes.
     const before = diskUsage(join(options.into, 'objects'));
-    const name = await runGitInput(
-      [
-        `--git-dir=${quarantine}`,
-        'pack-objects',
-        '--revs',
-        '--quiet',
-        '--window=0',
-        join(options.into, 'objects', 'pack', 'pack'),
-      ],
+    // Every object checked as fsck would (tree entries duplicated or named .git, bad modes,
+    // malformed commits) as it enters: a repository of ours holds nothing git would refuse.
+    const name = await packStrictly(
+      quarantine,
+      options.into,
       `${sha}\n--not\n${known.join('\n')}\n`,
-      { env, timeoutMs },
+      env,
+      timeoutMs,
     );
     const after = diskUsage(join(options.into, 'objects'));
     if (options.maxRepoBytes !== undefined && after > options.maxRepoBytes) {
@@ -770,6 +767,83 @@ export async function logPatchAsData(options: LogAsDataOptions): Promise<PatchAs
 }
 
 /** `runGit` with `input` on stdin. */
+/**
+ * `pack-objects` of what `revs` names, from `from`, piped into `index-pack --strict` in
+ * `into`. Resolves the new pack's id; rejects (and leaves no pack) when an object fails
+ * the checks. Old repositories' harmless quirks (zero-padded modes, odd dates) pass.
+ */
+function packStrictly(
+  from: string,
+  into: string,
+  revs: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const pack = spawn(
+      'git',
+      [`--git-dir=${from}`, 'pack-objects', '--revs', '--quiet', '--window=0', '--stdout'],
+      { cwd: '/', env, stdio: ['pipe', 'pipe', 'ignore'] },
+    );
+    const index = spawn(
+      'git',
+      [
+        `--git-dir=${into}`,
+        'index-pack',
+        '--strict=zeroPaddedFilemode=ignore,badTimezone=ignore,missingSpaceBeforeDate=ignore,badDate=ignore',
+        '--stdin',
+      ],
+      { cwd: into, env, stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    const kill = () => {
+      pack.kill('SIGKILL');
+      index.kill('SIGKILL');
+    };
+    const timer = setTimeout(kill, timeoutMs);
+    let out = '';
+    let err = '';
+    index.stdout.on('data', (d: Buffer) => {
+      if (out.length < 4096) out += d.toString('utf8');
+    });
+    index.stderr.on('data', (d: Buffer) => {
+      if (err.length < 4096) err += d.toString('utf8');
+    });
+    pack.stdin.on('error', () => {});
+    index.stdin.on('error', () => {});
+    pack.stdout.pipe(index.stdin);
+    pack.on('error', (e) => {
+      kill();
+      reject(e);
+    });
+    index.on('error', (e) => {
+      kill();
+      reject(e);
+    });
+    let packed: number | null | undefined;
+    pack.on('close', (code) => {
+      packed = code;
+    });
+    index.on('close', (code) => {
+      clearTimeout(timer);
+      const id = /^pack\t([0-9a-f]{40,64})$/m.exec(out)?.[1];
+      if (code === 0 && packed !== undefined && packed !== 0) {
+        if (id)
+          for (const ext of ['pack', 'idx', 'rev', 'keep'])
+            rmSync(join(into, 'objects', 'pack', `pack-${id}.${ext}`), { force: true });
+        return reject(new BbError('INTERNAL', `git pack-objects exited ${packed}`));
+      }
+      if (code === 0 && id) return resolve(id);
+      reject(
+        new BbError(
+          'INVALID_INPUT',
+          `the workspace's objects fail git's checks: ${redactString(err.trim().split('\n').slice(-2).join('; ') || `index-pack exited ${code}`)}`,
+        ),
+      );
+    });
+    pack.stdin.end(revs);
+  });
+}
+
 function runGitInput(args: string[], input: string, options: RunGitOptions): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn('git', args, {

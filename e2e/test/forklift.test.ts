@@ -285,7 +285,9 @@ describe.skipIf(!docker.ok || !hasImage)(
         beyondMerge: ['fork.sh'],
       });
       const body = gitea.issue(s.fork, right.result!.pr!.number).body;
-      expect(body).toContain('changed by the agent beyond the conflicts (review these): `fork.sh`');
+      expect(body).toMatch(
+        /```text\nno textual conflict\n\nchanged beyond the conflicts \(review these\):\nfork.sh\n```/,
+      );
       expect(body).toMatch(/the fork's tests \(`sh test.sh`\).*passed/);
     }, 240_000);
 

@@ -38,9 +38,11 @@ Options:
   --model NAME        the model the agent asks for
   --timeout DURATION  the agent's limit, e.g. 8m, 90s (default 8m)
   --test-timeout DURATION  the limit of one run of the fork's tests (default 5m)
-  --allow HOST        another host the agent may reach (repeatable; default: the package
-                      registries npm, PyPI, crates.io, Go, RubyGems, Maven, Gradle, NuGet)
-  --offline           no outbound network for the agent but its model
+  --branch NAME       the branch both sides are merged on (default main)
+  --allow HOST        another host the agent may reach (repeatable); claude, codex and pi
+                      may reach the package registries (npm, PyPI, crates.io, Go,
+                      RubyGems, Maven, Gradle, NuGet) by default, the script agent nothing
+  --offline           no outbound network for the agent but its model (not with --allow)
   --disk SIZE         what the agent may write to its workspace and home, e.g. 10g,
                       512m (default 10g); past it the agent is stopped (exit 1)
   --image IMAGE       the agent's image (default forklift/kitchen-sink:latest)
@@ -102,6 +104,7 @@ export async function runForkliftCli(
         allow: { type: 'string', multiple: true },
         offline: { type: 'boolean' },
         disk: { type: 'string' },
+        branch: { type: 'string' },
         agent: { type: 'string' },
         script: { type: 'string' },
         json: { type: 'boolean' },
@@ -177,6 +180,19 @@ export async function runForkliftCli(
     );
     return 2;
   }
+  if (v['offline'] && extra.length) {
+    io.stderr('forklift: --offline and --allow contradict each other: give one\n');
+    return 2;
+  }
+  const branch = v['branch'] === undefined ? 'main' : String(v['branch']);
+  if (
+    !/^[A-Za-z0-9][A-Za-z0-9._/-]{0,200}$/.test(branch) ||
+    branch.includes('..') ||
+    branch.endsWith('.lock')
+  ) {
+    io.stderr(`forklift: --branch ${JSON.stringify(branch)} is not a branch name\n`);
+    return 2;
+  }
   let choice: AgentChoice;
   let agentSecrets: Record<string, string> = {};
   try {
@@ -207,6 +223,7 @@ export async function runForkliftCli(
       ...(timeoutMs ? { timeoutMs } : {}),
       ...(testTimeoutMs ? { testTimeoutMs } : {}),
       ...(diskBytes ? { diskBytes } : {}),
+      branch,
       agent: choice,
       agentSecrets,
       token,

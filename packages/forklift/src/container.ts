@@ -1,6 +1,6 @@
 import { chownSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { errorMessage, isBbError } from '@bb/errors';
+import { BbError, errorMessage, isBbError } from '@bb/errors';
 import {
   type Backend,
   GATE_USER,
@@ -9,12 +9,11 @@ import {
   removeSecrets,
   startProxyGate,
 } from '@bb/headless';
-import { diskUsage } from '@bb/wall';
 import { type AgentChoice, agentRun, IN_CONTAINER } from './agent';
+import { watchDisk } from './disk';
 import { chownTree } from './verify';
 
 export const AGENT = { uid: 1000, gid: 1000 };
-const DISK_POLL_MS = 1000;
 const mib = (n: number) => Math.round(n / 1024 ** 2);
 
 export interface AgentContainerOptions {
@@ -56,6 +55,11 @@ export interface AgentOutcome {
  */
 export async function runAgentContainer(o: AgentContainerOptions): Promise<AgentOutcome> {
   const proxied = !!o.choice.modelRoute || o.choice.allow.length > 0;
+  if (proxied && process.getuid?.() !== 0)
+    throw new BbError(
+      'INVALID_INPUT',
+      `the proxies of --agent ${o.choice.name} run as a user of their own (uid ${GATE_USER.uid}), which only root can hand their key and sockets to: run forklift as root`,
+    );
   const run = agentRun(o.choice, o.prompt, proxied);
   for (const [rel, content] of Object.entries({ 'prompt.md': o.prompt, ...run.files })) {
     mkdirSync(join(o.harness, rel, '..'), { recursive: true, mode: 0o755 });
@@ -119,18 +123,12 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
     });
     ids.push(id);
     let timedOut = false;
-    let overDisk = false;
     // The two mounts are the host's disk: what the agent writes there is measured as it
-    // runs, and past the limit it is stopped (at most one interval's writing over).
-    const limit = o.diskBytes;
-    const watch = limit
-      ? setInterval(() => {
-          if (overDisk || diskUsage(o.workspace) + diskUsage(o.harness) <= limit) return;
-          overDisk = true;
-          o.onProgress?.(`the agent wrote more than ${mib(limit)} MiB: stopping it`);
-          o.backend.stop(id, 0).catch(() => {});
-        }, DISK_POLL_MS)
-      : undefined;
+    // runs, and past the limit it is stopped (at most a second's writing over).
+    const disk = watchDisk([o.workspace, o.harness], o.diskBytes, () => {
+      o.onProgress?.(`the agent wrote more than ${mib(o.diskBytes ?? 0)} MiB: stopping it`);
+      o.backend.stop(id, 0).catch(() => {});
+    });
     await o.backend.start(id);
     const exitCode = await o.backend.wait(id, { timeoutMs: o.timeoutMs }).then(
       (r) => r.exitCode,
@@ -141,9 +139,8 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
         return -1;
       },
     );
-    clearInterval(watch);
     // Whatever it wrote between the last look and its exit counts too.
-    if (limit && diskUsage(o.workspace) + diskUsage(o.harness) > limit) overDisk = true;
+    const overDisk = disk.stop();
     const logs = await o.backend.logs(id).catch((e) => errorMessage(e));
     writeFileSync(join(o.runDir, 'agent.log'), logs);
     const said = run.parseResult(logs, exitCode);

@@ -25,4 +25,14 @@ export {
   runsDir,
 } from './run';
 export { listRuns, saveResult } from './runs';
-export { CI_PATHS, checkTree, type ForkRules, globMatch, parseForkMd } from './verify';
+export {
+  CI_DIRS,
+  CI_FILES,
+  checkTree,
+  type ForkRules,
+  globMatch,
+  isCiPath,
+  parseForkMd,
+  type TreeCheck,
+  unquotePath,
+} from './verify';

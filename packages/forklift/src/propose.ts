@@ -35,12 +35,17 @@ export function readReport(harness: string): string[] {
     const text = readFileNoFollow(harness, 'report.md', { maxBytes: 16 * 1024 })?.toString('utf8');
     if (!text) return ['- the agent left no report (harness-state/report.md)'];
     // Shown as text, never as Markdown: no link, image, mention or "Closes #n" of the agent's acts.
-    const body = plain(text.split('\n').slice(0, 60).join('\n')).trimEnd();
-    const fence = '`'.repeat(Math.max(3, ...[...body.matchAll(/`+/g)].map((m) => m[0].length + 1)));
-    return ['', "The agent's report (unverified):", '', `${fence}text`, body, fence];
+    return fenced("The agent's report (unverified):", text.split('\n').slice(0, 60).join('\n'));
   } catch {
     return ["- the agent's report could not be read"];
   }
+}
+
+/** `text` under a heading, in a fence longer than any run of backticks in it: shown, never rendered. */
+export function fenced(heading: string, text: string): string[] {
+  const body = plain(text).trimEnd();
+  const fence = '`'.repeat(Math.max(3, ...[...body.matchAll(/`+/g)].map((m) => m[0].length + 1)));
+  return ['', heading, '', `${fence}text`, body, fence];
 }
 
 /** Text the agent wrote, without the control characters a terminal or a renderer would act on. */

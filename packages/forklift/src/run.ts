@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { BbError, errorMessage, registerSecret } from '@bb/errors';
@@ -16,9 +16,9 @@ import {
 } from '@bb/wall';
 import type { AgentChoice } from './agent';
 import { runAgentContainer } from './container';
-import { plain, push, readReport } from './propose';
+import { fenced, plain, push, readReport } from './propose';
 import { parseRemote, type RemoteRepo } from './remotes';
-import { checkTree, parseForkMd, runTests, type TestRun } from './verify';
+import { checkTree, parseForkMd, runTests, type TestRun, type TreeCheck } from './verify';
 
 /** How a run ended, and its exit status (documented in --help and docs/forklift.md). */
 export const OUTCOMES = {
@@ -135,6 +135,19 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     });
     return parseRemote(name, url);
   };
+  // The repository itself, from a subdirectory or a linked worktree as well.
+  const top = (await host(['rev-parse', '--show-toplevel']).catch(() => o.checkout)).trim();
+  const objects = join(
+    (
+      await host(['rev-parse', '--path-format=absolute', '--git-common-dir']).catch(() => {
+        throw new BbError(
+          'INVALID_INPUT',
+          `${o.checkout} is not in a git repository: run forklift in a fork's checkout`,
+        );
+      })
+    ).trim(),
+    'objects',
+  );
   const origin = await remote('origin');
   await remote('upstream');
   const project = `${origin.owner}-${origin.repo}`.replace(/[^A-Za-z0-9._-]/g, '_');
@@ -152,12 +165,20 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     );
   // Every run has its directory (its result is kept there for `forklift runs`).
   // Two runs in one second (cron and a person) each get their own directory and branch.
+  mkdirSync(runsDir(o.env), { recursive: true, mode: 0o700 });
   let runId = stamp(started);
-  for (let i = 2; existsSync(join(runsDir(o.env), `${project}_${runId}`)); i++)
-    runId = `${stamp(started)}-${i}`;
+  // Made here and nowhere else: mkdir fails when another run took the name first.
+  for (let i = 2; ; i++) {
+    try {
+      // The host's: the agent's files in it are no one else's business.
+      mkdirSync(join(runsDir(o.env), `${project}_${runId}`), { mode: 0o700 });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || i > 1000) throw err;
+      runId = `${stamp(started)}-${i}`;
+    }
+  }
   const runDir = join(runsDir(o.env), `${project}_${runId}`);
-  // The host's: the agent's files in it are no one else's business.
-  mkdirSync(runDir, { recursive: true, mode: 0o700 });
   const name = `forklift-${project}-${runId}`
     .toLowerCase()
     .replace(/[^a-z0-9_.-]/g, '-')
@@ -175,300 +196,345 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   const done = (
     r: Omit<ForkliftResult, 'durationMs' | keyof typeof base> & Partial<typeof base>,
   ): ForkliftResult => ({ ...base, ...r, durationMs: Date.now() - t0 });
-  if (await ancestor(upstream, fork))
-    return done({
-      outcome: 'nothing-to-do',
-      exitCode: OUTCOMES['nothing-to-do'],
-      detail: `${branch} already holds every upstream commit (${short(upstream)})`,
-    });
+  let pushed: string | undefined;
+  try {
+    if (await ancestor(upstream, fork))
+      return done({
+        outcome: 'nothing-to-do',
+        exitCode: OUTCOMES['nothing-to-do'],
+        detail: `${branch} already holds every upstream commit (${short(upstream)})`,
+      });
 
-  const forkMd = await host(['show', `${fork}:FORK.md`]).catch(() => '');
-  // The fork's rules as its maintainer wrote them on origin: the agent's copy of FORK.md counts for nothing.
-  const rules = parseForkMd(forkMd);
-  const forge = (o.forgeFor ?? defaultForge(o))(origin);
-  // The token's git never runs in a repository with someone's config or hooks: pushes go
-  // from a bare repository of ours that reads the checkout's objects.
-  const verify = join(runDir, 'verify.git');
-  makeReaderRepo(verify, [join(o.checkout, '.git', 'objects')]);
-  // Both sides are known to it: an import of the agent's result adds only the agent's objects.
-  setRef(verify, 'refs/forklift/fork', fork);
-  setRef(verify, 'refs/forklift/upstream', upstream);
-  const tests = async (commit: string, what: string): Promise<TestRun | undefined> => {
-    if (!rules.test) return undefined;
-    say(`running the fork's tests on ${what}: ${rules.test}`);
-    const r = await runTests({
-      backend: o.backend,
-      image,
-      gitDir: verify,
-      commit,
-      command: rules.test,
-      dir: join(runDir, 'tested'),
-      name: `${name}-tests`,
-      labels: { ...labels, 'bb.role': 'forklift-tests' },
-      timeoutMs: o.testTimeoutMs ?? 5 * 60_000,
-    });
-    say(`tests ${r.ok ? 'passed' : r.timedOut ? 'timed out' : `failed (exit ${r.exitCode})`}`);
-    return r;
-  };
-  const testProof = (r: TestRun | undefined) =>
-    r
-      ? [
-          `- the fork's tests (\`${rules.test}\`), run by the host on the result in a fresh container with no network: passed in ${Math.round(r.durationMs / 1000)} s`,
-        ]
-      : ['- the fork declares no test command (FORK.md `test:`): no tests were run by the host'];
-  const testsField = (r: TestRun | undefined) =>
-    r
-      ? {
-          tests: { ok: r.ok, exitCode: r.exitCode, timedOut: r.timedOut, durationMs: r.durationMs },
-        }
-      : {};
-  const propose = async (merged: string, how: string, proof: string[]) => {
-    const branchName = `forklift/sync-${runId.replace('_', '-')}`;
-    await push(forge, verify, merged, branchName);
-    const pr = await forge.openPr({
-      head: branchName,
-      base: branch,
-      title: `Sync with upstream ${branch} (${short(upstream)})`,
-      body: [
-        `forklift merged upstream \`${branch}\` into the fork's \`${branch}\` (${how}).`,
-        '',
-        `- upstream \`${branch}\`: \`${upstream}\``,
-        `- fork \`${branch}\`: \`${fork}\``,
-        `- result: \`${merged}\``,
-        `- checked on the host: upstream \`${branch}\` is an ancestor of the result; the fork's \`${branch}\` is an ancestor of the result`,
-        ...proof,
-        `- time used: ${Math.round((Date.now() - t0) / 1000)} s`,
-      ].join('\n'),
-    });
-    return { number: pr.number, url: pr.url, branch: branchName };
-  };
+    const forkMd = await host(['show', `${fork}:FORK.md`]).catch(() => '');
+    // The fork's rules as its maintainer wrote them on origin: the agent's copy of FORK.md counts for nothing.
+    const rules = parseForkMd(forkMd);
+    const forge = (o.forgeFor ?? defaultForge(o))(origin);
+    // The token's git never runs in a repository with someone's config or hooks: pushes go
+    // from a bare repository of ours that reads the checkout's objects.
+    const verify = join(runDir, 'verify.git');
+    makeReaderRepo(verify, [objects]);
+    // Both sides are known to it (imported, as importHead counts): an import of the agent's
+    // result adds only the agent's objects.
+    setRef(verify, `refs/bb/imported/${fork}`, fork);
+    setRef(verify, `refs/bb/imported/${upstream}`, upstream);
+    // A checkout for the tests takes nothing from the tree's attributes: the bytes tested are the bytes pushed.
+    mkdirSync(join(verify, 'info'), { recursive: true });
+    writeFileSync(
+      join(verify, 'info', 'attributes'),
+      '* -text -eol -ident -filter -working-tree-encoding\n',
+    );
+    const tests = async (commit: string, what: string): Promise<TestRun | undefined> => {
+      if (!rules.test) return undefined;
+      say(`running the fork's tests on ${what}: ${rules.test}`);
+      const r = await runTests({
+        backend: o.backend,
+        image,
+        gitDir: verify,
+        commit,
+        command: rules.test,
+        dir: join(runDir, 'tested'),
+        name: `${name}-tests`,
+        labels: { ...labels, 'bb.role': 'forklift-tests' },
+        timeoutMs: o.testTimeoutMs ?? 5 * 60_000,
+        diskBytes: o.diskBytes ?? 10 * 1024 ** 3,
+      });
+      say(`tests ${r.ok ? 'passed' : r.timedOut ? 'timed out' : `failed (exit ${r.exitCode})`}`);
+      return r;
+    };
+    const testProof = (r: TestRun | undefined) =>
+      r
+        ? [
+            `- the fork's tests (\`${rules.test}\`), run by the host on the result in a fresh container with no network: passed in ${Math.round(r.durationMs / 1000)} s`,
+          ]
+        : ['- the fork declares no test command (FORK.md `test:`): no tests were run by the host'];
+    const testsField = (r: TestRun | undefined) =>
+      r
+        ? {
+            tests: {
+              ok: r.ok,
+              exitCode: r.exitCode,
+              timedOut: r.timedOut,
+              durationMs: r.durationMs,
+            },
+          }
+        : {};
+    const propose = async (merged: string, how: string, proof: string[]) => {
+      const branchName = `forklift/sync-${runId.replace('_', '-')}`;
+      await push(forge, verify, merged, branchName);
+      pushed = branchName;
+      const pr = await forge.openPr({
+        head: branchName,
+        base: branch,
+        title: `Sync with upstream ${branch} (${short(upstream)})`,
+        body: [
+          `forklift merged upstream \`${branch}\` into the fork's \`${branch}\` (${how}).`,
+          '',
+          `- upstream \`${branch}\`: \`${upstream}\``,
+          `- fork \`${branch}\`: \`${fork}\``,
+          `- result: \`${merged}\``,
+          `- checked on the host: upstream \`${branch}\` is an ancestor of the result; the fork's \`${branch}\` is an ancestor of the result`,
+          ...proof,
+          `- time used: ${Math.round((Date.now() - t0) / 1000)} s`,
+        ].join('\n'),
+      });
+      return { number: pr.number, url: pr.url, branch: branchName };
+    };
 
-  // The cheap paths: no agent for a fast-forward, or a clean merge whose tests (if any) pass.
-  let cleanMergeFailed: TestRun | undefined;
-  if (await ancestor(fork, upstream)) {
-    say('fast-forward: no agent needed');
-    const pr = await propose(upstream, 'a fast-forward', ['- no agent ran']);
-    return done({
-      outcome: 'synced',
-      exitCode: 0,
-      merged: upstream,
-      pr,
-      detail: `fast-forward; PR #${pr.number}`,
-    });
-  }
-  const tree = await host(['merge-tree', '--write-tree', fork, upstream]).then(
-    (out) => out.split('\n')[0]!.trim(),
-    () => undefined,
-  );
-  if (tree) {
-    const merged = (
-      await runGit(
-        [
-          '-C',
-          o.checkout,
-          'commit-tree',
-          tree,
-          '-p',
-          fork,
-          '-p',
-          upstream,
-          '-m',
-          `Merge upstream ${branch} into ${branch}`,
-        ],
-        { env: { ...operatorEnv(o.env), ...FORKLIFT_IDENTITY } },
-      )
-    ).trim();
-    const tested = await tests(merged, 'the clean merge');
-    if (!tested || tested.ok) {
-      say('clean merge: no agent needed');
-      const pr = await propose(merged, 'a clean merge', [
-        '- no agent ran: the merge had no conflict',
-        ...testProof(tested),
-      ]);
+    // The cheap paths: no agent for a fast-forward, or a clean merge whose tests (if any) pass.
+    let cleanMergeFailed: TestRun | undefined;
+    if (await ancestor(fork, upstream)) {
+      say('fast-forward: no agent needed');
+      const pr = await propose(upstream, 'a fast-forward', ['- no agent ran']);
       return done({
         outcome: 'synced',
         exitCode: 0,
-        merged,
+        merged: upstream,
         pr,
-        detail: `clean merge; PR #${pr.number}`,
-        ...testsField(tested),
+        detail: `fast-forward; PR #${pr.number}`,
       });
     }
-    cleanMergeFailed = tested;
-    say('the clean merge fails its tests: an agent will fix it');
-  }
+    const tree = await host(['merge-tree', '--write-tree', fork, upstream]).then(
+      (out) => out.split('\n')[0]!.trim(),
+      () => undefined,
+    );
+    if (tree) {
+      const merged = (
+        await runGit(
+          [
+            '-C',
+            o.checkout,
+            'commit-tree',
+            tree,
+            '-p',
+            fork,
+            '-p',
+            upstream,
+            '-m',
+            `Merge upstream ${branch} into ${branch}`,
+          ],
+          { env: { ...operatorEnv(o.env), ...FORKLIFT_IDENTITY } },
+        )
+      ).trim();
+      const tested = await tests(merged, 'the clean merge');
+      if (!tested || tested.ok) {
+        say('clean merge: no agent needed');
+        const pr = await propose(merged, 'a clean merge', [
+          '- no agent ran: the merge had no conflict',
+          ...testProof(tested),
+        ]);
+        return done({
+          outcome: 'synced',
+          exitCode: 0,
+          merged,
+          pr,
+          detail: `clean merge; PR #${pr.number}`,
+          ...testsField(tested),
+        });
+      }
+      cleanMergeFailed = tested;
+      say('the clean merge fails its tests: an agent will fix it');
+    }
 
-  // The agent's path.
-  const workspace = join(runDir, 'workspace');
-  const harness = join(runDir, 'harness-state');
-  mkdirSync(harness, { recursive: true, mode: 0o755 });
-  say(`preparing ${runDir}`);
-  const hostGit = (args: string[]) => runGit(args, { env: wallGitEnv(), timeoutMs: 600_000 });
-  // Only the two branches, with objects of their own: nothing else of the checkout (other
-  // branches, stashes, unreachable objects) and no alternates the container could not see.
-  await hostGit(['init', '--quiet', `--initial-branch=${branch}`, workspace]);
-  await runGit(
-    [
-      '-C',
+    // The agent's path.
+    const workspace = join(runDir, 'workspace');
+    const harness = join(runDir, 'harness-state');
+    mkdirSync(harness, { recursive: true, mode: 0o755 });
+    say(`preparing ${runDir}`);
+    const hostGit = (args: string[]) => runGit(args, { env: wallGitEnv(), timeoutMs: 600_000 });
+    // Only the two branches, with objects of their own: nothing else of the checkout (other
+    // branches, stashes, unreachable objects) and no alternates the container could not see.
+    await hostGit(['init', '--quiet', `--initial-branch=${branch}`, workspace]);
+    await runGit(
+      [
+        '-C',
+        workspace,
+        'fetch',
+        '--quiet',
+        '--no-tags',
+        // The new repository's unborn branch is the one being filled.
+        '--update-head-ok',
+        top,
+        `refs/remotes/origin/${branch}:refs/heads/${branch}`,
+        `refs/remotes/upstream/${branch}:refs/heads/upstream/${branch}`,
+      ],
+      { env: wallGitEnv({ config: [['protocol.file.allow', 'always']] }), timeoutMs: 600_000 },
+    );
+    await hostGit(['-C', workspace, 'checkout', '--quiet', '--force', branch]);
+    const prompt = [
+      DEFAULT_INSTRUCTIONS(branch),
+      forkMd ? `\n\nThe fork's own constraints (FORK.md):\n\n${forkMd}` : '',
+      rules.test ? `\n\nThe tests: ${rules.test}` : '',
+      cleanMergeFailed
+        ? `\n\nThe merge has no textual conflict, but the tests fail on it (a semantic conflict). Their output ends:\n\n${cleanMergeFailed.tail}`
+        : '',
+      '\n',
+    ].join('');
+    const timeoutMs = o.timeoutMs ?? 8 * 60_000;
+    say(`running the ${o.agent.name} agent (at most ${Math.round(timeoutMs / 1000)} s)`);
+    const agentDone = await runAgentContainer({
+      backend: o.backend,
+      env: o.env,
+      image,
+      choice: o.agent,
+      prompt,
+      ...(o.agentSecrets ? { secrets: o.agentSecrets } : {}),
+      runDir,
       workspace,
-      'fetch',
-      '--quiet',
-      '--no-tags',
-      // The new repository's unborn branch is the one being filled.
-      '--update-head-ok',
-      o.checkout,
-      `refs/remotes/origin/${branch}:refs/heads/${branch}`,
-      `refs/remotes/upstream/${branch}:refs/heads/upstream/${branch}`,
-    ],
-    { env: wallGitEnv({ config: [['protocol.file.allow', 'always']] }), timeoutMs: 600_000 },
-  );
-  await hostGit(['-C', workspace, 'checkout', '--quiet', '--force', branch]);
-  const prompt = [
-    DEFAULT_INSTRUCTIONS(branch),
-    forkMd ? `\n\nThe fork's own constraints (FORK.md):\n\n${forkMd}` : '',
-    rules.test ? `\n\nThe tests: ${rules.test}` : '',
-    cleanMergeFailed
-      ? `\n\nThe merge has no textual conflict, but the tests fail on it (a semantic conflict). Their output ends:\n\n${cleanMergeFailed.tail}`
-      : '',
-    '\n',
-  ].join('');
-  const timeoutMs = o.timeoutMs ?? 8 * 60_000;
-  say(`running the ${o.agent.name} agent (at most ${Math.round(timeoutMs / 1000)} s)`);
-  const agentDone = await runAgentContainer({
-    backend: o.backend,
-    env: o.env,
-    image,
-    choice: o.agent,
-    prompt,
-    ...(o.agentSecrets ? { secrets: o.agentSecrets } : {}),
-    runDir,
-    workspace,
-    harness,
-    name,
-    labels,
-    timeoutMs,
-    // What the copy of the repository already takes, plus the limit.
-    diskBytes: diskUsage(workspace) + (o.diskBytes ?? 10 * 1024 ** 3),
-    onProgress: say,
-  });
-  const ran = {
-    agentRan: true,
-    agent: {
-      name: o.agent.name,
-      ok: agentDone.ok,
-      ...(agentDone.error ? { error: plain(agentDone.error).slice(0, 500) } : {}),
-    },
-  };
-  if (agentDone.overDisk)
+      harness,
+      name,
+      labels,
+      timeoutMs,
+      // What the copy of the repository already takes, plus the limit.
+      diskBytes: diskUsage(workspace, { strict: true }) + (o.diskBytes ?? 10 * 1024 ** 3),
+      onProgress: say,
+    });
+    const ran = {
+      agentRan: true,
+      agent: {
+        name: o.agent.name,
+        ok: agentDone.ok,
+        ...(agentDone.error ? { error: plain(agentDone.error).slice(0, 500) } : {}),
+      },
+    };
+    if (agentDone.overDisk)
+      return done({
+        ...ran,
+        outcome: 'error',
+        exitCode: OUTCOMES.error,
+        detail: `the agent was stopped for writing more than its disk limit (--disk) to its workspace and home; its work is in ${workspace}`,
+      });
+    if (agentDone.timedOut)
+      return done({
+        ...ran,
+        outcome: 'timed-out',
+        exitCode: OUTCOMES['timed-out'],
+        detail: `the agent was stopped after ${Math.round(timeoutMs / 1000)} s; its work is in ${workspace}`,
+      });
+
+    // STUCK.md first, read as data: a link or a device is not followed.
+    let stuck: string | undefined;
+    try {
+      stuck = readFileNoFollow(workspace, 'STUCK.md', { maxBytes: 256 * 1024 })?.toString('utf8');
+    } catch (err) {
+      stuck = `(STUCK.md is there but was not read: ${errorMessage(err)})`;
+    }
+    if (stuck !== undefined) {
+      const preview = plain(stuck.split('\n').slice(0, 12).join('\n').slice(0, 2000));
+      return done({
+        ...ran,
+        outcome: 'stuck',
+        exitCode: OUTCOMES.stuck,
+        stuck: preview,
+        detail: `the agent is stuck: see ${join(workspace, 'STUCK.md')}`,
+      });
+    }
+
+    // The agent's branch, read as data and brought into the repository of ours, where
+    // everything is checked; nothing of the workspace's config, hooks or attributes applies.
+    const failed = (why: string, extra: Partial<ForkliftResult> = {}) =>
+      done({
+        ...ran,
+        ...extra,
+        outcome: 'verification-failed',
+        exitCode: OUTCOMES['verification-failed'],
+        detail: why,
+      });
+    const said = agentDone.ok
+      ? ''
+      : ` (the agent said: ${ran.agent.error ?? `exit ${agentDone.exitCode}`})`;
+    let merged: string | undefined;
+    try {
+      merged = readBranchAsData(workspace, branch);
+      if (!merged) return failed(`the agent left no ${branch} branch${said}`);
+      await importHead({
+        workspace,
+        into: verify,
+        commit: merged,
+        timeoutMs: 600_000,
+        // Only the agent's own objects are added (both sides are known): a merge's worth.
+        maxRepoBytes: o.maxImportBytes ?? 1024 ** 3,
+      });
+    } catch (err) {
+      return failed(`the agent's ${branch} could not be read: ${errorMessage(err)}`);
+    }
+    const inVerify = (a: string, b: string) =>
+      hostGit(['--git-dir', verify, 'merge-base', '--is-ancestor', a, b]).then(
+        () => true,
+        () => false,
+      );
+    if (!(await inVerify(upstream, merged)))
+      return failed(
+        `upstream ${branch} (${short(upstream)}) is not in the agent's ${branch} (${short(merged)}): it did not merge${said}`,
+      );
+    if (!(await inVerify(fork, merged)))
+      return failed(
+        `the fork's ${branch} (${short(fork)}) is not in the agent's ${branch} (${short(merged)}): fork commits would be lost`,
+      );
+    let check: TreeCheck;
+    try {
+      check = await checkTree(verify, { fork, upstream, merged }, rules.protect);
+    } catch (err) {
+      return failed(`the agent's result could not be checked: ${errorMessage(err)}`);
+    }
+    const beyond = { beyondMerge: check.beyond };
+    if (check.violations.length)
+      return failed(
+        `the agent wrote CI or protected files (${check.violations.join(', ')}): in a result forklift pushes, those are the fork's, upstream's or the automatic merge's`,
+        beyond,
+      );
+    const tested = await tests(merged, "the agent's merge");
+    if (tested && !tested.ok)
+      return failed(
+        `the fork's tests ${tested.timedOut ? 'timed out' : `fail (exit ${tested.exitCode})`} on the agent's merge (${short(merged)}): see ${join(runDir, 'tested')}`,
+        { ...beyond, ...testsField(tested) },
+      );
+    const pr = await propose(merged, 'merged by an agent, verified by the host', [
+      ...testProof(tested),
+      ...(tested
+        ? [
+            "- the test files are the result's: what `protect:` in FORK.md names is the fork's or upstream's, the rest may be the agent's",
+          ]
+        : []),
+      ...pathLists(check),
+      ...readReport(harness),
+    ]);
     return done({
       ...ran,
+      ...beyond,
+      ...testsField(tested),
+      outcome: 'synced',
+      exitCode: 0,
+      merged,
+      pr,
+      detail: `merged by the agent; PR #${pr.number}`,
+    });
+  } catch (err) {
+    // Whatever failed after the run began is recorded, with a branch already pushed.
+    return done({
       outcome: 'error',
       exitCode: OUTCOMES.error,
-      detail: `the agent was stopped for writing more than its disk limit (--disk) to its workspace and home; its work is in ${workspace}`,
+      detail: `${errorMessage(err)}${pushed ? ` (the branch ${pushed} was pushed, but no pull request was opened)` : ''}`,
     });
-  if (agentDone.timedOut)
-    return done({
-      ...ran,
-      outcome: 'timed-out',
-      exitCode: OUTCOMES['timed-out'],
-      detail: `the agent was stopped after ${Math.round(timeoutMs / 1000)} s; its work is in ${workspace}`,
-    });
+  }
+}
 
-  // STUCK.md first, read as data: a link or a device is not followed.
-  let stuck: string | undefined;
-  try {
-    stuck = readFileNoFollow(workspace, 'STUCK.md', { maxBytes: 256 * 1024 })?.toString('utf8');
-  } catch (err) {
-    stuck = `(STUCK.md is there but was not read: ${errorMessage(err)})`;
-  }
-  if (stuck !== undefined) {
-    const preview = plain(stuck.split('\n').slice(0, 12).join('\n').slice(0, 2000));
-    return done({
-      ...ran,
-      outcome: 'stuck',
-      exitCode: OUTCOMES.stuck,
-      stuck: preview,
-      detail: `the agent is stuck: see ${join(workspace, 'STUCK.md')}`,
-    });
-  }
-
-  // The agent's branch, read as data and brought into the repository of ours, where
-  // everything is checked; nothing of the workspace's config, hooks or attributes applies.
-  const failed = (why: string, extra: Partial<ForkliftResult> = {}) =>
-    done({
-      ...ran,
-      ...extra,
-      outcome: 'verification-failed',
-      exitCode: OUTCOMES['verification-failed'],
-      detail: why,
-    });
-  const said = agentDone.ok
-    ? ''
-    : ` (the agent said: ${ran.agent.error ?? `exit ${agentDone.exitCode}`})`;
-  let merged: string | undefined;
-  try {
-    merged = readBranchAsData(workspace, branch);
-    if (!merged) return failed(`the agent left no ${branch} branch${said}`);
-    await importHead({
-      workspace,
-      into: verify,
-      commit: merged,
-      timeoutMs: 600_000,
-      // Only the agent's own objects are added (both sides are known): a merge's worth.
-      maxRepoBytes: o.maxImportBytes ?? 1024 ** 3,
-    });
-  } catch (err) {
-    return failed(`the agent's ${branch} could not be read: ${errorMessage(err)}`);
-  }
-  const inVerify = (a: string, b: string) =>
-    hostGit(['--git-dir', verify, 'merge-base', '--is-ancestor', a, b]).then(
-      () => true,
-      () => false,
-    );
-  if (!(await inVerify(upstream, merged)))
-    return failed(
-      `upstream ${branch} (${short(upstream)}) is not in the agent's ${branch} (${short(merged)}): it did not merge${said}`,
-    );
-  if (!(await inVerify(fork, merged)))
-    return failed(
-      `the fork's ${branch} (${short(fork)}) is not in the agent's ${branch} (${short(merged)}): fork commits would be lost`,
-    );
-  const check = await checkTree(verify, { fork, upstream, merged }, rules.protect);
-  const beyond = { beyondMerge: check.beyond };
-  if (check.violations.length)
-    return failed(
-      `the agent wrote CI or protected files (${check.violations.join(', ')}): in a result forklift pushes, those are the fork's, upstream's or the automatic merge's`,
-      beyond,
-    );
-  const tested = await tests(merged, "the agent's merge");
-  if (tested && !tested.ok)
-    return failed(
-      `the fork's tests ${tested.timedOut ? 'timed out' : `fail (exit ${tested.exitCode})`} on the agent's merge (${short(merged)}): see ${join(runDir, 'tested')}`,
-      { ...beyond, ...testsField(tested) },
-    );
-  const pr = await propose(merged, 'merged by an agent, verified by the host', [
-    ...testProof(tested),
-    check.conflicted.length
-      ? `- conflicts the agent resolved: ${check.conflicted.map((p) => `\`${plain(p)}\``).join(', ')}`
-      : '- the merge had no textual conflict',
-    check.beyond.length
-      ? `- changed by the agent beyond the conflicts (review these): ${check.beyond
-          .slice(0, 50)
-          .map((p) => `\`${plain(p)}\``)
-          .join(', ')}${check.beyond.length > 50 ? ` and ${check.beyond.length - 50} more` : ''}`
-      : '- nothing changed beyond the conflicts',
-    ...readReport(harness),
-  ]);
-  return done({
-    ...ran,
-    ...beyond,
-    ...testsField(tested),
-    outcome: 'synced',
-    exitCode: 0,
-    merged,
-    pr,
-    detail: `merged by the agent; PR #${pr.number}`,
-  });
+/** The conflicts resolved and the paths changed beyond them, as text in a fence (names are anyone's bytes). */
+function pathLists(check: TreeCheck): string[] {
+  if (!check.conflicted.length && !check.beyond.length)
+    return ['- the merge had no textual conflict, and nothing changed beyond it'];
+  const list = (xs: string[]) =>
+    xs.slice(0, 100).join('\n') + (xs.length > 100 ? `\n… and ${xs.length - 100} more` : '');
+  return fenced(
+    'What the agent changed (paths as git quotes them):',
+    [
+      check.conflicted.length
+        ? `conflicts it resolved:\n${list(check.conflicted)}`
+        : 'no textual conflict',
+      check.beyond.length
+        ? `changed beyond the conflicts (review these):\n${list(check.beyond)}`
+        : 'nothing changed beyond the conflicts',
+    ].join('\n\n'),
+  );
 }
 
 /** The identity of commits forklift itself makes (a clean merge). */

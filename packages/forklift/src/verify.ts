@@ -3,29 +3,47 @@ import { join } from 'node:path';
 import { errorMessage, isBbError } from '@bb/errors';
 import type { Backend } from '@bb/headless';
 import { runGit, wallGitEnv } from '@bb/wall';
+import { treeSize, watchDisk } from './disk';
 
 /**
- * Paths whose content runs with the repository's secrets once a branch is
- * pushed (CI workflows and pipelines). In a result forklift pushes, each of
- * them is byte for byte the fork's, upstream's or the automatic merge's: no
- * byte of them is the agent's.
+ * What runs with the repository's secrets once a branch is pushed: CI workflows and
+ * pipelines, and what decides what they check out. Directories (matched on a path's
+ * first component) and files (the whole path), both without regard to case (a forge on
+ * a case-insensitive filesystem reads `.GitHub` as `.github`). In a result forklift
+ * pushes, each is byte for byte (and mode for mode) the fork's, upstream's or the
+ * automatic merge's: no byte of them is the agent's.
  */
-export const CI_PATHS = [
-  '.github/**',
-  '.gitea/**',
-  '.forgejo/**',
+export const CI_DIRS = [
+  '.github',
+  '.gitea',
+  '.forgejo',
+  '.gitlab',
+  '.woodpecker',
+  '.circleci',
+  '.buildkite',
+  '.semaphore',
+];
+export const CI_FILES = [
   '.gitlab-ci.yml',
-  '.gitlab/**',
   '.woodpecker.yml',
   '.woodpecker.yaml',
-  '.woodpecker/**',
-  '.circleci/**',
-  '.buildkite/**',
   '.travis.yml',
   'azure-pipelines.yml',
   'Jenkinsfile',
   '.drone.yml',
+  '.drone.yaml',
+  'bitbucket-pipelines.yml',
+  '.cirrus.yml',
+  'appveyor.yml',
+  '.gitmodules',
 ];
+
+/** Whether `path` (unquoted) is a CI path. */
+export function isCiPath(path: string): boolean {
+  const lower = path.toLowerCase();
+  const first = lower.split('/')[0]!;
+  return CI_DIRS.includes(first) || CI_FILES.some((f) => f.toLowerCase() === lower);
+}
 
 /** What FORK.md declares: the test command (`test: …`) and protected paths (`protect: glob`). */
 export interface ForkRules {
@@ -51,7 +69,8 @@ export function globMatch(glob: string, path: string): boolean {
     else if (c === '?') re += '[^/]';
     else re += c.replace(/[.+^${}()|[\]\\]/g, '\\$&');
   }
-  return new RegExp(`^${re}$`).test(path);
+  // A name may hold any byte but / and NUL (newlines too): . and [^/] match them all.
+  return new RegExp(`^${re}$`, 's').test(path);
 }
 
 export interface TreeCheck {
@@ -64,8 +83,62 @@ export interface TreeCheck {
 }
 
 /**
- * Compare the agent's result with the automatic merge of the two sides, in the
- * host's repository `gitDir` (every object already imported and checked).
+ * Unquote a path as git prints it with core.quotePath (C-style, in double quotes, when it
+ * holds a control character, a quote, a backslash or a byte above 0x7f): bytes as latin1.
+ */
+export function unquotePath(p: string): string {
+  if (!p.startsWith('"')) return p;
+  const bytes: number[] = [];
+  const s = p.slice(1, -1);
+  const esc: Record<string, number> = {
+    n: 10,
+    t: 9,
+    r: 13,
+    a: 7,
+    b: 8,
+    f: 12,
+    v: 11,
+    '"': 34,
+    '\\': 92,
+  };
+  for (let i = 0; i < s.length; i++) {
+    if (s[i] !== '\\') {
+      bytes.push(s.charCodeAt(i));
+      continue;
+    }
+    const o = /^[0-7]{3}/.exec(s.slice(i + 1));
+    if (o) {
+      bytes.push(Number.parseInt(o[0], 8));
+      i += 3;
+    } else {
+      bytes.push(esc[s[i + 1]!] ?? s.charCodeAt(i + 1));
+      i += 1;
+    }
+  }
+  return Buffer.from(bytes).toString('latin1');
+}
+
+/** A tree's entries (trees included), by quoted path: `mode type oid` (a tree: `tree`). */
+async function entries(
+  git: (a: string[]) => Promise<string>,
+  rev: string,
+): Promise<Map<string, string>> {
+  const out = await git(['-c', 'core.quotePath=true', 'ls-tree', '-r', '-t', '--full-tree', rev]);
+  const map = new Map<string, string>();
+  for (const line of out.split('\n')) {
+    if (!line) continue;
+    const tab = line.indexOf('\t');
+    const [mode, type, oid] = line.slice(0, tab).split(' ');
+    // A tree's id changes with anything below it: what matters is that it is a tree.
+    map.set(line.slice(tab + 1), type === 'tree' ? 'tree' : `${mode} ${type} ${oid}`);
+  }
+  return map;
+}
+
+/**
+ * Compare the agent's result with both sides and their automatic merge, in the host's
+ * repository `gitDir` (every object already imported and checked). Any git failure
+ * throws: the caller refuses the result.
  */
 export async function checkTree(
   gitDir: string,
@@ -74,8 +147,11 @@ export async function checkTree(
 ): Promise<TreeCheck> {
   const git = (args: string[]) =>
     runGit(['--git-dir', gitDir, ...args], { env: wallGitEnv(), timeoutMs: 300_000 });
-  // merge-tree exits 1 on conflicts and still prints the tree and the conflicted paths.
+  // merge-tree exits 1 on conflicts and still prints the tree and the conflicted paths
+  // (quoted like every path here: ASCII, one per line).
   const auto = await git([
+    '-c',
+    'core.quotePath=true',
     'merge-tree',
     '--write-tree',
     '--name-only',
@@ -87,28 +163,47 @@ export async function checkTree(
     throw err;
   });
   const [tree, ...conflictLines] = auto.split('\n').filter(Boolean);
+  if (!tree || !/^[0-9a-f]{40,64}$/.test(tree)) throw new Error('git merge-tree printed no tree');
   const conflicted = [...new Set(conflictLines)];
   const changed = (
-    await git(['diff-tree', '-r', '-z', '--no-renames', '--name-only', tree!, sides.merged])
+    await git([
+      '-c',
+      'core.quotePath=true',
+      'diff-tree',
+      '-r',
+      '--no-renames',
+      '--name-only',
+      tree,
+      sides.merged,
+    ])
   )
-    .split('\0')
+    .split('\n')
     .filter(Boolean);
   const beyond = changed.filter((p) => !conflicted.includes(p));
-  const guarded = [...CI_PATHS, ...protect];
+  const [mine, fork, upstream, merged] = await Promise.all(
+    [sides.merged, sides.fork, sides.upstream, tree].map((r) => entries(git, r)),
+  );
+  const guarded = (quoted: string) => {
+    const p = unquotePath(quoted);
+    return isCiPath(p) || protect.some((g) => globMatch(g, p));
+  };
   const violations: string[] = [];
-  const blob = (commit: string, path: string) =>
-    git(['rev-parse', '--verify', '--quiet', `${commit}:${path}`]).then(
-      (s) => s.trim(),
-      () => 'absent',
-    );
-  for (const path of changed) {
-    if (!guarded.some((g) => globMatch(g, path))) continue;
-    const mine = await blob(sides.merged, path);
-    const theirs = await Promise.all([blob(sides.fork, path), blob(sides.upstream, path)]);
-    // Either side's version is the maintainer's or upstream's choice; anything else is the agent's.
-    if (!theirs.includes(mine)) violations.push(path);
+  for (const path of new Set([
+    ...mine!.keys(),
+    ...fork!.keys(),
+    ...upstream!.keys(),
+    ...merged!.keys(),
+  ])) {
+    if (!guarded(path)) continue;
+    const state = (m: Map<string, string>) => m.get(path) ?? 'absent';
+    // Either side's version, or their merge, is the maintainers' choice; anything else is the agent's.
+    if (![fork!, upstream!, merged!].map(state).includes(state(mine!))) violations.push(path);
   }
-  return { conflicted, beyond, violations };
+  // A new directory is named by what is in it.
+  const named = violations.filter(
+    (v) => !violations.some((w) => w !== v && unquotePath(w).startsWith(`${unquotePath(v)}/`)),
+  );
+  return { conflicted, beyond, violations: named };
 }
 
 export interface TestRun {
@@ -136,8 +231,20 @@ export async function runTests(o: {
   name: string;
   labels: Record<string, string>;
   timeoutMs: number;
+  /** The most the checkout and what the tests write may take on the host's disk. */
+  diskBytes: number;
 }): Promise<TestRun> {
   const t0 = Date.now();
+  // Measured before a byte is written: a small repository can name one big blob a thousand times.
+  const size = await treeSize(o.gitDir, o.commit);
+  if (size.bytes > o.diskBytes || size.entries > 1_000_000)
+    return {
+      ok: false,
+      timedOut: false,
+      exitCode: -1,
+      tail: `the tree would take ${Math.round(size.bytes / 1024 ** 2)} MiB in ${size.entries} entries checked out, past the limit of ${Math.round(o.diskBytes / 1024 ** 2)} MiB: not tested`,
+      durationMs: Date.now() - t0,
+    };
   rmSync(o.dir, { recursive: true, force: true });
   mkdirSync(o.dir, { recursive: true, mode: 0o755 });
   await runGit(
@@ -161,10 +268,14 @@ export async function runTests(o: {
     readOnlyRootfs: true,
     tmpfs: { '/tmp': 'rw,size=512m' },
     mounts: [{ source: o.dir, target: '/workspace' }],
-    resources: { memoryBytes: 4 * 1024 ** 3, pidsLimit: 1024 },
+    resources: { memoryBytes: 4 * 1024 ** 3, pidsLimit: 1024, cpus: 2 },
   });
   let timedOut = false;
   let exitCode = -1;
+  let overDisk = false;
+  const disk = watchDisk([o.dir], o.diskBytes, () => {
+    o.backend.stop(id, 0).catch(() => {});
+  });
   try {
     await o.backend.start(id);
     exitCode = await o.backend.wait(id, { timeoutMs: o.timeoutMs }).then(
@@ -176,15 +287,17 @@ export async function runTests(o: {
         return -1;
       },
     );
-    const logs = await o.backend.logs(id).catch((e) => errorMessage(e));
+    overDisk = disk.stop();
+    const logs = `${await o.backend.logs(id).catch((e) => errorMessage(e))}${overDisk ? `\nforklift: the tests wrote past the disk limit of ${Math.round(o.diskBytes / 1024 ** 2)} MiB and were stopped` : ''}`;
     return {
-      ok: !timedOut && exitCode === 0,
+      ok: !timedOut && !overDisk && exitCode === 0,
       timedOut,
       exitCode,
       tail: logs.split('\n').slice(-30).join('\n').slice(-4000),
       durationMs: Date.now() - t0,
     };
   } finally {
+    disk.stop();
     await o.backend.destroy(id).catch(() => {});
   }
 }

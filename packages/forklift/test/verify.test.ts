@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULT_ALLOW, modelRouteFromEnv, readScript } from '../src/agent';
-import { CI_PATHS, globMatch, parseForkMd } from '../src/verify';
+import { checkTree, globMatch, isCiPath, parseForkMd, unquotePath } from '../src/verify';
 
 const dir = mkdtempSync(join(tmpdir(), 'forklift-unit-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -26,21 +27,106 @@ describe('FORK.md and protected paths', () => {
     expect(globMatch('Jenkinsfile', 'src/Jenkinsfile')).toBe(false);
   });
 
-  it('CI paths cover the forges and CI services that run on a push', () => {
+  it('CI paths cover the forges and CI services that run on a push, whatever the case', () => {
     for (const p of [
       '.gitea/workflows/a.yml',
       '.github/workflows/a.yml',
+      '.GitHub/workflows/a.yml',
+      '.github',
       '.forgejo/workflows/a.yml',
       '.gitlab-ci.yml',
       '.woodpecker/build.yml',
       '.circleci/config.yml',
       'Jenkinsfile',
+      '.gitmodules',
+      '.github/ev\nil.yml',
     ])
-      expect(
-        CI_PATHS.some((g) => globMatch(g, p)),
-        p,
-      ).toBe(true);
-    expect(CI_PATHS.some((g) => globMatch(g, 'src/main.ts'))).toBe(false);
+      expect(isCiPath(p), p).toBe(true);
+    expect(isCiPath('src/main.ts')).toBe(false);
+    expect(isCiPath('docs/.github.md')).toBe(false);
+  });
+
+  it('unquotes paths as git quotes them', () => {
+    expect(unquotePath('plain/path')).toBe('plain/path');
+    expect(unquotePath('"a\\nb"')).toBe('a\nb');
+    expect(unquotePath('"\\303\\251.txt"')).toBe(Buffer.from('é.txt').toString('latin1'));
+    expect(globMatch('tests/**', 'tests/a\nb.sh')).toBe(true);
+  });
+});
+
+describe("checkTree: nothing in a CI or protected path is the agent's", () => {
+  const repo = join(dir, 'r');
+  const g = (...a: string[]) =>
+    execFileSync('git', ['-C', repo, ...a], {
+      env: {
+        ...process.env,
+        GIT_AUTHOR_NAME: 'a',
+        GIT_AUTHOR_EMAIL: 'a@x',
+        GIT_COMMITTER_NAME: 'a',
+        GIT_COMMITTER_EMAIL: 'a@x',
+      },
+    })
+      .toString()
+      .trim();
+  const put = (files: Record<string, string | null>, msg: string) => {
+    for (const [f, c] of Object.entries(files)) {
+      if (c === null) rmSync(join(repo, f), { force: true });
+      else {
+        mkdirSync(join(repo, f, '..'), { recursive: true });
+        writeFileSync(join(repo, f), c);
+      }
+    }
+    g('add', '-A');
+    g('commit', '-qm', msg, '--allow-empty');
+    return g('rev-parse', 'HEAD');
+  };
+  let base = '';
+  let fork = '';
+  let upstream = '';
+  /** The agent's result: a merge of both with `files` on top. */
+  const result = (files: Record<string, string | null>) => {
+    g('checkout', '-q', '-B', 'agent', fork);
+    g('merge', '-q', '--no-edit', upstream);
+    return put(files, 'agent');
+  };
+  const check = (merged: string, protect: string[] = []) =>
+    checkTree(join(repo, '.git'), { fork, upstream, merged }, protect);
+
+  it('refuses new, changed, renamed, re-cased, newline-named and deleted workflow files; takes either side', async () => {
+    execFileSync('git', ['init', '-q', '-b', 'main', repo]);
+    base = put(
+      { '.github/workflows/ci.yml': 'on: push\n', 'a.txt': 'a\n', 'tests/t.sh': 'true\n' },
+      'base',
+    );
+    fork = put({ 'fork.txt': 'f\n' }, 'fork');
+    g('checkout', '-q', '-b', 'up', base);
+    upstream = put({ '.github/workflows/ci.yml': 'on: [push]\n', 'up.txt': 'u\n' }, 'upstream');
+    g('checkout', '-q', 'main');
+    // The plain merge: upstream's workflow, nothing of the agent's.
+    expect((await check(result({}))).violations).toEqual([]);
+    const bads: Array<Record<string, string | null>> = [
+      { '.github/workflows/evil.yml': 'run: steal\n' },
+      { '.github/workflows/ci.yml': 'run: steal\n' },
+      { '.GitHub/workflows/x.yml': 'run: steal\n' },
+      { '.github/workflows/ev\nil.yml': 'run: steal\n' },
+      { '.github/workflows/ev\u2028il.yml': 'run: steal\n' },
+      { '.github/workflows/ci.yml': null },
+      { '.gitmodules': '[submodule "x"]\n\tpath = x\n\turl = http://127.0.0.1:1/x\n' },
+    ];
+    for (const bad of bads) {
+      const v = (await check(result(bad))).violations;
+      expect(v.length, JSON.stringify(bad)).toBeGreaterThan(0);
+    }
+    // Protected by FORK.md: the agent may not write tests/, even to make them pass.
+    expect((await check(result({ 'tests/t.sh': 'exit 0\n' }), ['tests/**'])).violations).toEqual([
+      'tests/t.sh',
+    ]);
+    // A mode change is a change.
+    const m = result({});
+    g('update-index', '--chmod=+x', 'a.txt');
+    expect((await check(m, ['a.txt'])).violations).toEqual([]);
+    g('commit', '-qm', 'mode');
+    expect((await check(g('rev-parse', 'HEAD'), ['a.txt'])).violations).toEqual(['a.txt']);
   });
 });
 

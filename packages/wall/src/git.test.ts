@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  diskUsage,
   importHead,
   logPatchAsData,
   readHeadAsData,
@@ -326,5 +327,22 @@ describe('logPatchAsData', () => {
     expect(r.skipped).toEqual([{ path: 'big.bin', bytes: 2 * 1024 * 1024 }]);
     expect(r.patch).toContain(SECRET);
     expect(r.patch).not.toContain('aaaaaaaa');
+  });
+});
+
+describe('diskUsage', () => {
+  it('measures a tree deeper than any path the host can name, and strictly refuses what it cannot read', () => {
+    const deep = join(dir, 'deep');
+    mkdirSync(deep);
+    // 400 levels of 20-character names: a path of 8,400 bytes, past PATH_MAX.
+    execFileSync('bash', [
+      '-c',
+      'cd "$1" && for i in $(seq 400); do mkdir aaaaaaaaaaaaaaaaaaaa && cd aaaaaaaaaaaaaaaaaaaa; done && dd if=/dev/zero of=f bs=1M count=5 2>/dev/null',
+      'bash',
+      deep,
+    ]);
+    expect(diskUsage(deep, { strict: true })).toBeGreaterThan(5 * 1024 * 1024);
+    expect(diskUsage(join(dir, 'missing'))).toBe(0);
+    execFileSync('rm', ['-rf', deep]);
   });
 });

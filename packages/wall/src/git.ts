@@ -3,12 +3,13 @@ import { createHash } from 'node:crypto';
 import {
   closeSync,
   createReadStream,
-  type Dirent,
   existsSync,
+  constants as fsConstants,
   fstatSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readSync,
   rmSync,
@@ -439,26 +440,51 @@ async function hasObject(repo: string, sha: string, env: NodeJS.ProcessEnv): Pro
 /** Disk a directory tree really takes (blocks, not sizes: a million tiny files are not free). */
 /**
  * The disk a directory tree takes (allocated blocks, at least a block per entry), walked
- * without following a link. Entries that vanish meanwhile (someone else's tree, still
- * being written) count for nothing.
+ * without following a link, through directory descriptors (a path however deep stays
+ * short). Entries that vanish meanwhile count for nothing. `strict`: anything else that
+ * cannot be measured (a tree too deep for the descriptors, an unreadable entry) throws,
+ * for a caller that must not be told less than there is.
  */
-export function diskUsage(dir: string): number {
-  let n = 0;
-  let entries: Dirent[];
-  try {
-    entries = readdirSync(dir, { withFileTypes: true });
-  } catch {
-    return 0;
-  }
-  for (const e of entries) {
-    const p = join(dir, e.name);
+export function diskUsage(dir: string, options: { strict?: boolean } = {}): number {
+  const viaFd = existsSync('/proc/self/fd');
+  const gone = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT';
+  const walk = (path: string): number => {
+    let fd: number | undefined;
+    let base = path;
+    let names: string[];
     try {
-      const st = lstatSync(p);
-      n += Math.max(st.blocks * 512, 4096);
-      if (st.isDirectory()) n += diskUsage(p);
-    } catch {}
-  }
-  return n;
+      if (viaFd) {
+        fd = openSync(
+          path,
+          fsConstants.O_RDONLY | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW,
+        );
+        base = `/proc/self/fd/${fd}`;
+      }
+      names = readdirSync(base);
+    } catch (err) {
+      if (fd !== undefined) closeSync(fd);
+      if (gone(err) || !options.strict) return 0;
+      throw err;
+    }
+    let n = 0;
+    try {
+      for (const name of names) {
+        const p = `${base}/${name}`;
+        try {
+          const st = lstatSync(p);
+          n += Math.max(st.blocks * 512, 4096);
+          if (st.isDirectory()) n += walk(p);
+        } catch (err) {
+          if (gone(err) || !options.strict) continue;
+          throw err;
+        }
+      }
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+    }
+    return n;
+  };
+  return walk(dir);
 }
 
 const HEX2 = /^[0-9a-f]{2}$/;
@@ -630,6 +656,8 @@ function indexPack(
 
 /** Make a bare repository of ours at `dir` when there is none (no template, fixed config). */
 export function ensureBareRepo(dir: string): void {
+  // One of ours already (a reader repository keeps its alternates).
+  if (existsSync(join(dir, 'HEAD')) && existsSync(join(dir, 'objects', 'pack'))) return;
   makeReaderRepo(dir, []);
 }
 

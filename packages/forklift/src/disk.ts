@@ -1,0 +1,64 @@
+import { diskUsage, runGit, wallGitEnv } from '@bb/wall';
+
+/** How often what a container writes to the host's disk is measured. */
+export const DISK_POLL_MS = 1000;
+
+/** Whether `dirs` together take more than `limit` bytes, or cannot be measured (counted as more). */
+export function overLimit(dirs: string[], limit: number): boolean {
+  try {
+    return dirs.reduce((n, d) => n + diskUsage(d, { strict: true }), 0) > limit;
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * Measure `dirs` every second while a container writes to them; past `limit` (or when
+ * they cannot be measured) call `onOver` once. `stop()` ends the watch with a last look
+ * and says whether the limit was passed.
+ */
+export function watchDisk(
+  dirs: string[],
+  limit: number | undefined,
+  onOver: () => void,
+): { stop: () => boolean } {
+  let over = false;
+  const look = () => {
+    if (over || !limit || !overLimit(dirs, limit)) return;
+    over = true;
+    onOver();
+  };
+  const timer = limit ? setInterval(look, DISK_POLL_MS) : undefined;
+  return {
+    stop: () => {
+      clearInterval(timer);
+      look();
+      return over;
+    },
+  };
+}
+
+/** The bytes and entries a commit's tree would take once checked out (read from the tree, nothing written). */
+export async function treeSize(
+  gitDir: string,
+  commit: string,
+): Promise<{ bytes: number; entries: number }> {
+  const out = await runGit(
+    ['--git-dir', gitDir, 'ls-tree', '-r', '-l', '-z', '--full-tree', commit],
+    {
+      env: wallGitEnv(),
+      timeoutMs: 300_000,
+      maxBytes: 512 * 1024 ** 2,
+    },
+  );
+  let bytes = 0;
+  let entries = 0;
+  for (const rec of out.split('\0')) {
+    if (!rec) continue;
+    entries++;
+    // <mode> SP <type> SP <oid> SP+ <size or -> TAB <path>
+    const size = Number(rec.slice(0, rec.indexOf('\t')).trim().split(/\s+/)[3]);
+    bytes += Number.isFinite(size) ? Math.max(size, 4096) : 4096;
+  }
+  return { bytes, entries };
+}

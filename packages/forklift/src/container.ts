@@ -1,6 +1,6 @@
 import { chownSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BbError, errorMessage, isBbError } from '@bb/errors';
+import { BbError, errorMessage } from '@bb/errors';
 import {
   type Backend,
   GATE_USER,
@@ -10,8 +10,7 @@ import {
   startProxyGate,
 } from '@bb/headless';
 import { type AgentChoice, agentRun, IN_CONTAINER } from './agent';
-import { watchDisk } from './disk';
-import { chownTree } from './verify';
+import { chownTree, runBounded, watchDisk } from './disk';
 
 export const AGENT = { uid: 1000, gid: 1000 };
 const mib = (n: number) => Math.round(n / 1024 ** 2);
@@ -122,23 +121,13 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
       resources: { memoryBytes: 4 * 1024 ** 3, pidsLimit: 1024 },
     });
     ids.push(id);
-    let timedOut = false;
     // The two mounts are the host's disk: what the agent writes there is measured as it
     // runs, and past the limit it is stopped (at most a second's writing over).
     const disk = watchDisk([o.workspace, o.harness], o.diskBytes, () => {
       o.onProgress?.(`the agent wrote more than ${mib(o.diskBytes ?? 0)} MiB: stopping it`);
       o.backend.stop(id, 0).catch(() => {});
     });
-    await o.backend.start(id);
-    const exitCode = await o.backend.wait(id, { timeoutMs: o.timeoutMs }).then(
-      (r) => r.exitCode,
-      async (err) => {
-        if (!isBbError(err, 'TIMEOUT')) throw err;
-        timedOut = true;
-        await o.backend.stop(id, 1000).catch(() => {});
-        return -1;
-      },
-    );
+    const { exitCode, timedOut } = await runBounded(o.backend, id, o.timeoutMs);
     // Whatever it wrote between the last look and its exit counts too.
     const overDisk = disk.stop();
     const logs = await o.backend.logs(id).catch((e) => errorMessage(e));

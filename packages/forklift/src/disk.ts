@@ -1,3 +1,7 @@
+import { chownSync, lchownSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { isBbError } from '@bb/errors';
+import type { Backend } from '@bb/headless';
 import { diskUsage, runGit, wallGitEnv } from '@bb/wall';
 
 /** How often what a container writes to the host's disk is measured. */
@@ -61,4 +65,31 @@ export async function treeSize(
     bytes += Number.isFinite(size) ? Math.max(size, 4096) : 4096;
   }
   return { bytes, entries };
+}
+
+/** Start container `id` and wait for its exit; after `timeoutMs` the host stops it, whatever it does. */
+export async function runBounded(
+  backend: Backend,
+  id: string,
+  timeoutMs: number,
+): Promise<{ exitCode: number; timedOut: boolean }> {
+  await backend.start(id);
+  return backend.wait(id, { timeoutMs }).then(
+    (r) => ({ exitCode: r.exitCode, timedOut: false }),
+    async (err) => {
+      if (!isBbError(err, 'TIMEOUT')) throw err;
+      await backend.stop(id, 1000).catch(() => {});
+      return { exitCode: -1, timedOut: true };
+    },
+  );
+}
+
+/** Give a directory the host made to the given uid (nothing in it is anyone else's yet). */
+export function chownTree(dir: string, uid: number): void {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) chownTree(p, uid);
+    else lchownSync(p, uid, uid);
+  }
+  chownSync(dir, uid, uid);
 }

@@ -1,9 +1,8 @@
-import { chownSync, lchownSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
-import { errorMessage, isBbError } from '@bb/errors';
+import { mkdirSync, rmSync } from 'node:fs';
+import { errorMessage } from '@bb/errors';
 import type { Backend } from '@bb/headless';
 import { runGit, wallGitEnv } from '@bb/wall';
-import { treeSize, watchDisk } from './disk';
+import { chownTree, runBounded, treeSize, watchDisk } from './disk';
 
 /**
  * What runs with the repository's secrets once a branch is pushed: CI workflows and
@@ -277,16 +276,7 @@ export async function runTests(o: {
     o.backend.stop(id, 0).catch(() => {});
   });
   try {
-    await o.backend.start(id);
-    exitCode = await o.backend.wait(id, { timeoutMs: o.timeoutMs }).then(
-      (r) => r.exitCode,
-      async (err) => {
-        if (!isBbError(err, 'TIMEOUT')) throw err;
-        timedOut = true;
-        await o.backend.stop(id, 1000).catch(() => {});
-        return -1;
-      },
-    );
+    ({ exitCode, timedOut } = await runBounded(o.backend, id, o.timeoutMs));
     overDisk = disk.stop();
     const logs = `${await o.backend.logs(id).catch((e) => errorMessage(e))}${overDisk ? `\nforklift: the tests wrote past the disk limit of ${Math.round(o.diskBytes / 1024 ** 2)} MiB and were stopped` : ''}`;
     return {
@@ -300,14 +290,4 @@ export async function runTests(o: {
     disk.stop();
     await o.backend.destroy(id).catch(() => {});
   }
-}
-
-/** Give a directory the host made to the given uid (nothing in it is anyone else's yet). */
-export function chownTree(dir: string, uid: number): void {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) chownTree(p, uid);
-    else lchownSync(p, uid, uid);
-  }
-  chownSync(dir, uid, uid);
 }

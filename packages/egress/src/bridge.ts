@@ -14,14 +14,17 @@ export async function startBridge(
       const upstream = connect(m.socket);
       client.pipe(upstream);
       upstream.pipe(client);
-      const close = () => {
+      // The pipes carry each side's end to the other once all its bytes are written: a side
+      // that closes is never allowed to cut what is still on its way to the other.
+      const abort = () => {
         client.destroy();
         upstream.destroy();
       };
-      client.on('error', close);
-      upstream.on('error', close);
-      client.on('close', close);
-      upstream.on('close', close);
+      client.on('error', abort);
+      upstream.on('error', abort);
+      // A client gone can receive nothing more; an upstream gone still has bytes to deliver.
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.end());
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

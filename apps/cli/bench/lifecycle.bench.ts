@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer } from '@bb/forge/test-server';
-import { bottleDir, DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
+import { bottleDir, DockerBackend, GATE_USER, HOME_LABEL, homeLabel } from '@bb/headless';
 import { reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 
@@ -115,7 +115,9 @@ for (let r = 0; r < ROUNDS; r++) {
     join(bare, 'home', '.bb', 'script.json'),
     JSON.stringify({ turns: [{ steps: [{ do: 'read_issue' }] }] }),
   );
+  // As in a bottle: the agent's files are its user's, the op log the gate user's.
   await run('chown', ['-R', '1000:1000', bare]);
+  await run('chown', ['-R', `${GATE_USER.uid}:${GATE_USER.gid}`, join(bare, 'state')]);
   const sidecar = (
     await run('docker', [
       'run',
@@ -124,7 +126,7 @@ for (let r = 0; r < ROUNDS; r++) {
       '--network',
       'host',
       '--user',
-      '1000:1000',
+      `${GATE_USER.uid}:${GATE_USER.gid}`,
       '--label',
       `${HOME_LABEL}=${homeLabel(env)}`,
       '-v',
@@ -157,6 +159,9 @@ for (let r = 0; r < ROUNDS; r++) {
       'BB_WORKSPACE=/workspace',
       '-e',
       'BB_BRANCH=bb/bench',
+      // The agent is another user: it may connect (as in a bottle).
+      '-e',
+      'BB_SOCKET_MODE=666',
       BASE_IMAGE,
       'node',
       '/opt/bb/sidecar.mjs',

@@ -25,6 +25,7 @@ import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './di
 import {
   bottleLabels,
   bridgePrelude,
+  createSidecar,
   modelApiUrl,
   PROXY_ENV,
   sidecarUp,
@@ -281,14 +282,6 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     prepareDirs(p, options.backend);
     // The agent's own filesystem: its writes stop at the quota, nobody else's do.
     const ownDisk = quota !== undefined && options.backend.isolates && canMountDisks();
-    if (ownDisk) await makeDisk(p, quota);
-    else {
-      mkdirSync(p.disk, { recursive: true, mode: 0o755 });
-      if (quota !== undefined && options.backend.isolates)
-        progress('no disk quota for this bottle: only root can mount one (BB_BOTTLE_DISK)');
-    }
-    for (const d of [p.workspace, join(p.home, '.bb')])
-      mkdirSync(d, { recursive: true, mode: 0o755 });
     const meta: BottleMeta = {
       slug,
       agent: options.agent,
@@ -317,10 +310,31 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     };
     writeMeta(meta, env);
     const gate = gateOptions(options, env);
-    if (options.forge) {
+    // The sidecar's container is created while the disk is made (its mounts are resolved
+    // when it starts, after the disk is mounted).
+    const created = options.forge ? createSidecar(meta, options.forge.token, gate) : undefined;
+    created?.catch(() => {});
+    try {
+      if (ownDisk) await makeDisk(p, quota);
+      else {
+        mkdirSync(p.disk, { recursive: true, mode: 0o755 });
+        if (quota !== undefined && options.backend.isolates)
+          progress('no disk quota for this bottle: only root can mount one (BB_BOTTLE_DISK)');
+      }
+      for (const d of [p.workspace, join(p.home, '.bb')])
+        mkdirSync(d, { recursive: true, mode: 0o755 });
+    } catch (err) {
+      await created?.catch(() => {});
+      throw err;
+    }
+    if (created) {
       // The sidecar needs nothing from the workspace to come up: it starts while
       // the repository is cloned.
-      early = startSidecar(meta, options.forge.token, gate);
+      progress('starting the forge sidecar');
+      early = created.then(async (id) => {
+        await options.backend.start(id);
+        return id;
+      });
       early.catch(() => {});
     }
     const ws = p.workspace;

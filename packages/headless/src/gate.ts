@@ -43,13 +43,27 @@ export function bottleLabels(
 
 const isolated = (backend: Backend) => backend.mapsMounts;
 
-/** Create and start the forge sidecar. Resolves its container id once it runs. */
 /** Whether this turn's sidecar brings the PR branch to the checkout (a resumed turn with a PR). */
 export function syncsPr(meta: BottleMeta): boolean {
   return !!meta.forge && meta.forge.pr !== undefined && meta.turns.length > 0;
 }
 
+/** Create and start the forge sidecar. Resolves its container id once it runs. */
 export async function startSidecar(
+  meta: BottleMeta,
+  token: string | undefined,
+  o: GateOptions,
+): Promise<string> {
+  const id = await createSidecar(meta, token, o);
+  await o.backend.start(id);
+  return id;
+}
+
+/**
+ * Create the forge sidecar's container (not started). Its mounts are resolved when it
+ * starts: start it only once the bottle's disk is mounted.
+ */
+export async function createSidecar(
   meta: BottleMeta,
   token: string | undefined,
   o: GateOptions,
@@ -66,7 +80,7 @@ export async function startSidecar(
     isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined,
   );
   const P = pathsFor(o.backend, p, o.runtime, secrets);
-  o.onProgress?.('starting the forge sidecar');
+  o.onProgress?.('creating the forge sidecar');
   const spec: BottleSpec = {
     name: `bb-${meta.slug}-sidecar`,
     image: o.image,
@@ -114,9 +128,7 @@ export async function startSidecar(
     // Its git checks every object the agent pushes: whatever that costs, it costs here.
     resources: { memoryBytes: 1024 * 1024 * 1024, pidsLimit: 128 },
   };
-  const id = await o.backend.create(spec);
-  await o.backend.start(id);
-  return id;
+  return o.backend.create(spec);
 }
 
 /** Once the sidecar serves, its token file goes: it was read once at start. */

@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   closeSync,
@@ -98,24 +98,30 @@ export interface RunGitOptions {
  * that ran it (an orchestrator killed mid-clone leaves no clone behind; git's
  * own transport helpers then end at the low-speed limit).
  */
-let setpriv: string | null | undefined;
-function dieWithParent(): string | null {
-  if (setpriv === undefined) {
+let setpriv: Promise<string | null> | undefined;
+function dieWithParent(): Promise<string | null> {
+  setpriv ??= (async () => {
     const found = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
-    // Older util-linux has setpriv without --pdeathsig: then git runs as it is.
-    setpriv =
-      found && /--pdeathsig/.test(spawnSync(found, ['--help'], { encoding: 'utf8' }).stdout ?? '')
-        ? found
-        : null;
-  }
+    if (!found) return null;
+    // Older util-linux has setpriv without --pdeathsig: then git runs as it is. Asked once
+    // per process, without blocking it.
+    const help = await new Promise<string>((resolve) => {
+      execFile(found, ['--help'], { timeout: 5000 }, (_err, stdout) =>
+        resolve(String(stdout ?? '')),
+      );
+    });
+    return /--pdeathsig/.test(help) ? found : null;
+  })();
   return setpriv;
 }
+// Asked as soon as git may be needed, so the first git call does not wait for the answer.
+void dieWithParent();
 
 /** Run git; resolve its stdout, or reject with its (redacted) stderr. */
-export function runGit(args: string[], options: RunGitOptions): Promise<string> {
+export async function runGit(args: string[], options: RunGitOptions): Promise<string> {
   const max = options.maxBytes ?? 64 * 1024 * 1024;
+  const wrapper = await dieWithParent();
   return new Promise((resolve, reject) => {
-    const wrapper = dieWithParent();
     const [cmd, argv] = wrapper
       ? [wrapper, ['--pdeathsig', 'KILL', 'git', ...args]]
       : ['git', args];

@@ -170,6 +170,28 @@ describe.skipIf(!docker.ok || !hasImage)(
       expect(await w.branches(s.name)).toBe('');
     }, 180_000);
 
+    it('an agent that writes to a file it already deleted is stopped at --disk too', async () => {
+      const s = await scenario();
+      await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
+      await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
+      const { code, result, err } = await forklift(
+        s.checkout,
+        [
+          {
+            do: 'sh',
+            // No walk of the tree sees it; the filesystem's free space does.
+            cmd: 'exec 3>/workspace/hidden; rm /workspace/hidden; dd if=/dev/zero bs=1M count=100 >&3 2>/dev/null; sleep 120',
+          },
+        ],
+        ['--disk', '32m'],
+      );
+      expect(code, err).toBe(1);
+      expect(result).toMatchObject({
+        outcome: 'error',
+        detail: expect.stringMatching(/disk limit/),
+      });
+    }, 180_000);
+
     it('an agent that only claims to have merged, or drops a fork commit, gets no push and no PR', async () => {
       const s = await scenario();
       await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');

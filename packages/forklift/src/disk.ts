@@ -1,4 +1,4 @@
-import { chownSync, lchownSync, readdirSync } from 'node:fs';
+import { chownSync, lchownSync, readdirSync, statfsSync } from 'node:fs';
 import { join } from 'node:path';
 import { isBbError } from '@bb/errors';
 import type { Backend } from '@bb/headless';
@@ -27,8 +27,22 @@ export function watchDisk(
   onOver: () => void,
 ): { stop: () => boolean } {
   let over = false;
+  // What no walk sees (a file deleted while still open) still fills the host's disk: the
+  // filesystem's free space is watched too, and may not fall by more than the limit.
+  const free = () => {
+    const st = statfsSync(dirs[0]!);
+    return st.bavail * st.bsize;
+  };
+  const floor = limit ? free() - limit : 0;
   const look = () => {
-    if (over || !limit || !overLimit(dirs, limit)) return;
+    if (over || !limit) return;
+    let low: boolean;
+    try {
+      low = free() < floor;
+    } catch {
+      low = true;
+    }
+    if (!low && !overLimit(dirs, limit)) return;
     over = true;
     onOver();
   };
@@ -48,7 +62,8 @@ export async function treeSize(
   commit: string,
 ): Promise<{ bytes: number; entries: number }> {
   const out = await runGit(
-    ['--git-dir', gitDir, 'ls-tree', '-r', '-l', '-z', '--full-tree', commit],
+    // Trees too: a shared subtree named many times costs a directory each time.
+    ['--git-dir', gitDir, 'ls-tree', '-r', '-t', '-l', '-z', '--full-tree', commit],
     {
       env: wallGitEnv(),
       timeoutMs: 300_000,
@@ -62,7 +77,8 @@ export async function treeSize(
     entries++;
     // <mode> SP <type> SP <oid> SP+ <size or -> TAB <path>
     const size = Number(rec.slice(0, rec.indexOf('\t')).trim().split(/\s+/)[3]);
-    bytes += Number.isFinite(size) ? Math.max(size, 4096) : 4096;
+    // Whole blocks, as a filesystem takes them.
+    bytes += Number.isFinite(size) ? Math.max(Math.ceil(size / 4096) * 4096, 4096) : 4096;
   }
   return { bytes, entries };
 }

@@ -21,6 +21,9 @@ export const CI_DIRS = [
   '.circleci',
   '.buildkite',
   '.semaphore',
+  '.builds',
+  '.teamcity',
+  '.tekton',
 ];
 export const CI_FILES = [
   '.gitlab-ci.yml',
@@ -34,6 +37,15 @@ export const CI_FILES = [
   'bitbucket-pipelines.yml',
   '.cirrus.yml',
   'appveyor.yml',
+  '.appveyor.yml',
+  '.build.yml',
+  '.cirrus.star',
+  'buildkite.yml',
+  'buildkite.yaml',
+  'buildkite.json',
+  '.buildkite.yml',
+  '.buildkite.yaml',
+  '.buildkite.json',
   '.gitmodules',
 ];
 
@@ -83,7 +95,7 @@ export interface TreeCheck {
 
 /**
  * Unquote a path as git prints it with core.quotePath (C-style, in double quotes, when it
- * holds a control character, a quote, a backslash or a byte above 0x7f): bytes as latin1.
+ * holds a control character, a quote, a backslash or a byte above 0x7f).
  */
 export function unquotePath(p: string): string {
   if (!p.startsWith('"')) return p;
@@ -114,7 +126,8 @@ export function unquotePath(p: string): string {
       i += 1;
     }
   }
-  return Buffer.from(bytes).toString('latin1');
+  // A name is bytes; read as UTF-8 (what FORK.md's globs are written in).
+  return Buffer.from(bytes).toString('utf8');
 }
 
 /** A tree's entries (trees included), by quoted path: `mode type oid` (a tree: `tree`). */
@@ -182,21 +195,34 @@ export async function checkTree(
   const [mine, fork, upstream, merged] = await Promise.all(
     [sides.merged, sides.fork, sides.upstream, tree].map((r) => entries(git, r)),
   );
-  const guarded = (quoted: string) => {
-    const p = unquotePath(quoted);
-    return isCiPath(p) || protect.some((g) => globMatch(g, p));
+  const all = new Set([...mine!.keys(), ...fork!.keys(), ...upstream!.keys(), ...merged!.keys()]);
+  const direct = (p: string) => isCiPath(p) || protect.some((g) => globMatch(g, p));
+  // Guarded: CI paths and protected ones, and every directory above them (a link or a file
+  // in a directory's place would serve other bytes at the guarded path), with the literal
+  // part of each protect glob (what it guards may exist on no side yet).
+  const guardedPaths = new Set<string>();
+  const addWithParents = (p: string) => {
+    const parts = p.split('/');
+    for (let i = 1; i <= parts.length; i++) guardedPaths.add(parts.slice(0, i).join('/'));
   };
+  for (const q of all) {
+    const p = unquotePath(q);
+    if (direct(p)) addWithParents(p);
+  }
+  for (const g of protect) {
+    const literal = g.slice(0, g.search(/[*?]|$/)).replace(/\/[^/]*$/, '');
+    if (literal) addWithParents(literal);
+  }
   const violations: string[] = [];
-  for (const path of new Set([
-    ...mine!.keys(),
-    ...fork!.keys(),
-    ...upstream!.keys(),
-    ...merged!.keys(),
-  ])) {
-    if (!guarded(path)) continue;
+  for (const path of all) {
+    const p = unquotePath(path);
+    if (!guardedPaths.has(p) && !direct(p)) continue;
     const state = (m: Map<string, string>) => m.get(path) ?? 'absent';
-    // Either side's version, or their merge, is the maintainers' choice; anything else is the agent's.
-    if (![fork!, upstream!, merged!].map(state).includes(state(mine!))) violations.push(path);
+    // Not in conflict: exactly what the automatic merge made of the two sides (the agent
+    // neither reverts a side's change nor deletes what a side added). In conflict: one
+    // side's version, whole.
+    const allowed = conflicted.includes(path) ? [fork!, upstream!] : [merged!];
+    if (!allowed.map(state).includes(state(mine!))) violations.push(path);
   }
   // A new directory is named by what is in it.
   const named = violations.filter(

@@ -49,7 +49,7 @@ describe('FORK.md and protected paths', () => {
   it('unquotes paths as git quotes them', () => {
     expect(unquotePath('plain/path')).toBe('plain/path');
     expect(unquotePath('"a\\nb"')).toBe('a\nb');
-    expect(unquotePath('"\\303\\251.txt"')).toBe(Buffer.from('é.txt').toString('latin1'));
+    expect(unquotePath('"\\303\\251.txt"')).toBe('é.txt');
     expect(globMatch('tests/**', 'tests/a\nb.sh')).toBe(true);
   });
 });
@@ -121,6 +121,27 @@ describe("checkTree: nothing in a CI or protected path is the agent's", () => {
     expect((await check(result({ 'tests/t.sh': 'exit 0\n' }), ['tests/**'])).violations).toEqual([
       'tests/t.sh',
     ]);
+    // Nor may it undo a side's change (here upstream's new workflow, back to the base's).
+    expect((await check(result({ '.github/workflows/ci.yml': 'on: push\n' }))).violations).toEqual([
+      '.github/workflows/ci.yml',
+    ]);
+    // A directory the protected path lives in cannot become a link to other bytes: neither
+    // one that exists (the file rule sees it go) nor one a glob names ahead of time.
+    const linked = result({});
+    g('rm', '-rq', 'tests');
+    mkdirSync(join(repo, 'evil'), { recursive: true });
+    writeFileSync(join(repo, 'evil', 't.sh'), 'exit 0\n');
+    execFileSync('ln', ['-s', 'evil', join(repo, 'tests')]);
+    execFileSync('ln', ['-s', 'evil', join(repo, 'config')]);
+    g('add', '-A');
+    g('commit', '-qm', 'link');
+    expect(linked).toBeTruthy();
+    const head = g('rev-parse', 'HEAD');
+    expect((await check(head, ['tests/**'])).violations).toEqual(['tests/t.sh']);
+    expect((await check(head, ['config/**'])).violations).toEqual(['config']);
+    // A protect glob that matches nothing yet still guards its directory.
+    const fresh = result({ 'config/brand.json': '{}\n' });
+    expect((await check(fresh, ['config/**'])).violations).toEqual(['config/brand.json']);
     // A mode change is a change.
     const m = result({});
     g('update-index', '--chmod=+x', 'a.txt');

@@ -343,6 +343,12 @@ describe('diskUsage', () => {
     ]);
     expect(diskUsage(deep, { strict: true })).toBeGreaterThan(5 * 1024 * 1024);
     expect(diskUsage(join(dir, 'missing'))).toBe(0);
+    // A file with ten names takes its blocks once.
+    const linked = join(dir, 'linked');
+    mkdirSync(linked);
+    writeFileSync(join(linked, 'f0'), Buffer.alloc(4 * 1024 * 1024, 1));
+    for (let i = 1; i < 10; i++) execFileSync('ln', [join(linked, 'f0'), join(linked, `f${i}`)]);
+    expect(diskUsage(linked, { strict: true })).toBeLessThan(5 * 1024 * 1024);
     execFileSync('rm', ['-rf', deep]);
   });
 });

@@ -454,6 +454,7 @@ async function hasObject(repo: string, sha: string, env: NodeJS.ProcessEnv): Pro
 export function diskUsage(dir: string, options: { strict?: boolean } = {}): number {
   const viaFd = existsSync('/proc/self/fd');
   const gone = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT';
+  const seen = new Set<string>();
   const walk = (path: string): number => {
     let fd: number | undefined;
     let base = path;
@@ -478,6 +479,12 @@ export function diskUsage(dir: string, options: { strict?: boolean } = {}): numb
         const p = `${base}/${name}`;
         try {
           const st = lstatSync(p);
+          // A file with several names takes its blocks once.
+          if (st.nlink > 1 && !st.isDirectory()) {
+            const key = `${st.dev}:${st.ino}`;
+            if (seen.has(key)) continue;
+            seen.add(key);
+          }
           n += Math.max(st.blocks * 512, 4096);
           if (st.isDirectory()) n += walk(p);
         } catch (err) {
@@ -824,7 +831,7 @@ function packStrictly(
       [
         `--git-dir=${into}`,
         'index-pack',
-        '--strict=zeroPaddedFilemode=ignore,badTimezone=ignore,missingSpaceBeforeDate=ignore,badDate=ignore',
+        '--strict=zeroPaddedFilemode=ignore,badTimezone=ignore,missingSpaceBeforeDate=ignore,badDate=ignore,badFilemode=error',
         '--stdin',
       ],
       { cwd: into, env, stdio: ['pipe', 'pipe', 'pipe'] },

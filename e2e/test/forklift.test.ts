@@ -22,6 +22,13 @@ describe.skipIf(!docker.ok || !hasImage)(
     const commit: ForkWorld['commit'] = (...a) => w.commit(...a);
     const scenario: ForkWorld['scenario'] = (...a) => w.scenario(...a);
     const forklift: ForkWorld['scripted'] = (...a) => w.scripted(...a);
+    /** A fork and an upstream that both changed a.txt. */
+    const conflicted = async () => {
+      const s = await scenario();
+      await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
+      await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
+      return s;
+    };
 
     beforeAll(async () => {
       w = await forkWorld({ token: TOKEN, image: IMAGE });
@@ -116,9 +123,7 @@ describe.skipIf(!docker.ok || !hasImage)(
     }, 180_000);
 
     it('STUCK.md: the stuck status, its preview, no PR', async () => {
-      const s = await scenario();
-      await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
-      await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
+      const s = await conflicted();
       const { code, result, err } = await forklift(s.checkout, [
         {
           do: 'sh',
@@ -134,9 +139,7 @@ describe.skipIf(!docker.ok || !hasImage)(
     }, 180_000);
 
     it('a runaway agent is stopped at --timeout', async () => {
-      const s = await scenario();
-      await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
-      await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
+      const s = await conflicted();
       const began = Date.now();
       const { code, result, err } = await forklift(
         s.checkout,
@@ -149,9 +152,7 @@ describe.skipIf(!docker.ok || !hasImage)(
     }, 180_000);
 
     it('an agent that fills its disk is stopped at --disk', async () => {
-      const s = await scenario();
-      await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
-      await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
+      const s = await conflicted();
       const began = Date.now();
       const { code, result, err } = await forklift(
         s.checkout,
@@ -171,9 +172,7 @@ describe.skipIf(!docker.ok || !hasImage)(
     }, 180_000);
 
     it('an agent that writes to a file it already deleted is stopped at --disk too', async () => {
-      const s = await scenario();
-      await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
-      await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
+      const s = await conflicted();
       const { code, result, err } = await forklift(
         s.checkout,
         [
@@ -193,9 +192,7 @@ describe.skipIf(!docker.ok || !hasImage)(
     }, 180_000);
 
     it('an agent that only claims to have merged, or drops a fork commit, gets no push and no PR', async () => {
-      const s = await scenario();
-      await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
-      await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
+      const s = await conflicted();
       const liar = await forklift(s.checkout, [
         {
           do: 'sh',
@@ -227,9 +224,7 @@ describe.skipIf(!docker.ok || !hasImage)(
     }, 180_000);
 
     it('hostile workspace content has no effect on the host', async () => {
-      const s = await scenario();
-      await commit(s.up, { 'a.txt': 'x\n' }, 'Upstream');
-      await commit(s.fork, { 'a.txt': 'y\n' }, 'Fork');
+      const s = await conflicted();
       const canary = join(root, 'pwned');
       const hook = `#!/bin/sh\\ntouch ${canary}\\n`;
       const { code, result, err } = await forklift(s.checkout, [

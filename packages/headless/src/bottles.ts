@@ -599,6 +599,10 @@ async function startTurn(
     }
     // What the agent reads at /etc/bot-bottle/current-config, and proposes changes against.
     writeCurrentConfig(meta.slug, config, env);
+    if (supervised) {
+      superviseStarted = startSuperviseSidecar(meta, gate);
+      superviseStarted.catch(() => {});
+    }
     if (plan.needed) await startProxies(meta, config, gate);
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
@@ -657,12 +661,6 @@ async function startTurn(
     };
     const aid = await backend.create(agentSpec);
     await backend.start(aid);
-    // Off the agent's critical path: the engine starts one container at a time at best, and
-    // the agent's first call is to the forge; its supervise client waits for the socket.
-    if (supervised) {
-      superviseStarted = startSuperviseSidecar(meta, gate);
-      superviseStarted.catch(() => {});
-    }
     if (superviseStarted)
       await superviseStarted.catch(async (err) => {
         await backend.stop(aid, 1000).catch(() => {});

@@ -456,7 +456,10 @@ export class DockerBackend implements Backend {
       e.code === 'ECONNREFUSED' ||
       e.code === 'ENOENT' ||
       e.code === 'EACCES' ||
-      e.code === 'ECONNRESET'
+      e.code === 'ECONNRESET' ||
+      // A connection the engine (or whatever is in front of it) closed while we wrote.
+      e.code === 'EPIPE' ||
+      e.code === 'ECONNABORTED'
     ) {
       const host = process.env['DOCKER_HOST'] ?? 'unix:///var/run/docker.sock';
       return new BbError(

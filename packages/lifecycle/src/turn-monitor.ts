@@ -87,7 +87,13 @@ export class TurnMonitor {
       try {
         return await this.#o.runner.finishTurn(this.slug);
       } catch (err) {
-        if (this.#closed || !isBbError(err, 'BACKEND_UNAVAILABLE'))
+        if (this.#closed || !isBbError(err, 'BACKEND_UNAVAILABLE')) {
+          if (!this.#closed)
+            this.#o.log?.({
+              msg: 'the turn could not be finished',
+              slug: this.slug,
+              error: errorMessage(err),
+            });
           return {
             slug: this.slug,
             exitCode: -1,
@@ -96,6 +102,7 @@ export class TurnMonitor {
             error: `the turn could not be finished: ${errorMessage(err)}`,
             output: '',
           };
+        }
         this.#o.log?.({
           msg: 'the engine does not answer; waiting for the turn again',
           slug: this.slug,

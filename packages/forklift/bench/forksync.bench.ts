@@ -33,6 +33,7 @@ import { DockerBackend } from '@bb/headless';
 import { reportBench } from '@bb/tooling/bench';
 import { probeDocker } from '@bb/tooling/docker';
 import { type AgentChoice, type AgentName, modelRouteFromEnv } from '../src/agent';
+import { runBounded } from '../src/disk';
 import { runForklift } from '../src/run';
 import { agentSteps, type Scenario, scenarios } from './scenarios';
 
@@ -298,8 +299,7 @@ const id = await backend.create({
   resources: { memoryBytes: 512 * 1024 ** 2, pidsLimit: 256 },
 });
 try {
-  await backend.start(id);
-  await backend.wait(id, { timeoutMs: 300_000 });
+  await runBounded(backend, id, 300_000);
   const verdicts = new Map(
     (await backend.logs(id))
       .split('\n')

@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import { AgentScriptSchema, bridgePrelude, modelApiUrl, providerFor } from '@bb/headless';
 
@@ -140,19 +139,18 @@ export interface AgentRun {
   parseResult: (stdout: string, exitCode: number) => { ok: boolean; error?: string | undefined };
 }
 
-const bundle = (pkg: string, file: string) => {
-  const require = createRequire(import.meta.url);
-  return readFileSync(
-    join(dirname(require.resolve(`${pkg}/package.json`)), 'dist', 'bundle', file),
-  );
-};
-
 /**
  * The agent's command in its container: the bridge to the proxies (when it has
  * them) started first, then the provider's headless invocation, with its files
  * in harness-state/home. No forge tool: forklift's agent has nothing to call.
  */
-export function agentRun(choice: AgentChoice, prompt: string, proxied: boolean): AgentRun {
+export function agentRun(
+  choice: AgentChoice,
+  prompt: string,
+  proxied: boolean,
+  /** bot-bottle's runtime files (`prepareRuntime`): the script agent and the bridge come from there. */
+  runtime: string,
+): AgentRun {
   const provider = providerFor(choice.name);
   const invocation = provider.invocation({
     prompt,
@@ -166,10 +164,10 @@ export function agentRun(choice: AgentChoice, prompt: string, proxied: boolean):
   const files: Record<string, string | Uint8Array> = {};
   for (const [rel, content] of Object.entries(invocation.files)) files[`home/${rel}`] = content;
   if (choice.name === 'script') {
-    files['bin/script-agent.mjs'] = bundle('@bb/headless', 'script-agent.mjs');
+    files['bin/script-agent.mjs'] = readFileSync(join(runtime, 'script-agent.mjs'));
     files['home/.bb/script.json'] = JSON.stringify({ turns: [{ steps: choice.script ?? [] }] });
   }
-  if (proxied) files['bin/bb-bridge.mjs'] = bundle('@bb/egress', 'bb-bridge.mjs');
+  if (proxied) files['bin/bb-bridge.mjs'] = readFileSync(join(runtime, 'bb-bridge.mjs'));
   // harness-state/run.sh: the bridge to the proxies, then the CLI (its argv after the script's name).
   files['run.sh'] =
     `#!/bin/sh\n${proxied ? `${bridgePrelude(IN_CONTAINER.bin, IN_CONTAINER.sock)}\n` : ''}exec "$@"\n`;

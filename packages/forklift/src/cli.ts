@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { errorMessage } from '@bb/errors';
-import { type Backend, DockerBackend } from '@bb/headless';
+import { type Backend, DockerBackend, memoryBytes } from '@bb/headless';
 import {
   AGENT_NAMES,
   type AgentChoice,
@@ -70,12 +70,9 @@ export interface ForkliftIo {
 
 /** A size such as 10g or 512m, in bytes; at least 16 MiB. */
 function size(v: string): number | undefined {
-  const m = /^(\d+(?:\.\d+)?)([kmg])$/i.exec(v.trim());
-  if (!m) return undefined;
-  const bytes = Math.round(
-    Number(m[1]) * 1024 ** { k: 1, m: 2, g: 3 }[m[2]!.toLowerCase() as 'k' | 'm' | 'g'],
-  );
-  return bytes >= 16 * 1024 ** 2 ? bytes : undefined;
+  const text = v.trim().toLowerCase();
+  const bytes = /^\d+(\.\d+)?[kmg]$/.test(text) ? memoryBytes(text) : undefined;
+  return bytes && bytes >= 16 * 1024 ** 2 ? bytes : undefined;
 }
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;

@@ -2,6 +2,7 @@ import { chownSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
 import {
+  AGENT_USER,
   type Backend,
   GATE_USER,
   PROXY_ENV,
@@ -9,10 +10,10 @@ import {
   removeSecrets,
   startProxyGate,
 } from '@bb/headless';
+import { chownTreeNoFollow } from '@bb/wall';
 import { type AgentChoice, agentRun, IN_CONTAINER } from './agent';
-import { chownTree, runBounded, watchDisk } from './disk';
+import { runBounded, watchDisk } from './disk';
 
-export const AGENT = { uid: 1000, gid: 1000 };
 const mib = (n: number) => Math.round(n / 1024 ** 2);
 
 export interface AgentContainerOptions {
@@ -59,14 +60,15 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
       'INVALID_INPUT',
       `the proxies of --agent ${o.choice.name} run as a user of their own (uid ${GATE_USER.uid}), which only root can hand their key and sockets to: run forklift as root`,
     );
-  const run = agentRun(o.choice, o.prompt, proxied);
+  const runtime = prepareRuntime(o.env);
+  const run = agentRun(o.choice, o.prompt, proxied, runtime);
   for (const [rel, content] of Object.entries({ 'prompt.md': o.prompt, ...run.files })) {
     mkdirSync(join(o.harness, rel, '..'), { recursive: true, mode: 0o755 });
     writeFileSync(join(o.harness, rel), content, { mode: 0o755 });
   }
   const root = process.getuid?.() === 0;
   // Everything the agent may write is its own before it runs (nothing of its yet to follow).
-  if (root) for (const d of [o.workspace, o.harness]) chownTree(d, AGENT.uid);
+  if (root) await chownTreeNoFollow(AGENT_USER, o.workspace, o.harness);
   const ids: string[] = [];
   try {
     if (proxied) {
@@ -92,7 +94,7 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
         await startProxyGate({
           backend: o.backend,
           env: { ...o.env, ...o.secrets },
-          runtime: prepareRuntime(o.env),
+          runtime,
           image: o.image,
           slug: o.name,
           labels: { ...o.labels, 'bb.role': 'forklift-proxy' },
@@ -108,7 +110,7 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
       image: o.image,
       cmd: run.cmd,
       env: { HOME: IN_CONTAINER.home, ...(proxied ? PROXY_ENV : {}), ...run.env },
-      user: `${AGENT.uid}:${AGENT.gid}`,
+      user: `${AGENT_USER.uid}:${AGENT_USER.gid}`,
       workdir: IN_CONTAINER.workspace,
       labels: { ...o.labels, 'bb.role': 'forklift-agent' },
       network: 'none',

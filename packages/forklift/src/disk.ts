@@ -1,5 +1,4 @@
-import { chownSync, lchownSync, readdirSync, statfsSync } from 'node:fs';
-import { join } from 'node:path';
+import { statfsSync } from 'node:fs';
 import { isBbError } from '@bb/errors';
 import type { Backend } from '@bb/headless';
 import { diskUsage, runGit, wallGitEnv } from '@bb/wall';
@@ -98,14 +97,4 @@ export async function runBounded(
       return { exitCode: -1, timedOut: true };
     },
   );
-}
-
-/** Give a directory the host made to the given uid (nothing in it is anyone else's yet). */
-export function chownTree(dir: string, uid: number): void {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) chownTree(p, uid);
-    else lchownSync(p, uid, uid);
-  }
-  chownSync(dir, uid, uid);
 }

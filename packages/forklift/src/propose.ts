@@ -1,6 +1,8 @@
 import { BbError } from '@bb/errors';
 import type { Forge } from '@bb/forge';
-import { readFileNoFollow, runGit, wallGitEnv } from '@bb/wall';
+import { forgeGitEnv } from '@bb/forge-sidecar';
+import { UNPRINTABLE } from '@bb/supervise';
+import { readFileNoFollow, runGit } from '@bb/wall';
 
 /** Push `sha` from a repository of ours to `branch` of the fork, the token in git's environment only. */
 export async function push(
@@ -12,20 +14,10 @@ export async function push(
   const remote = forge.gitRemote();
   if (!remote)
     throw new BbError('INVALID_INPUT', `the ${forge.kind} forge gives forklift no way to push`);
-  const scheme = new URL(remote.url).protocol.replace(':', '');
-  const config: Array<[string, string]> = [
-    // Only the forge's own transport, only for this push.
-    [`protocol.${scheme}.allow`, 'always'],
-    ...Object.entries(remote.headers).map(
-      ([k, v]) => ['http.extraHeader', `${k}: ${v}`] as [string, string],
-    ),
-  ];
   await runGit(
     ['--git-dir', repoDir, 'push', '--quiet', remote.url, `${sha}:refs/heads/${branch}`],
-    {
-      env: wallGitEnv({ config }),
-      timeoutMs: 600_000,
-    },
+    // The forge's own git environment (its transport only, its auth headers, stall limits).
+    { env: forgeGitEnv(remote), timeoutMs: 600_000 },
   );
 }
 
@@ -50,8 +42,5 @@ export function fenced(heading: string, text: string): string[] {
 
 /** Text the agent wrote, without the control characters a terminal or a renderer would act on. */
 export function plain(text: string): string {
-  return text.replace(
-    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]/g,
-    '',
-  );
+  return text.replace(UNPRINTABLE, '');
 }

@@ -1,8 +1,8 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { errorMessage } from '@bb/errors';
-import type { Backend } from '@bb/headless';
-import { runGit, wallGitEnv } from '@bb/wall';
-import { chownTree, runBounded, treeSize, watchDisk } from './disk';
+import { AGENT_USER, type Backend } from '@bb/headless';
+import { chownTreeNoFollow, runGit, wallGitEnv } from '@bb/wall';
+import { runBounded, treeSize, watchDisk } from './disk';
 
 /**
  * What runs with the repository's secrets once a branch is pushed: CI workflows and
@@ -280,7 +280,7 @@ export async function runTests(o: {
     },
   );
   rmSync(`${o.dir}.index`, { force: true });
-  if (process.getuid?.() === 0) chownTree(o.dir, 1000);
+  if (process.getuid?.() === 0) await chownTreeNoFollow(AGENT_USER, o.dir);
   const id = await o.backend.create({
     name: o.name,
     image: o.image,

@@ -323,9 +323,12 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
         expect(JSON.stringify(a)).not.toContain(TOKEN);
         expect(a.network).toBe('none');
       }
-      // No container's configuration holds it: the proxy reads it from a file it alone mounts.
+      // No container's configuration holds it: the gate reads it from a file it alone mounts.
       expect(mine.filter((c) => JSON.stringify(c).includes(MODEL_KEY))).toEqual([]);
-      expect(mine.filter((c) => c.labels['bb.role'] === 'proxy')).toHaveLength(2);
+      // One gate per turn, serving the proxies beside the sidecars.
+      const gates = mine.filter((c) => c.labels['bb.role'] === 'gate');
+      expect(gates).toHaveLength(2);
+      for (const g of gates) expect(g.env?.['BB_CRED_SOCKET']).toBeDefined();
       expect(JSON.stringify(chain(frozen.slug))).not.toContain(TOKEN);
 
       await gitea.mergePr('alice', 'acme/widgets', n + 1);

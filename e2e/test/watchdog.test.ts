@@ -5,7 +5,7 @@ import { existsSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { closeGiteaPools, GiteaForge } from '@bb/forge';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
-import { DockerBackend } from '@bb/headless';
+import { DockerBackend, GATE_ROLE } from '@bb/headless';
 import { headlessRunner, Orchestrator } from '@bb/lifecycle';
 import { loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
@@ -151,7 +151,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
     });
   }, 90_000);
 
-  it('notices a killed sidecar within seconds and records watchdogFired: sidecar_death', async () => {
+  it('notices a killed gate within seconds and records watchdogFired: sidecar_death', async () => {
     const { orch, store, prov, home } = orchestrator(10 * 60_000);
     const n = gitea.createIssue('alice', 'acme/widgets', {
       title: 'Lonely one',
@@ -160,11 +160,11 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
     });
     target(orch, n);
     const slug = await serving(store, home, n);
-    const sidecar = (await backend.list({ 'bb.slug': slug })).find(
-      (c) => c.labels['bb.role'] === 'sidecar',
+    const gate = (await backend.list({ 'bb.slug': slug })).find(
+      (c) => c.labels['bb.role'] === GATE_ROLE,
     )!;
     const killedAt = Date.now();
-    await new Docker().getContainer(sidecar.id).kill();
+    await new Docker().getContainer(gate.id).kill();
     await until('the bottle to be frozen', () =>
       store.get('acme', 'widgets', n)?.status === 'frozen' && prov.chain(slug).length === 1
         ? true

@@ -3,6 +3,7 @@ import { defineConfig } from 'tsup';
 
 export default defineConfig([
   packageBuild({ index: 'src/index.ts', testing: 'src/testing.ts' }, { external: ['vitest'] }),
-  // The script agent, mounted into bottles.
-  bundleBuild({ 'script-agent': 'src/script-agent-bin.ts' }),
+  // Mounted into bottles: the script agent, and the gate (forge sidecar, supervise
+  // sidecar and proxies in one process).
+  bundleBuild({ 'script-agent': 'src/script-agent-bin.ts', 'bb-gate': 'src/gate-bin.ts' }),
 ]);

@@ -16,7 +16,7 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
     s = undefined;
   });
 
-  it('killed mid-launch (sidecar up, clone in progress, no agent yet): the restart removes the half-made bottle and launches again', async () => {
+  it('killed mid-launch (gate up, clone in progress, no agent yet): the restart removes the half-made bottle and launches again', async () => {
     s = await new Scenario('bb-faults-kill-launch-', { worker: worker(0) }).setup();
     const sc = s;
     onTestFailed(() => console.error(sc.logText()));
@@ -25,7 +25,7 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
     const n = sc.issue('Killed while cloning', 'worker');
     await until('the clone to hang', () => (sc.proxy.faulted(CLONE) === 1 ? true : undefined));
     const first = await until('the half-made bottle', async () =>
-      (await sc.containers()).some((c) => c.role === 'sidecar') ? sc.row(n)?.slug : undefined,
+      (await sc.containers()).some((c) => c.role === 'gate') ? sc.row(n)?.slug : undefined,
     );
     await sc.stop('SIGKILL');
     // The clone died with the orchestrator (its transport helper ends with the connection).

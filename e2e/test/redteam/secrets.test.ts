@@ -54,7 +54,7 @@ describe.skipIf(!docker.ok)('red team: secrets at rest', () => {
       env: { RT_MODEL_KEY: MODEL_KEY },
     });
     const deadline = Date.now() + 20_000;
-    while (Date.now() < deadline && seen.length < (bottles ? 4 : 3)) {
+    while (Date.now() < deadline && seen.length < 2) {
       await new Promise((r) => setTimeout(r, 200));
       seen.length = 0;
       // This bench's containers only: other test files run theirs on the same engine.
@@ -80,25 +80,27 @@ describe.skipIf(!docker.ok)('red team: secrets at rest', () => {
     return seen;
   };
 
-  it('the forge token is not in the sidecar container configuration', async () => {
+  it('the forge token is not in the gate container configuration', async () => {
     const seen = await whileRunning();
-    expect(seen.map((s) => s.role).sort()).toEqual(['agent', 'sidecar', 'supervise']);
+    // Two containers: the agent and its gate (forge and supervise sidecars in one process).
+    expect(seen.map((s) => s.role).sort()).toEqual(['agent', 'gate']);
     for (const s of seen) {
       expect(s.inspect).not.toContain(TOKEN);
       expect(s.disk).not.toContain(TOKEN);
     }
   });
 
-  it('the model key is not in the proxy container configuration', async () => {
+  it('the model key is not in the gate container configuration', async () => {
     const seen = await whileRunning(['keyed']);
-    expect(seen.map((s) => s.role).sort()).toEqual(['agent', 'proxy', 'sidecar', 'supervise']);
+    // The proxies join the same gate: still two containers.
+    expect(seen.map((s) => s.role).sort()).toEqual(['agent', 'gate']);
     for (const s of seen) {
       expect(s.inspect).not.toContain(MODEL_KEY);
       expect(s.disk).not.toContain(MODEL_KEY);
     }
   });
 
-  it('the sidecar, the proxy and the supervise sidecar do not run as the agent user', async () => {
+  it('the gate (sidecars and proxies) does not run as the agent user', async () => {
     const seen = await whileRunning(['keyed']);
     const agent = seen.find((s) => s.role === 'agent')!.user;
     for (const s of seen.filter((x) => x.role !== 'agent')) expect(s.user).not.toBe(agent);

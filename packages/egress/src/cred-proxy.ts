@@ -50,11 +50,15 @@ const CLIENT_AUTH = [
 
 /**
  * Read a routes file and resolve each secret reference. Throws INVALID_INPUT
- * naming the file and the problem; never includes a secret's value.
+ * naming the file and the problem; never includes a secret's value. With
+ * `secretsOnly`, a `file:/path` reference is not read from the filesystem but
+ * looked up in `env` under its whole reference (`file:/path`), as a bottle's
+ * gate gets it from the host.
  */
 export function loadRoutes(
   path: string,
   env: Record<string, string | undefined> = process.env,
+  options: { secretsOnly?: boolean } = {},
 ): CredentialRoute[] {
   let raw: unknown;
   try {
@@ -77,6 +81,7 @@ export function loadRoutes(
     for (const [name, ref] of Object.entries(r.headers)) {
       let value: string | undefined;
       if (ref.startsWith('env:')) value = env[ref.slice(4)];
+      else if (options.secretsOnly) value = env[ref];
       else {
         try {
           value = readFileSync(ref.slice(5), 'utf8').trim();

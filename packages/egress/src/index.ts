@@ -19,6 +19,7 @@ export { DENIAL_FIX, type Denial, denialBody } from './denial';
 export { createEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy';
 export { type EgressLogEntry, type EgressLogger, fileLogger } from './log';
 export { type ProxiesOptions, type ReloadStatus, startProxies } from './proxies';
+export { runProxiesFromEnv } from './proxies-main';
 export { isReservedSecret } from './reserved';
 export { type Decision, decide, type EgressRule, parseRules } from './rules';
 export { type EgressSummary, summarizeEgress } from './summary';

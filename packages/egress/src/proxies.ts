@@ -32,6 +32,13 @@ export interface ProxiesOptions {
    * `generation` file beside the rules file.
    */
   statusFile?: string | undefined;
+  /**
+   * Resolve every secret reference from `env` and the secrets file only: a
+   * `file:/path` reference is looked up there under its whole reference, never
+   * read from this process's filesystem. A bottle's gate runs so, beside files
+   * its routes must not reach. @default false
+   */
+  secretsOnly?: boolean | undefined;
 }
 
 export interface ReloadStatus {
@@ -90,7 +97,11 @@ export async function startProxies(options: ProxiesOptions) {
     canLog,
     reserve: () => log.reserve(),
   });
-  const cred = createCredentialProxy({ routes: loadRoutes(options.routesFile, env), log, canLog });
+  const cred = createCredentialProxy({
+    routes: loadRoutes(options.routesFile, env, { secretsOnly: options.secretsOnly }),
+    log,
+    canLog,
+  });
   for (const [server, socket] of [
     [egress.server, options.egressSocket],
     [cred.server, options.credSocket],
@@ -114,7 +125,7 @@ export async function startProxies(options: ProxiesOptions) {
     }
     try {
       moreSecrets();
-      cred.reload(loadRoutes(options.routesFile, env));
+      cred.reload(loadRoutes(options.routesFile, env, { secretsOnly: options.secretsOnly }));
       say(`credential routes reloaded from ${options.routesFile}`);
     } catch (err) {
       status.routes = errorMessage(err);

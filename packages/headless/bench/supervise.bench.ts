@@ -85,15 +85,15 @@ for (const [dir, f, t] of [
 ] as const)
   writeFileSync(join(dir, f), t);
 
-// The real proxies, in their own process, as in a bottle's gate.
+// The real proxies, in a bottle's gate process.
 const require = createRequire(import.meta.url);
 const bundle = join(
-  dirname(require.resolve('@bb/egress/package.json')),
+  dirname(require.resolve('@bb/headless/package.json')),
   'dist',
   'bundle',
-  'bb-egress.mjs',
+  'bb-gate.mjs',
 );
-const keys = secretsDir(SLUG, 'proxy', env);
+const keys = secretsDir(SLUG, 'gate', env);
 mkdirSync(keys, { recursive: true });
 writeFileSync(join(keys, 'keys.json'), '{}');
 // Whatever happens, the proxy process goes with this one (a failed round must not hang the run).
@@ -106,6 +106,7 @@ const proxy: ChildProcess = spawn(process.execPath, [bundle], {
   stdio: ['ignore', 'ignore', 'inherit'],
   env: {
     ...process.env,
+    BB_SLUG: SLUG,
     BB_EGRESS_RULES: join(p.proxy, 'rules.json'),
     BB_CRED_ROUTES: join(p.proxy, 'routes.json'),
     BB_CRED_SECRETS_FILE: join(keys, 'keys.json'),
@@ -118,13 +119,13 @@ const proxy: ChildProcess = spawn(process.execPath, [bundle], {
 await waitForPath(join(p.sock, 'cred.sock'));
 await waitForPath(join(p.sock, 'egress.sock'));
 
-// A backend that knows one proxy and signals it as the engine would.
+// A backend that knows one gate and signals it as the engine would.
 const backend = {
   name: 'bench',
   isolates: false,
   mapsMounts: false,
   list: async () => [
-    { id: 'proxy', labels: { 'bb.role': 'proxy', 'bb.slug': SLUG }, state: 'running' },
+    { id: 'gate', labels: { 'bb.role': 'gate', 'bb.slug': SLUG }, state: 'running' },
   ],
   signal: async (_id: string, sig: NodeJS.Signals) => void proxy.kill(sig),
 } as unknown as Backend;

@@ -23,16 +23,15 @@ import {
 import type { Backend, BottleSpec } from './backend';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
 import {
+  awaitGate,
   bottleLabels,
   bridgePrelude,
-  createSidecar,
+  type CreatedGate,
+  createGate,
+  type GateOptions,
   modelApiUrl,
   PROXY_ENV,
-  sidecarUp,
-  startProxies,
-  startSidecar,
   syncsPr,
-  waitForSocket,
 } from './gate';
 import { bbHome } from './home';
 import {
@@ -62,9 +61,9 @@ import { providerFor } from './providers';
 import { prepareRuntime } from './runtime';
 import { removeSecrets } from './secrets';
 import {
+  type BottleConfig,
   effectiveConfig,
   needsProxies,
-  startSuperviseSidecar,
   writeCurrentConfig,
 } from './supervise-gate';
 import { takeResumeRequest } from './supervise-remedy';
@@ -276,7 +275,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
 
   const branch = `bb/${options.agent}-${options.forge?.issue ?? slug}`;
   const { agent: agentOwner } = owners(options.backend);
-  let early: Promise<string> | undefined;
+  let early: Promise<CreatedGate | undefined> | undefined;
   try {
     progress(`preparing bottle ${slug}`);
     prepareDirs(p, options.backend);
@@ -310,10 +309,10 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     };
     writeMeta(meta, env);
     const gate = gateOptions(options, env);
-    // The sidecar's container is created while the disk is made (its mounts are resolved
+    // The gate's container is created while the disk is made (its mounts are resolved
     // when it starts, after the disk is mounted).
-    const created = options.forge ? createSidecar(meta, options.forge.token, gate) : undefined;
-    created?.catch(() => {});
+    const created = createTurnGate(meta, bottles, options.forge?.token, gate);
+    created.catch(() => {});
     try {
       if (ownDisk) await makeDisk(p, quota);
       else {
@@ -324,19 +323,19 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       for (const d of [p.workspace, join(p.home, '.bb')])
         mkdirSync(d, { recursive: true, mode: 0o755 });
     } catch (err) {
-      await created?.catch(() => {});
+      await created.catch(() => {});
       throw err;
     }
-    if (created) {
-      // The sidecar needs nothing from the workspace to come up: it starts while
-      // the repository is cloned.
-      progress('starting the forge sidecar');
-      early = created.then(async (id) => {
-        await options.backend.start(id);
-        return id;
-      });
-      early.catch(() => {});
-    }
+    // The gate needs nothing from the workspace to come up: it starts while the
+    // repository is cloned.
+    early = created.then(async (g) => {
+      if (g) {
+        progress('starting the gate');
+        await options.backend.start(g.id);
+      }
+      return g;
+    });
+    early.catch(() => {});
     const ws = p.workspace;
     // The agent has not run yet: the repository is the host's own until it does.
     const git = (args: string[], config: Array<[string, string]> = []) =>
@@ -424,6 +423,32 @@ function gateOptions(options: BottleOptions, env: Record<string, string | undefi
     image: gateImage(options, env),
     onProgress: options.onProgress,
   };
+}
+
+/** Whether bottles get a supervise sidecar (`BB_SUPERVISE=off` turns it off). */
+const supervises = (env: Record<string, string | undefined>) => env['BB_SUPERVISE'] !== 'off';
+
+/**
+ * Create this turn's gate for a bottle, with the configuration it runs with
+ * (written where the agent reads it and proposes changes against).
+ */
+async function createTurnGate(
+  meta: BottleMeta,
+  bottles: BottleManifest[],
+  token: string | undefined,
+  gate: GateOptions,
+  config: BottleConfig = effectiveConfig(meta, bottles, gate.env),
+): Promise<CreatedGate | undefined> {
+  writeCurrentConfig(meta.slug, config, gate.env);
+  return createGate(
+    meta,
+    {
+      token,
+      supervise: supervises(gate.env),
+      proxies: needsProxies(config) ? config : undefined,
+    },
+    gate,
+  );
 }
 
 /** Rehydrate a frozen bottle, continue the same agent session with a new prompt, and freeze it again. */
@@ -536,7 +561,7 @@ async function startTurn(
   token: string | undefined,
   options: BottleOptions,
   env: Record<string, string | undefined>,
-  early?: Promise<string>,
+  early?: Promise<CreatedGate | undefined>,
 ): Promise<StartedTurn> {
   const { backend } = options;
   const progress = options.onProgress ?? (() => {});
@@ -547,7 +572,7 @@ async function startTurn(
   // The manifests', with what an operator approved for the whole bottle in their place.
   const config = effectiveConfig(meta, bottles, env);
   const plan = { needed: needsProxies(config) };
-  const supervised = env['BB_SUPERVISE'] !== 'off';
+  const supervised = supervises(env);
   const routeFor = (kind: 'anthropic' | 'openai') =>
     (JSON.parse(config.routes) as { routes: Array<{ prefix: string }> }).routes.find(
       (c) => c.prefix === `/${kind}`,
@@ -581,8 +606,7 @@ async function startTurn(
   };
   const startedAt = new Date().toISOString();
   const turn = meta.turns.length + 1;
-  let sidecarStarted: Promise<string> | undefined;
-  let superviseStarted: Promise<string> | undefined;
+  let gateStarted: Promise<CreatedGate | undefined> | undefined;
   try {
     // Into the agent's home, which it owns: never through a symlink it planted.
     const { agent: agentOwner } = owners(backend);
@@ -591,19 +615,15 @@ async function startTurn(
     prepareDirs(p, backend);
     meta.current = { turn, prompt, startedAt };
     writeMeta(meta, env);
-    if (meta.forge) {
-      // Started early by launch (alongside the clone), or now.
-      sidecarStarted = early ?? startSidecar(meta, token, gate);
-      // Awaited below; until then a failure must not count as unhandled.
-      sidecarStarted.catch(() => {});
-    }
-    // What the agent reads at /etc/bot-bottle/current-config, and proposes changes against.
-    writeCurrentConfig(meta.slug, config, env);
-    if (supervised) {
-      superviseStarted = startSuperviseSidecar(meta, gate);
-      superviseStarted.catch(() => {});
-    }
-    if (plan.needed) await startProxies(meta, config, gate);
+    // Started early by launch (alongside the clone), or now.
+    gateStarted =
+      early ??
+      createTurnGate(meta, bottles, token, gate, config).then(async (g) => {
+        if (g) await backend.start(g.id);
+        return g;
+      });
+    // Awaited below; until then a failure must not count as unhandled.
+    gateStarted.catch(() => {});
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
     // Before the agent: the PR branch's bundle is taken in (a resumed forge bottle), and
@@ -661,15 +681,13 @@ async function startTurn(
     };
     const aid = await backend.create(agentSpec);
     await backend.start(aid);
-    if (superviseStarted)
-      await superviseStarted.catch(async (err) => {
-        await backend.stop(aid, 1000).catch(() => {});
-        throw err;
-      });
-    if (sidecarStarted) {
-      await watchSidecar(backend, await sidecarStarted, aid, join(p.sock, 'forge.sock'), meta.slug);
-      // It read its token at start: the file goes.
-      sidecarUp(meta, env);
+    try {
+      // Serving every socket, its secrets read (their files go): or the agent stops.
+      const g = await gateStarted;
+      if (g) await awaitGate(backend, g, meta.slug);
+    } catch (err) {
+      await backend.stop(aid, 1000).catch(() => {});
+      throw err;
     }
     return { slug: meta.slug, turn };
   } catch (err) {
@@ -816,23 +834,4 @@ export async function stopAgent(
   for (const c of await options.backend.list({ 'bb.slug': slug }))
     if (c.labels['bb.role'] === 'agent' && (c.state === 'running' || c.state === 'paused'))
       await options.backend.stop(c.id, timeoutMs);
-}
-
-/**
- * Wait until the sidecar's socket exists. If the sidecar exits (or takes over
- * 15 s) first, stop the agent and fail with the sidecar's own words.
- */
-async function watchSidecar(
-  backend: Backend,
-  sidecarId: string,
-  agentId: string,
-  socket: string,
-  slug: string,
-): Promise<void> {
-  try {
-    await waitForSocket(backend, sidecarId, socket, slug, 'forge sidecar');
-  } catch (err) {
-    await backend.stop(agentId, 1000).catch(() => {});
-    throw err;
-  }
 }

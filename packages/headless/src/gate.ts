@@ -1,8 +1,10 @@
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isReservedSecret } from '@bb/egress';
 import { BbError, redactString, registerSecret } from '@bb/errors';
+import { loadPolicy } from '@bb/supervise';
 import type { Backend, BottleSpec } from './backend';
+import { bbHome } from './home';
 import {
   type BottleMeta,
   BRIDGE_PORTS,
@@ -14,15 +16,16 @@ import {
   pathsFor,
   userSpec,
 } from './layout';
-import { removeSecret, secretsDir, writeSecret } from './secrets';
+import { removeSecret, removeSecrets, writeSecret } from './secrets';
+import { allowedBases } from './supervise-gate';
 
 /**
- * The gate of a bottle: the forge sidecar (the only holder of the forge token)
- * and, when the bottle has egress rules or credential routes, the proxies (the
- * only holder of the model keys). Each runs as the gate's user, outside the
- * agent's container, reads its secret once from a file on a tmpfs mounted into
- * it alone (removed as soon as it is up), and serves the agent on a socket in
- * a directory the agent cannot change.
+ * The gate of a bottle: one process in one container beside the agent's, the
+ * gate's user, serving the forge sidecar (the only holder of the forge token),
+ * the supervise sidecar and, when the bottle has egress rules or credential
+ * routes, the proxies (the only holder of the model keys). It reads its secrets
+ * once from files on a tmpfs mounted into it alone (removed as soon as it is
+ * up), and serves the agent on sockets in a directory the agent cannot change.
  */
 export interface GateOptions {
   backend: Backend;
@@ -48,56 +51,83 @@ export function syncsPr(meta: BottleMeta): boolean {
   return !!meta.forge && meta.forge.pr !== undefined && meta.turns.length > 0;
 }
 
-/** Create and start the forge sidecar. Resolves its container id once it runs. */
-export async function startSidecar(
-  meta: BottleMeta,
-  token: string | undefined,
-  o: GateOptions,
-): Promise<string> {
-  const id = await createSidecar(meta, token, o);
-  await o.backend.start(id);
-  return id;
+/** The `bb.role` label of a bottle's gate container (its agent's is `agent`). */
+export const GATE_ROLE = 'gate';
+
+/** What a bottle's gate serves this turn. */
+export interface GatePlan {
+  /** The forge token (a forge bottle): the forge sidecar runs. */
+  token?: string | undefined;
+  /** The supervise sidecar runs. */
+  supervise: boolean;
+  /** The egress and credential proxies run, with these files. */
+  proxies?: { routes: string; allowlist: string } | undefined;
+}
+
+/** A bottle's gate container, created and not yet started. */
+export interface CreatedGate {
+  id: string;
+  /** The host paths of the sockets it serves once it is up. */
+  sockets: string[];
+  /** Where its secrets wait to be read (emptied by `awaitGate`). */
+  secrets?: string | undefined;
 }
 
 /**
- * Create the forge sidecar's container (not started). Its mounts are resolved when it
- * starts: start it only once the bottle's disk is mounted.
+ * Create a bottle's gate: one container, one process (`bb-gate.mjs`) serving
+ * the agent its forge sidecar, supervise sidecar and proxies, each on its own
+ * socket in the bottle's socket directory. It is the only holder of the forge
+ * token and the model keys, which it reads once from files on a tmpfs mounted
+ * into it alone. Its mounts are resolved when it starts: start it only once
+ * the bottle's disk is mounted. Undefined when the plan serves nothing.
  */
-export async function createSidecar(
+export async function createGate(
   meta: BottleMeta,
-  token: string | undefined,
+  plan: GatePlan,
   o: GateOptions,
-): Promise<string> {
-  if (!meta.forge || !token)
-    throw new BbError('INVALID_INPUT', 'a forge bottle needs the forge token to start its sidecar');
+): Promise<CreatedGate | undefined> {
+  if (meta.forge && !plan.token)
+    throw new BbError('INVALID_INPUT', 'a forge bottle needs the forge token to start its gate');
+  const forge = meta.forge && plan.token ? meta.forge : undefined;
+  if (!forge && !plan.supervise && !plan.proxies) return undefined;
   const p = bottlePaths(meta.slug, o.env);
-  const secrets = writeSecret(
-    meta.slug,
-    'sidecar',
-    'token',
-    token,
-    o.env,
-    isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined,
-  );
-  const P = pathsFor(o.backend, p, o.runtime, secrets);
-  o.onProgress?.('creating the forge sidecar');
-  const spec: BottleSpec = {
-    name: `bb-${meta.slug}-sidecar`,
-    image: o.image,
-    cmd: ['node', `${P.runtime}/sidecar.mjs`],
-    user: userSpec(GATE_USER),
-    labels: bottleLabels(meta, 'sidecar', o.env),
-    // The sidecar alone reaches the forge; the agent has no network at all.
-    network: 'host',
-    readOnlyRootfs: true,
-    tmpfs: { '/tmp': 'rw,size=64m' },
-    env: {
-      HOME: '/tmp',
-      FORGE_GITEA_API: meta.forge.apiUrl,
-      FORGE_OWNER: meta.forge.owner,
-      FORGE_REPO: meta.forge.repo,
-      FORGE_ISSUE_NUMBER: String(meta.forge.issue),
-      FORGE_PR_NUMBER: meta.forge.pr ? String(meta.forge.pr) : '',
+  const owner = isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined;
+  removeSecrets(meta.slug, o.env);
+  let secrets: string | undefined;
+  if (forge) secrets = writeSecret(meta.slug, 'gate', 'token', plan.token!, o.env, owner);
+  if (plan.proxies) {
+    writeFileSync(join(p.proxy, 'rules.json'), plan.proxies.allowlist);
+    writeFileSync(join(p.proxy, 'routes.json'), plan.proxies.routes);
+    // The gate alone holds the credentials: the `env:NAME` values its routes name.
+    const keys = routeSecrets(plan.proxies.routes, o.env);
+    secrets = writeSecret(meta.slug, 'gate', 'keys.json', JSON.stringify(keys), o.env, owner);
+  }
+  const P = pathsFor(o.backend, p, o.runtime, secrets ?? '');
+  const sockets = [
+    ...(forge ? ['forge.sock'] : []),
+    ...(plan.supervise ? ['supervise.sock'] : []),
+    ...(plan.proxies ? ['egress.sock', 'cred.sock'] : []),
+  ];
+  // A socket a killed gate left behind must not pass for this one's.
+  for (const s of sockets) rmSync(join(p.sock, s), { force: true });
+  const env: Record<string, string> = {
+    HOME: '/tmp',
+    BB_SLUG: meta.slug,
+    // The agent is another user: it may connect, not remove.
+    BB_SOCKET_MODE: isolated(o.backend) ? '666' : '600',
+  };
+  const mounts: BottleSpec['mounts'] = [
+    { source: o.runtime, target: P.runtime, readOnly: true },
+    { source: p.sock, target: P.socketDir },
+  ];
+  if (secrets) mounts.push({ source: secrets, target: P.secrets, readOnly: true });
+  if (forge) {
+    Object.assign(env, {
+      FORGE_GITEA_API: forge.apiUrl,
+      FORGE_OWNER: forge.owner,
+      FORGE_REPO: forge.repo,
+      FORGE_ISSUE_NUMBER: String(forge.issue),
+      FORGE_PR_NUMBER: forge.pr ? String(forge.pr) : '',
       // The file, never the token: nothing the engine shows holds it.
       FORGE_TOKEN_FILE: `${P.secrets}/token`,
       BB_SIDECAR_SOCKET: P.socket,
@@ -108,35 +138,90 @@ export async function createSidecar(
       BB_GIT_DIR_MAX: String(meta.diskBytes ?? 16 * 1024 ** 3),
       BB_WORKSPACE: P.workspace,
       BB_BRANCH: meta.branch,
-      BB_SLUG: meta.slug,
       // A resumed turn with a PR: the sidecar brings the PR branch to the checkout.
       ...(syncsPr(meta)
         ? { BB_SYNC_PR: '1', ...(meta.baseCommit ? { BB_BASE_COMMIT: meta.baseCommit } : {}) }
         : {}),
-      // The agent is another user: it may connect, not remove.
-      BB_SOCKET_MODE: isolated(o.backend) ? '666' : '600',
-    },
-    mounts: [
-      { source: o.runtime, target: P.runtime, readOnly: true },
-      { source: secrets, target: P.secrets, readOnly: true },
-      { source: p.sock, target: P.socketDir },
+    });
+    mounts.push(
       { source: p.queue, target: P.queue },
-      { source: p.state, target: P.state },
       // Read only: the sidecar reads the agent's commits as data and never writes there.
       { source: p.workspace, target: P.workspace, readOnly: true },
-    ],
-    // Its git checks every object the agent pushes: whatever that costs, it costs here.
-    resources: { memoryBytes: 1024 * 1024 * 1024, pidsLimit: 128 },
-  };
-  return o.backend.create(spec);
+    );
+  }
+  if (forge || plan.proxies) mounts.push({ source: p.state, target: P.state });
+  if (plan.supervise) {
+    const policy = loadPolicy(bbHome(o.env));
+    Object.assign(env, {
+      BB_SUPERVISE_SOCKET: P.superviseSocket,
+      BB_SUPERVISE_DIR: P.supervise,
+      BB_CURRENT_CONFIG: P.currentConfig,
+      BB_SUPERVISE_POLICY: JSON.stringify({
+        allowedBases: allowedBases(meta, o.env),
+        ttlMs: policy.ttlMs,
+        waitMs: policy.waitMs,
+        coolDownAfter: policy.coolDownAfter,
+        coolDownMs: policy.coolDownMs,
+      }),
+    });
+    mounts.push(
+      { source: p.supervise, target: P.supervise },
+      { source: p.currentConfig, target: P.currentConfig, readOnly: true },
+    );
+  }
+  if (plan.proxies) {
+    Object.assign(env, {
+      BB_EGRESS_RULES: `${P.proxy}/rules.json`,
+      BB_CRED_ROUTES: `${P.proxy}/routes.json`,
+      BB_CRED_SECRETS_FILE: `${P.secrets}/keys.json`,
+      BB_EGRESS_SOCKET: `${P.socketDir}/egress.sock`,
+      BB_CRED_SOCKET: `${P.socketDir}/cred.sock`,
+      BB_EGRESS_LOG: `${P.state}/egress.jsonl`,
+      BB_PROXY_STATUS: `${P.state}/proxy-status.json`,
+    });
+    mounts.push({ source: p.proxy, target: P.proxy, readOnly: true });
+  }
+  o.onProgress?.(`creating the gate (${sockets.map((s) => s.replace('.sock', '')).join(', ')})`);
+  const id = await o.backend.create({
+    name: `bb-${meta.slug}-gate`,
+    image: o.image,
+    cmd: ['node', `${P.runtime}/bb-gate.mjs`],
+    user: userSpec(GATE_USER),
+    labels: bottleLabels(meta, GATE_ROLE, o.env),
+    // The gate alone reaches the forge and the model; the agent has no network at all.
+    network: forge || plan.proxies ? 'host' : 'none',
+    readOnlyRootfs: true,
+    tmpfs: { '/tmp': 'rw,size=64m' },
+    env,
+    mounts,
+    // Its git checks every object the agent pushes, its proxies carry the agent's traffic:
+    // whatever that costs, it costs here.
+    resources: {
+      memoryBytes: ((forge ? 1024 : 128) + (plan.proxies ? 256 : 0)) * 1024 * 1024,
+      pidsLimit: 256,
+    },
+  });
+  return { id, sockets: sockets.map((s) => join(p.sock, s)), secrets };
 }
 
-/** Once the sidecar serves, its token file goes: it was read once at start. */
-export function sidecarUp(meta: BottleMeta, env: Record<string, string | undefined>): void {
-  removeSecret(secretsDir(meta.slug, 'sidecar', env), 'token');
+/**
+ * Wait until a started gate serves every socket it was made for, then remove
+ * its secrets' files (it read them at start). If it exits (or takes over 15 s)
+ * first, fail with its own words.
+ */
+export async function awaitGate(backend: Backend, gate: CreatedGate, slug: string): Promise<void> {
+  for (const s of gate.sockets) await waitForSocket(backend, gate.id, s, slug, 'gate');
+  if (gate.secrets) {
+    removeSecret(gate.secrets, 'token');
+    removeSecret(gate.secrets, 'keys.json');
+  }
 }
 
-/** The `env:NAME` secrets a routes file references, with their values from the orchestrator's environment. */
+/**
+ * The secrets a routes file references, with their values: `env:NAME` from the
+ * orchestrator's environment (keyed by NAME), `file:/path` read on the host
+ * (keyed by the whole reference).
+ */
 export function routeSecrets(
   routesText: string,
   env: Record<string, string | undefined>,
@@ -147,6 +232,26 @@ export function routeSecrets(
   const secrets: Record<string, string> = {};
   for (const r of routes)
     for (const ref of Object.values(r.headers)) {
+      if (ref.startsWith('file:')) {
+        // Read here, on the host, where the operator's file is: the gate never reads a file a route names.
+        let value = '';
+        try {
+          value = readFileSync(ref.slice(5), 'utf8').trim();
+        } catch (err) {
+          throw new BbError(
+            'INVALID_INPUT',
+            `credential route ${r.prefix} needs ${ref.slice(5)}, which cannot be read: ${(err as Error).message}`,
+          );
+        }
+        if (!value)
+          throw new BbError(
+            'INVALID_INPUT',
+            `credential route ${r.prefix} needs ${ref.slice(5)}, which is empty`,
+          );
+        registerSecret(value);
+        secrets[ref] = value;
+        continue;
+      }
       if (!ref.startsWith('env:')) continue;
       const name = ref.slice(4);
       // bot-bottle's own secrets (the forge token, the webhook secret, the API token) never go to a proxy.
@@ -165,28 +270,6 @@ export function routeSecrets(
       secrets[name] = value;
     }
   return secrets;
-}
-
-/**
- * Start the egress and credential proxies (one gate container) with the rules
- * and routes (secret references only) in `proxy/`, and the referenced secrets
- * in a file only it mounts. Resolves once its sockets are up (the secrets file
- * is then removed). SIGHUP reloads both files; the outcome lands in
- * `state/proxy-status.json`.
- */
-export async function startProxies(
-  meta: BottleMeta,
-  cfg: { routes: string; allowlist: string },
-  o: GateOptions,
-): Promise<string> {
-  const p = bottlePaths(meta.slug, o.env);
-  return startProxyGate({
-    ...o,
-    slug: meta.slug,
-    labels: bottleLabels(meta, 'proxy', o.env),
-    dirs: { proxy: p.proxy, sock: p.sock, state: p.state },
-    ...cfg,
-  });
 }
 
 /** Where a proxy gate keeps its files on the host: configuration, sockets, logs. */
@@ -270,11 +353,14 @@ export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
 }
 
 /**
- * The shell lines that start the in-agent bridge (TCP on 127.0.0.1 to the gate's
- * two sockets) and wait until it listens: run before the agent's command.
+ * The shell lines that wait (up to 15 s) for the gate's two proxy sockets (the
+ * gate starts beside the agent), start the in-agent bridge (TCP on 127.0.0.1 to
+ * them) and wait until it listens: run before the agent's command.
  */
 export function bridgePrelude(runtimeDir: string, socketDir: string): string {
-  return `BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${BRIDGE_PORTS.egress}=${socketDir}/egress.sock ${BRIDGE_PORTS.credentials}=${socketDir}/cred.sock & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
+  const egress = `${socketDir}/egress.sock`;
+  const cred = `${socketDir}/cred.sock`;
+  return `i=0; while { [ ! -S ${egress} ] || [ ! -S ${cred} ]; } && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done; BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${BRIDGE_PORTS.egress}=${egress} ${BRIDGE_PORTS.credentials}=${cred} & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
 }
 
 /** The agent's proxy variables: every outbound request through the bridge to the egress proxy. */

@@ -35,6 +35,7 @@ export { canMountDisks, DEFAULT_DISK, diskQuota } from './disk';
 export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
 export {
   bridgePrelude,
+  GATE_ROLE,
   modelApiUrl,
   PROXY_ENV,
   type ProxyGateDirs,

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { BbError } from '@bb/errors';
 import { bbHome } from './home';
 
-/** Copy the runtime files (sidecar, bb-forge, MCP bridge, script agent) where bottles can read them. */
+/** Copy the runtime files (the gate, bb-forge, the MCP bridges, the script agent, …) where bottles can read them. */
 export function prepareRuntime(env: Record<string, string | undefined>): string {
   const require = createRequire(import.meta.url);
   const sidecarDir = join(
@@ -36,7 +36,7 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
     byName = join(dirname(require.resolve('@bb/headless/package.json')), 'dist', 'bundle');
   } catch {}
   const own = [join(here, 'bundle'), join(here, '..', 'dist', 'bundle'), byName].find(
-    (d) => d && existsSync(join(d, 'script-agent.mjs')),
+    (d) => d && existsSync(join(d, 'script-agent.mjs')) && existsSync(join(d, 'bb-gate.mjs')),
   );
   const files: Array<[string, string]> = [
     [sidecarDir, 'sidecar.mjs'],
@@ -48,6 +48,7 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
     [superviseDir, 'bb-supervise.mjs'],
     [superviseDir, 'bb-supervise-mcp.mjs'],
     [own ?? '', 'script-agent.mjs'],
+    [own ?? '', 'bb-gate.mjs'],
   ];
   for (const [dir, f] of files) {
     if (!dir || !existsSync(join(dir, f))) {

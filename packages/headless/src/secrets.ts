@@ -20,7 +20,7 @@ export function secretsRoot(env: Record<string, string | undefined>): string {
 
 export function secretsDir(
   slug: string,
-  role: 'sidecar' | 'proxy',
+  role: 'gate' | 'proxy',
   env: Record<string, string | undefined>,
 ): string {
   return join(secretsRoot(env), slug, role);
@@ -32,7 +32,7 @@ export function secretsDir(
  */
 export function writeSecret(
   slug: string,
-  role: 'sidecar' | 'proxy',
+  role: 'gate' | 'proxy',
   name: string,
   content: string,
   env: Record<string, string | undefined>,

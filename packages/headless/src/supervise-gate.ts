@@ -2,10 +2,8 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { loadPolicy } from '@bb/supervise';
 import { writeFileNoFollow } from '@bb/wall';
-import type { BottleSpec } from './backend';
-import { bottleLabels, type GateOptions } from './gate';
 import { bbHome } from './home';
-import { type BottleMeta, bottlePaths, GATE_USER, pathsFor, userSpec } from './layout';
+import { type BottleMeta, bottlePaths } from './layout';
 import type { BottleManifest } from './manifests';
 
 /** The three files a bottle runs with, as text: what the agent reads and proposes against. */
@@ -99,51 +97,4 @@ export function atomicWrite(file: string, content: string, mode = 0o644): void {
 export function allowedBases(meta: BottleMeta, env: Record<string, string | undefined>): string[] {
   const policy = loadPolicy(bbHome(env));
   return [...new Set([meta.baseImage ?? meta.image, ...policy.baseImages])];
-}
-
-/**
- * Start the bottle's supervise sidecar: no secret, no network, the gate's user;
- * it reads the current configuration and writes requests where the host reads
- * them. Its socket appears in the bottle's socket directory when it serves.
- */
-export async function startSuperviseSidecar(meta: BottleMeta, o: GateOptions): Promise<string> {
-  const p = bottlePaths(meta.slug, o.env);
-  const P = pathsFor(o.backend, p, o.runtime, '');
-  const policy = loadPolicy(bbHome(o.env));
-  const spec: BottleSpec = {
-    name: `bb-${meta.slug}-supervise`,
-    image: o.image,
-    cmd: ['node', `${P.runtime}/supervise-sidecar.mjs`],
-    user: userSpec(GATE_USER),
-    labels: bottleLabels(meta, 'supervise', o.env),
-    network: 'none',
-    readOnlyRootfs: true,
-    tmpfs: { '/tmp': 'rw,size=16m' },
-    env: {
-      HOME: '/tmp',
-      BB_SLUG: meta.slug,
-      BB_SUPERVISE_SOCKET: P.superviseSocket,
-      BB_SUPERVISE_DIR: P.supervise,
-      BB_CURRENT_CONFIG: P.currentConfig,
-      BB_SUPERVISE_POLICY: JSON.stringify({
-        allowedBases: allowedBases(meta, o.env),
-        ttlMs: policy.ttlMs,
-        waitMs: policy.waitMs,
-        coolDownAfter: policy.coolDownAfter,
-        coolDownMs: policy.coolDownMs,
-      }),
-      BB_SOCKET_MODE: o.backend.mapsMounts ? '666' : '600',
-    },
-    mounts: [
-      { source: o.runtime, target: P.runtime, readOnly: true },
-      { source: p.sock, target: P.socketDir },
-      { source: p.supervise, target: P.supervise },
-      { source: p.currentConfig, target: P.currentConfig, readOnly: true },
-    ],
-    // It checks what the agent sends: whatever that costs, it costs here, and not much.
-    resources: { memoryBytes: 128 * 1024 * 1024, pidsLimit: 64, cpus: 0.5 },
-  };
-  const id = await o.backend.create(spec);
-  await o.backend.start(id);
-  return id;
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
 import type { Remediator, SupervisedBottles } from '@bb/supervise';
@@ -70,10 +70,11 @@ export async function reloadBottleProxies(
     atomicWrite(join(p.currentConfig, FILE[kind]), text);
     return { ok: true, detail: `kept for ${slug}'s next turn (the bottle is frozen)` };
   }
-  const proxy = (await options.backend.list({ 'bb.slug': slug })).find(
-    (c) => c.labels['bb.role'] === 'proxy' && c.state === 'running',
+  // The gate serves the proxies when the turn started with rules or routes (their socket is there).
+  const gate = (await options.backend.list({ 'bb.slug': slug })).find(
+    (c) => c.labels['bb.role'] === 'gate' && c.state === 'running',
   );
-  if (!proxy)
+  if (!gate || !existsSync(join(p.sock, 'cred.sock')))
     throw new BbError(
       'CONFLICT',
       `${slug} runs without egress and credential proxies (its manifests name no host and no route), so there is nothing to reload; the change applies from its next turn`,
@@ -92,7 +93,7 @@ export async function reloadBottleProxies(
     if (Object.keys(secrets).length)
       secretsDir = writeSecret(
         slug,
-        'proxy',
+        'gate',
         'keys.json',
         JSON.stringify(secrets),
         env,
@@ -100,7 +101,7 @@ export async function reloadBottleProxies(
       );
     atomicWrite(join(p.proxy, PROXY_FILE[kind]), text);
     atomicWrite(join(p.proxy, 'generation'), generation);
-    await options.backend.signal(proxy.id, 'SIGHUP');
+    await options.backend.signal(gate.id, 'SIGHUP');
     const status = await waitForReload(
       join(p.state, 'proxy-status.json'),
       generation,

@@ -109,7 +109,18 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     // While the bottle runs, look at its agent container as the engine reports it.
     let seen: Awaited<ReturnType<typeof backend.list>> = [];
     let rawInspect = '';
+    const roles = new Map<string, Set<string>>();
     const watching = setInterval(() => {
+      backend.list({}).then(
+        (all) => {
+          for (const c of all) {
+            const slug = c.labels['bb.slug'] ?? '';
+            if (!roles.has(slug)) roles.set(slug, new Set());
+            roles.get(slug)!.add(c.labels['bb.role'] ?? '');
+          }
+        },
+        () => {},
+      );
       backend.list({ 'bb.role': 'agent' }).then(
         async (now) => {
           if (now.length > seen.length) seen = now;
@@ -133,8 +144,10 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     expect(first).toMatchObject({ exitCode: 0, ok: true });
     expect(first.sessionId).toMatch(/^[0-9a-f-]{36}$/);
     expect(progress.join('\n')).toMatch(
-      /starting the forge sidecar[\s\S]*running script agent \(turn 1\)[\s\S]*freezing/,
+      /creating the gate \(forge, supervise\)[\s\S]*starting the gate[\s\S]*running script agent \(turn 1\)[\s\S]*freezing/,
     );
+    // A bottle is two containers: its agent and its gate (forge and supervise sidecars in one).
+    expect([...(roles.get(first.slug) ?? [])].sort()).toEqual(['agent', 'gate']);
     // The forge saw the comment and the PR from the bot's branch.
     const issue = server.issue('acme/widgets', 1);
     expect(issue.comments.at(-1)!.body).toBe('Working on it: please fix the export');

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { errorMessage, isBbError } from '@bb/errors';
-import type { TurnOutcome } from '@bb/headless';
+import { GATE_ROLE, type TurnOutcome } from '@bb/headless';
 import type { BottleRunner } from './bottle-runner';
 import { drainTurn, readTurnLog } from './turn-log';
 
@@ -169,14 +169,14 @@ export class TurnMonitor {
     try {
       const cs = await this.#o.runner.containers(this.slug);
       // An agent that exited is ending its turn the ordinary way, and the freeze that
-      // follows stops the sidecar: only a sidecar lost under a working agent counts.
+      // follows stops the gate: only a gate lost under a working agent counts.
       const agent = cs.find((c) => c.labels['bb.role'] === 'agent');
       if (agent?.state !== 'running') return;
-      const sidecar = cs.find((c) => c.labels['bb.role'] === 'sidecar');
-      if (!sidecar) detail = 'the forge sidecar container was removed';
-      else if (sidecar.state === 'exited')
-        detail = `the forge sidecar exited (${sidecar.exitCode ?? 'no code'})`;
-      else if (sidecar.state === 'running' && !existsSync(this.#o.runner.socket(this.slug)))
+      const gate = cs.find((c) => c.labels['bb.role'] === GATE_ROLE);
+      if (!gate) detail = "the gate container (the forge sidecar's) was removed";
+      else if (gate.state === 'exited')
+        detail = `the gate (the forge sidecar's) exited (${gate.exitCode ?? 'no code'})`;
+      else if (gate.state === 'running' && !existsSync(this.#o.runner.socket(this.slug)))
         detail = 'the forge sidecar socket was removed';
     } catch {
       return; // the engine does not answer now; the next look decides

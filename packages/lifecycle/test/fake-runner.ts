@@ -202,7 +202,7 @@ export class FakeRunner implements BottleRunner {
         labels: { 'bb.slug': slug, 'bb.role': role },
         isolation: { network: 'none', capDrop: [], readOnlyRootfs: true, user: '1000' },
       }) as unknown as BottleInfo;
-    return this.#gone.has(slug) ? [info('agent')] : [info('sidecar'), info('agent')];
+    return this.#gone.has(slug) ? [info('agent')] : [info('gate'), info('agent')];
   }
 
   async ours(): Promise<BottleInfo[]> {

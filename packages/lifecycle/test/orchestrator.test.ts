@@ -248,7 +248,7 @@ describe('Orchestrator', () => {
     await until('sidecar loss noticed', () => t.row(lost)?.status === 'frozen');
     expect(t.records(l)[0]?.watchdogFired).toMatchObject({
       reason: 'sidecar_death',
-      detail: 'the forge sidecar container was removed',
+      detail: "the gate container (the forge sidecar's) was removed",
     });
     // Check-ins count: a bottle that checked in recently is left alone.
     t.runner.agent(q).checkin();

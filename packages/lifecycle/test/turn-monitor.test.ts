@@ -1,5 +1,5 @@
-// The turn monitor tells a sidecar lost under a working agent from the freeze
-// that follows an agent's ordinary exit (which stops the sidecar too).
+// The turn monitor tells a gate (the forge sidecar's) lost under a working agent
+// from the freeze that follows an agent's ordinary exit (which stops the gate too).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,7 +53,7 @@ async function reportsWithin(runner: BottleRunner, ms: number): Promise<TurnRepo
 describe('TurnMonitor', () => {
   it('reports a sidecar that exited while the agent works', async () => {
     const reports = await reportsWithin(
-      runnerWith(() => [info('agent', 'running'), info('sidecar', 'exited')]),
+      runnerWith(() => [info('agent', 'running'), info('gate', 'exited')]),
       150,
     );
     expect(reports.filter((r) => r.kind === 'gate_lost')).toHaveLength(1);
@@ -71,7 +71,7 @@ describe('TurnMonitor', () => {
     expect(
       (
         await reportsWithin(
-          runnerWith(() => [info('agent', 'running'), info('sidecar', 'running')]),
+          runnerWith(() => [info('agent', 'running'), info('gate', 'running')]),
           150,
         )
       ).map((r) => r.kind),
@@ -80,7 +80,7 @@ describe('TurnMonitor', () => {
 
   it('says nothing of the sidecar once the agent exited (its turn is ending)', async () => {
     for (const cs of [
-      [info('agent', 'exited'), info('sidecar', 'exited')],
+      [info('agent', 'exited'), info('gate', 'exited')],
       [info('agent', 'exited')],
       [],
     ]) {

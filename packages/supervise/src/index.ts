@@ -43,6 +43,7 @@ export {
   type SupervisedBottles,
 } from './desk';
 export { Exchange } from './exchange';
+export { runSuperviseFromEnv } from './main';
 export { createSuperviseMcpServer, MCP_WAIT_MS } from './mcp';
 export { defaultPolicy, loadPolicy, type Policy, PolicySchema, policyPath } from './policy';
 export { type RunningSuperviseServer, serveSupervise } from './server';

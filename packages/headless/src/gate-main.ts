@@ -1,0 +1,91 @@
+import { runProxiesFromEnv } from '@bb/egress';
+import { BbError } from '@bb/errors';
+import { runSidecarFromEnv } from '@bb/forge-sidecar';
+import { runSuperviseFromEnv } from '@bb/supervise';
+
+/** A surface of the gate: something serving the agent on a socket of its own. */
+interface Surface {
+  name: 'forge' | 'supervise' | 'proxies';
+  close(): Promise<void>;
+  reload?(): void;
+}
+
+/** The surfaces a gate serves, from its environment. */
+export function gateSurfaces(
+  env: Record<string, string | undefined>,
+): Array<'forge' | 'supervise' | 'proxies'> {
+  return [
+    ...(env['BB_SIDECAR_SOCKET'] ? (['forge'] as const) : []),
+    ...(env['BB_SUPERVISE_SOCKET'] ? (['supervise'] as const) : []),
+    ...(env['BB_EGRESS_SOCKET'] ? (['proxies'] as const) : []),
+  ];
+}
+
+export interface RunningGate {
+  surfaces: Array<Surface['name']>;
+  /** Re-read the proxies' rules and routes (SIGHUP). */
+  reload(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * A bottle's gate: one process serving the agent its forge sidecar
+ * (`BB_SIDECAR_SOCKET` and the sidecar's variables), its supervise sidecar
+ * (`BB_SUPERVISE_SOCKET` …) and its egress and credential proxies
+ * (`BB_EGRESS_SOCKET` …), each present when its socket is named. Each surface
+ * is its own module on its own socket, configured exactly as its standalone
+ * command is; they share the process, so a bottle costs one gate container
+ * instead of three. The proxies resolve secret references from their secrets
+ * file only: never from this process's environment, nor from a file the gate can
+ * read (its forge token's is one). When one surface fails to
+ * start, those already up are closed and the error is thrown.
+ */
+export async function runGateFromEnv(
+  env: Record<string, string | undefined>,
+): Promise<RunningGate> {
+  const names = gateSurfaces(env);
+  if (names.length === 0)
+    throw new BbError(
+      'INVALID_INPUT',
+      'the gate serves nothing: name BB_SIDECAR_SOCKET, BB_SUPERVISE_SOCKET or BB_EGRESS_SOCKET',
+    );
+  const start = (name: Surface['name']): Promise<Surface> => {
+    switch (name) {
+      case 'forge':
+        return runSidecarFromEnv({ env }).then((s) => ({ name, close: () => s.close() }));
+      case 'supervise':
+        return runSuperviseFromEnv(env, (line) =>
+          process.stderr.write(
+            `${JSON.stringify({ time: new Date().toISOString(), surface: 'supervise', ...line })}\n`,
+          ),
+        ).then((s) => ({ name, close: () => s.close() }));
+      case 'proxies':
+        return runProxiesFromEnv(env, { secretsOnly: true }).then((p) => ({
+          name,
+          close: () => p.close(),
+          reload: () => p.reload(),
+        }));
+    }
+  };
+  const settled = await Promise.allSettled(names.map(start));
+  const up = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failed = settled.findIndex((s) => s.status === 'rejected');
+  if (failed >= 0) {
+    await Promise.allSettled(up.map((s) => s.close()));
+    const reason = (settled[failed] as PromiseRejectedResult).reason as Error;
+    throw new BbError(
+      reason instanceof BbError ? reason.code : 'BACKEND_ERROR',
+      `the gate's ${names[failed]} surface did not start: ${reason.message}`,
+      { cause: reason },
+    );
+  }
+  return {
+    surfaces: names,
+    reload: () => {
+      for (const s of up) s.reload?.();
+    },
+    close: async () => {
+      await Promise.allSettled(up.map((s) => s.close()));
+    },
+  };
+}

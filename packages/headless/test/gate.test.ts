@@ -1,0 +1,153 @@
+// The bottle's gate: one process serving the forge sidecar, the supervise sidecar and
+// the proxies, each on its own socket, resolving secrets from its secrets file only.
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isBbError } from '@bb/errors';
+import { afterEach, describe, expect, it } from 'vitest';
+import { routeSecrets } from '../src/gate';
+import { runGateFromEnv } from '../src/gate-main';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** A gate's environment for supervise and the proxies, on local paths. */
+function gateEnv(routes: unknown, secrets?: Record<string, string>) {
+  const d = mkdtempSync(join(tmpdir(), 'bb-gate-'));
+  dirs.push(d);
+  for (const s of ['sock', 'state', 'proxy', 'supervise', 'current-config']) mkdirSync(join(d, s));
+  writeFileSync(join(d, 'proxy', 'rules.json'), JSON.stringify({ allow: [] }));
+  writeFileSync(join(d, 'proxy', 'routes.json'), JSON.stringify({ routes }));
+  if (secrets) writeFileSync(join(d, 'keys.json'), JSON.stringify(secrets));
+  return {
+    dir: d,
+    env: {
+      BB_SLUG: 'gate-test',
+      BB_SUPERVISE_SOCKET: join(d, 'sock', 'supervise.sock'),
+      BB_SUPERVISE_DIR: join(d, 'supervise'),
+      BB_CURRENT_CONFIG: join(d, 'current-config'),
+      BB_EGRESS_RULES: join(d, 'proxy', 'rules.json'),
+      BB_CRED_ROUTES: join(d, 'proxy', 'routes.json'),
+      BB_EGRESS_SOCKET: join(d, 'sock', 'egress.sock'),
+      BB_CRED_SOCKET: join(d, 'sock', 'cred.sock'),
+      BB_EGRESS_LOG: join(d, 'state', 'egress.jsonl'),
+      ...(secrets ? { BB_CRED_SECRETS_FILE: join(d, 'keys.json') } : {}),
+    } as Record<string, string>,
+  };
+}
+
+/** A GET through a proxy's socket: the body it answers. */
+async function through(socketPath: string, path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath, path, method: 'GET' }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve(body));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('the gate', () => {
+  it('serves supervise and both proxies from one process, and closes them all', async () => {
+    const { http } = await import('./support-upstream');
+    const up = await http();
+    try {
+      const { dir, env } = gateEnv(
+        [{ prefix: '/svc', upstream: up.url, headers: { 'x-key': 'env:SVC_KEY' } }],
+        { SVC_KEY: 'svc-key-in-the-secrets-file' },
+      );
+      const gate = await runGateFromEnv(env);
+      expect(gate.surfaces).toEqual(['supervise', 'proxies']);
+      for (const s of ['supervise.sock', 'egress.sock', 'cred.sock'])
+        expect(existsSync(join(dir, 'sock', s)), s).toBe(true);
+      // The key from the secrets file reaches the upstream.
+      expect(await through(join(dir, 'sock', 'cred.sock'), '/svc/x')).toBe('ok');
+      expect(up.keys).toEqual(['svc-key-in-the-secrets-file']);
+      await gate.close();
+      for (const s of ['supervise.sock', 'egress.sock', 'cred.sock'])
+        expect(existsSync(join(dir, 'sock', s)), s).toBe(false);
+    } finally {
+      await up.close();
+    }
+  });
+
+  it("never resolves a route's secret from its own environment or filesystem", async () => {
+    // A variable in the gate's environment, and a file it can read (as it could its token's).
+    const readable = join(mkdtempSync(join(tmpdir(), 'bb-gate-file-')), 'token');
+    dirs.push(join(readable, '..'));
+    writeFileSync(readable, 'a-token-the-gate-holds');
+    for (const ref of ['env:GATE_OWN_VAR', `file:${readable}`]) {
+      const { dir, env } = gateEnv([
+        { prefix: '/x', upstream: 'http://127.0.0.1:9/', headers: { 'x-key': ref } },
+      ]);
+      const err = await runGateFromEnv({ ...env, GATE_OWN_VAR: 'from-the-environment' }).catch(
+        (e: unknown) => e,
+      );
+      expect(isBbError(err), String(err)).toBe(true);
+      expect((err as Error).message).toMatch(/proxies surface did not start.*is not set/);
+      expect((err as Error).message).not.toContain('a-token-the-gate-holds');
+      // What had started (supervise) was closed again.
+      expect(existsSync(join(dir, 'sock', 'supervise.sock'))).toBe(false);
+    }
+  });
+
+  it('takes a file reference from its secrets file, as the host read it', async () => {
+    const { http } = await import('./support-upstream');
+    const up = await http();
+    try {
+      const { dir, env } = gateEnv(
+        [{ prefix: '/f', upstream: up.url, headers: { 'x-key': 'file:/operator/key' } }],
+        { 'file:/operator/key': 'the-operator-file-key' },
+      );
+      const gate = await runGateFromEnv(env);
+      expect(await through(join(dir, 'sock', 'cred.sock'), '/f/y')).toBe('ok');
+      expect(up.keys).toEqual(['the-operator-file-key']);
+      await gate.close();
+    } finally {
+      await up.close();
+    }
+  });
+
+  it('refuses to start with nothing to serve', async () => {
+    const err = await runGateFromEnv({}).catch((e: unknown) => e);
+    expect(isBbError(err, 'INVALID_INPUT')).toBe(true);
+    expect((err as Error).message).toContain('BB_SIDECAR_SOCKET');
+  });
+});
+
+describe('routeSecrets (the host resolving what a gate gets)', () => {
+  it('reads env references from its environment and file references from the host', () => {
+    const d = mkdtempSync(join(tmpdir(), 'bb-routes-'));
+    dirs.push(d);
+    writeFileSync(join(d, 'key'), 'file-key\n');
+    const routes = JSON.stringify({
+      routes: [
+        { prefix: '/a', upstream: 'http://127.0.0.1:9/', headers: { 'x-a': 'env:ROUTE_A' } },
+        {
+          prefix: '/b',
+          upstream: 'http://127.0.0.1:9/',
+          headers: { 'x-b': `file:${join(d, 'key')}` },
+        },
+      ],
+    });
+    expect(routeSecrets(routes, { ROUTE_A: 'env-key' })).toEqual({
+      ROUTE_A: 'env-key',
+      [`file:${join(d, 'key')}`]: 'file-key',
+    });
+    const missing = JSON.stringify({
+      routes: [
+        {
+          prefix: '/c',
+          upstream: 'http://127.0.0.1:9/',
+          headers: { 'x-c': `file:${join(d, 'nope')}` },
+        },
+      ],
+    });
+    expect(() => routeSecrets(missing, {})).toThrow(/\/c needs .*nope, which cannot be read/);
+  });
+});

@@ -4,6 +4,7 @@ import {
   chownSync,
   existsSync,
   lchownSync,
+  lstatSync,
   mkdirSync,
   readdirSync,
   renameSync,
@@ -12,14 +13,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, isBbError, redactString, registerSecret } from '@bb/errors';
-import {
-  chownTreeNoFollow,
-  type Owner,
-  readHeadAsData,
-  runGit,
-  wallGitEnv,
-  writeFileNoFollow,
-} from '@bb/wall';
+import { chownTreeNoFollow, type Owner, readHeadAsData, writeFileNoFollow } from '@bb/wall';
 import type { Backend, BottleSpec } from './backend';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
 import {
@@ -67,6 +61,7 @@ import {
   writeCurrentConfig,
 } from './supervise-gate';
 import { takeResumeRequest } from './supervise-remedy';
+import { prepareWorkspace } from './workspace';
 
 export interface TurnOutcome {
   slug: string;
@@ -164,12 +159,18 @@ function prepareDirs(p: BottlePaths, backend: Backend): void {
   chmodSync(p.supervise, 0o755);
 }
 
-/** Give a gate-only tree to `owner` (the agent never reaches it). */
-function chownTree(dir: string, owner: Owner): void {
+/**
+ * Give a gate-only tree to `owner` (the agent never reaches it). A directory
+ * that is already the owner's was made by the gate, with everything in it: it is
+ * not walked again, so a large push repository costs nothing on each turn.
+ */
+function chownTree(dir: string, owner: Owner, top = true): void {
+  const st = lstatSync(dir);
+  if (!top && st.uid === owner.uid && st.gid === owner.gid) return;
   chownSync(dir, owner.uid, owner.gid);
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, e.name);
-    if (e.isDirectory()) chownTree(path, owner);
+    if (e.isDirectory()) chownTree(path, owner, false);
     else lchownSync(path, owner.uid, owner.gid);
   }
 }
@@ -276,6 +277,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
   const branch = `bb/${options.agent}-${options.forge?.issue ?? slug}`;
   const { agent: agentOwner } = owners(options.backend);
   let early: Promise<CreatedGate | undefined> | undefined;
+  let prepared: Promise<void> | undefined;
   try {
     progress(`preparing bottle ${slug}`);
     prepareDirs(p, options.backend);
@@ -336,54 +338,22 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       return g;
     });
     early.catch(() => {});
-    const ws = p.workspace;
-    // The agent has not run yet: the repository is the host's own until it does.
-    const git = (args: string[], config: Array<[string, string]> = []) =>
-      runGit(args, { env: wallGitEnv({ config }), timeoutMs: cloneMs });
-    if (options.forge) {
-      progress(`cloning ${options.forge.owner}/${options.forge.repo}`);
-      const scheme = new URL(options.forge.cloneUrl).protocol.replace(':', '');
-      // The clone's remote is removed at once: only the sidecar pushes. The
-      // commit identity is set by the clone itself.
-      await git(
-        [
-          'clone',
-          '--quiet',
-          '--no-tags',
-          '--origin',
-          'source',
-          '--config',
-          `user.name=${agent.git.name}`,
-          '--config',
-          `user.email=${agent.git.email}`,
-          options.forge.cloneUrl,
-          ws,
-        ],
-        [
-          [`protocol.${scheme}.allow`, 'always'],
-          // The forge's repository, not the agent's: its history is checked by the forge.
-          ['transfer.fsckObjects', 'false'],
-          ['http.lowSpeedLimit', '1000'],
-          ['http.lowSpeedTime', String(Math.max(1, Math.min(60, Math.floor(cloneMs / 2000))))],
-          ['http.extraHeader', `Authorization: token ${options.forge.token}`],
-        ],
-      ).catch((err: Error) => {
-        throw new BbError(
-          'FORGE_UNAVAILABLE',
-          `cannot clone ${options.forge!.cloneUrl}: ${redactString(err.message)}`,
-        );
-      });
-      await git(['-C', ws, 'remote', 'remove', 'source']);
-      await git(['-C', ws, 'checkout', '-q', '-B', branch]);
-    } else {
-      await git(['init', '-q', '-b', branch, ws]);
-      await git(['-C', ws, 'config', 'user.name', agent.git.name]);
-      await git(['-C', ws, 'config', 'user.email', agent.git.email]);
-    }
-    meta.baseCommit = readHeadAsData(ws) ?? null;
-    writeMeta(meta, env);
-    // Ownership is set once, before the agent ever runs; never again through what it made.
-    if (agentOwner) await chownTreeNoFollow(agentOwner, p.workspace, p.home);
+    // The workspace is made while the agent's container is created; the agent
+    // starts once it is ready.
+    prepared = prepareWorkspace({
+      workspace: p.workspace,
+      forge: options.forge,
+      branch,
+      identity: agent.git,
+      timeoutMs: cloneMs,
+      onProgress: progress,
+    }).then(async () => {
+      meta.baseCommit = readHeadAsData(p.workspace) ?? null;
+      writeMeta(meta, env);
+      // Ownership is set once, before the agent ever runs; never again through what it made.
+      if (agentOwner) await chownTreeNoFollow(agentOwner, p.workspace, p.home);
+    });
+    prepared.catch(() => {});
     return await startTurn(
       meta,
       agent,
@@ -393,11 +363,13 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       options,
       env,
       early,
+      prepared,
     );
   } catch (err) {
-    // Nothing half-made stays behind (a sidecar still being created included); the
-    // agent never ran, so there is no evidence to keep.
+    // Nothing half-made stays behind (a gate still being created, a clone still
+    // running included); the agent never ran, so there is no evidence to keep.
     await early?.catch(() => {});
+    await prepared?.catch(() => {});
     await destroy(slug, options);
     throw err;
   }
@@ -562,6 +534,8 @@ async function startTurn(
   options: BottleOptions,
   env: Record<string, string | undefined>,
   early?: Promise<CreatedGate | undefined>,
+  /** The workspace being made (a launch): the agent's container starts once it is. */
+  workspaceReady?: Promise<void>,
 ): Promise<StartedTurn> {
   const { backend } = options;
   const progress = options.onProgress ?? (() => {});
@@ -680,6 +654,7 @@ async function startTurn(
       },
     };
     const aid = await backend.create(agentSpec);
+    await workspaceReady;
     await backend.start(aid);
     try {
       // Serving every socket, its secrets read (their files go): or the agent stops.
@@ -691,7 +666,9 @@ async function startTurn(
     }
     return { slug: meta.slug, turn };
   } catch (err) {
-    // A failed turn leaves the bottle frozen, its workspace and session intact.
+    // A failed turn leaves the bottle frozen, its workspace and session intact
+    // (a clone still running is let finish first: its disk is unmounted).
+    await workspaceReady?.catch(() => {});
     await freeze(meta.slug, options).catch(() => {});
     throw isBbError(err)
       ? err

@@ -144,7 +144,11 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     expect(first).toMatchObject({ exitCode: 0, ok: true });
     expect(first.sessionId).toMatch(/^[0-9a-f-]{36}$/);
     expect(progress.join('\n')).toMatch(
-      /creating the gate \(forge, supervise\)[\s\S]*starting the gate[\s\S]*running script agent \(turn 1\)[\s\S]*freezing/,
+      /creating the gate \(forge, supervise\)[\s\S]*cloning acme\/widgets[\s\S]*freezing/,
+    );
+    // The gate starts and the agent's container is made while the repository is cloned.
+    expect(progress).toEqual(
+      expect.arrayContaining(['starting the gate', 'running script agent (turn 1)']),
     );
     // A bottle is two containers: its agent and its gate (forge and supervise sidecars in one).
     expect([...(roles.get(first.slug) ?? [])].sort()).toEqual(['agent', 'gate']);

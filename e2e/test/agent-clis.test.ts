@@ -40,7 +40,7 @@ import {
 } from '@bb/scripted-model';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
-import { importHead, runGit, wallGitEnv } from '@bb/wall';
+import { ensureBareRepo, importHead, runGit, wallGitEnv } from '@bb/wall';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { forgeWorld, probeAgentsImage, until } from './support';
 
@@ -154,6 +154,9 @@ async function lastCommitSubject(home: string, slug: string): Promise<string> {
   await mountBottleDisk(slug, env);
   const into = mkdtempSync(join(tmpdir(), 'bb-read-'));
   try {
+    // The checkout borrows the repository's history from its mirror: so does this reader.
+    const mirror = readMeta(slug, env)?.mirror;
+    ensureBareRepo(into, mirror ? [join(mirror, 'objects')] : []);
     const sha = await importHead({ workspace: bottlePaths(slug, env).workspace, into });
     return (
       await runGit([`--git-dir=${into}`, 'log', '--format=%s', '-1', sha], { env: wallGitEnv() })

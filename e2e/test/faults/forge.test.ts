@@ -63,7 +63,7 @@ describe.skipIf(!docker.ok)('faults: the forge misbehaves', () => {
     await s.expectClean([]);
   }, 150_000);
 
-  it('a forge that stops answering mid-clone cannot hold the launch: the clone is killed and the launch retried', async () => {
+  it('a forge that stops answering mid-fetch cannot hold the launch: the fetch is killed and the launch retried', async () => {
     onTestFailed(() => console.error(s.logText()));
     s.proxy.fail(CLONE, 'hang', 1);
     const n = s.issue('Hung clone', 'worker');
@@ -76,11 +76,11 @@ describe.skipIf(!docker.ok)('faults: the forge misbehaves', () => {
     expect(
       s
         .logs()
-        .some((l) => l['msg'] === 'launch failed' && /took longer|clone/.test(String(l['error']))),
+        .some((l) => l['msg'] === 'launch failed' && /took longer|fetch/.test(String(l['error']))),
     ).toBe(true);
     expect(s.comments(n).filter((c) => c === 'Starting.')).toHaveLength(1);
     expect(s.chain(row!.slug)).toHaveLength(1);
-    // The first attempt's half-made bottle (its sidecar was up) is gone, and so is its clone.
+    // The first attempt's half-made bottle (its gate was up) is gone, and so is its fetch.
     await s.expectClean([]);
   }, 90_000);
 });

@@ -16,7 +16,7 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
     s = undefined;
   });
 
-  it('killed mid-launch (gate up, clone in progress, no agent yet): the restart removes the half-made bottle and launches again', async () => {
+  it('killed mid-launch (gate up, agent container made, fetch in progress): the restart removes the half-made bottle and launches again', async () => {
     s = await new Scenario('bb-faults-kill-launch-', { worker: worker(0) }).setup();
     const sc = s;
     onTestFailed(() => console.error(sc.logText()));
@@ -28,7 +28,7 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
       (await sc.containers()).some((c) => c.role === 'gate') ? sc.row(n)?.slug : undefined,
     );
     await sc.stop('SIGKILL');
-    // The clone died with the orchestrator (its transport helper ends with the connection).
+    // The fetch died with the orchestrator (its transport helper ends with the connection).
     await until(
       'no clone left running',
       () => (sc.strays().length === 0 ? true : undefined),

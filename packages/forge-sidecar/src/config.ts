@@ -74,6 +74,12 @@ export const SidecarEnvSchema = z.object({
   /** The sidecar's own bare repository, where the agent's commits are received and pushed from. @default `<dir of BB_OPS_LOG>/push.git` */
   BB_GIT_DIR: absPath('BB_GIT_DIR').optional(),
   /**
+   * An object store the push repository borrows from, read-only: the mirror the
+   * workspace was checked out from (its `objects` directory). With BB_BASE_COMMIT,
+   * the base's history is taken from there instead of the workspace.
+   */
+  BB_GIT_ALTERNATE: absPath('BB_GIT_ALTERNATE').optional(),
+  /**
    * The socket's mode, octal: `600` (default) lets only the sidecar's user
    * connect; `666` lets an agent running as another user connect, in a
    * directory only the sidecar's user can change.

@@ -25,7 +25,15 @@ export function createGitGate(options: {
   timeoutMs?: number;
   /** The repository never grows past this. @default 16 GiB */
   maxRepoBytes?: number;
+  /**
+   * Object stores of ours `repo` borrows from, read-only: the repository's mirror
+   * the workspace was checked out from (its history is not copied again).
+   */
+  alternates?: string[];
+  /** Commits the alternates hold with their history (the launch's base): never walked again. */
+  exclude?: string[];
 }): GitGate {
+  ensureBareRepo(options.repo, options.alternates ?? []);
   // One receive at a time: concurrent calls would share the repository's work.
   let queue: Promise<unknown> = Promise.resolve();
   const receive = async () => {
@@ -34,6 +42,7 @@ export function createGitGate(options: {
         workspace: options.workspace,
         into: options.repo,
         maxRepoBytes: options.maxRepoBytes ?? 16 * 1024 ** 3,
+        ...(options.exclude?.length ? { exclude: options.exclude } : {}),
         ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
       });
     } catch (err) {

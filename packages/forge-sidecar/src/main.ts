@@ -55,6 +55,8 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
       workspace: env.BB_WORKSPACE,
       repo: gitDir,
       ...(env.BB_GIT_DIR_MAX ? { maxRepoBytes: env.BB_GIT_DIR_MAX } : {}),
+      ...(env.BB_GIT_ALTERNATE ? { alternates: [env.BB_GIT_ALTERNATE] } : {}),
+      ...(env.BB_BASE_COMMIT ? { exclude: [env.BB_BASE_COMMIT] } : {}),
     }),
     branch: env.BB_BRANCH,
     socketOwner: owner ? { uid: owner[0], gid: owner[1] } : undefined,

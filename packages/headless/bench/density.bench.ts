@@ -6,7 +6,7 @@
 // The floor, measured in the same run, is the same two-container layout holding
 // nothing but idle node processes where bot-bottle's are: a separate-process gate
 // and bridge cannot cost less. Goal: <= 50 MB per bottle; bottles per GB reported.
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGiteaTestServer } from '@bb/forge/testing';

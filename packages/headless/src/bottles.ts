@@ -50,6 +50,7 @@ import {
   loadBottleManifest,
   memoryBytes,
 } from './manifests';
+import { initMirror, mirrorDir } from './mirror';
 import { clearPrBundle, PR_BUNDLE, takeBundleScript } from './pr-sync';
 import { providerFor } from './providers';
 import { prepareRuntime } from './runtime';
@@ -306,6 +307,10 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
         : null,
       turns: [],
       ...(ownDisk ? { diskBytes: quota } : {}),
+      // Made before anything mounts it; fetched into while the workspace is made.
+      ...(options.forge
+        ? { mirror: await initMirror(mirrorDir(options.forge.cloneUrl, env)) }
+        : {}),
       ...(options.labels ? { labels: options.labels } : {}),
       createdAt: new Date().toISOString(),
     };
@@ -346,6 +351,8 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       branch,
       identity: agent.git,
       timeoutMs: cloneMs,
+      env,
+      mirrorInBottle: options.backend.mapsMounts ? IN_BOTTLE.mirror : undefined,
       onProgress: progress,
     }).then(async () => {
       meta.baseCommit = readHeadAsData(p.workspace) ?? null;
@@ -646,6 +653,10 @@ async function startTurn(
         { source: p.home, target: P.home },
         // Read only: the agent proposes changes to these files, it never writes them.
         { source: p.currentConfig, target: P.currentConfig, readOnly: true },
+        // The repository's history, borrowed by the checkout: nobody's to change.
+        ...(meta.mirror && backend.mapsMounts
+          ? [{ source: join(meta.mirror, 'objects'), target: IN_BOTTLE.mirror, readOnly: true }]
+          : []),
       ],
       resources: {
         memoryBytes: memoryBytes(bottle.resources.memory) ?? 2 * 1024 ** 3,

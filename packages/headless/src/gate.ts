@@ -13,6 +13,7 @@ import {
   HOME_LABEL,
   homeLabel,
   IN_BOTTLE,
+  mirrorObjectsFor,
   pathsFor,
   userSpec,
 } from './layout';
@@ -103,6 +104,7 @@ export async function createGate(
     secrets = writeSecret(meta.slug, 'gate', 'keys.json', JSON.stringify(keys), o.env, owner);
   }
   const P = pathsFor(o.backend, p, o.runtime, secrets ?? '');
+  const mirror = mirrorObjectsFor(o.backend, meta);
   const sockets = [
     ...(forge ? ['forge.sock'] : []),
     ...(plan.supervise ? ['supervise.sock'] : []),
@@ -139,14 +141,18 @@ export async function createGate(
       BB_WORKSPACE: P.workspace,
       BB_BRANCH: meta.branch,
       // A resumed turn with a PR: the sidecar brings the PR branch to the checkout.
-      ...(syncsPr(meta)
-        ? { BB_SYNC_PR: '1', ...(meta.baseCommit ? { BB_BASE_COMMIT: meta.baseCommit } : {}) }
-        : {}),
+      ...(syncsPr(meta) ? { BB_SYNC_PR: '1' } : {}),
+      // The launch's base: its history is the mirror's, never taken from the workspace.
+      ...(meta.baseCommit ? { BB_BASE_COMMIT: meta.baseCommit } : {}),
+      ...(mirror ? { BB_GIT_ALTERNATE: mirror } : {}),
     });
     mounts.push(
       { source: p.queue, target: P.queue },
       // Read only: the sidecar reads the agent's commits as data and never writes there.
       { source: p.workspace, target: P.workspace, readOnly: true },
+      ...(mirror && meta.mirror && isolated(o.backend)
+        ? [{ source: join(meta.mirror, 'objects'), target: mirror, readOnly: true }]
+        : []),
     );
   }
   if (forge || plan.proxies) mounts.push({ source: p.state, target: P.state });

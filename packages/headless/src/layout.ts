@@ -37,6 +37,11 @@ export interface BottleMeta {
   scanned?: string[];
   /** The disk quota the bottle's workspace and home live on, in bytes (absent: none). */
   diskBytes?: number;
+  /**
+   * The repository's mirror on the host the workspace was checked out from: its
+   * objects are the workspace's and the gate's history (mounted read-only).
+   */
+  mirror?: string;
   turns: Array<{
     turn: number;
     prompt: string;
@@ -142,6 +147,8 @@ export const IN_BOTTLE = {
   superviseSocket: '/run/bb/supervise.sock',
   supervise: '/var/bb/supervise',
   currentConfig: '/etc/bot-bottle/current-config',
+  /** The repository mirror's objects, read-only (the workspace's and the gate's alternates). */
+  mirror: '/var/bb/mirror',
 };
 
 /** The paths a bottle's processes see: fixed ones in a container, the host's otherwise. */
@@ -165,7 +172,14 @@ export function pathsFor(
     superviseSocket: join(p.sock, 'supervise.sock'),
     supervise: p.supervise,
     currentConfig: p.currentConfig,
+    mirror: '',
   };
+}
+
+/** Where a bottle's processes find its mirror's objects (undefined: no mirror). */
+export function mirrorObjectsFor(backend: Backend, meta: BottleMeta): string | undefined {
+  if (!meta.mirror) return undefined;
+  return backend.mapsMounts ? IN_BOTTLE.mirror : join(meta.mirror, 'objects');
 }
 
 /** The label naming the `BB_HOME` a bottle belongs to (see `homeLabel`). */

@@ -1,6 +1,8 @@
-import { BbError, redactString } from '@bb/errors';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { runGit, wallGitEnv } from '@bb/wall';
 import type { ForgeWiring } from './layout';
+import { syncMirror } from './mirror';
 
 export interface WorkspaceOptions {
   /** Where the checkout goes (an empty directory on the bottle's disk). */
@@ -13,58 +15,42 @@ export interface WorkspaceOptions {
   identity: { name: string; email: string };
   /** How long the whole preparation may take. */
   timeoutMs: number;
+  /** Where `BB_HOME` is (the repository's mirror lives under it). */
+  env: Record<string, string | undefined>;
+  /**
+   * Where the agent finds the mirror's objects (a read-only mount), when not at
+   * their host path: the checkout's alternates are pointed there once it is made.
+   */
+  mirrorInBottle?: string | undefined;
   onProgress?: ((message: string) => void) | undefined;
 }
 
 /**
  * Make a bottle's workspace before its agent first runs: the repository checked
- * out on the bottle's branch, with no remote (only the gate pushes) and the
- * agent's commit identity. The agent has not run yet: the repository is the
- * host's own until it does.
+ * out on the bottle's branch at the forge's default branch, with no remote
+ * (only the gate pushes) and the agent's commit identity. The objects are the
+ * repository's mirror's, borrowed read-only (`objects/info/alternates`): the
+ * launch fetches what changed into the mirror and checks out from it. The agent
+ * has not run yet: the repository is the host's own until it does. Returns the
+ * mirror's directory (none without a forge).
  */
-export async function prepareWorkspace(o: WorkspaceOptions): Promise<void> {
-  const git = (args: string[], config: Array<[string, string]> = []) =>
-    runGit(args, { env: wallGitEnv({ config }), timeoutMs: o.timeoutMs });
+export async function prepareWorkspace(o: WorkspaceOptions): Promise<{ mirror?: string }> {
+  const git = (args: string[]) =>
+    runGit(args, { env: wallGitEnv({ config: [] }), timeoutMs: o.timeoutMs });
   const ws = o.workspace;
-  if (!o.forge) {
-    await git(['init', '-q', '-b', o.branch, ws]);
-    await git(['-C', ws, 'config', 'user.name', o.identity.name]);
-    await git(['-C', ws, 'config', 'user.email', o.identity.email]);
-    return;
+  await git(['init', '-q', '-b', o.branch, ws]);
+  await git(['-C', ws, 'config', 'user.name', o.identity.name]);
+  await git(['-C', ws, 'config', 'user.email', o.identity.email]);
+  if (!o.forge) return {};
+  o.onProgress?.(`fetching ${o.forge.owner}/${o.forge.repo}`);
+  const { dir, head } = await syncMirror(o.forge, o.env, o.timeoutMs);
+  const alternates = join(ws, '.git', 'objects', 'info', 'alternates');
+  writeFileSync(alternates, `${join(dir, 'objects')}\n`);
+  // An empty repository: the branch is born with the agent's first commit.
+  if (head) {
+    o.onProgress?.(`checking out ${o.forge.owner}/${o.forge.repo}`);
+    await git(['-C', ws, 'reset', '-q', '--hard', head]);
   }
-  const forge = o.forge;
-  o.onProgress?.(`cloning ${forge.owner}/${forge.repo}`);
-  const scheme = new URL(forge.cloneUrl).protocol.replace(':', '');
-  // The clone's remote is removed at once: only the gate pushes. The commit
-  // identity is set by the clone itself.
-  await git(
-    [
-      'clone',
-      '--quiet',
-      '--no-tags',
-      '--origin',
-      'source',
-      '--config',
-      `user.name=${o.identity.name}`,
-      '--config',
-      `user.email=${o.identity.email}`,
-      forge.cloneUrl,
-      ws,
-    ],
-    [
-      [`protocol.${scheme}.allow`, 'always'],
-      // The forge's repository, not the agent's: its history is checked by the forge.
-      ['transfer.fsckObjects', 'false'],
-      ['http.lowSpeedLimit', '1000'],
-      ['http.lowSpeedTime', String(Math.max(1, Math.min(60, Math.floor(o.timeoutMs / 2000))))],
-      ['http.extraHeader', `Authorization: token ${forge.token}`],
-    ],
-  ).catch((err: Error) => {
-    throw new BbError(
-      'FORGE_UNAVAILABLE',
-      `cannot clone ${forge.cloneUrl}: ${redactString(err.message)}`,
-    );
-  });
-  await git(['-C', ws, 'remote', 'remove', 'source']);
-  await git(['-C', ws, 'checkout', '-q', '-B', o.branch]);
+  if (o.mirrorInBottle) writeFileSync(alternates, `${o.mirrorInBottle}\n`);
+  return { mirror: dir };
 }

@@ -141,10 +141,10 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
       onProgress: (msg) => progress.push(msg),
     }).finally(() => clearInterval(watching));
     expect(first.output).toContain('"type":"result"');
-    expect(first).toMatchObject({ exitCode: 0, ok: true });
+    expect(first, first.output).toMatchObject({ exitCode: 0, ok: true });
     expect(first.sessionId).toMatch(/^[0-9a-f-]{36}$/);
     expect(progress.join('\n')).toMatch(
-      /creating the gate \(forge, supervise\)[\s\S]*cloning acme\/widgets[\s\S]*freezing/,
+      /creating the gate \(forge, supervise\)[\s\S]*fetching acme\/widgets[\s\S]*freezing/,
     );
     // The gate starts and the agent's container is made while the repository is cloned.
     expect(progress).toEqual(
@@ -324,7 +324,7 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
           slug: 'implementer-noclone',
         }),
       ),
-    ).toMatch(/^FORGE_UNAVAILABLE: cannot clone/);
+    ).toMatch(/^FORGE_UNAVAILABLE: cannot fetch/);
     expect(existsSync(bottleDir('implementer-noclone', env()))).toBe(false);
     expect(await backend.list({ 'bb.slug': 'implementer-noclone' })).toEqual([]);
     await destroy(ok.slug, { backend, env: env() });

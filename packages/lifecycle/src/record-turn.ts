@@ -88,7 +88,8 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
       // (kept in its own repository before the push, checked object by object),
       // and the ids it relayed. The agent's own repository is never read.
       tips: [...new Set([...importedCommits(push), ...pushed])],
-      objectDirs: [join(push, 'objects')],
+      // The launch's history is the repository mirror's, which the push repository borrows.
+      objectDirs: [join(push, 'objects'), ...(meta?.mirror ? [join(meta.mirror, 'objects')] : [])],
       // The launch base and what earlier turns covered: history is not blamed again.
       exclude: [
         ...(meta?.baseCommit ? [meta.baseCommit] : []),

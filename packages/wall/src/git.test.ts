@@ -17,6 +17,7 @@ import { deflateSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   diskUsage,
+  ensureBareRepo,
   importHead,
   logPatchAsData,
   readHeadAsData,
@@ -77,12 +78,9 @@ describe('readHeadAsData', () => {
 });
 
 describe('workspaceObjects', () => {
-  it('refuses alternates, a symlinked .git and a gitdir file', () => {
+  it('refuses a symlinked .git and a gitdir file', () => {
     commit('a.txt', 'a');
     expect(workspaceObjects(ws)).toBe(join(ws, '.git', 'objects'));
-    writeFileSync(join(ws, '.git/objects/info/alternates'), '/etc\n');
-    expect(() => workspaceObjects(ws)).toThrow(/borrow/);
-    rmSync(join(ws, '.git/objects/info/alternates'));
     renameSync(join(ws, '.git'), join(dir, 'real.git'));
     symlinkSync(join(dir, 'real.git'), join(ws, '.git'));
     expect(() => workspaceObjects(ws)).toThrow(/not a directory/);
@@ -93,6 +91,39 @@ describe('workspaceObjects', () => {
 });
 
 describe('importHead', () => {
+  it("never follows the workspace's alternates: what it borrows must be in `into` already", async () => {
+    // A repository of the agent's choosing, holding the base commit's objects.
+    const other = join(dir, 'other');
+    execFileSync('git', ['init', '-q', other]);
+    const run = (cwd: string, ...args: string[]) =>
+      execFileSync('git', ['-C', cwd, '-c', 'user.name=t', '-c', 'user.email=t@t', ...args])
+        .toString()
+        .trim();
+    writeFileSync(join(other, 'base.txt'), 'base\n');
+    run(other, 'add', '.');
+    run(other, 'commit', '-q', '-m', 'base');
+    // The workspace borrows it and commits on top: its own store lacks the base.
+    writeFileSync(join(ws, '.git/objects/info/alternates'), `${join(other, '.git/objects')}\n`);
+    run(ws, 'fetch', '-q', other, 'HEAD');
+    run(ws, 'reset', '-q', '--hard', 'FETCH_HEAD');
+    writeFileSync(join(ws, 'mine.txt'), 'mine\n');
+    run(ws, 'add', '.');
+    run(ws, 'commit', '-q', '-m', 'mine');
+    const sha = run(ws, 'rev-parse', 'HEAD');
+    const base = run(ws, 'rev-parse', 'HEAD~1');
+    await expect(importHead({ workspace: ws, into: join(dir, 'a.git') })).rejects.toThrow(
+      /incomplete/,
+    );
+    // Borrowed by `into` itself (a mirror of ours), the base is found there and not copied.
+    const into = join(dir, 'b.git');
+    ensureBareRepo(into, [join(other, '.git/objects')]);
+    expect(await importHead({ workspace: ws, into, exclude: [base] })).toBe(sha);
+    const env = wallGitEnv();
+    const packed = await runGit([`--git-dir=${into}`, 'count-objects', '-v'], { env });
+    // The commit, its tree and its new blob: nothing of the base's history.
+    expect(/^in-pack: (\d+)$/m.exec(packed)?.[1]).toBe('3');
+  });
+
   it('copies the commit as objects and runs nothing the workspace configures', async () => {
     const sha = commit('a.txt', 'a');
     const marker = join(dir, 'RAN');

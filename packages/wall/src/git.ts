@@ -11,6 +11,7 @@ import {
   mkdtempSync,
   openSync,
   readdirSync,
+  readFileSync,
   readSync,
   rmSync,
   writeFileSync,
@@ -220,12 +221,8 @@ export function workspaceObjects(workspace: string): string {
   const objects = lstatNoFollow(workspace, '.git/objects');
   if (!objects?.isDirectory())
     throw new BbError('UNSAFE_PATH', `${workspace}/.git/objects is not a directory`);
-  for (const rel of ['.git/objects/info/alternates', '.git/objects/info/http-alternates'])
-    if (lstatNoFollow(workspace, rel))
-      throw new BbError(
-        'UNSAFE_PATH',
-        `${workspace}/${rel} exists: a workspace's object store may not borrow from other directories`,
-      );
+  // Its alternates (a checkout borrowing from the repository's mirror) are never
+  // read: what it borrows must already be in the repository it is imported into.
   return join(workspace, '.git', 'objects');
 }
 
@@ -320,6 +317,12 @@ export interface ImportOptions {
   maxInflatedBytes?: number;
   /** Refuse when `into` would use more than this much disk. @default unlimited */
   maxRepoBytes?: number;
+  /**
+   * Commits `into` already has, with their whole history (through its
+   * alternates, say: the launch's base commit in the repository's mirror): their
+   * history is neither walked again nor copied. Ones `into` lacks are ignored.
+   */
+  exclude?: string[];
   timeoutMs?: number;
 }
 
@@ -366,7 +369,9 @@ export async function importHead(options: ImportOptions): Promise<string> {
     makeReaderRepo(quarantine, [join(options.into, 'objects')]);
     await copyLooseObjects(options.workspace, quarantine, options.into, budget);
     await copyPacks(options.workspace, quarantine, budget, env, timeoutMs);
-    const known = refsOf(options.into);
+    const known = [...refsOf(options.into)];
+    for (const e of options.exclude ?? [])
+      if (isSha(e) && !known.includes(e) && (await hasObject(options.into, e, env))) known.push(e);
     try {
       await runGit(
         [`--git-dir=${quarantine}`, 'rev-list', '--objects', '--quiet', sha, '--not', ...known],
@@ -668,10 +673,22 @@ function indexPack(
 }
 
 /** Make a bare repository of ours at `dir` when there is none (no template, fixed config). */
-export function ensureBareRepo(dir: string): void {
-  // One of ours already (a reader repository keeps its alternates).
-  if (existsSync(join(dir, 'HEAD')) && existsSync(join(dir, 'objects', 'pack'))) return;
-  makeReaderRepo(dir, []);
+/**
+ * Make a bare repository of ours at `dir` when there is none. `alternates`:
+ * object stores of ours it borrows from, read-only (a repository's mirror);
+ * added to an existing repository's when missing, never removed (a reader
+ * repository keeps its own).
+ */
+export function ensureBareRepo(dir: string, alternates: string[] = []): void {
+  if (!existsSync(join(dir, 'HEAD')) || !existsSync(join(dir, 'objects', 'pack'))) {
+    makeReaderRepo(dir, alternates);
+    return;
+  }
+  if (alternates.length === 0) return;
+  const file = join(dir, 'objects', 'info', 'alternates');
+  const have = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : [];
+  const missing = alternates.filter((a) => !have.includes(a));
+  if (missing.length) writeFileSync(file, `${[...have, ...missing].join('\n')}\n`);
 }
 
 export interface LogAsDataOptions {

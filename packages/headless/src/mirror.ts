@@ -1,0 +1,122 @@
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { BbError, redactString } from '@bb/errors';
+import { runGit, wallGitEnv } from '@bb/wall';
+import { bbHome } from './home';
+import type { ForgeWiring } from './layout';
+
+/**
+ * `$BB_HOME/mirrors/<id>.git`: the host's bare mirror of a forge repository
+ * (`id` from its clone URL). Bottles check out from it and borrow its objects
+ * read-only, so a launch fetches what changed instead of cloning everything,
+ * and a frozen bottle keeps only its checkout and its own objects. Only the
+ * host writes it; it is never garbage-collected, since bottles borrow from it.
+ */
+export function mirrorDir(cloneUrl: string, env: Record<string, string | undefined>): string {
+  const id = createHash('sha256').update(cloneUrl).digest('hex').slice(0, 20);
+  return join(bbHome(env), 'mirrors', `${id}.git`);
+}
+
+/**
+ * Make a repository's mirror, empty, when there is none (what a bottle mounts
+ * must exist before it is fetched into). Idempotent; returns its directory.
+ */
+export async function initMirror(dir: string): Promise<string> {
+  if (existsSync(join(dir, 'HEAD'))) return dir;
+  mkdirSync(join(dir, '..'), { recursive: true, mode: 0o755 });
+  const env = wallGitEnv({ config: [] });
+  await runGit(['init', '--quiet', '--bare', '--shared=0644', dir], { env, timeoutMs: 30_000 });
+  // Never pruned: bottles borrow its objects.
+  await runGit([`--git-dir=${dir}`, 'config', 'gc.auto', '0'], { env, timeoutMs: 30_000 });
+  // Mounted read-only into bottles and gates, other users: readable whatever the umask.
+  for (const d of [dir, join(dir, 'objects'), join(dir, 'objects', 'pack')]) chmodSync(d, 0o755);
+  return dir;
+}
+
+/** One fetch at a time into each mirror (concurrent ones would fight over its refs). */
+const busy = new Map<string, Promise<unknown>>();
+
+/**
+ * Bring a repository's mirror up to date with the forge (made on first use).
+ * Returns its directory and the commit the forge's default branch is at. The
+ * forge's token goes with each request as protected configuration; it is never
+ * stored.
+ */
+export async function syncMirror(
+  forge: ForgeWiring,
+  env: Record<string, string | undefined>,
+  timeoutMs: number,
+): Promise<{ dir: string; head: string | undefined }> {
+  const dir = mirrorDir(forge.cloneUrl, env);
+  const before = busy.get(dir) ?? Promise.resolve();
+  const mine = before.catch(() => {}).then(() => fetchInto(dir, forge, timeoutMs));
+  busy.set(dir, mine);
+  try {
+    return { dir, head: await mine };
+  } finally {
+    if (busy.get(dir) === mine) busy.delete(dir);
+  }
+}
+
+async function fetchInto(
+  dir: string,
+  forge: ForgeWiring,
+  timeoutMs: number,
+): Promise<string | undefined> {
+  const scheme = new URL(forge.cloneUrl).protocol.replace(':', '');
+  const env = wallGitEnv({
+    config: [
+      [`protocol.${scheme}.allow`, 'always'],
+      // The forge's repository, not an agent's: its history is checked by the forge.
+      ['transfer.fsckObjects', 'false'],
+      ['http.lowSpeedLimit', '1000'],
+      ['http.lowSpeedTime', String(Math.max(1, Math.min(60, Math.floor(timeoutMs / 2000))))],
+      ['http.extraHeader', `Authorization: token ${forge.token}`],
+    ],
+  });
+  const fail = (err: Error) => {
+    throw new BbError(
+      'FORGE_UNAVAILABLE',
+      `cannot fetch ${forge.cloneUrl}: ${redactString(err.message)}`,
+    );
+  };
+  await initMirror(dir);
+  await fetch(dir, forge, env, timeoutMs).catch(fail);
+  // An empty repository has no default branch yet: the bottle starts from nothing.
+  const head = await runGit(
+    [`--git-dir=${dir}`, 'rev-parse', '--verify', '--quiet', `${DEFAULT}^{commit}`],
+    { env, timeoutMs },
+  ).catch(() => '');
+  return head.trim() || undefined;
+}
+
+/** Where the forge's default branch (its HEAD) lands in a mirror. */
+const DEFAULT = 'refs/bb/default';
+
+/** Every branch as the forge has it (gone ones removed), and its HEAD (none when empty). */
+async function fetch(
+  dir: string,
+  forge: ForgeWiring,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+): Promise<void> {
+  const args = (withHead: boolean) => [
+    `--git-dir=${dir}`,
+    'fetch',
+    '--quiet',
+    '--no-tags',
+    '--prune',
+    '--no-write-fetch-head',
+    forge.cloneUrl,
+    '+refs/heads/*:refs/heads/*',
+    ...(withHead ? [`+HEAD:${DEFAULT}`] : []),
+  ];
+  try {
+    await runGit(args(true), { env, timeoutMs });
+  } catch (err) {
+    if (!/couldn't find remote ref HEAD/i.test((err as Error).message)) throw err;
+    await runGit(args(false), { env, timeoutMs });
+    rmSync(join(dir, DEFAULT), { force: true });
+  }
+}

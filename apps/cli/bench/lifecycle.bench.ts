@@ -12,6 +12,7 @@
 //                    `docker start` of a stopped sidecar + agent pair (<= 1.0x)
 import { spawn } from 'node:child_process';
 import {
+  appendFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -136,6 +137,33 @@ function bottleOf(repo: string, issue: number): { slug: string; meta: BottleMeta
   }
   return undefined;
 }
+/** The service's own word on a bottle (its turn recorded and the row saved). */
+async function serviceStatus(slug: string): Promise<string | undefined> {
+  const r = await fetch(`http://127.0.0.1:${port}/api/bottles`);
+  const { bottles } = (await r.json()) as { bottles: Array<{ slug: string; status: string }> };
+  return bottles.find((b) => b.slug === slug)?.status;
+}
+async function untilFrozen(slug: string, turns: number): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const m = bottleOf2(slug);
+    if (
+      m?.status === 'frozen' &&
+      m.turns.length === turns &&
+      (await serviceStatus(slug)) === 'frozen'
+    )
+      return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${slug} to be frozen`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+const bottleOf2 = (slug: string): BottleMeta | undefined => {
+  try {
+    return JSON.parse(readFileSync(join(home, 'bottles', slug, 'meta.json'), 'utf8')) as BottleMeta;
+  } catch {
+    return undefined;
+  }
+};
 const ops = (slug: string) => opTimesIn(join(home, 'bottles', slug, 'state', 'ops.jsonl'));
 
 // The service, as an operator runs it.
@@ -156,11 +184,15 @@ const service = spawn(process.execPath, [BB, 'orchestrate', 'serve'], {
     BB_SWEEP_INTERVAL: '0',
     BB_DONE_GRACE: '2s',
   },
-  stdio: ['ignore', 'ignore', 'pipe'],
+  stdio: ['ignore', 'pipe', 'pipe'],
 });
 let serviceLog = '';
+service.stdout.on('data', (d) => {
+  if (process.env['BB_BENCH_SERVICE_LOG']) appendFileSync(process.env['BB_BENCH_SERVICE_LOG'], d);
+});
 service.stderr.on('data', (d) => {
   serviceLog = (serviceLog + d).slice(-20_000);
+  if (process.env['BB_BENCH_SERVICE_LOG']) appendFileSync(process.env['BB_BENCH_SERVICE_LOG'], d);
 });
 process.on('exit', () => service.kill('SIGKILL'));
 for (let i = 0; ; i++) {
@@ -185,11 +217,8 @@ async function launchRound(repo: string, title: string): Promise<{ ms: number; s
   });
   const { slug } = await until('the bottle to be made', () => bottleOf(repo, n));
   const first = await until('its first forge call', () => ops(slug)[0]);
-  await until('the bottle to be frozen', () =>
-    bottleOf(repo, n)?.meta.status === 'frozen' && bottleOf(repo, n)?.meta.turns.length === 1
-      ? true
-      : undefined,
-  );
+  // Its turn recorded by the service: the next event of the issue is not queued behind it.
+  await untilFrozen(slug, 1);
   return { ms: first - t0, slug };
 }
 
@@ -207,10 +236,7 @@ async function resumeRound(repo: string, slug: string): Promise<number> {
   const t0 = Date.now();
   server.comment('alice', `acme/${repo}`, pr.number, 'Once more, please.');
   const first = await until('the resumed first call', () => ops(slug)[before]);
-  await until('the bottle to be frozen again', () => {
-    const m = bottleOf(repo, meta.forge!.issue)?.meta;
-    return m?.status === 'frozen' && m.turns.length === 2 ? true : undefined;
-  });
+  await untilFrozen(slug, 2);
   return first - t0;
 }
 
@@ -369,8 +395,8 @@ try {
   for (let r = 0; r < largeRounds; r++) {
     oursLarge.push((await launchRound('large', `Large ${r}`)).ms);
     const d = bareDirs();
-    rmSync(d.ws, { recursive: true });
     await own(d);
+    rmSync(d.ws, { recursive: true });
     const issue = server.createIssue('alice', 'acme/large', { title: `Bare ${r}` });
     const sidecar = await bareSidecar(issue, d.sock, d.state, d.root);
     await waitForPath(join(d.sock, 'forge.sock'));

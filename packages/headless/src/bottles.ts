@@ -51,7 +51,13 @@ import {
   memoryBytes,
 } from './manifests';
 import { initMirror, mirrorDir } from './mirror';
-import { clearPrBundle, PR_BUNDLE, takeBundleScript } from './pr-sync';
+import {
+  awaitWorkspaceScript,
+  clearPrBundle,
+  PR_BUNDLE,
+  takeBundleScript,
+  WORKSPACE_READY,
+} from './pr-sync';
 import { providerFor } from './providers';
 import { prepareRuntime } from './runtime';
 import { removeSecrets } from './secrets';
@@ -611,6 +617,8 @@ async function startTurn(
     // with proxies the in-bottle bridge (TCP on 127.0.0.1 to the mounted sockets) is
     // started and awaited.
     const prelude = [
+      // A launch: the container starts while the workspace is made; the agent once it is.
+      ...(workspaceReady ? [awaitWorkspaceScript(P.socketDir)] : []),
       ...(meta.forge ? [takeBundleScript()] : []),
       ...(plan.needed ? [bridgePrelude(P.runtime, P.socketDir)] : []),
     ];
@@ -664,9 +672,13 @@ async function startTurn(
         ...(bottle.resources.cpus ? { cpus: bottle.resources.cpus } : {}),
       },
     };
+    if (workspaceReady) rmSync(join(p.sock, WORKSPACE_READY), { force: true });
     const aid = await backend.create(agentSpec);
-    await workspaceReady;
     await backend.start(aid);
+    if (workspaceReady) {
+      await workspaceReady;
+      writeFileSync(join(p.sock, WORKSPACE_READY), '');
+    }
     try {
       // Serving every socket, its secrets read (their files go): or the agent stops.
       const g = await gateStarted;

@@ -41,3 +41,15 @@ export function takeBundleScript(): string {
     'fi',
   ].join('\n');
 }
+
+/** Where the host says a launch's workspace is ready (the socket directory, the gate's). */
+export const WORKSPACE_READY = '.workspace-ready';
+
+/**
+ * The shell line that holds a launch's agent until its workspace is made and
+ * owned (the host then writes `WORKSPACE_READY` beside the sockets): the agent's
+ * container starts while the repository is checked out, its program only after.
+ */
+export function awaitWorkspaceScript(socketDir: string): string {
+  return `i=0; while [ ! -e ${socketDir}/${WORKSPACE_READY} ]; do [ $i -ge 60000 ] && exit 70; sleep 0.01; i=$((i+1)); done`;
+}

@@ -327,7 +327,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     const created = createTurnGate(meta, bottles, options.forge?.token, gate);
     created.catch(() => {});
     try {
-      if (ownDisk) await makeDisk(p, quota);
+      if (ownDisk) await makeDisk(p, quota, env);
       else {
         mkdirSync(p.disk, { recursive: true, mode: 0o755 });
         if (quota !== undefined && options.backend.isolates)

@@ -1,16 +1,23 @@
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import {
   closeSync,
   existsSync,
   ftruncateSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
 } from 'node:fs';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { BbError } from '@bb/errors';
 import { minimalEnv } from '@bb/wall';
+import { bbHome } from './home';
 import type { BottlePaths } from './layout';
 import { memoryBytes } from './manifests';
 
@@ -90,10 +97,24 @@ async function tool(cmd: string, args: string[], fix: string): Promise<void> {
  * loop-mounted at `disk/`. Writes past it fail inside the bottle with "No space
  * left on device"; the host's disk, the op log and other bottles are untouched.
  */
-export async function makeDisk(p: BottlePaths, bytes: number): Promise<void> {
-  const fix =
-    'install e2fsprogs and util-linux, run as root, or set BB_BOTTLE_DISK=off (no disk quota)';
-  const fd = openSync(p.diskImage, 'wx', 0o600);
+export async function makeDisk(
+  p: BottlePaths,
+  bytes: number,
+  env: Record<string, string | undefined> = process.env,
+): Promise<void> {
+  // A formatted image made ahead of time when there is one (mkfs is off the launch's path).
+  const ready = takePooled(bytes, env, p.diskImage);
+  if (!ready) await formatImage(p.diskImage, bytes);
+  await mountDisk(p);
+  refillPool(bytes, env);
+}
+
+const FIX =
+  'install e2fsprogs and util-linux, run as root, or set BB_BOTTLE_DISK=off (no disk quota)';
+
+/** A fresh sparse image of `bytes`, formatted ext4, at `file` (which must not exist). */
+async function formatImage(file: string, bytes: number): Promise<void> {
+  const fd = openSync(file, 'wx', 0o600);
   try {
     ftruncateSync(fd, bytes);
   } finally {
@@ -101,10 +122,94 @@ export async function makeDisk(p: BottlePaths, bytes: number): Promise<void> {
   }
   await tool(
     'mkfs.ext4',
-    ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', p.diskImage],
-    fix,
+    ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', file],
+    FIX,
   );
-  await mountDisk(p);
+}
+
+/**
+ * How many formatted, never-used disk images of each size are kept ready
+ * (`BB_DISK_POOL`, `0` keeps none). @default 2
+ */
+export function diskPoolSize(env: Record<string, string | undefined>): number {
+  const raw = env['BB_DISK_POOL'];
+  if (raw === undefined || raw === '') return 2;
+  if (!/^\d{1,2}$/.test(raw))
+    throw new BbError(
+      'INVALID_INPUT',
+      `BB_DISK_POOL ${JSON.stringify(raw)} must be how many disks to keep ready, 0 to 99`,
+    );
+  return Number(raw);
+}
+
+/** `$BB_HOME/disk-pool/<bytes>/`: images made by this host alone, only ever handed out once. */
+const poolDir = (bytes: number, env: Record<string, string | undefined>) =>
+  join(bbHome(env), 'disk-pool', String(bytes));
+
+/** Move a pooled image to `target`; whether there was one. */
+function takePooled(
+  bytes: number,
+  env: Record<string, string | undefined>,
+  target: string,
+): boolean {
+  const dir = poolDir(bytes, env);
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n.endsWith('.img'));
+  } catch {
+    return false;
+  }
+  for (const n of names) {
+    try {
+      // Same filesystem (both under BB_HOME): the image is taken whole, by one taker.
+      renameSync(join(dir, n), target);
+      return true;
+    } catch {
+      // another launch took it first
+    }
+  }
+  return false;
+}
+
+const refilling = new Set<string>();
+
+/** Make images in the background until the pool of this size is full again. */
+function refillPool(bytes: number, env: Record<string, string | undefined>): void {
+  let want: number;
+  try {
+    want = diskPoolSize(env);
+  } catch {
+    return;
+  }
+  const dir = poolDir(bytes, env);
+  if (want === 0 || refilling.has(dir)) return;
+  refilling.add(dir);
+  void (async () => {
+    try {
+      for (;;) {
+        // Never made again under a BB_HOME that went away meanwhile.
+        if (!existsSync(bbHome(env))) return;
+        for (const d of [join(bbHome(env), 'disk-pool'), dir])
+          if (!existsSync(d)) mkdirSync(d, { mode: 0o700 });
+        const names = readdirSync(dir);
+        // A part left by a process that died while formatting goes.
+        for (const n of names)
+          if (n.endsWith('.part') && Date.now() - statSync(join(dir, n)).mtimeMs > 600_000)
+            rmSync(join(dir, n), { force: true });
+        if (names.filter((n) => n.endsWith('.img')).length >= want) return;
+        const part = join(dir, `${randomBytes(6).toString('hex')}.part`);
+        try {
+          await formatImage(part, bytes);
+          renameSync(part, part.replace(/\.part$/, '.img'));
+        } catch {
+          rmSync(part, { force: true });
+          return;
+        }
+      }
+    } finally {
+      refilling.delete(dir);
+    }
+  })().catch(() => {});
 }
 
 /** Mount the bottle's disk image when it has one and it is not mounted (after a reboot). */

@@ -415,12 +415,14 @@ export class Scenario {
     );
   }
 
-  /** Clones still running on the host for this scenario's forge or home (one left behind). */
+  /** Fetches and clones still running on the host for this scenario's forge or home (one left behind). */
   strays(): string[] {
     const port = new URL(this.proxy.url).port;
     return execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
       .split('\n')
-      .filter((l) => / clone /.test(l) && (l.includes(`:${port}/`) || l.includes(this.home)));
+      .filter(
+        (l) => / (clone|fetch) /.test(l) && (l.includes(`:${port}/`) || l.includes(this.home)),
+      );
   }
 
   /**

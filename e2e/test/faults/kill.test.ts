@@ -24,9 +24,13 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
     sc.proxy.fail(CLONE, 'hang', 1);
     const n = sc.issue('Killed while cloning', 'worker');
     await until('the clone to hang', () => (sc.proxy.faulted(CLONE) === 1 ? true : undefined));
+    // Its agent's container is up, its program held until the workspace is made.
     const first = await until('the half-made bottle', async () =>
-      (await sc.containers()).some((c) => c.role === 'gate') ? sc.row(n)?.slug : undefined,
+      (await sc.containers()).some((c) => c.role === 'agent' && c.state === 'running')
+        ? sc.row(n)?.slug
+        : undefined,
     );
+    expect(sc.strays().length).toBeGreaterThan(0);
     await sc.stop('SIGKILL');
     // The fetch died with the orchestrator (its transport helper ends with the connection).
     await until(

@@ -313,6 +313,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
         : null,
       turns: [],
       ...(ownDisk ? { diskBytes: quota } : {}),
+      preparing: true,
       // Made before anything mounts it; fetched into while the workspace is made.
       ...(options.forge
         ? { mirror: await initMirror(mirrorDir(options.forge.cloneUrl, env)) }
@@ -362,9 +363,9 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       onProgress: progress,
     }).then(async () => {
       meta.baseCommit = readHeadAsData(p.workspace) ?? null;
-      writeMeta(meta, env);
       // Ownership is set once, before the agent ever runs; never again through what it made.
       if (agentOwner) await chownTreeNoFollow(agentOwner, p.workspace, p.home);
+      writeMeta(meta, env);
     });
     prepared.catch(() => {});
     return await startTurn(
@@ -678,6 +679,9 @@ async function startTurn(
     if (workspaceReady) {
       await workspaceReady;
       writeFileSync(join(p.sock, WORKSPACE_READY), '');
+      // From here its program runs: a restart must watch it, not remove it.
+      delete meta.preparing;
+      writeMeta(meta, env);
     }
     try {
       // Serving every socket, its secrets read (their files go): or the agent stops.

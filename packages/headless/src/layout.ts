@@ -42,6 +42,11 @@ export interface BottleMeta {
    * objects are the workspace's and the gate's history (mounted read-only).
    */
   mirror?: string;
+  /**
+   * A launch whose workspace is still being made: its agent's container may be
+   * up, its program has not run (it waits for the workspace).
+   */
+  preparing?: boolean;
   turns: Array<{
     turn: number;
     prompt: string;

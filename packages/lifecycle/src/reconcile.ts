@@ -53,14 +53,16 @@ export async function reconcile(
     if (row.status !== 'running') continue;
     const key = issueKey(row.owner, row.repo, row.issueNumber);
     const meta = o.runner.meta(row.slug);
-    // An agent container made but never started (it is created while the workspace is
-    // cloned) did not run.
-    const agentRan = ours.some(
-      (c) =>
-        c.labels['bb.slug'] === row.slug &&
-        c.labels['bb.role'] === 'agent' &&
-        c.state !== 'created',
-    );
+    // An agent container made but never started, or one whose program still waits for
+    // its workspace (the launch was cut short while it was made), did not run.
+    const agentRan =
+      !meta?.preparing &&
+      ours.some(
+        (c) =>
+          c.labels['bb.slug'] === row.slug &&
+          c.labels['bb.role'] === 'agent' &&
+          c.state !== 'created',
+      );
     if (!meta || (meta.turns.length === 0 && !agentRan && !wroteAnything(o.runner.dir(row.slug)))) {
       // Killed before its agent: nothing happened worth keeping. Launchable again;
       // the event that launched it is still open in the inbox and comes back.

@@ -40,7 +40,7 @@ import {
 } from '@bb/scripted-model';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
-import { ensureBareRepo, importHead, runGit, wallGitEnv } from '@bb/wall';
+import { importHead, runGit, wallGitEnv, withAlternates } from '@bb/wall';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { forgeWorld, probeAgentsImage, until } from './support';
 
@@ -155,11 +155,17 @@ async function lastCommitSubject(home: string, slug: string): Promise<string> {
   const into = mkdtempSync(join(tmpdir(), 'bb-read-'));
   try {
     // The checkout borrows the repository's history from its mirror: so does this reader.
-    const mirror = readMeta(slug, env)?.mirror;
-    ensureBareRepo(into, mirror ? [join(mirror, 'objects')] : []);
-    const sha = await importHead({ workspace: bottlePaths(slug, env).workspace, into });
+    const meta = readMeta(slug, env);
+    const sha = await importHead({
+      workspace: bottlePaths(slug, env).workspace,
+      into,
+      alternates: meta?.mirror ? [join(meta.mirror, 'objects')] : [],
+      exclude: meta?.baseCommit ? [meta.baseCommit] : [],
+    });
     return (
-      await runGit([`--git-dir=${into}`, 'log', '--format=%s', '-1', sha], { env: wallGitEnv() })
+      await runGit([`--git-dir=${into}`, 'log', '--format=%s', '-1', sha], {
+        env: withAlternates(wallGitEnv(), meta?.mirror ? [join(meta.mirror, 'objects')] : []),
+      })
     ).trim();
   } finally {
     await unmountBottleDisk(slug, env);

@@ -1,6 +1,6 @@
 import { BbError } from '@bb/errors';
 import type { GitRemote } from '@bb/forge';
-import { ensureBareRepo, importHead, runGit, wallGitEnv } from '@bb/wall';
+import { ensureBareRepo, importHead, runGit, wallGitEnv, withAlternates } from '@bb/wall';
 
 /**
  * Where the sidecar's git work happens: a bare repository it owns (`repo`),
@@ -13,6 +13,8 @@ export interface GitGate {
   readonly workspace: string;
   /** The sidecar's own bare repository. */
   readonly repo: string;
+  /** Object stores it borrows, read-only (the repository's mirror): given to its gits. */
+  readonly alternates: string[];
   /** @default 120000 */
   readonly timeoutMs?: number;
   /** Receive the commit the workspace's HEAD names into `repo`; returns its id. */
@@ -26,14 +28,14 @@ export function createGitGate(options: {
   /** The repository never grows past this. @default 16 GiB */
   maxRepoBytes?: number;
   /**
-   * Object stores of ours `repo` borrows from, read-only: the repository's mirror
-   * the workspace was checked out from (its history is not copied again).
+   * Object stores of ours `repo` borrows from, read-only, given to each git that
+   * needs them (never written into `repo`): the repository's mirror the
+   * workspace was checked out from (its history is not copied again).
    */
   alternates?: string[];
   /** Commits the alternates hold with their history (the launch's base): never walked again. */
-  exclude?: string[];
+  exclude?: string[] | (() => string[]);
 }): GitGate {
-  ensureBareRepo(options.repo, options.alternates ?? []);
   // One receive at a time: concurrent calls would share the repository's work.
   let queue: Promise<unknown> = Promise.resolve();
   const receive = async () => {
@@ -42,7 +44,9 @@ export function createGitGate(options: {
         workspace: options.workspace,
         into: options.repo,
         maxRepoBytes: options.maxRepoBytes ?? 16 * 1024 ** 3,
-        ...(options.exclude?.length ? { exclude: options.exclude } : {}),
+        exclude:
+          typeof options.exclude === 'function' ? options.exclude() : (options.exclude ?? []),
+        alternates: options.alternates ?? [],
         ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
       });
     } catch (err) {
@@ -54,6 +58,7 @@ export function createGitGate(options: {
   return {
     workspace: options.workspace,
     repo: options.repo,
+    alternates: options.alternates ?? [],
     ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
     receive() {
       const next = queue.then(receive, receive);
@@ -124,7 +129,10 @@ export async function pushCommit(
         remote.url,
         `${sha}:refs/heads/${branch}`,
       ],
-      { env: forgeGitEnv(remote), timeoutMs: gate.timeoutMs ?? 120_000 },
+      {
+        env: withAlternates(forgeGitEnv(remote), gate.alternates),
+        timeoutMs: gate.timeoutMs ?? 120_000,
+      },
     );
   } catch (err) {
     if (err instanceof BbError) throw err;

@@ -19,7 +19,7 @@ export {
   pushCommit,
   remoteDefaultBranch,
 } from './git-push';
-export { type RunSidecarOptions, runSidecarFromEnv, stderrLogger } from './main';
+export { BASE_FILE, type RunSidecarOptions, runSidecarFromEnv, stderrLogger } from './main';
 export {
   callMethod,
   METHOD_NAMES,

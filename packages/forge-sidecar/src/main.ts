@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { BbError, errorMessage, redactString, registerSecret } from '@bb/errors';
 import { type Forge, GiteaForge, ScopedForge } from '@bb/forge';
@@ -7,6 +8,19 @@ import { OpLog } from './op-log';
 import { bundlePrBranch, PR_BUNDLE } from './pr-bundle';
 import { QueueWriter } from './queue';
 import { type RunningSidecar, type SidecarLogger, startSidecar } from './server';
+
+/** The file beside the socket where the host leaves the launch's base commit. */
+export const BASE_FILE = '.base-commit';
+
+/** The launch's base commit as the host left it beside the socket (undefined: none yet). */
+function readBaseFile(dir: string): string | undefined {
+  try {
+    const text = readFileSync(join(dir, BASE_FILE), 'utf8').trim();
+    return /^[0-9a-f]{40}$/.test(text) ? text : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** A JSON-lines logger on stderr whose every line is redacted of registered secrets. */
 export function stderrLogger(): SidecarLogger {
@@ -56,7 +70,12 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
       repo: gitDir,
       ...(env.BB_GIT_DIR_MAX ? { maxRepoBytes: env.BB_GIT_DIR_MAX } : {}),
       ...(env.BB_GIT_ALTERNATE ? { alternates: [env.BB_GIT_ALTERNATE] } : {}),
-      ...(env.BB_BASE_COMMIT ? { exclude: [env.BB_BASE_COMMIT] } : {}),
+      // The launch's base, from the environment or, for the launch's own turn (its gate
+      // starts before the checkout is made), from the file the host writes beside the socket.
+      exclude: () => {
+        const base = env.BB_BASE_COMMIT ?? readBaseFile(dirname(env.BB_SIDECAR_SOCKET));
+        return base ? [base] : [];
+      },
     }),
     branch: env.BB_BRANCH,
     socketOwner: owner ? { uid: owner[0], gid: owner[1] } : undefined,
@@ -73,6 +92,7 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
       branch: env.BB_BRANCH,
       base: env.BB_BASE_COMMIT,
       out: join(dirname(env.BB_SIDECAR_SOCKET), PR_BUNDLE),
+      ...(env.BB_GIT_ALTERNATE ? { alternates: [env.BB_GIT_ALTERNATE] } : {}),
     }).then((said) => logger.info({ branch: env.BB_BRANCH }, said));
   }
   return running;

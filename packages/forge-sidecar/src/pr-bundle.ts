@@ -9,7 +9,7 @@
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { errorMessage } from '@bb/errors';
 import type { GitRemote } from '@bb/forge';
-import { ensureBareRepo, runGit, wallGitEnv } from '@bb/wall';
+import { ensureBareRepo, runGit, wallGitEnv, withAlternates } from '@bb/wall';
 import { forgeGitEnv } from './git-push';
 
 /** The bundle's file name, next to the sidecar's socket; `<name>.done` says the attempt is over. */
@@ -24,6 +24,8 @@ export interface PrBundleOptions {
   base?: string | undefined;
   /** Where the bundle goes (`<socket dir>/pr-branch.bundle`). */
   out: string;
+  /** Object stores `repo` borrows, read-only (the repository's mirror, which holds the base). */
+  alternates?: string[];
   /** @default 120000 */
   timeoutMs?: number;
 }
@@ -43,11 +45,11 @@ export async function bundlePrBranch(o: PrBundleOptions): Promise<string> {
     await runGit(
       [`--git-dir=${o.repo}`, 'fetch', '-q', '--no-tags', o.remote.url, `+${ref}:${local}`],
       {
-        env: forgeGitEnv(o.remote),
+        env: withAlternates(forgeGitEnv(o.remote), o.alternates ?? []),
         timeoutMs,
       },
     );
-    const quiet = { env: wallGitEnv(), timeoutMs };
+    const quiet = { env: withAlternates(wallGitEnv(), o.alternates ?? []), timeoutMs };
     const tip = (await runGit([`--git-dir=${o.repo}`, 'rev-parse', local], quiet)).trim();
     const since =
       o.base &&

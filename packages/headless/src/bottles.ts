@@ -13,6 +13,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, isBbError, redactString, registerSecret } from '@bb/errors';
+import { BASE_FILE } from '@bb/forge-sidecar';
 import { chownTreeNoFollow, type Owner, readHeadAsData, writeFileNoFollow } from '@bb/wall';
 import type { Backend, BottleSpec } from './backend';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
@@ -610,8 +611,11 @@ async function startTurn(
         if (g) await backend.start(g.id);
         return g;
       });
-    // Awaited below; until then a failure must not count as unhandled.
+    // Awaited below; until then a failure must not count as unhandled. Its secrets'
+    // files go as soon as it serves (not once the workspace is made).
     gateStarted.catch(() => {});
+    const gateUp = gateStarted.then((g) => (g ? awaitGate(backend, g, meta.slug) : undefined));
+    gateUp.catch(() => {});
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
     // Before the agent: the PR branch's bundle is taken in (a resumed forge bottle), and
@@ -619,7 +623,7 @@ async function startTurn(
     // started and awaited.
     const prelude = [
       // A launch: the container starts while the workspace is made; the agent once it is.
-      ...(workspaceReady ? [awaitWorkspaceScript(P.socketDir)] : []),
+      ...(workspaceReady ? [awaitWorkspaceScript(P.socketDir, 3 * cloneTimeoutMs(env))] : []),
       ...(meta.forge ? [takeBundleScript()] : []),
       ...(plan.needed ? [bridgePrelude(P.runtime, P.socketDir)] : []),
     ];
@@ -678,15 +682,18 @@ async function startTurn(
     await backend.start(aid);
     if (workspaceReady) {
       await workspaceReady;
-      writeFileSync(join(p.sock, WORKSPACE_READY), '');
+      // Into the gate's directory, following no link: the launch's base for its pushes,
+      // then the word that lets the agent's program start.
+      if (meta.baseCommit)
+        writeFileNoFollow(p.sock, BASE_FILE, `${meta.baseCommit}\n`, { createDirs: false });
+      writeFileNoFollow(p.sock, WORKSPACE_READY, '', { createDirs: false });
       // From here its program runs: a restart must watch it, not remove it.
       delete meta.preparing;
       writeMeta(meta, env);
     }
     try {
       // Serving every socket, its secrets read (their files go): or the agent stops.
-      const g = await gateStarted;
-      if (g) await awaitGate(backend, g, meta.slug);
+      await gateUp;
     } catch (err) {
       await backend.stop(aid, 1000).catch(() => {});
       throw err;

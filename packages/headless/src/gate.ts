@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isReservedSecret } from '@bb/egress';
 import { BbError, redactString, registerSecret } from '@bb/errors';
@@ -17,7 +17,7 @@ import {
   pathsFor,
   userSpec,
 } from './layout';
-import { removeSecret, removeSecrets, writeSecret } from './secrets';
+import { removeSecret, removeSecrets, secretsRoot, writeSecret } from './secrets';
 import { allowedBases } from './supervise-gate';
 
 /**
@@ -240,20 +240,7 @@ export function routeSecrets(
     for (const ref of Object.values(r.headers)) {
       if (ref.startsWith('file:')) {
         // Read here, on the host, where the operator's file is: the gate never reads a file a route names.
-        let value = '';
-        try {
-          value = readFileSync(ref.slice(5), 'utf8').trim();
-        } catch (err) {
-          throw new BbError(
-            'INVALID_INPUT',
-            `credential route ${r.prefix} needs ${ref.slice(5)}, which cannot be read: ${(err as Error).message}`,
-          );
-        }
-        if (!value)
-          throw new BbError(
-            'INVALID_INPUT',
-            `credential route ${r.prefix} needs ${ref.slice(5)}, which is empty`,
-          );
+        const value = readRouteFile(r.prefix, ref.slice(5), env);
         registerSecret(value);
         secrets[ref] = value;
         continue;
@@ -276,6 +263,43 @@ export function routeSecrets(
       secrets[name] = value;
     }
   return secrets;
+}
+
+/**
+ * The value of a route's `file:` secret, read on the host: a regular file of at
+ * most 64 KiB, never one of bot-bottle's own (its home, where secrets wait for
+ * gates) nor the kernel's (/proc, /sys, /dev), wherever a link leads.
+ */
+function readRouteFile(
+  prefix: string,
+  path: string,
+  env: Record<string, string | undefined>,
+): string {
+  const refuse = (why: string) =>
+    new BbError('INVALID_INPUT', `credential route ${prefix} needs ${path}, which ${why}`);
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch (err) {
+    throw refuse(
+      `cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
+  }
+  const within = (dir: string) => {
+    let root = dir;
+    try {
+      root = realpathSync(dir);
+    } catch {}
+    return real === root || real.startsWith(`${root}/`);
+  };
+  if (['/proc', '/sys', '/dev', bbHome(env), secretsRoot(env)].some(within))
+    throw refuse("is bot-bottle's own or the kernel's: keep route secrets elsewhere");
+  const st = statSync(real);
+  if (!st.isFile()) throw refuse('is not a regular file');
+  if (st.size > 64 * 1024) throw refuse('is larger than 64 KiB');
+  const value = readFileSync(real, 'utf8').trim();
+  if (!value) throw refuse('is empty');
+  return value;
 }
 
 /** Where a proxy gate keeps its files on the host: configuration, sockets, logs. */

@@ -94,29 +94,30 @@ async function fetchInto(
 /** Where the forge's default branch (its HEAD) lands in a mirror. */
 const DEFAULT = 'refs/bb/default';
 
-/** Every branch as the forge has it (gone ones removed), and its HEAD (none when empty). */
+/**
+ * The forge's default branch (its HEAD), and nothing else: other branches (other
+ * bottles' among them) never enter, so what bottles borrow is what they start
+ * from. None when the repository is empty.
+ */
 async function fetch(
   dir: string,
   forge: ForgeWiring,
   env: NodeJS.ProcessEnv,
   timeoutMs: number,
 ): Promise<void> {
-  const args = (withHead: boolean) => [
+  const args = [
     `--git-dir=${dir}`,
     'fetch',
     '--quiet',
     '--no-tags',
-    '--prune',
     '--no-write-fetch-head',
     forge.cloneUrl,
-    '+refs/heads/*:refs/heads/*',
-    ...(withHead ? [`+HEAD:${DEFAULT}`] : []),
+    `+HEAD:${DEFAULT}`,
   ];
   try {
-    await runGit(args(true), { env, timeoutMs });
+    await runGit(args, { env, timeoutMs });
   } catch (err) {
     if (!/couldn't find remote ref HEAD/i.test((err as Error).message)) throw err;
-    await runGit(args(false), { env, timeoutMs });
     rmSync(join(dir, DEFAULT), { force: true });
   }
 }

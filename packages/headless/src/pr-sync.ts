@@ -50,6 +50,7 @@ export const WORKSPACE_READY = '.workspace-ready';
  * owned (the host then writes `WORKSPACE_READY` beside the sockets): the agent's
  * container starts while the repository is checked out, its program only after.
  */
-export function awaitWorkspaceScript(socketDir: string): string {
-  return `i=0; while [ ! -e ${socketDir}/${WORKSPACE_READY} ]; do [ $i -ge 60000 ] && exit 70; sleep 0.01; i=$((i+1)); done`;
+export function awaitWorkspaceScript(socketDir: string, maxMs: number): string {
+  const tries = Math.max(1, Math.ceil(maxMs / 10));
+  return `i=0; while [ ! -e ${socketDir}/${WORKSPACE_READY} ]; do [ $i -ge ${tries} ] && exit 70; sleep 0.01; i=$((i+1)); done`;
 }

@@ -1,6 +1,6 @@
 // The bottle's gate: one process serving the forge sidecar, the supervise sidecar and
 // the proxies, each on its own socket, resolving secrets from its secrets file only.
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -149,5 +149,24 @@ describe('routeSecrets (the host resolving what a gate gets)', () => {
       ],
     });
     expect(() => routeSecrets(missing, {})).toThrow(/\/c needs .*nope, which cannot be read/);
+  });
+
+  it("refuses a file reference to bot-bottle's own files or the kernel's, through links too", () => {
+    const home = mkdtempSync(join(tmpdir(), 'bb-routes-home-'));
+    dirs.push(home);
+    writeFileSync(join(home, 'token'), 'a-secret-of-bot-bottle');
+    const elsewhere = mkdtempSync(join(tmpdir(), 'bb-routes-link-'));
+    dirs.push(elsewhere);
+    symlinkSync(join(home, 'token'), join(elsewhere, 'innocent'));
+    const route = (path: string) =>
+      JSON.stringify({
+        routes: [
+          { prefix: '/x', upstream: 'http://127.0.0.1:9/', headers: { 'x-k': `file:${path}` } },
+        ],
+      });
+    for (const path of [join(home, 'token'), join(elsewhere, 'innocent'), '/proc/self/environ'])
+      expect(() => routeSecrets(route(path), { BB_HOME: home }), path).toThrow(
+        /bot-bottle's own or the kernel's/,
+      );
   });
 });

@@ -90,6 +90,13 @@ describe('workspaceObjects', () => {
   });
 });
 
+async function hasCommit(repo: string, sha: string): Promise<boolean> {
+  return runGit([`--git-dir=${repo}`, 'cat-file', '-e', sha], { env: wallGitEnv() }).then(
+    () => true,
+    () => false,
+  );
+}
+
 describe('importHead', () => {
   it("never follows the workspace's alternates: what it borrows must be in `into` already", async () => {
     // A repository of the agent's choosing, holding the base commit's objects.
@@ -114,14 +121,33 @@ describe('importHead', () => {
     await expect(importHead({ workspace: ws, into: join(dir, 'a.git') })).rejects.toThrow(
       /incomplete/,
     );
-    // Borrowed by `into` itself (a mirror of ours), the base is found there and not copied.
+    // Borrowed by `into` (a mirror of ours), the base is found there and not copied.
     const into = join(dir, 'b.git');
-    ensureBareRepo(into, [join(other, '.git/objects')]);
-    expect(await importHead({ workspace: ws, into, exclude: [base] })).toBe(sha);
+    const mirror = [join(other, '.git/objects')];
+    expect(await importHead({ workspace: ws, into, exclude: [base], alternates: mirror })).toBe(
+      sha,
+    );
+    // Nothing of it written into `into`: the borrowing is for that import only.
+    const alternates = join(into, 'objects/info/alternates');
+    expect(existsSync(alternates) ? readFileSync(alternates, 'utf8') : '').toBe('');
     const env = wallGitEnv();
     const packed = await runGit([`--git-dir=${into}`, 'count-objects', '-v'], { env });
     // The commit, its tree and its new blob: nothing of the base's history.
     expect(/^in-pack: (\d+)$/m.exec(packed)?.[1]).toBe('3');
+
+    // An object the mirror holds beyond the base (a branch since deleted upstream, say) is
+    // not the workspace's to push: a commit bringing it without having it is refused.
+    writeFileSync(join(other, 'secret.txt'), 'purged upstream\n');
+    run(other, 'add', '.');
+    run(other, 'commit', '-q', '-m', 'later');
+    const blob = run(other, 'rev-parse', 'HEAD:secret.txt');
+    run(ws, 'update-index', '--add', '--cacheinfo', `100644,${blob},secret.txt`);
+    run(ws, 'commit', '-q', '-m', 'borrowed');
+    const borrowed = run(ws, 'rev-parse', 'HEAD');
+    await expect(
+      importHead({ workspace: ws, into, exclude: [base], alternates: mirror }),
+    ).rejects.toThrow(/not in the workspace/);
+    expect(await hasCommit(into, borrowed)).toBe(false);
   });
 
   it('copies the commit as objects and runs nothing the workspace configures', async () => {

@@ -318,11 +318,18 @@ export interface ImportOptions {
   /** Refuse when `into` would use more than this much disk. @default unlimited */
   maxRepoBytes?: number;
   /**
-   * Commits `into` already has, with their whole history (through its
-   * alternates, say: the launch's base commit in the repository's mirror): their
-   * history is neither walked again nor copied. Ones `into` lacks are ignored.
+   * Commits `into` already has, with their whole history (through `alternates`,
+   * say: the launch's base commit in the repository's mirror): their history is
+   * neither walked again nor copied. Ones it lacks are ignored.
    */
   exclude?: string[];
+  /**
+   * Object stores of ours `into` borrows from, read-only, for this import only
+   * (`GIT_ALTERNATE_OBJECT_DIRECTORIES`; nothing is written into `into`): the
+   * repository's mirror. What the commit brings beyond `exclude` must still be
+   * the workspace's own.
+   */
+  alternates?: string[];
   timeoutMs?: number;
 }
 
@@ -352,10 +359,13 @@ export async function importHead(options: ImportOptions): Promise<string> {
       `${sha.slice(0, 70)} is not a SHA-1 commit id; bot-bottle reads SHA-1 repositories only`,
     );
   ensureBareRepo(options.into);
-  const env = wallGitEnv({ config: [['pack.threads', '1']] });
+  // `own`: this repository's objects only; `env`: with the object stores it borrows.
+  const own = wallGitEnv({ config: [['pack.threads', '1']] });
+  const env = withAlternates(own, options.alternates ?? []);
   const timeoutMs = options.timeoutMs ?? 300_000;
-  // Everything in `into` is reachable from its refs, each a complete commit.
-  if (await hasObject(options.into, sha, env)) {
+  // Everything in `into` itself is reachable from its refs, each a complete commit (what
+  // it only borrows is not: a commit found there was never imported).
+  if (await hasObject(options.into, sha, own)) {
     setRef(options.into, `refs/bb/imported/${sha}`, sha);
     return sha;
   }
@@ -372,9 +382,10 @@ export async function importHead(options: ImportOptions): Promise<string> {
     const known = [...refsOf(options.into)];
     for (const e of options.exclude ?? [])
       if (isSha(e) && !known.includes(e) && (await hasObject(options.into, e, env))) known.push(e);
+    let listed: string;
     try {
-      await runGit(
-        [`--git-dir=${quarantine}`, 'rev-list', '--objects', '--quiet', sha, '--not', ...known],
+      listed = await runGit(
+        [`--git-dir=${quarantine}`, 'rev-list', '--objects', sha, '--not', ...known],
         { env, timeoutMs },
       );
     } catch (err) {
@@ -384,6 +395,9 @@ export async function importHead(options: ImportOptions): Promise<string> {
         { cause: err },
       );
     }
+    // What the commit brings beyond the known history must be the workspace's own (or
+    // already ours): never something it only borrows and never had.
+    if (options.alternates?.length) await requireOwn(quarantine, listed, own, timeoutMs, sha);
     // Only what the commit reaches, as one pack of ours; the rest of the quarantine goes.
     const before = diskUsage(join(options.into, 'objects'));
     // Every object checked as fsck would (tree entries duplicated or named .git, bad modes,
@@ -410,6 +424,44 @@ export async function importHead(options: ImportOptions): Promise<string> {
   }
   setRef(options.into, `refs/bb/imported/${sha}`, sha);
   return sha;
+}
+
+/** `env` with `dirs` as alternate object stores (absolute paths of ours, no `:`). */
+export function withAlternates(env: NodeJS.ProcessEnv, dirs: string[]): NodeJS.ProcessEnv {
+  if (dirs.length === 0) return env;
+  for (const d of dirs)
+    if (!d.startsWith('/') || d.includes(':') || /[\n\r]/.test(d))
+      throw new BbError(
+        'INVALID_INPUT',
+        `${JSON.stringify(d)} is not an object store path of ours`,
+      );
+  return { ...env, GIT_ALTERNATE_OBJECT_DIRECTORIES: dirs.join(':') };
+}
+
+/** Every object `listed` (rev-list --objects output) must be in `repo` without its borrowed stores. */
+async function requireOwn(
+  repo: string,
+  listed: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+  sha: string,
+): Promise<void> {
+  const ids = listed
+    .split('\n')
+    .map((l) => l.slice(0, 40))
+    .filter((id) => isSha(id));
+  if (ids.length === 0) return;
+  const out = await runGitInput(
+    [`--git-dir=${repo}`, 'cat-file', '--batch-check=%(objectname)'],
+    `${ids.join('\n')}\n`,
+    { env, timeoutMs },
+  );
+  const missing = out.split('\n').filter((l) => l.endsWith(' missing'));
+  if (missing.length)
+    throw new BbError(
+      'INVALID_INPUT',
+      `the workspace's commit ${sha.slice(0, 12)} is incomplete: ${missing.length} of its objects (${missing[0]!.split(' ')[0]!.slice(0, 12)}…) are not in the workspace`,
+    );
 }
 
 interface Budget {

@@ -35,6 +35,7 @@ export {
   setRef,
   type WallGitOptions,
   wallGitEnv,
+  withAlternates,
   workspaceObjects,
 } from './git';
 export {

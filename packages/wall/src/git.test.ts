@@ -17,7 +17,6 @@ import { deflateSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   diskUsage,
-  ensureBareRepo,
   importHead,
   logPatchAsData,
   readHeadAsData,

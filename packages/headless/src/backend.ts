@@ -18,6 +18,11 @@ export interface BottleSpec {
   tmpfs?: Record<string, string>;
   /** `none`: no network at all (agents). `host`: the host's network (sidecars that reach the forge). */
   network: 'none' | 'host';
+  /**
+   * With `network: 'none'`: join the empty network namespace (loopback only) of
+   * this holder, one `takeNetns` handed out, instead of having one made at start.
+   */
+  netns?: string;
   readOnlyRootfs?: boolean;
   resources?: { memoryBytes?: number; pidsLimit?: number; cpus?: number };
   /** Drop every capability and forbid privilege escalation. @default true */
@@ -116,7 +121,18 @@ export interface Backend {
   ): Promise<void>;
   /** Remove the images `buildImage` made whose labels include all of `labels`. Idempotent. */
   removeImages?(labels: Record<string, string>): Promise<void>;
+  /**
+   * A running holder of an empty network namespace (no network, loopback only),
+   * made ahead of time, for one bottle's `netns`: making the namespace is most of
+   * what starting a container costs. Undefined when none is ready (the bottle
+   * gets its own, as without). Each holder is handed out once; `destroy` it with
+   * the bottle (it also ends by itself within minutes).
+   */
+  takeNetns?(): Promise<string | undefined>;
 }
+
+/** The label on an agent naming the holder whose network namespace it joined (`BottleSpec.netns`). */
+export const NETNS_LABEL = 'bb.netns';
 
 /** The label every bottle carries with the bot-bottle version that made it. */
 export const VERSION_LABEL = 'bb.version';

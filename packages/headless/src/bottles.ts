@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { BbError, isBbError, redactString, registerSecret } from '@bb/errors';
 import { BASE_FILE } from '@bb/forge-sidecar';
 import { chownTreeNoFollow, type Owner, readHeadAsData, writeFileNoFollow } from '@bb/wall';
-import type { Backend, BottleSpec } from './backend';
+import { type Backend, type BottleSpec, NETNS_LABEL } from './backend';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
 import {
   awaitGate,
@@ -510,6 +510,9 @@ export async function freeze(slug: string, options: BottleOptions): Promise<void
   const p = bottlePaths(slug, env);
   for (const c of await options.backend.list({ 'bb.slug': slug })) {
     if (c.state === 'running' || c.state === 'paused') await options.backend.stop(c.id, 5000);
+    // The holder of the namespace its agent joined goes with it.
+    const holder = c.labels[NETNS_LABEL];
+    if (holder) await options.backend.destroy(holder).catch(() => {});
     if (existsSync(p.logs))
       writeFileSync(
         join(p.logs, `${c.labels['bb.role'] ?? 'bottle'}-${Date.now()}.log`),
@@ -530,8 +533,11 @@ export async function freeze(slug: string, options: BottleOptions): Promise<void
 /** Remove a bottle's containers, its disk and its state directory. Idempotent. */
 export async function destroy(slug: string, options: BottleOptions): Promise<void> {
   const env = options.env ?? process.env;
-  for (const c of await options.backend.list({ 'bb.slug': slug }))
+  for (const c of await options.backend.list({ 'bb.slug': slug })) {
     await options.backend.destroy(c.id);
+    const holder = c.labels[NETNS_LABEL];
+    if (holder) await options.backend.destroy(holder).catch(() => {});
+  }
   // Images rebuilt for it (a capability approval) go with it.
   await options.backend.removeImages?.({ 'bb.slug': slug, [HOME_LABEL]: homeLabel(env) });
   removeSecrets(slug, env);
@@ -678,6 +684,9 @@ async function startTurn(
       },
     };
     if (workspaceReady) rmSync(join(p.sock, WORKSPACE_READY), { force: true });
+    // An empty network namespace made ahead of time, when the backend has one ready.
+    const netns = await backend.takeNetns?.().catch(() => undefined);
+    if (netns) agentSpec.netns = netns;
     const aid = await backend.create(agentSpec);
     await backend.start(aid);
     if (workspaceReady) {

@@ -9,6 +9,7 @@ import {
   type BottleInfo,
   type BottleSpec,
   type BottleState,
+  NETNS_LABEL,
   VERSION_LABEL,
   type WaitResult,
 } from './backend';
@@ -16,7 +17,21 @@ import {
 export interface DockerBackendOptions {
   /** A dockerode client to use. @default one from DOCKER_HOST (or the local socket) */
   docker?: Docker;
+  /**
+   * How many holders of empty network namespaces to keep ready (`takeNetns`).
+   * @default BB_NETNS_POOL, else 2; 0 keeps none
+   */
+  netnsPool?: number;
+  /** The image holders run in (they only sleep). @default BB_BASE_IMAGE, else bb-base:latest */
+  netnsImage?: string;
 }
+
+/** A holder sleeps this long, then goes by itself (a process that died keeps none for long). */
+const NETNS_LIFE_S = 600;
+/** Only holders younger than this are handed out: each outlives the start of its bottle. */
+const NETNS_FRESH_MS = 300_000;
+/** A refill waits this long after a holder was taken: it stays off the launch's way. */
+const NETNS_REFILL_DELAY_MS = 2_000;
 
 const NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 /** How long one long wait on the engine may last before it is checked against `inspect`. */
@@ -61,8 +76,20 @@ export class DockerBackend implements Backend {
   readonly isolates = true;
   readonly mapsMounts = true;
   #client: Docker | Promise<Docker>;
+  readonly #netnsSize: number;
+  readonly #netnsImage: string;
+  #netns: Array<{ id: string; at: number }> = [];
+  #netnsFilling = false;
 
   constructor(options: DockerBackendOptions = {}) {
+    const pool = options.netnsPool ?? process.env['BB_NETNS_POOL'];
+    this.#netnsSize = pool === undefined || pool === '' ? 2 : Number(pool);
+    if (!Number.isInteger(this.#netnsSize) || this.#netnsSize < 0 || this.#netnsSize > 64)
+      throw new BbError(
+        'INVALID_INPUT',
+        `BB_NETNS_POOL ${JSON.stringify(pool)} must be how many network namespaces to keep ready, 0 to 64`,
+      );
+    this.#netnsImage = options.netnsImage ?? process.env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
     // dockerode (with its gRPC and protobuf dependencies) loads on first use, so
     // programs that construct a backend but never call it start quickly.
     this.#client =
@@ -77,6 +104,50 @@ export class DockerBackend implements Backend {
 
   get #docker(): Promise<Docker> {
     return Promise.resolve(this.#client);
+  }
+
+  async takeNetns(): Promise<string | undefined> {
+    let got: { id: string; at: number } | undefined;
+    for (;;) {
+      got = this.#netns.shift();
+      if (!got || Date.now() - got.at < NETNS_FRESH_MS) break;
+      void this.destroy(got.id).catch(() => {});
+    }
+    const t = setTimeout(() => this.#fillNetns(), got ? NETNS_REFILL_DELAY_MS : 0);
+    t.unref();
+    return got?.id;
+  }
+
+  /** Make holders until the pool is full: hardened, no network, sleeping, gone by themselves. */
+  #fillNetns(): void {
+    if (this.#netnsFilling || this.#netnsSize === 0) return;
+    this.#netnsFilling = true;
+    void (async () => {
+      const docker = await this.#docker;
+      while (this.#netns.length < this.#netnsSize) {
+        const c = await docker.createContainer({
+          Image: this.#netnsImage,
+          Cmd: ['sleep', String(NETNS_LIFE_S)],
+          User: '65534:65534',
+          Labels: { 'bb.role': 'netns', [VERSION_LABEL]: pkg.version },
+          HostConfig: {
+            NetworkMode: 'none',
+            AutoRemove: true,
+            ReadonlyRootfs: true,
+            CapDrop: ['ALL'],
+            SecurityOpt: ['no-new-privileges'],
+            Memory: 16 * 1024 * 1024,
+            PidsLimit: 4,
+          },
+        });
+        await c.start();
+        this.#netns.push({ id: c.id, at: Date.now() });
+      }
+    })()
+      .catch(() => {})
+      .finally(() => {
+        this.#netnsFilling = false;
+      });
   }
 
   async ensureImage(image: string): Promise<void> {
@@ -111,9 +182,14 @@ export class DockerBackend implements Backend {
         Env: Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${v}`),
         ...(spec.user ? { User: spec.user } : {}),
         ...(spec.workdir ? { WorkingDir: spec.workdir } : {}),
-        Labels: { ...spec.labels, [VERSION_LABEL]: pkg.version },
+        Labels: {
+          ...spec.labels,
+          [VERSION_LABEL]: pkg.version,
+          ...(spec.netns && spec.network === 'none' ? { [NETNS_LABEL]: spec.netns } : {}),
+        },
         HostConfig: {
-          NetworkMode: spec.network,
+          NetworkMode:
+            spec.netns && spec.network === 'none' ? `container:${spec.netns}` : spec.network,
           Binds: (spec.mounts ?? []).map(
             (m) => `${m.source}:${m.target}${m.readOnly ? ':ro' : ''}`,
           ),
@@ -411,7 +487,12 @@ export class DockerBackend implements Backend {
       oomKilled: s.OOMKilled,
       labels: i.Config.Labels ?? {},
       isolation: {
-        network: i.HostConfig.NetworkMode ?? '',
+        // A namespace joined from one of our holders (made with no network) is none.
+        network:
+          i.Config.Labels?.[NETNS_LABEL] &&
+          i.HostConfig.NetworkMode === `container:${i.Config.Labels[NETNS_LABEL]}`
+            ? 'none'
+            : (i.HostConfig.NetworkMode ?? ''),
         capDrop: i.HostConfig.CapDrop ?? [],
         noNewPrivileges: (i.HostConfig.SecurityOpt ?? []).some((o: string) =>
           o.startsWith('no-new-privileges'),

@@ -10,6 +10,7 @@ export {
   type BottleInfo,
   type BottleSpec,
   type BottleState,
+  NETNS_LABEL,
   VERSION_LABEL,
   type WaitResult,
 } from './backend';

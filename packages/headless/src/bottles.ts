@@ -51,7 +51,7 @@ import {
   loadBottleManifest,
   memoryBytes,
 } from './manifests';
-import { initMirror, mirrorDir } from './mirror';
+import { initMirror, mirrorDir, remoteBranchHead } from './mirror';
 import {
   awaitWorkspaceScript,
   clearPrBundle,
@@ -471,8 +471,29 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   const bottles = meta.bottles.map((b) => loadBottleManifest(b, env).manifest);
   const p = bottlePaths(meta.slug, env);
   migrateLayout(p);
-  await mountDisk(p);
   if (options.pr !== undefined && meta.forge) meta.forge.pr = options.pr;
+  // Where the PR branch is on the forge, asked while the disk is mounted: when it is where
+  // the checkout is (nobody pushed since), the turn need not wait for it to be brought over.
+  delete meta.syncPr;
+  const remote =
+    syncsPr(meta) && meta.forge && options.forgeToken
+      ? remoteBranchHead(
+          { ...meta.forge, token: options.forgeToken },
+          meta.branch,
+          Math.min(cloneTimeoutMs(env), 30_000),
+        )
+      : undefined;
+  await mountDisk(p);
+  if (remote) {
+    let here: string | undefined;
+    try {
+      here = readHeadAsData(p.workspace);
+    } catch {
+      // a HEAD it cannot read as data: the branch is brought over, as it always was
+    }
+    const there = await remote;
+    meta.syncPr = !(there && here && there === here);
+  }
   if (options.freshSession) {
     meta.sessionId = null;
     meta.sessionStart = meta.turns.length + 1;

@@ -49,7 +49,9 @@ const isolated = (backend: Backend) => backend.mapsMounts;
 
 /** Whether this turn's sidecar brings the PR branch to the checkout (a resumed turn with a PR). */
 export function syncsPr(meta: BottleMeta): boolean {
-  return !!meta.forge && meta.forge.pr !== undefined && meta.turns.length > 0;
+  return (
+    !!meta.forge && meta.forge.pr !== undefined && meta.turns.length > 0 && meta.syncPr !== false
+  );
 }
 
 /** The `bb.role` label of a bottle's gate container (its agent's is `agent`). */

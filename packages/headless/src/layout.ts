@@ -47,6 +47,11 @@ export interface BottleMeta {
    * up, its program has not run (it waits for the workspace).
    */
   preparing?: boolean;
+  /**
+   * This turn's PR branch is known to be where the checkout is (nobody pushed to it
+   * since): no need to bring it over. Decided at each resume.
+   */
+  syncPr?: boolean;
   turns: Array<{
     turn: number;
     prompt: string;

@@ -91,6 +91,36 @@ async function fetchInto(
   return head.trim() || undefined;
 }
 
+/**
+ * The commit `branch` is at on the forge (one request, the token as protected
+ * configuration), or undefined when it cannot be told (no such branch, no answer).
+ */
+export async function remoteBranchHead(
+  forge: ForgeWiring,
+  branch: string,
+  timeoutMs: number,
+): Promise<string | undefined> {
+  const scheme = new URL(forge.cloneUrl).protocol.replace(':', '');
+  const env = wallGitEnv({
+    config: [
+      [`protocol.${scheme}.allow`, 'always'],
+      ['http.lowSpeedLimit', '1000'],
+      ['http.lowSpeedTime', String(Math.max(1, Math.min(60, Math.floor(timeoutMs / 2000))))],
+      ['http.extraHeader', `Authorization: token ${forge.token}`],
+    ],
+  });
+  try {
+    const out = await runGit(['ls-remote', forge.cloneUrl, `refs/heads/${branch}`], {
+      env,
+      timeoutMs,
+    });
+    const sha = /^([0-9a-f]{40})\s/m.exec(out)?.[1];
+    return sha;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Where the forge's default branch (its HEAD) lands in a mirror. */
 const DEFAULT = 'refs/bb/default';
 

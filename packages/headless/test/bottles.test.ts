@@ -213,8 +213,12 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
       forgeToken: TOKEN,
       backend,
       env: env(),
+      pr: pr.number,
     });
     expect(second).toMatchObject({ exitCode: 0, ok: true, sessionId: first.sessionId });
+    // Nobody pushed to the PR branch since the agent did: nothing to bring over, no wait.
+    expect(readMeta(first.slug, env())!.syncPr).toBe(false);
+    expect(second.output).not.toContain('the PR branch');
     expect(server.issue('acme/widgets', 1).comments.at(-1)!.body).toBe(
       `Turn 2 (session ${first.sessionId}). Earlier prompts: please fix the export`,
     );

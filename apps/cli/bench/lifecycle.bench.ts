@@ -432,7 +432,13 @@ if (process.exitCode !== 1) {
       baseline: median(b),
       goal,
       higherIsBetter: false,
-      extra: { rounds: a.length, oursMedianMs: median(a), baselineMedianMs: median(b) },
+      extra: {
+        rounds: a.length,
+        oursMedianMs: median(a),
+        baselineMedianMs: median(b),
+        oursMs: a.join(' '),
+        baselineMs: b.join(' '),
+      },
     });
   };
   report(

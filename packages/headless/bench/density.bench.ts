@@ -2,7 +2,8 @@
 // proxies: the gate's processes (forge sidecar, supervise sidecar and proxies in one
 // node process), the in-agent bridge, the two containers' runtime shims and the
 // gate cgroup's kernel memory, as proportional set size (PSS: pages shared between
-// processes are split between them). The agent's own processes are not counted.
+// processes are split between them), and the holder of the network namespace its agent
+// joined, when it did, with its shim. The agent's own processes are not counted.
 // The floor, measured in the same run, is the same two-container layout holding
 // nothing but idle node processes where bot-bottle's are: a separate-process gate
 // and bridge cannot cost less. Goal: <= 50 MB per bottle; bottles per GB reported.
@@ -13,6 +14,7 @@ import { createGiteaTestServer } from '@bb/forge/testing';
 import { reportBench } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
+import { NETNS_LABEL } from '../src/backend';
 import { destroy, startLaunch } from '../src/bottles';
 import { DockerBackend } from '../src/docker-backend';
 
@@ -129,12 +131,16 @@ async function measure(gateId: string, agentId: string, bridge: RegExp): Promise
   ]);
   const gcg = cgroupOf(g.State.Pid);
   const acg = cgroupOf(a.State.Pid);
+  // The holder of the network namespace the agent joined (made ahead of time), when it did.
+  const holderId = a.Config.Labels?.[NETNS_LABEL];
+  const h = holderId ? await engine.getContainer(holderId).inspect() : undefined;
+  const holder = h ? procs(cgroupOf(h.State.Pid)).reduce((s, p) => s + pss(p), 0) : 0;
   return {
-    gate: procs(gcg).reduce((s, p) => s + pss(p), 0),
+    gate: procs(gcg).reduce((s, p) => s + pss(p), 0) + holder,
     bridge: procs(acg)
       .filter((p) => bridge.test(cmdline(p)))
       .reduce((s, p) => s + pss(p), 0),
-    shims: pss(ppid(g.State.Pid)) + pss(ppid(a.State.Pid)),
+    shims: pss(ppid(g.State.Pid)) + pss(ppid(a.State.Pid)) + (h ? pss(ppid(h.State.Pid)) : 0),
     kernel: kernelBytes(gcg),
   };
 }

@@ -118,7 +118,7 @@ export interface LaunchOptions extends BottleOptions {
   /**
    * Extra labels for the bottle's containers, kept for later turns (e.g.
    * `{ 'bb.managed-by': 'orchestrator' }`, which the orchestrator's restart
-   * reconcile looks for). Keys `bb.slug`, `bb.role` and `bb.home` are reserved.
+   * reconcile looks for). Keys `bb.slug`, `bb.role`, `bb.home`, `bb.netns` and `bb.version` are reserved (dropped).
    */
   labels?: Record<string, string>;
 }
@@ -382,10 +382,12 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     );
   } catch (err) {
     // Nothing half-made stays behind (a gate still being created, a clone still
-    // running included); the agent never ran, so there is no evidence to keep.
+    // running included) while the agent never ran: there is no evidence to keep.
+    // Once its program was let start, the bottle stays, frozen, with what it did.
     await early?.catch(() => {});
     await prepared?.catch(() => {});
-    await destroy(slug, options);
+    if (readMeta(slug, options.env ?? process.env)?.preparing !== false)
+      await destroy(slug, options);
     throw err;
   }
 }
@@ -711,14 +713,15 @@ async function startTurn(
     const aid = await backend.create(agentSpec);
     await backend.start(aid);
     if (workspaceReady) {
-      await workspaceReady;
+      // The agent's program starts only with its workspace made and its gate serving.
+      await Promise.all([workspaceReady, gateUp]);
       // Into the gate's directory, following no link: the launch's base for its pushes,
       // then the word that lets the agent's program start.
       if (meta.baseCommit)
         writeFileNoFollow(p.sock, BASE_FILE, `${meta.baseCommit}\n`, { createDirs: false });
       writeFileNoFollow(p.sock, WORKSPACE_READY, '', { createDirs: false });
       // From here its program runs: a restart must watch it, not remove it.
-      delete meta.preparing;
+      meta.preparing = false;
       writeMeta(meta, env);
     }
     try {

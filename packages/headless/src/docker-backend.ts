@@ -110,7 +110,15 @@ export class DockerBackend implements Backend {
     let got: { id: string; at: number } | undefined;
     for (;;) {
       got = this.#netns.shift();
-      if (!got || Date.now() - got.at < NETNS_FRESH_MS) break;
+      if (!got) break;
+      // Fresh, and still there (an engine restarted meanwhile keeps none).
+      if (Date.now() - got.at < NETNS_FRESH_MS) {
+        const state = await this.inspect(got.id).then(
+          (i) => i?.state,
+          () => undefined,
+        );
+        if (state === 'running') break;
+      }
       void this.destroy(got.id).catch(() => {});
     }
     const t = setTimeout(() => this.#fillNetns(), got ? NETNS_REFILL_DELAY_MS : 0);
@@ -140,7 +148,13 @@ export class DockerBackend implements Backend {
             PidsLimit: 4,
           },
         });
-        await c.start();
+        try {
+          await c.start();
+        } catch (err) {
+          // A holder that never ran would never go by itself.
+          await c.remove({ force: true }).catch(() => {});
+          throw err;
+        }
         this.#netns.push({ id: c.id, at: Date.now() });
       }
     })()

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { isReservedSecret } from '@bb/egress';
 import { BbError, redactString, registerSecret } from '@bb/errors';
 import { loadPolicy } from '@bb/supervise';
-import type { Backend, BottleSpec } from './backend';
+import { type Backend, type BottleSpec, NETNS_LABEL, VERSION_LABEL } from './backend';
 import { bbHome } from './home';
 import {
   type BottleMeta,
@@ -37,12 +37,18 @@ export interface GateOptions {
   onProgress?: ((message: string) => void) | undefined;
 }
 
+const RESERVED_LABELS = new Set(['bb.slug', 'bb.role', HOME_LABEL, NETNS_LABEL, VERSION_LABEL]);
+
 export function bottleLabels(
   meta: BottleMeta,
   role: string,
   env: Record<string, string | undefined>,
 ): Record<string, string> {
-  return { ...meta.labels, 'bb.slug': meta.slug, 'bb.role': role, [HOME_LABEL]: homeLabel(env) };
+  // bot-bottle's own keys are never a launch's to set.
+  const extra = Object.fromEntries(
+    Object.entries(meta.labels ?? {}).filter(([k]) => !RESERVED_LABELS.has(k)),
+  );
+  return { ...extra, 'bb.slug': meta.slug, 'bb.role': role, [HOME_LABEL]: homeLabel(env) };
 }
 
 const isolated = (backend: Backend) => backend.mapsMounts;

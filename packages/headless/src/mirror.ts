@@ -114,8 +114,12 @@ export async function remoteBranchHead(
       env,
       timeoutMs,
     });
-    const sha = /^([0-9a-f]{40})\s/m.exec(out)?.[1];
-    return sha;
+    // ls-remote matches a pattern's tail (refs/heads/x/refs/heads/<branch> too): the exact ref only.
+    for (const line of out.split('\n')) {
+      const [sha, ref] = line.split('\t');
+      if (ref === `refs/heads/${branch}` && sha && /^[0-9a-f]{40}$/.test(sha)) return sha;
+    }
+    return undefined;
   } catch {
     return undefined;
   }

@@ -60,7 +60,8 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
   }, 120_000);
 
   it('killed mid-turn with a comment waiting behind the turn, and again after the agent exited: the comment resumes the bottle, each turn recorded once', async () => {
-    s = await new Scenario('bb-faults-kill-turn-', { opener: opener(6000) }).setup();
+    // Its first turn outlasts two orchestrator restarts, even on a loaded machine.
+    s = await new Scenario('bb-faults-kill-turn-', { opener: opener(15000) }).setup();
     const sc = s;
     onTestFailed(() => console.error(sc.logText()));
     await sc.start();
@@ -78,6 +79,8 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
     // It runs on: now stop it (SIGSTOP) until the agent has exited, then kill it.
     const slug = sc.row(n)!.slug;
     sc.proc!.kill('SIGSTOP');
+    // The premise: the first turn's agent was still at work when this orchestrator stopped.
+    expect(sc.chain(slug)).toHaveLength(0);
     await until('the first turn’s agent to exit', async () =>
       (await sc.containers()).some(
         (c) => c.slug === slug && c.role === 'agent' && c.state === 'exited',

@@ -307,8 +307,11 @@ export class Scenario {
     await exited;
   }
 
-  /** Every orchestrator log line so far, parsed. */
+  #kept: Array<Record<string, unknown>> | undefined;
+
+  /** Every orchestrator log line so far, parsed (after teardown: as it was then). */
   logs(): Array<Record<string, unknown>> {
+    if (this.#kept) return this.#kept;
     const out: Array<Record<string, unknown>> = [];
     for (let i = 1; i <= this.#starts; i++) {
       let text = '';
@@ -449,6 +452,8 @@ export class Scenario {
     await this.engine?.close();
     await this.proxy?.close();
     await this.gitea?.close();
+    // Kept in memory: a failed test prints them after this teardown ran.
+    this.#kept = this.logs();
     if (process.env['BB_KEEP_HOME']) console.error(`kept ${this.home} (logs in ${this.logDir})`);
     else rmSync(this.logDir, { recursive: true, force: true });
     if (process.env['BB_KEEP_HOME']) return;

@@ -59,22 +59,34 @@ export async function syncMirror(
   }
 }
 
-async function fetchInto(
-  dir: string,
+/**
+ * A git that talks to the forge: its scheme allowed, a low-speed limit within
+ * `timeoutMs`, the token as protected configuration (never argv or a URL).
+ */
+function forgeEnv(
   forge: ForgeWiring,
   timeoutMs: number,
-): Promise<string | undefined> {
+  extra: Array<[string, string]> = [],
+): NodeJS.ProcessEnv {
   const scheme = new URL(forge.cloneUrl).protocol.replace(':', '');
-  const env = wallGitEnv({
+  return wallGitEnv({
     config: [
       [`protocol.${scheme}.allow`, 'always'],
-      // The forge's repository, not an agent's: its history is checked by the forge.
-      ['transfer.fsckObjects', 'false'],
+      ...extra,
       ['http.lowSpeedLimit', '1000'],
       ['http.lowSpeedTime', String(Math.max(1, Math.min(60, Math.floor(timeoutMs / 2000))))],
       ['http.extraHeader', `Authorization: token ${forge.token}`],
     ],
   });
+}
+
+async function fetchInto(
+  dir: string,
+  forge: ForgeWiring,
+  timeoutMs: number,
+): Promise<string | undefined> {
+  // The forge's repository, not an agent's: its history is checked by the forge.
+  const env = forgeEnv(forge, timeoutMs, [['transfer.fsckObjects', 'false']]);
   const fail = (err: Error) => {
     throw new BbError(
       'FORGE_UNAVAILABLE',
@@ -100,15 +112,7 @@ export async function remoteBranchHead(
   branch: string,
   timeoutMs: number,
 ): Promise<string | undefined> {
-  const scheme = new URL(forge.cloneUrl).protocol.replace(':', '');
-  const env = wallGitEnv({
-    config: [
-      [`protocol.${scheme}.allow`, 'always'],
-      ['http.lowSpeedLimit', '1000'],
-      ['http.lowSpeedTime', String(Math.max(1, Math.min(60, Math.floor(timeoutMs / 2000))))],
-      ['http.extraHeader', `Authorization: token ${forge.token}`],
-    ],
-  });
+  const env = forgeEnv(forge, timeoutMs);
   try {
     const out = await runGit(['ls-remote', forge.cloneUrl, `refs/heads/${branch}`], {
       env,

@@ -11,7 +11,6 @@ import {
   mkdtempSync,
   openSync,
   readdirSync,
-  readFileSync,
   readSync,
   rmSync,
   writeFileSync,
@@ -696,22 +695,10 @@ function indexPack(
 }
 
 /** Make a bare repository of ours at `dir` when there is none (no template, fixed config). */
-/**
- * Make a bare repository of ours at `dir` when there is none. `alternates`:
- * object stores of ours it borrows from, read-only (a repository's mirror);
- * added to an existing repository's when missing, never removed (a reader
- * repository keeps its own).
- */
-export function ensureBareRepo(dir: string, alternates: string[] = []): void {
-  if (!existsSync(join(dir, 'HEAD')) || !existsSync(join(dir, 'objects', 'pack'))) {
-    makeReaderRepo(dir, alternates);
-    return;
-  }
-  if (alternates.length === 0) return;
-  const file = join(dir, 'objects', 'info', 'alternates');
-  const have = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : [];
-  const missing = alternates.filter((a) => !have.includes(a));
-  if (missing.length) writeFileSync(file, `${[...have, ...missing].join('\n')}\n`);
+export function ensureBareRepo(dir: string): void {
+  // One of ours already (a reader repository keeps its alternates).
+  if (existsSync(join(dir, 'HEAD')) && existsSync(join(dir, 'objects', 'pack'))) return;
+  makeReaderRepo(dir, []);
 }
 
 export interface LogAsDataOptions {

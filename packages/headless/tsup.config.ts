@@ -3,7 +3,11 @@ import { defineConfig } from 'tsup';
 
 export default defineConfig([
   packageBuild({ index: 'src/index.ts', testing: 'src/testing.ts' }, { external: ['vitest'] }),
-  // Mounted into bottles: the script agent, and the gate (forge sidecar, supervise
-  // sidecar and proxies in one process).
-  bundleBuild({ 'script-agent': 'src/script-agent-bin.ts', 'bb-gate': 'src/gate-bin.ts' }),
+  // Mounted into bottles: the script agent, the gate (forge sidecar, supervise
+  // sidecar and proxies in one process) and the waiter (a warm agent container's).
+  bundleBuild({
+    'script-agent': 'src/script-agent-bin.ts',
+    'bb-gate': 'src/gate-bin.ts',
+    'bb-waiter': 'src/waiter-bin.ts',
+  }),
 ]);

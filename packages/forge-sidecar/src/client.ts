@@ -63,9 +63,14 @@ export class ForgeSidecarClient {
     return body.result as T;
   }
 
-  async health(): Promise<{ ok: boolean; issue: number; scope: number[] }> {
+  async health(): Promise<{ ok: boolean; issue: number; scope: number[]; turn?: number }> {
     const res = await this.#request({ method: 'GET', path: '/healthz' });
-    return (await res.body.json()) as { ok: boolean; issue: number; scope: number[] };
+    return (await res.body.json()) as {
+      ok: boolean;
+      issue: number;
+      scope: number[];
+      turn?: number;
+    };
   }
 
   async #request(

@@ -49,6 +49,13 @@ export interface SidecarOptions {
 
 export interface RunningSidecar {
   socketPath: string;
+  /**
+   * A new turn of the same bottle begins (a warm bottle's gate serves several):
+   * writes closed by the last turn's `signal_done` open again, and `/healthz`
+   * reports the next `turn`. Only the host asks this (a signal to the gate),
+   * never a call on the socket.
+   */
+  newTurn(): void;
   /** Stop accepting, let calls in flight finish, remove the socket. */
   close(): Promise<void>;
 }
@@ -59,6 +66,8 @@ const silent: SidecarLogger = { info() {}, warn() {}, error() {} };
 export async function startSidecar(options: SidecarOptions): Promise<RunningSidecar> {
   const log = options.logger ?? silent;
   const maxBody = options.maxBodyBytes ?? 1024 * 1024;
+  /** How many turns this sidecar has served after its first (`newTurn`), as `/healthz` says. */
+  let generation = 0;
   const ctx: MethodContext = {
     forge: options.forge,
     opLog: options.opLog,
@@ -136,7 +145,12 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method === 'GET' && path === '/healthz') {
-      return json(res, 200, { ok: true, issue: options.forge.issue, scope: options.forge.scope });
+      return json(res, 200, {
+        ok: true,
+        issue: options.forge.issue,
+        scope: options.forge.scope,
+        turn: generation,
+      });
     }
     if (path !== '/rpc')
       return json(res, 404, { error: 'not found: use POST /rpc or GET /healthz' });
@@ -198,6 +212,12 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
   let closing: Promise<void> | undefined;
   return {
     socketPath: options.socketPath,
+    newTurn: () => {
+      // The writes a signal_done closed open again; what the turn left pending is sent.
+      ctx.done = undefined;
+      ctx.checkins.flush();
+      generation++;
+    },
     close: () => {
       closing ??= (async () => {
         const closed = new Promise<void>((r) => server.close(() => r()));

@@ -24,6 +24,11 @@ export interface BottleSpec {
    */
   netns?: string;
   readOnlyRootfs?: boolean;
+  /**
+   * Run a minimal init as the first process, which reaps whatever the command's
+   * children leave behind (the waiter's turns). @default false
+   */
+  init?: boolean;
   resources?: { memoryBytes?: number; pidsLimit?: number; cpus?: number };
   /** Drop every capability and forbid privilege escalation. @default true */
   harden?: boolean;
@@ -82,9 +87,10 @@ export interface Backend {
   /**
    * Wait for the bottle's process to exit. Must survive a dropped connection to
    * the engine (keep asking until it answers again); with `timeoutMs`, throw
-   * `TIMEOUT` past it. `NOT_FOUND` when the bottle is gone.
+   * `TIMEOUT` past it; with `signal`, stop waiting once it aborts (`ABORTED`).
+   * `NOT_FOUND` when the bottle is gone.
    */
-  wait(id: string, options?: { timeoutMs?: number }): Promise<WaitResult>;
+  wait(id: string, options?: { timeoutMs?: number; signal?: AbortSignal }): Promise<WaitResult>;
   /** Ask the process to stop, then kill it after `timeoutMs`. */
   stop(id: string, timeoutMs?: number): Promise<void>;
   /** Suspend every process of the bottle, keeping its memory. */
@@ -97,8 +103,19 @@ export interface Backend {
   list(labels: Record<string, string>): Promise<BottleInfo[]>;
   /** The bottle, or `undefined` when it does not exist. */
   inspect(id: string): Promise<BottleInfo | undefined>;
-  /** What the bottle's process wrote to stdout and stderr. */
-  logs(id: string): Promise<string>;
+  /**
+   * What the bottle's processes wrote to stdout and stderr; with `sinceMs` (ms
+   * since the epoch), only what they wrote from then on.
+   */
+  logs(id: string, options?: { sinceMs?: number }): Promise<string>;
+  /**
+   * How many processes the bottle has, as the engine sees them from outside (a
+   * paused bottle's too): never by running anything in it. Undefined where the
+   * backend cannot tell.
+   */
+  processes?(id: string): Promise<number>;
+  /** The memory the bottle's processes hold now, in bytes, as the engine counts it. */
+  memoryUsage?(id: string): Promise<number | undefined>;
   /**
    * Send a signal to the bottle's process (a proxy reloads on SIGHUP). Never a
    * way into the bottle: no command is run in it.

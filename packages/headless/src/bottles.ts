@@ -13,19 +13,22 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, isBbError, redactString, registerSecret } from '@bb/errors';
-import { BASE_FILE } from '@bb/forge-sidecar';
+import { BASE_FILE, ForgeSidecarClient } from '@bb/forge-sidecar';
 import { chownTreeNoFollow, type Owner, readHeadAsData, writeFileNoFollow } from '@bb/wall';
 import { type Backend, type BottleSpec, NETNS_LABEL } from './backend';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
 import {
   awaitGate,
   bottleLabels,
+  bridgeMappings,
   bridgePrelude,
   type CreatedGate,
   createGate,
+  GATE_ROLE,
   type GateOptions,
   modelApiUrl,
   PROXY_ENV,
+  proxySocketsScript,
   syncsPr,
 } from './gate';
 import { bbHome } from './home';
@@ -69,6 +72,14 @@ import {
   writeCurrentConfig,
 } from './supervise-gate';
 import { takeResumeRequest } from './supervise-remedy';
+import {
+  awaitTurnEnd,
+  canKeepWarm,
+  IDLE_PROCESSES,
+  TURN_END_DIR,
+  warmKey,
+  writeTurnCommand,
+} from './warm';
 import { prepareWorkspace } from './workspace';
 
 export interface TurnOutcome {
@@ -86,6 +97,11 @@ export interface TurnOutcome {
   /** The agent provider, and the CLI's version when its image announces it (bb-agents does). */
   provider?: string;
   providerVersion?: string;
+  /**
+   * The bottle was kept warm (`BottleOptions.warmMs`): until when, and the memory
+   * its paused containers hold. Absent: it was frozen the ordinary way.
+   */
+  warm?: { until: string; bytes: number };
 }
 
 /** The `{"type":"bb_cli",...}` line the bb-agents image's CLI wrappers print before starting. */
@@ -105,6 +121,13 @@ export interface BottleOptions {
   sidecarImage?: string;
   /** Progress messages for a person (launch steps). */
   onProgress?: (message: string) => void;
+  /**
+   * How long after a turn the bottle stays warm (its containers paused, not
+   * removed), so a resume before then needs no new container; 0 turns it off.
+   * Only where the backend can vouch for an idle bottle (`canKeepWarm`). The
+   * caller cools what outlives its window (`cool`). @default 0
+   */
+  warmMs?: number;
 }
 
 export interface LaunchOptions extends BottleOptions {
@@ -474,9 +497,29 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   const p = bottlePaths(meta.slug, env);
   migrateLayout(p);
   if (options.pr !== undefined && meta.forge) meta.forge.pr = options.pr;
+  if (options.freshSession) {
+    meta.sessionId = null;
+    meta.sessionStart = meta.turns.length + 1;
+  }
+  delete meta.syncPr;
+  if (meta.warm) {
+    // In the containers kept warm, when they can serve this turn; else cooled first.
+    let warm: StartedTurn | string;
+    try {
+      warm = await resumeWarm(meta, agent, bottles, options, env);
+    } catch (err) {
+      // The turn was given to them and something failed: nothing of it is trusted.
+      await freeze(meta.slug, options).catch(() => {});
+      throw err;
+    }
+    if (typeof warm !== 'string') return warm;
+    options.onProgress?.(`cooling warm bottle ${meta.slug}: ${warm}`);
+    await freeze(meta.slug, options);
+    meta.warm = null;
+    delete meta.syncPr;
+  }
   // Where the PR branch is on the forge, asked while the disk is mounted: when it is where
   // the checkout is (nobody pushed since), the turn need not wait for it to be brought over.
-  delete meta.syncPr;
   const remote =
     syncsPr(meta) && meta.forge && options.forgeToken
       ? remoteBranchHead(
@@ -495,10 +538,6 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
     }
     const there = await remote;
     meta.syncPr = !(there && here && there === here);
-  }
-  if (options.freshSession) {
-    meta.sessionId = null;
-    meta.sessionStart = meta.turns.length + 1;
   }
   // This turn's sidecar brings what people pushed to the PR; nothing of an earlier turn's stays.
   clearPrBundle(p.sock);
@@ -524,7 +563,8 @@ export async function unmountBottleDisk(
   env: Record<string, string | undefined> = process.env,
 ): Promise<void> {
   const meta = readMeta(slug, env);
-  if (meta?.status !== 'running') await unmountDisk(bottlePaths(slug, env));
+  // A running or warm bottle's containers hold it.
+  if (meta?.status !== 'running' && !meta?.warm) await unmountDisk(bottlePaths(slug, env));
 }
 
 /** Stop a bottle's containers, keep their output, and mark it frozen. Idempotent. */
@@ -549,6 +589,7 @@ export async function freeze(slug: string, options: BottleOptions): Promise<void
   const meta = readMeta(slug, env);
   if (meta) {
     meta.status = 'frozen';
+    meta.warm = null;
     writeMeta(meta, env);
   }
 }
@@ -569,7 +610,21 @@ export async function destroy(slug: string, options: BottleOptions): Promise<voi
   rmSync(p.dir, { recursive: true, force: true });
 }
 
-async function startTurn(
+/** What a turn's agent runs, and with what: the same whether its container is new or warm. */
+interface TurnPlan {
+  turn: number;
+  /** Files written into the agent's home before it starts (a CLI's settings, the script). */
+  files: Record<string, string>;
+  config: BottleConfig;
+  proxies: boolean;
+  /** The turn's command, its prelude included. */
+  argv: string[];
+  env: Record<string, string>;
+  /** What its containers are made for (`warmKey`). */
+  key: string;
+}
+
+function planTurn(
   meta: BottleMeta,
   agent: AgentManifest,
   bottles: BottleManifest[],
@@ -577,19 +632,16 @@ async function startTurn(
   token: string | undefined,
   options: BottleOptions,
   env: Record<string, string | undefined>,
-  early?: Promise<CreatedGate | undefined>,
-  /** The workspace being made (a launch): the agent's container starts once it is. */
-  workspaceReady?: Promise<void>,
-): Promise<StartedTurn> {
+  how: { launch: boolean; waiter: boolean },
+): TurnPlan {
   const { backend } = options;
-  const progress = options.onProgress ?? (() => {});
   const p = bottlePaths(meta.slug, env);
   const gate = gateOptions(options, env);
   const P = pathsFor(backend, p, gate.runtime, '');
   const provider = providerFor(agent.provider);
   // The manifests', with what an operator approved for the whole bottle in their place.
   const config = effectiveConfig(meta, bottles, env);
-  const plan = { needed: needsProxies(config) };
+  const proxies = needsProxies(config);
   const supervised = supervises(env);
   const routeFor = (kind: 'anthropic' | 'openai') =>
     (JSON.parse(config.routes) as { routes: Array<{ prefix: string }> }).routes.find(
@@ -616,22 +668,96 @@ async function startTurn(
       : {}),
     ...(agent.retries !== undefined ? { retries: agent.retries } : {}),
   });
-  // The script agent's script is written each turn, like a real CLI's settings,
-  // so a script edited between turns takes effect.
-  const files = {
-    ...invocation.files,
-    ...(agent.script !== undefined ? { '.bb/script.json': JSON.stringify(agent.script) } : {}),
+  // Before the agent: the PR branch's bundle is taken in (a resumed forge bottle), and
+  // with proxies the in-bottle bridge (TCP on 127.0.0.1 to the mounted sockets) is
+  // up (the waiter serves it for every turn; without one, the turn starts it).
+  const prelude = [
+    // A launch: the container starts while the workspace is made; the agent once it is.
+    ...(how.launch ? [awaitWorkspaceScript(P.socketDir, 3 * cloneTimeoutMs(env))] : []),
+    ...(meta.forge ? [takeBundleScript()] : []),
+    ...(proxies
+      ? [how.waiter ? proxySocketsScript(P.socketDir) : bridgePrelude(P.runtime, P.socketDir)]
+      : []),
+  ];
+  const argv =
+    prelude.length > 0
+      ? ['sh', '-c', `${prelude.join('\n')}\nexec "$@"`, 'bb-agent', ...invocation.cmd]
+      : invocation.cmd;
+  const agentEnv: Record<string, string> = {
+    ...Object.assign({}, ...bottles.map((b) => b.env)),
+    ...invocation.env,
+    HOME: P.home,
+    BB_SIDECAR_SOCKET: P.socket,
+    // The supervise tools as a command, for any agent's shell (MCP agents also have them as tools).
+    ...(supervised
+      ? {
+          BB_SUPERVISE_SOCKET: P.superviseSocket,
+          BB_SUPERVISE: `node ${P.runtime}/bb-supervise.mjs`,
+        }
+      : {}),
+    BB_WORKSPACE_DIR: P.workspace,
+    ...(syncsPr(meta)
+      ? { BB_PR_BUNDLE: `${P.socketDir}/${PR_BUNDLE}`, BB_PR_BRANCH: meta.branch }
+      : {}),
+    ...(proxies ? PROXY_ENV : {}),
   };
+  return {
+    turn: meta.turns.length + 1,
+    // The script agent's script is written each turn, like a real CLI's settings,
+    // so a script edited between turns takes effect.
+    files: {
+      ...invocation.files,
+      ...(agent.script !== undefined ? { '.bb/script.json': JSON.stringify(agent.script) } : {}),
+    },
+    config,
+    proxies,
+    argv,
+    env: agentEnv,
+    key: warmKey({
+      meta,
+      gateImage: gate.image,
+      config: { config, resources: bottles[0]?.resources },
+      token,
+      supervised,
+    }),
+  };
+}
+
+async function startTurn(
+  meta: BottleMeta,
+  agent: AgentManifest,
+  bottles: BottleManifest[],
+  prompt: string,
+  token: string | undefined,
+  options: BottleOptions,
+  env: Record<string, string | undefined>,
+  early?: Promise<CreatedGate | undefined>,
+  /** The workspace being made (a launch): the agent's container starts once it is. */
+  workspaceReady?: Promise<void>,
+): Promise<StartedTurn> {
+  const { backend } = options;
+  const progress = options.onProgress ?? (() => {});
+  const p = bottlePaths(meta.slug, env);
+  const gate = gateOptions(options, env);
+  const P = pathsFor(backend, p, gate.runtime, '');
+  // Kept warm after the turn: the agent's container runs the waiter, which runs the turn.
+  const waiter = canKeepWarm(backend) && (options.warmMs ?? 0) > 0;
+  const plan = planTurn(meta, agent, bottles, prompt, token, options, env, {
+    launch: !!workspaceReady,
+    waiter,
+  });
+  const { config, turn } = plan;
   const startedAt = new Date().toISOString();
-  const turn = meta.turns.length + 1;
   let gateStarted: Promise<CreatedGate | undefined> | undefined;
   try {
     // Into the agent's home, which it owns: never through a symlink it planted.
     const { agent: agentOwner } = owners(backend);
-    for (const [rel, content] of Object.entries(files))
+    for (const [rel, content] of Object.entries(plan.files))
       writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
     prepareDirs(p, backend);
-    meta.current = { turn, prompt, startedAt };
+    meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true } : {}) };
+    meta.warmKey = plan.key;
+    meta.warm = null;
     writeMeta(meta, env);
     // Started early by launch (alongside the clone), or now.
     gateStarted =
@@ -647,47 +773,30 @@ async function startTurn(
     gateUp.catch(() => {});
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
-    // Before the agent: the PR branch's bundle is taken in (a resumed forge bottle), and
-    // with proxies the in-bottle bridge (TCP on 127.0.0.1 to the mounted sockets) is
-    // started and awaited.
-    const prelude = [
-      // A launch: the container starts while the workspace is made; the agent once it is.
-      ...(workspaceReady ? [awaitWorkspaceScript(P.socketDir, 3 * cloneTimeoutMs(env))] : []),
-      ...(meta.forge ? [takeBundleScript()] : []),
-      ...(plan.needed ? [bridgePrelude(P.runtime, P.socketDir)] : []),
-    ];
-    const cmd =
-      prelude.length > 0
-        ? ['sh', '-c', `${prelude.join('\n')}\nexec "$@"`, 'bb-agent', ...invocation.cmd]
-        : invocation.cmd;
+    if (waiter) writeTurnCommand(p, turn, { argv: plan.argv, env: plan.env, cwd: P.workspace });
     const agentSpec: BottleSpec = {
       name: `bb-${meta.slug}-agent`,
       image: meta.image,
-      cmd,
+      cmd: waiter ? ['node', `${P.runtime}/bb-waiter.mjs`] : plan.argv,
       user: userSpec(AGENT_USER),
       workdir: P.workspace,
       labels: bottleLabels(meta, 'agent', env),
       network: 'none',
       readOnlyRootfs: true,
       tmpfs: { '/tmp': 'rw,size=256m' },
-      env: {
-        ...Object.assign({}, ...bottles.map((b) => b.env)),
-        ...invocation.env,
-        HOME: P.home,
-        BB_SIDECAR_SOCKET: P.socket,
-        // The supervise tools as a command, for any agent's shell (MCP agents also have them as tools).
-        ...(supervised
-          ? {
-              BB_SUPERVISE_SOCKET: P.superviseSocket,
-              BB_SUPERVISE: `node ${P.runtime}/bb-supervise.mjs`,
-            }
-          : {}),
-        BB_WORKSPACE_DIR: P.workspace,
-        ...(syncsPr(meta)
-          ? { BB_PR_BUNDLE: `${P.socketDir}/${PR_BUNDLE}`, BB_PR_BRANCH: meta.branch }
-          : {}),
-        ...(plan.needed ? PROXY_ENV : {}),
-      },
+      // The waiter's own: each turn's command carries the turn's environment.
+      env: waiter
+        ? {
+            HOME: P.home,
+            BB_TURN_COMMANDS: P.turns,
+            BB_TURN_STATUS: `${P.home}/${TURN_END_DIR}`,
+            BB_FIRST_TURN: String(turn),
+            BB_WAITER_KILL_ALL: '1',
+            ...(plan.proxies ? { BB_BRIDGE: bridgeMappings(P.socketDir).join(' ') } : {}),
+          }
+        : plan.env,
+      // The waiter's turns leave orphans: an init reaps them.
+      ...(waiter ? { init: true } : {}),
       mounts: [
         { source: gate.runtime, target: P.runtime, readOnly: true },
         { source: p.sock, target: P.socketDir },
@@ -699,6 +808,8 @@ async function startTurn(
         ...(meta.mirror && backend.mapsMounts
           ? [{ source: join(meta.mirror, 'objects'), target: IN_BOTTLE.mirror, readOnly: true }]
           : []),
+        // The turns' commands, the host's.
+        ...(waiter ? [{ source: p.turns, target: P.turns, readOnly: true }] : []),
       ],
       resources: {
         memoryBytes: memoryBytes(bottle.resources.memory) ?? 2 * 1024 ** 3,
@@ -747,6 +858,108 @@ async function startTurn(
   }
 }
 
+/**
+ * The next turn in a warm bottle's containers, when they can serve it: inside
+ * its window, made for the same image, configuration, forge and token, both
+ * still paused, and its PR branch on the forge where the checkout is (nobody
+ * pushed since), its gate's scope holding the turn's PR. Otherwise why not, in
+ * words: the caller cools it and starts the turn the ordinary way.
+ */
+async function resumeWarm(
+  meta: BottleMeta,
+  agent: AgentManifest,
+  bottles: BottleManifest[],
+  options: ResumeOptions,
+  env: Record<string, string | undefined>,
+): Promise<StartedTurn | string> {
+  const { backend } = options;
+  const w = meta.warm;
+  if (!w || !canKeepWarm(backend) || (options.warmMs ?? 0) <= 0) return 'warm bottles are off';
+  if (Date.parse(w.until) <= Date.now()) return 'its warm window is over';
+  if (meta.turns.length + 1 !== w.nextTurn) return 'its turns are not where its waiter is';
+  const p = bottlePaths(meta.slug, env);
+  const [containers, remote] = await Promise.all([
+    backend.list({ 'bb.slug': meta.slug }),
+    // Where the PR branch is on the forge: the warm checkout serves only when it is there.
+    syncsPr(meta) && meta.forge && options.forgeToken
+      ? remoteBranchHead(
+          { ...meta.forge, token: options.forgeToken },
+          meta.branch,
+          Math.min(cloneTimeoutMs(env), 30_000),
+        )
+      : Promise.resolve(undefined),
+  ]);
+  const paused = (id: string | undefined) =>
+    !id || containers.some((c) => c.id === id && c.state === 'paused');
+  if (!paused(w.agent) || !paused(w.gate)) return 'its containers are not both paused';
+  if (syncsPr(meta)) {
+    let here: string | undefined;
+    try {
+      here = readHeadAsData(p.workspace);
+    } catch {}
+    if (!remote || remote !== here) return 'its PR branch moved on the forge';
+    // Nothing to bring over: the turn takes no bundle.
+    meta.syncPr = false;
+  }
+  const plan = planTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env, {
+    launch: false,
+    waiter: true,
+  });
+  if (plan.key !== w.key)
+    return 'what its containers were made for changed (image, configuration, forge or token)';
+  const P = pathsFor(backend, p, prepareRuntime(env), '');
+  const { agent: agentOwner } = owners(backend);
+  for (const [rel, content] of Object.entries(plan.files))
+    writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
+  options.onProgress?.(`resuming warm bottle ${meta.slug} (turn ${plan.turn})`);
+  if (w.gate) {
+    await backend.rehydrate(w.gate);
+    if (meta.forge) {
+      const said = await gateHealth(p).catch(() => undefined);
+      if (!said) return 'its gate does not answer';
+      // The PR this turn may write to must be in its scope (it opened it, or was made with it).
+      const pr = meta.forge.pr;
+      if (pr !== undefined && !said.scope.includes(pr))
+        return `its gate may not write to PR #${pr}`;
+      // The gate begins the turn before the agent is let run.
+      await backend.signal!(w.gate, 'SIGUSR2');
+      if (!(await gateBeganTurn(p, said.turn ?? 0))) return 'its gate did not begin the turn';
+    }
+  }
+  meta.current = {
+    turn: plan.turn,
+    prompt: options.prompt,
+    startedAt: new Date().toISOString(),
+    waiter: true,
+  };
+  meta.status = 'running';
+  meta.warm = null;
+  writeMeta(meta, env);
+  writeTurnCommand(p, plan.turn, { argv: plan.argv, env: plan.env, cwd: P.workspace });
+  await backend.rehydrate(w.agent);
+  return { slug: meta.slug, turn: plan.turn };
+}
+
+/** What a bottle's running gate says of itself: the issue and PRs it may write to, its turn. */
+async function gateHealth(p: BottlePaths): Promise<{ scope: number[]; turn?: number }> {
+  const client = new ForgeSidecarClient({ socketPath: join(p.sock, 'forge.sock') });
+  try {
+    return await client.health();
+  } finally {
+    await client.close();
+  }
+}
+
+/** Wait (up to 5 s) until the gate says it serves a turn after `turn`. */
+async function gateBeganTurn(p: BottlePaths, turn: number): Promise<boolean> {
+  for (let i = 0; i < 500; i++) {
+    const said = await gateHealth(p).catch(() => undefined);
+    if ((said?.turn ?? 0) > turn) return true;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return false;
+}
+
 /** Wait for a started agent to exit, record the turn, freeze the bottle. */
 async function completeTurn(
   meta: BottleMeta,
@@ -757,18 +970,29 @@ async function completeTurn(
   const { backend } = options;
   const { manifest: agent } = loadAgentManifest(meta.agent, env);
   const provider = providerFor(agent.provider);
-  const { exitCode, oomKilled } = await backend.wait(agentId);
-  // The turn was long: what others changed meanwhile (a rebuild's new image) stays.
-  const latest = readMeta(meta.slug, env);
-  if (latest) meta.image = latest.image;
-  const output = redactString(await backend.logs(agentId));
-  const parsed = provider.parseResult(output, exitCode);
-  const cli = announcedCli(output);
   const current = meta.current ?? {
     turn: meta.turns.length + 1,
     prompt: '',
     startedAt: new Date().toISOString(),
   };
+  const p = bottlePaths(meta.slug, env);
+  // Under the waiter, the turn ends when it says so or when the container goes.
+  const end = current.waiter
+    ? await awaitTurnEnd(backend, agentId, p, current.turn)
+    : { ...(await backend.wait(agentId)), exited: true };
+  const { exitCode, oomKilled } = end;
+  // The turn was long: what others changed meanwhile (a rebuild's new image) stays.
+  const latest = readMeta(meta.slug, env);
+  if (latest) meta.image = latest.image;
+  const output = redactString(
+    await backend.logs(
+      agentId,
+      // A warm container's output holds its earlier turns too: this turn's only.
+      current.waiter ? { sinceMs: Date.parse(current.startedAt) } : {},
+    ),
+  );
+  const parsed = provider.parseResult(output, exitCode);
+  const cli = announcedCli(output);
   meta.sessionId = parsed.sessionId ?? meta.sessionId;
   meta.turns.push({
     turn: current.turn,
@@ -784,7 +1008,19 @@ async function completeTurn(
   options.onProgress?.(
     `agent exited ${exitCode}${oomKilled ? ' (out of memory)' : ''}; freezing ${meta.slug}`,
   );
-  await freeze(meta.slug, options);
+  // Kept warm only when the waiter's turn ended by itself (not killed: out of memory
+  // is told only by the container's end) and nothing of it is left running.
+  const warm =
+    !end.exited && exitCode < 128 && (options.warmMs ?? 0) > 0
+      ? await keepWarm(meta, agentId, current.turn, options).catch(() => undefined)
+      : undefined;
+  if (warm) {
+    if (existsSync(p.logs))
+      writeFileSync(join(p.logs, `agent-turn${current.turn}-${Date.now()}.log`), output);
+    meta.status = 'frozen';
+    meta.warm = warm;
+    writeMeta(meta, env);
+  } else await freeze(meta.slug, options);
   return {
     slug: meta.slug,
     exitCode,
@@ -797,7 +1033,56 @@ async function completeTurn(
     ...(parsed.tokens !== undefined ? { tokens: parsed.tokens } : {}),
     provider: agent.provider,
     ...(cli && cli.name === agent.provider ? { providerVersion: cli.version } : {}),
+    ...(warm ? { warm: { until: warm.until, bytes: warm.bytes } } : {}),
   };
+}
+
+/**
+ * Keep a bottle warm after turn `turn`: its agent container paused, checked
+ * from outside to hold nothing but its init and the waiter, then its gate
+ * paused. Undefined (the caller freezes it the ordinary way) when anything of
+ * the turn is left running or the key of its containers is unknown.
+ */
+async function keepWarm(
+  meta: BottleMeta,
+  agentId: string,
+  turn: number,
+  options: BottleOptions,
+): Promise<NonNullable<BottleMeta['warm']> | undefined> {
+  const { backend } = options;
+  if (!meta.warmKey || !canKeepWarm(backend)) return undefined;
+  // Paused first: whatever is in it stops where it is, then it is counted.
+  await backend.freeze(agentId);
+  if ((await backend.processes!(agentId)) > IDLE_PROCESSES) return undefined;
+  const gate = (await backend.list({ 'bb.slug': meta.slug })).find(
+    (c) => c.labels['bb.role'] === GATE_ROLE && c.state === 'running',
+  );
+  if (gate) await backend.freeze(gate.id);
+  const held = await Promise.all(
+    [agentId, ...(gate ? [gate.id] : [])].map((id) =>
+      backend.memoryUsage ? backend.memoryUsage(id).catch(() => undefined) : undefined,
+    ),
+  );
+  return {
+    until: new Date(Date.now() + (options.warmMs ?? 0)).toISOString(),
+    agent: agentId,
+    gate: gate?.id,
+    nextTurn: turn + 1,
+    bytes: held.reduce<number>((a, b) => a + (b ?? 0), 0),
+    key: meta.warmKey,
+  };
+}
+
+/**
+ * Cool a warm bottle: its containers go and its disk is unmounted, as any
+ * frozen bottle's (`freeze`). Nothing to do for one that is not warm. Returns
+ * whether it was.
+ */
+export async function cool(slug: string, options: BottleOptions): Promise<boolean> {
+  const meta = readMeta(slug, options.env ?? process.env);
+  if (!meta?.warm || meta.status !== 'frozen') return false;
+  await freeze(slug, options);
+  return true;
 }
 
 /**
@@ -830,9 +1115,12 @@ export async function finishTurn(slug: string, options: BottleOptions): Promise<
       'CONFLICT',
       `bottle ${slug} is ${meta.status}; only a running turn can be finished`,
     );
-  const agentC = (await options.backend.list({ 'bb.slug': slug })).find(
-    (c) => c.labels['bb.role'] === 'agent',
-  );
+  const containers = await options.backend.list({ 'bb.slug': slug });
+  // A warm resume cut short between its word and unpausing them: the turn was given
+  // (its command is there), so its containers go on.
+  for (const c of containers)
+    if (c.state === 'paused') await options.backend.rehydrate(c.id).catch(() => {});
+  const agentC = containers.find((c) => c.labels['bb.role'] === 'agent');
   if (!agentC) {
     if (meta.current) {
       meta.turns.push({

@@ -214,6 +214,7 @@ export class DockerBackend implements Backend {
             ? { Memory: spec.resources.memoryBytes, MemorySwap: spec.resources.memoryBytes }
             : {}),
           ...(spec.resources?.pidsLimit ? { PidsLimit: spec.resources.pidsLimit } : {}),
+          ...(spec.init ? { Init: true } : {}),
           ...(spec.resources?.cpus ? { NanoCpus: Math.round(spec.resources.cpus * 1e9) } : {}),
           // What a bottle prints is kept on the host's disk: bounded, like everything else of it.
           LogConfig: { Type: 'json-file', Config: { 'max-size': '16m', 'max-file': '2' } },
@@ -237,14 +238,20 @@ export class DockerBackend implements Backend {
    * connection (a restart, a proxy) neither hangs this nor loses the exit:
    * it keeps asking, with a backoff, until the engine answers again.
    */
-  async wait(id: string, options: { timeoutMs?: number } = {}): Promise<WaitResult> {
+  async wait(
+    id: string,
+    options: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<WaitResult> {
     const deadline = options.timeoutMs ? Date.now() + options.timeoutMs : Number.POSITIVE_INFINITY;
     let pause = 250;
     for (;;) {
+      if (options.signal?.aborted) throw new BbError('ABORTED', `stopped waiting for bottle ${id}`);
       const slice = Math.min(WAIT_SLICE_MS, deadline - Date.now());
       if (slice <= 0)
         throw new BbError('TIMEOUT', `bottle ${id} did not exit within ${options.timeoutMs} ms`);
       const abort = new AbortController();
+      const cancel = () => abort.abort();
+      options.signal?.addEventListener('abort', cancel, { once: true });
       try {
         const res = (await this.#call(
           id,
@@ -274,6 +281,8 @@ export class DockerBackend implements Backend {
         }
         await new Promise((r) => setTimeout(r, pause));
         pause = Math.min(pause * 2, 5000);
+      } finally {
+        options.signal?.removeEventListener('abort', cancel);
       }
     }
   }
@@ -519,11 +528,32 @@ export class DockerBackend implements Backend {
     };
   }
 
-  async logs(id: string): Promise<string> {
+  async logs(id: string, options: { sinceMs?: number } = {}): Promise<string> {
     const buf = (await this.#call(id, (c) =>
-      c.logs({ stdout: true, stderr: true, follow: false }),
+      c.logs({
+        stdout: true,
+        stderr: true,
+        follow: false,
+        // The engine takes fractions of a second.
+        ...(options.sinceMs !== undefined ? { since: (options.sinceMs / 1000).toFixed(3) } : {}),
+      } as Docker.ContainerLogsOptions & { follow: false }),
     )) as unknown as Buffer;
     return demux(buf);
+  }
+
+  async processes(id: string): Promise<number> {
+    const top = await this.#call(id, (c) => c.top());
+    return ((top as { Processes?: unknown[][] }).Processes ?? []).length;
+  }
+
+  async memoryUsage(id: string): Promise<number | undefined> {
+    const stats = (await this.#call(id, (c) =>
+      c.stats({ stream: false, 'one-shot': true } as { stream: false }),
+    )) as { memory_stats?: { usage?: number; stats?: { inactive_file?: number } } };
+    const m = stats.memory_stats;
+    if (!m?.usage) return undefined;
+    // As `docker stats` reports it: the page cache the kernel can drop at once is not held.
+    return m.usage - (m.stats?.inactive_file ?? 0);
   }
 
   async #call<T>(

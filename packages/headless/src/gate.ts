@@ -390,15 +390,28 @@ export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
   return id;
 }
 
-/**
- * The shell lines that wait (up to 15 s) for the gate's two proxy sockets (the
- * gate starts beside the agent), start the in-agent bridge (TCP on 127.0.0.1 to
- * them) and wait until it listens: run before the agent's command.
- */
-export function bridgePrelude(runtimeDir: string, socketDir: string): string {
+/** The in-agent bridge's mappings: each TCP port on 127.0.0.1 to its proxy's socket. */
+export function bridgeMappings(socketDir: string): string[] {
+  return [
+    `${BRIDGE_PORTS.egress}=${socketDir}/egress.sock`,
+    `${BRIDGE_PORTS.credentials}=${socketDir}/cred.sock`,
+  ];
+}
+
+/** The shell line that waits (up to 15 s) for the gate's two proxy sockets (the gate starts beside the agent). */
+export function proxySocketsScript(socketDir: string): string {
   const egress = `${socketDir}/egress.sock`;
   const cred = `${socketDir}/cred.sock`;
-  return `i=0; while { [ ! -S ${egress} ] || [ ! -S ${cred} ]; } && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done; BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${BRIDGE_PORTS.egress}=${egress} ${BRIDGE_PORTS.credentials}=${cred} & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
+  return `i=0; while { [ ! -S ${egress} ] || [ ! -S ${cred} ]; } && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done`;
+}
+
+/**
+ * The shell lines that wait for the gate's proxy sockets, start the in-agent
+ * bridge (TCP on 127.0.0.1 to them) and wait until it listens: run before the
+ * agent's command.
+ */
+export function bridgePrelude(runtimeDir: string, socketDir: string): string {
+  return `${proxySocketsScript(socketDir)}; BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${bridgeMappings(socketDir).join(' ')} & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
 }
 
 /** The agent's proxy variables: every outbound request through the bridge to the egress proxy. */

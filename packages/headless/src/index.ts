@@ -16,6 +16,7 @@ export {
 } from './backend';
 export {
   type BottleOptions,
+  cool,
   destroy,
   finishTurn,
   freeze,
@@ -100,3 +101,4 @@ export {
   supervisedBottles,
   takeResumeRequest,
 } from './supervise-remedy';
+export { canKeepWarm } from './warm';

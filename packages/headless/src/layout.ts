@@ -64,8 +64,30 @@ export interface BottleMeta {
   }>;
   /** Extra container labels given at launch. */
   labels?: Record<string, string>;
-  /** The turn in progress (so a restarted orchestrator can finish it), or absent. */
-  current?: { turn: number; prompt: string; startedAt: string } | null;
+  /**
+   * The turn in progress (so a restarted orchestrator can finish it), or absent.
+   * `waiter`: its agent runs under the waiter (its end is said by a file, the
+   * container may outlive it).
+   */
+  current?: { turn: number; prompt: string; startedAt: string; waiter?: boolean } | null;
+  /**
+   * What a turn's agent containers were made for (image, configuration, forge,
+   * token, runtime), as a digest: a warm bottle resumes in them only for the same.
+   */
+  warmKey?: string;
+  /**
+   * A frozen bottle kept warm: its agent container (the waiter idle) and its gate
+   * paused, not removed, its disk mounted, until `until`; a resume before then
+   * runs the next turn in them. `bytes`: the memory they hold.
+   */
+  warm?: {
+    until: string;
+    agent: string;
+    gate?: string | undefined;
+    nextTurn: number;
+    bytes: number;
+    key: string;
+  } | null;
   createdAt: string;
 }
 
@@ -106,6 +128,8 @@ export interface BottlePaths {
   currentConfig: string;
   /** Files an operator approved for the whole bottle (they win over the manifests on every turn). */
   overrides: string;
+  /** Each turn's command for the waiter, the host's (the agent reads them only). */
+  turns: string;
 }
 
 /** `$BB_HOME/bottles/<slug>`. */
@@ -137,6 +161,7 @@ export function bottlePaths(
     supervise: join(dir, 'supervise'),
     currentConfig: join(dir, 'current-config'),
     overrides: join(dir, 'overrides'),
+    turns: join(dir, 'turns'),
   };
 }
 
@@ -159,6 +184,8 @@ export const IN_BOTTLE = {
   currentConfig: '/etc/bot-bottle/current-config',
   /** The repository mirror's objects, read-only (the workspace's and the gate's alternates). */
   mirror: '/var/bb/mirror',
+  /** Each turn's command, read-only (the waiter's). */
+  turns: '/var/bb/turns',
 };
 
 /** The paths a bottle's processes see: fixed ones in a container, the host's otherwise. */
@@ -183,6 +210,7 @@ export function pathsFor(
     supervise: p.supervise,
     currentConfig: p.currentConfig,
     mirror: '',
+    turns: p.turns,
   };
 }
 

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { BbError } from '@bb/errors';
 import pkg from '../package.json' with { type: 'json' };
 import {
@@ -17,7 +18,8 @@ interface LocalBottle {
   child: ChildProcess | undefined;
   state: BottleInfo['state'];
   exitCode: number | null;
-  output: string[];
+  /** What it wrote, each piece with when (ms since the epoch). */
+  output: Array<{ at: number; text: string }>;
   exited: Promise<WaitResult>;
   resolveExit: (r: WaitResult) => void;
 }
@@ -91,10 +93,10 @@ export class LocalBackend implements Backend {
     });
     b.child = child;
     b.state = 'running';
-    child.stdout?.on('data', (d) => b.output.push(String(d)));
-    child.stderr?.on('data', (d) => b.output.push(String(d)));
+    child.stdout?.on('data', (d) => b.output.push({ at: Date.now(), text: String(d) }));
+    child.stderr?.on('data', (d) => b.output.push({ at: Date.now(), text: String(d) }));
     child.on('error', (err) => {
-      b.output.push(`${err.message}\n`);
+      b.output.push({ at: Date.now(), text: `${err.message}\n` });
       b.state = 'exited';
       b.exitCode = 127;
       b.resolveExit({ exitCode: 127, oomKilled: false });
@@ -106,14 +108,24 @@ export class LocalBackend implements Backend {
     });
   }
 
-  async wait(id: string, options: { timeoutMs?: number } = {}): Promise<WaitResult> {
+  async wait(
+    id: string,
+    options: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<WaitResult> {
     const exited = this.#get(id).exited;
-    if (!options.timeoutMs) return exited;
+    if (!options.timeoutMs && !options.signal) return exited;
     let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
     try {
       return await Promise.race([
         exited,
         new Promise<never>((_, reject) => {
+          onAbort = () => reject(new BbError('ABORTED', `stopped waiting for bottle ${id}`));
+          if (options.signal?.aborted) onAbort();
+          else options.signal?.addEventListener('abort', onAbort, { once: true });
+        }),
+        new Promise<never>((_, reject) => {
+          if (!options.timeoutMs) return;
           timer = setTimeout(
             () =>
               reject(
@@ -125,6 +137,7 @@ export class LocalBackend implements Backend {
       ]);
     } finally {
       if (timer) clearTimeout(timer);
+      if (onAbort) options.signal?.removeEventListener('abort', onAbort);
     }
   }
 
@@ -173,8 +186,31 @@ export class LocalBackend implements Backend {
     return b ? this.#info(b) : undefined;
   }
 
-  async logs(id: string): Promise<string> {
-    return this.#get(id).output.join('');
+  async logs(id: string, options: { sinceMs?: number } = {}): Promise<string> {
+    const since = options.sinceMs ?? 0;
+    return this.#get(id)
+      .output.filter((o) => o.at >= since)
+      .map((o) => o.text)
+      .join('');
+  }
+
+  /** The processes of its command's process group (the command and what it started), from /proc. */
+  async processes(id: string): Promise<number> {
+    const pgid = this.#get(id).child?.pid;
+    if (!pgid) return 0;
+    let n = 0;
+    for (const pid of readdirSync('/proc')) {
+      if (!/^\d+$/.test(pid)) continue;
+      try {
+        // Fields after the command's closing parenthesis: state, ppid, pgrp, ...
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        if (Number(rest[2]) === pgid && rest[0] !== 'Z') n++;
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return n;
   }
 
   #get(id: string): LocalBottle {

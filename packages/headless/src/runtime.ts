@@ -36,7 +36,11 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
     byName = join(dirname(require.resolve('@bb/headless/package.json')), 'dist', 'bundle');
   } catch {}
   const own = [join(here, 'bundle'), join(here, '..', 'dist', 'bundle'), byName].find(
-    (d) => d && existsSync(join(d, 'script-agent.mjs')) && existsSync(join(d, 'bb-gate.mjs')),
+    (d) =>
+      d &&
+      existsSync(join(d, 'script-agent.mjs')) &&
+      existsSync(join(d, 'bb-gate.mjs')) &&
+      existsSync(join(d, 'bb-waiter.mjs')),
   );
   const files: Array<[string, string]> = [
     [sidecarDir, 'sidecar.mjs'],
@@ -49,6 +53,7 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
     [superviseDir, 'bb-supervise-mcp.mjs'],
     [own ?? '', 'script-agent.mjs'],
     [own ?? '', 'bb-gate.mjs'],
+    [own ?? '', 'bb-waiter.mjs'],
   ];
   for (const [dir, f] of files) {
     if (!dir || !existsSync(join(dir, f))) {

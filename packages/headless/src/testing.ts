@@ -78,6 +78,36 @@ export function describeBackendConformance(name: string, options: BackendConform
       expect(logs).toContain('err');
     });
 
+    test('logs since a moment hold only what was written from then on', async () => {
+      const b = await options.create();
+      const id = await run(b, spec('echo before; sleep 1.5; echo after'));
+      await b.start(id);
+      await new Promise((r) => setTimeout(r, 700));
+      const mid = Date.now();
+      await b.wait(id);
+      expect(await b.logs(id)).toContain('before');
+      const later = await b.logs(id, { sinceMs: mid });
+      expect(later).toContain('after');
+      expect(later).not.toContain('before');
+    });
+
+    test("counts a bottle's processes from outside, paused or running", async () => {
+      const b = await options.create();
+      if (!b.processes) throw new Error(`backend ${b.name} cannot count a bottle's processes`);
+      const id = await run(b, spec('sleep 30 & sleep 30 & wait'));
+      await b.start(id);
+      // The shell and its two children, once both are up.
+      let n = 0;
+      for (let i = 0; i < 100 && n < 3; i++) {
+        n = await b.processes(id);
+        if (n < 3) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(n).toBe(3);
+      await b.freeze(id);
+      expect(await b.processes(id)).toBe(3);
+      await b.destroy(id);
+    });
+
     test('labels bottles and lists them by label, with the version label added', async () => {
       const b = await options.create();
       const s = spec('exit 0');

@@ -1,0 +1,169 @@
+/**
+ * The waiter: what a warm-capable agent container runs instead of its agent.
+ * It runs one turn's command per file the host leaves in a directory the
+ * bottle can only read (`<turn>.json`: argv, environment, working directory),
+ * in order, and after each turn's command exits it kills whatever the turn left
+ * running and says the turn ended (`<turn>.exit` in a directory of the agent's,
+ * holding the exit code). Between turns it does nothing; the host pauses the
+ * container, and resumes it for the next turn instead of making a new one.
+ *
+ * It runs as the agent, so the agent can forge or block what it says: the host
+ * trusts nothing from it but what it would trust from the agent's own exit, and
+ * checks from outside (the engine's process list) that a turn left nothing.
+ * With the proxies, it also serves the in-bottle bridge for every turn.
+ */
+import { spawn } from 'node:child_process';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  watch,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { startBridge } from '@bb/egress';
+import { z } from 'zod';
+
+export const TurnCommandSchema = z.object({
+  argv: z.array(z.string()).min(1),
+  env: z.record(z.string(), z.string()),
+  cwd: z.string().optional(),
+});
+export type TurnCommand = z.infer<typeof TurnCommandSchema>;
+
+/** The waiter's own variables: none of them reaches a turn. */
+const WAITER_VARS = new Set([
+  'BB_TURN_COMMANDS',
+  'BB_TURN_STATUS',
+  'BB_FIRST_TURN',
+  'BB_BRIDGE',
+  'BB_WAITER_KILL_ALL',
+]);
+
+/** The file of turn `n`'s command in the commands directory. */
+export const turnCommandFile = (n: number) => `${n}.json`;
+/** The file saying turn `n` ended (its exit code), in the status directory. */
+export const turnEndFile = (n: number) => `${n}.exit`;
+
+export interface WaiterOptions {
+  /** Where the host leaves each turn's command (the bottle reads it only). */
+  commands: string;
+  /** Where the waiter says a turn ended. */
+  status: string;
+  firstTurn: number;
+  /** Bridge ports to serve (`PORT=SOCKET`), parsed. */
+  bridge?: Array<{ port: number; socket: string }>;
+  /**
+   * Kill every process the waiter may signal once a turn's command exits (in a
+   * container: all the agent's, the init excepted). Otherwise only the
+   * command's process group.
+   */
+  killAll: boolean;
+  log?: (line: string) => void;
+}
+
+/** Run turns until told to stop (SIGTERM): never returns otherwise. */
+export async function runWaiter(o: WaiterOptions): Promise<never> {
+  const log = o.log ?? ((l) => process.stderr.write(`bb-waiter: ${l}\n`));
+  if (o.bridge?.length) {
+    await startBridge(o.bridge);
+    // The bridge's connections are the waiter's: a turn's exit closes none of them by itself.
+  }
+  let child: ReturnType<typeof spawn> | undefined;
+  const stop = (signal: NodeJS.Signals) => {
+    if (child?.pid) killGroup(child.pid, signal);
+    // The command gets a moment to go; the container's stop kills what stays.
+    setTimeout(() => process.exit(128 + (signal === 'SIGINT' ? 2 : 15)), 200).unref();
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  const baseEnv = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !WAITER_VARS.has(k)),
+  );
+  for (let n = o.firstTurn; ; n++) {
+    const command = await nextCommand(o.commands, n, log);
+    child = spawn(command.argv[0]!, command.argv.slice(1), {
+      // The container's environment (the image's PATH, …) under the turn's own.
+      env: { ...baseEnv, ...command.env },
+      ...(command.cwd ? { cwd: command.cwd } : {}),
+      stdio: ['ignore', 'inherit', 'inherit'],
+      detached: true,
+    });
+    const code = await new Promise<number>((resolve) => {
+      child!.once('error', (err) => {
+        log(`turn ${n}: ${err.message}`);
+        resolve(127);
+      });
+      child!.once('exit', (c, signal) =>
+        resolve(c ?? 128 + (signal === 'SIGKILL' ? 9 : signal === 'SIGTERM' ? 15 : 1)),
+      );
+    });
+    const pid = child.pid;
+    child = undefined;
+    // Nothing of a turn outlives it.
+    if (o.killAll) {
+      try {
+        process.kill(-1, 'SIGKILL');
+      } catch {}
+      await othersGone();
+    } else if (pid) killGroup(pid, 'SIGKILL');
+    mkdirSync(o.status, { recursive: true });
+    const part = join(o.status, `.${turnEndFile(n)}.part`);
+    writeFileSync(part, `${code}\n`);
+    renameSync(part, join(o.status, turnEndFile(n)));
+  }
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {}
+}
+
+/** Wait (up to 2 s) until no process but the init and this one is left (the init reaps them). */
+async function othersGone(): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const others = readdirSync('/proc').filter(
+      (d) => /^\d+$/.test(d) && d !== '1' && Number(d) !== process.pid,
+    );
+    if (others.length === 0) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Wait for turn `n`'s command and read it; a file that is not one is skipped, said on stderr. */
+async function nextCommand(
+  dir: string,
+  n: number,
+  log: (line: string) => void,
+): Promise<TurnCommand> {
+  const file = join(dir, turnCommandFile(n));
+  for (;;) {
+    if (existsSync(file)) {
+      try {
+        return TurnCommandSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
+      } catch (err) {
+        // The host writes it whole (renamed into place): this is not a torn read.
+        log(`turn ${n}'s command cannot be read: ${(err as Error).message}`);
+        return { argv: ['sh', '-c', 'exit 70'], env: {} };
+      }
+    }
+    // Told by the kernel when the host writes it, or at the latest a quarter second on.
+    await new Promise<void>((resolve) => {
+      let w: ReturnType<typeof watch> | undefined;
+      const done = () => {
+        clearTimeout(timer);
+        w?.close();
+        resolve();
+      };
+      const timer = setTimeout(done, 250);
+      try {
+        w = watch(dir, () => done());
+      } catch {
+        // polled
+      }
+    });
+  }
+}

@@ -1,0 +1,264 @@
+// Warm bottles on a real Docker engine: a turn's containers paused instead of
+// removed, the next turn run in them by the waiter, and every reason to cool one
+// instead (its window over, what it was made for changed, a turn that left
+// something running, a PR branch someone pushed to).
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { cool, destroy, launch, resume } from '../src/bottles';
+import { DockerBackend } from '../src/docker-backend';
+import { bottlePaths, type ForgeWiring, readMeta } from '../src/layout';
+
+const docker = await probeDocker();
+const TOKEN = 'bb-warm-token-for-bottles-77a1';
+const backend = new DockerBackend();
+const WINDOW = 120_000;
+
+let home: string;
+let server: GiteaTestServer;
+let issue = 0;
+const env = () => ({ BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE });
+const opts = (warmMs = WINDOW) => ({ backend, env: env(), warmMs });
+
+function writeManifests(turns: unknown[], resources: Record<string, unknown> = {}) {
+  mkdirSync(join(home, 'config', 'agents'), { recursive: true });
+  mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
+  writeFileSync(
+    join(home, 'config', 'agents', 'implementer.json'),
+    JSON.stringify({
+      provider: 'script',
+      git: { name: 'Implementer', email: 'impl@example.test' },
+      script: { turns },
+    }),
+  );
+  writeFileSync(
+    join(home, 'config', 'bottles', 'default.json'),
+    JSON.stringify({ image: BASE_IMAGE, resources: { memory: '256m', pids: 128, ...resources } }),
+  );
+}
+const OPEN_PR = {
+  steps: [
+    // Something left running in the background: the turn's end takes it too.
+    { do: 'sh', cmd: '(sleep 300 > /dev/null 2>&1 &)' },
+    { do: 'write', path: 'fix.txt', content: 'turn {{turn}}\n' },
+    { do: 'commit', message: 'Fix' },
+    { do: 'open_pr', title: 'Fix', body: 'fix' },
+    { do: 'done', status: 'success', summary: 'Opened the PR.' },
+  ],
+};
+const ANSWER = {
+  steps: [
+    { do: 'comment', body: 'Turn {{turn}}; earlier: {{previousPrompts}}' },
+    { do: 'done', status: 'success', summary: 'Answered.' },
+  ],
+};
+const wiring = (n: number): ForgeWiring => ({
+  apiUrl: server.apiUrl,
+  token: TOKEN,
+  owner: 'acme',
+  repo: 'widgets',
+  issue: n,
+  cloneUrl: server.cloneUrl('acme/widgets'),
+});
+/** Somebody pushes one commit adding `file` to `branch`, as a git client would. */
+async function humanPush(branch: string, file: string): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'bb-human-'));
+  const genv = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: dir, GIT_TERMINAL_PROMPT: '0' };
+  const git = (...args: string[]) =>
+    promisify(execFile)('git', args, { cwd: join(dir, 'w'), env: genv });
+  try {
+    await promisify(execFile)(
+      'git',
+      ['clone', '-q', '-b', branch, server.cloneUrl('acme/widgets'), 'w'],
+      { cwd: dir, env: genv },
+    );
+    writeFileSync(join(dir, 'w', file), 'a person was here\n');
+    await git('add', file);
+    await git('-c', 'user.name=A', '-c', 'user.email=a@example.test', 'commit', '-qm', 'Add');
+    await git(
+      '-c',
+      `http.extraHeader=Authorization: token ${TOKEN}`,
+      'push',
+      '-q',
+      'origin',
+      branch,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+const containersOf = (slug: string) => backend.list({ 'bb.slug': slug });
+const prOf = (slug: string) => {
+  const branch = readMeta(slug, env())!.branch;
+  return [...server.repos.get('acme/widgets')!.issues.values()].find(
+    (i) => i.pull?.headRef === branch,
+  )!.number;
+};
+
+describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
+  beforeAll(async () => {
+    server = await createGiteaTestServer({
+      world: {
+        users: [{ login: 'alice' }, { login: 'bb-claude', tokens: [TOKEN] }],
+        orgs: [
+          { name: 'acme', members: ['alice'] },
+          { name: 'bot-bottle', members: ['bb-claude'] },
+        ],
+        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
+      },
+    });
+  });
+  afterAll(() => server?.close());
+  beforeEach(() => {
+    home = mkdtempSync(join(tmpdir(), 'bb-warm-'));
+    issue = server.createIssue('alice', 'acme/widgets', { title: 'Fix the thing' });
+  });
+  afterEach(() => rmSync(home, { recursive: true, force: true }));
+
+  it('keeps a bottle warm after its turn and runs the next turn in the same containers', async () => {
+    writeManifests([OPEN_PR, ANSWER]);
+    const first = await launch({
+      ...opts(),
+      agent: 'implementer',
+      prompt: 'Fix it',
+      forge: wiring(issue),
+    });
+    try {
+      expect(first.ok).toBe(true);
+      expect(first.warm?.bytes).toBeGreaterThan(0);
+      const meta = readMeta(first.slug, env())!;
+      expect(meta.status).toBe('frozen');
+      expect(meta.warm?.agent).toBeTruthy();
+      // Both containers are there, paused: nothing in them runs.
+      const held = await containersOf(first.slug);
+      expect(held.map((c) => [c.labels['bb.role'], c.state]).sort()).toEqual([
+        ['agent', 'paused'],
+        ['gate', 'paused'],
+      ]);
+      // Nothing but the engine's init and the waiter is left of the turn (its background
+      // sleep included).
+      expect(await backend.processes(meta.warm!.agent)).toBe(2);
+
+      const progress: string[] = [];
+      const second = await resume({
+        ...opts(),
+        onProgress: (m) => progress.push(m),
+        slug: first.slug,
+        prompt: 'And the docs?',
+        forgeToken: TOKEN,
+        pr: prOf(first.slug),
+      });
+      expect(second.ok).toBe(true);
+      expect(progress.join('\n')).toContain(`resuming warm bottle ${first.slug} (turn 2)`);
+      // The same containers: no new one was made.
+      const after = await containersOf(first.slug);
+      expect(after.map((c) => c.id).sort()).toEqual(held.map((c) => c.id).sort());
+      // The same conversation, and this turn's output only.
+      const comments = server.issue('acme/widgets', issue).comments.map((c) => c.body);
+      expect(comments.at(-1)).toBe('Turn 2; earlier: Fix it');
+      expect(second.output).toContain('"turn":2');
+      expect(second.output).not.toContain('"turn":1');
+      expect(second.sessionId).toBe(first.sessionId);
+
+      // Cooling removes them, as any freeze does.
+      expect(await cool(first.slug, opts())).toBe(true);
+      expect(await containersOf(first.slug)).toEqual([]);
+      expect(readMeta(first.slug, env())!.warm).toBeNull();
+      expect(await cool(first.slug, opts())).toBe(false);
+    } finally {
+      await destroy(first.slug, opts());
+    }
+  });
+
+  it('cools instead of resuming warm when the window is over, the configuration changed or the PR branch moved', async () => {
+    writeManifests([OPEN_PR, ANSWER]);
+    const first = await launch({
+      ...opts(1500),
+      agent: 'implementer',
+      prompt: 'Fix it',
+      forge: wiring(issue),
+    });
+    try {
+      const pr = prOf(first.slug);
+      const before = (await containersOf(first.slug)).map((c) => c.id);
+      await new Promise((r) => setTimeout(r, 1600));
+      // Its window is over: a new pair of containers runs the turn.
+      const second = await resume({
+        ...opts(WINDOW),
+        slug: first.slug,
+        prompt: 'Once more',
+        forgeToken: TOKEN,
+        pr,
+      });
+      expect(second.ok).toBe(true);
+      const now = (await containersOf(first.slug)).map((c) => c.id);
+      expect(now.some((id) => before.includes(id))).toBe(false);
+
+      // Made for another memory limit: cooled, the turn in new containers.
+      writeManifests([OPEN_PR, ANSWER], { memory: '384m' });
+      const third = await resume({
+        ...opts(),
+        slug: first.slug,
+        prompt: 'Again',
+        forgeToken: TOKEN,
+        pr,
+      });
+      expect(third.ok).toBe(true);
+      const agent3 = (await containersOf(first.slug)).find((c) => c.labels['bb.role'] === 'agent')!;
+      expect(now).not.toContain(agent3.id);
+      expect(agent3.isolation.memoryBytes).toBe(384 * 1024 * 1024);
+
+      // Somebody pushed to the PR branch: the turn needs it brought over, so it runs cold.
+      await humanPush(readMeta(first.slug, env())!.branch, 'other.txt');
+      const fourth = await resume({
+        ...opts(),
+        slug: first.slug,
+        prompt: 'Look at what alice pushed',
+        forgeToken: TOKEN,
+        pr,
+      });
+      expect(fourth.ok).toBe(true);
+      const agent4 = (await containersOf(first.slug)).find((c) => c.labels['bb.role'] === 'agent')!;
+      expect(agent4.id).not.toBe(agent3.id);
+      // Brought over: the checkout has the person's commit (the bottle, warm again, keeps its disk).
+      expect(existsSync(join(bottlePaths(first.slug, env()).workspace, 'other.txt'))).toBe(true);
+    } finally {
+      await destroy(first.slug, opts());
+    }
+  });
+
+  it('does not keep warm a bottle whose agent said its turn ended while it still ran', async () => {
+    // The agent writes the waiter's word itself, then goes on working.
+    writeManifests([
+      {
+        steps: [
+          {
+            do: 'sh',
+            cmd: 'mkdir -p "$HOME/.bb/turn-end" && echo 0 > "$HOME/.bb/turn-end/1.exit" && (sleep 300 &) && sleep 3',
+          },
+          { do: 'done', status: 'success', summary: 'ok' },
+        ],
+      },
+    ]);
+    const first = await launch({
+      ...opts(),
+      agent: 'implementer',
+      prompt: 'Go',
+      forge: wiring(issue),
+    });
+    try {
+      expect(first.warm).toBeUndefined();
+      expect(readMeta(first.slug, env())!.warm ?? null).toBeNull();
+      // Frozen the ordinary way: nothing of it is left.
+      expect(await containersOf(first.slug)).toEqual([]);
+      expect(bottlePaths(first.slug, env()).dir).toBeTruthy();
+    } finally {
+      await destroy(first.slug, opts());
+    }
+  });
+});

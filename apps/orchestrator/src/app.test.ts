@@ -21,6 +21,7 @@ describe('orchestrator configuration', () => {
       BB_STARTUP_CONCURRENCY: 2,
       BB_DONE_GRACE: 10_000,
       BB_LEDGER_RETENTION: 14 * 86_400_000,
+      BB_WARM_WINDOW: 180_000,
     });
     expect(
       loadConfig({
@@ -107,6 +108,13 @@ describe('orchestrator configuration', () => {
     );
     expect(() => loadConfig({ ...base, BB_DONE_GRACE: 'soon' })).toThrow(
       'BB_DONE_GRACE must be a duration such as 30m, 90s or 1500ms (got "soon")',
+    );
+    // Warm bottles: a duration, or 0/off to turn them off.
+    expect(loadConfig({ ...base, BB_WARM_WINDOW: '0' }).BB_WARM_WINDOW).toBe(0);
+    expect(loadConfig({ ...base, BB_WARM_WINDOW: 'off' }).BB_WARM_WINDOW).toBe(0);
+    expect(loadConfig({ ...base, BB_WARM_WINDOW: '90s' }).BB_WARM_WINDOW).toBe(90_000);
+    expect(() => loadConfig({ ...base, BB_WARM_WINDOW: 'a while' })).toThrow(
+      'BB_WARM_WINDOW must be a duration such as 30m, 90s or 1500ms (got "a while"); 0 or off turns it off, 24h at most',
     );
     expect(loadConfig({ ...base, FORGE_WATCHDOG_TIMEOUT: '1800s' }).FORGE_WATCHDOG_TIMEOUT).toBe(
       1_800_000,

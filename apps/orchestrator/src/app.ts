@@ -95,6 +95,8 @@ export function createApp(parts: {
         memoryBudgetBytes: Number.isFinite(c?.memoryBudget) ? c?.memoryBudget : null,
         maxStarting: c?.maxStarting ?? null,
         waiting: c?.waiting() ?? [],
+        warmBytes: c?.warmBytes ?? 0,
+        warm: c?.warm?.() ?? [],
       });
     }
     const p = await parts.provenance?.(req);

@@ -186,6 +186,27 @@ export const ConfigSchema = z.object({
   /** How long an agent that signalled done may take to exit before it is stopped. */
   BB_DONE_GRACE: duration('BB_DONE_GRACE', '10s'),
   /**
+   * How long a bottle stays warm after its turn (its containers paused, so a
+   * comment inside the window resumes it without making containers); 0 or off
+   * turns it off. Warm bottles count in BB_MEMORY_BUDGET and are cooled first
+   * when room is needed.
+   */
+  BB_WARM_WINDOW: z
+    .string()
+    .default('3m')
+    .transform((v, ctx) => {
+      if (['0', 'off'].includes(v.trim().toLowerCase())) return 0;
+      const ms = parseDuration(v);
+      if (ms === undefined || ms <= 0 || ms > 24 * 3_600_000) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${durationProblem('BB_WARM_WINDOW', v)}; 0 or off turns it off, 24h at most`,
+        });
+        return z.NEVER;
+      }
+      return ms;
+    }),
+  /**
    * How long handled deliveries are remembered (a redelivery inside this
    * window is recognised as one); older ones are pruned hourly.
    */

@@ -21,7 +21,11 @@ export interface CapacityView {
   readonly used: number;
   readonly memoryBudget: number;
   readonly maxStarting: number;
+  /** Memory held by warm bottles (part of `used`). */
+  readonly warmBytes?: number;
   waiting(): Array<{ issue: string; since: string; bytes: number }>;
+  /** Bottles kept warm between turns and the memory each holds. */
+  warm?(): Array<{ slug: string; bytes: number }>;
 }
 
 /** Something a person should know about an issue: why it could not launch. */
@@ -91,9 +95,14 @@ export function renderDashboard(input: DashboardInput): string {
     .join('\n');
   const live = bottles.filter((b) => b.status !== 'destroyed').length;
   const waiting = input.capacity?.waiting() ?? [];
+  const warm = input.capacity?.warm?.() ?? [];
   const budget = input.capacity?.memoryBudget;
   const capacityLine = input.capacity
-    ? `<p id="capacity" class="sub">running bottles take ${esc(gib(input.capacity.used))}${budget !== undefined && Number.isFinite(budget) ? ` of a ${esc(gib(budget))} budget` : ''}; ${
+    ? `<p id="capacity" class="sub">running bottles take ${esc(gib(input.capacity.used))}${budget !== undefined && Number.isFinite(budget) ? ` of a ${esc(gib(budget))} budget` : ''}${
+        warm.length > 0
+          ? ` (${warm.length} warm between turns hold ${esc(gib(input.capacity.warmBytes ?? 0))})`
+          : ''
+      }; ${
         waiting.length === 0
           ? 'nothing waits for capacity'
           : `<strong>${waiting.length} waiting for capacity</strong>: ${waiting

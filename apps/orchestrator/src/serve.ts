@@ -131,7 +131,12 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     options.backend ?? (config.BB_BACKEND === 'local' ? new LocalBackend() : new DockerBackend());
   if (!backend.isolates) log.warn(LOCAL_BACKEND_WARNING);
 
-  const runner = headlessRunner({ backend, env: bottleEnv, token: config.FORGE_TOKEN });
+  const runner = headlessRunner({
+    backend,
+    env: bottleEnv,
+    token: config.FORGE_TOKEN,
+    warmMs: config.BB_WARM_WINDOW,
+  });
   // What stuck agents ask for: kept in this database, decided with `bb supervise`.
   const desk = new SuperviseDesk({
     store: new SuperviseStore(db),
@@ -283,9 +288,10 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     orchestrator,
     close: () =>
       (closed ??= (async () => {
-        log.info({ msg: 'shutting down; running bottles keep running' });
+        log.info({ msg: 'shutting down; running bottles keep running, warm ones are cooled' });
         if (sweepTimer) clearInterval(sweepTimer);
         clearInterval(pruneTimer);
+        await orchestrator.coolAll();
         orchestrator.close();
         await new Promise<void>((r) => {
           server.close(() => r());

@@ -4,6 +4,7 @@ import {
   type BottleInfo,
   type BottleMeta,
   bottlePaths,
+  cool,
   destroy,
   type ForgeWiring,
   finishTurn,
@@ -50,6 +51,11 @@ export interface BottleRunner {
   stopAgent(slug: string, timeoutMs?: number): Promise<void>;
   /** Remove everything of the bottle. Idempotent. */
   destroy(slug: string): Promise<void>;
+  /**
+   * Cool a warm bottle (its turn's containers were kept, paused): they go, as
+   * any frozen bottle's. Whether it was warm. Absent: this runner keeps none warm.
+   */
+  cool?(slug: string): Promise<boolean>;
   /** The bottle's containers, as the backend reports them. */
   containers(slug: string): Promise<BottleInfo[]>;
   /** Every container this orchestrator's bottles have (labels `bb.managed-by` and `bb.home`). */
@@ -82,8 +88,10 @@ export function headlessRunner(o: {
   env: Record<string, string | undefined>;
   /** The forge token, for a resumed turn's sidecar. */
   token: string;
+  /** How long a bottle stays warm after its turn (0: never). @default 0 */
+  warmMs?: number;
 }): BottleRunner {
-  const opts = { backend: o.backend, env: o.env };
+  const opts = { backend: o.backend, env: o.env, warmMs: o.warmMs ?? 0 };
   return {
     backendName: o.backend.name,
     async startLaunch(l) {
@@ -110,6 +118,7 @@ export function headlessRunner(o: {
     finishTurn: (slug) => finishTurn(slug, opts),
     stopAgent: (slug, timeoutMs) => stopAgent(slug, opts, timeoutMs),
     destroy: (slug) => destroy(slug, opts),
+    cool: (slug) => cool(slug, opts),
     containers: (slug) => o.backend.list({ 'bb.slug': slug }),
     ours: () => o.backend.list({ ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(o.env) }),
     meta: (slug) => readMeta(slug, o.env),

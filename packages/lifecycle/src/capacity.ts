@@ -1,8 +1,10 @@
 /**
  * How much the orchestrator runs at once, in two separate limits: start-up
  * work (clone, create, start: disk and CPU heavy, short) and running bottles,
- * counted in memory (each bottle's limit) against a budget. Work that does not
- * fit waits here, in order, and the caller is told when to try again.
+ * counted in memory (each bottle's limit) against a budget. Warm bottles (their
+ * containers paused between turns) count in the same budget, with the memory
+ * they hold; the caller cools them to make room. Work that does not fit waits
+ * here, in order, and the caller is told when to try again.
  */
 export interface CapacityOptions {
   /** Bottles being started at once. @default 2 */
@@ -17,6 +19,8 @@ export class Capacity {
   #starting = 0;
   #startQueue: Array<() => void> = [];
   readonly #running = new Map<string, number>();
+  /** Warm bottles and the memory each holds, the longest warm first. */
+  readonly #warm = new Map<string, number>();
   /** Issues waiting for room, in the order they asked. */
   readonly #waiting = new Map<string, { since: string; bytes: number }>();
 
@@ -25,16 +29,60 @@ export class Capacity {
     this.memoryBudget = options.memoryBudget ?? Number.POSITIVE_INFINITY;
   }
 
-  /** Memory taken by running bottles. */
+  /** Memory taken by running bottles and held by warm ones. */
   get used(): number {
-    let n = 0;
+    let n = this.warmBytes;
     for (const b of this.#running.values()) n += b;
     return n;
   }
 
-  /** Whether `bytes` more would fit now (one bottle always fits when nothing runs). */
-  fits(bytes: number): boolean {
-    return this.#running.size === 0 || this.used + bytes <= this.memoryBudget;
+  /** Memory held by warm bottles. */
+  get warmBytes(): number {
+    let n = 0;
+    for (const b of this.#warm.values()) n += b;
+    return n;
+  }
+
+  /**
+   * Whether `bytes` more would fit now (one bottle always fits when nothing
+   * runs); for `slug`, a warm bottle, what it holds already is not counted twice.
+   */
+  fits(bytes: number, slug?: string): boolean {
+    const held = slug ? (this.#warm.get(slug) ?? 0) : 0;
+    return this.#running.size === 0 || this.used - held + bytes <= this.memoryBudget;
+  }
+
+  /** Count a bottle kept warm (its turn ended) with the memory it holds. */
+  holdWarm(slug: string, bytes: number): void {
+    this.#running.delete(slug);
+    this.#warm.delete(slug);
+    this.#warm.set(slug, bytes);
+  }
+
+  /** Stop counting a warm bottle (it is cooled or resumed); whether it was counted. */
+  releaseWarm(slug: string): boolean {
+    return this.#warm.delete(slug);
+  }
+
+  /**
+   * Warm bottles to cool, the longest warm first, so that `bytes` more fit in
+   * the budget (all of them would not be enough: as many as there are).
+   */
+  toCool(bytes: number, except?: string): string[] {
+    const out: string[] = [];
+    let over = this.used + bytes - this.memoryBudget;
+    for (const [slug, held] of this.#warm) {
+      if (over <= 0) break;
+      if (slug === except) continue;
+      out.push(slug);
+      over -= held;
+    }
+    return out;
+  }
+
+  /** The warm bottles, the longest warm first, for the dashboard and `bb orchestrate status`. */
+  warm(): Array<{ slug: string; bytes: number }> {
+    return [...this.#warm].map(([slug, bytes]) => ({ slug, bytes }));
   }
 
   /**
@@ -43,7 +91,10 @@ export class Capacity {
    */
   tryRun(slug: string, bytes: number): boolean {
     if (this.#running.has(slug)) return true;
-    if (this.#running.size > 0 && this.used + bytes > this.memoryBudget) return false;
+    // A warm bottle resumed: what it held is counted as running from now on.
+    const held = this.#warm.get(slug) ?? 0;
+    if (this.#running.size > 0 && this.used - held + bytes > this.memoryBudget) return false;
+    this.#warm.delete(slug);
     this.#running.set(slug, bytes);
     return true;
   }

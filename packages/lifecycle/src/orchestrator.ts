@@ -285,10 +285,12 @@ export class Orchestrator {
     this.#watchdogTimer = undefined;
   }
 
-  /** Stop watching turns and stop the watchdog (the bottles keep running). */
+  /** Stop watching turns and stop the watchdog (the bottles keep running; `coolAll` first for warm ones). */
   close(): void {
     this.#closed = true;
     this.stopWatchdog();
+    for (const t of this.#warmTimers.values()) clearTimeout(t);
+    this.#warmTimers.clear();
     for (const m of this.#monitors.values()) m.close();
     this.#monitors.clear();
     for (const t of this.#timers) clearTimeout(t);
@@ -613,7 +615,11 @@ export class Orchestrator {
     // Work that needs room to run waits for it, in order, without holding the issue.
     if (next.actions.some((a) => a.type === 'launch' || a.type === 'resume')) {
       const bytes = this.#o.runner.memoryOf(agent ?? bottle.agent, bottle.bottles);
-      if (!this.capacity.fits(bytes)) {
+      // Warm bottles give way to work that needs their room (no await when none has to:
+      // from the check to taking the room nothing else may run).
+      const room = this.#makeRoom(bytes, bottle.slug);
+      if (room) await room;
+      if (!this.capacity.fits(bytes, bottle.slug)) {
         this.capacity.wait(key, bytes);
         this.#log({ msg: 'waiting for capacity', key, usedBytes: this.capacity.used });
         return 'deferred';
@@ -760,6 +766,8 @@ export class Orchestrator {
     this.#monitors.get(bottle.slug)?.close();
     this.#checkinSaved.delete(bottle.slug);
     this.capacity.release(bottle.slug);
+    // Kept warm: what it holds counts until it is cooled, at the latest when its window ends.
+    if (outcome.warm) this.#holdWarm(bottle.slug, outcome.warm);
     let fired = this.#fired.get(bottle.slug) ?? readTurnLog(this.#o.runner.dir(bottle.slug)).fired;
     this.#fired.delete(bottle.slug);
     this.#paused.delete(bottle.slug);
@@ -903,6 +911,8 @@ export class Orchestrator {
           break;
         case 'destroy':
           this.#o.supervise?.cancelAll?.(bottle.slug, 'the bottle was destroyed');
+          this.#forgetWarm(bottle.slug);
+          await this.#cooling.get(bottle.slug);
           await this.#o.runner.destroy(bottle.slug);
           this.#save(bottle, 'destroyed');
           this.#log({ msg: 'bottle destroyed', key, slug: bottle.slug });
@@ -1008,6 +1018,10 @@ export class Orchestrator {
   }
 
   async #resume(key: string, bottle: Bottle, prompt: string): Promise<void> {
+    // Its warm containers are this turn's now, unless they are being cooled (then it waits).
+    this.#forgetWarm(bottle.slug);
+    const cooling = this.#cooling.get(bottle.slug);
+    if (cooling) await cooling;
     this.capacity.tryRun(bottle.slug, this.#o.runner.memoryOf(bottle.agent));
     this.#save(bottle, 'running');
     try {
@@ -1064,6 +1078,67 @@ export class Orchestrator {
         lastCheckinAt: readTurnLog(this.#o.runner.dir(bottle.slug)).lastCheckinAt,
       },
       this.#o.env,
+    );
+  }
+
+  /** Warm bottles' windows, by slug. */
+  readonly #warmTimers = new Map<string, NodeJS.Timeout>();
+  /** Warm bottles being cooled, by slug: a resume or destroy of one waits for it. */
+  readonly #cooling = new Map<string, Promise<void>>();
+
+  #holdWarm(slug: string, warm: { until: string; bytes: number }): void {
+    this.capacity.holdWarm(slug, warm.bytes);
+    clearTimeout(this.#warmTimers.get(slug));
+    const t = setTimeout(
+      () => void this.#cool(slug, 'its warm window ended'),
+      Math.max(0, Date.parse(warm.until) - Date.now()),
+    );
+    t.unref();
+    this.#warmTimers.set(slug, t);
+    this.#log({ msg: 'bottle kept warm', slug, until: warm.until, bytes: warm.bytes });
+  }
+
+  /** Stop counting a bottle as warm (it resumes, or goes); whether it was. */
+  #forgetWarm(slug: string): boolean {
+    clearTimeout(this.#warmTimers.get(slug));
+    this.#warmTimers.delete(slug);
+    return this.capacity.releaseWarm(slug);
+  }
+
+  /** Cool a warm bottle (its containers go); nothing when it is not warm any more. */
+  async #cool(slug: string, why: string): Promise<void> {
+    if (!this.#forgetWarm(slug)) return;
+    const cooling = (async () => {
+      try {
+        await this.#o.runner.cool?.(slug);
+        this.#log({ msg: 'warm bottle cooled', slug, why });
+      } catch (err) {
+        this.#log({ msg: 'could not cool a warm bottle', slug, error: errorMessage(err) });
+      }
+    })();
+    this.#cooling.set(slug, cooling);
+    try {
+      await cooling;
+    } finally {
+      this.#cooling.delete(slug);
+    }
+    this.#freed();
+  }
+
+  /**
+   * Cool as many warm bottles (the longest warm first) as `bytes` more need;
+   * undefined, at once, when none has to be.
+   */
+  #makeRoom(bytes: number, except?: string): Promise<void> | undefined {
+    const slugs = this.capacity.toCool(bytes, except);
+    if (slugs.length === 0) return undefined;
+    return Promise.all(slugs.map((s) => this.#cool(s, 'its memory was needed'))).then(() => {});
+  }
+
+  /** Cool every warm bottle (a shutdown: nothing stays paused with nobody to resume it). */
+  async coolAll(): Promise<void> {
+    await Promise.all(
+      this.capacity.warm().map((w) => this.#cool(w.slug, 'the orchestrator stops')),
     );
   }
 

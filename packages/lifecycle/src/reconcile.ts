@@ -16,11 +16,14 @@ export interface ReconcileReport {
   neverStarted: string[];
   /** Inbox events put back on their issues' queues. */
   replayed: number;
+  /** Bottles kept warm by the process before: cooled (nobody counted or timed them). */
+  cooled: string[];
 }
 
 /**
  * Turn whatever a crash left into a state the orchestrator can move on from,
- * after a start: containers no live row owns are removed; a bottle whose turn
+ * after a start: containers no live row owns are removed; a bottle kept warm is
+ * cooled; a bottle whose turn
  * was running is watched again (its end is awaited and recorded as usual, or,
  * when its agent is gone, recorded as vanished); a bottle that never got as far
  * as its agent (no turn, no op log) is removed and its issue is launchable
@@ -36,6 +39,7 @@ export async function reconcile(
     orphansRemoved: [],
     neverStarted: [],
     replayed: 0,
+    cooled: [],
   };
   const log = o.log ?? (() => {});
   const live = o.store.all();
@@ -50,6 +54,16 @@ export async function reconcile(
     log({ msg: 'orphan bottle removed', slug });
   }
   for (const row of live) {
+    if (row.status === 'frozen' && o.runner.cool && o.runner.meta(row.slug)?.warm) {
+      // Warm when the process before stopped: its window went with it.
+      try {
+        if (await o.runner.cool(row.slug)) report.cooled.push(row.slug);
+        log({ msg: 'warm bottle cooled', slug: row.slug, why: 'the orchestrator restarted' });
+      } catch (err) {
+        log({ msg: 'could not cool a warm bottle', slug: row.slug, error: errorMessage(err) });
+      }
+      continue;
+    }
     if (row.status !== 'running') continue;
     const key = issueKey(row.owner, row.repo, row.issueNumber);
     const meta = o.runner.meta(row.slug);

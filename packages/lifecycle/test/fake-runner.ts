@@ -41,6 +41,8 @@ export class FakeRunner implements BottleRunner {
   readonly #hold = new Map<string, Promise<void>>();
   /** Memory each bottle is counted at. */
   bytes = 1024 ** 3;
+  /** Keep bottles warm after their turns, this long, holding this much (as the real runner can). */
+  warm: { ms: number; bytes: number } | undefined;
   /** What each launch and resume was asked, in order. */
   readonly launches: Array<Parameters<BottleRunner['startLaunch']>[0]> = [];
   readonly resumes: Array<Parameters<BottleRunner['startResume']>[0]> = [];
@@ -166,6 +168,11 @@ export class FakeRunner implements BottleRunner {
     });
     m.current = null;
     m.status = 'frozen';
+    const warm = this.warm && code === 0 ? this.warm : undefined;
+    const until = new Date(Date.now() + (warm?.ms ?? 0)).toISOString();
+    m.warm = warm
+      ? { until, agent: `${slug}-agent`, nextTurn: m.turns.length + 1, bytes: warm.bytes, key: 'k' }
+      : null;
     writeMeta(m, this.env);
     this.#turns.delete(slug);
     return {
@@ -174,7 +181,17 @@ export class FakeRunner implements BottleRunner {
       ok: code === 0,
       sessionId: m.sessionId ?? undefined,
       output: '',
+      ...(warm ? { warm: { until, bytes: warm.bytes } } : {}),
     };
+  }
+
+  async cool(slug: string): Promise<boolean> {
+    const m = readMeta(slug, this.env);
+    if (!m?.warm) return false;
+    this.calls.push(`cool ${slug}`);
+    m.warm = null;
+    writeMeta(m, this.env);
+    return true;
   }
 
   async stopAgent(slug: string): Promise<void> {

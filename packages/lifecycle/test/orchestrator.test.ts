@@ -314,4 +314,81 @@ describe('Orchestrator', () => {
     t.runner.agent(slug).exit(0);
     await until('frozen', () => t.row(n)?.status === 'frozen');
   });
+
+  it('counts a warm bottle in the budget, cools it when its window ends, and resumes it inside the window', async () => {
+    const t = setup({ capacity: { memoryBudget: 8 * GiB } });
+    t.runner.warm = { ms: 300, bytes: 100 * 1024 ** 2 };
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    t.runner.agent(slug).openPr(12);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('warm', () => t.orch.capacity.warm().length === 1);
+    expect(t.orch.capacity.warm()).toEqual([{ slug, bytes: 100 * 1024 ** 2 }]);
+    expect(t.orch.capacity.used).toBe(100 * 1024 ** 2);
+    // A comment inside the window: the warm bottle is resumed, never cooled.
+    t.orch.accept(t.ev.comment(12, 'one more thing'));
+    await until('resumed', () => t.runner.calls.some((c) => c.startsWith(`resume ${slug}`)));
+    expect(t.orch.capacity.warm()).toEqual([]);
+    expect(t.orch.capacity.isRunning(slug)).toBe(true);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('warm again', () => t.orch.capacity.warm().length === 1);
+    // Nobody comments: when its window ends it is cooled, and counts no more.
+    await until('cooled', () => t.runner.calls.includes(`cool ${slug}`));
+    expect(t.runner.calls.filter((c) => c === `cool ${slug}`)).toHaveLength(1);
+    expect(t.orch.capacity.warm()).toEqual([]);
+    expect(t.orch.capacity.used).toBe(0);
+    expect(
+      t.logs.some((l) => l['msg'] === 'warm bottle cooled' && l['why'] === 'its warm window ended'),
+    ).toBe(true);
+  });
+
+  it('cools warm bottles, the longest warm first, when a launch needs their room', async () => {
+    const t = setup({ capacity: { memoryBudget: 2 * GiB } });
+    t.runner.warm = { ms: 60_000, bytes: 800 * 1024 ** 2 };
+    const [a, b, c] = [t.issue(), t.issue(), t.issue()];
+    for (const n of [a, b]) {
+      t.orch.accept(t.ev.targeted(n));
+      await until('running', () => t.runner.isRunning(t.slugOf(n)));
+      t.runner.agent(t.slugOf(n)).done();
+      t.runner.agent(t.slugOf(n)).exit(0);
+      await until('warm', () => t.orch.capacity.warm().some((w) => w.slug === t.slugOf(n)));
+    }
+    expect(t.orch.capacity.used).toBe(1600 * 1024 ** 2);
+    // 1.6 GiB held warm + 1 GiB for the new bottle is over 2 GiB: the older warm one goes.
+    t.orch.accept(t.ev.targeted(c));
+    await until('launched', () => t.runner.isRunning(t.slugOf(c)));
+    expect(t.runner.calls.filter((x) => x.startsWith('cool '))).toEqual([`cool ${t.slugOf(a)}`]);
+    expect(t.runner.calls.indexOf(`cool ${t.slugOf(a)}`)).toBeLessThan(
+      t.runner.calls.indexOf(`launch ${t.slugOf(c)}`),
+    );
+    expect(t.orch.capacity.warm().map((w) => w.slug)).toEqual([t.slugOf(b)]);
+    // A shutdown cools the rest: nothing stays paused with nobody to resume it.
+    await t.orch.coolAll();
+    expect(t.runner.calls).toContain(`cool ${t.slugOf(b)}`);
+    expect(t.orch.capacity.warm()).toEqual([]);
+    t.runner.agent(t.slugOf(c)).exit(0);
+  });
+
+  it('a restart cools the bottles the process before kept warm', async () => {
+    const t = setup();
+    t.runner.warm = { ms: 60_000, bytes: 1024 ** 2 };
+    const n = t.issue();
+    t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.isRunning(t.slugOf(n)));
+    const slug = t.slugOf(n);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('warm', () => t.orch.capacity.warm().length === 1);
+    t.orch.close();
+    const again = new Orchestrator({ ...t.options, log: () => {} });
+    cleanups.push(() => again.close());
+    const report = await reconcile(again, { store: t.store, runner: t.runner });
+    expect(report.cooled).toEqual([slug]);
+    expect(t.runner.calls).toContain(`cool ${slug}`);
+    expect(again.capacity.warm()).toEqual([]);
+  });
 });

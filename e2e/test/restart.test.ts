@@ -199,7 +199,11 @@ describe.skipIf(!docker.ok)('real Docker: the orchestrator process, killed and r
     });
     expect(frozen.slug).toBe(slug);
     expect(await backend.inspect(ghost)).toBeUndefined();
-    expect(await backend.list({ 'bb.slug': slug })).toEqual([]);
+    // Kept warm for its next turn: its agent's and gate's containers, both paused.
+    expect((await backend.list({ 'bb.slug': slug })).map((c) => c.state)).toEqual([
+      'paused',
+      'paused',
+    ]);
     expect(readdirSync(join(home, 'bottles'))).toEqual([slug]);
     expect(comments(a).filter((c) => c === 'Starting.')).toHaveLength(1);
     expect(comments(a).filter((c) => c === 'PR is up.')).toHaveLength(1);
@@ -211,6 +215,8 @@ describe.skipIf(!docker.ok)('real Docker: the orchestrator process, killed and r
     // SIGTERM: a clean exit. While it is down, a human comments on the PR and a
     // second issue is filed; neither delivery arrives.
     expect(await stop('SIGTERM')).toBe(0);
+    // A clean stop cools what it kept warm: nothing stays paused with nobody to resume it.
+    expect(await backend.list({ 'bb.slug': slug })).toEqual([]);
     const pr = frozen.prNumber!;
     gitea.comment('alice', 'acme/widgets', pr, 'Please also handle empty widgets.');
     const b = gitea.createIssue('alice', 'acme/widgets', {

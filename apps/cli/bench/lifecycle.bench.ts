@@ -8,8 +8,11 @@
 //   lifecycle-large  the same on a 20,000-file repository, from its second bottle
 //                    on, vs `git clone --shared` of a local mirror + that `docker run`
 //                    (<= 1.2x)
-//   resume-cold      PR-comment webhook -> the resumed agent's first call vs a
-//                    `docker start` of a stopped sidecar + agent pair (<= 1.0x)
+//   resume-warm      PR-comment webhook -> the resumed agent's first call inside the
+//                    bottle's warm window vs a `docker exec` of the same agent in an
+//                    idle running container (<= 1.2x)
+//   resume-cold      the same once the window is over vs a `docker start` of a
+//                    stopped sidecar + agent pair (<= 1.0x)
 import { spawn } from 'node:child_process';
 import {
   appendFileSync,
@@ -39,6 +42,7 @@ const BB = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 const TOKEN = 'bench-token-0123456789';
 const SECRET = 'bench-webhook-secret';
 const ROUNDS = Number(process.env['BB_BENCH_ROUNDS'] ?? 5);
+const WARM_WINDOW_MS = 4000;
 const LARGE_FILES = Number(process.env['BB_BENCH_LARGE_FILES'] ?? 20_000);
 const large: Record<string, string> = {};
 for (let i = 0; i < LARGE_FILES; i++) large[`f${i}.txt`] = `file ${i}\n${'x'.repeat(i % 300)}\n`;
@@ -183,6 +187,8 @@ const service = spawn(process.execPath, [BB, 'orchestrate', 'serve'], {
     BB_PORT: String(port),
     BB_SWEEP_INTERVAL: '0',
     BB_DONE_GRACE: '2s',
+    // Short, so a round also measures the cold resume once it is over.
+    BB_WARM_WINDOW: `${WARM_WINDOW_MS}ms`,
   },
   stdio: ['ignore', 'pipe', 'pipe'],
 });
@@ -222,8 +228,32 @@ async function launchRound(repo: string, title: string): Promise<{ ms: number; s
   return { ms: first - t0, slug };
 }
 
-/** PR comment webhook -> the resumed agent's first forge call. */
-async function resumeRound(repo: string, slug: string): Promise<number> {
+/** The id of a bottle's agent container, when it has one. */
+async function agentOf(slug: string): Promise<string | undefined> {
+  return (await backend.list({ 'bb.slug': slug })).find((c) => c.labels['bb.role'] === 'agent')?.id;
+}
+
+/** Wait until the service has cooled a warm bottle (its window over): its containers gone. */
+async function untilCooled(slug: string): Promise<void> {
+  await until(
+    'the warm bottle to be cooled',
+    () => (!bottleOf2(slug)?.warm ? true : undefined),
+    WARM_WINDOW_MS + 60_000,
+  );
+  for (let i = 0; (await agentOf(slug)) !== undefined; i++) {
+    if (i > 600) throw new Error(`the containers of ${slug} stayed after it was cooled`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** PR comment webhook -> the resumed agent's first forge call; `warm`: it must (not) be warm. */
+async function resumeRound(repo: string, slug: string, warm: boolean): Promise<number> {
+  const agentBefore = await agentOf(slug);
+  const turns = bottleOf2(slug)?.turns.length ?? 0;
+  if (warm !== !!agentBefore)
+    throw new Error(
+      `${slug} is ${agentBefore ? 'warm' : 'cold'}, the round needs it ${warm ? 'warm' : 'cold'}`,
+    );
   const meta = JSON.parse(
     readFileSync(join(home, 'bottles', slug, 'meta.json'), 'utf8'),
   ) as BottleMeta;
@@ -236,7 +266,13 @@ async function resumeRound(repo: string, slug: string): Promise<number> {
   const t0 = Date.now();
   server.comment('alice', `acme/${repo}`, pr.number, 'Once more, please.');
   const first = await until('the resumed first call', () => ops(slug)[before]);
-  await untilFrozen(slug, 2);
+  const agentAfter = await agentOf(slug);
+  await untilFrozen(slug, turns + 1);
+  // Warm: the turn ran in the container kept; cold: in a new one.
+  if (warm !== (agentAfter === agentBefore))
+    throw new Error(
+      `${slug} resumed ${warm ? 'cold' : 'warm'} where the round measures it ${warm ? 'warm' : 'cold'}`,
+    );
   return first - t0;
 }
 
@@ -312,7 +348,7 @@ async function own(d: ReturnType<typeof bareDirs>) {
   await run('chown', ['-R', '1000:1000', d.home, d.ws]);
   await run('chown', ['-R', `${GATE_USER.uid}:${GATE_USER.gid}`, d.state, d.sock]);
 }
-const agentArgs = (d: ReturnType<typeof bareDirs>) => [
+const agentFlags = (d: ReturnType<typeof bareDirs>) => [
   '--network',
   'none',
   '--user',
@@ -331,27 +367,31 @@ const agentArgs = (d: ReturnType<typeof bareDirs>) => [
   'BB_SIDECAR_SOCKET=/run/bb/forge.sock',
   '-e',
   'BB_AGENT_HOME=/home/bottle',
-  BASE_IMAGE,
-  'node',
-  '/opt/bb/script-agent.mjs',
-  '--prompt',
-  'go',
 ];
+const AGENT_CMD = ['node', '/opt/bb/script-agent.mjs', '--prompt', 'go'];
+const agentArgs = (d: ReturnType<typeof bareDirs>) => [...agentFlags(d), BASE_IMAGE, ...AGENT_CMD];
 
 const ours: number[] = [];
 const base: number[] = [];
 const resumes: number[] = [];
 const starts: number[] = [];
+const warmResumes: number[] = [];
+const execs: number[] = [];
 const oursLarge: number[] = [];
 const baseLarge: number[] = [];
 try {
   // One bottle first: the service's runtime files and the repository's mirror exist after it.
   const warm = await launchRound('widgets', 'Warm-up');
-  await resumeRound('widgets', warm.slug);
+  await resumeRound('widgets', warm.slug, true);
+  await untilCooled(warm.slug);
+  await resumeRound('widgets', warm.slug, false);
   for (let r = 0; r < ROUNDS; r++) {
     const { ms, slug } = await launchRound('widgets', `Bench ${r}`);
     ours.push(ms);
-    resumes.push(await resumeRound('widgets', slug));
+    // Inside its warm window, then once the window is over.
+    warmResumes.push(await resumeRound('widgets', slug, true));
+    await untilCooled(slug);
+    resumes.push(await resumeRound('widgets', slug, false));
 
     const d = bareDirs();
     await own(d);
@@ -374,7 +414,15 @@ try {
     await run('docker', ['start', agent]);
     const firstAgain = await until('the restarted pair to call', () => bare()[before]);
     starts.push(firstAgain - t2);
-    await run('docker', ['rm', '-f', sidecar, agent]);
+    // The same agent run by `docker exec` in a running, idle container beside a running sidecar.
+    const idle = (
+      await run('docker', ['run', '-d', ...agentFlags(d), BASE_IMAGE, 'sleep', '3600'])
+    ).trim();
+    const beforeExec = bare().length;
+    const t3 = Date.now();
+    await run('docker', ['exec', idle, ...AGENT_CMD]);
+    execs.push((await until('the exec to call', () => bare()[beforeExec])) - t3);
+    await run('docker', ['rm', '-f', sidecar, agent, idle]);
     rmSync(d.root, { recursive: true, force: true });
   }
 
@@ -446,6 +494,13 @@ if (process.exitCode !== 1) {
     "ms from the issue webhook to the agent's first forge call through `bb orchestrate serve` (vs a bare `docker run` of the same agent making the same call)",
     ours,
     base,
+    1.2,
+  );
+  report(
+    'resume-warm',
+    "ms from the PR-comment webhook to the resumed agent's first forge call inside the bottle's warm window (vs `docker exec` of the same agent in an idle running container)",
+    warmResumes,
+    execs,
     1.2,
   );
   report(

@@ -7,7 +7,14 @@
 // BB_FAULTS_ORCHESTRATOR names another build's `apps/orchestrator/dist/main.js`:
 // the suite is shown to fail on a build without what it checks that way.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
+import {
+  createWriteStream,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  unlinkSync,
+} from 'node:fs';
 import { createServer as createHttpServer, request, type Server } from 'node:http';
 import { createRequire } from 'node:module';
 import { connect, createServer as createNetServer, type Socket } from 'node:net';
@@ -15,7 +22,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
-import { DockerBackend, destroy, HOME_LABEL, homeLabel, listBottles } from '@bb/headless';
+import {
+  bottlePaths,
+  DockerBackend,
+  destroy,
+  HOME_LABEL,
+  homeLabel,
+  listBottles,
+  readMeta,
+} from '@bb/headless';
 import type { RunRecord } from '@bb/provenance';
 import { BASE_IMAGE } from '@bb/tooling/docker';
 import { forgeWorld, makeHome, until } from '../support';
@@ -428,13 +443,26 @@ export class Scenario {
       );
   }
 
+  /** Whether turn `turn` of a bottle ended: its agent's container exited, or its waiter said so. */
+  async turnEnded(slug: string, turn: number): Promise<boolean> {
+    const p = bottlePaths(slug, { BB_HOME: this.home });
+    if (existsSync(join(p.home, '.bb', 'turn-end', `${turn}.exit`))) return true;
+    return (await this.containers()).some(
+      (c) => c.slug === slug && c.role === 'agent' && c.state === 'exited',
+    );
+  }
+
   /**
-   * Nothing left behind: no container of a bottle that has no live row, no
-   * stray process, and every accepted event handled.
+   * Nothing left behind: no container of a bottle that has no live row (a warm
+   * bottle's two, paused, excepted: they are kept on purpose), no stray
+   * process, and every accepted event handled.
    */
   async expectClean(liveSlugs: string[]): Promise<void> {
     const cs = await this.containers();
-    const stray = cs.filter((c) => !liveSlugs.includes(c.slug));
+    const warm = (slug: string) => !!readMeta(slug, { BB_HOME: this.home })?.warm;
+    const stray = cs.filter(
+      (c) => !liveSlugs.includes(c.slug) && !(c.state === 'paused' && warm(c.slug)),
+    );
     if (stray.length > 0) throw new Error(`orphan containers: ${JSON.stringify(stray)}`);
     const procs = this.strays();
     if (procs.length > 0) throw new Error(`stray processes: ${procs.join('\n')}`);

@@ -82,11 +82,7 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
     // The premise: the first turn's agent was still at work when this orchestrator stopped.
     expect(sc.chain(slug)).toHaveLength(0);
     await until('the first turn’s agent to exit', async () =>
-      (await sc.containers()).some(
-        (c) => c.slug === slug && c.role === 'agent' && c.state === 'exited',
-      )
-        ? true
-        : undefined,
+      (await sc.turnEnded(slug, 1)) ? true : undefined,
     );
     await sc.stop('SIGKILL');
     await sc.start();

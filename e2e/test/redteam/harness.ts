@@ -183,6 +183,8 @@ export class RedTeam {
       partial?: boolean;
       /** The agent's name (and so its branch); @default a new one */
       name?: string;
+      /** Keep the bottle warm this long after the turn. @default 0 */
+      warmMs?: number;
     } = {},
   ): Promise<HostileRun> {
     const name = options.name ?? `rt${++this.#n}`;
@@ -203,6 +205,7 @@ export class RedTeam {
       prompt: 'Fix the thing.',
       backend: this.backend,
       env: { ...this.env, ...options.env },
+      ...(options.warmMs ? { warmMs: options.warmMs } : {}),
       forge: {
         apiUrl: this.gitea.apiUrl,
         token: TOKEN,
@@ -218,7 +221,13 @@ export class RedTeam {
   async resume(
     run: HostileRun,
     prompt = 'Go on.',
-    options: { env?: Record<string, string>; pr?: number; steps?: number } = {},
+    options: {
+      env?: Record<string, string>;
+      pr?: number;
+      steps?: number;
+      warmMs?: number;
+      onProgress?: (m: string) => void;
+    } = {},
   ): Promise<HostileRun> {
     const startedAt = new Date().toISOString();
     const outcome = await resume({
@@ -227,6 +236,8 @@ export class RedTeam {
       forgeToken: TOKEN,
       backend: this.backend,
       env: { ...this.env, ...options.env },
+      ...(options.warmMs ? { warmMs: options.warmMs } : {}),
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
       ...(options.pr ? { pr: options.pr } : {}),
     });
     return this.#run(run.slug, outcome, startedAt, options.steps);

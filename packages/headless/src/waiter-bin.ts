@@ -3,7 +3,7 @@
 // BB_TURN_COMMANDS: the directory of turn commands; BB_TURN_STATUS: where turn
 // ends are said; BB_FIRST_TURN: the turn to wait for first; BB_BRIDGE: bridge
 // mappings (`PORT=SOCKET ...`); BB_WAITER_KILL_ALL=1 in a container of its own.
-import { parseBridgeArgs } from '@bb/egress';
+import { parseBridgeArgs } from '@bb/egress/bridge';
 import { runWaiter } from './waiter';
 
 const env = process.env;

@@ -23,15 +23,30 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { startBridge } from '@bb/egress';
-import { z } from 'zod';
+import { startBridge } from '@bb/egress/bridge';
 
-export const TurnCommandSchema = z.object({
-  argv: z.array(z.string()).min(1),
-  env: z.record(z.string(), z.string()),
-  cwd: z.string().optional(),
-});
-export type TurnCommand = z.infer<typeof TurnCommandSchema>;
+/** One turn's command, as the host writes it. */
+export interface TurnCommand {
+  argv: string[];
+  env: Record<string, string>;
+  cwd?: string;
+}
+
+/** A turn's command read from its file, or why it is not one. */
+export function parseTurnCommand(text: string): TurnCommand {
+  const v = JSON.parse(text) as Partial<TurnCommand>;
+  const strings = (a: unknown): a is string[] =>
+    Array.isArray(a) && a.every((x) => typeof x === 'string');
+  if (!strings(v.argv) || v.argv.length === 0) throw new Error('argv must be a list of strings');
+  if (
+    typeof v.env !== 'object' ||
+    v.env === null ||
+    !Object.values(v.env).every((x) => typeof x === 'string')
+  )
+    throw new Error('env must map names to strings');
+  if (v.cwd !== undefined && typeof v.cwd !== 'string') throw new Error('cwd must be a string');
+  return { argv: v.argv, env: v.env, ...(v.cwd !== undefined ? { cwd: v.cwd } : {}) };
+}
 
 /** The waiter's own variables: none of them reaches a turn. */
 const WAITER_VARS = new Set([
@@ -143,7 +158,7 @@ async function nextCommand(
   for (;;) {
     if (existsSync(file)) {
       try {
-        return TurnCommandSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
+        return parseTurnCommand(readFileSync(file, 'utf8'));
       } catch (err) {
         // The host writes it whole (renamed into place): this is not a torn read.
         log(`turn ${n}'s command cannot be read: ${(err as Error).message}`);

@@ -71,6 +71,12 @@ export const SidecarEnvSchema = z.object({
     .string()
     .regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, 'BB_BASE_COMMIT must be a full commit id')
     .optional(),
+  /**
+   * A file the host writes each turn's number into, where the agent cannot (a
+   * warm bottle's gate serves several turns): a `signal_done` closes writes
+   * until it says a later turn. Without it, one sidecar serves one turn.
+   */
+  BB_TURN_FILE: absPath('BB_TURN_FILE').optional(),
   /** The sidecar's own bare repository, where the agent's commits are received and pushed from. @default `<dir of BB_OPS_LOG>/push.git` */
   BB_GIT_DIR: absPath('BB_GIT_DIR').optional(),
   /**

@@ -12,6 +12,18 @@ import { type RunningSidecar, type SidecarLogger, startSidecar } from './server'
 /** The file beside the socket where the host leaves the launch's base commit. */
 export const BASE_FILE = '.base-commit';
 
+/** The turn the host says is served, read from its file when asked (0 while it says none). */
+function turnFrom(file: string): () => number {
+  return () => {
+    try {
+      const n = Number(readFileSync(file, 'utf8').trim());
+      return Number.isSafeInteger(n) && n > 0 ? n : 0;
+    } catch {
+      return 0;
+    }
+  };
+}
+
 /** The launch's base commit as the host left it beside the socket (undefined: none yet). */
 function readBaseFile(dir: string): string | undefined {
   try {
@@ -78,6 +90,7 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
       },
     }),
     branch: env.BB_BRANCH,
+    ...(env.BB_TURN_FILE ? { turn: turnFrom(env.BB_TURN_FILE) } : {}),
     socketOwner: owner ? { uid: owner[0], gid: owner[1] } : undefined,
     ...(env.BB_SOCKET_MODE !== undefined ? { socketMode: env.BB_SOCKET_MODE } : {}),
     logger,

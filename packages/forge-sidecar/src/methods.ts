@@ -71,8 +71,10 @@ export interface MethodContext {
   /** Where the agent's commits are read (as data) and pushed from. */
   git: GitGate;
   branch: string;
-  /** The first `signal_done` of this turn, once it happened: every later write is refused. */
-  done?: DoneSignal | undefined;
+  /** The turn being served, as the host says. */
+  turn: () => number;
+  /** The first `signal_done` of a turn, once it happened: every later write of that turn is refused. */
+  done?: (DoneSignal & { turn: number }) | undefined;
 }
 
 function parse<M extends MethodName>(method: M, params: unknown): z.infer<(typeof PARAMS)[M]> {
@@ -180,7 +182,7 @@ async function audited<T>(
 
 /** Refuse a write once the turn signalled done. */
 function assertOpen(ctx: MethodContext, method: string): void {
-  if (ctx.done)
+  if (ctx.done && ctx.done.turn === ctx.turn())
     throw new BbError(
       'ALREADY_DONE',
       `this turn already ended with signal_done (${ctx.done.status}); ${method.replace('_', ' ')} is closed until a new turn`,
@@ -338,7 +340,7 @@ async function run(ctx: MethodContext, method: MethodName, params: unknown): Pro
         { sync: true },
       );
       ctx.queue.write('done', { status: signal.status, summary: signal.summary }, { sync: true });
-      ctx.done = signal;
+      ctx.done = { ...signal, turn: ctx.turn() };
       ctx.checkins.now({ method, outcome: 'ok', ...headOf(ctx) });
       return { result: { ok: true } };
     }

@@ -45,17 +45,15 @@ export interface SidecarOptions {
   /** Largest request body accepted. @default 1 MiB */
   maxBodyBytes?: number;
   logger?: SidecarLogger;
+  /**
+   * The turn being served, as the host says (a warm bottle's gate serves
+   * several): a `signal_done` closes writes for its turn only. @default always 0
+   */
+  turn?: () => number;
 }
 
 export interface RunningSidecar {
   socketPath: string;
-  /**
-   * A new turn of the same bottle begins (a warm bottle's gate serves several):
-   * writes closed by the last turn's `signal_done` open again, and `/healthz`
-   * reports the next `turn`. Only the host asks this (a signal to the gate),
-   * never a call on the socket.
-   */
-  newTurn(): void;
   /** Stop accepting, let calls in flight finish, remove the socket. */
   close(): Promise<void>;
 }
@@ -66,9 +64,8 @@ const silent: SidecarLogger = { info() {}, warn() {}, error() {} };
 export async function startSidecar(options: SidecarOptions): Promise<RunningSidecar> {
   const log = options.logger ?? silent;
   const maxBody = options.maxBodyBytes ?? 1024 * 1024;
-  /** How many turns this sidecar has served after its first (`newTurn`), as `/healthz` says. */
-  let generation = 0;
   const ctx: MethodContext = {
+    turn: options.turn ?? (() => 0),
     forge: options.forge,
     opLog: options.opLog,
     queue: options.queue,
@@ -149,7 +146,7 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
         ok: true,
         issue: options.forge.issue,
         scope: options.forge.scope,
-        turn: generation,
+        turn: ctx.turn(),
       });
     }
     if (path !== '/rpc')
@@ -212,12 +209,7 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
   let closing: Promise<void> | undefined;
   return {
     socketPath: options.socketPath,
-    newTurn: () => {
-      // The writes a signal_done closed open again; what the turn left pending is sent.
-      ctx.done = undefined;
-      ctx.checkins.flush();
-      generation++;
-    },
+
     close: () => {
       closing ??= (async () => {
         const closed = new Promise<void>((r) => server.close(() => r()));

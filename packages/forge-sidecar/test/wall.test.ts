@@ -4,6 +4,7 @@
 import {
   existsSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -11,6 +12,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeGiteaPools, GiteaForge } from '@bb/forge';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -44,6 +46,29 @@ describe('after signal_done', () => {
     const log = verifyOpLogFile(h.env['BB_OPS_LOG']!);
     expect(log.ok).toBe(true);
     expect(log.entries.filter((e) => e.outcome === 'rejected')).toHaveLength(5);
+  });
+});
+
+describe('a gate serving several turns (a warm bottle)', () => {
+  it('a done closes writes for its turn only: they open again when the host says a later turn, never before', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bb-turn-'));
+    const turnFile = join(dir, 'turn');
+    writeFileSync(turnFile, '1\n');
+    h = await startHarness({ env: { BB_TURN_FILE: turnFile } });
+    expect((await h.client.health()).turn).toBe(1);
+    await h.client.signalDone('success', 'Turn one done.');
+    expect((await h.client.postComment(1, 'still turn one').catch((e) => e)).code).toBe(
+      'ALREADY_DONE',
+    );
+    // Nothing the agent can send opens them: only the host's word of a new turn.
+    writeFileSync(turnFile, '2\n');
+    expect((await h.client.health()).turn).toBe(2);
+    await h.client.postComment(1, 'turn two');
+    expect(comments()).toContain('turn two');
+    expect(comments()).not.toContain('still turn one');
+    await h.client.signalDone('success', 'Turn two done.');
+    expect((await h.client.postComment(1, 'after two').catch((e) => e)).code).toBe('ALREADY_DONE');
+    rmSync(dir, { recursive: true, force: true });
   });
 });
 

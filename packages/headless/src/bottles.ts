@@ -30,6 +30,7 @@ import {
   PROXY_ENV,
   proxySocketsScript,
   syncsPr,
+  TURN_FILE,
 } from './gate';
 import { bbHome } from './home';
 import {
@@ -161,6 +162,12 @@ export interface ResumeOptions extends BottleOptions {
    * rotated); the prompt should carry what the new session needs to know.
    */
   freshSession?: boolean;
+  /**
+   * Where the PR branch is now, as the caller's forge says (its API, e.g. the
+   * PR's head): asked instead of the repository's refs (`git ls-remote`), which
+   * costs a git process and a request of the forge's git server.
+   */
+  prHead?: () => Promise<string | undefined>;
 }
 
 const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/;
@@ -522,11 +529,7 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   // the checkout is (nobody pushed since), the turn need not wait for it to be brought over.
   const remote =
     syncsPr(meta) && meta.forge && options.forgeToken
-      ? remoteBranchHead(
-          { ...meta.forge, token: options.forgeToken },
-          meta.branch,
-          Math.min(cloneTimeoutMs(env), 30_000),
-        )
+      ? prBranchHead(meta, options, env)
       : undefined;
   await mountDisk(p);
   if (remote) {
@@ -756,6 +759,7 @@ async function startTurn(
       writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
     prepareDirs(p, backend);
     meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true } : {}) };
+    if (meta.forge) writeTurnFile(p, turn);
     meta.warmKey = plan.key;
     meta.warm = null;
     writeMeta(meta, env);
@@ -878,54 +882,41 @@ async function resumeWarm(
   if (Date.parse(w.until) <= Date.now()) return 'its warm window is over';
   if (meta.turns.length + 1 !== w.nextTurn) return 'its turns are not where its waiter is';
   const p = bottlePaths(meta.slug, env);
-  const [containers, remote] = await Promise.all([
-    backend.list({ 'bb.slug': meta.slug }),
-    // Where the PR branch is on the forge: the warm checkout serves only when it is there.
-    syncsPr(meta) && meta.forge && options.forgeToken
-      ? remoteBranchHead(
-          { ...meta.forge, token: options.forgeToken },
-          meta.branch,
-          Math.min(cloneTimeoutMs(env), 30_000),
-        )
-      : Promise.resolve(undefined),
-  ]);
-  const paused = (id: string | undefined) =>
-    !id || containers.some((c) => c.id === id && c.state === 'paused');
-  if (!paused(w.agent) || !paused(w.gate)) return 'its containers are not both paused';
-  if (syncsPr(meta)) {
-    let here: string | undefined;
-    try {
-      here = readHeadAsData(p.workspace);
-    } catch {}
-    if (!remote || remote !== here) return 'its PR branch moved on the forge';
-    // Nothing to bring over: the turn takes no bundle.
-    meta.syncPr = false;
-  }
+  // Where the PR branch is on the forge, asked while the rest goes on: the warm checkout
+  // serves only when it is there (then nothing needs bringing over).
+  const pr = syncsPr(meta);
+  if (pr && !(meta.forge && options.forgeToken)) return 'where its PR branch is cannot be asked';
+  const remote = pr ? prBranchHead(meta, options, env) : undefined;
+  remote?.catch(() => {});
+  if (pr) meta.syncPr = false;
   const plan = planTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env, {
     launch: false,
     waiter: true,
   });
   if (plan.key !== w.key)
     return 'what its containers were made for changed (image, configuration, forge or token)';
+  // The PR this turn may write to must be in its gate's scope (it opened it, or was made with it).
+  const n = meta.forge?.pr;
+  if (meta.forge && n !== undefined && !w.scope?.includes(n))
+    return `its gate may not write to PR #${n}`;
+  const [agentNow, gateNow] = await Promise.all(
+    [w.agent, w.gate].map((id) => (id ? backend.inspect(id).catch(() => undefined) : undefined)),
+  );
+  if (agentNow?.state !== 'paused' || (w.gate && gateNow?.state !== 'paused'))
+    return 'its containers are not both paused';
+  if (remote) {
+    let here: string | undefined;
+    try {
+      here = readHeadAsData(p.workspace);
+    } catch {}
+    const there = await remote.catch(() => undefined);
+    if (!there || there !== here) return 'its PR branch moved on the forge';
+  }
   const P = pathsFor(backend, p, prepareRuntime(env), '');
   const { agent: agentOwner } = owners(backend);
   for (const [rel, content] of Object.entries(plan.files))
     writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
   options.onProgress?.(`resuming warm bottle ${meta.slug} (turn ${plan.turn})`);
-  if (w.gate) {
-    await backend.rehydrate(w.gate);
-    if (meta.forge) {
-      const said = await gateHealth(p).catch(() => undefined);
-      if (!said) return 'its gate does not answer';
-      // The PR this turn may write to must be in its scope (it opened it, or was made with it).
-      const pr = meta.forge.pr;
-      if (pr !== undefined && !said.scope.includes(pr))
-        return `its gate may not write to PR #${pr}`;
-      // The gate begins the turn before the agent is let run.
-      await backend.signal!(w.gate, 'SIGUSR2');
-      if (!(await gateBeganTurn(p, said.turn ?? 0))) return 'its gate did not begin the turn';
-    }
-  }
   meta.current = {
     turn: plan.turn,
     prompt: options.prompt,
@@ -935,8 +926,11 @@ async function resumeWarm(
   meta.status = 'running';
   meta.warm = null;
   writeMeta(meta, env);
+  // The gate's turn, then the waiter's command: both before either runs again, so the
+  // agent's first call already finds the new turn (the gate reads it at each write).
+  if (meta.forge) writeTurnFile(p, plan.turn);
   writeTurnCommand(p, plan.turn, { argv: plan.argv, env: plan.env, cwd: P.workspace });
-  await backend.rehydrate(w.agent);
+  await Promise.all([w.agent, ...(w.gate ? [w.gate] : [])].map((id) => backend.rehydrate(id)));
   return { slug: meta.slug, turn: plan.turn };
 }
 
@@ -950,14 +944,23 @@ async function gateHealth(p: BottlePaths): Promise<{ scope: number[]; turn?: num
   }
 }
 
-/** Wait (up to 5 s) until the gate says it serves a turn after `turn`. */
-async function gateBeganTurn(p: BottlePaths, turn: number): Promise<boolean> {
-  for (let i = 0; i < 500; i++) {
-    const said = await gateHealth(p).catch(() => undefined);
-    if ((said?.turn ?? 0) > turn) return true;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return false;
+/** Where a resumed bottle's PR branch is on the forge: as the caller's forge says, or its refs. */
+function prBranchHead(
+  meta: BottleMeta,
+  options: ResumeOptions,
+  env: Record<string, string | undefined>,
+): Promise<string | undefined> {
+  if (options.prHead) return options.prHead();
+  return remoteBranchHead(
+    { ...meta.forge!, token: options.forgeToken! },
+    meta.branch,
+    Math.min(cloneTimeoutMs(env), 30_000),
+  );
+}
+
+/** Say which turn the gate serves, in its state directory (following no link). */
+function writeTurnFile(p: BottlePaths, turn: number): void {
+  writeFileNoFollow(p.state, TURN_FILE, `${turn}\n`, { createDirs: false });
 }
 
 /** Wait for a started agent to exit, record the turn, freeze the bottle. */
@@ -1057,6 +1060,11 @@ async function keepWarm(
   const gate = (await backend.list({ 'bb.slug': meta.slug })).find(
     (c) => c.labels['bb.role'] === GATE_ROLE && c.state === 'running',
   );
+  // What its gate may write to, asked before it is paused: the next turn's PR must be in it.
+  const scope = meta.forge
+    ? (await gateHealth(bottlePaths(meta.slug, options.env)).catch(() => undefined))?.scope
+    : undefined;
+  if (meta.forge && !scope) return undefined;
   if (gate) await backend.freeze(gate.id);
   const held = await Promise.all(
     [agentId, ...(gate ? [gate.id] : [])].map((id) =>
@@ -1070,6 +1078,7 @@ async function keepWarm(
     nextTurn: turn + 1,
     bytes: held.reduce<number>((a, b) => a + (b ?? 0), 0),
     key: meta.warmKey,
+    ...(scope ? { scope } : {}),
   };
 }
 

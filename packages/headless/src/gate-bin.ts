@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // bb-gate: a bottle's gate, its forge sidecar, supervise sidecar and proxies in
-// one process (see runGateFromEnv). SIGHUP reloads the proxies' files; SIGUSR2
-// begins a new turn (a warm bottle's); SIGTERM and SIGINT close every surface.
+// one process (see runGateFromEnv). SIGHUP reloads the proxies' files; SIGTERM
+// and SIGINT close every surface.
 import { BbError, errorMessage } from '@bb/errors';
 import { runGateFromEnv } from './gate-main';
 
@@ -11,7 +11,6 @@ try {
     `${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg: 'gate serving', surfaces: gate.surfaces })}\n`,
   );
   process.on('SIGHUP', () => gate.reload());
-  process.on('SIGUSR2', () => gate.newTurn());
   const stop = () => void gate.close().then(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

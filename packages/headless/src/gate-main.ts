@@ -8,7 +8,6 @@ interface Surface {
   name: 'forge' | 'supervise' | 'proxies';
   close(): Promise<void>;
   reload?(): void;
-  newTurn?(): void;
 }
 
 /** The surfaces a gate serves, from its environment. */
@@ -26,8 +25,6 @@ export interface RunningGate {
   surfaces: Array<Surface['name']>;
   /** Re-read the proxies' rules and routes (SIGHUP). */
   reload(): void;
-  /** A new turn of a warm bottle begins (SIGUSR2): see the forge sidecar's `newTurn`. */
-  newTurn(): void;
   close(): Promise<void>;
 }
 
@@ -55,11 +52,7 @@ export async function runGateFromEnv(
   const start = (name: Surface['name']): Promise<Surface> => {
     switch (name) {
       case 'forge':
-        return runSidecarFromEnv({ env }).then((s) => ({
-          name,
-          close: () => s.close(),
-          newTurn: () => s.newTurn(),
-        }));
+        return runSidecarFromEnv({ env }).then((s) => ({ name, close: () => s.close() }));
       case 'supervise':
         return runSuperviseFromEnv(env, (line) =>
           process.stderr.write(
@@ -90,9 +83,6 @@ export async function runGateFromEnv(
     surfaces: names,
     reload: () => {
       for (const s of up) s.reload?.();
-    },
-    newTurn: () => {
-      for (const s of up) s.newTurn?.();
     },
     close: async () => {
       await Promise.allSettled(up.map((s) => s.close()));

@@ -61,6 +61,9 @@ export function syncsPr(meta: BottleMeta): boolean {
 }
 
 /** The `bb.role` label of a bottle's gate container (its agent's is `agent`). */
+/** The file in the gate's state directory where the host writes the turn it serves. */
+export const TURN_FILE = 'turn';
+
 export const GATE_ROLE = 'gate';
 
 /** What a bottle's gate serves this turn. */
@@ -152,6 +155,8 @@ export async function createGate(
       ...(syncsPr(meta) ? { BB_SYNC_PR: '1' } : {}),
       // The launch's base: its history is the mirror's, never taken from the workspace.
       ...(meta.baseCommit ? { BB_BASE_COMMIT: meta.baseCommit } : {}),
+      // The turn it serves, as the host writes it (a warm gate serves several).
+      BB_TURN_FILE: `${P.state}/${TURN_FILE}`,
       ...(mirror ? { BB_GIT_ALTERNATE: mirror } : {}),
     });
     mounts.push(

@@ -87,6 +87,8 @@ export interface BottleMeta {
     nextTurn: number;
     bytes: number;
     key: string;
+    /** The issue and PRs its gate may write to, as it said before it was paused. */
+    scope?: number[];
   } | null;
   createdAt: string;
 }

@@ -21,12 +21,9 @@ import { type TurnCommand, turnCommandFile, turnEndFile } from './waiter';
 /** Where the waiter says a turn ended, below the agent's home. */
 export const TURN_END_DIR = '.bb/turn-end';
 
-/**
- * Whether bottles on `backend` can be kept warm: isolated, its mounts mapped,
- * its processes counted, its gates signalled.
- */
+/** Whether bottles on `backend` can be kept warm: isolated, its mounts mapped, its processes counted. */
 export const canKeepWarm = (backend: Backend): boolean =>
-  backend.isolates && backend.mapsMounts && !!backend.processes && !!backend.signal;
+  backend.isolates && backend.mapsMounts && !!backend.processes;
 
 /**
  * The processes a warm agent container may have between turns: the engine's

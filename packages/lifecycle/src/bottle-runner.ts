@@ -44,6 +44,8 @@ export interface BottleRunner {
     pr?: number | undefined;
     /** Begin a fresh agent session (a long one is rotated). */
     freshSession?: boolean | undefined;
+    /** Where the PR branch is now, as the forge's API says (cheaper than asking its git). */
+    prHead?: (() => Promise<string | undefined>) | undefined;
   }): Promise<void>;
   /** Wait for the running turn's end (the agent's exit), record it in the bottle, freeze it. */
   finishTurn(slug: string): Promise<TurnOutcome>;
@@ -113,6 +115,7 @@ export function headlessRunner(o: {
         forgeToken: o.token,
         ...(r.pr !== undefined ? { pr: r.pr } : {}),
         ...(r.freshSession ? { freshSession: true } : {}),
+        ...(r.prHead ? { prHead: r.prHead } : {}),
       });
     },
     finishTurn: (slug) => finishTurn(slug, opts),

@@ -1024,14 +1024,22 @@ export class Orchestrator {
     if (cooling) await cooling;
     this.capacity.tryRun(bottle.slug, this.#o.runner.memoryOf(bottle.agent));
     this.#save(bottle, 'running');
+    const pr = bottle.state.prs.at(-1);
     try {
       const fresh = await this.#rotation(key, bottle, prompt);
       await this.capacity.starting(() =>
         this.#o.runner.startResume({
           slug: bottle.slug,
           prompt: fresh ?? prompt,
-          pr: bottle.state.prs.at(-1),
+          pr,
           ...(fresh ? { freshSession: true } : {}),
+          // The PR's head as the forge's API says: no git process, no request of its git server.
+          ...(pr !== undefined
+            ? {
+                prHead: async () =>
+                  (await this.#o.forgeFor(bottle.owner, bottle.repo).readPr(pr)).head.sha,
+              }
+            : {}),
         }),
       );
     } catch (err) {

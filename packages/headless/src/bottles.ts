@@ -73,6 +73,7 @@ import {
   writeCurrentConfig,
 } from './supervise-gate';
 import { takeResumeRequest } from './supervise-remedy';
+import { turnThenWaitScript } from './waiter';
 import {
   awaitTurnEnd,
   canKeepWarm,
@@ -622,6 +623,9 @@ interface TurnPlan {
   proxies: boolean;
   /** The turn's command, its prelude included. */
   argv: string[];
+  /** The shell lines run before the agent's command, and that command. */
+  prelude: string[];
+  cmd: string[];
   env: Record<string, string>;
   /** What its containers are made for (`warmKey`). */
   key: string;
@@ -715,6 +719,8 @@ function planTurn(
     config,
     proxies,
     argv,
+    prelude,
+    cmd: invocation.cmd,
     env: agentEnv,
     key: warmKey({
       meta,
@@ -745,9 +751,10 @@ async function startTurn(
   const P = pathsFor(backend, p, gate.runtime, '');
   // Kept warm after the turn: the agent's container runs the waiter, which runs the turn.
   const waiter = canKeepWarm(backend) && (options.warmMs ?? 0) > 0;
+  // The container's own turn runs before its waiter starts (after it, the waiter waits).
   const plan = planTurn(meta, agent, bottles, prompt, token, options, env, {
     launch: !!workspaceReady,
-    waiter,
+    waiter: false,
   });
   const { config, turn } = plan;
   const startedAt = new Date().toISOString();
@@ -777,25 +784,35 @@ async function startTurn(
     gateUp.catch(() => {});
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
-    if (waiter) writeTurnCommand(p, turn, { argv: plan.argv, env: plan.env, cwd: P.workspace });
     const agentSpec: BottleSpec = {
       name: `bb-${meta.slug}-agent`,
       image: meta.image,
-      cmd: waiter ? ['node', `${P.runtime}/bb-waiter.mjs`] : plan.argv,
+      cmd: waiter
+        ? [
+            'sh',
+            '-c',
+            [...plan.prelude, turnThenWaitScript(P.runtime)].join('\n'),
+            'bb-agent',
+            ...plan.cmd,
+          ]
+        : plan.argv,
       user: userSpec(AGENT_USER),
       workdir: P.workspace,
       labels: bottleLabels(meta, 'agent', env),
       network: 'none',
       readOnlyRootfs: true,
       tmpfs: { '/tmp': 'rw,size=256m' },
-      // The waiter's own: each turn's command carries the turn's environment.
+      // With the waiter's own (it drops them from later turns, whose commands carry
+      // their own environment).
       env: waiter
         ? {
-            HOME: P.home,
+            ...plan.env,
             BB_TURN_COMMANDS: P.turns,
             BB_TURN_STATUS: `${P.home}/${TURN_END_DIR}`,
-            BB_FIRST_TURN: String(turn),
+            BB_AFTER_TURN: String(turn),
             BB_WAITER_KILL_ALL: '1',
+            // This turn's own variables: none of them reaches a later turn.
+            BB_TURN_ENV: Object.keys(plan.env).join(' '),
             ...(plan.proxies ? { BB_BRIDGE: bridgeMappings(P.socketDir).join(' ') } : {}),
           }
         : plan.env,

@@ -1,24 +1,32 @@
 #!/usr/bin/env node
 // bb-waiter: a warm-capable agent container's first process (see runWaiter).
 // BB_TURN_COMMANDS: the directory of turn commands; BB_TURN_STATUS: where turn
-// ends are said; BB_FIRST_TURN: the turn to wait for first; BB_BRIDGE: bridge
-// mappings (`PORT=SOCKET ...`); BB_WAITER_KILL_ALL=1 in a container of its own.
+// ends are said; BB_FIRST_TURN: the turn to wait for first, or BB_AFTER_TURN and
+// BB_AFTER_CODE: the turn the container's command just ran, and how it ended;
+// BB_BRIDGE: bridge mappings (`PORT=SOCKET ...`); BB_WAITER_KILL_ALL=1 in a
+// container of its own.
 import { parseBridgeArgs } from '@bb/egress/bridge';
 import { runWaiter } from './waiter';
 
 const env = process.env;
-const first = Number(env['BB_FIRST_TURN']);
+// After the container's own turn (BB_AFTER_TURN, its exit code BB_AFTER_CODE), or from BB_FIRST_TURN.
+const after = Number(env['BB_AFTER_TURN']);
+const first = env['BB_AFTER_TURN'] ? after + 1 : Number(env['BB_FIRST_TURN']);
 if (!env['BB_TURN_COMMANDS'] || !env['BB_TURN_STATUS'] || !Number.isInteger(first) || first < 1) {
   process.stderr.write(
-    'bb-waiter: needs BB_TURN_COMMANDS, BB_TURN_STATUS and BB_FIRST_TURN (a turn number)\n',
+    'bb-waiter: needs BB_TURN_COMMANDS, BB_TURN_STATUS and BB_FIRST_TURN or BB_AFTER_TURN (a turn number)\n',
   );
   process.exit(2);
 }
+const code = Number(env['BB_AFTER_CODE'] ?? 1);
 try {
   await runWaiter({
     commands: env['BB_TURN_COMMANDS'],
     status: env['BB_TURN_STATUS'],
     firstTurn: first,
+    ...(env['BB_AFTER_TURN']
+      ? { after: { turn: after, code: Number.isInteger(code) ? code : 1 } }
+      : {}),
     bridge: parseBridgeArgs((env['BB_BRIDGE'] ?? '').split(' ').filter(Boolean)),
     killAll: env['BB_WAITER_KILL_ALL'] === '1',
   });

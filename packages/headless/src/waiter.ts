@@ -53,6 +53,9 @@ const WAITER_VARS = new Set([
   'BB_TURN_COMMANDS',
   'BB_TURN_STATUS',
   'BB_FIRST_TURN',
+  'BB_AFTER_TURN',
+  'BB_AFTER_CODE',
+  'BB_TURN_ENV',
   'BB_BRIDGE',
   'BB_WAITER_KILL_ALL',
 ]);
@@ -68,6 +71,12 @@ export interface WaiterOptions {
   /** Where the waiter says a turn ended. */
   status: string;
   firstTurn: number;
+  /**
+   * The turn the container's own command just ran (the waiter is started after
+   * it, by `turnThenWaitScript`) and its exit code: ended as any turn is, then
+   * the waiter waits for the next.
+   */
+  after?: { turn: number; code: number };
   /** Bridge ports to serve (`PORT=SOCKET`), parsed. */
   bridge?: Array<{ port: number; socket: string }>;
   /**
@@ -82,20 +91,37 @@ export interface WaiterOptions {
 /** Run turns until told to stop (SIGTERM): never returns otherwise. */
 export async function runWaiter(o: WaiterOptions): Promise<never> {
   const log = o.log ?? ((l) => process.stderr.write(`bb-waiter: ${l}\n`));
-  if (o.bridge?.length) {
-    await startBridge(o.bridge);
-    // The bridge's connections are the waiter's: a turn's exit closes none of them by itself.
-  }
   let child: ReturnType<typeof spawn> | undefined;
+  // A stop: the turn's command is told as it would be without the waiter, and the
+  // waiter goes once it has (the container's stop kills what stays).
   const stop = (signal: NodeJS.Signals) => {
-    if (child?.pid) killGroup(child.pid, signal);
-    // The command gets a moment to go; the container's stop kills what stays.
-    setTimeout(() => process.exit(128 + (signal === 'SIGINT' ? 2 : 15)), 200).unref();
+    const code = 128 + (signal === 'SIGINT' ? 2 : 15);
+    if (!child?.pid) process.exit(code);
+    killGroup(child.pid, signal);
+    child.once('exit', () => process.exit(code));
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  const ended = async (n: number, code: number, pid: number | undefined) => {
+    // Nothing of a turn outlives it.
+    if (o.killAll) {
+      try {
+        process.kill(-1, 'SIGKILL');
+      } catch {}
+      await othersGone();
+    } else if (pid) killGroup(pid, 'SIGKILL');
+    mkdirSync(o.status, { recursive: true });
+    const part = join(o.status, `.${turnEndFile(n)}.part`);
+    writeFileSync(part, `${code}\n`);
+    renameSync(part, join(o.status, turnEndFile(n)));
+  };
+  // The container's own turn ends first: its bridge goes with it, then the waiter's serves.
+  if (o.after) await ended(o.after.turn, o.after.code, undefined);
+  if (o.bridge?.length) await startBridge(o.bridge);
+  // The image's environment: neither the waiter's variables nor the first turn's own.
+  const firstTurns = new Set((process.env['BB_TURN_ENV'] ?? '').split(' '));
   const baseEnv = Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => !WAITER_VARS.has(k)),
+    Object.entries(process.env).filter(([k]) => !WAITER_VARS.has(k) && !firstTurns.has(k)),
   );
   for (let n = o.firstTurn; ; n++) {
     const command = await nextCommand(o.commands, n, log);
@@ -117,17 +143,7 @@ export async function runWaiter(o: WaiterOptions): Promise<never> {
     });
     const pid = child.pid;
     child = undefined;
-    // Nothing of a turn outlives it.
-    if (o.killAll) {
-      try {
-        process.kill(-1, 'SIGKILL');
-      } catch {}
-      await othersGone();
-    } else if (pid) killGroup(pid, 'SIGKILL');
-    mkdirSync(o.status, { recursive: true });
-    const part = join(o.status, `.${turnEndFile(n)}.part`);
-    writeFileSync(part, `${code}\n`);
-    renameSync(part, join(o.status, turnEndFile(n)));
+    await ended(n, code, pid);
   }
 }
 
@@ -181,4 +197,22 @@ async function nextCommand(
       }
     });
   }
+}
+
+/**
+ * The shell lines a warm-capable agent container starts with, after the turn's
+ * prelude: the turn's command (`"$@"`) as a child, told of a stop as it would be
+ * without them, then, once it exits, the waiter in the shell's place, which ends
+ * the turn (`BB_AFTER_TURN`) and waits for the next. A stop ends the container
+ * instead. The first turn pays nothing for the waiter: it starts after.
+ */
+export function turnThenWaitScript(runtimeDir: string): string {
+  return [
+    '"$@" & bb_child=$!',
+    `trap 'bb_stop=1; kill -TERM "$bb_child" 2>/dev/null' TERM INT`,
+    'while :; do wait "$bb_child"; bb_code=$?; kill -0 "$bb_child" 2>/dev/null || break; done',
+    '[ -n "$bb_stop" ] && exit "$bb_code"',
+    'trap - TERM INT',
+    `BB_AFTER_CODE=$bb_code exec node ${runtimeDir}/bb-waiter.mjs`,
+  ].join('\n');
 }

@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { cool, destroy, launch, resume } from '../src/bottles';
+import { cool, destroy, finishTurn, launch, resume, startLaunch, stopAgent } from '../src/bottles';
 import { DockerBackend } from '../src/docker-backend';
 import { bottlePaths, type ForgeWiring, readMeta } from '../src/layout';
 
@@ -259,6 +259,29 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
       expect(bottlePaths(first.slug, env()).dir).toBeTruthy();
     } finally {
       await destroy(first.slug, opts());
+    }
+  });
+
+  it('stops a warm-capable agent as any other: told first (SIGTERM), the bottle frozen at once, not kept warm', async () => {
+    writeManifests([{ steps: [{ do: 'sleep', ms: 60_000 }] }]);
+    const started = await startLaunch({
+      ...opts(),
+      agent: 'implementer',
+      prompt: 'Take your time',
+      forge: wiring(issue),
+    });
+    try {
+      await new Promise((r) => setTimeout(r, 1500));
+      const t0 = Date.now();
+      await stopAgent(started.slug, opts(), 10_000);
+      const outcome = await finishTurn(started.slug, opts());
+      // Its own process was told (the exit of a TERM), well before the stop's 10 s were up.
+      expect(outcome.exitCode).toBe(143);
+      expect(Date.now() - t0).toBeLessThan(5000);
+      expect(outcome.warm).toBeUndefined();
+      expect(await containersOf(started.slug)).toEqual([]);
+    } finally {
+      await destroy(started.slug, opts());
     }
   });
 });

@@ -385,6 +385,7 @@ try {
   await resumeRound('widgets', warm.slug, true);
   await untilCooled(warm.slug);
   await resumeRound('widgets', warm.slug, false);
+  await untilCooled(warm.slug);
   for (let r = 0; r < ROUNDS; r++) {
     const { ms, slug } = await launchRound('widgets', `Bench ${r}`);
     ours.push(ms);
@@ -392,6 +393,8 @@ try {
     warmResumes.push(await resumeRound('widgets', slug, true));
     await untilCooled(slug);
     resumes.push(await resumeRound('widgets', slug, false));
+    // Kept warm again: cooled before anything else is measured, so no cooling runs beside it.
+    await untilCooled(slug);
 
     const d = bareDirs();
     await own(d);
@@ -428,7 +431,7 @@ try {
 
   // A large repository: the first bottle fills the mirror; the rest only fetch.
   process.stderr.write(`lifecycle-large: ${LARGE_FILES} files\n`);
-  await launchRound('large', 'Large warm-up');
+  await untilCooled((await launchRound('large', 'Large warm-up')).slug);
   const mirror = mkdtempSync(join(tmpdir(), 'bb-bench-mirror-'));
   await run('git', [
     'clone',
@@ -441,7 +444,9 @@ try {
   ]);
   const largeRounds = Math.max(3, Math.ceil(ROUNDS / 2));
   for (let r = 0; r < largeRounds; r++) {
-    oursLarge.push((await launchRound('large', `Large ${r}`)).ms);
+    const large = await launchRound('large', `Large ${r}`);
+    oursLarge.push(large.ms);
+    await untilCooled(large.slug);
     const d = bareDirs();
     await own(d);
     rmSync(d.ws, { recursive: true });

@@ -73,7 +73,7 @@ Forge-driven bottles, by hand or as a service. State is in $BB_HOME/bot-bottle.d
       Run the orchestrator (webhooks in, bottles out) until Ctrl-C or SIGTERM.
       Configuration: see docs/orchestrator.md (FORGE_GITEA_API, FORGE_TOKEN,
       FORGE_WEBHOOK_SECRET, BB_PORT, BB_MEMORY_BUDGET, BB_STARTUP_CONCURRENCY,
-      BB_DONE_GRACE, BB_LEDGER_RETENTION, ...).
+      BB_DONE_GRACE, BB_WARM_WINDOW, BB_LEDGER_RETENTION, ...).
 
 Options:
   -h, --help          show this help

@@ -84,7 +84,7 @@ export class ForgeSidecarClient {
         // Not listening yet: nothing was sent, so trying again is safe.
         const code = (err as { code?: string }).code;
         if ((code === 'ENOENT' || code === 'ECONNREFUSED') && Date.now() < deadline) {
-          await new Promise((r) => setTimeout(r, 25));
+          await new Promise((r) => setTimeout(r, 5));
           continue;
         }
         throw new BbError(

@@ -845,8 +845,9 @@ async function startTurn(
     const aid = await backend.create(agentSpec);
     await backend.start(aid);
     if (workspaceReady) {
-      // The agent's program starts only with its workspace made and its gate serving.
-      await Promise.all([workspaceReady, gateUp]);
+      // The agent's program starts once its workspace is made, while its gate may still be
+      // coming up: its clients wait for the gate's sockets (and the bridge, for the proxies').
+      await workspaceReady;
       // Into the gate's directory, following no link: the launch's base for its pushes,
       // then the word that lets the agent's program start.
       if (meta.baseCommit)
@@ -953,7 +954,10 @@ async function resumeWarm(
 
 /** What a bottle's running gate says of itself: the issue and PRs it may write to, its turn. */
 async function gateHealth(p: BottlePaths): Promise<{ scope: number[]; turn?: number }> {
-  const client = new ForgeSidecarClient({ socketPath: join(p.sock, 'forge.sock') });
+  const client = new ForgeSidecarClient({
+    socketPath: join(p.sock, 'forge.sock'),
+    connectWaitMs: 1000,
+  });
   try {
     return await client.health();
   } finally {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, redactString } from '@bb/errors';
 import { runGit, wallGitEnv } from '@bb/wall';
@@ -95,6 +95,11 @@ async function fetchInto(
   };
   await initMirror(dir);
   await fetch(dir, forge, env, timeoutMs).catch(fail);
+  // The ref the fetch just wrote, read as the file it is (the mirror is the host's alone).
+  try {
+    const loose = readFileSync(join(dir, DEFAULT), 'utf8').trim();
+    if (/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(loose)) return loose;
+  } catch {}
   // An empty repository has no default branch yet: the bottle starts from nothing.
   const head = await runGit(
     [`--git-dir=${dir}`, 'rev-parse', '--verify', '--quiet', `${DEFAULT}^{commit}`],

@@ -38,12 +38,19 @@ export async function prepareWorkspace(o: WorkspaceOptions): Promise<{ mirror?: 
   const git = (args: string[]) =>
     runGit(args, { env: wallGitEnv({ config: [] }), timeoutMs: o.timeoutMs });
   const ws = o.workspace;
-  await git(['init', '-q', '-b', o.branch, ws]);
-  await git(['-C', ws, 'config', 'user.name', o.identity.name]);
-  await git(['-C', ws, 'config', 'user.email', o.identity.email]);
-  if (!o.forge) return {};
+  const made = (async () => {
+    await git(['init', '-q', '-b', o.branch, ws]);
+    await git(['-C', ws, 'config', 'user.name', o.identity.name]);
+    await git(['-C', ws, 'config', 'user.email', o.identity.email]);
+  })();
+  if (!o.forge) {
+    await made;
+    return {};
+  }
   o.onProgress?.(`fetching ${o.forge.owner}/${o.forge.repo}`);
-  const { dir, head } = await syncMirror(o.forge, o.env, o.timeoutMs);
+  // The mirror is fetched into while the empty checkout is made.
+  const synced = syncMirror(o.forge, o.env, o.timeoutMs);
+  const [{ dir, head }] = await Promise.all([synced, made]);
   const alternates = join(ws, '.git', 'objects', 'info', 'alternates');
   writeFileSync(alternates, `${join(dir, 'objects')}\n`);
   // An empty repository: the branch is born with the agent's first commit.

@@ -24,7 +24,7 @@ describe.skipIf(!docker.ok)('red team: warm bottles', () => {
           {
             do: 'sh',
             // The waiter's word, forged, then more work a few seconds on.
-            cmd: 'mkdir -p "$HOME/.bb/turn-end" && echo 0 > "$HOME/.bb/turn-end/1.exit" && sleep 4',
+            cmd: 'mkdir -p "$HOME/.bb/turn-end" && echo 0 > "$HOME/.bb/turn-end/1-$BB_TURN_NONCE.exit" && sleep 4',
           },
           { do: 'comment', body: 'written after my turn was over' },
         ],
@@ -39,7 +39,7 @@ describe.skipIf(!docker.ok)('red team: warm bottles', () => {
     expect(comments()).not.toContain('written after my turn was over');
   });
 
-  it('an agent can neither keep a process into its next warm turn nor write the next turn’s command', async () => {
+  it('an agent can neither keep a process into its next warm turn, nor write the next turn’s command, nor end it ahead of time', async () => {
     const run = await rt.launch(
       [
         [
@@ -53,6 +53,9 @@ describe.skipIf(!docker.ok)('red team: warm bottles', () => {
               // The next turn's command, planted.
               'echo \'{"argv":["sh","-c","echo planted"],"env":{}}\' > /var/bb/turns/2.json && echo WROTE-TURNS',
               'ln -s /tmp/x /var/bb/turns/2.json && echo LINKED-TURNS',
+              // Words for later turns, written ahead: every name it could guess.
+              'mkdir -p "$HOME/.bb/turn-end"',
+              'for i in 2 3 4; do echo 0 > "$HOME/.bb/turn-end/$i.exit"; echo 0 > "$HOME/.bb/turn-end/$i-$BB_TURN_NONCE.exit"; done',
               // They do run while the turn does.
               'sleep 0.5',
               'echo "left running: $(ps -eo args | grep -c "^sleep 30[123]")"',
@@ -98,7 +101,7 @@ describe.skipIf(!docker.ok)('red team: warm bottles', () => {
         [
           {
             do: 'sh',
-            cmd: 'mkdir -p "$HOME/.bb/turn-end" && mkfifo "$HOME/.bb/turn-end/1.exit" && sleep 3',
+            cmd: 'mkdir -p "$HOME/.bb/turn-end" && mkfifo "$HOME/.bb/turn-end/1-$BB_TURN_NONCE.exit" && sleep 3',
             mayFail: true,
           },
           { do: 'done', status: 'success', summary: 'ok' },

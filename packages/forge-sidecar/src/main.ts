@@ -12,15 +12,21 @@ import { type RunningSidecar, type SidecarLogger, startSidecar } from './server'
 /** The file beside the socket where the host leaves the launch's base commit. */
 export const BASE_FILE = '.base-commit';
 
-/** The turn the host says is served, read from its file when asked (0 while it says none). */
+/**
+ * The turn the host says is served, read from its file when asked (0 while it
+ * says none). It never goes back: a file that cannot be read, or says less,
+ * leaves the last turn read.
+ */
 function turnFrom(file: string): () => number {
+  let last = 0;
   return () => {
     try {
       const n = Number(readFileSync(file, 'utf8').trim());
-      return Number.isSafeInteger(n) && n > 0 ? n : 0;
+      if (Number.isSafeInteger(n) && n > last) last = n;
     } catch {
-      return 0;
+      // unreadable now: the last word stands
     }
+    return last;
   };
 }
 

@@ -182,7 +182,8 @@ async function audited<T>(
 
 /** Refuse a write once the turn signalled done. */
 function assertOpen(ctx: MethodContext, method: string): void {
-  if (ctx.done && ctx.done.turn === ctx.turn())
+  // Closed for the turn that signalled, until the host says a later one.
+  if (ctx.done && ctx.turn() <= ctx.done.turn)
     throw new BbError(
       'ALREADY_DONE',
       `this turn already ended with signal_done (${ctx.done.status}); ${method.replace('_', ' ')} is closed until a new turn`,

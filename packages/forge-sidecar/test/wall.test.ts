@@ -68,6 +68,14 @@ describe('a gate serving several turns (a warm bottle)', () => {
     expect(comments()).not.toContain('still turn one');
     await h.client.signalDone('success', 'Turn two done.');
     expect((await h.client.postComment(1, 'after two').catch((e) => e)).code).toBe('ALREADY_DONE');
+    // A word that cannot be read, or says an earlier turn, opens nothing.
+    rmSync(turnFile);
+    expect((await h.client.postComment(1, 'file gone').catch((e) => e)).code).toBe('ALREADY_DONE');
+    writeFileSync(turnFile, '1\n');
+    expect((await h.client.postComment(1, 'turn one again').catch((e) => e)).code).toBe(
+      'ALREADY_DONE',
+    );
+    expect((await h.client.health()).turn).toBe(2);
     rmSync(dir, { recursive: true, force: true });
   });
 });

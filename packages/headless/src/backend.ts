@@ -41,6 +41,8 @@ export interface BottleInfo {
   id: string;
   name: string;
   image: string;
+  /** The id of the image it was made from, when the backend knows it (a tag can move). */
+  imageId?: string;
   state: BottleState;
   exitCode: number | null;
   /** Killed for using more memory than its limit. */
@@ -81,6 +83,8 @@ export interface Backend {
   readonly mapsMounts: boolean;
   /** Throw `NOT_FOUND` with the fix when the image is not available. */
   ensureImage(image: string): Promise<void>;
+  /** The id an image name stands for now (undefined: not known). */
+  imageId?(image: string): Promise<string | undefined>;
   /** Create a bottle (not started). Returns its id. */
   create(spec: BottleSpec): Promise<string>;
   start(id: string): Promise<void>;

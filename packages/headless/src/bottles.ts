@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
   chownSync,
@@ -14,6 +14,7 @@ import {
 import { join } from 'node:path';
 import { BbError, isBbError, redactString, registerSecret } from '@bb/errors';
 import { BASE_FILE, ForgeSidecarClient } from '@bb/forge-sidecar';
+import { loadPolicy } from '@bb/supervise';
 import { chownTreeNoFollow, type Owner, readHeadAsData, writeFileNoFollow } from '@bb/wall';
 import { type Backend, type BottleSpec, NETNS_LABEL } from './backend';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
@@ -29,6 +30,7 @@ import {
   modelApiUrl,
   PROXY_ENV,
   proxySocketsScript,
+  routeSecrets,
   syncsPr,
   TURN_FILE,
 } from './gate';
@@ -67,6 +69,7 @@ import { providerFor } from './providers';
 import { prepareRuntime } from './runtime';
 import { removeSecrets } from './secrets';
 import {
+  allowedBases,
   type BottleConfig,
   effectiveConfig,
   needsProxies,
@@ -79,6 +82,7 @@ import {
   canKeepWarm,
   IDLE_PROCESSES,
   TURN_END_DIR,
+  turnNonce,
   warmKey,
   writeTurnCommand,
 } from './warm';
@@ -575,8 +579,10 @@ export async function unmountBottleDisk(
 export async function freeze(slug: string, options: BottleOptions): Promise<void> {
   const env = options.env ?? process.env;
   const p = bottlePaths(slug, env);
+  // The agent's container first (the list is by name): nothing of it may reach the gate after.
   for (const c of await options.backend.list({ 'bb.slug': slug })) {
-    if (c.state === 'running' || c.state === 'paused') await options.backend.stop(c.id, 5000);
+    // A paused (warm) container is killed where it stands: a stop would let it run on first.
+    if (c.state === 'running') await options.backend.stop(c.id, 5000);
     // The holder of the namespace its agent joined goes with it.
     const holder = c.labels[NETNS_LABEL];
     if (holder) await options.backend.destroy(holder).catch(() => {});
@@ -725,7 +731,20 @@ function planTurn(
     key: warmKey({
       meta,
       gateImage: gate.image,
-      config: { config, resources: bottles[0]?.resources },
+      config: {
+        config,
+        resources: bottles[0]?.resources,
+        // What the gate was given from outside the manifests: the route secrets' values
+        // (a rotated key), the operator's supervise policy.
+        secrets: proxies
+          ? createHash('sha256')
+              .update(JSON.stringify(routeSecrets(config.routes, env)))
+              .digest('hex')
+          : null,
+        policy: supervised
+          ? { policy: loadPolicy(bbHome(env)), bases: allowedBases(meta, env) }
+          : null,
+      },
       token,
       supervised,
     }),
@@ -765,7 +784,8 @@ async function startTurn(
     for (const [rel, content] of Object.entries(plan.files))
       writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
     prepareDirs(p, backend);
-    meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true } : {}) };
+    const nonce = turnNonce();
+    meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true, nonce } : {}) };
     if (meta.forge) writeTurnFile(p, turn);
     meta.warmKey = plan.key;
     meta.warm = null;
@@ -813,6 +833,7 @@ async function startTurn(
             BB_WAITER_KILL_ALL: '1',
             // This turn's own variables: none of them reaches a later turn.
             BB_TURN_ENV: Object.keys(plan.env).join(' '),
+            BB_TURN_NONCE: nonce,
             ...(plan.proxies ? { BB_BRIDGE: bridgeMappings(P.socketDir).join(' ') } : {}),
           }
         : plan.env,
@@ -922,6 +943,9 @@ async function resumeWarm(
   );
   if (agentNow?.state !== 'paused' || (w.gate && gateNow?.state !== 'paused'))
     return 'its containers are not both paused';
+  // The image's name may have been given to a rebuilt image meanwhile.
+  const wanted = await backend.imageId?.(meta.image);
+  if (wanted && agentNow.imageId && wanted !== agentNow.imageId) return 'its image was rebuilt';
   if (remote) {
     let here: string | undefined;
     try {
@@ -935,11 +959,13 @@ async function resumeWarm(
   for (const [rel, content] of Object.entries(plan.files))
     writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
   options.onProgress?.(`resuming warm bottle ${meta.slug} (turn ${plan.turn})`);
+  const nonce = turnNonce();
   meta.current = {
     turn: plan.turn,
     prompt: options.prompt,
     startedAt: new Date().toISOString(),
     waiter: true,
+    nonce,
   };
   meta.status = 'running';
   meta.warm = null;
@@ -947,7 +973,12 @@ async function resumeWarm(
   // The gate's turn, then the waiter's command: both before either runs again, so the
   // agent's first call already finds the new turn (the gate reads it at each write).
   if (meta.forge) writeTurnFile(p, plan.turn);
-  writeTurnCommand(p, plan.turn, { argv: plan.argv, env: plan.env, cwd: P.workspace });
+  writeTurnCommand(p, plan.turn, {
+    argv: plan.argv,
+    env: plan.env,
+    cwd: P.workspace,
+    nonce,
+  });
   await Promise.all([w.agent, ...(w.gate ? [w.gate] : [])].map((id) => backend.rehydrate(id)));
   return { slug: meta.slug, turn: plan.turn };
 }
@@ -1002,7 +1033,7 @@ async function completeTurn(
   const p = bottlePaths(meta.slug, env);
   // Under the waiter, the turn ends when it says so or when the container goes.
   const end = current.waiter
-    ? await awaitTurnEnd(backend, agentId, p, current.turn)
+    ? await awaitTurnEnd(backend, agentId, p, current.turn, current.nonce ?? '')
     : { ...(await backend.wait(agentId)), exited: true };
   const { exitCode, oomKilled } = end;
   // The turn was long: what others changed meanwhile (a rebuild's new image) stays.
@@ -1018,6 +1049,16 @@ async function completeTurn(
   const parsed = provider.parseResult(output, exitCode);
   const cli = announcedCli(output);
   meta.sessionId = parsed.sessionId ?? meta.sessionId;
+  options.onProgress?.(
+    `agent exited ${exitCode}${oomKilled ? ' (out of memory)' : ''}; freezing ${meta.slug}`,
+  );
+  // Kept warm only when the waiter's turn ended by itself (not killed: out of memory
+  // is told only by the container's end) and nothing of it is left running. Until the
+  // turn is written down as ended, a restart finishes it again (its end is still said).
+  const warm =
+    !end.exited && exitCode < 128 && (options.warmMs ?? 0) > 0
+      ? await keepWarm(meta, agentId, current.turn, options).catch(() => undefined)
+      : undefined;
   meta.turns.push({
     turn: current.turn,
     prompt: current.prompt,
@@ -1028,23 +1069,16 @@ async function completeTurn(
     finishedAt: new Date().toISOString(),
   });
   meta.current = null;
-  writeMeta(meta, env);
-  options.onProgress?.(
-    `agent exited ${exitCode}${oomKilled ? ' (out of memory)' : ''}; freezing ${meta.slug}`,
-  );
-  // Kept warm only when the waiter's turn ended by itself (not killed: out of memory
-  // is told only by the container's end) and nothing of it is left running.
-  const warm =
-    !end.exited && exitCode < 128 && (options.warmMs ?? 0) > 0
-      ? await keepWarm(meta, agentId, current.turn, options).catch(() => undefined)
-      : undefined;
   if (warm) {
     if (existsSync(p.logs))
       writeFileSync(join(p.logs, `agent-turn${current.turn}-${Date.now()}.log`), output);
     meta.status = 'frozen';
     meta.warm = warm;
     writeMeta(meta, env);
-  } else await freeze(meta.slug, options);
+  } else {
+    writeMeta(meta, env);
+    await freeze(meta.slug, options);
+  }
   return {
     slug: meta.slug,
     exitCode,
@@ -1145,6 +1179,20 @@ export async function finishTurn(slug: string, options: BottleOptions): Promise<
       'CONFLICT',
       `bottle ${slug} is ${meta.status}; only a running turn can be finished`,
     );
+  if (!meta.current) {
+    // Running with no turn in progress: nothing to wait for (its end was written, the
+    // bottle not yet frozen). Frozen now; the last turn's end, as the meta has it.
+    await freeze(slug, options);
+    const last = meta.turns.at(-1);
+    return {
+      slug,
+      exitCode: last?.exitCode ?? -1,
+      ok: last?.ok ?? false,
+      sessionId: meta.sessionId ?? undefined,
+      ...(last ? {} : { error: 'the bottle has no finished turn' }),
+      output: '',
+    };
+  }
   const containers = await options.backend.list({ 'bb.slug': slug });
   // A warm resume cut short between its word and unpausing them: the turn was given
   // (its command is there), so its containers go on.

@@ -174,6 +174,14 @@ export class DockerBackend implements Backend {
     }
   }
 
+  async imageId(image: string): Promise<string | undefined> {
+    try {
+      return (await (await this.#docker).getImage(image).inspect()).Id;
+    } catch {
+      return undefined;
+    }
+  }
+
   async create(spec: BottleSpec): Promise<string> {
     if (!NAME.test(spec.name))
       throw new BbError(
@@ -505,6 +513,7 @@ export class DockerBackend implements Backend {
       id: i.Id,
       name: i.Name.replace(/^\//, ''),
       image: i.Config.Image,
+      imageId: i.Image,
       state,
       exitCode: state === 'exited' ? s.ExitCode : null,
       oomKilled: s.OOMKilled,

@@ -69,7 +69,14 @@ export interface BottleMeta {
    * `waiter`: its agent runs under the waiter (its end is said by a file, the
    * container may outlive it).
    */
-  current?: { turn: number; prompt: string; startedAt: string; waiter?: boolean } | null;
+  current?: {
+    turn: number;
+    prompt: string;
+    startedAt: string;
+    waiter?: boolean;
+    /** Under the waiter: the nonce in the name of the file that says the turn ended. */
+    nonce?: string;
+  } | null;
   /**
    * What a turn's agent containers were made for (image, configuration, forge,
    * token, runtime), as a digest: a warm bottle resumes in them only for the same.

@@ -25,7 +25,13 @@ try {
     status: env['BB_TURN_STATUS'],
     firstTurn: first,
     ...(env['BB_AFTER_TURN']
-      ? { after: { turn: after, code: Number.isInteger(code) ? code : 1 } }
+      ? {
+          after: {
+            turn: after,
+            code: Number.isInteger(code) ? code : 1,
+            nonce: env['BB_TURN_NONCE'] ?? 'none',
+          },
+        }
       : {}),
     bridge: parseBridgeArgs((env['BB_BRIDGE'] ?? '').split(' ').filter(Boolean)),
     killAll: env['BB_WAITER_KILL_ALL'] === '1',

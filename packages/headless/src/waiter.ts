@@ -30,6 +30,8 @@ export interface TurnCommand {
   argv: string[];
   env: Record<string, string>;
   cwd?: string;
+  /** The turn's nonce, in the name of the file that says it ended. */
+  nonce: string;
 }
 
 /** A turn's command read from its file, or why it is not one. */
@@ -45,7 +47,14 @@ export function parseTurnCommand(text: string): TurnCommand {
   )
     throw new Error('env must map names to strings');
   if (v.cwd !== undefined && typeof v.cwd !== 'string') throw new Error('cwd must be a string');
-  return { argv: v.argv, env: v.env, ...(v.cwd !== undefined ? { cwd: v.cwd } : {}) };
+  if (typeof v.nonce !== 'string' || !/^[0-9a-f]{8,64}$/.test(v.nonce))
+    throw new Error('nonce must be hex');
+  return {
+    argv: v.argv,
+    env: v.env,
+    nonce: v.nonce,
+    ...(v.cwd !== undefined ? { cwd: v.cwd } : {}),
+  };
 }
 
 /** The waiter's own variables: none of them reaches a turn. */
@@ -56,14 +65,19 @@ const WAITER_VARS = new Set([
   'BB_AFTER_TURN',
   'BB_AFTER_CODE',
   'BB_TURN_ENV',
+  'BB_TURN_NONCE',
   'BB_BRIDGE',
   'BB_WAITER_KILL_ALL',
 ]);
 
 /** The file of turn `n`'s command in the commands directory. */
 export const turnCommandFile = (n: number) => `${n}.json`;
-/** The file saying turn `n` ended (its exit code), in the status directory. */
-export const turnEndFile = (n: number) => `${n}.exit`;
+/**
+ * The file saying turn `n` ended (its exit code), in the status directory. Its
+ * name holds the turn's nonce, which the host chooses when the turn starts: a
+ * word written ahead of time for a later turn is no word of it.
+ */
+export const turnEndFile = (n: number, nonce: string) => `${n}-${nonce}.exit`;
 
 export interface WaiterOptions {
   /** Where the host leaves each turn's command (the bottle reads it only). */
@@ -76,7 +90,7 @@ export interface WaiterOptions {
    * it, by `turnThenWaitScript`) and its exit code: ended as any turn is, then
    * the waiter waits for the next.
    */
-  after?: { turn: number; code: number };
+  after?: { turn: number; code: number; nonce: string };
   /** Bridge ports to serve (`PORT=SOCKET`), parsed. */
   bridge?: Array<{ port: number; socket: string }>;
   /**
@@ -102,7 +116,7 @@ export async function runWaiter(o: WaiterOptions): Promise<never> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  const ended = async (n: number, code: number, pid: number | undefined) => {
+  const ended = async (n: number, nonce: string, code: number, pid: number | undefined) => {
     // Nothing of a turn outlives it.
     if (o.killAll) {
       try {
@@ -111,12 +125,12 @@ export async function runWaiter(o: WaiterOptions): Promise<never> {
       await othersGone();
     } else if (pid) killGroup(pid, 'SIGKILL');
     mkdirSync(o.status, { recursive: true });
-    const part = join(o.status, `.${turnEndFile(n)}.part`);
+    const part = join(o.status, `.${turnEndFile(n, nonce)}.part`);
     writeFileSync(part, `${code}\n`);
-    renameSync(part, join(o.status, turnEndFile(n)));
+    renameSync(part, join(o.status, turnEndFile(n, nonce)));
   };
   // The container's own turn ends first: its bridge goes with it, then the waiter's serves.
-  if (o.after) await ended(o.after.turn, o.after.code, undefined);
+  if (o.after) await ended(o.after.turn, o.after.nonce, o.after.code, undefined);
   if (o.bridge?.length) await startBridge(o.bridge);
   // The image's environment: neither the waiter's variables nor the first turn's own.
   const firstTurns = new Set((process.env['BB_TURN_ENV'] ?? '').split(' '));
@@ -143,7 +157,7 @@ export async function runWaiter(o: WaiterOptions): Promise<never> {
     });
     const pid = child.pid;
     child = undefined;
-    await ended(n, code, pid);
+    await ended(n, command.nonce, code, pid);
   }
 }
 
@@ -178,7 +192,7 @@ async function nextCommand(
       } catch (err) {
         // The host writes it whole (renamed into place): this is not a torn read.
         log(`turn ${n}'s command cannot be read: ${(err as Error).message}`);
-        return { argv: ['sh', '-c', 'exit 70'], env: {} };
+        return { argv: ['sh', '-c', 'exit 70'], env: {}, nonce: 'unreadable' };
       }
     }
     // Told by the kernel when the host writes it, or at the latest a quarter second on.

@@ -9,7 +9,7 @@
  * configuration, another token, a PR branch someone pushed to, a container gone
  * or not paused) cools the bottle and the next turn takes the ordinary path.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFileNoFollow } from '@bb/wall';
@@ -41,15 +41,18 @@ export function writeTurnCommand(p: BottlePaths, n: number, command: TurnCommand
   renameSync(part, join(p.turns, turnCommandFile(n)));
 }
 
+/** A new turn's nonce (see `turnEndFile`). */
+export const turnNonce = (): string => randomBytes(12).toString('hex');
+
 /**
  * Turn `n`'s end as the waiter said it, read as data from the agent's home
  * (following no link): its exit code, `undefined` while it runs. A file that is
  * not a small regular file holding a number still ends the turn, as a failure.
  */
-export function readTurnEnd(p: BottlePaths, n: number): number | undefined {
+export function readTurnEnd(p: BottlePaths, n: number, nonce: string): number | undefined {
   let buf: Buffer | undefined;
   try {
-    buf = readFileNoFollow(p.home, `${TURN_END_DIR}/${turnEndFile(n)}`, { maxBytes: 16 });
+    buf = readFileNoFollow(p.home, `${TURN_END_DIR}/${turnEndFile(n, nonce)}`, { maxBytes: 16 });
   } catch {
     return 1;
   }
@@ -70,6 +73,7 @@ export async function awaitTurnEnd(
   id: string,
   p: BottlePaths,
   n: number,
+  nonce: string,
 ): Promise<TurnEnd> {
   let stop = false;
   const abort = new AbortController();
@@ -78,7 +82,7 @@ export async function awaitTurnEnd(
     .then((r): TurnEnd => ({ ...r, exited: true }));
   const said = (async (): Promise<TurnEnd | undefined> => {
     while (!stop) {
-      const code = readTurnEnd(p, n);
+      const code = readTurnEnd(p, n, nonce);
       if (code !== undefined) return { exitCode: code, oomKilled: false, exited: false };
       await new Promise((r) => setTimeout(r, 50));
     }

@@ -343,13 +343,28 @@ export class Orchestrator {
           `bot-bottle has had no room to run this agent for ${Math.round((now - Date.parse(w.since)) / 60_000)} min (its bottles use all of the memory budget); it starts as soon as one ends.`,
           `capacity:${w.since}`,
         );
-    for (const row of this.#o.store.all())
+    const counted = new Set(this.capacity.warm().map((w) => w.slug));
+    for (const row of this.#o.store.all()) {
       if (
         row.status === 'running' &&
         !this.#monitors.has(row.slug) &&
         !this.#starting.has(row.slug)
       )
         this.watch(row.slug, Date.parse(row.lastCheckinAt) || now);
+      // A warm bottle nobody counts (its turn's end was never taken in) is not left
+      // paused past its window.
+      if (row.status === 'frozen' && this.#o.runner.cool && !counted.has(row.slug)) {
+        const warm = this.#o.runner.meta(row.slug)?.warm;
+        if (warm && Date.parse(warm.until) <= now && !this.#cooling.has(row.slug))
+          await this.#o.runner.cool(row.slug).catch((err) =>
+            this.#log({
+              msg: 'could not cool a warm bottle',
+              slug: row.slug,
+              error: errorMessage(err),
+            }),
+          );
+      }
+    }
     this.#expireParked();
   }
 
@@ -759,6 +774,8 @@ export class Orchestrator {
   async #turnEnded(key: string, bottle: Bottle, outcome: TurnOutcome): Promise<void> {
     if (bottle.state.status !== 'running') {
       this.#log({ msg: 'turn end for a bottle not running: ignored', key, slug: bottle.slug });
+      // Nobody will resume it from here: it is not left paused.
+      if (outcome.warm) await this.#o.runner.cool?.(bottle.slug).catch(() => {});
       return;
     }
     // The monitor stays registered until the row says frozen: the watchdog must not
@@ -1023,6 +1040,8 @@ export class Orchestrator {
     const cooling = this.#cooling.get(bottle.slug);
     if (cooling) await cooling;
     this.capacity.tryRun(bottle.slug, this.#o.runner.memoryOf(bottle.agent));
+    // Until its turn has started, the watchdog must not take the row for a turn it lost.
+    this.#starting.add(bottle.slug);
     this.#save(bottle, 'running');
     const pr = bottle.state.prs.at(-1);
     try {
@@ -1049,6 +1068,7 @@ export class Orchestrator {
       this.#freed();
       bottle.state = { ...bottle.state, status: 'frozen', pending: [] };
       this.#save(bottle, 'frozen');
+      this.#starting.delete(bottle.slug);
       this.#log({ msg: 'resume failed', key, slug: bottle.slug, error: errorMessage(err) });
       const waiting = new Set(bottle.deferred.splice(0));
       if (waiting.size > 0)
@@ -1068,6 +1088,7 @@ export class Orchestrator {
     for (const id of bottle.deferred.splice(0)) this.#o.inbox.settle(id, 'done');
     this.#log({ msg: 'bottle resumed', key, slug: bottle.slug });
     this.watch(bottle.slug);
+    this.#starting.delete(bottle.slug);
   }
 
   #save(bottle: Bottle, status: ForgeState['status']): void {
@@ -1113,8 +1134,12 @@ export class Orchestrator {
     return this.capacity.releaseWarm(slug);
   }
 
-  /** Cool a warm bottle (its containers go); nothing when it is not warm any more. */
+  /**
+   * Cool a warm bottle (its containers go); nothing when it is not warm any more.
+   * One that could not be cooled stays counted and is tried again.
+   */
   async #cool(slug: string, why: string): Promise<void> {
+    const held = this.capacity.warm().find((w) => w.slug === slug)?.bytes ?? 0;
     if (!this.#forgetWarm(slug)) return;
     const cooling = (async () => {
       try {
@@ -1122,6 +1147,13 @@ export class Orchestrator {
         this.#log({ msg: 'warm bottle cooled', slug, why });
       } catch (err) {
         this.#log({ msg: 'could not cool a warm bottle', slug, error: errorMessage(err) });
+        if (!this.#closed)
+          this.#holdWarm(slug, {
+            until: new Date(
+              Date.now() + ((this.#o.retryMs ?? RETRY_MS)[2] ?? 60_000),
+            ).toISOString(),
+            bytes: held,
+          });
       }
     })();
     this.#cooling.set(slug, cooling);

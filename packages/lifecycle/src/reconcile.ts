@@ -54,15 +54,14 @@ export async function reconcile(
     log({ msg: 'orphan bottle removed', slug });
   }
   for (const row of live) {
-    if (row.status === 'frozen' && o.runner.cool && o.runner.meta(row.slug)?.warm) {
-      // Warm when the process before stopped: its window went with it.
+    if (o.runner.cool && o.runner.meta(row.slug)?.warm) {
+      // Warm when the process before stopped (its row saved or not yet): its window went with it.
       try {
         if (await o.runner.cool(row.slug)) report.cooled.push(row.slug);
         log({ msg: 'warm bottle cooled', slug: row.slug, why: 'the orchestrator restarted' });
       } catch (err) {
         log({ msg: 'could not cool a warm bottle', slug: row.slug, error: errorMessage(err) });
       }
-      continue;
     }
     if (row.status !== 'running') continue;
     const key = issueKey(row.owner, row.repo, row.issueNumber);

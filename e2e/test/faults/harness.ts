@@ -446,7 +446,8 @@ export class Scenario {
   /** Whether turn `turn` of a bottle ended: its agent's container exited, or its waiter said so. */
   async turnEnded(slug: string, turn: number): Promise<boolean> {
     const p = bottlePaths(slug, { BB_HOME: this.home });
-    if (existsSync(join(p.home, '.bb', 'turn-end', `${turn}.exit`))) return true;
+    const nonce = readMeta(slug, { BB_HOME: this.home })?.current?.nonce;
+    if (nonce && existsSync(join(p.home, '.bb', 'turn-end', `${turn}-${nonce}.exit`))) return true;
     return (await this.containers()).some(
       (c) => c.slug === slug && c.role === 'agent' && c.state === 'exited',
     );

@@ -57,7 +57,7 @@ import {
   loadBottleManifest,
   memoryBytes,
 } from './manifests';
-import { initMirror, mirrorDir, remoteBranchHead } from './mirror';
+import { initMirror, mirrorDir, remoteBranchHead, syncMirror } from './mirror';
 import {
   awaitWorkspaceScript,
   clearPrBundle,
@@ -316,6 +316,10 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     );
   }
   for (const c of checked) if (c.status === 'rejected') throw c.reason;
+  // The repository is fetched into its mirror from the first moment: nothing else needs to
+  // be made for it.
+  const synced = options.forge ? syncMirror(options.forge, env, cloneMs) : undefined;
+  synced?.catch(() => {});
 
   const branch = `bb/${options.agent}-${options.forge?.issue ?? slug}`;
   const { agent: agentOwner } = owners(options.backend);
@@ -397,6 +401,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       env,
       mirrorInBottle: options.backend.mapsMounts ? IN_BOTTLE.mirror : undefined,
       onProgress: progress,
+      synced,
     }).then(async () => {
       meta.baseCommit = readHeadAsData(p.workspace) ?? null;
       // Ownership is set once, before the agent ever runs; never again through what it made.
@@ -421,6 +426,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     // Once its program was let start, the bottle stays, frozen, with what it did.
     await early?.catch(() => {});
     await prepared?.catch(() => {});
+    await synced?.catch(() => {});
     if (readMeta(slug, options.env ?? process.env)?.preparing !== false)
       await destroy(slug, options);
     throw err;

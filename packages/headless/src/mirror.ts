@@ -23,7 +23,22 @@ export function mirrorDir(cloneUrl: string, env: Record<string, string | undefin
  * must exist before it is fetched into). Idempotent; returns its directory.
  */
 export async function initMirror(dir: string): Promise<string> {
-  if (existsSync(join(dir, 'HEAD'))) return dir;
+  if (existsSync(join(dir, 'HEAD')) && !making.has(dir)) return dir;
+  // Made once, whoever asks first; the others wait for it.
+  let made = making.get(dir);
+  if (!made) {
+    made = makeMirror(dir).finally(() => making.delete(dir));
+    making.set(dir, made);
+  }
+  await made;
+  return dir;
+}
+
+/** Mirrors being made, by directory. */
+const making = new Map<string, Promise<void>>();
+
+async function makeMirror(dir: string): Promise<void> {
+  if (existsSync(join(dir, 'HEAD'))) return;
   mkdirSync(join(dir, '..'), { recursive: true, mode: 0o755 });
   const env = wallGitEnv({ config: [] });
   await runGit(['init', '--quiet', '--bare', '--shared=0644', dir], { env, timeoutMs: 30_000 });
@@ -31,7 +46,6 @@ export async function initMirror(dir: string): Promise<string> {
   await runGit([`--git-dir=${dir}`, 'config', 'gc.auto', '0'], { env, timeoutMs: 30_000 });
   // Mounted read-only into bottles and gates, other users: readable whatever the umask.
   for (const d of [dir, join(dir, 'objects'), join(dir, 'objects', 'pack')]) chmodSync(d, 0o755);
-  return dir;
 }
 
 /** One fetch at a time into each mirror (concurrent ones would fight over its refs). */

@@ -23,6 +23,8 @@ export interface WorkspaceOptions {
    */
   mirrorInBottle?: string | undefined;
   onProgress?: ((message: string) => void) | undefined;
+  /** The mirror's fetch, when the caller started it already (`syncMirror`). */
+  synced?: Promise<{ dir: string; head: string | undefined }> | undefined;
 }
 
 /**
@@ -49,7 +51,7 @@ export async function prepareWorkspace(o: WorkspaceOptions): Promise<{ mirror?: 
   }
   o.onProgress?.(`fetching ${o.forge.owner}/${o.forge.repo}`);
   // The mirror is fetched into while the empty checkout is made.
-  const synced = syncMirror(o.forge, o.env, o.timeoutMs);
+  const synced = o.synced ?? syncMirror(o.forge, o.env, o.timeoutMs);
   const [{ dir, head }] = await Promise.all([synced, made]);
   const alternates = join(ws, '.git', 'objects', 'info', 'alternates');
   writeFileSync(alternates, `${join(dir, 'objects')}\n`);

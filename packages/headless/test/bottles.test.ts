@@ -111,8 +111,10 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     let rawInspect = '';
     let holderMode = '';
     const roles = new Map<string, Set<string>>();
+    // Its own containers only: other test files' (and pooled namespace holders) may be many.
+    const slug = `implementer-${Math.random().toString(16).slice(2, 7)}`;
     const watching = setInterval(() => {
-      backend.list({}).then(
+      backend.list({ 'bb.slug': slug }).then(
         (all) => {
           for (const c of all) {
             const slug = c.labels['bb.slug'] ?? '';
@@ -122,7 +124,7 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
         },
         () => {},
       );
-      backend.list({ 'bb.role': 'agent' }).then(
+      backend.list({ 'bb.slug': slug, 'bb.role': 'agent' }).then(
         async (now) => {
           if (now.length > seen.length) seen = now;
           // Only this test's bottle (other test files run agents at the same time).
@@ -142,6 +144,7 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     }, 20);
     const first = await launch({
       agent: 'implementer',
+      slug,
       prompt: 'please fix the export',
       forge: wiring(),
       backend,

@@ -1,0 +1,649 @@
+/**
+ * A bottle's turns: what a turn runs (`planTurn`), starting it in new containers
+ * or in warm ones, and waiting for its end, then freezing or keeping it warm.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BbError, isBbError, redactString } from '@bb/errors';
+import { BASE_FILE } from '@bb/forge-sidecar';
+import { loadPolicy } from '@bb/supervise';
+import { readHeadAsData, writeFileNoFollow } from '@bb/wall';
+import type { BottleSpec } from './backend';
+import {
+  announcedCli,
+  type BottleOptions,
+  cloneTimeoutMs,
+  createTurnGate,
+  freeze,
+  gateHealth,
+  gateOptions,
+  owners,
+  prBranchHead,
+  prepareDirs,
+  type ResumeOptions,
+  type StartedTurn,
+  supervises,
+  type TurnOutcome,
+  writeTurnFile,
+} from './bottle-parts';
+import {
+  awaitGate,
+  bottleLabels,
+  bridgeMappings,
+  bridgePrelude,
+  type CreatedGate,
+  GATE_ROLE,
+  modelApiUrl,
+  PROXY_ENV,
+  proxySocketsScript,
+  routeSecrets,
+  syncsPr,
+} from './gate';
+import { bbHome } from './home';
+import {
+  AGENT_USER,
+  type BottleMeta,
+  bottlePaths,
+  IN_BOTTLE,
+  pathsFor,
+  readMeta,
+  userSpec,
+  writeMeta,
+} from './layout';
+import {
+  type AgentManifest,
+  type BottleManifest,
+  loadAgentManifest,
+  memoryBytes,
+} from './manifests';
+import { awaitWorkspaceScript, PR_BUNDLE, takeBundleScript, WORKSPACE_READY } from './pr-sync';
+import { providerFor } from './providers';
+import { prepareRuntime } from './runtime';
+import { allowedBases, type BottleConfig, effectiveConfig, needsProxies } from './supervise-gate';
+import { turnThenWaitScript } from './waiter';
+import {
+  awaitTurnEnd,
+  canKeepWarm,
+  IDLE_PROCESSES,
+  TURN_END_DIR,
+  turnNonce,
+  warmKey,
+  writeTurnCommand,
+} from './warm';
+
+/** What a turn's agent runs, and with what: the same whether its container is new or warm. */
+interface TurnPlan {
+  turn: number;
+  /** Files written into the agent's home before it starts (a CLI's settings, the script). */
+  files: Record<string, string>;
+  config: BottleConfig;
+  proxies: boolean;
+  /** The turn's command, its prelude included. */
+  argv: string[];
+  /** The shell lines run before the agent's command, and that command. */
+  prelude: string[];
+  cmd: string[];
+  env: Record<string, string>;
+  /** What its containers are made for (`warmKey`). */
+  key: string;
+}
+
+function planTurn(
+  meta: BottleMeta,
+  agent: AgentManifest,
+  bottles: BottleManifest[],
+  prompt: string,
+  token: string | undefined,
+  options: BottleOptions,
+  env: Record<string, string | undefined>,
+  how: { launch: boolean; waiter: boolean },
+): TurnPlan {
+  const { backend } = options;
+  const p = bottlePaths(meta.slug, env);
+  const gate = gateOptions(options, env);
+  const P = pathsFor(backend, p, gate.runtime, '');
+  const provider = providerFor(agent.provider);
+  // The manifests', with what an operator approved for the whole bottle in their place.
+  const config = effectiveConfig(meta, bottles, env);
+  const proxies = needsProxies(config);
+  const supervised = supervises(env);
+  const routeFor = (kind: 'anthropic' | 'openai') =>
+    (JSON.parse(config.routes) as { routes: Array<{ prefix: string }> }).routes.find(
+      (c) => c.prefix === `/${kind}`,
+    )
+      ? modelApiUrl(kind)
+      : undefined;
+  const anthropicUrl = routeFor('anthropic');
+  const openaiUrl = routeFor('openai');
+  const invocation = provider.invocation({
+    prompt,
+    sessionId: meta.sessionId ?? undefined,
+    model: agent.model,
+    home: P.home,
+    runtimeDir: P.runtime,
+    socket: P.socket,
+    ...(supervised ? { superviseSocket: P.superviseSocket } : {}),
+    ...(anthropicUrl || openaiUrl
+      ? {
+          modelApi: anthropicUrl
+            ? { kind: 'anthropic' as const, baseUrl: anthropicUrl }
+            : { kind: 'openai' as const, baseUrl: openaiUrl! },
+        }
+      : {}),
+    ...(agent.retries !== undefined ? { retries: agent.retries } : {}),
+  });
+  // Before the agent: the PR branch's bundle is taken in (a resumed forge bottle), and
+  // with proxies the in-bottle bridge (TCP on 127.0.0.1 to the mounted sockets) is
+  // up (the waiter serves it for every turn; without one, the turn starts it).
+  const prelude = [
+    // A launch: the container starts while the workspace is made; the agent once it is.
+    ...(how.launch ? [awaitWorkspaceScript(P.socketDir, 3 * cloneTimeoutMs(env))] : []),
+    ...(meta.forge ? [takeBundleScript()] : []),
+    ...(proxies
+      ? [how.waiter ? proxySocketsScript(P.socketDir) : bridgePrelude(P.runtime, P.socketDir)]
+      : []),
+  ];
+  const argv =
+    prelude.length > 0
+      ? ['sh', '-c', `${prelude.join('\n')}\nexec "$@"`, 'bb-agent', ...invocation.cmd]
+      : invocation.cmd;
+  const agentEnv: Record<string, string> = {
+    ...Object.assign({}, ...bottles.map((b) => b.env)),
+    ...invocation.env,
+    HOME: P.home,
+    BB_SIDECAR_SOCKET: P.socket,
+    // The supervise tools as a command, for any agent's shell (MCP agents also have them as tools).
+    ...(supervised
+      ? {
+          BB_SUPERVISE_SOCKET: P.superviseSocket,
+          BB_SUPERVISE: `node ${P.runtime}/bb-supervise.mjs`,
+        }
+      : {}),
+    BB_WORKSPACE_DIR: P.workspace,
+    ...(syncsPr(meta)
+      ? { BB_PR_BUNDLE: `${P.socketDir}/${PR_BUNDLE}`, BB_PR_BRANCH: meta.branch }
+      : {}),
+    ...(proxies ? PROXY_ENV : {}),
+  };
+  return {
+    turn: meta.turns.length + 1,
+    // The script agent's script is written each turn, like a real CLI's settings,
+    // so a script edited between turns takes effect.
+    files: {
+      ...invocation.files,
+      ...(agent.script !== undefined ? { '.bb/script.json': JSON.stringify(agent.script) } : {}),
+    },
+    config,
+    proxies,
+    argv,
+    prelude,
+    cmd: invocation.cmd,
+    env: agentEnv,
+    key: warmKey({
+      meta,
+      gateImage: gate.image,
+      config: {
+        config,
+        resources: bottles[0]?.resources,
+        // What the gate was given from outside the manifests: the route secrets' values
+        // (a rotated key), the operator's supervise policy.
+        secrets: proxies
+          ? createHash('sha256')
+              .update(JSON.stringify(routeSecrets(config.routes, env)))
+              .digest('hex')
+          : null,
+        policy: supervised
+          ? { policy: loadPolicy(bbHome(env)), bases: allowedBases(meta, env) }
+          : null,
+      },
+      token,
+      supervised,
+    }),
+  };
+}
+
+export async function startTurn(
+  meta: BottleMeta,
+  agent: AgentManifest,
+  bottles: BottleManifest[],
+  prompt: string,
+  token: string | undefined,
+  options: BottleOptions,
+  env: Record<string, string | undefined>,
+  early?: Promise<CreatedGate | undefined>,
+  /** The workspace being made (a launch): the agent's container starts once it is. */
+  workspaceReady?: Promise<void>,
+): Promise<StartedTurn> {
+  const { backend } = options;
+  const progress = options.onProgress ?? (() => {});
+  const p = bottlePaths(meta.slug, env);
+  const gate = gateOptions(options, env);
+  const P = pathsFor(backend, p, gate.runtime, '');
+  // Kept warm after the turn: the agent's container runs the waiter, which runs the turn.
+  const waiter = canKeepWarm(backend) && (options.warmMs ?? 0) > 0;
+  // The container's own turn runs before its waiter starts (after it, the waiter waits).
+  const plan = planTurn(meta, agent, bottles, prompt, token, options, env, {
+    launch: !!workspaceReady,
+    waiter: false,
+  });
+  const { config, turn } = plan;
+  const startedAt = new Date().toISOString();
+  let gateStarted: Promise<CreatedGate | undefined> | undefined;
+  try {
+    // Into the agent's home, which it owns: never through a symlink it planted.
+    const { agent: agentOwner } = owners(backend);
+    for (const [rel, content] of Object.entries(plan.files))
+      writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
+    prepareDirs(p, backend);
+    const nonce = turnNonce();
+    meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true, nonce } : {}) };
+    if (meta.forge) writeTurnFile(p, turn);
+    meta.warmKey = plan.key;
+    meta.warm = null;
+    writeMeta(meta, env);
+    // Started early by launch (alongside the clone), or now.
+    gateStarted =
+      early ??
+      createTurnGate(meta, bottles, token, gate, config).then(async (g) => {
+        if (g) await backend.start(g.id);
+        return g;
+      });
+    // Awaited below; until then a failure must not count as unhandled. Its secrets'
+    // files go as soon as it serves (not once the workspace is made).
+    gateStarted.catch(() => {});
+    const gateUp = gateStarted.then((g) => (g ? awaitGate(backend, g, meta.slug) : undefined));
+    gateUp.catch(() => {});
+    progress(`running ${agent.provider} agent (turn ${turn})`);
+    const bottle = bottles[0]!;
+    const agentSpec: BottleSpec = {
+      name: `bb-${meta.slug}-agent`,
+      image: meta.image,
+      cmd: waiter
+        ? [
+            'sh',
+            '-c',
+            [...plan.prelude, turnThenWaitScript(P.runtime)].join('\n'),
+            'bb-agent',
+            ...plan.cmd,
+          ]
+        : plan.argv,
+      user: userSpec(AGENT_USER),
+      workdir: P.workspace,
+      labels: bottleLabels(meta, 'agent', env),
+      network: 'none',
+      readOnlyRootfs: true,
+      tmpfs: { '/tmp': 'rw,size=256m' },
+      // With the waiter's own (it drops them from later turns, whose commands carry
+      // their own environment).
+      env: waiter
+        ? {
+            ...plan.env,
+            BB_TURN_COMMANDS: P.turns,
+            BB_TURN_STATUS: `${P.home}/${TURN_END_DIR}`,
+            BB_AFTER_TURN: String(turn),
+            BB_WAITER_KILL_ALL: '1',
+            // This turn's own variables: none of them reaches a later turn.
+            BB_TURN_ENV: Object.keys(plan.env).join(' '),
+            BB_TURN_NONCE: nonce,
+            ...(plan.proxies ? { BB_BRIDGE: bridgeMappings(P.socketDir).join(' ') } : {}),
+          }
+        : plan.env,
+      // The waiter's turns leave orphans: an init reaps them.
+      ...(waiter ? { init: true } : {}),
+      mounts: [
+        { source: gate.runtime, target: P.runtime, readOnly: true },
+        { source: p.sock, target: P.socketDir },
+        { source: p.workspace, target: P.workspace },
+        { source: p.home, target: P.home },
+        // Read only: the agent proposes changes to these files, it never writes them.
+        { source: p.currentConfig, target: P.currentConfig, readOnly: true },
+        // The repository's history, borrowed by the checkout: nobody's to change.
+        ...(meta.mirror && backend.mapsMounts
+          ? [{ source: join(meta.mirror, 'objects'), target: IN_BOTTLE.mirror, readOnly: true }]
+          : []),
+        // The turns' commands, the host's.
+        ...(waiter ? [{ source: p.turns, target: P.turns, readOnly: true }] : []),
+      ],
+      resources: {
+        memoryBytes: memoryBytes(bottle.resources.memory) ?? 2 * 1024 ** 3,
+        pidsLimit: bottle.resources.pids ?? 512,
+        ...(bottle.resources.cpus ? { cpus: bottle.resources.cpus } : {}),
+      },
+    };
+    if (workspaceReady) rmSync(join(p.sock, WORKSPACE_READY), { force: true });
+    // An empty network namespace made ahead of time, when the backend has one ready.
+    const netns = await backend.takeNetns?.().catch(() => undefined);
+    if (netns) agentSpec.netns = netns;
+    const aid = await backend.create(agentSpec);
+    await backend.start(aid);
+    if (workspaceReady) {
+      // The agent's program starts once its workspace is made, while its gate may still be
+      // coming up: its clients wait for the gate's sockets (and the bridge, for the proxies').
+      await workspaceReady;
+      // Into the gate's directory, following no link: the launch's base for its pushes,
+      // then the word that lets the agent's program start.
+      if (meta.baseCommit)
+        writeFileNoFollow(p.sock, BASE_FILE, `${meta.baseCommit}\n`, { createDirs: false });
+      writeFileNoFollow(p.sock, WORKSPACE_READY, '', { createDirs: false });
+      // From here its program runs: a restart must watch it, not remove it.
+      meta.preparing = false;
+      writeMeta(meta, env);
+    }
+    try {
+      // Serving every socket, its secrets read (their files go): or the agent stops.
+      await gateUp;
+    } catch (err) {
+      await backend.stop(aid, 1000).catch(() => {});
+      throw err;
+    }
+    return { slug: meta.slug, turn };
+  } catch (err) {
+    // A failed turn leaves the bottle frozen, its workspace and session intact
+    // (a clone still running is let finish first: its disk is unmounted).
+    await workspaceReady?.catch(() => {});
+    await freeze(meta.slug, options).catch(() => {});
+    throw isBbError(err)
+      ? err
+      : new BbError(
+          'BACKEND_ERROR',
+          `turn ${turn} of ${meta.slug} failed: ${redactString((err as Error).message)}`,
+          { cause: err },
+        );
+  }
+}
+
+/**
+ * The next turn in a warm bottle's containers, when they can serve it: inside
+ * its window, made for the same image, configuration, forge and token, both
+ * still paused, and its PR branch on the forge where the checkout is (nobody
+ * pushed since), its gate's scope holding the turn's PR. Otherwise why not, in
+ * words: the caller cools it and starts the turn the ordinary way.
+ */
+export async function resumeWarm(
+  meta: BottleMeta,
+  agent: AgentManifest,
+  bottles: BottleManifest[],
+  options: ResumeOptions,
+  env: Record<string, string | undefined>,
+): Promise<StartedTurn | string> {
+  const { backend } = options;
+  const w = meta.warm;
+  if (!w || !canKeepWarm(backend) || (options.warmMs ?? 0) <= 0) return 'warm bottles are off';
+  if (Date.parse(w.until) <= Date.now()) return 'its warm window is over';
+  if (meta.turns.length + 1 !== w.nextTurn) return 'its turns are not where its waiter is';
+  const p = bottlePaths(meta.slug, env);
+  // Where the PR branch is on the forge, asked while the rest goes on: the warm checkout
+  // serves only when it is there (then nothing needs bringing over).
+  const pr = syncsPr(meta);
+  if (pr && !(meta.forge && options.forgeToken)) return 'where its PR branch is cannot be asked';
+  const remote = pr ? prBranchHead(meta, options, env) : undefined;
+  remote?.catch(() => {});
+  if (pr) meta.syncPr = false;
+  const plan = planTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env, {
+    launch: false,
+    waiter: true,
+  });
+  if (plan.key !== w.key)
+    return 'what its containers were made for changed (image, configuration, forge or token)';
+  // The PR this turn may write to must be in its gate's scope (it opened it, or was made with it).
+  const n = meta.forge?.pr;
+  if (meta.forge && n !== undefined && !w.scope?.includes(n))
+    return `its gate may not write to PR #${n}`;
+  const [agentNow, gateNow] = await Promise.all(
+    [w.agent, w.gate].map((id) => (id ? backend.inspect(id).catch(() => undefined) : undefined)),
+  );
+  if (agentNow?.state !== 'paused' || (w.gate && gateNow?.state !== 'paused'))
+    return 'its containers are not both paused';
+  // The image's name may have been given to a rebuilt image meanwhile.
+  const wanted = await backend.imageId?.(meta.image);
+  if (wanted && agentNow.imageId && wanted !== agentNow.imageId) return 'its image was rebuilt';
+  if (remote) {
+    let here: string | undefined;
+    try {
+      here = readHeadAsData(p.workspace);
+    } catch {}
+    const there = await remote.catch(() => undefined);
+    if (!there || there !== here) return 'its PR branch moved on the forge';
+  }
+  const P = pathsFor(backend, p, prepareRuntime(env), '');
+  const { agent: agentOwner } = owners(backend);
+  for (const [rel, content] of Object.entries(plan.files))
+    writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
+  options.onProgress?.(`resuming warm bottle ${meta.slug} (turn ${plan.turn})`);
+  const nonce = turnNonce();
+  meta.current = {
+    turn: plan.turn,
+    prompt: options.prompt,
+    startedAt: new Date().toISOString(),
+    waiter: true,
+    nonce,
+  };
+  meta.status = 'running';
+  meta.warm = null;
+  writeMeta(meta, env);
+  // The gate's turn, then the waiter's command: both before either runs again, so the
+  // agent's first call already finds the new turn (the gate reads it at each write).
+  if (meta.forge) writeTurnFile(p, plan.turn);
+  writeTurnCommand(p, plan.turn, {
+    argv: plan.argv,
+    env: plan.env,
+    cwd: P.workspace,
+    nonce,
+  });
+  await Promise.all([w.agent, ...(w.gate ? [w.gate] : [])].map((id) => backend.rehydrate(id)));
+  return { slug: meta.slug, turn: plan.turn };
+}
+
+/** Wait for a started agent to exit, record the turn, freeze the bottle. */
+async function completeTurn(
+  meta: BottleMeta,
+  agentId: string,
+  options: BottleOptions,
+  env: Record<string, string | undefined>,
+): Promise<TurnOutcome> {
+  const { backend } = options;
+  const { manifest: agent } = loadAgentManifest(meta.agent, env);
+  const provider = providerFor(agent.provider);
+  const current = meta.current ?? {
+    turn: meta.turns.length + 1,
+    prompt: '',
+    startedAt: new Date().toISOString(),
+  };
+  const p = bottlePaths(meta.slug, env);
+  // Under the waiter, the turn ends when it says so or when the container goes.
+  const end = current.waiter
+    ? await awaitTurnEnd(backend, agentId, p, current.turn, current.nonce ?? '')
+    : { ...(await backend.wait(agentId)), exited: true };
+  const { exitCode, oomKilled } = end;
+  // The turn was long: what others changed meanwhile (a rebuild's new image) stays.
+  const latest = readMeta(meta.slug, env);
+  if (latest) meta.image = latest.image;
+  const output = redactString(
+    await backend.logs(
+      agentId,
+      // A warm container's output holds its earlier turns too: this turn's only.
+      current.waiter ? { sinceMs: Date.parse(current.startedAt) } : {},
+    ),
+  );
+  const parsed = provider.parseResult(output, exitCode);
+  const cli = announcedCli(output);
+  meta.sessionId = parsed.sessionId ?? meta.sessionId;
+  options.onProgress?.(
+    `agent exited ${exitCode}${oomKilled ? ' (out of memory)' : ''}; freezing ${meta.slug}`,
+  );
+  // Kept warm only when the waiter's turn ended by itself (not killed: out of memory
+  // is told only by the container's end) and nothing of it is left running. Until the
+  // turn is written down as ended, a restart finishes it again (its end is still said).
+  const warm =
+    !end.exited && exitCode < 128 && (options.warmMs ?? 0) > 0
+      ? await keepWarm(meta, agentId, current.turn, options).catch(() => undefined)
+      : undefined;
+  meta.turns.push({
+    turn: current.turn,
+    prompt: current.prompt,
+    exitCode,
+    ok: parsed.ok,
+    ...(parsed.tokens !== undefined ? { tokens: parsed.tokens } : {}),
+    startedAt: current.startedAt,
+    finishedAt: new Date().toISOString(),
+  });
+  meta.current = null;
+  if (warm) {
+    if (existsSync(p.logs))
+      writeFileSync(join(p.logs, `agent-turn${current.turn}-${Date.now()}.log`), output);
+    meta.status = 'frozen';
+    meta.warm = warm;
+    writeMeta(meta, env);
+  } else {
+    writeMeta(meta, env);
+    await freeze(meta.slug, options);
+  }
+  return {
+    slug: meta.slug,
+    exitCode,
+    ok: parsed.ok && !oomKilled,
+    sessionId: meta.sessionId ?? undefined,
+    ...(parsed.error || oomKilled
+      ? { error: oomKilled ? 'the agent ran out of memory' : parsed.error }
+      : {}),
+    output,
+    ...(parsed.tokens !== undefined ? { tokens: parsed.tokens } : {}),
+    provider: agent.provider,
+    ...(cli && cli.name === agent.provider ? { providerVersion: cli.version } : {}),
+    ...(warm ? { warm: { until: warm.until, bytes: warm.bytes } } : {}),
+  };
+}
+
+/**
+ * Keep a bottle warm after turn `turn`: its agent container paused, checked
+ * from outside to hold nothing but its init and the waiter, then its gate
+ * paused. Undefined (the caller freezes it the ordinary way) when anything of
+ * the turn is left running or the key of its containers is unknown.
+ */
+async function keepWarm(
+  meta: BottleMeta,
+  agentId: string,
+  turn: number,
+  options: BottleOptions,
+): Promise<NonNullable<BottleMeta['warm']> | undefined> {
+  const { backend } = options;
+  if (!meta.warmKey || !canKeepWarm(backend)) return undefined;
+  // Paused first: whatever is in it stops where it is, then it is counted.
+  await backend.freeze(agentId);
+  if ((await backend.processes!(agentId)) > IDLE_PROCESSES) return undefined;
+  const gate = (await backend.list({ 'bb.slug': meta.slug })).find(
+    (c) => c.labels['bb.role'] === GATE_ROLE && c.state === 'running',
+  );
+  // What its gate may write to, asked before it is paused: the next turn's PR must be in it.
+  const scope = meta.forge
+    ? (await gateHealth(bottlePaths(meta.slug, options.env)).catch(() => undefined))?.scope
+    : undefined;
+  if (meta.forge && !scope) return undefined;
+  if (gate) await backend.freeze(gate.id);
+  const held = await Promise.all(
+    [agentId, ...(gate ? [gate.id] : [])].map((id) =>
+      backend.memoryUsage ? backend.memoryUsage(id).catch(() => undefined) : undefined,
+    ),
+  );
+  return {
+    until: new Date(Date.now() + (options.warmMs ?? 0)).toISOString(),
+    agent: agentId,
+    gate: gate?.id,
+    nextTurn: turn + 1,
+    bytes: held.reduce<number>((a, b) => a + (b ?? 0), 0),
+    key: meta.warmKey,
+    ...(scope ? { scope } : {}),
+  };
+}
+
+/**
+ * Wait for the end of a bottle's running turn (its agent's exit), record it in
+ * the bottle's meta and freeze the bottle. Works for a turn this process
+ * started and for one a process before it started (an orchestrator killed
+ * mid-turn and started again). When the agent container is gone, the bottle is
+ * frozen with `vanished: true`; when the bottle is already frozen (the turn
+ * ended while nobody waited), the last turn's end is returned.
+ */
+export async function finishTurn(slug: string, options: BottleOptions): Promise<TurnOutcome> {
+  const env = options.env ?? process.env;
+  const meta = readMeta(slug, env);
+  if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
+  // The last turn's end, as the meta has it.
+  const lastEnd = (): TurnOutcome => {
+    const last = meta.turns.at(-1);
+    return {
+      slug,
+      exitCode: last?.exitCode ?? -1,
+      ok: last?.ok ?? false,
+      sessionId: meta.sessionId ?? undefined,
+      ...(last ? {} : { error: 'the bottle has no finished turn' }),
+      output: '',
+    };
+  };
+  // The turn ended and the bottle was frozen, and whoever waited went away before it
+  // read the end (a restart).
+  if (meta.status === 'frozen' && !meta.current) return lastEnd();
+  if (meta.status !== 'running')
+    throw new BbError(
+      'CONFLICT',
+      `bottle ${slug} is ${meta.status}; only a running turn can be finished`,
+    );
+  if (!meta.current) {
+    // Running with no turn in progress: nothing to wait for (its end was written, the
+    // bottle not yet frozen). Frozen now.
+    await freeze(slug, options);
+    return lastEnd();
+  }
+  const containers = await options.backend.list({ 'bb.slug': slug });
+  // A warm resume cut short between its word and unpausing them: the turn was given
+  // (its command is there), so its containers go on.
+  for (const c of containers)
+    if (c.state === 'paused') await options.backend.rehydrate(c.id).catch(() => {});
+  const agentC = containers.find((c) => c.labels['bb.role'] === 'agent');
+  if (!agentC) {
+    if (meta.current) {
+      meta.turns.push({
+        ...meta.current,
+        exitCode: -1,
+        ok: false,
+        finishedAt: new Date().toISOString(),
+      });
+      meta.current = null;
+      writeMeta(meta, env);
+    }
+    await freeze(slug, options);
+    return {
+      slug,
+      exitCode: -1,
+      ok: false,
+      sessionId: meta.sessionId ?? undefined,
+      error: 'the agent container was gone',
+      output: '',
+      vanished: true,
+    };
+  }
+  try {
+    return await completeTurn(meta, agentC.id, options, env);
+  } catch (err) {
+    await freeze(slug, options).catch(() => {});
+    throw err;
+  }
+}
+
+/** Finish the turn of a bottle whose runner went away: `finishTurn` by its older name. */
+export const reattach = finishTurn;
+
+/**
+ * Stop a running bottle's agent (SIGTERM, then SIGKILL after `timeoutMs`): its
+ * turn then ends the ordinary way, through `finishTurn`. Idempotent.
+ */
+export async function stopAgent(
+  slug: string,
+  options: BottleOptions,
+  timeoutMs = 5000,
+): Promise<void> {
+  for (const c of await options.backend.list({ 'bb.slug': slug }))
+    if (c.labels['bb.role'] === 'agent' && (c.state === 'running' || c.state === 'paused'))
+      await options.backend.stop(c.id, timeoutMs);
+}

@@ -38,6 +38,14 @@ export abstract class Forge {
   /** The conversation comments of an issue or PR, oldest first. */
   abstract readComments(n: number): Promise<Comment[]>;
   /**
+   * The commit the repository's default branch is at, when the forge's API tells
+   * it cheaply; undefined when it cannot (the caller asks the forge's git). A
+   * launch uses it to skip a fetch its mirror does not need. @default undefined
+   */
+  async defaultBranchHead(): Promise<string | undefined> {
+    return undefined;
+  }
+  /**
    * Every open issue of the repository (PRs excluded), newest first. The
    * orchestrator's reconcile sweep uses it to find targeted issues whose webhook
    * never arrived.

@@ -101,6 +101,11 @@ export interface LaunchOptions extends BottleOptions {
   /** @default `<agent>-<5 random chars>` */
   slug?: string;
   /**
+   * Where the repository's default branch is, as the caller's forge says (its
+   * API): when the mirror has it already, the launch fetches nothing.
+   */
+  defaultHead?: () => Promise<string | undefined>;
+  /**
    * Extra labels for the bottle's containers, kept for later turns (e.g.
    * `{ 'bb.managed-by': 'orchestrator' }`, which the orchestrator's restart
    * reconcile looks for). Keys `bb.slug`, `bb.role`, `bb.home`, `bb.netns` and `bb.version` are reserved (dropped).

@@ -125,7 +125,9 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
   for (const c of checked) if (c.status === 'rejected') throw c.reason;
   // The repository is fetched into its mirror from the first moment: nothing else needs to
   // be made for it.
-  const synced = options.forge ? syncMirror(options.forge, env, cloneMs) : undefined;
+  const synced = options.forge
+    ? syncMirror(options.forge, env, cloneMs, options.defaultHead?.())
+    : undefined;
   synced?.catch(() => {});
 
   const branch = `bb/${options.agent}-${options.forge?.issue ?? slug}`;

@@ -61,10 +61,21 @@ export async function syncMirror(
   forge: ForgeWiring,
   env: Record<string, string | undefined>,
   timeoutMs: number,
+  /**
+   * Where the default branch is, as the forge's API says: when the mirror has it
+   * there already, nothing is fetched.
+   */
+  known?: Promise<string | undefined>,
 ): Promise<{ dir: string; head: string | undefined }> {
   const dir = mirrorDir(forge.cloneUrl, env);
   const before = busy.get(dir) ?? Promise.resolve();
-  const mine = before.catch(() => {}).then(() => fetchInto(dir, forge, timeoutMs));
+  const mine = before
+    .catch(() => {})
+    .then(async () => {
+      const there = await known?.catch(() => undefined);
+      if (there && existsSync(join(dir, 'HEAD')) && readDefault(dir) === there) return there;
+      return fetchInto(dir, forge, timeoutMs);
+    });
   busy.set(dir, mine);
   try {
     return { dir, head: await mine };
@@ -110,10 +121,8 @@ async function fetchInto(
   await initMirror(dir);
   await fetch(dir, forge, env, timeoutMs).catch(fail);
   // The ref the fetch just wrote, read as the file it is (the mirror is the host's alone).
-  try {
-    const loose = readFileSync(join(dir, DEFAULT), 'utf8').trim();
-    if (/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(loose)) return loose;
-  } catch {}
+  const loose = readDefault(dir);
+  if (loose) return loose;
   // An empty repository has no default branch yet: the bottle starts from nothing.
   const head = await runGit(
     [`--git-dir=${dir}`, 'rev-parse', '--verify', '--quiet', `${DEFAULT}^{commit}`],
@@ -150,6 +159,16 @@ export async function remoteBranchHead(
 
 /** Where the forge's default branch (its HEAD) lands in a mirror. */
 const DEFAULT = 'refs/bb/default';
+
+/** The default branch's commit as the mirror's last fetch left it (its loose ref), if any. */
+function readDefault(dir: string): string | undefined {
+  try {
+    const loose = readFileSync(join(dir, DEFAULT), 'utf8').trim();
+    return /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(loose) ? loose : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The forge's default branch (its HEAD), and nothing else: other branches (other

@@ -3,6 +3,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { GiteaForge } from '@bb/forge';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { runGit, wallGitEnv } from '@bb/wall';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,5 +54,31 @@ describe('the repository mirror', () => {
     expect(await remoteBranchHead(forge(), 'bb/x-1', 30_000)).toBe(main);
     expect(await remoteBranchHead(forge(), 'bb/none-9', 30_000)).toBeUndefined();
     expect(existsSync(join(dir, 'objects'))).toBe(true);
+  });
+
+  it('fetches nothing when the forge’s API says the default branch is where the mirror has it', async () => {
+    const { head } = await syncMirror(forge(), { BB_HOME: home }, 30_000);
+    const api = new GiteaForge({
+      baseUrl: server.apiUrl,
+      token: TOKEN,
+      owner: 'bot',
+      repo: 'widgets',
+    });
+    // The forge's API and its git agree on where the default branch is.
+    expect(await api.defaultBranchHead()).toBe(head);
+    const fetched = () => server.gitRequests;
+    const before = fetched();
+    const again = await syncMirror(forge(), { BB_HOME: home }, 30_000, api.defaultBranchHead());
+    expect(again.head).toBe(head);
+    expect(fetched()).toBe(before);
+    // Told of a commit the mirror does not have: it fetches.
+    const moved = await syncMirror(
+      forge(),
+      { BB_HOME: home },
+      30_000,
+      Promise.resolve('f'.repeat(40)),
+    );
+    expect(moved.head).toBe(head);
+    expect(fetched()).toBeGreaterThan(before);
   });
 });

@@ -36,6 +36,8 @@ export interface BottleRunner {
     prompt: string;
     forge: ForgeWiring;
     bottles?: string[] | undefined;
+    /** Where the default branch is, as the forge's API says (the mirror may need no fetch). */
+    defaultHead?: (() => Promise<string | undefined>) | undefined;
   }): Promise<void>;
   /** Start a new turn of a frozen bottle; returns once the agent runs. */
   startResume(o: {
@@ -105,6 +107,7 @@ export function headlessRunner(o: {
         forge: l.forge,
         labels: { ...MANAGED_LABEL },
         ...(l.bottles ? { bottles: l.bottles } : {}),
+        ...(l.defaultHead ? { defaultHead: l.defaultHead } : {}),
       });
     },
     async startResume(r) {

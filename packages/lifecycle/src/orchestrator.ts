@@ -965,6 +965,9 @@ export class Orchestrator {
             issue,
             cloneUrl: this.#o.cloneUrl(owner, repo),
           },
+          // The forge's API says where the default branch is: a mirror already there
+          // needs no fetch.
+          defaultHead: () => forge.defaultBranchHead(),
         }),
       );
     } catch (err) {

@@ -98,6 +98,26 @@ export class GiteaForge extends Forge {
     return toPullRequest(res.body);
   }
 
+  override async defaultBranchHead(): Promise<string | undefined> {
+    try {
+      const repo = await this.client.request<{ default_branch?: string; empty?: boolean }>({
+        method: 'GET',
+        path: this.#repoPath,
+      });
+      const name = repo.body.default_branch;
+      if (!name || repo.body.empty) return undefined;
+      const branch = await this.client.request<{ commit?: { id?: string } }>({
+        method: 'GET',
+        path: `${this.#repoPath}/branches/${encodeURIComponent(name)}`,
+      });
+      const id = branch.body.commit?.id;
+      return id && /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(id) ? id : undefined;
+    } catch {
+      // Not told: the caller asks the forge's git.
+      return undefined;
+    }
+  }
+
   async readComments(n: number): Promise<Comment[]> {
     positive(n, 'issue number');
     // Gitea answers 500 (not 404) for comments of a missing issue: ask about the

@@ -170,6 +170,13 @@ export class GiteaTestServer {
     return `${this.#base}${fullName}.git`;
   }
 
+  /** How many git smart-HTTP requests (clone, fetch, push, ls-remote) it has answered. */
+  get gitRequests(): number {
+    return this.#gitRequests;
+  }
+
+  #gitRequests = 0;
+
   get deliveries(): Delivery[] {
     return this.sender.deliveries;
   }
@@ -690,7 +697,10 @@ export class GiteaTestServer {
         /^\/([^/]+)\/([^/]+?)(?:\.git)?\/(info\/refs|git-upload-pack|git-receive-pack)$/.exec(
           url.pathname,
         );
-      if (git) return await this.#handleGit(req, res, git[1]!, git[2]!, git[3]!, url);
+      if (git) {
+        this.#gitRequests++;
+        return await this.#handleGit(req, res, git[1]!, git[2]!, git[3]!, url);
+      }
       if (!url.pathname.startsWith('/api/v1/')) {
         res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
         return;

@@ -65,6 +65,14 @@ describe.skipIf(!docker.ok)('faults: the forge misbehaves', () => {
 
   it('a forge that stops answering mid-fetch cannot hold the launch: the fetch is killed and the launch retried', async () => {
     onTestFailed(() => console.error(s.logText()));
+    // The default branch moves on, so the launch must fetch (a mirror already where the
+    // forge's API says it is fetches nothing).
+    const git = s.gitea.git;
+    const repo = git.dirOf('acme', 'widgets');
+    const main = (await git.git(repo, ['rev-parse', 'refs/heads/main'])).trim();
+    const tree = (await git.git(repo, ['rev-parse', 'main^{tree}'])).trim();
+    const next = (await git.git(repo, ['commit-tree', tree, '-p', main, '-m', 'moved'])).trim();
+    await git.git(repo, ['update-ref', 'refs/heads/main', next]);
     s.proxy.fail(CLONE, 'hang', 1);
     const n = s.issue('Hung clone', 'worker');
     await until('the clone to hang', () => (s.proxy.faulted(CLONE) === 1 ? true : undefined));

@@ -17,6 +17,7 @@ import {
   createTurnGate,
   freeze,
   gateHealth,
+  gateImage,
   gateOptions,
   owners,
   prBranchHead,
@@ -44,6 +45,7 @@ import { bbHome } from './home';
 import {
   AGENT_USER,
   type BottleMeta,
+  type BottlePaths,
   bottlePaths,
   IN_BOTTLE,
   pathsFor,
@@ -59,7 +61,6 @@ import {
 } from './manifests';
 import { awaitWorkspaceScript, PR_BUNDLE, takeBundleScript, WORKSPACE_READY } from './pr-sync';
 import { providerFor } from './providers';
-import { prepareRuntime } from './runtime';
 import { allowedBases, type BottleConfig, effectiveConfig, needsProxies } from './supervise-gate';
 import { turnThenWaitScript } from './waiter';
 import {
@@ -85,8 +86,8 @@ interface TurnPlan {
   prelude: string[];
   cmd: string[];
   env: Record<string, string>;
-  /** What its containers are made for (`warmKey`). */
-  key: string;
+  /** Where the command runs, as the bottle sees it. */
+  cwd: string;
 }
 
 function planTurn(
@@ -94,10 +95,11 @@ function planTurn(
   agent: AgentManifest,
   bottles: BottleManifest[],
   prompt: string,
-  token: string | undefined,
+  _token: string | undefined,
   options: BottleOptions,
   env: Record<string, string | undefined>,
-  how: { launch: boolean; waiter: boolean },
+  /** `underWaiter`: a warm bottle's waiter runs it (its bridge already serves). */
+  how: { launch: boolean; underWaiter: boolean },
 ): TurnPlan {
   const { backend } = options;
   const p = bottlePaths(meta.slug, env);
@@ -141,7 +143,7 @@ function planTurn(
     ...(how.launch ? [awaitWorkspaceScript(P.socketDir, 3 * cloneTimeoutMs(env))] : []),
     ...(meta.forge ? [takeBundleScript()] : []),
     ...(proxies
-      ? [how.waiter ? proxySocketsScript(P.socketDir) : bridgePrelude(P.runtime, P.socketDir)]
+      ? [how.underWaiter ? proxySocketsScript(P.socketDir) : bridgePrelude(P.runtime, P.socketDir)]
       : []),
   ];
   const argv =
@@ -180,27 +182,43 @@ function planTurn(
     prelude,
     cmd: invocation.cmd,
     env: agentEnv,
-    key: warmKey({
-      meta,
-      gateImage: gate.image,
-      config: {
-        config,
-        resources: bottles[0]?.resources,
-        // What the gate was given from outside the manifests: the route secrets' values
-        // (a rotated key), the operator's supervise policy.
-        secrets: proxies
-          ? createHash('sha256')
-              .update(JSON.stringify(routeSecrets(config.routes, env)))
-              .digest('hex')
-          : null,
-        policy: supervised
-          ? { policy: loadPolicy(bbHome(env)), bases: allowedBases(meta, env) }
-          : null,
-      },
-      token,
-      supervised,
-    }),
+    cwd: P.workspace,
   };
+}
+
+/**
+ * What a turn's containers are made for (`warmKey`): the manifests' and the
+ * operator's configuration and limits, the route secrets' values (a rotated
+ * key), the supervise policy, the images, forge and token. Asked only of warm
+ * bottles.
+ */
+function turnKey(
+  meta: BottleMeta,
+  bottles: BottleManifest[],
+  plan: TurnPlan,
+  token: string | undefined,
+  options: BottleOptions,
+  env: Record<string, string | undefined>,
+): string {
+  const supervised = supervises(env);
+  return warmKey({
+    meta,
+    gateImage: gateImage(options, env),
+    config: {
+      config: plan.config,
+      resources: bottles[0]?.resources,
+      secrets: plan.proxies
+        ? createHash('sha256')
+            .update(JSON.stringify(routeSecrets(plan.config.routes, env)))
+            .digest('hex')
+        : null,
+      policy: supervised
+        ? { policy: loadPolicy(bbHome(env)), bases: allowedBases(meta, env) }
+        : null,
+    },
+    token,
+    supervised,
+  });
 }
 
 export async function startTurn(
@@ -225,7 +243,7 @@ export async function startTurn(
   // The container's own turn runs before its waiter starts (after it, the waiter waits).
   const plan = planTurn(meta, agent, bottles, prompt, token, options, env, {
     launch: !!workspaceReady,
-    waiter: false,
+    underWaiter: false,
   });
   const { config, turn } = plan;
   const startedAt = new Date().toISOString();
@@ -239,7 +257,8 @@ export async function startTurn(
     const nonce = turnNonce();
     meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true, nonce } : {}) };
     if (meta.forge) writeTurnFile(p, turn);
-    meta.warmKey = plan.key;
+    if (waiter) meta.warmKey = turnKey(meta, bottles, plan, token, options, env);
+    else delete meta.warmKey;
     meta.warm = null;
     writeMeta(meta, env);
     // Started early by launch (alongside the clone), or now.
@@ -382,9 +401,9 @@ export async function resumeWarm(
   if (pr) meta.syncPr = false;
   const plan = planTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env, {
     launch: false,
-    waiter: true,
+    underWaiter: true,
   });
-  if (plan.key !== w.key)
+  if (turnKey(meta, bottles, plan, options.forgeToken, options, env) !== w.key)
     return 'what its containers were made for changed (image, configuration, forge or token)';
   // The PR this turn may write to must be in its gate's scope (it opened it, or was made with it).
   const n = meta.forge?.pr;
@@ -406,7 +425,6 @@ export async function resumeWarm(
     const there = await remote.catch(() => undefined);
     if (!there || there !== here) return 'its PR branch moved on the forge';
   }
-  const P = pathsFor(backend, p, prepareRuntime(env), '');
   const { agent: agentOwner } = owners(backend);
   for (const [rel, content] of Object.entries(plan.files))
     writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
@@ -428,7 +446,7 @@ export async function resumeWarm(
   writeTurnCommand(p, plan.turn, {
     argv: plan.argv,
     env: plan.env,
-    cwd: P.workspace,
+    cwd: plan.cwd,
     nonce,
   });
   await Promise.all([w.agent, ...(w.gate ? [w.gate] : [])].map((id) => backend.rehydrate(id)));
@@ -445,11 +463,8 @@ async function completeTurn(
   const { backend } = options;
   const { manifest: agent } = loadAgentManifest(meta.agent, env);
   const provider = providerFor(agent.provider);
-  const current = meta.current ?? {
-    turn: meta.turns.length + 1,
-    prompt: '',
-    startedAt: new Date().toISOString(),
-  };
+  // finishTurn asks this only of a turn in progress.
+  const current = meta.current!;
   const p = bottlePaths(meta.slug, env);
   // Under the waiter, the turn ends when it says so or when the container goes.
   const end = current.waiter
@@ -477,7 +492,7 @@ async function completeTurn(
   // turn is written down as ended, a restart finishes it again (its end is still said).
   const warm =
     !end.exited && exitCode < 128 && (options.warmMs ?? 0) > 0
-      ? await keepWarm(meta, agentId, current.turn, options).catch(() => undefined)
+      ? await keepWarm(meta, p, agentId, current.turn, options).catch(() => undefined)
       : undefined;
   meta.turns.push({
     turn: current.turn,
@@ -523,6 +538,7 @@ async function completeTurn(
  */
 async function keepWarm(
   meta: BottleMeta,
+  p: BottlePaths,
   agentId: string,
   turn: number,
   options: BottleOptions,
@@ -536,9 +552,7 @@ async function keepWarm(
     (c) => c.labels['bb.role'] === GATE_ROLE && c.state === 'running',
   );
   // What its gate may write to, asked before it is paused: the next turn's PR must be in it.
-  const scope = meta.forge
-    ? (await gateHealth(bottlePaths(meta.slug, options.env)).catch(() => undefined))?.scope
-    : undefined;
+  const scope = meta.forge ? (await gateHealth(p).catch(() => undefined))?.scope : undefined;
   if (meta.forge && !scope) return undefined;
   if (gate) await backend.freeze(gate.id);
   const held = await Promise.all(
@@ -602,16 +616,14 @@ export async function finishTurn(slug: string, options: BottleOptions): Promise<
     if (c.state === 'paused') await options.backend.rehydrate(c.id).catch(() => {});
   const agentC = containers.find((c) => c.labels['bb.role'] === 'agent');
   if (!agentC) {
-    if (meta.current) {
-      meta.turns.push({
-        ...meta.current,
-        exitCode: -1,
-        ok: false,
-        finishedAt: new Date().toISOString(),
-      });
-      meta.current = null;
-      writeMeta(meta, env);
-    }
+    meta.turns.push({
+      ...meta.current,
+      exitCode: -1,
+      ok: false,
+      finishedAt: new Date().toISOString(),
+    });
+    meta.current = null;
+    writeMeta(meta, env);
     await freeze(slug, options);
     return {
       slug,

@@ -21,6 +21,7 @@ import { issueKey, issueOf, parseIssueKey, prOf } from './routing';
 import { SerialQueue } from './serial-queue';
 import { readTurnLog, writeTurnLog } from './turn-log';
 import { TurnMonitor, type TurnReport } from './turn-monitor';
+import { WarmBottles } from './warm-bottles';
 
 export interface OrchestratorOptions {
   /** The forge for a repository, authenticated as the bot. */
@@ -139,6 +140,8 @@ export class Orchestrator {
   readonly #fired = new Map<string, { reason: WatchdogReason; detail: string }>();
   readonly #checkinSaved = new Map<string, number>();
   readonly capacity: Capacity;
+  /** Bottles kept warm between turns. */
+  readonly #warm: WarmBottles;
   readonly queue: SerialQueue<Work>;
   /** The latest notices (newest last, at most 100). */
   readonly notices: Notice[] = [];
@@ -152,6 +155,13 @@ export class Orchestrator {
   constructor(options: OrchestratorOptions) {
     this.#o = options;
     this.capacity = new Capacity(options.capacity);
+    this.#warm = new WarmBottles({
+      capacity: this.capacity,
+      runner: options.runner,
+      log: (e) => this.#log(e),
+      freed: () => this.#freed(),
+      retryMs: (options.retryMs ?? RETRY_MS)[2] ?? 60_000,
+    });
     this.queue = new SerialQueue<Work>(
       options.concurrency ?? 64,
       (key, work) => this.#handle(key, work),
@@ -289,8 +299,7 @@ export class Orchestrator {
   close(): void {
     this.#closed = true;
     this.stopWatchdog();
-    for (const t of this.#warmTimers.values()) clearTimeout(t);
-    this.#warmTimers.clear();
+    this.#warm.close();
     for (const m of this.#monitors.values()) m.close();
     this.#monitors.clear();
     for (const t of this.#timers) clearTimeout(t);
@@ -355,7 +364,7 @@ export class Orchestrator {
       // paused past its window.
       if (row.status === 'frozen' && this.#o.runner.cool && !counted.has(row.slug)) {
         const warm = this.#o.runner.meta(row.slug)?.warm;
-        if (warm && Date.parse(warm.until) <= now && !this.#cooling.has(row.slug))
+        if (warm && Date.parse(warm.until) <= now && !this.#warm.cooling(row.slug))
           await this.#o.runner.cool(row.slug).catch((err) =>
             this.#log({
               msg: 'could not cool a warm bottle',
@@ -632,7 +641,7 @@ export class Orchestrator {
       const bytes = this.#o.runner.memoryOf(agent ?? bottle.agent, bottle.bottles);
       // Warm bottles give way to work that needs their room (no await when none has to:
       // from the check to taking the room nothing else may run).
-      const room = this.#makeRoom(bytes, bottle.slug);
+      const room = this.#warm.makeRoom(bytes, bottle.slug);
       if (room) await room;
       if (!this.capacity.fits(bytes, bottle.slug)) {
         this.capacity.wait(key, bytes);
@@ -784,7 +793,7 @@ export class Orchestrator {
     this.#checkinSaved.delete(bottle.slug);
     this.capacity.release(bottle.slug);
     // Kept warm: what it holds counts until it is cooled, at the latest when its window ends.
-    if (outcome.warm) this.#holdWarm(bottle.slug, outcome.warm);
+    if (outcome.warm) this.#warm.hold(bottle.slug, outcome.warm);
     let fired = this.#fired.get(bottle.slug) ?? readTurnLog(this.#o.runner.dir(bottle.slug)).fired;
     this.#fired.delete(bottle.slug);
     this.#paused.delete(bottle.slug);
@@ -928,8 +937,8 @@ export class Orchestrator {
           break;
         case 'destroy':
           this.#o.supervise?.cancelAll?.(bottle.slug, 'the bottle was destroyed');
-          this.#forgetWarm(bottle.slug);
-          await this.#cooling.get(bottle.slug);
+          this.#warm.forget(bottle.slug);
+          await this.#warm.cooling(bottle.slug);
           await this.#o.runner.destroy(bottle.slug);
           this.#save(bottle, 'destroyed');
           this.#log({ msg: 'bottle destroyed', key, slug: bottle.slug });
@@ -1039,8 +1048,8 @@ export class Orchestrator {
 
   async #resume(key: string, bottle: Bottle, prompt: string): Promise<void> {
     // Its warm containers are this turn's now, unless they are being cooled (then it waits).
-    this.#forgetWarm(bottle.slug);
-    const cooling = this.#cooling.get(bottle.slug);
+    this.#warm.forget(bottle.slug);
+    const cooling = this.#warm.cooling(bottle.slug);
     if (cooling) await cooling;
     this.capacity.tryRun(bottle.slug, this.#o.runner.memoryOf(bottle.agent));
     // Until its turn has started, the watchdog must not take the row for a turn it lost.
@@ -1113,76 +1122,9 @@ export class Orchestrator {
     );
   }
 
-  /** Warm bottles' windows, by slug. */
-  readonly #warmTimers = new Map<string, NodeJS.Timeout>();
-  /** Warm bottles being cooled, by slug: a resume or destroy of one waits for it. */
-  readonly #cooling = new Map<string, Promise<void>>();
-
-  #holdWarm(slug: string, warm: { until: string; bytes: number }): void {
-    this.capacity.holdWarm(slug, warm.bytes);
-    clearTimeout(this.#warmTimers.get(slug));
-    const t = setTimeout(
-      () => void this.#cool(slug, 'its warm window ended'),
-      Math.max(0, Date.parse(warm.until) - Date.now()),
-    );
-    t.unref();
-    this.#warmTimers.set(slug, t);
-    this.#log({ msg: 'bottle kept warm', slug, until: warm.until, bytes: warm.bytes });
-  }
-
-  /** Stop counting a bottle as warm (it resumes, or goes); whether it was. */
-  #forgetWarm(slug: string): boolean {
-    clearTimeout(this.#warmTimers.get(slug));
-    this.#warmTimers.delete(slug);
-    return this.capacity.releaseWarm(slug);
-  }
-
-  /**
-   * Cool a warm bottle (its containers go); nothing when it is not warm any more.
-   * One that could not be cooled stays counted and is tried again.
-   */
-  async #cool(slug: string, why: string): Promise<void> {
-    const held = this.capacity.warm().find((w) => w.slug === slug)?.bytes ?? 0;
-    if (!this.#forgetWarm(slug)) return;
-    const cooling = (async () => {
-      try {
-        await this.#o.runner.cool?.(slug);
-        this.#log({ msg: 'warm bottle cooled', slug, why });
-      } catch (err) {
-        this.#log({ msg: 'could not cool a warm bottle', slug, error: errorMessage(err) });
-        if (!this.#closed)
-          this.#holdWarm(slug, {
-            until: new Date(
-              Date.now() + ((this.#o.retryMs ?? RETRY_MS)[2] ?? 60_000),
-            ).toISOString(),
-            bytes: held,
-          });
-      }
-    })();
-    this.#cooling.set(slug, cooling);
-    try {
-      await cooling;
-    } finally {
-      this.#cooling.delete(slug);
-    }
-    this.#freed();
-  }
-
-  /**
-   * Cool as many warm bottles (the longest warm first) as `bytes` more need;
-   * undefined, at once, when none has to be.
-   */
-  #makeRoom(bytes: number, except?: string): Promise<void> | undefined {
-    const slugs = this.capacity.toCool(bytes, except);
-    if (slugs.length === 0) return undefined;
-    return Promise.all(slugs.map((s) => this.#cool(s, 'its memory was needed'))).then(() => {});
-  }
-
   /** Cool every warm bottle (a shutdown: nothing stays paused with nobody to resume it). */
-  async coolAll(): Promise<void> {
-    await Promise.all(
-      this.capacity.warm().map((w) => this.#cool(w.slug, 'the orchestrator stops')),
-    );
+  coolAll(): Promise<void> {
+    return this.#warm.coolAll();
   }
 
   /** Forget an issue's bottle (reconcile found it never started): the issue is launchable again. */

@@ -13,8 +13,8 @@ export interface ForgeSidecarClientOptions {
   connections?: number;
   /**
    * How long to keep retrying while the socket does not exist or refuses
-   * connections (a bottle's agent may start while its sidecar is still coming up).
-   * @default 15000
+   * connections (a bottle's agent may start while its sidecar is still coming up;
+   * the host gives the sidecar up to about 15 s, then stops the agent). @default 30000
    */
   connectWaitMs?: number;
 }
@@ -34,7 +34,7 @@ export class ForgeSidecarClient {
     this.socketPath =
       options.socketPath ?? process.env['BB_SIDECAR_SOCKET'] ?? '/run/bb/forge.sock';
     this.#timeout = options.timeoutMs ?? 120_000;
-    this.#connectWait = options.connectWaitMs ?? 15_000;
+    this.#connectWait = options.connectWaitMs ?? 30_000;
     this.#client = new Pool('http://sidecar', {
       socketPath: this.socketPath,
       connections: options.connections ?? 4,

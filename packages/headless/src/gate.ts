@@ -403,11 +403,14 @@ export function bridgeMappings(socketDir: string): string[] {
   ];
 }
 
-/** The shell line that waits (up to 15 s) for the gate's two proxy sockets (the gate starts beside the agent). */
+/**
+ * The shell line that waits (up to 30 s: longer than the host waits for the gate)
+ * for the gate's two proxy sockets (the gate starts beside the agent).
+ */
 export function proxySocketsScript(socketDir: string): string {
   const egress = `${socketDir}/egress.sock`;
   const cred = `${socketDir}/cred.sock`;
-  return `i=0; while { [ ! -S ${egress} ] || [ ! -S ${cred} ]; } && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done`;
+  return `i=0; while { [ ! -S ${egress} ] || [ ! -S ${cred} ]; } && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done`;
 }
 
 /**

@@ -68,11 +68,18 @@ export async function syncMirror(
   known?: Promise<string | undefined>,
 ): Promise<{ dir: string; head: string | undefined }> {
   const dir = mirrorDir(forge.cloneUrl, env);
+  // Asked before taking the mirror's turn, and for 2 s at most: a slow forge API holds
+  // no launch of the repository (not told in time, the mirror is fetched).
+  const there = known
+    ? await Promise.race([
+        known.catch(() => undefined),
+        new Promise<undefined>((r) => setTimeout(() => r(undefined), 2000).unref()),
+      ])
+    : undefined;
   const before = busy.get(dir) ?? Promise.resolve();
   const mine = before
     .catch(() => {})
     .then(async () => {
-      const there = await known?.catch(() => undefined);
       if (there && existsSync(join(dir, 'HEAD')) && readDefault(dir) === there) return there;
       return fetchInto(dir, forge, timeoutMs);
     });

@@ -345,9 +345,6 @@ export async function startTurn(
       if (meta.baseCommit)
         writeFileNoFollow(p.sock, BASE_FILE, `${meta.baseCommit}\n`, { createDirs: false });
       writeFileNoFollow(p.sock, WORKSPACE_READY, '', { createDirs: false });
-      // From here its program runs: a restart must watch it, not remove it.
-      meta.preparing = false;
-      writeMeta(meta, env);
     }
     try {
       // Serving every socket, its secrets read (their files go): or the agent stops.
@@ -355,6 +352,12 @@ export async function startTurn(
     } catch (err) {
       await backend.stop(aid, 1000).catch(() => {});
       throw err;
+    }
+    if (workspaceReady) {
+      // From here its program reaches the forge: a restart must watch it, not remove it
+      // (before, with no gate, it could do nothing outside its bottle).
+      meta.preparing = false;
+      writeMeta(meta, env);
     }
     return { slug: meta.slug, turn };
   } catch (err) {

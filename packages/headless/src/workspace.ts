@@ -52,7 +52,11 @@ export async function prepareWorkspace(o: WorkspaceOptions): Promise<{ mirror?: 
   o.onProgress?.(`fetching ${o.forge.owner}/${o.forge.repo}`);
   // The mirror is fetched into while the empty checkout is made.
   const synced = o.synced ?? syncMirror(o.forge, o.env, o.timeoutMs);
-  const [{ dir, head }] = await Promise.all([synced, made]);
+  // Both settled before anything fails: no git is left writing the workspace.
+  const [fetched, init] = await Promise.allSettled([synced, made]);
+  if (fetched.status === 'rejected') throw fetched.reason;
+  if (init.status === 'rejected') throw init.reason;
+  const { dir, head } = fetched.value;
   const alternates = join(ws, '.git', 'objects', 'info', 'alternates');
   writeFileSync(alternates, `${join(dir, 'objects')}\n`);
   // An empty repository: the branch is born with the agent's first commit.

@@ -6,7 +6,7 @@ import type { ToolAnswer, ToolName } from './contract';
 export interface SuperviseClientOptions {
   /** @default process.env.BB_SUPERVISE_SOCKET ?? '/run/bb/supervise.sock' */
   socketPath?: string;
-  /** How long to keep trying while the sidecar is still coming up. @default 15000 */
+  /** How long to keep trying while the sidecar is still coming up. @default 30000 */
   connectWaitMs?: number;
 }
 
@@ -20,7 +20,7 @@ export class SuperviseClient {
   constructor(options: SuperviseClientOptions = {}) {
     this.socketPath =
       options.socketPath ?? process.env['BB_SUPERVISE_SOCKET'] ?? '/run/bb/supervise.sock';
-    this.#connectWait = options.connectWaitMs ?? 15_000;
+    this.#connectWait = options.connectWaitMs ?? 30_000;
     this.#pool = new Pool('http://supervise', {
       socketPath: this.socketPath,
       connections: 4,

@@ -73,7 +73,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
 
   function target(orch: Orchestrator, n: number) {
     const issue = gitea.issue('acme/widgets', n);
-    orch.accept({
+    return orch.accept({
       kind: 'issue_targeting_changed',
       action: 'assigned',
       key: `test:${n}`,
@@ -100,7 +100,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
       assignees: ['bb-claude'],
     });
     const t0 = Date.now();
-    target(orch, n);
+    await target(orch, n);
     const row = await until('the silent bottle to be frozen', () => {
       const r = store.get('acme', 'widgets', n);
       return r?.status === 'frozen' && prov.chain(r.slug).length === 1 ? r : undefined;
@@ -135,7 +135,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
       labels: ['bot-bottle:sleeper'],
       assignees: ['bb-claude'],
     });
-    target(orch, n);
+    await target(orch, n);
     const slug = await serving(store, home, n);
     const deletedAt = Date.now();
     unlinkSync(join(home, 'bottles', slug, 'sock', 'forge.sock'));
@@ -158,7 +158,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
       labels: ['bot-bottle:sleeper'],
       assignees: ['bb-claude'],
     });
-    target(orch, n);
+    await target(orch, n);
     const slug = await serving(store, home, n);
     const gate = (await backend.list({ 'bb.slug': slug })).find(
       (c) => c.labels['bb.role'] === GATE_ROLE,

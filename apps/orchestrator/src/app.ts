@@ -1,5 +1,5 @@
 import { errorMessage, isBbError } from '@bb/errors';
-import type { ProvenanceStore } from '@bb/provenance';
+import type { RunRecordStore } from '@bb/provenance';
 import type { ForgeStateStore } from '@bb/state';
 import { type AccessPolicy, checkAccess } from './access';
 import {
@@ -18,7 +18,7 @@ export function createApp(parts: {
   provenance?: (req: Request) => Promise<Response | undefined>;
   store: ForgeStateStore;
   /** Run records for the dashboard's "recent runs". */
-  runs?: ProvenanceStore;
+  runs?: RunRecordStore;
   /** What waits for room to run, for the dashboard and `/api/capacity`. */
   capacity?: CapacityView;
   /** Pending supervise requests (dashboard, `/api/supervise`, `awaitingOperator` in `/api/bottles`). */
@@ -45,8 +45,8 @@ export function createApp(parts: {
       return new Response(
         renderDashboard({
           // Live bottles, then the most recently destroyed ones.
-          bottles: [...parts.store.all(), ...parts.store.history({ limit: 20 })],
-          runs: parts.runs,
+          bottles: [...(await parts.store.all()), ...(await parts.store.history({ limit: 20 }))],
+          runs: (await parts.runs?.list({}, 1, 20))?.records,
           capacity: parts.capacity,
           notices: parts.notices?.() ?? [],
           proposals: parts.proposals?.() ?? [],
@@ -60,7 +60,7 @@ export function createApp(parts: {
     if (pathname === '/api/bottles' && req.method === 'GET') {
       const awaiting = new Set((parts.proposals?.() ?? []).map((p) => p.slug));
       return json(200, {
-        bottles: parts.store.all().map((s) => ({
+        bottles: (await parts.store.all()).map((s) => ({
           ...s,
           awaitingOperator: s.status === 'running' && awaiting.has(s.slug),
           issueUrl: `${parts.webBase}/${s.owner}/${s.repo}/issues/${s.issueNumber}`,
@@ -73,7 +73,7 @@ export function createApp(parts: {
       const q = new URL(req.url).searchParams;
       try {
         const limit = q.has('limit') ? Number(q.get('limit')) : 100;
-        const rows = parts.store.history({
+        const rows = await parts.store.history({
           limit,
           ...(q.has('before') ? { before: q.get('before')! } : {}),
         });

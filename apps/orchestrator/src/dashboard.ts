@@ -1,4 +1,4 @@
-import type { ProvenanceStore } from '@bb/provenance';
+import type { SignedRecord } from '@bb/provenance';
 import { recordStatus } from '@bb/provenance';
 import type { ForgeState } from '@bb/state';
 
@@ -55,7 +55,8 @@ export interface DashboardInput {
   proposals?: ProposalView[];
   capacity?: CapacityView | undefined;
   notices?: NoticeView[];
-  runs?: ProvenanceStore | undefined;
+  /** The most recent runs, newest first. */
+  runs?: SignedRecord[] | undefined;
   webBase: string;
   version: string;
   /** Seconds between reloads. @default 5 */
@@ -72,7 +73,7 @@ export function renderDashboard(input: DashboardInput): string {
   const issueUrl = (b: { owner: string; repo: string }, n: number, kind: 'issues' | 'pulls') =>
     `${input.webBase}/${encodeURIComponent(b.owner)}/${encodeURIComponent(b.repo)}/${kind}/${n}`;
   const bottles = [...input.bottles].sort((a, b) => b.updatedAt.localeCompare(a.updatedAt));
-  const runs = input.runs?.list({}, 1, 20).records ?? [];
+  const runs = input.runs ?? [];
   const watchdog = new Map<string, string>();
   for (const r of [...runs].reverse())
     if (r.record.watchdogFired) watchdog.set(r.record.slug, r.record.watchdogFired.reason);

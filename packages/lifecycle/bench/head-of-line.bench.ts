@@ -58,7 +58,7 @@ async function measure(long: number): Promise<{ lat: number[]; floor: number[] }
       assignees: ['bb-bot'],
     });
   // The long turns: launched, and never ending while we measure.
-  for (let i = 0; i < long; i++) orch.accept(targeted(addIssue()));
+  for (let i = 0; i < long; i++) await orch.accept(targeted(addIssue()));
   while (runner.runningSlugs.length < long) await new Promise((r) => setTimeout(r, 5));
   await orch.idle();
   const lat: number[] = [];
@@ -72,7 +72,7 @@ async function measure(long: number): Promise<{ lat: number[]; floor: number[] }
       };
     });
     const s = performance.now();
-    orch.accept(targeted(n));
+    await orch.accept(targeted(n));
     lat.push((await seen) - s);
     await orch.idle();
     // That issue's agent: ended at once, so only the long ones keep running.

@@ -42,8 +42,8 @@ export function orchestratorEndpoint(
     createWebhookListener({
       forge: { verifyWebhook: verifyGiteaWebhook, parseWebhook: parseGiteaWebhook },
       secret,
-      accept: (e) => {
-        const isNew = orch.accept(e);
+      accept: async (e) => {
+        const isNew = await orch.accept(e);
         if (isNew) accepted++;
         return isNew;
       },

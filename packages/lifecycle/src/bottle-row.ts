@@ -21,15 +21,15 @@ export interface BottleRow {
  * `meta.json` says (bottles, session, working directory), keeping the row's
  * creation time. The one place a row is built, for the orchestrator and `bb`.
  */
-export function saveBottleRow(
+export async function saveBottleRow(
   store: ForgeStateStore,
   row: BottleRow,
   env: Record<string, string | undefined>,
-): void {
+): Promise<void> {
   const now = new Date().toISOString();
-  const existing = store.get(row.owner, row.repo, row.issue);
+  const existing = await store.get(row.owner, row.repo, row.issue);
   const meta = readMeta(row.slug, env);
-  store.upsert({
+  await store.upsert({
     owner: row.owner,
     repo: row.repo,
     issueNumber: row.issue,

@@ -151,6 +151,9 @@ export class Orchestrator {
   /** Retries waiting to be queued again (cleared by `close`; the inbox keeps their events). */
   readonly #timers = new Set<NodeJS.Timeout>();
   #closed = false;
+  readonly #loaded: Promise<void>;
+  /** Each bottle's last row write, so the next waits for it. */
+  readonly #saves = new Map<string, Promise<void>>();
 
   constructor(options: OrchestratorOptions) {
     this.#o = options;
@@ -169,8 +172,21 @@ export class Orchestrator {
         this.#log({ msg: 'work failed', key, work: work.type, error: errorMessage(err) }),
       (a, b) => occurredAt(a).localeCompare(occurredAt(b)),
     );
-    // Bottles remembered across restarts; running turns are picked up by `reconcile`.
-    for (const row of options.store.all()) this.#bottles.set(keyOf(row), fromRow(row));
+    // Bottles remembered across restarts (running turns are picked up by `reconcile`),
+    // read once; everything that needs them awaits `ready()`.
+    this.#loaded = Promise.resolve(options.store.all()).then((rows) => {
+      for (const row of rows)
+        if (!this.#bottles.has(keyOf(row))) this.#bottles.set(keyOf(row), fromRow(row));
+    });
+    this.#loaded.catch(() => {});
+  }
+
+  /**
+   * Resolves once the bottles the store remembers are loaded; rejects when the
+   * store could not be read (then nothing is accepted).
+   */
+  ready(): Promise<void> {
+    return this.#loaded;
   }
 
   /** Running turns, for the watchdog, the dashboard and tests. */
@@ -181,13 +197,18 @@ export class Orchestrator {
   /**
    * Accept a forge event (from the webhook or the sweep): durably, under its
    * semantic key, with the issue it belongs to when that is known (an indexed
-   * lookup). `false` for a change accepted before. Returns at once.
+   * lookup). `false` for a change accepted before. Resolves once the event is
+   * durable (it may then be acknowledged); its handling goes on after.
    */
-  accept(event: ForgeEvent): boolean {
-    const issue = issueOf(event, (o, r, pr) => this.#o.store.findByPr(o, r, pr)?.issueNumber);
+  async accept(event: ForgeEvent): Promise<boolean> {
+    await this.#loaded;
+    const issue = await issueOf(
+      event,
+      async (o, r, pr) => (await this.#o.store.findByPr(o, r, pr))?.issueNumber,
+    );
     // About a PR no bottle has, and none running could claim: remembered, not kept.
     const unclaimed = issue === undefined && !this.#couldClaim(event);
-    const stored = this.#o.inbox.accept(event.key, {
+    const stored = await this.#o.inbox.accept(event.key, {
       issue: issue === undefined ? null : issueKey(event.owner, event.repo, issue),
       occurredAt: event.occurredAt,
       payload: event,
@@ -217,12 +238,12 @@ export class Orchestrator {
   }
 
   /** Parked events no bottle can claim any more (none runs in their repository) are done. */
-  #expireParked(): void {
-    for (const e of this.#o.inbox.openEvents()) {
+  async #expireParked(): Promise<void> {
+    for (const e of await this.#o.inbox.openEvents()) {
       if (e.state !== 'parked') continue;
       const event = e.payload as ForgeEvent;
       if (this.#couldClaim(event)) continue;
-      this.#o.inbox.settle(e.id, 'done');
+      await this.#o.inbox.settle(e.id, 'done');
       this.#log({ msg: 'event not about a bottle', key: e.key, kind: event.kind });
     }
   }
@@ -248,16 +269,20 @@ export class Orchestrator {
   }
 
   /** Replay every open inbox event (after a restart): pending and deferred ones in order, parked ones once routable. */
-  replayInbox(): number {
+  async replayInbox(): Promise<number> {
+    await this.#loaded;
     let n = 0;
-    for (const e of this.#o.inbox.openEvents()) {
+    for (const e of await this.#o.inbox.openEvents()) {
       const event = e.payload as ForgeEvent;
       let issue = e.issue;
       if (!issue) {
-        const found = issueOf(event, (o, r, pr) => this.#o.store.findByPr(o, r, pr)?.issueNumber);
+        const found = await issueOf(
+          event,
+          async (o, r, pr) => (await this.#o.store.findByPr(o, r, pr))?.issueNumber,
+        );
         if (found === undefined) continue;
         issue = issueKey(event.owner, event.repo, found);
-        this.#o.inbox.settle(e.id, 'pending', issue);
+        await this.#o.inbox.settle(e.id, 'pending', issue);
       }
       this.#push(issue, { type: 'event', inbox: { ...e, issue }, event, attempt: 0 });
       n++;
@@ -307,10 +332,13 @@ export class Orchestrator {
   }
 
   /** Run `fn` after `ms`, unless the orchestrator is closed by then. */
-  #later(ms: number, fn: () => void): void {
+  #later(ms: number, fn: () => void | Promise<void>): void {
     const t = setTimeout(() => {
       this.#timers.delete(t);
-      if (!this.#closed) fn();
+      if (this.#closed) return;
+      Promise.resolve()
+        .then(fn)
+        .catch((err) => this.#log({ msg: 'retry failed', error: errorMessage(err) }));
     }, ms);
     t.unref();
     this.#timers.add(t);
@@ -323,6 +351,7 @@ export class Orchestrator {
    * turn watched (a wait lost) is watched again.
    */
   async checkWatchdog(now = Date.now()): Promise<void> {
+    await this.#loaded;
     const timeout = this.#o.watchdogTimeoutMs ?? 30 * 60_000;
     for (const [slug, m] of this.#monitors) {
       if (m.ended || this.#fired.has(slug)) continue;
@@ -353,7 +382,7 @@ export class Orchestrator {
           `capacity:${w.since}`,
         );
     const counted = new Set(this.capacity.warm().map((w) => w.slug));
-    for (const row of this.#o.store.all()) {
+    for (const row of await this.#o.store.all()) {
       if (
         row.status === 'running' &&
         !this.#monitors.has(row.slug) &&
@@ -374,7 +403,7 @@ export class Orchestrator {
           );
       }
     }
-    this.#expireParked();
+    await this.#expireParked();
   }
 
   readonly #starting = new Set<string>();
@@ -416,15 +445,14 @@ export class Orchestrator {
       const last = this.#checkinSaved.get(report.slug) ?? 0;
       if (Date.now() - last >= 30_000 && bottle.state.status === 'running') {
         this.#checkinSaved.set(report.slug, Date.now());
-        try {
-          this.#save(bottle, 'running');
-        } catch (err) {
-          this.#log({
-            msg: 'could not save a check-in',
-            slug: report.slug,
-            error: errorMessage(err),
-          });
-        }
+        this.#save(bottle, () => (bottle.state.status === 'running' ? 'running' : undefined)).catch(
+          (err) =>
+            this.#log({
+              msg: 'could not save a check-in',
+              slug: report.slug,
+              error: errorMessage(err),
+            }),
+        );
       }
       return;
     }
@@ -452,7 +480,7 @@ export class Orchestrator {
     const { inbox, event } = work;
     try {
       const settled = await this.#eventWork(key, inbox, event);
-      this.#o.inbox.settle(inbox.id, settled);
+      await this.#o.inbox.settle(inbox.id, settled);
     } catch (err) {
       // Not done: kept in the inbox (a restart retries it) and tried again here later.
       const wait = (this.#o.retryMs ?? RETRY_MS)[work.attempt];
@@ -464,7 +492,7 @@ export class Orchestrator {
         ...(wait === undefined ? {} : { retryInMs: wait }),
       });
       if (wait === undefined) {
-        this.#o.inbox.settle(inbox.id, 'done');
+        await this.#o.inbox.settle(inbox.id, 'done');
         return;
       }
       this.#later(wait, () => this.#push(key, { ...work, attempt: work.attempt + 1 }));
@@ -485,7 +513,7 @@ export class Orchestrator {
     const known = this.#bottles.get(key);
     if (known && known.state.status === 'frozen') {
       // Destroyed by hand (`bb destroy`, `bb gc`) while frozen: the row says so.
-      const row = this.#o.store.get(owner, repo, issue);
+      const row = await this.#o.store.get(owner, repo, issue);
       if (row?.status === 'destroyed' && row.slug === known.slug)
         known.state = { ...known.state, status: 'destroyed', pending: [] };
     }
@@ -716,7 +744,7 @@ export class Orchestrator {
     if (this.notices.length > 100) this.notices.splice(0, this.notices.length - 100);
     this.#log({ msg: 'cannot launch', key, why: message });
     if (this.#o.feedback === false) return;
-    const first = this.#o.inbox.accept(`bb:feedback:${key}:${id}`, {
+    const first = await this.#o.inbox.accept(`bb:feedback:${key}:${id}`, {
       issue: null,
       occurredAt: new Date().toISOString(),
       payload: { issue: key, message },
@@ -756,20 +784,20 @@ export class Orchestrator {
     bottle.state = next.state;
     await this.#carryOut(key, bottle, next.actions);
     if (report.kind === 'pr_learned') {
-      this.#save(bottle, bottle.state.status === 'running' ? 'running' : 'frozen');
-      this.#routeParked(bottle, report.pr);
+      await this.#save(bottle, bottle.state.status === 'running' ? 'running' : 'frozen');
+      await this.#routeParked(bottle, report.pr);
     }
   }
 
   /** Events parked for a PR nobody had claimed: now routed to the bottle that did. */
-  #routeParked(bottle: Bottle, pr: number): void {
+  async #routeParked(bottle: Bottle, pr: number): Promise<void> {
     const key = issueKey(bottle.owner, bottle.repo, bottle.issue);
-    for (const e of this.#o.inbox.openEvents()) {
+    for (const e of await this.#o.inbox.openEvents()) {
       if (e.state !== 'parked') continue;
       const event = e.payload as ForgeEvent;
       if (event.owner !== bottle.owner || event.repo !== bottle.repo || prOf(event) !== pr)
         continue;
-      this.#o.inbox.settle(e.id, 'pending', key);
+      await this.#o.inbox.settle(e.id, 'pending', key);
       this.#push(key, {
         type: 'event',
         inbox: { ...e, issue: key, state: 'pending' },
@@ -835,7 +863,7 @@ export class Orchestrator {
       for (const pr of recorded.prs)
         if (!bottle.state.prs.includes(pr)) {
           bottle.state = { ...bottle.state, prs: [...bottle.state.prs, pr] };
-          this.#routeParked(bottle, pr);
+          await this.#routeParked(bottle, pr);
         }
     } catch (err) {
       this.#log({
@@ -846,7 +874,7 @@ export class Orchestrator {
       });
     }
     try {
-      this.#save(bottle, 'frozen');
+      await this.#save(bottle, 'frozen');
     } finally {
       this.#monitors.delete(bottle.slug);
     }
@@ -888,10 +916,10 @@ export class Orchestrator {
   }
 
   /** Put every event that waited for capacity back on its issue's queue. */
-  #retryWaiting(): void {
+  async #retryWaiting(): Promise<void> {
     const waiting = new Set(this.capacity.takeWaiting());
     if (waiting.size === 0) return;
-    for (const e of this.#o.inbox.openEvents()) {
+    for (const e of await this.#o.inbox.openEvents()) {
       if (e.state !== 'deferred' || !e.issue || !waiting.has(e.issue)) continue;
       const bottle = this.#bottles.get(e.issue);
       // Comments deferred behind a running turn are not capacity waits.
@@ -940,7 +968,7 @@ export class Orchestrator {
           this.#warm.forget(bottle.slug);
           await this.#warm.cooling(bottle.slug);
           await this.#o.runner.destroy(bottle.slug);
-          this.#save(bottle, 'destroyed');
+          await this.#save(bottle, 'destroyed');
           this.#log({ msg: 'bottle destroyed', key, slug: bottle.slug });
           break;
       }
@@ -959,7 +987,7 @@ export class Orchestrator {
       const prompt = `${FORGE_PROMPT_OVERLAY}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
       // The row first: a crash from here on leaves something reconcile can see.
       this.#starting.add(bottle.slug);
-      this.#save(bottle, 'running');
+      await this.#save(bottle, 'running');
       await this.capacity.starting(() =>
         this.#o.runner.startLaunch({
           agent,
@@ -983,8 +1011,8 @@ export class Orchestrator {
       // Nothing ran: nothing to keep. The issue is launchable again; the event retries.
       this.capacity.release(bottle.slug);
       this.#freed();
-      this.#o.store.delete(owner, repo, issue);
       bottle.state = INITIAL;
+      await this.#o.store.delete(owner, repo, issue);
       this.#log({ msg: 'launch failed', key, slug: bottle.slug, error: errorMessage(err) });
       if (isBbError(err, 'INVALID_INPUT') || isBbError(err, 'NOT_FOUND')) {
         // Nothing a retry fixes (an unknown agent or bottle): the person who asked is told.
@@ -1021,8 +1049,7 @@ export class Orchestrator {
           : undefined;
     if (!reason) return undefined;
     const { owner, repo, issue } = parseIssueKey(key);
-    const summaries = this.#o.provenance.store
-      .chain(bottle.slug)
+    const summaries = (await this.#o.provenance.store.chain(bottle.slug))
       .slice(-inSession)
       .map((r) => r.record.done?.summary ?? `(turn ${r.record.turn} ended without a summary)`);
     const rotated = await rotationPrompt(this.#o.forgeFor(owner, repo), {
@@ -1054,7 +1081,7 @@ export class Orchestrator {
     this.capacity.tryRun(bottle.slug, this.#o.runner.memoryOf(bottle.agent));
     // Until its turn has started, the watchdog must not take the row for a turn it lost.
     this.#starting.add(bottle.slug);
-    this.#save(bottle, 'running');
+    await this.#save(bottle, 'running');
     const pr = bottle.state.prs.at(-1);
     try {
       const fresh = await this.#rotation(key, bottle, prompt);
@@ -1079,13 +1106,13 @@ export class Orchestrator {
       this.capacity.release(bottle.slug);
       this.#freed();
       bottle.state = { ...bottle.state, status: 'frozen', pending: [] };
-      this.#save(bottle, 'frozen');
+      await this.#save(bottle, 'frozen');
       this.#starting.delete(bottle.slug);
       this.#log({ msg: 'resume failed', key, slug: bottle.slug, error: errorMessage(err) });
       const waiting = new Set(bottle.deferred.splice(0));
       if (waiting.size > 0)
-        this.#later((this.#o.retryMs ?? RETRY_MS)[0] ?? 2000, () => {
-          for (const e of this.#o.inbox.openEvents())
+        this.#later((this.#o.retryMs ?? RETRY_MS)[0] ?? 2000, async () => {
+          for (const e of await this.#o.inbox.openEvents())
             if (waiting.has(e.id))
               this.#push(key, {
                 type: 'event',
@@ -1097,14 +1124,39 @@ export class Orchestrator {
       throw err;
     }
     // The comments that waited for this turn are delivered.
-    for (const id of bottle.deferred.splice(0)) this.#o.inbox.settle(id, 'done');
+    for (const id of bottle.deferred.splice(0)) await this.#o.inbox.settle(id, 'done');
     this.#log({ msg: 'bottle resumed', key, slug: bottle.slug });
     this.watch(bottle.slug);
     this.#starting.delete(bottle.slug);
   }
 
-  #save(bottle: Bottle, status: ForgeState['status']): void {
-    saveBottleRow(
+  /**
+   * Write the bottle's row. Writes of one bottle happen one after another, in
+   * the order asked (a check-in's write never lands after the turn's end); a
+   * function as `status` is asked when the write's turn comes (`undefined`:
+   * nothing to write any more).
+   */
+  #save(
+    bottle: Bottle,
+    status: ForgeState['status'] | (() => ForgeState['status'] | undefined),
+  ): Promise<void> {
+    const before = this.#saves.get(bottle.slug) ?? Promise.resolve();
+    const write = before
+      .catch(() => {})
+      .then(() => {
+        const now = typeof status === 'function' ? status() : status;
+        return now === undefined ? undefined : this.#writeRow(bottle, now);
+      });
+    this.#saves.set(bottle.slug, write);
+    const forget = () => {
+      if (this.#saves.get(bottle.slug) === write) this.#saves.delete(bottle.slug);
+    };
+    write.then(forget, forget);
+    return write;
+  }
+
+  #writeRow(bottle: Bottle, status: ForgeState['status']): Promise<void> {
+    return saveBottleRow(
       this.#o.store,
       {
         owner: bottle.owner,

@@ -42,7 +42,8 @@ export async function reconcile(
     cooled: [],
   };
   const log = o.log ?? (() => {});
-  const live = o.store.all();
+  await orch.ready();
+  const live = await o.store.all();
   const slugs = new Set(live.map((r) => r.slug));
   const ours = await o.runner.ours();
   for (const slug of new Set(
@@ -88,7 +89,7 @@ export async function reconcile(
           error: errorMessage(err),
         });
       }
-      o.store.delete(row.owner, row.repo, row.issueNumber);
+      await o.store.delete(row.owner, row.repo, row.issueNumber);
       orch.forget(key);
       report.neverStarted.push(row.slug);
       log({ msg: 'bottle never started: removed, issue launchable again', key, slug: row.slug });
@@ -99,7 +100,7 @@ export async function reconcile(
     report.reattached.push(row.slug);
     log({ msg: 'watching a running bottle again', key, slug: row.slug });
   }
-  report.replayed = orch.replayInbox();
+  report.replayed = await orch.replayInbox();
   return report;
 }
 

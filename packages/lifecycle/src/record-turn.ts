@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { bottlePaths, readMeta, type TurnOutcome } from '@bb/headless';
 import {
   buildRunRecord,
-  type ProvenanceStore,
   type RunRecord,
+  type RunRecordStore,
   type SecretScanner,
   type SigningKey,
   signRecord,
@@ -13,7 +13,7 @@ import type { WatchdogReason } from './machine';
 import { clearTurnLog, drainTurn, readTurnLog } from './turn-log';
 
 export interface ProvenanceOptions {
-  store: ProvenanceStore;
+  store: RunRecordStore;
   key: SigningKey;
   scanner: SecretScanner;
   bbVersion: string;
@@ -66,7 +66,7 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
   const fired = o.fired ?? log.fired;
   const meta = readMeta(o.slug, o.env);
   const p = o.provenance;
-  const earlier = p.store.chain(o.slug).map((r) => r.record);
+  const earlier = (await p.store.chain(o.slug)).map((r) => r.record);
   // A bottle killed before its first turn ended still records turn 1, never 0.
   const turn = Math.max(1, meta?.turns.length ?? 1);
   const last = earlier.at(-1);
@@ -120,12 +120,12 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
             detail: `the agent exited ${o.outcome.exitCode} without signal_done`,
           }),
     ...(head ? { opLogHead: head } : {}),
-    prev: p.store.head(o.slug),
+    prev: await p.store.head(o.slug),
     scanner: p.scanner,
     bbVersion: p.bbVersion,
     gitCommit: p.gitCommit,
   });
-  p.store.append(signRecord(record, p.key));
+  await p.store.append(signRecord(record, p.key));
   clearTurnLog(dir);
   return { done, prs, record };
 }

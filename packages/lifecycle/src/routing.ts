@@ -28,10 +28,14 @@ export function prOf(event: ForgeEvent): number | undefined {
  * bottle that owns the PR (an indexed lookup). `undefined` when nothing claims
  * the PR yet: the caller parks the event until a bottle learns that PR.
  */
-export function issueOf(
+export async function issueOf(
   event: ForgeEvent,
-  lookupPr: (owner: string, repo: string, pr: number) => number | undefined,
-): number | undefined {
+  lookupPr: (
+    owner: string,
+    repo: string,
+    pr: number,
+  ) => number | undefined | Promise<number | undefined>,
+): Promise<number | undefined> {
   switch (event.kind) {
     case 'issue_targeting_changed':
     case 'issue_closed':

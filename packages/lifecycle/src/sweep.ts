@@ -15,7 +15,7 @@ export async function sweep(
     store: ForgeStateStore;
     forgeFor: (owner: string, repo: string) => Forge;
     botLogin: string;
-    accept: (event: ForgeEvent) => boolean;
+    accept: (event: ForgeEvent) => boolean | Promise<boolean>;
     /**
      * Changes older than this are not looked at: the delivery ledger forgets
      * keys past its retention, and a comment it forgot must not wake a bottle
@@ -26,21 +26,21 @@ export async function sweep(
   },
   repos: Array<{ owner: string; repo: string }> = [],
 ): Promise<number> {
-  const rows = o.store.all();
+  const rows = await o.store.all();
   const targets = new Map<string, { owner: string; repo: string }>();
   for (const r of [...repos, ...rows.map((x) => ({ owner: x.owner, repo: x.repo }))])
     targets.set(`${r.owner}/${r.repo}`, { owner: r.owner, repo: r.repo });
   let n = 0;
-  const push = (e: ForgeEvent) => {
-    if (o.accept(e)) n++;
+  const push = async (e: ForgeEvent) => {
+    if (await o.accept(e)) n++;
   };
   for (const { owner, repo } of targets.values()) {
     const forge = o.forgeFor(owner, repo);
     for (const issue of await forge.listOpenIssues()) {
       if (!issue.labels.some((l) => l.name.startsWith(AGENT_LABEL_PREFIX))) continue;
-      const row = o.store.get(owner, repo, issue.number);
+      const row = await o.store.get(owner, repo, issue.number);
       if (row && row.status !== 'destroyed') continue;
-      push({
+      await push({
         kind: 'issue_targeting_changed',
         action: 'edited',
         key: `sweep:${owner}/${repo}#${issue.number}:${issue.updatedAt}`,
@@ -68,7 +68,7 @@ export async function sweep(
     const comments = async (n: number, on: 'issue' | 'pr') => {
       for (const c of await forge.readComments(n)) {
         if (c.author.login === o.botLogin || Date.parse(c.createdAt) < since) continue;
-        push({
+        await push({
           ...base,
           kind: 'comment_created',
           key: commentCreatedKey(forge.kind, row.owner, row.repo, c.id),
@@ -94,7 +94,7 @@ export async function sweep(
       author: pr.author.login,
     };
     if (pr.state === 'closed') {
-      push({
+      await push({
         ...base,
         kind: 'pr_closed',
         key: `sweep:${row.owner}/${row.repo}!${pr.number}:closed`,

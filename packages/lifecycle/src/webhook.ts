@@ -10,9 +10,10 @@ export interface WebhookHandlerOptions {
   /**
    * Durably accepts an event (the orchestrator's `accept`: ledger and inbox in
    * one write); `false` for a key accepted before; throws when it cannot be
-   * stored (the delivery is then answered 503, never 202). Must return at once.
+   * stored (the delivery is then answered 503, never 202). Resolves once the
+   * event is durable; handling it must not be awaited here.
    */
-  accept?: (event: ForgeEvent) => boolean;
+  accept?: (event: ForgeEvent) => boolean | Promise<boolean>;
   /** Without `accept`: the ledger that deduplicates, and who receives each new event. */
   ledger?: DeliveryLedger;
   enqueue?: (event: ForgeEvent) => void;
@@ -44,8 +45,8 @@ function deliveryCore(options: WebhookHandlerOptions) {
   const accept =
     options.accept ??
     (ledger && enqueue
-      ? (event: ForgeEvent) => {
-          const isNew = ledger.recordDelivery(event.key, {
+      ? async (event: ForgeEvent) => {
+          const isNew = await ledger.recordDelivery(event.key, {
             deliveryId: event.deliveryId,
             event: event.kind,
           });
@@ -73,7 +74,7 @@ function deliveryCore(options: WebhookHandlerOptions) {
         });
       return undefined;
     },
-    deliver(headers: WebhookHeaders, raw: Uint8Array): DeliveryAnswer {
+    async deliver(headers: WebhookHeaders, raw: Uint8Array): Promise<DeliveryAnswer> {
       if (!options.forge.verifyWebhook(headers, raw, options.secret)) {
         log({ msg: 'webhook signature rejected', delivery: header(headers, 'x-gitea-delivery') });
         return answer(401, { error: 'signature does not verify' });
@@ -91,7 +92,7 @@ function deliveryCore(options: WebhookHandlerOptions) {
       }
       let isNew: boolean;
       try {
-        isNew = accept(event);
+        isNew = await accept(event);
       } catch (err) {
         log({ msg: 'delivery ledger unavailable', error: errorMessage(err) });
         return answer(503, { error: 'cannot record the delivery right now; it was not accepted' });
@@ -184,7 +185,7 @@ export function createWebhookHandler(
     if (early) return toResponse(early);
     const raw = await readCapped(req, core.max);
     if (!raw) return toResponse(core.tooBig);
-    return toResponse(core.deliver(req.headers, raw));
+    return toResponse(await core.deliver(req.headers, raw));
   };
 }
 
@@ -234,11 +235,10 @@ export function createWebhookListener(
     req.on('error', () => {});
     req.on('end', () => {
       if (over) return;
-      try {
-        send(res, core.deliver(req.headers, body.bytes()));
-      } catch {
-        send(res, answer(500, { error: 'internal error' }));
-      }
+      core.deliver(req.headers, body.bytes()).then(
+        (a) => send(res, a),
+        () => send(res, answer(500, { error: 'internal error' })),
+      );
     });
   };
 }

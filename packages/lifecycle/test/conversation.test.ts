@@ -27,7 +27,7 @@ const base = (login: string) => ({
 /** `who` comments on issue or PR `n` (really, in the forge) and the webhook says so. */
 function comment(t: T, who: string, n: number, body: string, on: 'issue' | 'pr' = 'issue') {
   const forge = new MemoryForge({ owner: OWNER, repo: REPO, as: who, world: t.world });
-  return forge.postComment(n, body).then((c) => {
+  return forge.postComment(n, body).then(async (c) => {
     const ev: ForgeEvent = {
       ...base(who),
       kind: 'comment_created',
@@ -36,7 +36,7 @@ function comment(t: T, who: string, n: number, body: string, on: 'issue' | 'pr' 
       number: n,
       comment: { id: c.id, author: who, body, url: c.url },
     };
-    return { id: c.id, accepted: t.orch.accept(ev) };
+    return { id: c.id, accepted: await t.orch.accept(ev) };
   });
 }
 
@@ -78,7 +78,7 @@ async function frozenAfterTurn(t: T, n: number, status: 'success' | 'blocked' = 
 
 async function launched(t: T, n?: number): Promise<{ n: number; slug: string }> {
   const issue = n ?? t.issue();
-  t.orch.accept(t.ev.targeted(issue));
+  await t.orch.accept(t.ev.targeted(issue));
   await until('running', () => t.runner.isRunning(t.slugOf(issue)));
   return { n: issue, slug: t.slugOf(issue) };
 }
@@ -147,7 +147,7 @@ describe('the forge conversation', () => {
         { path: 'README.md', line: 3, body: 'Document the flag.' },
       ],
     });
-    t.orch.accept({
+    await t.orch.accept({
       ...base('alice'),
       kind: 'review_submitted',
       key: `r:${review.id}`,
@@ -180,8 +180,8 @@ describe('the forge conversation', () => {
     const { n, slug } = await launched(t);
     const pr = await openPr(t, slug, n);
     await frozenAfterTurn(t, n);
-    const push = (who: string, before: string, after: string) =>
-      t.orch.accept({
+    const push = async (who: string, before: string, after: string) =>
+      (await t.orch.accept({
         ...base(who),
         kind: 'pr_synchronized',
         key: `s:${after}`,
@@ -195,11 +195,11 @@ describe('the forge conversation', () => {
           base: 'main',
           author: 'bb-bot',
         },
-      }) && before;
-    push('bb-bot', '', '1'.repeat(40));
+      })) && before;
+    await push('bb-bot', '', '1'.repeat(40));
     await t.orch.idle();
     expect(t.runner.resumes).toEqual([]);
-    push('alice', '1'.repeat(40), '2'.repeat(40));
+    await push('alice', '1'.repeat(40), '2'.repeat(40));
     await until('resumed', () => t.runner.resumes.length === 1);
     expect(t.runner.resumes[0]!.prompt).toContain(
       `alice pushed new commits to your PR #${pr}: ${'1'.repeat(12)}..${'2'.repeat(12)}`,
@@ -209,7 +209,7 @@ describe('the forge conversation', () => {
   it('removing the agent label stops a running bottle (recorded as stopped) and replies no longer wake it until it is labelled again', async () => {
     const t = setup();
     const { n, slug } = await launched(t);
-    retarget(t, n, [], ['bb-bot']);
+    await retarget(t, n, [], ['bb-bot']);
     await until('frozen', () => t.row(n)?.status === 'frozen');
     await until('recorded', () => t.records(slug).length === 1);
     expect(t.records(slug)[0]!.watchdogFired).toEqual({
@@ -219,12 +219,12 @@ describe('the forge conversation', () => {
     await comment(t, 'alice', n, 'are you there?');
     await t.orch.idle();
     expect(t.runner.resumes).toEqual([]);
-    retarget(t, n, ['bot-bottle:claude'], ['bb-bot']);
+    await retarget(t, n, ['bot-bottle:claude'], ['bb-bot']);
     await t.orch.idle();
     await comment(t, 'alice', n, 'carry on');
     await until('resumed', () => t.runner.resumes.length === 1);
     // Unassigning the bot stops it the same way.
-    retarget(t, n, ['bot-bottle:claude'], ['alice']);
+    await retarget(t, n, ['bot-bottle:claude'], ['alice']);
     await until('frozen again', () => t.row(n)?.status === 'frozen' && !t.runner.isRunning(slug));
     await until('recorded again', () => t.records(slug).length === 2);
     expect(t.records(slug)[1]!.watchdogFired?.detail).toBe(`bb-bot was unassigned from #${n}`);
@@ -241,13 +241,13 @@ describe('the forge conversation', () => {
       });
     const a = await launched(t);
     await frozenAfterTurn(t, a.n);
-    close(a.n);
+    await close(a.n);
     await until('destroyed', () => t.row(a.n)?.status === 'destroyed');
     expect(t.runner.calls).toContain(`destroy ${a.slug}`);
     const b = await launched(t);
     await openPr(t, b.slug, b.n);
     await frozenAfterTurn(t, b.n);
-    close(b.n);
+    await close(b.n);
     await t.orch.idle();
     expect(t.row(b.n)?.status).toBe('frozen');
   });
@@ -256,7 +256,7 @@ describe('the forge conversation', () => {
     const t = setup();
     t.runner.failNext('launch', new BbError('NOT_FOUND', 'no agent manifest "nosuch"'));
     const n = t.issue('x', 'nosuch');
-    t.orch.accept(t.ev.targeted(n, { labels: ['bot-bottle:nosuch'], assignees: ['bb-bot'] }));
+    await t.orch.accept(t.ev.targeted(n, { labels: ['bot-bottle:nosuch'], assignees: ['bb-bot'] }));
     await until('told', () => t.world.repo(OWNER, REPO).items.get(n)!.comments.length === 1);
     const said = t.world.repo(OWNER, REPO).items.get(n)!.comments[0]!;
     expect(said.author.login).toBe('bb-bot');
@@ -264,12 +264,12 @@ describe('the forge conversation', () => {
     expect(t.orch.notices.at(-1)).toMatchObject({ key: `${OWNER}/${REPO}#${n}` });
     // The same problem again (a relabel, a replayed webhook) is not said twice.
     t.runner.failNext('launch', new BbError('NOT_FOUND', 'no agent manifest "nosuch"'));
-    retarget(t, n, ['bot-bottle:nosuch'], ['bb-bot']);
+    await retarget(t, n, ['bot-bottle:nosuch'], ['bb-bot']);
     await t.orch.idle();
     expect(t.world.repo(OWNER, REPO).items.get(n)!.comments).toHaveLength(1);
     // Two agent labels: nothing launches and the person is told why.
     const m = t.issue();
-    retarget(t, m, ['bot-bottle:claude', 'bot-bottle:codex'], ['bb-bot']);
+    await retarget(t, m, ['bot-bottle:claude', 'bot-bottle:codex'], ['bb-bot']);
     await until('told', () => t.world.repo(OWNER, REPO).items.get(m)!.comments.length === 1);
     expect(t.world.repo(OWNER, REPO).items.get(m)!.comments[0]!.body).toContain(
       'several agent labels (claude, codex): exactly one is needed',
@@ -280,7 +280,7 @@ describe('the forge conversation', () => {
   it('a bot-bottle-bottle label picks the bottle the agent runs in', async () => {
     const t = setup();
     const n = t.issue();
-    retarget(t, n, ['bot-bottle:claude', 'bot-bottle-bottle:gpu'], ['bb-bot']);
+    await retarget(t, n, ['bot-bottle:claude', 'bot-bottle-bottle:gpu'], ['bb-bot']);
     await until('launched', () => t.runner.launches.length === 1);
     expect(t.runner.launches[0]!.bottles).toEqual(['gpu']);
   });
@@ -334,7 +334,7 @@ describe('the forge conversation', () => {
     });
     await launched(t);
     const m = t.issue();
-    t.orch.accept(t.ev.targeted(m));
+    await t.orch.accept(t.ev.targeted(m));
     await until('waiting for capacity', () => t.orch.capacity.waiting().length === 1);
     const comments = () =>
       t.world

@@ -13,12 +13,12 @@ describe('Orchestrator', () => {
   it('never lets a running turn hold up another issue: a ninth issue starts and a frozen PR closes while eight agents work', async () => {
     const t = setup();
     const issues = Array.from({ length: 8 }, () => t.issue());
-    for (const n of issues) t.orch.accept(t.ev.targeted(n));
+    for (const n of issues) await t.orch.accept(t.ev.targeted(n));
     await t.orch.idle();
     await until('eight agents running', () => t.runner.runningSlugs.length === 8);
     // A frozen bottle, and a new issue, while all eight work.
     const frozen = t.issue();
-    t.orch.accept(t.ev.targeted(frozen));
+    await t.orch.accept(t.ev.targeted(frozen));
     await until('the tenth agent', () => t.runner.isRunning(t.slugOf(frozen)));
     t.runner.agent(t.slugOf(frozen)).openPr(90);
     t.runner.agent(t.slugOf(frozen)).done();
@@ -26,8 +26,8 @@ describe('Orchestrator', () => {
     await until('frozen', () => t.row(frozen)?.status === 'frozen');
     const fresh = t.issue();
     const began = Date.now();
-    t.orch.accept(t.ev.targeted(fresh));
-    t.orch.accept(t.ev.closed(90));
+    await t.orch.accept(t.ev.targeted(fresh));
+    await t.orch.accept(t.ev.closed(90));
     await t.orch.idle();
     expect(t.runner.calls).toContain(`launch ${t.slugOf(fresh)}`);
     expect(t.runner.calls.filter((c) => c.startsWith('destroy '))).toEqual([
@@ -43,7 +43,7 @@ describe('Orchestrator', () => {
   it('waits for capacity in order, says so, and starts the waiting issue when a turn ends', async () => {
     const t = setup({ capacity: { maxStarting: 1, memoryBudget: 2 * GiB } });
     const [a, b, c] = [t.issue(), t.issue(), t.issue()];
-    for (const n of [a, b, c]) t.orch.accept(t.ev.targeted(n));
+    for (const n of [a, b, c]) await t.orch.accept(t.ev.targeted(n));
     await t.orch.idle();
     expect(t.runner.runningSlugs).toHaveLength(2);
     expect(t.orch.capacity.waiting().map((w) => w.issue)).toEqual([issueKey(OWNER, REPO, c)]);
@@ -60,7 +60,7 @@ describe('Orchestrator', () => {
   it('ends the turn after signal_done and a short grace, and the record says it signalled', async () => {
     const t = setup({ doneGraceMs: 100 });
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     t.runner.agent(slug).done('success', 'all fixed');
@@ -77,11 +77,11 @@ describe('Orchestrator', () => {
   it('learns a PR as the agent opens it: a comment on it in turn one, parked until then, resumes the bottle after the turn', async () => {
     const t = setup();
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     // The human comments on the PR the agent is about to open, before anyone knows it is ours.
-    expect(t.orch.accept(t.ev.comment(12, 'please add a test'))).toBe(true);
+    expect(await t.orch.accept(t.ev.comment(12, 'please add a test'))).toBe(true);
     expect(t.store.openEvents().map((e) => e.state)).toEqual(['parked']);
     expect(t.logs.some((l) => l['msg'] === 'event parked until a bottle claims its PR')).toBe(true);
     // The agent opens it: the PR is learned while the turn runs and the comment is routed.
@@ -89,7 +89,7 @@ describe('Orchestrator', () => {
     await until('routed', () => t.store.openEvents().every((e) => e.state === 'deferred'));
     expect(t.row(n)?.prNumber).toBe(12);
     // A later comment is routed at once (an indexed lookup, no parking).
-    t.orch.accept(t.ev.comment(12, 'and docs'));
+    await t.orch.accept(t.ev.comment(12, 'and docs'));
     await t.orch.idle();
     expect(t.store.openEvents().map((e) => e.state)).toEqual(['deferred', 'deferred']);
     t.runner.agent(slug).done();
@@ -104,7 +104,7 @@ describe('Orchestrator', () => {
     await until('turn two running', () => t.runner.isRunning(slug));
     t.runner.agent(slug).exit(0);
     await until('frozen again', () => t.row(n)?.status === 'frozen');
-    expect(t.orch.accept(t.ev.comment(999, 'unrelated'))).toBe(true);
+    expect(await t.orch.accept(t.ev.comment(999, 'unrelated'))).toBe(true);
     expect(t.store.openEvents()).toEqual([]);
     expect(t.logs.some((l) => l['msg'] === 'event not about a bottle')).toBe(true);
   });
@@ -112,14 +112,14 @@ describe('Orchestrator', () => {
   it('expires a parked event once no running bottle could claim its PR, and keeps the row’s check-in true', async () => {
     const t = setup();
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     const launchedAt = t.row(n)!.lastCheckinAt;
     t.runner.agent(slug).checkin();
     await until('check-in on the row', () => t.row(n)!.lastCheckinAt !== launchedAt);
     expect(t.row(n)!.lastCheckinAt).toBe(readTurnLog(t.runner.dir(slug)).lastCheckinAt);
-    t.orch.accept(t.ev.comment(44, 'on a PR the agent never opens'));
+    await t.orch.accept(t.ev.comment(44, 'on a PR the agent never opens'));
     expect(t.store.openEvents().map((e) => e.state)).toEqual(['parked']);
     t.runner.agent(slug).exit(0);
     await until('frozen', () => t.row(n)?.status === 'frozen');
@@ -130,13 +130,13 @@ describe('Orchestrator', () => {
   it('stops an agent whose PR is closed mid-turn, records the turn, then destroys the bottle', async () => {
     const t = setup();
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     t.runner.agent(slug).openPr(30);
     await until('PR learned', () => t.row(n)?.prNumber === 30);
     const began = Date.now();
-    t.orch.accept(t.ev.closed(30));
+    await t.orch.accept(t.ev.closed(30));
     await until('destroyed', () => t.row(n)?.status === 'destroyed');
     expect(Date.now() - began).toBeLessThan(2000);
     expect(t.runner.calls.slice(-2)).toEqual([`stop ${slug}`, `destroy ${slug}`]);
@@ -148,13 +148,13 @@ describe('Orchestrator', () => {
   it('keeps comments that wait behind a running turn across a restart, and delivers them in order', async () => {
     const t = setup();
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     t.runner.agent(slug).openPr(5);
     await until('PR learned', () => t.row(n)?.prNumber === 5);
-    t.orch.accept(t.ev.comment(5, 'first'));
-    t.orch.accept(t.ev.comment(5, 'second'));
+    await t.orch.accept(t.ev.comment(5, 'first'));
+    await t.orch.accept(t.ev.comment(5, 'second'));
     await t.orch.idle();
     // The orchestrator stops (killed: nothing flushed beyond what is durable); the agent works on.
     t.orch.close();
@@ -187,7 +187,7 @@ describe('Orchestrator', () => {
       return f;
     });
     t.runner.failNext('launch');
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('launched on a retry', () => t.runner.isRunning(t.slugOf(n)));
     // The first attempt failed at the read, the second at the start, the third ran.
     expect(t.runner.calls.filter((c) => c.startsWith('launch'))).toHaveLength(2);
@@ -200,7 +200,7 @@ describe('Orchestrator', () => {
   it('keeps a bottle whose resume fails frozen with its comments, and tries again', async () => {
     const t = setup();
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     t.runner.agent(slug).openPr(3);
@@ -208,7 +208,7 @@ describe('Orchestrator', () => {
     t.runner.agent(slug).exit(0);
     await until('frozen', () => t.row(n)?.status === 'frozen' && t.row(n)?.prNumber === 3);
     t.runner.failNext('resume');
-    t.orch.accept(t.ev.comment(3, 'one more thing'));
+    await t.orch.accept(t.ev.comment(3, 'one more thing'));
     await until('resumed on a retry', () => t.runner.isRunning(slug));
     expect(t.runner.calls.filter((c) => c.startsWith('resume'))).toEqual([
       `resume ${slug} ${said(3, 'one more thing')}`,
@@ -220,7 +220,7 @@ describe('Orchestrator', () => {
   it('keeps the evidence of a failed turn: the bottle stays frozen with a record of the failure', async () => {
     const t = setup();
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     t.runner.agent(slug).comment();
@@ -240,8 +240,8 @@ describe('Orchestrator', () => {
   it('fires the watchdog on silence and on a lost sidecar, and records why', async () => {
     const t = setup({ watchdogTimeoutMs: 200 });
     const [quiet, lost] = [t.issue(), t.issue()];
-    t.orch.accept(t.ev.targeted(quiet));
-    t.orch.accept(t.ev.targeted(lost));
+    await t.orch.accept(t.ev.targeted(quiet));
+    await t.orch.accept(t.ev.targeted(lost));
     await until('running', () => t.runner.runningSlugs.length === 2);
     const [q, l] = [t.slugOf(quiet), t.slugOf(lost)];
     t.runner.agent(l).removeSidecar();
@@ -267,9 +267,9 @@ describe('Orchestrator', () => {
   it('decides on the issue as the forge has it now, not on the delivery', async () => {
     const t = setup();
     const untargeted = t.world.addIssue(OWNER, REPO, { title: 'x', author: 'alice' });
-    t.orch.accept(t.ev.targeted(untargeted)); // the payload says targeted; the forge says not
+    await t.orch.accept(t.ev.targeted(untargeted)); // the payload says targeted; the forge says not
     const targeted = t.issue();
-    t.orch.accept(t.ev.targeted(targeted, { labels: [], assignees: [] })); // stale payload
+    await t.orch.accept(t.ev.targeted(targeted, { labels: [], assignees: [] })); // stale payload
     await t.orch.idle();
     expect(t.runner.calls).toEqual([`launch ${t.slugOf(targeted)}`]);
     expect(t.row(untargeted)).toBeUndefined();
@@ -281,7 +281,7 @@ describe('Orchestrator', () => {
     // A launch that never gets past its start (the orchestrator is killed there).
     let release!: () => void;
     t.runner.holdStart(new Promise<void>((r) => (release = r)));
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('row written', () => t.row(n)?.status === 'running');
     const slug = t.row(n)!.slug;
     t.orch.close();
@@ -301,7 +301,7 @@ describe('Orchestrator', () => {
   it('watches again a bottle whose row says running but whose wait was lost', async () => {
     const t = setup();
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     t.orch.close();
@@ -319,7 +319,7 @@ describe('Orchestrator', () => {
     const t = setup({ capacity: { memoryBudget: 8 * GiB } });
     t.runner.warm = { ms: 300, bytes: 100 * 1024 ** 2 };
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     t.runner.agent(slug).openPr(12);
@@ -329,7 +329,7 @@ describe('Orchestrator', () => {
     expect(t.orch.capacity.warm()).toEqual([{ slug, bytes: 100 * 1024 ** 2 }]);
     expect(t.orch.capacity.used).toBe(100 * 1024 ** 2);
     // A comment inside the window: the warm bottle is resumed, never cooled.
-    t.orch.accept(t.ev.comment(12, 'one more thing'));
+    await t.orch.accept(t.ev.comment(12, 'one more thing'));
     await until('resumed', () => t.runner.calls.some((c) => c.startsWith(`resume ${slug}`)));
     expect(t.orch.capacity.warm()).toEqual([]);
     expect(t.orch.capacity.isRunning(slug)).toBe(true);
@@ -351,7 +351,7 @@ describe('Orchestrator', () => {
     t.runner.warm = { ms: 60_000, bytes: 800 * 1024 ** 2 };
     const [a, b, c] = [t.issue(), t.issue(), t.issue()];
     for (const n of [a, b]) {
-      t.orch.accept(t.ev.targeted(n));
+      await t.orch.accept(t.ev.targeted(n));
       await until('running', () => t.runner.isRunning(t.slugOf(n)));
       t.runner.agent(t.slugOf(n)).done();
       t.runner.agent(t.slugOf(n)).exit(0);
@@ -359,7 +359,7 @@ describe('Orchestrator', () => {
     }
     expect(t.orch.capacity.used).toBe(1600 * 1024 ** 2);
     // 1.6 GiB held warm + 1 GiB for the new bottle is over 2 GiB: the older warm one goes.
-    t.orch.accept(t.ev.targeted(c));
+    await t.orch.accept(t.ev.targeted(c));
     await until('launched', () => t.runner.isRunning(t.slugOf(c)));
     expect(t.runner.calls.filter((x) => x.startsWith('cool '))).toEqual([`cool ${t.slugOf(a)}`]);
     expect(t.runner.calls.indexOf(`cool ${t.slugOf(a)}`)).toBeLessThan(
@@ -377,7 +377,7 @@ describe('Orchestrator', () => {
     const t = setup();
     t.runner.warm = { ms: 60_000, bytes: 1024 ** 2 };
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     t.runner.agent(slug).done();

@@ -43,7 +43,7 @@ describe('orchestrator: the supervise plane', () => {
     const s = plane();
     const t = setup({ watchdogTimeoutMs: 200, supervise: s.p });
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.runningSlugs.length === 1);
     const slug = t.slugOf(n);
     s.waiting.add(slug);
@@ -64,7 +64,7 @@ describe('orchestrator: the supervise plane', () => {
     const s = plane();
     const t = setup({ watchdogTimeoutMs: 200, supervise: s.p, superviseMaxPauseMs: 300 });
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.runningSlugs.length === 1);
     const slug = t.slugOf(n);
     // A request that never gets an answer (or one after another).
@@ -85,7 +85,7 @@ describe('orchestrator: the supervise plane', () => {
     const s = plane();
     const t = setup({ supervise: s.p });
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.runningSlugs.length === 1);
     const slug = t.slugOf(n);
     t.runner.agent(slug).done();
@@ -112,7 +112,7 @@ describe('orchestrator: the supervise plane', () => {
       return a;
     };
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.runningSlugs.length === 1);
     const slug = t.slugOf(n);
     asked.set(slug, {
@@ -135,13 +135,13 @@ describe('orchestrator: the supervise plane', () => {
     const s = plane();
     const t = setup({ supervise: s.p });
     const n = t.issue();
-    t.orch.accept(t.ev.targeted(n));
+    await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.isRunning(t.slugOf(n)));
     const slug = t.slugOf(n);
     s.waiting.add(slug);
     t.runner.agent(slug).openPr(31);
     await until('PR learned', () => t.row(n)?.prNumber === 31);
-    t.orch.accept(t.ev.closed(31));
+    await t.orch.accept(t.ev.closed(31));
     await until('destroyed', () => t.row(n)?.status === 'destroyed');
     // Cancelled when the turn ended (nobody is left to answer) and again, harmlessly, on destroy.
     expect(new Set(s.cancelled)).toEqual(new Set([slug]));

@@ -1,9 +1,9 @@
 import type { KeyObject } from 'node:crypto';
 import { verifyChain, verifyRecord } from './sign';
-import { type ProvenanceStore, type RunFilter, recordStatus } from './store';
+import { type RunFilter, type RunRecordStore, recordStatus } from './store';
 
 export interface ProvenanceHandlerOptions {
-  store: ProvenanceStore;
+  store: RunRecordStore;
   publicKey: KeyObject;
   publicPem: string;
   keyId: string;
@@ -50,7 +50,7 @@ export function createProvenanceHandler(options: ProvenanceHandlerOptions) {
         ...(q.get('status') ? { status: q.get('status')! } : {}),
         ...(q.get('slug') ? { slug: q.get('slug')! } : {}),
       };
-      const { total, records } = options.store.list(filter, page, limit);
+      const { total, records } = await options.store.list(filter, page, limit);
       return json(200, {
         total,
         page,
@@ -70,11 +70,11 @@ export function createProvenanceHandler(options: ProvenanceHandlerOptions) {
     }
     const m = /^\/api\/runs\/([^/]+)(\/verify)?$/.exec(url.pathname);
     if (!m) return json(404, { error: 'not found' });
-    const signed = options.store.get(decodeURIComponent(m[1]!));
+    const signed = await options.store.get(decodeURIComponent(m[1]!));
     if (!signed) return json(404, { error: `no run ${m[1]}` });
     if (!m[2]) return json(200, signed);
     const record = verifyRecord(signed, options.publicKey);
-    const chain = verifyChain(options.store.chain(signed.record.slug), options.publicKey);
+    const chain = verifyChain(await options.store.chain(signed.record.slug), options.publicKey);
     return json(200, {
       id: signed.record.id,
       record,

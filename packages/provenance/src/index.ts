@@ -27,4 +27,11 @@ export {
   type SecretScanner,
 } from './scanner';
 export { signRecord, type Verification, verifyChain, verifyRecord } from './sign';
-export { PROVENANCE_MIGRATIONS, ProvenanceStore, type RunFilter, recordStatus } from './store';
+export {
+  type Awaitable,
+  PROVENANCE_MIGRATIONS,
+  ProvenanceStore,
+  type RunFilter,
+  type RunRecordStore,
+  recordStatus,
+} from './store';

@@ -25,6 +25,35 @@ export const PROVENANCE_MIGRATIONS: readonly Migration[] = [
   },
 ];
 
+/** A value now or later: SQLite answers at once, a network database with a promise. */
+export type Awaitable<T> = T | Promise<T>;
+
+/**
+ * Where signed run records are kept, one hash chain per bottle. Implementations
+ * must pass `describeRunStoreConformance` from `@bb/provenance/testing`.
+ * Callers always `await`; a refusal is a throw or a rejection alike.
+ */
+export interface RunRecordStore {
+  /** The latest hash of a bottle's chain (the genesis hash when it has none). */
+  head(slug: string): Awaitable<string>;
+  /**
+   * Append a record. It must continue its bottle's chain (its `prev` is the
+   * chain's head) or the append is a `CONFLICT` and nothing is stored; two
+   * writers racing on one chain: one wins, the other is a `CONFLICT`.
+   */
+  append(s: SignedRecord): Awaitable<void>;
+  /** One record by id, or `undefined`. */
+  get(id: string): Awaitable<SignedRecord | undefined>;
+  /** One bottle's records, oldest first (its chain). */
+  chain(slug: string): Awaitable<SignedRecord[]>;
+  /** Newest first, filtered, a page of `limit` at a time (pages count from 1). */
+  list(
+    filter?: RunFilter,
+    page?: number,
+    limit?: number,
+  ): Awaitable<{ total: number; records: SignedRecord[] }>;
+}
+
 export interface RunFilter {
   repo?: string;
   issue?: number;
@@ -43,8 +72,8 @@ export function recordStatus(s: SignedRecord): string {
   return r.watchdogFired ? 'watchdog' : 'exited';
 }
 
-/** Signed run records in the bot-bottle database (table `provenance_records`). */
-export class ProvenanceStore {
+/** Signed run records in the bot-bottle SQLite database (table `provenance_records`). */
+export class ProvenanceStore implements RunRecordStore {
   constructor(readonly database: BbDatabase) {
     database.migrate('provenance', PROVENANCE_MIGRATIONS);
   }
@@ -61,6 +90,12 @@ export class ProvenanceStore {
 
   /** Append a record; it must continue its bottle's chain. */
   append(s: SignedRecord): void {
+    // Head check and insert in one write transaction: another process appending to
+    // the same chain waits, then sees the new head.
+    this.database.db.transaction(() => this.#append(s)).immediate();
+  }
+
+  #append(s: SignedRecord): void {
     const head = this.head(s.record.slug);
     if (s.record.prev !== head) {
       throw new BbError(

@@ -1,4 +1,5 @@
 import { BbError } from '@bb/errors';
+import type { Awaitable } from './store';
 
 /** What the orchestrator remembers about an accepted delivery. */
 export interface DeliveryMeta {
@@ -25,11 +26,11 @@ export interface DeliveryLedger {
    * sharing one database. Throws when the write cannot be made durable
    * (`STATE_BUSY`, `STATE_UNWRITABLE`): the caller must not acknowledge then.
    */
-  recordDelivery(key: string, meta?: DeliveryMeta): boolean;
+  recordDelivery(key: string, meta?: DeliveryMeta): Awaitable<boolean>;
   /** The record for `key`, or `undefined`. */
-  getDelivery(key: string): DeliveryRecord | undefined;
+  getDelivery(key: string): Awaitable<DeliveryRecord | undefined>;
   /** Delete records received before `before`; returns how many were deleted. */
-  pruneDeliveries(before: Date): number;
+  pruneDeliveries(before: Date): Awaitable<number>;
 }
 
 export function checkDeliveryKey(key: unknown): string {

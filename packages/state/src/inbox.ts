@@ -1,4 +1,5 @@
 import { BbError } from '@bb/errors';
+import type { Awaitable } from './store';
 
 /**
  * Where an accepted event is: `pending` (to be handled), `deferred` (waiting
@@ -51,19 +52,19 @@ export interface EventInbox {
    * when it cannot be made. An event with no issue starts `parked`, one with
    * an issue `pending`, one accepted with `done: true` `done`.
    */
-  accept(key: string, event: InboxInput): InboxEvent | undefined;
+  accept(key: string, event: InboxInput): Awaitable<InboxEvent | undefined>;
   /** Every event that is not done, in the order it happened (then accepted). */
-  openEvents(): InboxEvent[];
+  openEvents(): Awaitable<InboxEvent[]>;
   /** Move an event to `state`; with `issue`, route it too. */
-  settle(id: number, state: InboxState, issue?: string | null): void;
+  settle(id: number, state: InboxState, issue?: string | null): Awaitable<void>;
   /** Delete done events accepted before `before`; returns how many. */
-  pruneInbox(before: Date): number;
+  pruneInbox(before: Date): Awaitable<number>;
   /**
    * Events whose key starts with `prefix`, done or not, newest accepted first,
    * at most `limit` (1 to 1000): e.g. the notices an orchestrator keeps as
    * `bb:feedback:…` events, for a status command.
    */
-  recentEvents(prefix: string, limit: number): InboxEvent[];
+  recentEvents(prefix: string, limit: number): Awaitable<InboxEvent[]>;
 }
 
 /** Checks `recentEvents`' arguments. */

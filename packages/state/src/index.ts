@@ -51,4 +51,4 @@ export {
   STATE_MIGRATIONS,
   STATE_SQL,
 } from './sqlite-store';
-export type { ForgeStateStore, HistoryOptions } from './store';
+export type { Awaitable, ForgeStateStore, HistoryOptions } from './store';

@@ -1,6 +1,13 @@
 import type { ForgeState } from './forge-state';
 
 /**
+ * A value now or later. The state seams return this so an embedded engine
+ * (SQLite) answers at once and a network one (PostgreSQL) with a promise;
+ * callers always `await`. A refusal is a throw or a rejected promise alike.
+ */
+export type Awaitable<T> = T | Promise<T>;
+
+/**
  * Where forge-managed bottles are remembered. Implementations must pass
  * `describeStoreConformance` from `@bb/state/testing`.
  *
@@ -13,20 +20,20 @@ export interface ForgeStateStore {
    * field takes the new value except `createdAt`, which keeps the first insert's.
    * A row upserted as `destroyed` moves to the history.
    */
-  upsert(state: ForgeState): void;
+  upsert(state: ForgeState): Awaitable<void>;
   /** The live row for that issue, else its most recently destroyed one, or `undefined`. */
-  get(owner: string, repo: string, issueNumber: number): ForgeState | undefined;
+  get(owner: string, repo: string, issueNumber: number): Awaitable<ForgeState | undefined>;
   /** Remove the row (and its history). Idempotent: removing a missing row is not an error. */
-  delete(owner: string, repo: string, issueNumber: number): void;
+  delete(owner: string, repo: string, issueNumber: number): Awaitable<void>;
   /**
    * Every live row (running or frozen), ordered by owner, then repo, then issue
    * number (byte-wise, ascending). A destroyed bottle's row has moved to `history`.
    */
-  all(): ForgeState[];
+  all(): Awaitable<ForgeState[]>;
   /** The live row whose PR is `pr` in that repository, or `undefined`. Indexed: as fast with any history. */
-  findByPr(owner: string, repo: string, pr: number): ForgeState | undefined;
+  findByPr(owner: string, repo: string, pr: number): Awaitable<ForgeState | undefined>;
   /** Destroyed bottles' rows, the most recently updated first, `limit` at a time (`before`: an `updatedAt`). */
-  history(options?: HistoryOptions): ForgeState[];
+  history(options?: HistoryOptions): Awaitable<ForgeState[]>;
 }
 
 export interface HistoryOptions {

@@ -49,10 +49,14 @@ function setup<T>(options: ConformanceOptions<T>) {
   return { make, test };
 }
 
-function expectCode(fn: () => unknown, code: string): void {
+/**
+ * Expects `fn` to fail with a `BbError` of `code`, whether it throws at once or
+ * returns a promise that rejects: both are how an implementation may refuse.
+ */
+async function expectCode(fn: () => unknown, code: string): Promise<void> {
   let thrown: unknown;
   try {
-    fn();
+    await fn();
   } catch (err) {
     thrown = err;
   }
@@ -73,8 +77,8 @@ export function describeStoreConformance<T extends ForgeStateStore>(
 
     test('get returns undefined for a missing row', async () => {
       const store = await make();
-      expect(store.get('acme', 'widgets', 1)).toBeUndefined();
-      expect(store.all()).toEqual([]);
+      expect(await store.get('acme', 'widgets', 1)).toBeUndefined();
+      expect(await store.all()).toEqual([]);
     });
 
     test('upsert then get round-trips every field', async () => {
@@ -86,13 +90,13 @@ export function describeStoreConformance<T extends ForgeStateStore>(
         sessionId: '1b6f0a6e-2f3c-4c2e-9a55-7f0c1f0c9a11',
         cwd: '/workspace',
       });
-      store.upsert(s);
-      expect(store.get('acme', 'widgets', 17)).toEqual(s);
+      await store.upsert(s);
+      expect(await store.get('acme', 'widgets', 17)).toEqual(s);
     });
 
     test('upsert replaces every field but createdAt', async () => {
       const store = await make();
-      store.upsert(sampleState(17));
+      await store.upsert(sampleState(17));
       const next = sampleState(17, {
         status: 'frozen',
         prNumber: 18,
@@ -101,30 +105,30 @@ export function describeStoreConformance<T extends ForgeStateStore>(
         updatedAt: '2026-11-22T06:00:00.000Z',
         lastCheckinAt: '2026-11-22T05:59:00.000Z',
       });
-      store.upsert(next);
-      const got = store.get('acme', 'widgets', 17);
+      await store.upsert(next);
+      const got = await store.get('acme', 'widgets', 17);
       expect(got).toEqual({ ...next, createdAt: sampleState(17).createdAt });
-      expect(store.all()).toHaveLength(1);
+      expect(await store.all()).toHaveLength(1);
     });
 
     test('rows are keyed by owner, repo and issue number', async () => {
       const store = await make();
-      store.upsert(sampleState(1, { slug: 'a-1' }));
-      store.upsert(sampleState(1, { slug: 'b-1', repo: 'gadgets' }));
-      store.upsert(sampleState(1, { slug: 'c-1', owner: 'zeta' }));
-      expect(store.get('acme', 'widgets', 1)?.slug).toBe('a-1');
-      expect(store.get('acme', 'gadgets', 1)?.slug).toBe('b-1');
-      expect(store.get('zeta', 'widgets', 1)?.slug).toBe('c-1');
-      expect(store.get('acme', 'widgets', 2)).toBeUndefined();
+      await store.upsert(sampleState(1, { slug: 'a-1' }));
+      await store.upsert(sampleState(1, { slug: 'b-1', repo: 'gadgets' }));
+      await store.upsert(sampleState(1, { slug: 'c-1', owner: 'zeta' }));
+      expect((await store.get('acme', 'widgets', 1))?.slug).toBe('a-1');
+      expect((await store.get('acme', 'gadgets', 1))?.slug).toBe('b-1');
+      expect((await store.get('zeta', 'widgets', 1))?.slug).toBe('c-1');
+      expect(await store.get('acme', 'widgets', 2)).toBeUndefined();
     });
 
     test('delete removes the row and is idempotent', async () => {
       const store = await make();
-      store.upsert(sampleState(5));
-      store.delete('acme', 'widgets', 5);
-      expect(store.get('acme', 'widgets', 5)).toBeUndefined();
-      expect(() => store.delete('acme', 'widgets', 5)).not.toThrow();
-      expect(() => store.delete('acme', 'widgets', 999)).not.toThrow();
+      await store.upsert(sampleState(5));
+      await store.delete('acme', 'widgets', 5);
+      expect(await store.get('acme', 'widgets', 5)).toBeUndefined();
+      await store.delete('acme', 'widgets', 5);
+      await store.delete('acme', 'widgets', 999);
     });
 
     test('all() is ordered by owner, repo, issue number', async () => {
@@ -136,10 +140,10 @@ export function describeStoreConformance<T extends ForgeStateStore>(
         ['acme', 'gadgets', 100],
         ['Acme', 'widgets', 3],
       ];
-      keys.forEach(([owner, repo, n], i) => {
-        store.upsert(sampleState(n, { owner, repo, slug: `s-${i}` }));
-      });
-      expect(store.all().map((s) => `${s.owner}/${s.repo}#${s.issueNumber}`)).toEqual([
+      for (const [i, [owner, repo, n]] of keys.entries()) {
+        await store.upsert(sampleState(n, { owner, repo, slug: `s-${i}` }));
+      }
+      expect((await store.all()).map((s) => `${s.owner}/${s.repo}#${s.issueNumber}`)).toEqual([
         'Acme/widgets#3',
         'acme/gadgets#100',
         'acme/widgets#9',
@@ -150,16 +154,16 @@ export function describeStoreConformance<T extends ForgeStateStore>(
 
     test('returned rows are copies: changing them does not change the store', async () => {
       const store = await make();
-      store.upsert(sampleState(3));
-      const got = store.get('acme', 'widgets', 3)!;
+      await store.upsert(sampleState(3));
+      const got = (await store.get('acme', 'widgets', 3))!;
       got.bottleNames.push('evil');
       got.status = 'destroyed';
-      expect(store.get('acme', 'widgets', 3)).toEqual(sampleState(3));
+      expect(await store.get('acme', 'widgets', 3)).toEqual(sampleState(3));
     });
 
     test('invalid values are rejected with INVALID_INPUT and change nothing', async () => {
       const store = await make();
-      store.upsert(sampleState(7));
+      await store.upsert(sampleState(7));
       const bad: Array<Partial<Record<keyof ForgeState, unknown>>> = [
         { status: 'paused' },
         { issueNumber: -1 },
@@ -171,80 +175,80 @@ export function describeStoreConformance<T extends ForgeStateStore>(
         { prNumber: 0 },
       ];
       for (const over of bad) {
-        expectCode(
+        await expectCode(
           () => store.upsert({ ...sampleState(7), ...over } as ForgeState),
           'INVALID_INPUT',
         );
       }
-      expect(store.all()).toEqual([sampleState(7)]);
-      expectCode(() => store.get('acme', 'widgets', 0), 'INVALID_INPUT');
-      expectCode(() => store.get('', 'widgets', 1), 'INVALID_INPUT');
-      expectCode(() => store.delete('acme', 'widgets', Number.NaN), 'INVALID_INPUT');
+      expect(await store.all()).toEqual([sampleState(7)]);
+      await expectCode(() => store.get('acme', 'widgets', 0), 'INVALID_INPUT');
+      await expectCode(() => store.get('', 'widgets', 1), 'INVALID_INPUT');
+      await expectCode(() => store.delete('acme', 'widgets', Number.NaN), 'INVALID_INPUT');
     });
 
     test('a slug already used by another issue is a CONFLICT and changes nothing', async () => {
       const store = await make();
-      store.upsert(sampleState(1, { slug: 'same' }));
-      expectCode(() => store.upsert(sampleState(2, { slug: 'same' })), 'CONFLICT');
-      expect(store.get('acme', 'widgets', 2)).toBeUndefined();
-      expect(store.all()).toHaveLength(1);
+      await store.upsert(sampleState(1, { slug: 'same' }));
+      await expectCode(() => store.upsert(sampleState(2, { slug: 'same' })), 'CONFLICT');
+      expect(await store.get('acme', 'widgets', 2)).toBeUndefined();
+      expect(await store.all()).toHaveLength(1);
     });
 
     test('a destroyed row leaves all() for the history, and get() still finds it', async () => {
       const store = await make();
-      store.upsert(sampleState(4, { slug: 'gone-1', prNumber: 40 }));
-      store.upsert(sampleState(5, { slug: 'kept-1' }));
+      await store.upsert(sampleState(4, { slug: 'gone-1', prNumber: 40 }));
+      await store.upsert(sampleState(5, { slug: 'kept-1' }));
       const destroyed = sampleState(4, {
         slug: 'gone-1',
         prNumber: 40,
         status: 'destroyed',
         updatedAt: '2026-11-22T07:00:00.000Z',
       });
-      store.upsert(destroyed);
-      expect(store.all().map((r) => r.slug)).toEqual(['kept-1']);
-      expect(store.get('acme', 'widgets', 4)).toEqual(destroyed);
-      expect(store.history()).toEqual([destroyed]);
+      await store.upsert(destroyed);
+      expect((await store.all()).map((r) => r.slug)).toEqual(['kept-1']);
+      expect(await store.get('acme', 'widgets', 4)).toEqual(destroyed);
+      expect(await store.history()).toEqual([destroyed]);
       // The same issue launched again: the live row wins, the old one stays history.
-      store.upsert(sampleState(4, { slug: 'again-1' }));
-      expect(store.get('acme', 'widgets', 4)?.slug).toBe('again-1');
-      expect(store.history().map((r) => r.slug)).toEqual(['gone-1']);
-      store.delete('acme', 'widgets', 4);
-      expect(store.get('acme', 'widgets', 4)).toBeUndefined();
-      expect(store.history()).toEqual([]);
+      await store.upsert(sampleState(4, { slug: 'again-1' }));
+      expect((await store.get('acme', 'widgets', 4))?.slug).toBe('again-1');
+      expect((await store.history()).map((r) => r.slug)).toEqual(['gone-1']);
+      await store.delete('acme', 'widgets', 4);
+      expect(await store.get('acme', 'widgets', 4)).toBeUndefined();
+      expect(await store.history()).toEqual([]);
     });
 
     test('history() pages destroyed rows, most recently updated first', async () => {
       const store = await make();
       for (let i = 1; i <= 5; i++)
-        store.upsert(
+        await store.upsert(
           sampleState(i, {
             slug: `h-${i}`,
             status: 'destroyed',
             updatedAt: `2026-11-22T0${i}:00:00.000Z`,
           }),
         );
-      const first = store.history({ limit: 2 });
+      const first = await store.history({ limit: 2 });
       expect(first.map((r) => r.slug)).toEqual(['h-5', 'h-4']);
-      const next = store.history({ limit: 2, before: first.at(-1)!.updatedAt });
+      const next = await store.history({ limit: 2, before: first.at(-1)!.updatedAt });
       expect(next.map((r) => r.slug)).toEqual(['h-3', 'h-2']);
-      expectCode(() => store.history({ limit: 0 }), 'INVALID_INPUT');
+      await expectCode(() => store.history({ limit: 0 }), 'INVALID_INPUT');
     });
 
     test('findByPr finds the live row with that PR, never a destroyed one', async () => {
       const store = await make();
-      store.upsert(sampleState(7, { slug: 'p-7', prNumber: 70 }));
-      store.upsert(sampleState(8, { slug: 'p-8', prNumber: 80, repo: 'gadgets' }));
-      expect(store.findByPr('acme', 'widgets', 70)?.slug).toBe('p-7');
-      expect(store.findByPr('acme', 'widgets', 80)).toBeUndefined();
-      expect(store.findByPr('acme', 'gadgets', 80)?.slug).toBe('p-8');
-      store.upsert(sampleState(7, { slug: 'p-7', prNumber: 70, status: 'destroyed' }));
-      expect(store.findByPr('acme', 'widgets', 70)).toBeUndefined();
+      await store.upsert(sampleState(7, { slug: 'p-7', prNumber: 70 }));
+      await store.upsert(sampleState(8, { slug: 'p-8', prNumber: 80, repo: 'gadgets' }));
+      expect((await store.findByPr('acme', 'widgets', 70))?.slug).toBe('p-7');
+      expect(await store.findByPr('acme', 'widgets', 80)).toBeUndefined();
+      expect((await store.findByPr('acme', 'gadgets', 80))?.slug).toBe('p-8');
+      await store.upsert(sampleState(7, { slug: 'p-7', prNumber: 70, status: 'destroyed' }));
+      expect(await store.findByPr('acme', 'widgets', 70)).toBeUndefined();
     });
 
     test('many rows survive in full', async () => {
       const store = await make();
-      for (let i = 1; i <= 300; i++) store.upsert(sampleState(i));
-      const all = store.all();
+      for (let i = 1; i <= 300; i++) await store.upsert(sampleState(i));
+      const all = await store.all();
       expect(all).toHaveLength(300);
       expect(all.map((s) => s.issueNumber)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
     });
@@ -266,10 +270,12 @@ export function describeInboxConformance<T extends EventInbox>(
 
     test('an event is accepted once under its key and waits until done', async () => {
       const inbox = await make();
-      const accepted = inbox.accept('k1', ev('acme/widgets#1', '2026-11-22T05:00:00Z'));
+      const accepted = await inbox.accept('k1', ev('acme/widgets#1', '2026-11-22T05:00:00Z'));
       expect(accepted).toMatchObject({ key: 'k1', state: 'pending' });
-      expect(inbox.accept('k1', ev('acme/widgets#1', '2026-11-22T05:00:00Z', 2))).toBeUndefined();
-      const [open] = inbox.openEvents();
+      expect(
+        await inbox.accept('k1', ev('acme/widgets#1', '2026-11-22T05:00:00Z', 2)),
+      ).toBeUndefined();
+      const [open] = await inbox.openEvents();
       expect(open?.id).toBe(accepted!.id);
       expect(open).toMatchObject({
         key: 'k1',
@@ -277,79 +283,98 @@ export function describeInboxConformance<T extends EventInbox>(
         state: 'pending',
         payload: { kind: 'comment_created', n: 1 },
       });
-      inbox.settle(open!.id, 'done');
-      expect(inbox.openEvents()).toEqual([]);
+      await inbox.settle(open!.id, 'done');
+      expect(await inbox.openEvents()).toEqual([]);
     });
 
     test('an event accepted as done is remembered under its key and waits for nothing', async () => {
       const inbox = await make();
-      expect(inbox.accept('d', { ...ev(null, '2026-11-22T05:00:00Z'), done: true })).toMatchObject({
+      expect(
+        await inbox.accept('d', { ...ev(null, '2026-11-22T05:00:00Z'), done: true }),
+      ).toMatchObject({
         key: 'd',
         state: 'done',
       });
-      expect(inbox.openEvents()).toEqual([]);
-      expect(inbox.accept('d', ev(null, '2026-11-22T05:00:00Z'))).toBeUndefined();
+      expect(await inbox.openEvents()).toEqual([]);
+      expect(await inbox.accept('d', ev(null, '2026-11-22T05:00:00Z'))).toBeUndefined();
     });
 
     test('open events come in the order they happened, then were accepted', async () => {
       const inbox = await make();
-      inbox.accept('late', ev('acme/widgets#1', '2026-11-22T05:00:02Z'));
-      inbox.accept('early', ev('acme/widgets#1', '2026-11-22T05:00:01Z'));
-      inbox.accept('same-a', ev('acme/widgets#2', '2026-11-22T05:00:03Z'));
-      inbox.accept('same-b', ev('acme/widgets#2', '2026-11-22T05:00:03Z'));
-      expect(inbox.openEvents().map((e) => e.key)).toEqual(['early', 'late', 'same-a', 'same-b']);
+      await inbox.accept('late', ev('acme/widgets#1', '2026-11-22T05:00:02Z'));
+      await inbox.accept('early', ev('acme/widgets#1', '2026-11-22T05:00:01Z'));
+      await inbox.accept('same-a', ev('acme/widgets#2', '2026-11-22T05:00:03Z'));
+      await inbox.accept('same-b', ev('acme/widgets#2', '2026-11-22T05:00:03Z'));
+      expect((await inbox.openEvents()).map((e) => e.key)).toEqual([
+        'early',
+        'late',
+        'same-a',
+        'same-b',
+      ]);
     });
 
     test('an event with no issue is parked until it is routed', async () => {
       const inbox = await make();
-      inbox.accept('c', ev(null, '2026-11-22T05:00:00Z'));
-      const [parked] = inbox.openEvents();
+      await inbox.accept('c', ev(null, '2026-11-22T05:00:00Z'));
+      const [parked] = await inbox.openEvents();
       expect(parked).toMatchObject({ state: 'parked', issue: null });
-      inbox.settle(parked!.id, 'pending', 'acme/widgets#3');
-      expect(inbox.openEvents()[0]).toMatchObject({ state: 'pending', issue: 'acme/widgets#3' });
-      inbox.settle(parked!.id, 'deferred');
-      expect(inbox.openEvents()[0]).toMatchObject({ state: 'deferred', issue: 'acme/widgets#3' });
+      await inbox.settle(parked!.id, 'pending', 'acme/widgets#3');
+      expect((await inbox.openEvents())[0]).toMatchObject({
+        state: 'pending',
+        issue: 'acme/widgets#3',
+      });
+      await inbox.settle(parked!.id, 'deferred');
+      expect((await inbox.openEvents())[0]).toMatchObject({
+        state: 'deferred',
+        issue: 'acme/widgets#3',
+      });
     });
 
     test('recentEvents lists events by key prefix, newest first, done ones too', async () => {
       const inbox = await make();
-      inbox.accept('bb:note:acme/widgets#1:a', { ...ev(null, '2026-11-22T05:00:00Z'), done: true });
-      inbox.accept('other:1', ev('acme/widgets#1', '2026-11-22T05:00:01Z'));
-      inbox.accept('bb:note:acme/widgets#2:b', { ...ev(null, '2026-11-22T04:00:00Z'), done: true });
-      inbox.accept('bb:notes-not-this', ev('acme/widgets#3', '2026-11-22T05:00:02Z'));
-      expect(inbox.recentEvents('bb:note:', 10).map((e) => e.key)).toEqual([
+      await inbox.accept('bb:note:acme/widgets#1:a', {
+        ...ev(null, '2026-11-22T05:00:00Z'),
+        done: true,
+      });
+      await inbox.accept('other:1', ev('acme/widgets#1', '2026-11-22T05:00:01Z'));
+      await inbox.accept('bb:note:acme/widgets#2:b', {
+        ...ev(null, '2026-11-22T04:00:00Z'),
+        done: true,
+      });
+      await inbox.accept('bb:notes-not-this', ev('acme/widgets#3', '2026-11-22T05:00:02Z'));
+      expect((await inbox.recentEvents('bb:note:', 10)).map((e) => e.key)).toEqual([
         'bb:note:acme/widgets#2:b',
         'bb:note:acme/widgets#1:a',
       ]);
-      expect(inbox.recentEvents('bb:note:', 1).map((e) => e.key)).toEqual([
+      expect((await inbox.recentEvents('bb:note:', 1)).map((e) => e.key)).toEqual([
         'bb:note:acme/widgets#2:b',
       ]);
-      expect(inbox.recentEvents('zzz', 5)).toEqual([]);
-      expectCode(() => inbox.recentEvents('', 5), 'INVALID_INPUT');
-      expectCode(() => inbox.recentEvents('bb:', 0), 'INVALID_INPUT');
+      expect(await inbox.recentEvents('zzz', 5)).toEqual([]);
+      await expectCode(() => inbox.recentEvents('', 5), 'INVALID_INPUT');
+      await expectCode(() => inbox.recentEvents('bb:', 0), 'INVALID_INPUT');
     });
 
     test('prune removes only done events accepted before the time', async () => {
       const inbox = await make();
-      inbox.accept('a', ev('acme/widgets#1', '2026-11-22T05:00:00Z'));
-      inbox.accept('b', ev('acme/widgets#1', '2026-11-22T05:00:01Z'));
-      inbox.settle(inbox.openEvents()[0]!.id, 'done');
-      expect(inbox.pruneInbox(new Date(Date.now() - 60_000))).toBe(0);
-      expect(inbox.pruneInbox(new Date(Date.now() + 60_000))).toBe(1);
-      expect(inbox.openEvents().map((e) => e.key)).toEqual(['b']);
+      await inbox.accept('a', ev('acme/widgets#1', '2026-11-22T05:00:00Z'));
+      await inbox.accept('b', ev('acme/widgets#1', '2026-11-22T05:00:01Z'));
+      await inbox.settle((await inbox.openEvents())[0]!.id, 'done');
+      expect(await inbox.pruneInbox(new Date(Date.now() - 60_000))).toBe(0);
+      expect(await inbox.pruneInbox(new Date(Date.now() + 60_000))).toBe(1);
+      expect((await inbox.openEvents()).map((e) => e.key)).toEqual(['b']);
     });
 
     test('bad input is INVALID_INPUT and changes nothing', async () => {
       const inbox = await make();
-      expectCode(() => inbox.accept('', ev(null, '2026-11-22T05:00:00Z')), 'INVALID_INPUT');
-      expectCode(
+      await expectCode(() => inbox.accept('', ev(null, '2026-11-22T05:00:00Z')), 'INVALID_INPUT');
+      await expectCode(
         () => inbox.accept('k', ev('not an issue', '2026-11-22T05:00:00Z')),
         'INVALID_INPUT',
       );
-      expectCode(() => inbox.accept('k', ev(null, 'yesterday')), 'INVALID_INPUT');
-      expectCode(() => inbox.settle(0, 'done'), 'INVALID_INPUT');
-      expectCode(() => inbox.settle(1, 'finished' as never), 'INVALID_INPUT');
-      expect(inbox.openEvents()).toEqual([]);
+      await expectCode(() => inbox.accept('k', ev(null, 'yesterday')), 'INVALID_INPUT');
+      await expectCode(() => inbox.settle(0, 'done'), 'INVALID_INPUT');
+      await expectCode(() => inbox.settle(1, 'finished' as never), 'INVALID_INPUT');
+      expect(await inbox.openEvents()).toEqual([]);
     });
   });
 }
@@ -364,43 +389,43 @@ export function describeLedgerConformance<T extends DeliveryLedger>(
 
     test('a key is new once, then known', async () => {
       const ledger = await make();
-      expect(ledger.recordDelivery('issues:acme/widgets#17:assigned:2026-11-22T05:00:00Z')).toBe(
-        true,
-      );
-      expect(ledger.recordDelivery('issues:acme/widgets#17:assigned:2026-11-22T05:00:00Z')).toBe(
-        false,
-      );
-      expect(ledger.recordDelivery('issues:acme/widgets#17:assigned:2026-11-22T05:00:01Z')).toBe(
-        true,
-      );
+      expect(
+        await ledger.recordDelivery('issues:acme/widgets#17:assigned:2026-11-22T05:00:00Z'),
+      ).toBe(true);
+      expect(
+        await ledger.recordDelivery('issues:acme/widgets#17:assigned:2026-11-22T05:00:00Z'),
+      ).toBe(false);
+      expect(
+        await ledger.recordDelivery('issues:acme/widgets#17:assigned:2026-11-22T05:00:01Z'),
+      ).toBe(true);
     });
 
     test('the first delivery meta is kept', async () => {
       const ledger = await make();
-      ledger.recordDelivery('k1', { deliveryId: 'uuid-1', event: 'issues' });
-      ledger.recordDelivery('k1', { deliveryId: 'uuid-2', event: 'issues' });
-      const rec = ledger.getDelivery('k1');
+      await ledger.recordDelivery('k1', { deliveryId: 'uuid-1', event: 'issues' });
+      await ledger.recordDelivery('k1', { deliveryId: 'uuid-2', event: 'issues' });
+      const rec = await ledger.getDelivery('k1');
       expect(rec?.deliveryId).toBe('uuid-1');
       expect(rec?.event).toBe('issues');
       expect(Number.isNaN(Date.parse(rec?.receivedAt ?? ''))).toBe(false);
-      expect(ledger.getDelivery('missing')).toBeUndefined();
+      expect(await ledger.getDelivery('missing')).toBeUndefined();
     });
 
     test('prune removes only older entries', async () => {
       const ledger = await make();
-      ledger.recordDelivery('old');
-      const removed = ledger.pruneDeliveries(new Date(Date.now() - 60_000));
+      await ledger.recordDelivery('old');
+      const removed = await ledger.pruneDeliveries(new Date(Date.now() - 60_000));
       expect(removed).toBe(0);
-      expect(ledger.pruneDeliveries(new Date(Date.now() + 60_000))).toBe(1);
-      expect(ledger.getDelivery('old')).toBeUndefined();
-      expect(ledger.recordDelivery('old')).toBe(true);
+      expect(await ledger.pruneDeliveries(new Date(Date.now() + 60_000))).toBe(1);
+      expect(await ledger.getDelivery('old')).toBeUndefined();
+      expect(await ledger.recordDelivery('old')).toBe(true);
     });
 
     test('bad keys are INVALID_INPUT', async () => {
       const ledger = await make();
-      expectCode(() => ledger.recordDelivery(''), 'INVALID_INPUT');
-      expectCode(() => ledger.recordDelivery('x'.repeat(513)), 'INVALID_INPUT');
-      expectCode(() => ledger.recordDelivery(42 as unknown as string), 'INVALID_INPUT');
+      await expectCode(() => ledger.recordDelivery(''), 'INVALID_INPUT');
+      await expectCode(() => ledger.recordDelivery('x'.repeat(513)), 'INVALID_INPUT');
+      await expectCode(() => ledger.recordDelivery(42 as unknown as string), 'INVALID_INPUT');
     });
   });
 }

@@ -34,9 +34,9 @@ function saveRow(
   status: ForgeState['status'],
   prNumber: number | null,
   botLogin: string,
-): void {
+): Promise<void> {
   const { backend, ...rest } = base;
-  saveBottleRow(store, { ...rest, backendName: backend.name, botLogin, prNumber, status }, io.env);
+  return saveBottleRow(store, { ...rest, backendName: backend.name, botLogin, prNumber, status }, io.env);
 }
 
 function labels(v: unknown, usage: string): Record<string, string> {
@@ -101,7 +101,7 @@ async function finish(
         policy: loadPolicy(state.home),
       }).auditTurn(slug, at),
   });
-  saveRow(state.store, io, row, 'frozen', rec.prs.at(-1) ?? null, botLogin);
+  await saveRow(state.store, io, row, 'frozen', rec.prs.at(-1) ?? null, botLogin);
   io.stdout(
     `${JSON.stringify({
       slug: row.slug,
@@ -173,7 +173,7 @@ async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> 
       });
     const startedAt = nowIso();
     let out: TurnOutcome;
-    saveRow(state.store, io, row, 'running', pr ?? null, botLogin);
+    await saveRow(state.store, io, row, 'running', pr ?? null, botLogin);
     try {
       out = await launch({
         agent,
@@ -241,7 +241,7 @@ async function resumeCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numb
       backend,
     };
     const startedAt = nowIso();
-    saveRow(state.store, io, row, 'running', existing.prNumber, existing.agentGitUser);
+    await saveRow(state.store, io, row, 'running', existing.prNumber, existing.agentGitUser);
     let out: TurnOutcome;
     try {
       out = await resume({
@@ -254,7 +254,7 @@ async function resumeCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numb
         onProgress: progress(io),
       });
     } catch (err) {
-      saveRow(state.store, io, row, 'frozen', existing.prNumber, existing.agentGitUser);
+      await saveRow(state.store, io, row, 'frozen', existing.prNumber, existing.agentGitUser);
       throw err;
     }
     return await finish(

@@ -36,7 +36,11 @@ function saveRow(
   botLogin: string,
 ): Promise<void> {
   const { backend, ...rest } = base;
-  return saveBottleRow(store, { ...rest, backendName: backend.name, botLogin, prNumber, status }, io.env);
+  return saveBottleRow(
+    store,
+    { ...rest, backendName: backend.name, botLogin, prNumber, status },
+    io.env,
+  );
 }
 
 function labels(v: unknown, usage: string): Record<string, string> {

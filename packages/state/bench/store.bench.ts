@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { reportBench } from '@bb/tooling/bench';
 import Database from 'better-sqlite3';
 import { SqliteForgeStateStore, STATE_MIGRATIONS, STATE_SQL } from '../src/index';
-import { stateToRow } from '../src/sqlite-store';
+import { stateToRow } from '../src/rows';
 import { sampleState } from '../src/testing-data';
 
 const N = 20_000;

@@ -23,10 +23,11 @@ export {
   resolveBbHome,
   type SynchronousMode,
 } from './database';
-export type {
-  DeliveryLedger,
-  DeliveryMeta,
-  DeliveryRecord,
+export {
+  checkDeliveryKey,
+  type DeliveryLedger,
+  type DeliveryMeta,
+  type DeliveryRecord,
 } from './delivery-ledger';
 export {
   type ForgeState,
@@ -36,15 +37,24 @@ export {
   type ForgeStatus,
   ForgeStatusSchema,
   parseForgeState,
+  parseForgeStateKey,
 } from './forge-state';
+// The input checks every engine runs first, so each refuses bad input the same way.
 export {
+  checkDate,
+  checkHistoryOptions,
+  checkInboxInput,
+  checkRecent,
+  checkSettle,
   type EventInbox,
   INBOX_STATES,
   type InboxEvent,
   type InboxInput,
   type InboxState,
+  initialState,
 } from './inbox';
 export { MemoryForgeStateStore } from './memory-store';
+export { COLUMNS, cellsToRow, type Row, rowToState, stateToRow } from './rows';
 export {
   SqliteForgeStateStore,
   type SqliteForgeStateStoreOptions,

@@ -23,7 +23,7 @@ import {
   SqliteForgeStateStore,
   STATE_MIGRATIONS,
 } from '../src/index';
-import { stateToRow } from '../src/sqlite-store';
+import { stateToRow } from '../src/rows';
 import { sampleState } from '../src/testing-data';
 
 const run = promisify(execFile);

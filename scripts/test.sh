@@ -13,6 +13,7 @@ sh scripts/build-base-image.sh
 sh scripts/build-agents-image.sh
 sh scripts/ensure-chromium.sh
 sh scripts/ensure-tmux.sh
+sh scripts/ensure-postgres.sh
 rm -rf test-artifacts/vitest
 pnpm turbo run build --output-logs=errors-only
 status=0

@@ -14,10 +14,15 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const report = join(root, 'test-artifacts', 'vitest', `${basename(process.cwd())}.json`);
 
 const conditions = ['@bb/source', 'import', 'module', 'node', 'default'];
+// Vitest also hands the SSR conditions to each worker's Node (`--conditions`), where
+// they apply to `require` too: with `import` among them, a CommonJS package's
+// `require` of a dual package (pg → pg-pool) would load its ES module wrapper and
+// break. Vite adds `import`/`require` by the kind of each import by itself.
+const ssrConditions = ['@bb/source', 'node', 'default'];
 
 export const preset = defineConfig({
   resolve: { conditions },
-  ssr: { resolve: { conditions, externalConditions: conditions } },
+  ssr: { resolve: { conditions: ssrConditions, externalConditions: ssrConditions } },
   test: {
     environment: 'node',
     // Fixture suites (run by tests that prove a conformance suite fails on a broken

@@ -1,0 +1,25 @@
+/**
+ * @module
+ * `@bb/state-postgres`: bot-bottle's state on PostgreSQL, for teams that run
+ * several orchestrators against one database. The same seams as `@bb/state`
+ * (and the same conformance suites pass):
+ *
+ * - {@link PostgresForgeStateStore}: `ForgeStateStore`, `DeliveryLedger` and
+ *   `EventInbox` in one.
+ * - {@link PostgresRunRecordStore}: the `RunRecordStore` of `@bb/provenance`.
+ * - {@link PostgresDatabase}: the connection pool, with per-component migrations.
+ * - {@link openPostgresState}: all of it from one URL (`BB_DATABASE_URL`).
+ *
+ * A real throwaway server for tests: `@bb/state-postgres/testing`.
+ */
+export {
+  mapPgError,
+  type OpenPostgresOptions,
+  type PgMigration,
+  PostgresDatabase,
+  redactUrl,
+} from './database';
+export { RUNS_PG_MIGRATIONS, STATE_PG_MIGRATIONS } from './migrations';
+export { openPostgresState, type PostgresState } from './open';
+export { PostgresRunRecordStore } from './run-store';
+export { PG_STATE_SQL, PostgresForgeStateStore, rowValues } from './state-store';

@@ -1,0 +1,26 @@
+import { type OpenPostgresOptions, PostgresDatabase } from './database';
+import { PostgresRunRecordStore } from './run-store';
+import { PostgresForgeStateStore } from './state-store';
+
+/** Everything an orchestrator keeps, on one PostgreSQL database. */
+export interface PostgresState {
+  database: PostgresDatabase;
+  /** Forge state, delivery ledger and event inbox. */
+  store: PostgresForgeStateStore;
+  /** Signed run records. */
+  runs: PostgresRunRecordStore;
+  close(): Promise<void>;
+}
+
+/** Connect, migrate every component, and return the stores. */
+export async function openPostgresState(options: OpenPostgresOptions): Promise<PostgresState> {
+  const database = await PostgresDatabase.open(options);
+  try {
+    const store = await PostgresForgeStateStore.open(database);
+    const runs = await PostgresRunRecordStore.open(database);
+    return { database, store, runs, close: () => database.close() };
+  } catch (err) {
+    await database.close();
+    throw err;
+  }
+}

@@ -1,0 +1,299 @@
+import { BbError } from '@bb/errors';
+import {
+  COLUMNS,
+  checkDate,
+  checkDeliveryKey,
+  checkHistoryOptions,
+  checkInboxInput,
+  checkRecent,
+  checkSettle,
+  type DeliveryLedger,
+  type DeliveryMeta,
+  type DeliveryRecord,
+  type EventInbox,
+  type ForgeState,
+  type ForgeStateStore,
+  type HistoryOptions,
+  type InboxEvent,
+  type InboxInput,
+  type InboxState,
+  initialState,
+  parseForgeState,
+  parseForgeStateKey,
+  type Row,
+  rowToState,
+  stateToRow,
+} from '@bb/state';
+import type { PostgresDatabase } from './database';
+import { STATE_PG_MIGRATIONS } from './migrations';
+
+const VALUES = '$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15';
+const SET = `slug = excluded.slug, agent_name = excluded.agent_name, bottle_names = excluded.bottle_names,
+      backend_name = excluded.backend_name, agent_git_user = excluded.agent_git_user,
+      pr_number = excluded.pr_number, status = excluded.status, last_checkin_at = excluded.last_checkin_at,
+      session_id = excluded.session_id, cwd = excluded.cwd, updated_at = excluded.updated_at`;
+const INBOX_COLUMNS = 'id, key, issue, state, occurred_at, received_at, payload';
+
+/** The SQL the store runs, exported so the benchmark's baseline runs exactly the same. */
+export const PG_STATE_SQL = {
+  upsert: `INSERT INTO forge_state (${COLUMNS}) VALUES (${VALUES})
+    ON CONFLICT (owner, repo, issue_number) DO UPDATE SET ${SET}`,
+  get: `SELECT ${COLUMNS} FROM forge_state WHERE owner = $1 AND repo = $2 AND issue_number = $3`,
+  histLatest: `SELECT ${COLUMNS} FROM forge_state_history
+    WHERE owner = $1 AND repo = $2 AND issue_number = $3 ORDER BY updated_at DESC LIMIT 1`,
+  histUpsert: `INSERT INTO forge_state_history (${COLUMNS}) VALUES (${VALUES})
+    ON CONFLICT (slug) DO UPDATE SET owner = excluded.owner, repo = excluded.repo,
+      issue_number = excluded.issue_number, ${SET.replace('slug = excluded.slug, ', '')}`,
+  // A destroyed bottle's live row leaves with it; its creation time is kept.
+  retireLive: `DELETE FROM forge_state WHERE owner = $1 AND repo = $2 AND issue_number = $3 AND slug = $4
+    RETURNING created_at`,
+  delete: 'DELETE FROM forge_state WHERE owner = $1 AND repo = $2 AND issue_number = $3',
+  histDelete:
+    'DELETE FROM forge_state_history WHERE owner = $1 AND repo = $2 AND issue_number = $3',
+  all: `SELECT ${COLUMNS} FROM forge_state ORDER BY owner, repo, issue_number`,
+  byPr: `SELECT ${COLUMNS} FROM forge_state WHERE owner = $1 AND repo = $2 AND pr_number = $3 LIMIT 1`,
+  histPage: `SELECT ${COLUMNS} FROM forge_state_history WHERE updated_at < $1
+    ORDER BY updated_at DESC, slug LIMIT $2`,
+  recordDelivery: `INSERT INTO webhook_deliveries (key, delivery_id, event, received_at)
+    VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO NOTHING`,
+  getDelivery: 'SELECT key, delivery_id, event, received_at FROM webhook_deliveries WHERE key = $1',
+  pruneDeliveries: 'DELETE FROM webhook_deliveries WHERE received_at < $1',
+  // The ledger entry and the event in one statement: the event exists only if the key was new.
+  accept: `WITH fresh AS (
+      INSERT INTO webhook_deliveries (key, delivery_id, event, received_at)
+      VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO NOTHING RETURNING key
+    )
+    INSERT INTO event_inbox (key, issue, state, occurred_at, received_at, payload)
+    SELECT key, $5, $6, $7, $4, $8 FROM fresh RETURNING id`,
+  inboxOpen: `SELECT ${INBOX_COLUMNS} FROM event_inbox WHERE state <> 'done' ORDER BY occurred_at, id`,
+  inboxSettle: 'UPDATE event_inbox SET state = $1, issue = COALESCE($2, issue) WHERE id = $3',
+  inboxRoute: 'UPDATE event_inbox SET state = $1, issue = $2 WHERE id = $3',
+  inboxPrune: "DELETE FROM event_inbox WHERE state = 'done' AND received_at < $1",
+  inboxRecent: `SELECT ${INBOX_COLUMNS} FROM event_inbox WHERE key >= $1 AND key < $2
+    ORDER BY id DESC LIMIT $3`,
+} as const;
+
+/** The row's fields in `COLUMNS` order, as query parameters. */
+export function rowValues(r: Row): unknown[] {
+  return [
+    r.owner,
+    r.repo,
+    r.issue_number,
+    r.slug,
+    r.agent_name,
+    r.bottle_names,
+    r.backend_name,
+    r.agent_git_user,
+    r.pr_number,
+    r.status,
+    r.last_checkin_at,
+    r.session_id,
+    r.cwd,
+    r.created_at,
+    r.updated_at,
+  ];
+}
+
+interface InboxRow {
+  id: string;
+  key: string;
+  issue: string | null;
+  state: InboxState;
+  occurred_at: string;
+  received_at: string;
+  payload: string;
+}
+
+const toInboxEvent = (r: InboxRow): InboxEvent => ({
+  id: Number(r.id),
+  key: r.key,
+  issue: r.issue,
+  state: r.state,
+  occurredAt: r.occurred_at,
+  receivedAt: r.received_at,
+  payload: JSON.parse(r.payload) as unknown,
+});
+
+/**
+ * The forge state store, delivery ledger and event inbox on PostgreSQL: the
+ * same behaviour as `SqliteForgeStateStore` (both pass `@bb/state/testing`),
+ * safe for several orchestrator processes on several machines at once.
+ * Create it with `PostgresForgeStateStore.open(db)`: it migrates its tables.
+ */
+export class PostgresForgeStateStore implements ForgeStateStore, DeliveryLedger, EventInbox {
+  readonly database: PostgresDatabase;
+
+  private constructor(database: PostgresDatabase) {
+    this.database = database;
+  }
+
+  static async open(database: PostgresDatabase): Promise<PostgresForgeStateStore> {
+    await database.migrate('state', STATE_PG_MIGRATIONS);
+    return new PostgresForgeStateStore(database);
+  }
+
+  async upsert(state: ForgeState): Promise<void> {
+    const s = parseForgeState(state);
+    const row = stateToRow(s);
+    if (s.status === 'destroyed') {
+      await this.database.transaction('retire a bottle in', async (c) => {
+        const live = await c.query<{ created_at: string }>(PG_STATE_SQL.retireLive, [
+          row.owner,
+          row.repo,
+          row.issue_number,
+          row.slug,
+        ]);
+        const createdAt = live.rows[0]?.created_at ?? row.created_at;
+        await c.query(PG_STATE_SQL.histUpsert, rowValues({ ...row, created_at: createdAt }));
+      });
+      return;
+    }
+    try {
+      await this.database.query('upsert', PG_STATE_SQL.upsert, rowValues(row));
+    } catch (err) {
+      const pgCode = (err as { data?: { pg?: string } }).data?.pg;
+      if (pgCode === '23505')
+        throw new BbError(
+          'CONFLICT',
+          `slug ${JSON.stringify(s.slug)} already belongs to another issue; choose another slug`,
+          { cause: err, data: { slug: s.slug } },
+        );
+      throw err;
+    }
+  }
+
+  async get(owner: string, repo: string, issueNumber: number): Promise<ForgeState | undefined> {
+    const k = parseForgeStateKey(owner, repo, issueNumber);
+    const args = [k.owner, k.repo, k.issueNumber];
+    const live = await this.database.query<Row>('read', PG_STATE_SQL.get, args);
+    if (live.rows[0]) return rowToState(live.rows[0], this.database.where);
+    const old = await this.database.query<Row>('read', PG_STATE_SQL.histLatest, args);
+    return old.rows[0] ? rowToState(old.rows[0], this.database.where) : undefined;
+  }
+
+  async delete(owner: string, repo: string, issueNumber: number): Promise<void> {
+    const k = parseForgeStateKey(owner, repo, issueNumber);
+    const args = [k.owner, k.repo, k.issueNumber];
+    await this.database.transaction('delete', async (c) => {
+      await c.query(PG_STATE_SQL.delete, args);
+      await c.query(PG_STATE_SQL.histDelete, args);
+    });
+  }
+
+  async all(): Promise<ForgeState[]> {
+    const r = await this.database.query<Row>('list', PG_STATE_SQL.all);
+    return r.rows.map((row) => rowToState(row, this.database.where));
+  }
+
+  async findByPr(owner: string, repo: string, pr: number): Promise<ForgeState | undefined> {
+    const k = parseForgeStateKey(owner, repo, pr);
+    const r = await this.database.query<Row>('read', PG_STATE_SQL.byPr, [
+      k.owner,
+      k.repo,
+      k.issueNumber,
+    ]);
+    return r.rows[0] ? rowToState(r.rows[0], this.database.where) : undefined;
+  }
+
+  async history(options: HistoryOptions = {}): Promise<ForgeState[]> {
+    const { limit, before } = checkHistoryOptions(options);
+    const r = await this.database.query<Row>('list', PG_STATE_SQL.histPage, [before, limit]);
+    return r.rows.map((row) => rowToState(row, this.database.where));
+  }
+
+  async recordDelivery(key: string, meta: DeliveryMeta = {}): Promise<boolean> {
+    checkDeliveryKey(key);
+    const r = await this.database.query('record a delivery in', PG_STATE_SQL.recordDelivery, [
+      key,
+      meta.deliveryId ?? null,
+      meta.event ?? null,
+      new Date().toISOString(),
+    ]);
+    return r.rowCount === 1;
+  }
+
+  async getDelivery(key: string): Promise<DeliveryRecord | undefined> {
+    checkDeliveryKey(key);
+    const r = await this.database.query<{
+      key: string;
+      delivery_id: string | null;
+      event: string | null;
+      received_at: string;
+    }>('read a delivery from', PG_STATE_SQL.getDelivery, [key]);
+    const row = r.rows[0];
+    if (!row) return undefined;
+    return {
+      key: row.key,
+      receivedAt: row.received_at,
+      ...(row.delivery_id === null ? {} : { deliveryId: row.delivery_id }),
+      ...(row.event === null ? {} : { event: row.event }),
+    };
+  }
+
+  async pruneDeliveries(before: Date): Promise<number> {
+    checkDate(before, 'pruneDeliveries');
+    const r = await this.database.query('prune deliveries in', PG_STATE_SQL.pruneDeliveries, [
+      before.toISOString(),
+    ]);
+    return r.rowCount ?? 0;
+  }
+
+  async accept(key: string, event: InboxInput): Promise<InboxEvent | undefined> {
+    checkDeliveryKey(key);
+    const e = checkInboxInput(event);
+    const now = new Date().toISOString();
+    const state = initialState(e);
+    const r = await this.database.query<{ id: string }>('accept an event in', PG_STATE_SQL.accept, [
+      key,
+      e.deliveryId ?? null,
+      e.kind ?? null,
+      now,
+      e.issue,
+      state,
+      e.occurredAt,
+      e.payloadJson,
+    ]);
+    const id = r.rows[0]?.id;
+    if (id === undefined) return undefined;
+    return {
+      id: Number(id),
+      key,
+      issue: e.issue,
+      state,
+      occurredAt: e.occurredAt,
+      receivedAt: now,
+      payload: JSON.parse(e.payloadJson),
+    };
+  }
+
+  async openEvents(): Promise<InboxEvent[]> {
+    const r = await this.database.query<InboxRow>('read the inbox of', PG_STATE_SQL.inboxOpen);
+    return r.rows.map(toInboxEvent);
+  }
+
+  async settle(id: number, state: InboxState, issue?: string | null): Promise<void> {
+    checkSettle(id, state);
+    if (issue === undefined)
+      await this.database.query('update the inbox of', PG_STATE_SQL.inboxSettle, [state, null, id]);
+    else
+      await this.database.query('update the inbox of', PG_STATE_SQL.inboxRoute, [state, issue, id]);
+  }
+
+  async pruneInbox(before: Date): Promise<number> {
+    checkDate(before, 'pruneInbox');
+    const r = await this.database.query('prune the inbox of', PG_STATE_SQL.inboxPrune, [
+      before.toISOString(),
+    ]);
+    return r.rowCount ?? 0;
+  }
+
+  async recentEvents(prefix: string, limit: number): Promise<InboxEvent[]> {
+    checkRecent(prefix, limit);
+    const r = await this.database.query<InboxRow>('read the inbox of', PG_STATE_SQL.inboxRecent, [
+      prefix,
+      `${prefix}\u{10ffff}`,
+      limit,
+    ]);
+    return r.rows.map(toInboxEvent);
+  }
+}

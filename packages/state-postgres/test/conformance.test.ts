@@ -1,0 +1,42 @@
+// The same conformance suites SQLite and memory pass, against a real PostgreSQL
+// server this file starts (initdb + pg_ctl), one fresh schema per test.
+
+import { describeRunStoreConformance } from '@bb/provenance/testing';
+import {
+  describeInboxConformance,
+  describeLedgerConformance,
+  describeStoreConformance,
+} from '@bb/state/testing';
+import { afterAll, beforeAll } from 'vitest';
+import { PostgresDatabase, PostgresForgeStateStore, PostgresRunRecordStore } from '../src/index';
+import { startPostgres, type TestPostgres } from '../src/testing';
+import { requirePostgres } from './require';
+
+const available = requirePostgres();
+let server: TestPostgres | undefined;
+beforeAll(async () => {
+  if (available) server = await startPostgres();
+}, 60_000);
+afterAll(async () => {
+  await server?.stop();
+});
+
+let n = 0;
+const freshSchema = () => {
+  if (!server) throw new Error('no PostgreSQL server');
+  return PostgresDatabase.open({ url: server.url, schema: `t_${process.pid}_${++n}`, max: 4 });
+};
+const states = {
+  create: async () => PostgresForgeStateStore.open(await freshSchema()),
+  dispose: (s: PostgresForgeStateStore) => s.database.close(),
+};
+
+if (available) {
+  describeStoreConformance('PostgresForgeStateStore', states);
+  describeLedgerConformance('PostgresForgeStateStore', states);
+  describeInboxConformance('PostgresForgeStateStore', states);
+  describeRunStoreConformance('PostgresRunRecordStore', {
+    create: async () => PostgresRunRecordStore.open(await freshSchema()),
+    dispose: (s) => s.database.close(),
+  });
+}

@@ -12,6 +12,7 @@ import {
   PROVENANCE_USAGE,
   RESUME_USAGE,
   START_USAGE,
+  STATE_USAGE,
   SUPERVISE_USAGE,
 } from './usage';
 
@@ -34,6 +35,7 @@ Commands:
   destroy       remove a bottle (containers, disk, directory); records stay
   gc            destroy frozen bottles idle for a while (default 30 days)
   forge         set up the forge: bb forge hook install
+  state         move state to PostgreSQL: bb state migrate --to postgres://…
   doctor        check Docker, the base image, configuration and the forge
   help          show this help, or a command's: bb help <command>
 
@@ -46,6 +48,7 @@ bb resume exit with the agent's own code.
 
 Environment:
   BB_HOME        state and configuration directory (default ~/.bot-bottle)
+  BB_DATABASE_URL  keep state in this PostgreSQL database instead of BB_HOME's SQLite file
   BB_BASE_IMAGE  the bottle base image (default bb-base:latest)
   DOCKER_HOST    the Docker engine (default the local socket)
   NO_COLOR       turn colour off; progress shows only on a terminal
@@ -63,6 +66,7 @@ const USAGES: Record<string, string> = {
   gc: GC_USAGE,
   forge: FORGE_USAGE,
   supervise: SUPERVISE_USAGE,
+  state: STATE_USAGE,
 };
 
 /** Run `bb` with `argv` (without node and script). Returns the exit code. */
@@ -114,6 +118,8 @@ export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Pro
       }
       case 'supervise':
         return await (await import('./commands/supervise')).superviseCommand(rest, io, deps);
+      case 'state':
+        return await (await import('./commands/state')).stateCommand(rest, io);
       case 'doctor':
         return await (await import('./commands/doctor')).doctorCommand(
           rest,

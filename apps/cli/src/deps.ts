@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { type Backend, DockerBackend, LocalBackend } from '@bb/headless';
-import { GitleaksScanner, loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
-import { BbDatabase, resolveBbHome, SqliteForgeStateStore } from '@bb/state';
+import { openState as openOrchestratorState } from '@bb/orchestrator';
+import { GitleaksScanner, loadOrCreateSigningKey } from '@bb/provenance';
+import { BbDatabase, resolveBbHome } from '@bb/state';
 import type { CliIo } from './io';
 import { yellow } from './io';
 
@@ -19,17 +20,32 @@ export function makeBackend(io: CliIo, name: 'docker' | 'local', deps: CliDeps):
   return new DockerBackend();
 }
 
-/** The bot-bottle database of `$BB_HOME` with its stores. Close it when done. */
-export function openState(io: CliIo) {
+/**
+ * The state the orchestrator keeps (`BB_DATABASE_URL`'s PostgreSQL, else the
+ * SQLite file of `$BB_HOME`) with its stores. Close it when done.
+ */
+export async function openState(io: CliIo) {
   const home = resolveBbHome(io.env);
-  const database = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+  const state = await openOrchestratorState(io.env['BB_DATABASE_URL'] || undefined, home);
   return {
     home,
-    database,
-    store: new SqliteForgeStateStore({ database }),
-    provenance: new ProvenanceStore(database),
+    /** Where the state is: the SQLite file, or the database URL without its password. */
+    where: state.where,
+    /** This machine's SQLite file (supervise requests). */
+    database: state.local,
+    store: state.store,
+    provenance: state.runs,
     key: () => loadOrCreateSigningKey(home),
     scanner: () => new GitleaksScanner(),
-    close: () => database.close(),
+    close: () => state.close(),
   };
+}
+
+export type CliState = Awaited<ReturnType<typeof openState>>;
+
+/** Only this machine's SQLite file of `$BB_HOME` (supervise requests name this machine's bottles). */
+export function openLocal(io: CliIo) {
+  const home = resolveBbHome(io.env);
+  const database = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+  return { home, database, close: async () => database.close() };
 }

@@ -152,6 +152,24 @@ Options:
   -h, --help          show this help
 `;
 
+export const STATE_USAGE = `Usage: bb state migrate --to postgres://USER:PASSWORD@HOST:PORT/DATABASE [--from FILE]
+
+Copy this install's state from its SQLite file into an empty PostgreSQL database, so
+several orchestrators can share it (then set BB_DATABASE_URL to the same URL and
+start them). Stop the orchestrator first.
+
+Copied, in one transaction (on failure PostgreSQL is left as it was): bottles and
+their history, the delivery ledger, the event inbox, signed run records. The SQLite
+file keeps everything (its schema is brought up to date, as any bb command does).
+Supervise requests stay in it: they name this machine's bottles.
+
+Options:
+  --to URL      the PostgreSQL database (migrated first; must hold no bot-bottle rows)
+  --from FILE   the SQLite file (default $BB_HOME/bot-bottle.db)
+  --json        print what was copied as JSON
+  -h, --help    show this help
+`;
+
 export const DOCTOR_USAGE = `Usage: bb doctor [--json]
 
 Check that this machine can run bottles, and say how to fix what is missing:

@@ -155,6 +155,17 @@ export const ConfigSchema = z.object({
   /** React 👀 to the comment or review that woke an agent. */
   FORGE_ACKNOWLEDGE: toggle('FORGE_ACKNOWLEDGE', 'on'),
   /** `docker` (default) or `local` (no isolation; development only). */
+  /**
+   * Where state lives: unset, the SQLite file in BB_HOME; `postgres://…`, that
+   * PostgreSQL database (for several orchestrators sharing the work).
+   */
+  BB_DATABASE_URL: z
+    .string()
+    .regex(
+      /^postgres(ql)?:\/\/./,
+      'BB_DATABASE_URL must be a postgres:// URL (e.g. postgres://bb:secret@db.internal:5432/bot_bottle), or unset for the SQLite file in BB_HOME',
+    )
+    .optional(),
   BB_BACKEND: z
     .enum(['docker', 'local'], {
       error: 'BB_BACKEND must be docker or local',

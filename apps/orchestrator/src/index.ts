@@ -11,3 +11,4 @@ export { createApp } from './app';
 export { ConfigSchema, loadConfig, type OrchestratorConfig, parseDuration } from './config';
 export { type DashboardInput, renderDashboard } from './dashboard';
 export { type RunningOrchestrator, type ServeOptions, serve } from './serve';
+export { type OrchestratorState, openState } from './state';

@@ -2,7 +2,6 @@ import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { totalmem } from 'node:os';
-import { join } from 'node:path';
 import { errorMessage, redact, registerSecret } from '@bb/errors';
 import { closeGiteaPools, type ForgeEvent, GiteaClient, GiteaForge } from '@bb/forge';
 import {
@@ -27,16 +26,16 @@ import {
   createProvenanceHandler,
   GitleaksScanner,
   loadOrCreateSigningKey,
-  ProvenanceStore,
   type SecretScanner,
 } from '@bb/provenance';
-import { BbDatabase, resolveBbHome, SqliteForgeStateStore } from '@bb/state';
+import { resolveBbHome } from '@bb/state';
 import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
 import { pino } from 'pino';
 import pkg from '../package.json' with { type: 'json' };
 import { isLoopbackHost } from './access';
 import { createApp, WEBHOOK_PATH } from './app';
 import { loadConfig, type OrchestratorConfig } from './config';
+import { openState } from './state';
 
 export interface ServeOptions {
   /** Configuration (see `loadConfig`). @default process.env */
@@ -117,9 +116,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const bottleEnv = { ...env, BB_HOME: home };
 
-  const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
-  const store = new SqliteForgeStateStore({ database: db });
-  const provStore = new ProvenanceStore(db);
+  const state = await openState(config.BB_DATABASE_URL, home);
+  const { store, runs: provStore, local: db } = state;
   const key = loadOrCreateSigningKey(home);
   const client = new GiteaClient({ baseUrl: config.FORGE_GITEA_API, token: config.FORGE_TOKEN });
   const botLogin =
@@ -257,23 +255,24 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   if (config.BB_SWEEP_INTERVAL > 0) sweep();
 
   // Deliveries and handled events past the replay window go (open events never do).
-  const prune = () => {
+  const prune = async () => {
     try {
       const before = new Date(Date.now() - config.BB_LEDGER_RETENTION);
-      const deliveries = store.pruneDeliveries(before);
-      const events = store.pruneInbox(before);
+      const deliveries = await store.pruneDeliveries(before);
+      const events = await store.pruneInbox(before);
       if (deliveries + events > 0) log.info({ msg: 'ledger pruned', deliveries, events });
     } catch (err) {
       log.warn({ msg: 'ledger pruning failed', error: errorMessage(err) });
     }
   };
-  prune();
+  await prune();
   const pruneTimer = setInterval(prune, 3_600_000);
   pruneTimer.unref();
   log.info({
     msg: 'listening',
     url,
     home,
+    state: state.where,
     backend: backend.name,
     bot: botLogin,
     org: config.FORGE_ORG,
@@ -299,7 +298,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
         });
         await sweeping;
         await closeGiteaPools();
-        db.close();
+        await state.close();
       })()),
   };
 }

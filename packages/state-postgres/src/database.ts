@@ -13,7 +13,7 @@ export interface OpenPostgresOptions {
   /**
    * The schema bot-bottle's tables live in, created when missing: several
    * installs (or tests) may share one database.
-   * @default 'public'
+   * @default the URL's `?schema=` parameter, else 'public'
    */
   schema?: string;
   /** Connections in the pool. @default 10 */
@@ -27,6 +27,15 @@ export interface OpenPostgresOptions {
 }
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** The `?schema=` parameter of a database URL. */
+function schemaOf(url: string): string | undefined {
+  try {
+    return new URL(url).searchParams.get('schema') ?? undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** The URL without its password, for messages and logs. */
 export function redactUrl(url: string): string {
@@ -58,7 +67,7 @@ export class PostgresDatabase {
 
   /** Connect (one round trip, to fail early with a clear error) and create the schema. */
   static async open(options: OpenPostgresOptions): Promise<PostgresDatabase> {
-    const schema = options.schema ?? 'public';
+    const schema = options.schema ?? schemaOf(options.url) ?? 'public';
     if (!SCHEMA_NAME.test(schema))
       throw new BbError(
         'INVALID_INPUT',

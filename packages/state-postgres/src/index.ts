@@ -12,6 +12,8 @@
  *
  * A real throwaway server for tests: `@bb/state-postgres/testing`.
  */
+
+export { type CopiedTable, type CopyOptions, copySqliteToPostgres } from './copy-from-sqlite';
 export {
   mapPgError,
   type OpenPostgresOptions,

@@ -5,15 +5,15 @@ import { BbError } from '@bb/errors';
 import { type BottleMeta, destroy, readMeta } from '@bb/headless';
 import { parseDuration } from '@bb/orchestrator';
 import type { ForgeState } from '@bb/state';
-import { type CliDeps, makeBackend, openState } from '../deps';
+import { type CliDeps, type CliState, makeBackend, openState } from '../deps';
 import { backendName, type CliIo, parse, UsageError } from '../io';
 import { DESTROY_USAGE, GC_USAGE } from '../usage';
 
 const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
 /** Mark a managed bottle's row destroyed (a running orchestrator reads it on its next event). */
-function markDestroyed(store: ReturnType<typeof openState>['store'], row: ForgeState): void {
-  store.upsert({ ...row, status: 'destroyed', updatedAt: new Date().toISOString() });
+async function markDestroyed(store: CliState['store'], row: ForgeState): Promise<void> {
+  await store.upsert({ ...row, status: 'destroyed', updatedAt: new Date().toISOString() });
 }
 
 export async function destroyCommand(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
@@ -36,9 +36,9 @@ export async function destroyCommand(argv: string[], io: CliIo, deps: CliDeps): 
       `${JSON.stringify(slug)} is not a bottle slug (lowercase letters, digits, '.', '_', '-')`,
       DESTROY_USAGE,
     );
-  const state = openState(io);
+  const state = await openState(io);
   try {
-    const row = state.store.all().find((r) => r.slug === slug);
+    const row = (await state.store.all()).find((r) => r.slug === slug);
     const meta = readMeta(slug, io.env);
     if (!row && !meta)
       throw new BbError(
@@ -60,11 +60,11 @@ export async function destroyCommand(argv: string[], io: CliIo, deps: CliDeps): 
       deps,
     );
     await destroy(slug, { backend, env: io.env });
-    if (row) markDestroyed(state.store, row);
+    if (row) await markDestroyed(state.store, row);
     io.stdout(`destroyed ${slug}${row ? ` (${row.owner}/${row.repo}#${row.issueNumber})` : ''}\n`);
     return 0;
   } finally {
-    state.close();
+    await state.close();
   }
 }
 
@@ -101,9 +101,9 @@ export async function gcCommand(argv: string[], io: CliIo, deps: CliDeps): Promi
       GC_USAGE,
     );
   const cutoff = Date.now() - age;
-  const state = openState(io);
+  const state = await openState(io);
   try {
-    const rows = new Map(state.store.all().map((r) => [r.slug, r]));
+    const rows = new Map((await state.store.all()).map((r) => [r.slug, r]));
     const dir = join(state.home, 'bottles');
     const slugs = new Set([...rows.keys(), ...(existsSync(dir) ? readdirSync(dir) : [])]);
     const doomed: Array<{ slug: string; row?: ForgeState; meta?: BottleMeta }> = [];
@@ -130,11 +130,11 @@ export async function gcCommand(argv: string[], io: CliIo, deps: CliDeps): Promi
         continue;
       }
       await destroy(d.slug, { backend, env: io.env });
-      if (d.row) markDestroyed(state.store, d.row);
+      if (d.row) await markDestroyed(state.store, d.row);
       io.stdout(`destroyed ${what}\n`);
     }
     return 0;
   } finally {
-    state.close();
+    await state.close();
   }
 }

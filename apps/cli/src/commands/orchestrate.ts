@@ -6,7 +6,7 @@ import { installedCommit, recordTurn, saveBottleRow } from '@bb/lifecycle';
 import type { ForgeState, ForgeStateStore } from '@bb/state';
 import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
 import pkg from '../../package.json' with { type: 'json' };
-import { type CliDeps, makeBackend, openState } from '../deps';
+import { type CliDeps, type CliState, makeBackend, openState } from '../deps';
 import { backendName, type CliIo, need, needEnv, parse, progress, UsageError } from '../io';
 import {
   ORCHESTRATE_RESUME_USAGE,
@@ -69,7 +69,7 @@ function positiveInt(io: CliIo, name: string): number {
 
 async function finish(
   io: CliIo,
-  state: ReturnType<typeof openState>,
+  state: CliState,
   row: {
     owner: string;
     repo: string;
@@ -162,9 +162,9 @@ async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> 
     io.env['FORGE_BOT_LOGIN'] ||
     (await client.request<{ login: string }>({ method: 'GET', path: '/user' })).body.login;
   const backend = makeBackend(io, b, deps);
-  const state = openState(io);
+  const state = await openState(io);
   try {
-    if (state.store.get(owner, repo, issue)?.status === 'running')
+    if ((await state.store.get(owner, repo, issue))?.status === 'running')
       throw new BbError('CONFLICT', `${owner}/${repo}#${issue} already has a running bottle`);
     const webBase = new URL(apiUrl).origin + new URL(apiUrl).pathname.replace(/\/api\/v1\/?$/, '');
     const slug = `${agent}-${Math.random().toString(36).slice(2, 7)}`;
@@ -200,12 +200,12 @@ async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> 
         },
       });
     } catch (err) {
-      state.store.delete(owner, repo, issue);
+      await state.store.delete(owner, repo, issue);
       throw err;
     }
     return await finish(io, state, row, pr ? [pr] : [], out, startedAt, botLogin);
   } finally {
-    state.close();
+    await state.close();
   }
 }
 
@@ -223,9 +223,9 @@ async function resumeCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numb
   const prompt = need(values, 'prompt', ORCHESTRATE_RESUME_USAGE);
   const backend = makeBackend(io, backendName(values['backend'], ORCHESTRATE_RESUME_USAGE), deps);
   const token = needEnv(io, 'FORGE_TOKEN', "the bot's Gitea token (it is never stored)");
-  const state = openState(io);
+  const state = await openState(io);
   try {
-    const existing = state.store.all().find((r) => r.slug === slug);
+    const existing = (await state.store.all()).find((r) => r.slug === slug);
     if (!existing)
       throw new BbError(
         'NOT_FOUND',
@@ -271,7 +271,7 @@ async function resumeCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numb
       existing.agentGitUser,
     );
   } finally {
-    state.close();
+    await state.close();
   }
 }
 
@@ -313,7 +313,7 @@ export interface StatusJson {
   notices: Array<{ issue: string; message: string; at: string }>;
 }
 
-function status(argv: string[], io: CliIo): number {
+async function status(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { json: { type: 'boolean' } }, ORCHESTRATE_STATUS_USAGE);
   if (values['help']) {
     io.stdout(ORCHESTRATE_STATUS_USAGE);
@@ -329,9 +329,9 @@ function status(argv: string[], io: CliIo): number {
       web = null;
     }
   }
-  const state = openState(io);
+  const state = await openState(io);
   try {
-    const rows = state.store.all().sort((a, b) => b.updatedAt.localeCompare(a.updatedAt));
+    const rows = (await state.store.all()).sort((a, b) => b.updatedAt.localeCompare(a.updatedAt));
     const pending = new SuperviseDesk({
       store: new SuperviseStore(state.database),
       bottles: supervisedBottles(io.env),
@@ -359,14 +359,14 @@ function status(argv: string[], io: CliIo): number {
         justification: p.justification,
         createdAt: p.createdAt,
       })),
-      waiting: state.store.openEvents().map((e) => ({
+      waiting: (await state.store.openEvents()).map((e) => ({
         key: e.key,
         issue: e.issue,
         kind: String((e.payload as { kind?: unknown }).kind ?? 'unknown'),
         state: e.state as 'pending' | 'deferred' | 'parked',
         since: e.receivedAt,
       })),
-      notices: state.store.recentEvents('bb:feedback:', 20).map((e) => {
+      notices: (await state.store.recentEvents('bb:feedback:', 20)).map((e) => {
         const p = e.payload as { issue?: string; message?: string };
         return { issue: p.issue ?? '', message: p.message ?? '', at: e.receivedAt };
       }),
@@ -419,7 +419,7 @@ function status(argv: string[], io: CliIo): number {
     waiting();
     return 0;
   } finally {
-    state.close();
+    await state.close();
   }
 }
 

@@ -10,14 +10,14 @@ import {
   verifyChain,
   verifyRecord,
 } from '@bb/provenance';
-import { openState } from '../deps';
+import { type CliState, openState } from '../deps';
 import { type CliIo, green, parse, red, UsageError } from '../io';
 import { PROVENANCE_USAGE } from '../usage';
 
-function lookup(state: ReturnType<typeof openState>, what: string): SignedRecord[] {
-  const one = state.provenance.get(what);
+async function lookup(state: CliState, what: string): Promise<SignedRecord[]> {
+  const one = await state.provenance.get(what);
   if (one) return [one];
-  const chain = state.provenance.chain(what);
+  const chain = await state.provenance.chain(what);
   if (chain.length > 0) return chain;
   throw new BbError(
     'NOT_FOUND',
@@ -25,12 +25,12 @@ function lookup(state: ReturnType<typeof openState>, what: string): SignedRecord
   );
 }
 
-function withState<T>(io: CliIo, fn: (state: ReturnType<typeof openState>) => T): T {
-  const state = openState(io);
+async function withState<T>(io: CliIo, fn: (state: CliState) => T | Promise<T>): Promise<T> {
+  const state = await openState(io);
   try {
-    return fn(state);
+    return await fn(state);
   } finally {
-    state.close();
+    await state.close();
   }
 }
 
@@ -83,7 +83,7 @@ export async function provenanceCommand(argv: string[], io: CliIo): Promise<numb
     throw new UsageError('choose one of --json and --md', PROVENANCE_USAGE);
 
   if (sub === 'show') {
-    const records = withState(io, (st) => lookup(st, what));
+    const records = await withState(io, (st) => lookup(st, what));
     if (values['json'])
       io.stdout(`${JSON.stringify(records.length === 1 ? records[0] : records, null, 2)}\n`);
     else io.stdout(records.map(values['md'] ? renderMarkdown : renderTerminal).join('\n'));
@@ -94,7 +94,7 @@ export async function provenanceCommand(argv: string[], io: CliIo): Promise<numb
   const file = resolve(io.cwd, what);
   const records = existsSync(file)
     ? readRecords(file, what)
-    : withState(io, (st) => lookup(st, what));
+    : await withState(io, (st) => lookup(st, what));
   let key: KeyObject;
   if (typeof values['key'] === 'string') {
     try {
@@ -106,7 +106,7 @@ export async function provenanceCommand(argv: string[], io: CliIo): Promise<numb
       );
     }
   } else {
-    key = withState(io, (st) => st.key().publicKey);
+    key = await withState(io, (st) => st.key().publicKey);
   }
   const v = records.length === 1 ? verifyRecord(records[0]!, key) : verifyChain(records, key);
   const label =

@@ -16,14 +16,14 @@ import {
   SuperviseStore,
   UNPRINTABLE,
 } from '@bb/supervise';
-import { type CliDeps, makeBackend, openState } from '../deps';
+import { type CliDeps, makeBackend, openLocal } from '../deps';
 import { bold, type CliIo, dim, green, parse, red, UsageError, yellow } from '../io';
 import { SUPERVISE_USAGE } from '../usage';
 import { manifestChange } from './supervise-manifest';
 
 /** The desk over this BB_HOME's database and bottles; close the state when done. */
 export function openDesk(io: CliIo, deps: CliDeps) {
-  const state = openState(io);
+  const state = openLocal(io);
   const backend = makeBackend(io, 'docker', deps);
   const desk = new SuperviseDesk({
     store: new SuperviseStore(state.database),

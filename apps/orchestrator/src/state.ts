@@ -1,0 +1,73 @@
+import { join } from 'node:path';
+import { registerSecret } from '@bb/errors';
+import { ProvenanceStore, type RunRecordStore } from '@bb/provenance';
+import {
+  BbDatabase,
+  type DeliveryLedger,
+  type EventInbox,
+  type ForgeStateStore,
+  SqliteForgeStateStore,
+} from '@bb/state';
+
+/** What the orchestrator keeps, wherever it lives. */
+export interface OrchestratorState {
+  kind: 'sqlite' | 'postgres';
+  /** The SQLite file's path, or the database URL without its password. */
+  where: string;
+  /** Bottles, the delivery ledger and the event inbox. */
+  store: ForgeStateStore & DeliveryLedger & EventInbox;
+  /** Signed run records. */
+  runs: RunRecordStore;
+  /** This machine's own SQLite file (supervise requests, which name this machine's bottles). */
+  local: BbDatabase;
+  close(): Promise<void>;
+}
+
+/**
+ * Open the state `BB_DATABASE_URL` names (PostgreSQL), or the SQLite file in
+ * `home` when it is unset. The URL's password is registered as a secret: no log
+ * line or error shows it.
+ */
+export async function openState(
+  databaseUrl: string | undefined,
+  home: string,
+): Promise<OrchestratorState> {
+  const local = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+  if (!databaseUrl) {
+    const store = new SqliteForgeStateStore({ database: local });
+    return {
+      kind: 'sqlite',
+      where: local.path,
+      store,
+      runs: new ProvenanceStore(local),
+      local,
+      close: async () => local.close(),
+    };
+  }
+  registerSecret(databaseUrl);
+  try {
+    const password = new URL(databaseUrl).password;
+    if (password) registerSecret(decodeURIComponent(password));
+  } catch {
+    // Not a URL: openPostgresState says so.
+  }
+  try {
+    // Loaded only when asked for: a SQLite install never loads pg.
+    const { openPostgresState } = await import('@bb/state-postgres');
+    const pg = await openPostgresState({ url: databaseUrl });
+    return {
+      kind: 'postgres',
+      where: pg.database.where,
+      store: pg.store,
+      runs: pg.runs,
+      local,
+      close: async () => {
+        await pg.close();
+        local.close();
+      },
+    };
+  } catch (err) {
+    local.close();
+    throw err;
+  }
+}

@@ -21,7 +21,8 @@ export {
   PostgresDatabase,
   redactUrl,
 } from './database';
-export { RUNS_PG_MIGRATIONS, STATE_PG_MIGRATIONS } from './migrations';
+export { PG_LEASE_SQL, PostgresLeaseStore } from './leases';
+export { LEASES_PG_MIGRATIONS, RUNS_PG_MIGRATIONS, STATE_PG_MIGRATIONS } from './migrations';
 export { openPostgresState, type PostgresState } from './open';
 export { PostgresRunRecordStore } from './run-store';
 export { PG_STATE_SQL, PostgresForgeStateStore, rowValues } from './state-store';

@@ -97,3 +97,17 @@ export const RUNS_PG_MIGRATIONS: readonly PgMigration[] = [
     `,
   },
 ];
+
+/** The `leases` component: exclusive claims on named work, timed by the server's clock. */
+export const LEASES_PG_MIGRATIONS: readonly PgMigration[] = [
+  {
+    version: 1,
+    up: `
+      CREATE TABLE work_leases (
+        name       TEXT COLLATE "C" PRIMARY KEY,
+        holder     TEXT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+      );
+    `,
+  },
+];

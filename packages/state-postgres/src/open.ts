@@ -1,4 +1,5 @@
 import { type OpenPostgresOptions, PostgresDatabase } from './database';
+import { PostgresLeaseStore } from './leases';
 import { PostgresRunRecordStore } from './run-store';
 import { PostgresForgeStateStore } from './state-store';
 
@@ -9,6 +10,8 @@ export interface PostgresState {
   store: PostgresForgeStateStore;
   /** Signed run records. */
   runs: PostgresRunRecordStore;
+  /** Claims on work shared by the orchestrators. */
+  leases: PostgresLeaseStore;
   close(): Promise<void>;
 }
 
@@ -18,7 +21,8 @@ export async function openPostgresState(options: OpenPostgresOptions): Promise<P
   try {
     const store = await PostgresForgeStateStore.open(database);
     const runs = await PostgresRunRecordStore.open(database);
-    return { database, store, runs, close: () => database.close() };
+    const leases = await PostgresLeaseStore.open(database);
+    return { database, store, runs, leases, close: () => database.close() };
   } catch (err) {
     await database.close();
     throw err;

@@ -4,11 +4,17 @@
 import { describeRunStoreConformance } from '@bb/provenance/testing';
 import {
   describeInboxConformance,
+  describeLeaseConformance,
   describeLedgerConformance,
   describeStoreConformance,
 } from '@bb/state/testing';
 import { afterAll, beforeAll } from 'vitest';
-import { PostgresDatabase, PostgresForgeStateStore, PostgresRunRecordStore } from '../src/index';
+import {
+  PostgresDatabase,
+  PostgresForgeStateStore,
+  PostgresLeaseStore,
+  PostgresRunRecordStore,
+} from '../src/index';
 import { startPostgres, type TestPostgres } from '../src/testing';
 import { requirePostgres } from './require';
 
@@ -35,6 +41,10 @@ if (available) {
   describeStoreConformance('PostgresForgeStateStore', states);
   describeLedgerConformance('PostgresForgeStateStore', states);
   describeInboxConformance('PostgresForgeStateStore', states);
+  describeLeaseConformance('PostgresLeaseStore', {
+    create: async () => PostgresLeaseStore.open(await freshSchema()),
+    dispose: (s) => s.database.close(),
+  });
   describeRunStoreConformance('PostgresRunRecordStore', {
     create: async () => PostgresRunRecordStore.open(await freshSchema()),
     dispose: (s) => s.database.close(),

@@ -53,8 +53,18 @@ export {
   type InboxState,
   initialState,
 } from './inbox';
+export {
+  type ClaimResult,
+  checkLeaseHolder,
+  checkLeaseName,
+  checkTtl,
+  type Lease,
+  type LeaseStore,
+  MemoryLeaseStore,
+} from './leases';
 export { MemoryForgeStateStore } from './memory-store';
 export { COLUMNS, cellsToRow, type Row, rowToState, stateToRow } from './rows';
+export { LEASE_MIGRATIONS, SqliteLeaseStore } from './sqlite-leases';
 export {
   SqliteForgeStateStore,
   type SqliteForgeStateStoreOptions,

@@ -1,6 +1,8 @@
+import { MemoryLeaseStore } from './leases';
 import { MemoryForgeStateStore } from './memory-store';
 import {
   describeInboxConformance,
+  describeLeaseConformance,
   describeLedgerConformance,
   describeStoreConformance,
 } from './testing';
@@ -30,3 +32,4 @@ const create = () => later(new MemoryForgeStateStore());
 describeStoreConformance('MemoryForgeStateStore behind promises', { create });
 describeLedgerConformance('MemoryForgeStateStore behind promises', { create });
 describeInboxConformance('MemoryForgeStateStore behind promises', { create });
+describeLeaseConformance('MemoryLeaseStore', { create: () => new MemoryLeaseStore() });

@@ -1,9 +1,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SqliteLeaseStore } from './sqlite-leases';
 import { SqliteForgeStateStore } from './sqlite-store';
 import {
   describeInboxConformance,
+  describeLeaseConformance,
   describeLedgerConformance,
   describeStoreConformance,
 } from './testing';
@@ -23,3 +25,16 @@ function dispose(store: SqliteForgeStateStore): void {
 describeStoreConformance('SqliteForgeStateStore', { create, dispose });
 describeLedgerConformance('SqliteForgeStateStore', { create, dispose });
 describeInboxConformance('SqliteForgeStateStore', { create, dispose });
+const leaseFiles = new Map<SqliteLeaseStore, SqliteForgeStateStore>();
+describeLeaseConformance('SqliteLeaseStore', {
+  create: () => {
+    const store = create();
+    const leases = new SqliteLeaseStore(store.database);
+    leaseFiles.set(leases, store);
+    return leases;
+  },
+  dispose: (leases) => {
+    dispose(leaseFiles.get(leases)!);
+    leaseFiles.delete(leases);
+  },
+});

@@ -29,6 +29,9 @@ describe('the conformance suites', () => {
         'prune removes only done events accepted before the time',
         'recentEvents lists events by key prefix, newest first, done ones too',
         'bad input is INVALID_INPUT and changes nothing',
+        'a free lease is taken; nobody else gets it until it runs out, then one does',
+        'the holder extends its leases; one taken by another is not renewed',
+        'of many claimants of a free lease exactly one gets it',
       ]),
     );
     // What the broken store does right still passes: the suite is not failing blindly.

@@ -113,6 +113,14 @@ export class Capacity {
     return this.#running.has(slug);
   }
 
+  isWarm(slug: string): boolean {
+    return this.#warm.has(slug);
+  }
+
+  isWaiting(issue: string): boolean {
+    return this.#waiting.has(issue);
+  }
+
   /** Note that `issue` waits for room. */
   wait(issue: string, bytes: number): void {
     if (!this.#waiting.has(issue))

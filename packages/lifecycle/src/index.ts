@@ -16,6 +16,7 @@ export {
 } from './bottle-runner';
 export { Capacity, type CapacityOptions } from './capacity';
 export { installedCommit } from './installed-commit';
+export { type FleetOptions, IssueLeases, soloFleet } from './issue-leases';
 export {
   INITIAL,
   type LifecycleAction,
@@ -28,6 +29,7 @@ export {
 } from './machine';
 export { toNodeListener } from './node-adapter';
 export {
+  type AdoptReport,
   type Notice,
   Orchestrator,
   type OrchestratorOptions,

@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { errorMessage, isBbError } from '@bb/errors';
 import { AGENT_LABEL_PREFIX, evaluateTargeting, type Forge, type ForgeEvent } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
@@ -8,6 +10,7 @@ import { saveBottleRow } from './bottle-row';
 import type { BottleRunner, SessionLimits } from './bottle-runner';
 import { Capacity, type CapacityOptions } from './capacity';
 import { commentPrompt, mayDrive, pushPrompt, reviewPrompt, rotationPrompt } from './conversation';
+import { type FleetOptions, IssueLeases, soloFleet } from './issue-leases';
 import {
   INITIAL,
   type LifecycleAction,
@@ -82,6 +85,11 @@ export interface OrchestratorOptions {
   supervise?: SupervisePlane | undefined;
   /** The longest a turn's watchdog stays paused for the operator, in all. @default 24 h */
   superviseMaxPauseMs?: number;
+  /**
+   * Several orchestrators sharing one database: each issue is worked on by the
+   * holder of its lease. @default this orchestrator alone (leases in memory)
+   */
+  fleet?: FleetOptions;
   log?: (entry: Record<string, unknown>) => void;
 }
 
@@ -98,6 +106,8 @@ export interface SupervisePlane {
 /** A unit of work on an issue's queue: an accepted forge event, or what a turn reported. */
 type Work =
   | { type: 'event'; inbox: InboxEvent; event: ForgeEvent; attempt: number }
+  /** Take the issue's lease when nobody holds it (a bottle or events left by another). */
+  | { type: 'claim'; occurredAt: string }
   | { type: 'turn'; report: TurnReport; occurredAt: string }
   | { type: 'retry_waiting'; occurredAt: string };
 
@@ -114,6 +124,18 @@ interface Bottle {
   heads?: Record<number, string>;
   /** Bottle manifests its launch asked for (a `bot-bottle-bottle:` label). */
   bottles?: string[] | undefined;
+}
+
+/** What taking an issue over found (see `Orchestrator.adoptIssue`). */
+export interface AdoptReport {
+  /** Open events put back on the issue's queue. */
+  replayed: number;
+  /** Its bottle's turn was in progress: watched again. */
+  reattached?: string;
+  /** Its bottle never got as far as its agent: removed, the issue launchable again. */
+  neverStarted?: string;
+  /** Its bottle was left warm: cooled. */
+  cooled?: string;
 }
 
 /** Something a person should know about an issue (why it did not launch), for status and the dashboard. */
@@ -151,7 +173,10 @@ export class Orchestrator {
   /** Retries waiting to be queued again (cleared by `close`; the inbox keeps their events). */
   readonly #timers = new Set<NodeJS.Timeout>();
   #closed = false;
-  readonly #loaded: Promise<void>;
+  readonly #leases: IssueLeases;
+  /** Inbox events on this process's queues (or waiting to be retried), by id. */
+  readonly #queued = new Set<number>();
+  #fleetTimers: NodeJS.Timeout[] = [];
   /** Each bottle's last row write, so the next waits for it. */
   readonly #saves = new Map<string, Promise<void>>();
 
@@ -172,21 +197,12 @@ export class Orchestrator {
         this.#log({ msg: 'work failed', key, work: work.type, error: errorMessage(err) }),
       (a, b) => occurredAt(a).localeCompare(occurredAt(b)),
     );
-    // Bottles remembered across restarts (running turns are picked up by `reconcile`),
-    // read once; everything that needs them awaits `ready()`.
-    this.#loaded = Promise.resolve(options.store.all()).then((rows) => {
-      for (const row of rows)
-        if (!this.#bottles.has(keyOf(row))) this.#bottles.set(keyOf(row), fromRow(row));
-    });
-    this.#loaded.catch(() => {});
+    this.#leases = new IssueLeases(options.fleet ?? soloFleet());
   }
 
-  /**
-   * Resolves once the bottles the store remembers are loaded; rejects when the
-   * store could not be read (then nothing is accepted).
-   */
-  ready(): Promise<void> {
-    return this.#loaded;
+  /** This orchestrator's name among those sharing the database, and the issues it holds. */
+  get fleet(): { holder: string; held: string[] } {
+    return { holder: this.#leases.holder, held: this.#leases.held };
   }
 
   /** Running turns, for the watchdog, the dashboard and tests. */
@@ -201,13 +217,12 @@ export class Orchestrator {
    * durable (it may then be acknowledged); its handling goes on after.
    */
   async accept(event: ForgeEvent): Promise<boolean> {
-    await this.#loaded;
     const issue = await issueOf(
       event,
       async (o, r, pr) => (await this.#o.store.findByPr(o, r, pr))?.issueNumber,
     );
     // About a PR no bottle has, and none running could claim: remembered, not kept.
-    const unclaimed = issue === undefined && !this.#couldClaim(event);
+    const unclaimed = issue === undefined && !(await this.#couldClaim(event));
     const stored = await this.#o.inbox.accept(event.key, {
       issue: issue === undefined ? null : issueKey(event.owner, event.repo, issue),
       occurredAt: event.occurredAt,
@@ -229,12 +244,15 @@ export class Orchestrator {
    * repository (its agent may be opening that PR now), and the PR, when the
    * event says who opened it, was opened by the bot.
    */
-  #couldClaim(event: ForgeEvent): boolean {
+  async #couldClaim(event: ForgeEvent): Promise<boolean> {
     if ('pr' in event && event.pr.author !== this.#o.botLogin) return false;
     for (const b of this.#bottles.values())
       if (b.owner === event.owner && b.repo === event.repo && b.state.status === 'running')
         return true;
-    return false;
+    // Any orchestrator's bottle: the store, not this process's memory, says which run.
+    return (await this.#o.store.all()).some(
+      (r) => r.owner === event.owner && r.repo === event.repo && r.status === 'running',
+    );
   }
 
   /** Parked events no bottle can claim any more (none runs in their repository) are done. */
@@ -242,7 +260,7 @@ export class Orchestrator {
     for (const e of await this.#o.inbox.openEvents()) {
       if (e.state !== 'parked') continue;
       const event = e.payload as ForgeEvent;
-      if (this.#couldClaim(event)) continue;
+      if (await this.#couldClaim(event)) continue;
       await this.#o.inbox.settle(e.id, 'done');
       this.#log({ msg: 'event not about a bottle', key: e.key, kind: event.kind });
     }
@@ -268,14 +286,17 @@ export class Orchestrator {
     return b && { slug: b.slug, agent: b.agent, state: structuredClone(b.state) };
   }
 
-  /** Replay every open inbox event (after a restart): pending and deferred ones in order, parked ones once routable. */
+  /**
+   * Take over every issue with open inbox events that nobody else holds (after
+   * a restart): parked events that can be routed are routed first. Returns how
+   * many events went back on queues.
+   */
   async replayInbox(): Promise<number> {
-    await this.#loaded;
-    let n = 0;
+    const issues = new Set<string>();
     for (const e of await this.#o.inbox.openEvents()) {
-      const event = e.payload as ForgeEvent;
       let issue = e.issue;
       if (!issue) {
+        const event = e.payload as ForgeEvent;
         const found = await issueOf(
           event,
           async (o, r, pr) => (await this.#o.store.findByPr(o, r, pr))?.issueNumber,
@@ -284,10 +305,185 @@ export class Orchestrator {
         issue = issueKey(event.owner, event.repo, found);
         await this.#o.inbox.settle(e.id, 'pending', issue);
       }
-      this.#push(issue, { type: 'event', inbox: { ...e, issue }, event, attempt: 0 });
-      n++;
+      issues.add(issue);
     }
+    let n = 0;
+    for (const issue of issues) n += (await this.adoptIssue(issue))?.replayed ?? 0;
     return n;
+  }
+
+  /**
+   * Claim `key`'s lease and take the issue over as the store has it: its
+   * bottle's row; a turn in progress watched again (or, if its agent never
+   * started, the bottle removed and the issue launchable again); a bottle left
+   * warm cooled; its open events back on its queue, in order. `undefined` when
+   * another orchestrator holds it. Holding it already, only events not queued
+   * yet are queued.
+   */
+  async adoptIssue(key: string): Promise<AdoptReport | undefined> {
+    if (this.#closed) return undefined;
+    const report: AdoptReport = { replayed: 0 };
+    if (!this.#leases.holds(key)) {
+      const claim = await this.#leases.claim(key);
+      if (!claim.held) return undefined;
+      if (claim.takenFrom)
+        this.#log({
+          msg: 'lease taken over',
+          key,
+          from: claim.takenFrom.holder,
+          expiredAt: claim.takenFrom.expiredAt,
+        });
+      Object.assign(report, await this.#takeIssue(key));
+    }
+    for (const e of await this.#o.inbox.openEvents()) {
+      if (e.issue !== key || e.state === 'parked' || this.#queued.has(e.id)) continue;
+      this.#push(key, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 0 });
+      report.replayed++;
+    }
+    return report;
+  }
+
+  /** An issue just claimed: its bottle as the store and the backend have it. */
+  async #takeIssue(key: string): Promise<Omit<AdoptReport, 'replayed'>> {
+    const out: Omit<AdoptReport, 'replayed'> = {};
+    const { owner, repo, issue } = parseIssueKey(key);
+    const row = await this.#o.store.get(owner, repo, issue);
+    if (!row || row.status === 'destroyed') {
+      this.#bottles.delete(key);
+      return out;
+    }
+    this.#bottles.set(key, fromRow(row));
+    const runner = this.#o.runner;
+    if (runner.cool && runner.meta(row.slug)?.warm && !this.capacity.isWarm(row.slug)) {
+      // Left warm by an orchestrator that is gone (or this one before a restart).
+      try {
+        if (await runner.cool(row.slug)) out.cooled = row.slug;
+        this.#log({ msg: 'warm bottle cooled', slug: row.slug, why: 'nobody held it' });
+      } catch (err) {
+        this.#log({
+          msg: 'could not cool a warm bottle',
+          slug: row.slug,
+          error: errorMessage(err),
+        });
+      }
+    }
+    if (row.status !== 'running' || this.#monitors.has(row.slug) || this.#starting.has(row.slug))
+      return out;
+    const meta = runner.meta(row.slug);
+    const ours = await runner.ours();
+    // An agent container made but never started, or one whose program still waits for
+    // its workspace (the launch was cut short while it was made), did not run.
+    const agentRan =
+      !meta?.preparing &&
+      ours.some(
+        (c) =>
+          c.labels['bb.slug'] === row.slug &&
+          c.labels['bb.role'] === 'agent' &&
+          c.state !== 'created',
+      );
+    if (!meta || (meta.turns.length === 0 && !agentRan && !wroteAnything(runner.dir(row.slug)))) {
+      // Killed before its agent: nothing happened worth keeping. Launchable again;
+      // the event that launched it is still open in the inbox and comes back.
+      try {
+        await runner.destroy(row.slug);
+      } catch (err) {
+        this.#log({
+          msg: 'could not remove a bottle that never started',
+          slug: row.slug,
+          error: errorMessage(err),
+        });
+      }
+      await this.#o.store.delete(owner, repo, issue);
+      this.#bottles.delete(key);
+      out.neverStarted = row.slug;
+      this.#log({
+        msg: 'bottle never started: removed, issue launchable again',
+        key,
+        slug: row.slug,
+      });
+      return out;
+    }
+    this.capacity.adopt(row.slug, runner.memoryOf(row.agentName));
+    this.watch(row.slug, Date.parse(meta.current?.startedAt ?? row.lastCheckinAt) || Date.now());
+    out.reattached = row.slug;
+    this.#log({ msg: 'watching a running bottle again', key, slug: row.slug });
+    return out;
+  }
+
+  /**
+   * Live bottles nobody holds (their orchestrator stopped renewing its leases)
+   * and open events of issues nobody holds: claimed, and taken over.
+   */
+  async takeOver(): Promise<void> {
+    if (this.#closed) return;
+    const others = await this.#leases.heldByOthers();
+    const want = new Set<string>();
+    for (const row of await this.#o.store.all()) {
+      const key = keyOf(row);
+      if (!this.#leases.holds(key) && !others.has(key)) want.add(key);
+    }
+    for (const e of await this.#o.inbox.openEvents())
+      if (e.issue && e.state !== 'parked' && !this.#leases.holds(e.issue) && !others.has(e.issue))
+        want.add(e.issue);
+    for (const key of want) this.#push(key, { type: 'claim', occurredAt: '' });
+  }
+
+  /**
+   * Events other orchestrators accepted: queued here for issues this one
+   * holds; issues nobody holds are claimed.
+   */
+  async #pollInbox(): Promise<void> {
+    const unheld = new Set<string>();
+    for (const e of await this.#o.inbox.openEvents()) {
+      if (!e.issue || e.state !== 'pending' || this.#queued.has(e.id)) continue;
+      if (this.#leases.holds(e.issue))
+        this.#push(e.issue, {
+          type: 'event',
+          inbox: e,
+          event: e.payload as ForgeEvent,
+          attempt: 0,
+        });
+      else unheld.add(e.issue);
+    }
+    if (unheld.size === 0) return;
+    const others = await this.#leases.heldByOthers();
+    for (const key of unheld)
+      if (!others.has(key) && this.queue.pending(key) === 0)
+        this.#push(key, { type: 'claim', occurredAt: '' });
+  }
+
+  /** Renew this process's leases; an issue lost (taken after its lease ran out) is let go. */
+  async #heartbeat(): Promise<void> {
+    for (const key of await this.#leases.renew()) {
+      this.#log({ msg: 'lease lost: another orchestrator holds the issue now', key });
+      this.#letGo(key);
+    }
+  }
+
+  /** Stop working on `key` here (its lease is someone else's). */
+  #letGo(key: string): void {
+    const b = this.#bottles.get(key);
+    if (b?.slug) {
+      this.#monitors.get(b.slug)?.close();
+      this.#monitors.delete(b.slug);
+      this.capacity.release(b.slug);
+    }
+    this.#bottles.delete(key);
+    this.#leases.forget(key);
+  }
+
+  /**
+   * Give the issue's lease up when there is nothing of it to hold: no live
+   * bottle, nothing queued or starting, no event waiting here.
+   */
+  async #maybeRelease(key: string): Promise<void> {
+    const b = this.#bottles.get(key);
+    if (b && (b.state.status === 'running' || b.state.status === 'frozen')) return;
+    if (b?.slug && (this.#starting.has(b.slug) || this.#monitors.has(b.slug))) return;
+    if (b && b.deferred.length > 0) return;
+    if (this.queue.pending(key) > 1 || this.capacity.isWaiting(key)) return;
+    // What this process knew of it stays for status; the next claim reads the store again.
+    await this.#leases.release(key);
   }
 
   /** Start watching a running turn (after a launch, a resume, or a restart). */
@@ -305,19 +501,44 @@ export class Orchestrator {
     this.#monitors.set(slug, monitor);
   }
 
-  /** Start the watchdog (and stop it with `stopWatchdog`). */
+  /**
+   * Start the background work (stop it with `stopWatchdog`): the watchdog;
+   * renewing this process's leases and taking over bottles and events nobody
+   * holds; reading the shared inbox for events other orchestrators accepted.
+   */
   startWatchdog(): void {
-    this.#watchdogTimer ??= setInterval(() => {
-      void this.checkWatchdog().catch((err) =>
-        this.#log({ msg: 'watchdog failed', error: errorMessage(err) }),
-      );
-    }, this.#o.watchdogIntervalMs ?? 60_000);
-    this.#watchdogTimer.unref();
+    const every = (ms: number, what: string, fn: () => Promise<void>) => {
+      let busy = false;
+      const t = setInterval(() => {
+        if (busy) return;
+        busy = true;
+        fn()
+          .catch((err) => this.#log({ msg: `${what} failed`, error: errorMessage(err) }))
+          .finally(() => {
+            busy = false;
+          });
+      }, ms);
+      t.unref();
+      return t;
+    };
+    this.#watchdogTimer ??= every(this.#o.watchdogIntervalMs ?? 60_000, 'watchdog', () =>
+      this.checkWatchdog(),
+    );
+    if (this.#fleetTimers.length === 0)
+      this.#fleetTimers = [
+        every(this.#leases.heartbeatMs, 'lease renewal', async () => {
+          await this.#heartbeat();
+          await this.takeOver();
+        }),
+        every(this.#leases.pollMs, 'inbox poll', () => this.#pollInbox()),
+      ];
   }
 
   stopWatchdog(): void {
     if (this.#watchdogTimer) clearInterval(this.#watchdogTimer);
     this.#watchdogTimer = undefined;
+    for (const t of this.#fleetTimers) clearInterval(t);
+    this.#fleetTimers = [];
   }
 
   /** Stop watching turns and stop the watchdog (the bottles keep running; `coolAll` first for warm ones). */
@@ -351,7 +572,8 @@ export class Orchestrator {
    * turn watched (a wait lost) is watched again.
    */
   async checkWatchdog(now = Date.now()): Promise<void> {
-    await this.#loaded;
+    // Bottles whose holder is gone (or, after a restart, that nobody holds yet) first.
+    await this.takeOver();
     const timeout = this.#o.watchdogTimeoutMs ?? 30 * 60_000;
     for (const [slug, m] of this.#monitors) {
       if (m.ended || this.#fired.has(slug)) continue;
@@ -383,6 +605,7 @@ export class Orchestrator {
         );
     const counted = new Set(this.capacity.warm().map((w) => w.slug));
     for (const row of await this.#o.store.all()) {
+      if (!this.#leases.holds(keyOf(row))) continue;
       if (
         row.status === 'running' &&
         !this.#monitors.has(row.slug) &&
@@ -465,7 +688,9 @@ export class Orchestrator {
   }
 
   #push(key: string, work: Work): void {
-    if (!this.#closed) this.queue.push(key, work);
+    if (this.#closed) return;
+    if (work.type === 'event') this.#queued.add(work.inbox.id);
+    this.queue.push(key, work);
   }
 
   #log(entry: Record<string, unknown>): void {
@@ -476,11 +701,30 @@ export class Orchestrator {
 
   async #handle(key: string, work: Work): Promise<void> {
     if (work.type === 'retry_waiting') return this.#retryWaiting();
-    if (work.type === 'turn') return this.#turnWork(key, work.report);
+    // Only the holder of an issue's lease works on it; this process claims it when free.
+    if (!this.#leases.holds(key)) {
+      const adopted = await this.adoptIssue(key);
+      if (!adopted) {
+        if (work.type === 'event') this.#queued.delete(work.inbox.id);
+        return;
+      }
+      // Older events came with the issue: this one waits for its turn among them.
+      if (adopted.replayed > 0 && work.type === 'event') {
+        this.queue.push(key, work);
+        return;
+      }
+    }
+    if (work.type === 'claim') return this.#maybeRelease(key);
+    if (work.type === 'turn') {
+      await this.#turnWork(key, work.report);
+      return this.#maybeRelease(key);
+    }
     const { inbox, event } = work;
     try {
       const settled = await this.#eventWork(key, inbox, event);
       await this.#o.inbox.settle(inbox.id, settled);
+      this.#queued.delete(inbox.id);
+      await this.#maybeRelease(key);
     } catch (err) {
       // Not done: kept in the inbox (a restart retries it) and tried again here later.
       const wait = (this.#o.retryMs ?? RETRY_MS)[work.attempt];
@@ -492,6 +736,7 @@ export class Orchestrator {
         ...(wait === undefined ? {} : { retryInMs: wait }),
       });
       if (wait === undefined) {
+        this.#queued.delete(inbox.id);
         await this.#o.inbox.settle(inbox.id, 'done');
         return;
       }
@@ -1174,19 +1419,18 @@ export class Orchestrator {
     );
   }
 
+  /** Claim a task only one orchestrator does at a time (`false`: another does it now). */
+  claimTask(name: string, ttlMs: number): Promise<boolean> {
+    return this.#leases.claimTask(name, ttlMs);
+  }
+
+  releaseTask(name: string): Promise<void> {
+    return this.#leases.releaseTask(name);
+  }
+
   /** Cool every warm bottle (a shutdown: nothing stays paused with nobody to resume it). */
   coolAll(): Promise<void> {
     return this.#warm.coolAll();
-  }
-
-  /** Forget an issue's bottle (reconcile found it never started): the issue is launchable again. */
-  forget(key: string): void {
-    this.#bottles.delete(key);
-  }
-
-  /** Count a running turn found after a restart against capacity. */
-  adopt(slug: string, agent: string): void {
-    this.capacity.adopt(slug, this.#o.runner.memoryOf(agent));
   }
 }
 
@@ -1206,6 +1450,12 @@ function fromRow(row: ForgeState): Bottle {
     },
     deferred: [],
   };
+}
+
+/** Whether the bottle's sidecar logged any call (then it has evidence to keep). */
+function wroteAnything(dir: string): boolean {
+  const ops = join(dir, 'state', 'ops.jsonl');
+  return existsSync(ops) && statSync(ops).size > 0;
 }
 
 function occurredAt(w: Work): string {

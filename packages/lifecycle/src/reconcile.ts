@@ -1,6 +1,3 @@
-import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { errorMessage } from '@bb/errors';
 import type { ForgeStateStore } from '@bb/state';
 import type { BottleRunner } from './bottle-runner';
 import type { Orchestrator } from './orchestrator';
@@ -22,12 +19,14 @@ export interface ReconcileReport {
 
 /**
  * Turn whatever a crash left into a state the orchestrator can move on from,
- * after a start: containers no live row owns are removed; a bottle kept warm is
- * cooled; a bottle whose turn
- * was running is watched again (its end is awaited and recorded as usual, or,
- * when its agent is gone, recorded as vanished); a bottle that never got as far
- * as its agent (no turn, no op log) is removed and its issue is launchable
- * again; then every open inbox event goes back on its issue's queue, in order.
+ * after a start. Containers no live row owns are removed (by one orchestrator
+ * at a time, when several share the database). Then every issue with a live
+ * bottle or open inbox events that no other orchestrator holds is taken over
+ * (`Orchestrator.adoptIssue`): a bottle kept warm is cooled; a bottle whose
+ * turn was running is watched again (its end is awaited and recorded as usual,
+ * or, when its agent is gone, recorded as vanished); a bottle that never got as
+ * far as its agent (no turn, no op log) is removed and its issue is launchable
+ * again; its open events go back on its queue, in order.
  * Call it once at start, before new events arrive.
  */
 export async function reconcile(
@@ -42,70 +41,35 @@ export async function reconcile(
     cooled: [],
   };
   const log = o.log ?? (() => {});
-  await orch.ready();
-  const live = await o.store.all();
-  const slugs = new Set(live.map((r) => r.slug));
-  const ours = await o.runner.ours();
-  for (const slug of new Set(
-    ours.map((c) => c.labels['bb.slug']).filter((s): s is string => !!s),
-  )) {
-    if (slugs.has(slug)) continue;
-    await o.runner.destroy(slug);
-    report.orphansRemoved.push(slug);
-    log({ msg: 'orphan bottle removed', slug });
-  }
-  for (const row of live) {
-    if (o.runner.cool && o.runner.meta(row.slug)?.warm) {
-      // Warm when the process before stopped (its row saved or not yet): its window went with it.
-      try {
-        if (await o.runner.cool(row.slug)) report.cooled.push(row.slug);
-        log({ msg: 'warm bottle cooled', slug: row.slug, why: 'the orchestrator restarted' });
-      } catch (err) {
-        log({ msg: 'could not cool a warm bottle', slug: row.slug, error: errorMessage(err) });
+  if (await orch.claimTask('reconcile', 120_000)) {
+    try {
+      // Containers first, rows second: a bottle launched meanwhile saved its row
+      // before it made a container, so no container listed lacks a row read after.
+      const ours = await o.runner.ours();
+      const slugs = new Set((await o.store.all()).map((r) => r.slug));
+      for (const slug of new Set(
+        ours.map((c) => c.labels['bb.slug']).filter((s): s is string => !!s),
+      )) {
+        if (slugs.has(slug)) continue;
+        await o.runner.destroy(slug);
+        report.orphansRemoved.push(slug);
+        log({ msg: 'orphan bottle removed', slug });
       }
+    } finally {
+      await orch.releaseTask('reconcile');
     }
-    if (row.status !== 'running') continue;
-    const key = issueKey(row.owner, row.repo, row.issueNumber);
-    const meta = o.runner.meta(row.slug);
-    // An agent container made but never started, or one whose program still waits for
-    // its workspace (the launch was cut short while it was made), did not run.
-    const agentRan =
-      !meta?.preparing &&
-      ours.some(
-        (c) =>
-          c.labels['bb.slug'] === row.slug &&
-          c.labels['bb.role'] === 'agent' &&
-          c.state !== 'created',
-      );
-    if (!meta || (meta.turns.length === 0 && !agentRan && !wroteAnything(o.runner.dir(row.slug)))) {
-      // Killed before its agent: nothing happened worth keeping. Launchable again;
-      // the event that launched it is still open in the inbox and comes back.
-      try {
-        await o.runner.destroy(row.slug);
-      } catch (err) {
-        log({
-          msg: 'could not remove a bottle that never started',
-          slug: row.slug,
-          error: errorMessage(err),
-        });
-      }
-      await o.store.delete(row.owner, row.repo, row.issueNumber);
-      orch.forget(key);
-      report.neverStarted.push(row.slug);
-      log({ msg: 'bottle never started: removed, issue launchable again', key, slug: row.slug });
-      continue;
-    }
-    orch.adopt(row.slug, row.agentName);
-    orch.watch(row.slug, Date.parse(meta.current?.startedAt ?? row.lastCheckinAt) || Date.now());
-    report.reattached.push(row.slug);
-    log({ msg: 'watching a running bottle again', key, slug: row.slug });
   }
-  report.replayed = await orch.replayInbox();
+  const issues = new Set(
+    (await o.store.all()).map((r) => issueKey(r.owner, r.repo, r.issueNumber)),
+  );
+  for (const issue of issues) {
+    const r = await orch.adoptIssue(issue);
+    if (!r) continue;
+    if (r.cooled) report.cooled.push(r.cooled);
+    if (r.reattached) report.reattached.push(r.reattached);
+    if (r.neverStarted) report.neverStarted.push(r.neverStarted);
+    report.replayed += r.replayed;
+  }
+  report.replayed += await orch.replayInbox();
   return report;
-}
-
-/** Whether the bottle's sidecar logged any call (then it has evidence to keep). */
-function wroteAnything(dir: string): boolean {
-  const ops = join(dir, 'state', 'ops.jsonl');
-  return existsSync(ops) && statSync(ops).size > 0;
 }

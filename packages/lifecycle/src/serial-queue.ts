@@ -36,6 +36,11 @@ export class SerialQueue<T> {
     return new Promise((r) => this.#idle.push(r));
   }
 
+  /** Items of `key` queued or running. */
+  pending(key: string): number {
+    return this.#queues.get(key)?.length ?? 0;
+  }
+
   get size(): number {
     let n = 0;
     for (const q of this.#queues.values()) n += q.length;

@@ -1,0 +1,115 @@
+// Two orchestrators sharing one database (real SQLite: state, inbox, leases) and one
+// engine (the runner double): each issue is worked on by the holder of its lease.
+import { SqliteLeaseStore } from '@bb/state';
+import { describe, expect, it } from 'vitest';
+import { Orchestrator } from '../src/orchestrator';
+import { issueKey } from '../src/routing';
+import { cleanups, OWNER, REPO, setup, until } from './orchestrator-setup';
+
+const TTL = 400;
+
+function fleetOf(t: ReturnType<typeof setup>) {
+  const leases = new SqliteLeaseStore(t.db);
+  const logs: { a: Array<Record<string, unknown>>; b: Array<Record<string, unknown>> } = {
+    a: [],
+    b: [],
+  };
+  const make = (holder: 'a' | 'b') => {
+    const orch = new Orchestrator({
+      ...t.options,
+      fleet: { leases, holder, ttlMs: TTL, heartbeatMs: 100, pollMs: 20 },
+      watchdogIntervalMs: 100,
+      log: (e) => logs[holder].push(e),
+    });
+    orch.startWatchdog();
+    cleanups.push(() => orch.close());
+    return orch;
+  };
+  return { a: make('a'), b: make('b'), logs, leases };
+}
+
+const launchesOf = (t: ReturnType<typeof setup>) =>
+  t.runner.calls.filter((c) => c.startsWith('launch '));
+
+describe('orchestrators sharing one database', () => {
+  it('work on an issue one at a time: events either accepts go to the holder, and one bottle is launched', async () => {
+    const t = setup();
+    t.orch.close();
+    const { a, b, logs } = fleetOf(t);
+    const n = t.issue();
+    const key = issueKey(OWNER, REPO, n);
+    // The same change delivered to both (a replay with a new key reaches the other).
+    await Promise.all([a.accept(t.ev.targeted(n)), b.accept(t.ev.targeted(n))]);
+    await until('launched', () => launchesOf(t).length === 1);
+    const holder = a.fleet.held.includes(key) ? a : b;
+    const other = holder === a ? b : a;
+    expect(other.fleet.held).not.toContain(key);
+    const slug = holder.bottle(key)!.slug;
+    t.runner.agent(slug).openPr(70);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    // A reply reaches the orchestrator that does not hold the issue: the holder resumes.
+    await other.accept(t.ev.comment(70, 'one more thing'));
+    await until('resumed', () => t.runner.resumes.length === 1);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(launchesOf(t)).toHaveLength(1);
+    expect(t.runner.resumes).toHaveLength(1);
+    const holderLog = holder === a ? logs.a : logs.b;
+    expect(holderLog.some((e) => e['msg'] === 'bottle resumed')).toBe(true);
+    expect((holder === a ? logs.b : logs.a).some((e) => e['msg'] === 'bottle resumed')).toBe(false);
+  });
+
+  it('take over from one that stops: within its lease time the other watches its running turn, records it and goes on', async () => {
+    const t = setup();
+    t.orch.close();
+    const { a, b, logs } = fleetOf(t);
+    const n = t.issue();
+    const key = issueKey(OWNER, REPO, n);
+    await a.accept(t.ev.targeted(n));
+    await until('launched', () => launchesOf(t).length === 1);
+    expect(a.fleet.held).toContain(key);
+    const slug = a.bottle(key)!.slug;
+    // a stops as a killed process would: no release, no more renewals.
+    const stopped = Date.now();
+    a.close();
+    await until('taken over', () => b.fleet.held.includes(key), TTL * 5);
+    const took = Date.now() - stopped;
+    expect(took).toBeLessThan(TTL + 100 + 300);
+    expect(logs.b.find((e) => e['msg'] === 'lease taken over')).toMatchObject({ key, from: 'a' });
+    expect(b.running).toEqual([slug]);
+    // The turn a started ends: b records it and freezes the bottle.
+    t.runner.agent(slug).openPr(71);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    await until('recorded', () => t.records(slug).length === 1);
+    await b.accept(t.ev.comment(71, 'carry on'));
+    await until('resumed by b', () => t.runner.resumes.length === 1);
+    expect(launchesOf(t)).toHaveLength(1);
+  });
+
+  it('one that was paused past its lease lets the issue go, and does nothing more with it', async () => {
+    const t = setup();
+    t.orch.close();
+    const { a, b, logs } = fleetOf(t);
+    const n = t.issue();
+    const key = issueKey(OWNER, REPO, n);
+    await a.accept(t.ev.targeted(n));
+    await until('launched', () => launchesOf(t).length === 1);
+    const slug = a.bottle(key)!.slug;
+    a.stopWatchdog();
+    await until('taken over', () => b.fleet.held.includes(key), TTL * 5);
+    // a wakes up: its renewal finds the lease gone; it stops watching the turn.
+    a.startWatchdog();
+    await until('let go', () => logs.a.some((e) => e['msg']?.toString().startsWith('lease lost')));
+    expect(a.fleet.held).not.toContain(key);
+    expect(a.running).toEqual([]);
+    expect(b.running).toEqual([slug]);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('recorded once', () => t.records(slug).length === 1);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(t.records(slug)).toHaveLength(1);
+  });
+});

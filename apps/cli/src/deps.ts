@@ -35,6 +35,7 @@ export async function openState(io: CliIo) {
     database: state.local,
     store: state.store,
     provenance: state.runs,
+    leases: state.leases,
     key: () => loadOrCreateSigningKey(home),
     scanner: () => new GitleaksScanner(),
     close: () => state.close(),

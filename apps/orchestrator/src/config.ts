@@ -166,6 +166,35 @@ export const ConfigSchema = z.object({
       'BB_DATABASE_URL must be a postgres:// URL (e.g. postgres://bb:secret@db.internal:5432/bot_bottle), or unset for the SQLite file in BB_HOME',
     )
     .optional(),
+  /**
+   * This orchestrator's name among those sharing BB_DATABASE_URL (keep it across
+   * its restarts; never two running with one name). Default: the host's name.
+   */
+  BB_REPLICA_ID: z
+    .string()
+    .regex(
+      /^[\w.:@/-]{1,200}$/,
+      'BB_REPLICA_ID must be 1 to 200 letters, digits and . : @ / _ - (e.g. bb-1)',
+    )
+    .optional(),
+  /**
+   * How long an issue's lease lasts unrenewed: an orchestrator that stops is
+   * taken over after this (plus a third of it at most).
+   */
+  BB_LEASE_TTL: z
+    .string()
+    .default('15s')
+    .transform((v, ctx) => {
+      const ms = parseDuration(v);
+      if (ms === undefined || ms < 1000 || ms > 3_600_000) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${durationProblem('BB_LEASE_TTL', v)}; from 1s to 1h`,
+        });
+        return z.NEVER;
+      }
+      return ms;
+    }),
   BB_BACKEND: z
     .enum(['docker', 'local'], {
       error: 'BB_BACKEND must be docker or local',

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { totalmem } from 'node:os';
+import { hostname, totalmem } from 'node:os';
 import { errorMessage, redact, registerSecret } from '@bb/errors';
 import { closeGiteaPools, type ForgeEvent, GiteaClient, GiteaForge } from '@bb/forge';
 import {
@@ -173,6 +173,11 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     feedback: config.FORGE_FEEDBACK,
     acknowledge: config.FORGE_ACKNOWLEDGE,
     supervise: desk,
+    fleet: {
+      leases: state.leases,
+      holder: config.BB_REPLICA_ID ?? hostname(),
+      ttlMs: config.BB_LEASE_TTL,
+    },
     log: (e) => log.info(e),
   });
 
@@ -228,9 +233,13 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
 
   let sweeping: Promise<void> | undefined;
   const sweep = () => {
-    sweeping ??= sweepRepos(client, config.FORGE_REPOS)
-      .then((repos) =>
-        sweepForge(
+    // One orchestrator sweeps at a time (its lease lasts the interval; a stopped one's runs out).
+    sweeping ??= orchestrator
+      .claimTask('sweep', Math.max(60_000, config.BB_SWEEP_INTERVAL))
+      .then(async (mine) => {
+        if (!mine) return;
+        const repos = await sweepRepos(client, config.FORGE_REPOS);
+        await sweepForge(
           {
             store,
             forgeFor,
@@ -241,9 +250,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
             log: (e) => log.info(e),
           },
           repos,
-        ),
-      )
-      .then(() => undefined)
+        );
+      })
       .catch((err) => log.warn({ msg: 'sweep failed', error: errorMessage(err) }))
       .finally(() => {
         sweeping = undefined;
@@ -273,6 +281,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     url,
     home,
     state: state.where,
+    replica: orchestrator.fleet.holder,
     backend: backend.name,
     bot: botLogin,
     org: config.FORGE_ORG,

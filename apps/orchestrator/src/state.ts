@@ -6,7 +6,9 @@ import {
   type DeliveryLedger,
   type EventInbox,
   type ForgeStateStore,
+  type LeaseStore,
   SqliteForgeStateStore,
+  SqliteLeaseStore,
 } from '@bb/state';
 
 /** What the orchestrator keeps, wherever it lives. */
@@ -18,6 +20,8 @@ export interface OrchestratorState {
   store: ForgeStateStore & DeliveryLedger & EventInbox;
   /** Signed run records. */
   runs: RunRecordStore;
+  /** Leases on work, shared by the orchestrators using this state. */
+  leases: LeaseStore;
   /** This machine's own SQLite file (supervise requests, which name this machine's bottles). */
   local: BbDatabase;
   close(): Promise<void>;
@@ -40,6 +44,7 @@ export async function openState(
       where: local.path,
       store,
       runs: new ProvenanceStore(local),
+      leases: new SqliteLeaseStore(local),
       local,
       close: async () => local.close(),
     };
@@ -60,6 +65,7 @@ export async function openState(
       where: pg.database.where,
       store: pg.store,
       runs: pg.runs,
+      leases: pg.leases,
       local,
       close: async () => {
         await pg.close();

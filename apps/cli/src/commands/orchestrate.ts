@@ -3,7 +3,7 @@ import { GiteaClient } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import { type Backend, launch, resume, supervisedBottles, type TurnOutcome } from '@bb/headless';
 import { installedCommit, recordTurn, saveBottleRow } from '@bb/lifecycle';
-import type { ForgeState, ForgeStateStore } from '@bb/state';
+import type { ForgeState, ForgeStateStore, Lease } from '@bb/state';
 import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
 import pkg from '../../package.json' with { type: 'json' };
 import { type CliDeps, type CliState, makeBackend, openState } from '../deps';
@@ -309,8 +309,20 @@ export interface StatusJson {
     state: 'pending' | 'deferred' | 'parked';
     since: string;
   }>;
+  /** The orchestrators working now (sharing this state) and how many issues each holds. */
+  replicas: Array<{ holder: string; issues: number }>;
   /** Why targeted issues could not launch (what the bot said on them), newest first. */
   notices: Array<{ issue: string; message: string; at: string }>;
+}
+
+/** Live issue leases by orchestrator: who is working on how many issues. */
+function replicasOf(leases: Lease[]): Array<{ holder: string; issues: number }> {
+  const by = new Map<string, number>();
+  for (const l of leases)
+    if (l.name.startsWith('issue:')) by.set(l.holder, (by.get(l.holder) ?? 0) + 1);
+  return [...by]
+    .map(([holder, issues]) => ({ holder, issues }))
+    .sort((a, b) => a.holder.localeCompare(b.holder));
 }
 
 async function status(argv: string[], io: CliIo): Promise<number> {
@@ -370,6 +382,7 @@ async function status(argv: string[], io: CliIo): Promise<number> {
         const p = e.payload as { issue?: string; message?: string };
         return { issue: p.issue ?? '', message: p.message ?? '', at: e.receivedAt };
       }),
+      replicas: replicasOf(await state.leases.leases()),
     };
     if (values['json']) {
       io.stdout(`${JSON.stringify(json, null, 2)}\n`);
@@ -392,6 +405,10 @@ async function status(argv: string[], io: CliIo): Promise<number> {
       for (const w of json.waiting)
         io.stdout(`  ${w.issue ?? '(no bottle yet)'}  ${w.kind}  ${w.state} since ${w.since}\n`);
     };
+    if (json.replicas.length > 1)
+      io.stdout(
+        `orchestrators: ${json.replicas.map((r) => `${r.holder} (${r.issues} issue${r.issues === 1 ? '' : 's'})`).join(', ')}\n`,
+      );
     if (json.bottles.length === 0) {
       io.stdout('no managed bottles\n');
       waiting();

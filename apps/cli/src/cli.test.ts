@@ -10,7 +10,7 @@ import {
   type SecretScanner,
   signRecord,
 } from '@bb/provenance';
-import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import { BbDatabase, SqliteForgeStateStore, SqliteLeaseStore } from '@bb/state';
 import { sampleState } from '@bb/state/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, runCli } from './cli';
@@ -169,6 +169,11 @@ describe('bb orchestrate status and bb provenance', () => {
       payload: { kind: 'comment_created' },
     })!;
     store.settle(waiting.id, 'deferred');
+    // Two orchestrators share this state: each holds an issue; a sweep lease is no issue.
+    const leases = new SqliteLeaseStore(db);
+    leases.claim('issue:acme/widgets#17', 'bb-2', 60_000);
+    leases.claim('issue:acme/widgets#20', 'bb-1', 60_000);
+    leases.claim('task:sweep', 'bb-1', 60_000);
     // What the orchestrator told an issue that could not launch.
     store.accept('bb:feedback:acme/widgets#19:0123456789abcdef', {
       issue: null,
@@ -243,7 +248,12 @@ describe('bb orchestrate status and bb provenance', () => {
           at: expect.any(String),
         },
       ],
+      replicas: [
+        { holder: 'bb-1', issues: 1 },
+        { holder: 'bb-2', issues: 1 },
+      ],
     });
+    expect(t.out).toContain('orchestrators: bb-1 (1 issue), bb-2 (1 issue)');
     expect(t.out).toMatch(
       /needs attention:\n {2}acme\/widgets#19 {2}bot-bottle could not start agent nosuch {2}\(/,
     );

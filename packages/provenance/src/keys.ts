@@ -4,8 +4,18 @@ import {
   createPublicKey,
   generateKeyPairSync,
   type KeyObject,
+  randomBytes,
 } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  readFileSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 
@@ -35,11 +45,21 @@ export function loadOrCreateSigningKey(bbHome: string): SigningKey {
   const file = join(dir, 'provenance-ed25519.pem');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   if (!existsSync(file)) {
+    // Written whole under another name, then linked into place: orchestrators starting
+    // together on one BB_HOME agree on one key, and none reads half a file.
     const { privateKey } = generateKeyPairSync('ed25519');
-    writeFileSync(file, privateKey.export({ type: 'pkcs8', format: 'pem' }), {
+    const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
+    writeFileSync(tmp, privateKey.export({ type: 'pkcs8', format: 'pem' }), {
       mode: 0o600,
       flag: 'wx',
     });
+    try {
+      linkSync(tmp, file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    } finally {
+      unlinkSync(tmp);
+    }
   }
   const mode = statSync(file).mode & 0o777;
   if (mode & 0o077) {

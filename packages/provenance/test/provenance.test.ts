@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -122,6 +122,32 @@ describe('signing keys', () => {
     chmodSync(join(home, 'keys', 'provenance-ed25519.pem'), 0o644);
     expect(() => loadOrCreateSigningKey(home)).toThrow(/readable by others.*chmod 600/);
     chmodSync(join(home, 'keys', 'provenance-ed25519.pem'), 0o600);
+  });
+
+  it('made by several processes at once on one home: all get the same key, none fails', async () => {
+    const home = join(root, 'racehome');
+    const src = join(import.meta.dirname, '..', 'src', 'keys.ts');
+    // Each waits for the same instant, then makes or reads the key.
+    const at = Date.now() + 2500;
+    const script = `import { loadOrCreateSigningKey } from ${JSON.stringify(src)};
+      while (Date.now() < ${at});
+      process.stdout.write(loadOrCreateSigningKey(${JSON.stringify(home)}).keyId);`;
+    const ids = await Promise.all(
+      Array.from(
+        { length: 8 },
+        () =>
+          new Promise<string>((resolve, reject) =>
+            execFile(
+              process.execPath,
+              ['--import', 'tsx', '--input-type=module', '-e', script],
+              { cwd: join(import.meta.dirname, '..') },
+              (err, out, errOut) => (err ? reject(new Error(errOut || String(err))) : resolve(out)),
+            ),
+          ),
+      ),
+    );
+    expect(new Set(ids).size).toBe(1);
+    expect(loadOrCreateSigningKey(home).keyId).toBe(ids[0]);
   });
 });
 

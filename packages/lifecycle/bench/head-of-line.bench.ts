@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ForgeEvent } from '@bb/forge';
 import { MemoryForge } from '@bb/forge/testing';
+import { ProvenanceStore } from '@bb/provenance';
 import { SqliteForgeStateStore } from '@bb/state';
 import { reportBench } from '@bb/tooling/bench';
 import { ms3, pct } from './load';
@@ -20,18 +21,23 @@ async function measure(long: number): Promise<{ lat: number[]; floor: number[] }
   const dir = mkdtempSync(join(tmpdir(), 'bb-hol-'));
   const store = new SqliteForgeStateStore({ path: join(dir, 'bb.db') });
   let firstCall: ((issue: number) => void) | undefined;
-  const { orch, runner, world } = benchOrchestrator(store, dir, {
-    // The first forge call of an issue is its fresh read: that is what is timed.
-    forgeFor: (owner, repo) => {
-      const f = new MemoryForge({ owner, repo, as: 'bb-bot', world });
-      const read = f.readIssue.bind(f);
-      f.readIssue = (n) => {
-        firstCall?.(n);
-        return read(n);
-      };
-      return f;
+  const { orch, runner, world } = benchOrchestrator(
+    store,
+    new ProvenanceStore(store.database),
+    dir,
+    {
+      // The first forge call of an issue is its fresh read: that is what is timed.
+      forgeFor: (owner, repo) => {
+        const f = new MemoryForge({ owner, repo, as: 'bb-bot', world });
+        const read = f.readIssue.bind(f);
+        f.readIssue = (n) => {
+          firstCall?.(n);
+          return read(n);
+        };
+        return f;
+      },
     },
-  });
+  );
   let seq = 0;
   const targeted = (n: number): ForgeEvent => ({
     kind: 'issue_targeting_changed',

@@ -4,14 +4,15 @@
 import { createServer, type Server } from 'node:http';
 import { parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
 import { MemoryForgeWorld } from '@bb/forge/testing';
-import { ProvenanceStore } from '@bb/provenance';
-import type { SqliteForgeStateStore } from '@bb/state';
+import type { RunRecordStore } from '@bb/provenance';
+import type { EventInbox, ForgeStateStore } from '@bb/state';
 import { createWebhookListener, Orchestrator, type OrchestratorOptions } from '../src/index';
 import { fakeOrchestratorOptions } from '../test/fake-orchestrator';
 import { FakeRunner } from '../test/fake-runner';
 
 export function benchOrchestrator(
-  store: SqliteForgeStateStore,
+  store: ForgeStateStore & EventInbox,
+  runs: RunRecordStore,
   home: string,
   over: Partial<OrchestratorOptions> = {},
 ) {
@@ -22,7 +23,7 @@ export function benchOrchestrator(
     ...fakeOrchestratorOptions({
       home,
       store,
-      provenance: new ProvenanceStore(store.database),
+      provenance: runs,
       runner,
       world,
     }),

@@ -8,6 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ProvenanceStore } from '@bb/provenance';
 import { SqliteForgeStateStore } from '@bb/state';
 import { reportBench } from '@bb/tooling/bench';
 import { bareServer, deliveries, floorServer, listen, load, ms3, pct, SECRET } from './load';
@@ -49,7 +50,7 @@ function endpoint(label: string, prefill: boolean) {
       for (let i = 0; i < LEDGER; i++) store.recordDelivery(`history:${i}`, { event: 'issues' });
     })();
   }
-  const { orch } = benchOrchestrator(store, dir);
+  const { orch } = benchOrchestrator(store, new ProvenanceStore(store.database), dir);
   const { server, accepted } = orchestratorEndpoint(orch, SECRET);
   return {
     server,

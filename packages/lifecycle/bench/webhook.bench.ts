@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ProvenanceStore } from '@bb/provenance';
 import { SqliteForgeStateStore } from '@bb/state';
 import { reportBench } from '@bb/tooling/bench';
 import { bareServer, deliveries, listen, load, pct, SECRET } from './load';
@@ -19,7 +20,7 @@ const bodies = deliveries(N);
 const dir = mkdtempSync(join(tmpdir(), 'bb-webhook-bench-'));
 const store = new SqliteForgeStateStore({ path: join(dir, 'bb.db') });
 // The production path: the orchestrator's accept (ledger and inbox in one write).
-const { orch } = benchOrchestrator(store, dir);
+const { orch } = benchOrchestrator(store, new ProvenanceStore(store.database), dir);
 const { server: ours, accepted } = orchestratorEndpoint(orch, SECRET);
 const bare = bareServer();
 const oursPort = await listen(ours);

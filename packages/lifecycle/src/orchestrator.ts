@@ -177,6 +177,7 @@ export class Orchestrator {
   /** Inbox events on this process's queues (or waiting to be retried), by id. */
   readonly #queued = new Set<number>();
   #fleetTimers: NodeJS.Timeout[] = [];
+  #repos: { at: number; repos: Promise<Set<string>> } | undefined;
   /** Each bottle's last row write, so the next waits for it. */
   readonly #saves = new Map<string, Promise<void>>();
 
@@ -250,9 +251,27 @@ export class Orchestrator {
       if (b.owner === event.owner && b.repo === event.repo && b.state.status === 'running')
         return true;
     // Any orchestrator's bottle: the store, not this process's memory, says which run.
-    return (await this.#o.store.all()).some(
-      (r) => r.owner === event.owner && r.repo === event.repo && r.status === 'running',
+    return (await this.#runningRepos()).has(`${event.owner}/${event.repo}`);
+  }
+
+  /**
+   * Repositories with a running bottle, as the store said at most 250 ms ago
+   * (one read shared by the deliveries of that time). A bottle's row says
+   * running before its agent starts, seconds before it can open a PR: no PR of
+   * it can be commented on in a window that short.
+   */
+  #runningRepos(): Promise<Set<string>> {
+    const now = Date.now();
+    if (this.#repos && now - this.#repos.at < 250) return this.#repos.repos;
+    const repos = Promise.resolve(this.#o.store.all()).then(
+      (rows) =>
+        new Set(rows.filter((r) => r.status === 'running').map((r) => `${r.owner}/${r.repo}`)),
     );
+    this.#repos = { at: now, repos };
+    repos.catch(() => {
+      if (this.#repos?.repos === repos) this.#repos = undefined;
+    });
+    return repos;
   }
 
   /** Parked events no bottle can claim any more (none runs in their repository) are done. */
@@ -720,10 +739,21 @@ export class Orchestrator {
       return this.#maybeRelease(key);
     }
     const { inbox, event } = work;
+    const began = new Date().toISOString();
     try {
       const settled = await this.#eventWork(key, inbox, event);
       await this.#o.inbox.settle(inbox.id, settled);
       this.#queued.delete(inbox.id);
+      // One line per event handled: which, of which issue, when it happened, what became of it.
+      this.#log({
+        msg: 'event handled',
+        key,
+        event: inbox.key,
+        kind: event.kind,
+        occurredAt: event.occurredAt,
+        began,
+        settled,
+      });
       await this.#maybeRelease(key);
     } catch (err) {
       // Not done: kept in the inbox (a restart retries it) and tried again here later.

@@ -1,7 +1,7 @@
 import type { Forge } from '@bb/forge';
 import { MemoryForge, type MemoryForgeWorld } from '@bb/forge/testing';
-import { loadOrCreateSigningKey, type ProvenanceStore } from '@bb/provenance';
-import type { SqliteForgeStateStore } from '@bb/state';
+import { loadOrCreateSigningKey, type RunRecordStore } from '@bb/provenance';
+import type { EventInbox, ForgeStateStore } from '@bb/state';
 import type { OrchestratorOptions } from '../src/index';
 import type { FakeRunner } from './fake-runner';
 
@@ -13,8 +13,8 @@ import type { FakeRunner } from './fake-runner';
  */
 export function fakeOrchestratorOptions(o: {
   home: string;
-  store: SqliteForgeStateStore;
-  provenance: ProvenanceStore;
+  store: ForgeStateStore & EventInbox;
+  provenance: RunRecordStore;
   runner: FakeRunner;
   world: MemoryForgeWorld;
   forgeFor?: (owner: string, repo: string) => Forge;

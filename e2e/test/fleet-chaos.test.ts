@@ -80,6 +80,8 @@ describe.skipIf(!docker.ok || (!postgresAvailable() && !required))(
     const replicas: Replica[] = [];
     const answers: Answer[] = [];
     const replayUuids = new Set<string>();
+    /** Deliveries the load balancer is still forwarding (Gitea may have given up waiting). */
+    const inFlight = new Set<Promise<unknown>>();
     const backend = new DockerBackend();
 
     const logLines = (): Array<Record<string, unknown> & { replica: string }> => {
@@ -220,7 +222,10 @@ describe.skipIf(!docker.ok || (!postgresAvailable() && !required))(
           const uuid = String(req.headers['x-gitea-delivery']);
           const kind = replayUuids.has(uuid) ? 'replay' : 'original';
           if (kind === 'original') originals++;
-          forward(req.headers, body, kind).then(
+          const sending = forward(req.headers, body, kind);
+          inFlight.add(sending);
+          void sending.finally(() => inFlight.delete(sending)).catch(() => {});
+          sending.then(
             (a) => {
               res.writeHead(a.status, { 'content-type': 'application/json' });
               res.end(JSON.stringify(a.body));
@@ -229,8 +234,11 @@ describe.skipIf(!docker.ok || (!postgresAvailable() && !required))(
                 kind === 'original' &&
                 answers.filter((x) => x.kind === 'duplicate').length < DUPLICATES &&
                 randomInt(100) < 12
-              )
-                void forward(req.headers, body, 'duplicate', a.replica);
+              ) {
+                const again = forward(req.headers, body, 'duplicate', a.replica);
+                inFlight.add(again);
+                void again.finally(() => inFlight.delete(again)).catch(() => {});
+              }
             },
             () => {
               res.writeHead(502);
@@ -352,6 +360,7 @@ describe.skipIf(!docker.ok || (!postgresAvailable() && !required))(
           }
         }
         await gitea.settle();
+        while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
         // Every kill's replica back, then quiet: nothing open, every targeted bottle frozen with its PR.
         await until(
           'every orchestrator to be up',

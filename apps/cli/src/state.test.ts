@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ProvenanceStore, signRecord, verifyChain } from '@bb/provenance';
 import { sampleRecord, testSigningKey } from '@bb/provenance/testing';
-import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
+import { BbDatabase, SqliteForgeStateStore, SqliteLeaseStore } from '@bb/state';
 import { sampleState } from '@bb/state/testing';
-import { openPostgresState, PostgresDatabase } from '@bb/state-postgres';
+import { openPostgresState, PostgresDatabase, redactUrl } from '@bb/state-postgres';
 import { postgresAvailable, startPostgres, type TestPostgres } from '@bb/state-postgres/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, runCli } from './cli';
@@ -67,8 +67,17 @@ run('bb state migrate (real PostgreSQL)', () => {
 
     // A schema nothing else uses: created by the migration itself.
     const url = urlFor('migrated');
-    const t = io({ BB_HOME: home });
-    const code = await runCli(['state', 'migrate', '--to', url], t.io);
+    // An orchestrator still at work on the file: refused, nothing copied.
+    const live = BbDatabase.open({ path: file });
+    new SqliteLeaseStore(live).claim('issue:acme/widgets#1', 'bb-1', 60_000);
+    const busy = io({ BB_HOME: home, BB_DATABASE_URL: url });
+    expect(await runCli(['state', 'migrate'], busy.io)).toBe(EXIT.FAILURE);
+    expect(busy.err()).toMatch(/an orchestrator \(bb-1\) is working on .*stop it first/);
+    new SqliteLeaseStore(live).release('issue:acme/widgets#1', 'bb-1');
+    live.close();
+    // The URL from the environment (no password in argv).
+    const t = io({ BB_HOME: home, BB_DATABASE_URL: url });
+    const code = await runCli(['state', 'migrate'], t.io);
     expect(t.err() + t.out()).not.toContain('hunter2-secret');
     expect(code, t.err()).toBe(EXIT.OK);
     expect(t.err()).toMatch(/forge_state: 2 rows/);
@@ -124,6 +133,10 @@ run('bb state migrate (real PostgreSQL)', () => {
     expect(none.err()).toMatch(/no SQLite state at .*nowhere/);
     const usage = io({ BB_HOME: home });
     expect(await runCli(['state', 'migrate'], usage.io)).toBe(EXIT.USAGE);
-    expect(usage.err()).toMatch(/--to postgres/);
+    expect(usage.err()).toMatch(/set BB_DATABASE_URL/);
+    // Secrets in other URL parameters are never shown either.
+    expect(redactUrl('postgres://bb:pw@db:5432/x?password=p2&sslpassword=p3&schema=s')).toBe(
+      'postgres://bb@db:5432/x?schema=s',
+    );
   });
 });

@@ -152,11 +152,11 @@ Options:
   -h, --help          show this help
 `;
 
-export const STATE_USAGE = `Usage: bb state migrate --to postgres://USER:PASSWORD@HOST:PORT/DATABASE [--from FILE]
+export const STATE_USAGE = `Usage: bb state migrate [--to postgres://USER:PASSWORD@HOST:PORT/DATABASE] [--from FILE]
 
 Copy this install's state from its SQLite file into an empty PostgreSQL database, so
-several orchestrators can share it (then set BB_DATABASE_URL to the same URL and
-start them). Stop the orchestrator first.
+several orchestrators can share it (then start them with BB_DATABASE_URL set to the
+same URL). Stop the orchestrator first: a file it still works on is refused.
 
 Copied, in one transaction (on failure PostgreSQL is left as it was): bottles and
 their history, the delivery ledger, the event inbox, signed run records. The SQLite
@@ -164,7 +164,8 @@ file keeps everything (its schema is brought up to date, as any bb command does)
 Supervise requests stay in it: they name this machine's bottles.
 
 Options:
-  --to URL      the PostgreSQL database (migrated first; must hold no bot-bottle rows)
+  --to URL      the PostgreSQL database (default $BB_DATABASE_URL, which keeps the
+                password out of the process list); migrated first, must hold no rows
   --from FILE   the SQLite file (default $BB_HOME/bot-bottle.db)
   --json        print what was copied as JSON
   -h, --help    show this help

@@ -168,7 +168,7 @@ export const ConfigSchema = z.object({
     .optional(),
   /**
    * This orchestrator's name among those sharing BB_DATABASE_URL (keep it across
-   * its restarts; never two running with one name). Default: the host's name.
+   * its restarts; never two running with one name). Default: `<host>:<BB_PORT>`.
    */
   BB_REPLICA_ID: z
     .string()

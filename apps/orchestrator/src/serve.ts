@@ -175,7 +175,11 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     supervise: desk,
     fleet: {
       leases: state.leases,
-      holder: config.BB_REPLICA_ID ?? hostname(),
+      // Unique among orchestrators on this machine (no two listen on one port) and the
+      // same across a restart, so it takes its own leases back at once.
+      holder:
+        config.BB_REPLICA_ID ??
+        `${hostname()}:${config.BB_PORT === 0 ? `pid${process.pid}` : config.BB_PORT}`,
       ttlMs: config.BB_LEASE_TTL,
     },
     log: (e) => log.info(e),
@@ -301,6 +305,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
         clearInterval(pruneTimer);
         await orchestrator.coolAll();
         orchestrator.close();
+        // The others take this one's issues over now rather than when its leases run out.
+        await orchestrator.releaseLeases().catch(() => {});
         await new Promise<void>((r) => {
           server.close(() => r());
           server.closeIdleConnections();

@@ -36,9 +36,17 @@ export class IssueLeases {
   readonly heartbeatMs: number;
   readonly pollMs: number;
   readonly #store: LeaseStore;
-  readonly #held = new Set<string>();
+  /**
+   * Issues held, each with the local time until which this process may act on
+   * it: when the claim or renewal that got it was sent, plus the lease's time,
+   * less one renewal period (the database's clock and ours may drift apart by
+   * that much). Past it the issue counts as not held, renewed or not.
+   */
+  readonly #held = new Map<string, number>();
+  readonly #now: () => number;
 
-  constructor(o: FleetOptions) {
+  constructor(o: FleetOptions, now: () => number = () => performance.now()) {
+    this.#now = now;
     this.#store = o.leases;
     this.holder = o.holder;
     this.ttlMs = o.ttlMs ?? 15_000;
@@ -46,27 +54,42 @@ export class IssueLeases {
     this.pollMs = o.pollMs ?? 500;
   }
 
-  /** Whether this process holds `issue` (as of its last claim or renewal). */
+  /** Whether this process holds `issue` and its lease has not run out by this process's reckoning. */
   holds(issue: string): boolean {
-    return this.#held.has(issue);
+    const until = this.#held.get(issue);
+    return until !== undefined && this.#now() < until;
   }
 
   get held(): string[] {
-    return [...this.#held];
+    return [...this.#held.keys()].filter((i) => this.holds(i));
+  }
+
+  /** Whether this process held `issue` (its lease may have run out since, unrenewed). */
+  knows(issue: string): boolean {
+    return this.#held.has(issue);
+  }
+
+  #deadline(sentAt: number): number {
+    return sentAt + this.ttlMs - this.heartbeatMs;
   }
 
   /** Claim `issue`; `held` says whether it is ours now. */
   async claim(issue: string): Promise<ClaimResult> {
+    const sentAt = this.#now();
     const r = await this.#store.claim(NAME + issue, this.holder, this.ttlMs);
-    if (r.held) this.#held.add(issue);
+    if (r.held) this.#held.set(issue, this.#deadline(sentAt));
     else this.#held.delete(issue);
     return r;
   }
 
-  /** Renew every lease held; returns the issues lost (another took them after they ran out). */
+  /**
+   * Renew every lease held; returns the issues lost: taken by another after
+   * they ran out, or run out here before a renewal came back.
+   */
   async renew(): Promise<string[]> {
-    const mine = [...this.#held];
+    const mine = [...this.#held.keys()];
     if (mine.length === 0) return [];
+    const sentAt = this.#now();
     const kept = new Set(
       (
         await this.#store.renew(
@@ -76,8 +99,16 @@ export class IssueLeases {
         )
       ).map((n) => n.slice(NAME.length)),
     );
-    const lost = mine.filter((i) => !kept.has(i));
-    for (const i of lost) this.#held.delete(i);
+    const lost: string[] = [];
+    for (const i of mine) {
+      if (!this.#held.has(i)) continue;
+      // Kept: nobody took it, even if it ran out meanwhile; this process's state of it stands.
+      if (kept.has(i)) this.#held.set(i, this.#deadline(sentAt));
+      else {
+        this.#held.delete(i);
+        lost.push(i);
+      }
+    }
     return lost;
   }
 
@@ -85,6 +116,11 @@ export class IssueLeases {
   async release(issue: string): Promise<void> {
     this.#held.delete(issue);
     await this.#store.release(NAME + issue, this.holder);
+  }
+
+  /** Give every issue up (a clean shutdown: the others take them over at once). */
+  async releaseAll(): Promise<void> {
+    for (const issue of [...this.#held.keys()]) await this.release(issue).catch(() => {});
   }
 
   /** Forget `issue` without asking the store (its lease is lost already). */

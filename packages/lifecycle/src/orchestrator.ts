@@ -1,11 +1,17 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { errorMessage, isBbError } from '@bb/errors';
 import { AGENT_LABEL_PREFIX, evaluateTargeting, type Forge, type ForgeEvent } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import type { TurnOutcome } from '@bb/headless';
-import type { EventInbox, ForgeState, ForgeStateStore, InboxEvent } from '@bb/state';
+import {
+  type EventInbox,
+  type ForgeState,
+  type ForgeStateStore,
+  type InboxEvent,
+  resolveBbHome,
+} from '@bb/state';
 import { saveBottleRow } from './bottle-row';
 import type { BottleRunner, SessionLimits } from './bottle-runner';
 import { Capacity, type CapacityOptions } from './capacity';
@@ -130,6 +136,10 @@ interface Bottle {
 export interface AdoptReport {
   /** Open events put back on the issue's queue. */
   replayed: number;
+  /** The issue's open events (by inbox id) when it was taken. */
+  open: Set<number>;
+  /** Its bottle is another machine's: left alone (the issue is not taken). */
+  foreign?: boolean;
   /** Its bottle's turn was in progress: watched again. */
   reattached?: string;
   /** Its bottle never got as far as its agent: removed, the issue launchable again. */
@@ -178,6 +188,12 @@ export class Orchestrator {
   readonly #queued = new Set<number>();
   #fleetTimers: NodeJS.Timeout[] = [];
   #repos: { at: number; repos: Promise<Set<string>> } | undefined;
+  /** Issues being taken over right now. */
+  readonly #taking = new Set<string>();
+  /** Issues whose bottle is another machine's, and since when (see `#takeIssue`). */
+  readonly #foreign = new Map<string, number>();
+  /** Event retries waiting on a timer, by issue: its lease is kept for them. */
+  readonly #retrying = new Map<string, number>();
   /** Each bottle's last row write, so the next waits for it. */
   readonly #saves = new Map<string, Promise<void>>();
 
@@ -280,6 +296,7 @@ export class Orchestrator {
       if (e.state !== 'parked') continue;
       const event = e.payload as ForgeEvent;
       if (await this.#couldClaim(event)) continue;
+      if (await this.#routeIfClaimed(e)) continue;
       await this.#o.inbox.settle(e.id, 'done');
       this.#log({ msg: 'event not about a bottle', key: e.key, kind: event.kind });
     }
@@ -340,11 +357,17 @@ export class Orchestrator {
    * yet are queued.
    */
   async adoptIssue(key: string): Promise<AdoptReport | undefined> {
-    if (this.#closed) return undefined;
-    const report: AdoptReport = { replayed: 0 };
+    if (this.#closed || this.#isForeign(key)) return undefined;
+    const report: AdoptReport = { replayed: 0, open: new Set() };
     if (!this.#leases.holds(key)) {
+      // Held before and only run out here (a stall): this process's state of it stands
+      // if nobody took it meanwhile.
+      const knew = this.#leases.knows(key);
       const claim = await this.#leases.claim(key);
-      if (!claim.held) return undefined;
+      if (!claim.held) {
+        if (knew) this.#letGo(key);
+        return undefined;
+      }
       if (claim.takenFrom)
         this.#log({
           msg: 'lease taken over',
@@ -352,19 +375,56 @@ export class Orchestrator {
           from: claim.takenFrom.holder,
           expiredAt: claim.takenFrom.expiredAt,
         });
-      Object.assign(report, await this.#takeIssue(key));
+      if (!knew) {
+        let took: Omit<AdoptReport, 'replayed' | 'open'>;
+        this.#taking.add(key);
+        try {
+          took = await this.#takeIssue(key, claim.takenFrom?.holder);
+        } catch (err) {
+          // Half taken is not taken: the next claim starts again from the store.
+          this.#bottles.delete(key);
+          await this.#leases.release(key).catch(() => {});
+          throw err;
+        } finally {
+          this.#taking.delete(key);
+        }
+        if (took.foreign) {
+          await this.#leases.release(key).catch(() => {});
+          return undefined;
+        }
+        Object.assign(report, took);
+      }
     }
     for (const e of await this.#o.inbox.openEvents()) {
-      if (e.issue !== key || e.state === 'parked' || this.#queued.has(e.id)) continue;
+      if (e.issue !== key || e.state === 'parked') continue;
+      report.open.add(e.id);
+      if (this.#queued.has(e.id)) continue;
       this.#push(key, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 0 });
       report.replayed++;
     }
     return report;
   }
 
+  /** Issues whose bottle lives on another machine (or another BB_HOME), left alone for a minute. */
+  #isForeign(key: string): boolean {
+    const since = this.#foreign.get(key);
+    if (since === undefined) return false;
+    if (Date.now() - since < 60_000) return true;
+    this.#foreign.delete(key);
+    return false;
+  }
+
+  /** Where a launch marks its slug before the row names it (see `#launch`). */
+  #launchMark(slug: string): string {
+    return join(resolveBbHome(this.#o.env), 'launching', slug);
+  }
+
   /** An issue just claimed: its bottle as the store and the backend have it. */
-  async #takeIssue(key: string): Promise<Omit<AdoptReport, 'replayed'>> {
-    const out: Omit<AdoptReport, 'replayed'> = {};
+  async #takeIssue(
+    key: string,
+    from: string | undefined,
+  ): Promise<Omit<AdoptReport, 'replayed' | 'open'>> {
+    const out: Omit<AdoptReport, 'replayed' | 'open'> = {};
     const { owner, repo, issue } = parseIssueKey(key);
     const row = await this.#o.store.get(owner, repo, issue);
     if (!row || row.status === 'destroyed') {
@@ -389,6 +449,18 @@ export class Orchestrator {
     if (row.status !== 'running' || this.#monitors.has(row.slug) || this.#starting.has(row.slug))
       return out;
     const meta = runner.meta(row.slug);
+    if (!meta && !existsSync(this.#launchMark(row.slug)) && from && from !== this.#leases.holder) {
+      // No trace of it here: its orchestrator launched it on another machine (or in
+      // another BB_HOME). Not this process's to watch, and never to remove.
+      this.#foreign.set(key, Date.now());
+      this.#log({
+        msg: 'bottle not on this machine: left to its own orchestrator',
+        key,
+        slug: row.slug,
+        from,
+      });
+      return { foreign: true };
+    }
     const ours = await runner.ours();
     // An agent container made but never started, or one whose program still waits for
     // its workspace (the launch was cut short while it was made), did not run.
@@ -413,6 +485,7 @@ export class Orchestrator {
         });
       }
       await this.#o.store.delete(owner, repo, issue);
+      rmSync(this.#launchMark(row.slug), { force: true });
       this.#bottles.delete(key);
       out.neverStarted = row.slug;
       this.#log({
@@ -441,10 +514,16 @@ export class Orchestrator {
       const key = keyOf(row);
       if (!this.#leases.holds(key) && !others.has(key)) want.add(key);
     }
-    for (const e of await this.#o.inbox.openEvents())
-      if (e.issue && e.state !== 'parked' && !this.#leases.holds(e.issue) && !others.has(e.issue))
-        want.add(e.issue);
-    for (const key of want) this.#push(key, { type: 'claim', occurredAt: '' });
+    for (const e of await this.#o.inbox.openEvents()) {
+      if (e.state === 'parked') {
+        await this.#routeIfClaimed(e);
+        continue;
+      }
+      if (e.issue && !this.#leases.holds(e.issue) && !others.has(e.issue)) want.add(e.issue);
+    }
+    for (const key of want)
+      if (!this.#isForeign(key) && this.queue.pending(key) === 0)
+        this.#push(key, { type: 'claim', occurredAt: '' });
   }
 
   /**
@@ -467,8 +546,23 @@ export class Orchestrator {
     if (unheld.size === 0) return;
     const others = await this.#leases.heldByOthers();
     for (const key of unheld)
-      if (!others.has(key) && this.queue.pending(key) === 0)
+      if (!others.has(key) && !this.#isForeign(key) && this.queue.pending(key) === 0)
         this.#push(key, { type: 'claim', occurredAt: '' });
+  }
+
+  /**
+   * A parked event whose PR a bottle has claimed since (its routing raced the
+   * bottle learning the PR, possibly in another orchestrator): routed to it.
+   */
+  async #routeIfClaimed(e: InboxEvent): Promise<boolean> {
+    const event = e.payload as ForgeEvent;
+    const found = await issueOf(
+      event,
+      async (o, r, pr) => (await this.#o.store.findByPr(o, r, pr))?.issueNumber,
+    );
+    if (found === undefined) return false;
+    await this.#o.inbox.settle(e.id, 'pending', issueKey(event.owner, event.repo, found));
+    return true;
   }
 
   /** Renew this process's leases; an issue lost (taken after its lease ran out) is let go. */
@@ -501,6 +595,7 @@ export class Orchestrator {
     if (b?.slug && (this.#starting.has(b.slug) || this.#monitors.has(b.slug))) return;
     if (b && b.deferred.length > 0) return;
     if (this.queue.pending(key) > 1 || this.capacity.isWaiting(key)) return;
+    if ((this.#retrying.get(key) ?? 0) > 0) return;
     // What this process knew of it stays for status; the next claim reads the store again.
     await this.#leases.release(key);
   }
@@ -545,10 +640,9 @@ export class Orchestrator {
     );
     if (this.#fleetTimers.length === 0)
       this.#fleetTimers = [
-        every(this.#leases.heartbeatMs, 'lease renewal', async () => {
-          await this.#heartbeat();
-          await this.takeOver();
-        }),
+        // Renewal alone on its timer: nothing slow in front of it.
+        every(this.#leases.heartbeatMs, 'lease renewal', () => this.#heartbeat()),
+        every(this.#leases.heartbeatMs, 'take-over scan', () => this.takeOver()),
         every(this.#leases.pollMs, 'inbox poll', () => this.#pollInbox()),
       ];
   }
@@ -624,7 +718,8 @@ export class Orchestrator {
         );
     const counted = new Set(this.capacity.warm().map((w) => w.slug));
     for (const row of await this.#o.store.all()) {
-      if (!this.#leases.holds(keyOf(row))) continue;
+      // Issues being taken over are `#takeIssue`'s to look at.
+      if (!this.#leases.holds(keyOf(row)) || this.#taking.has(keyOf(row))) continue;
       if (
         row.status === 'running' &&
         !this.#monitors.has(row.slug) &&
@@ -722,56 +817,95 @@ export class Orchestrator {
     if (work.type === 'retry_waiting') return this.#retryWaiting();
     // Only the holder of an issue's lease works on it; this process claims it when free.
     if (!this.#leases.holds(key)) {
-      const adopted = await this.adoptIssue(key);
+      let adopted: AdoptReport | undefined;
+      try {
+        adopted = await this.adoptIssue(key);
+      } catch (err) {
+        // The store or the engine did not answer: the work is tried again later.
+        this.#log({ msg: 'could not take the issue', key, error: errorMessage(err) });
+        if (work.type === 'event') this.#retry(key, work);
+        return;
+      }
       if (!adopted) {
         if (work.type === 'event') this.#queued.delete(work.inbox.id);
         return;
       }
-      // Older events came with the issue: this one waits for its turn among them.
-      if (adopted.replayed > 0 && work.type === 'event') {
-        this.queue.push(key, work);
-        return;
+      if (work.type === 'event') {
+        // Handled meanwhile by whoever held the issue before: nothing left to do.
+        if (!adopted.open.has(work.inbox.id)) {
+          this.#queued.delete(work.inbox.id);
+          return;
+        }
+        // Older events came with the issue: this one waits for its turn among them.
+        if (adopted.replayed > 0) {
+          this.queue.push(key, work);
+          return;
+        }
       }
     }
-    if (work.type === 'claim') return this.#maybeRelease(key);
+    if (work.type === 'claim') return this.#release(key);
     if (work.type === 'turn') {
       await this.#turnWork(key, work.report);
-      return this.#maybeRelease(key);
+      return this.#release(key);
     }
     const { inbox, event } = work;
     const began = new Date().toISOString();
+    let settled: 'done' | 'deferred';
     try {
-      const settled = await this.#eventWork(key, inbox, event);
+      settled = await this.#eventWork(key, inbox, event);
       await this.#o.inbox.settle(inbox.id, settled);
-      this.#queued.delete(inbox.id);
-      // One line per event handled: which, of which issue, when it happened, what became of it.
-      this.#log({
-        msg: 'event handled',
-        key,
-        event: inbox.key,
-        kind: event.kind,
-        occurredAt: event.occurredAt,
-        began,
-        settled,
-      });
-      await this.#maybeRelease(key);
     } catch (err) {
-      // Not done: kept in the inbox (a restart retries it) and tried again here later.
-      const wait = (this.#o.retryMs ?? RETRY_MS)[work.attempt];
-      this.#log({
-        msg: wait === undefined ? 'event failed; giving up' : 'event failed; will retry',
-        key,
-        event: event.kind,
-        error: errorMessage(err),
-        ...(wait === undefined ? {} : { retryInMs: wait }),
-      });
-      if (wait === undefined) {
-        this.#queued.delete(inbox.id);
-        await this.#o.inbox.settle(inbox.id, 'done');
-        return;
-      }
-      this.#later(wait, () => this.#push(key, { ...work, attempt: work.attempt + 1 }));
+      this.#retry(key, work, err);
+      return;
     }
+    this.#queued.delete(inbox.id);
+    // One line per event handled: which, of which issue, when it happened, what became of it.
+    this.#log({
+      msg: 'event handled',
+      key,
+      event: inbox.key,
+      kind: event.kind,
+      occurredAt: event.occurredAt,
+      began,
+      settled,
+    });
+    await this.#release(key);
+  }
+
+  /**
+   * An event not handled (it stays open in the inbox): tried again after the
+   * next wait, or given up after the last. Its issue's lease is kept meanwhile.
+   */
+  #retry(key: string, work: Extract<Work, { type: 'event' }>, err?: unknown): void {
+    const wait = (this.#o.retryMs ?? RETRY_MS)[work.attempt];
+    this.#log({
+      msg: wait === undefined ? 'event failed; giving up' : 'event failed; will retry',
+      key,
+      event: work.event.kind,
+      ...(err === undefined ? {} : { error: errorMessage(err) }),
+      ...(wait === undefined ? {} : { retryInMs: wait }),
+    });
+    if (wait === undefined) {
+      this.#queued.delete(work.inbox.id);
+      void Promise.resolve(this.#o.inbox.settle(work.inbox.id, 'done')).catch((e) =>
+        this.#log({ msg: 'could not give an event up', key, error: errorMessage(e) }),
+      );
+      return;
+    }
+    this.#retrying.set(key, (this.#retrying.get(key) ?? 0) + 1);
+    this.#later(wait, () => {
+      const left = (this.#retrying.get(key) ?? 1) - 1;
+      if (left > 0) this.#retrying.set(key, left);
+      else this.#retrying.delete(key);
+      this.#push(key, { ...work, attempt: work.attempt + 1 });
+    });
+  }
+
+  /** `#maybeRelease`, whose failure only costs the lease's time. */
+  async #release(key: string): Promise<void> {
+    await this.#maybeRelease(key).catch((err) =>
+      this.#log({ msg: 'could not give a lease up', key, error: errorMessage(err) }),
+    );
   }
 
   /** Handle one forge event; returns its inbox state after (done, or deferred when it waits). */
@@ -1260,8 +1394,13 @@ export class Orchestrator {
     try {
       const read = await forge.readIssue(issue);
       const prompt = `${FORGE_PROMPT_OVERLAY}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
-      // The row first: a crash from here on leaves something reconcile can see.
+      // The row first: a crash from here on leaves something reconcile can see. Before
+      // the row, a mark in this BB_HOME: whoever takes the issue over knows the bottle
+      // was launched here even if the crash came before its directory was made.
       this.#starting.add(bottle.slug);
+      const mark = this.#launchMark(bottle.slug);
+      mkdirSync(dirname(mark), { recursive: true, mode: 0o700 });
+      writeFileSync(mark, `${key}\n`);
       await this.#save(bottle, 'running');
       await this.capacity.starting(() =>
         this.#o.runner.startLaunch({
@@ -1287,7 +1426,12 @@ export class Orchestrator {
       this.capacity.release(bottle.slug);
       this.#freed();
       bottle.state = INITIAL;
-      await this.#o.store.delete(owner, repo, issue);
+      // Its own row only, while the issue is still this process's.
+      if (
+        (await this.#o.store.get(owner, repo, issue))?.slug === bottle.slug &&
+        (await this.#stillHolds(key))
+      )
+        await this.#o.store.delete(owner, repo, issue);
       this.#log({ msg: 'launch failed', key, slug: bottle.slug, error: errorMessage(err) });
       if (isBbError(err, 'INVALID_INPUT') || isBbError(err, 'NOT_FOUND')) {
         // Nothing a retry fixes (an unknown agent or bottle): the person who asked is told.
@@ -1300,6 +1444,7 @@ export class Orchestrator {
       throw err;
     } finally {
       this.#starting.delete(bottle.slug);
+      rmSync(this.#launchMark(bottle.slug), { force: true });
     }
     this.#log({ msg: 'bottle launched', key, slug: bottle.slug, agent });
     this.watch(bottle.slug);
@@ -1418,9 +1563,22 @@ export class Orchestrator {
     const before = this.#saves.get(bottle.slug) ?? Promise.resolve();
     const write = before
       .catch(() => {})
-      .then(() => {
+      .then(async () => {
         const now = typeof status === 'function' ? status() : status;
-        return now === undefined ? undefined : this.#writeRow(bottle, now);
+        if (now === undefined) return;
+        // Only the issue's holder writes its row: a process that stalled past its lease
+        // (and may have lost it) asks again first, and writes nothing if it did.
+        const key = issueKey(bottle.owner, bottle.repo, bottle.issue);
+        if (!(await this.#stillHolds(key))) {
+          this.#log({
+            msg: 'row not written: another orchestrator holds the issue',
+            key,
+            slug: bottle.slug,
+            status: now,
+          });
+          return;
+        }
+        return this.#writeRow(bottle, now);
       });
     this.#saves.set(bottle.slug, write);
     const forget = () => {
@@ -1428,6 +1586,15 @@ export class Orchestrator {
     };
     write.then(forget, forget);
     return write;
+  }
+
+  /** Whether this process holds `key`, asking the store again when its lease ran out here. */
+  async #stillHolds(key: string): Promise<boolean> {
+    if (this.#leases.holds(key)) return true;
+    if (!this.#leases.knows(key)) return false;
+    if ((await this.#leases.claim(key)).held) return true;
+    this.#letGo(key);
+    return false;
   }
 
   #writeRow(bottle: Bottle, status: ForgeState['status']): Promise<void> {
@@ -1447,6 +1614,15 @@ export class Orchestrator {
       },
       this.#o.env,
     );
+  }
+
+  /**
+   * Give up every issue lease this process holds (a clean shutdown, after
+   * `coolAll`): the other orchestrators take its issues over at once instead of
+   * after the leases run out.
+   */
+  async releaseLeases(): Promise<void> {
+    await this.#leases.releaseAll();
   }
 
   /** Claim a task only one orchestrator does at a time (`false`: another does it now). */

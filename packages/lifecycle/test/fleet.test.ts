@@ -1,14 +1,18 @@
 // Two orchestrators sharing one database (real SQLite: state, inbox, leases) and one
 // engine (the runner double): each issue is worked on by the holder of its lease.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { SqliteLeaseStore } from '@bb/state';
 import { describe, expect, it } from 'vitest';
 import { Orchestrator } from '../src/orchestrator';
 import { issueKey } from '../src/routing';
+import { FakeRunner } from './fake-runner';
 import { cleanups, OWNER, REPO, setup, until } from './orchestrator-setup';
 
 const TTL = 400;
 
-function fleetOf(t: ReturnType<typeof setup>) {
+function fleetOf(t: ReturnType<typeof setup>, runnerB?: FakeRunner) {
   const leases = new SqliteLeaseStore(t.db);
   const logs: { a: Array<Record<string, unknown>>; b: Array<Record<string, unknown>> } = {
     a: [],
@@ -17,6 +21,7 @@ function fleetOf(t: ReturnType<typeof setup>) {
   const make = (holder: 'a' | 'b') => {
     const orch = new Orchestrator({
       ...t.options,
+      ...(holder === 'b' && runnerB ? { runner: runnerB } : {}),
       fleet: { leases, holder, ttlMs: TTL, heartbeatMs: 100, pollMs: 20 },
       watchdogIntervalMs: 100,
       log: (e) => logs[holder].push(e),
@@ -111,5 +116,58 @@ describe('orchestrators sharing one database', () => {
     await until('recorded once', () => t.records(slug).length === 1);
     await new Promise((r) => setTimeout(r, 200));
     expect(t.records(slug)).toHaveLength(1);
+  });
+
+  it('one that stalled mid-launch past its lease writes nothing over the bottle its successor made', async () => {
+    const t = setup();
+    t.orch.close();
+    const { a, b, logs } = fleetOf(t);
+    const n = t.issue();
+    const key = issueKey(OWNER, REPO, n);
+    let go!: () => void;
+    t.runner.holdStart(new Promise<void>((r) => (go = r)));
+    await a.accept(t.ev.targeted(n));
+    await until('a launching', () => launchesOf(t).length === 1);
+    const first = a.bottle(key)!.slug;
+    a.stopWatchdog();
+    // b takes the issue over: the half-made bottle is removed and launched again.
+    await until('b launched again', () => launchesOf(t).length === 2, TTL * 8);
+    const second = b.bottle(key)!.slug;
+    expect(second).not.toBe(first);
+    expect(t.runner.calls).toContain(`destroy ${first}`);
+    // a wakes: its launch goes on, its agent works and stops; a writes no row.
+    go();
+    await until('a watching its bottle', () => a.running.includes(first));
+    t.runner.agent(first).done();
+    t.runner.agent(first).exit(0);
+    await new Promise((r) => setTimeout(r, TTL));
+    expect(t.row(n)?.slug).toBe(second);
+    expect(t.row(n)?.status).toBe('running');
+    expect(logs.a.some((e) => e['msg'] === 'bottle launched')).toBe(true);
+  });
+
+  it('a bottle of another machine is left alone: not watched, not removed', async () => {
+    const t = setup();
+    t.orch.close();
+    // b sees another BB_HOME: no trace of a's bottles.
+    const elsewhere = mkdtempSync(join(tmpdir(), 'bb-elsewhere-'));
+    cleanups.push(() => rmSync(elsewhere, { recursive: true, force: true }));
+    const { a, b, logs } = fleetOf(t, new FakeRunner(elsewhere));
+    const n = t.issue();
+    const key = issueKey(OWNER, REPO, n);
+    await a.accept(t.ev.targeted(n));
+    await until('launched', () => launchesOf(t).length === 1);
+    const slug = a.bottle(key)!.slug;
+    a.close();
+    await until(
+      'b looked',
+      () =>
+        logs.b.some((e) => e['msg'] === 'bottle not on this machine: left to its own orchestrator'),
+      TTL * 8,
+    );
+    expect(t.row(n)).toMatchObject({ slug, status: 'running' });
+    expect(t.runner.calls).not.toContain(`destroy ${slug}`);
+    expect(b.running).toEqual([]);
+    expect(b.fleet.held).not.toContain(key);
   });
 });

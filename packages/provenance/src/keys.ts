@@ -56,7 +56,16 @@ export function loadOrCreateSigningKey(bbHome: string): SigningKey {
     try {
       linkSync(tmp, file);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'EEXIST') {
+        // A filesystem without hard links: created in place, once; a reader that
+        // comes while it is written waits for it below.
+        try {
+          writeFileSync(file, readFileSync(tmp), { mode: 0o600, flag: 'wx' });
+        } catch (again) {
+          if ((again as NodeJS.ErrnoException).code !== 'EEXIST') throw again;
+        }
+      }
     } finally {
       unlinkSync(tmp);
     }
@@ -69,11 +78,20 @@ export function loadOrCreateSigningKey(bbHome: string): SigningKey {
     );
   }
   chmodSync(dir, 0o700);
-  let privateKey: KeyObject;
-  try {
-    privateKey = createPrivateKey(readFileSync(file));
-  } catch (err) {
-    throw new BbError('STATE_CORRUPT', `${file} is not a private key: ${(err as Error).message}`);
+  let privateKey: KeyObject | undefined;
+  for (let i = 0; ; i++) {
+    try {
+      privateKey = createPrivateKey(readFileSync(file));
+      break;
+    } catch (err) {
+      // Another process may be writing it this instant (no hard links): a moment's wait.
+      if (i >= 20)
+        throw new BbError(
+          'STATE_CORRUPT',
+          `${file} is not a private key: ${(err as Error).message}`,
+        );
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+    }
   }
   if (privateKey.asymmetricKeyType !== 'ed25519')
     throw new BbError('STATE_CORRUPT', `${file} is not an ed25519 key`);

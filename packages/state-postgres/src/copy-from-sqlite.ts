@@ -89,6 +89,24 @@ export async function copySqliteToPostgres(options: CopyOptions): Promise<Copied
         `${from.path} has no ${plan.table} table: it is not a bot-bottle state file (or was never opened by bb)`,
       );
   const copied: CopiedTable[] = [];
+  // One read transaction over every table: a consistent picture even if something writes.
+  from.db.exec('BEGIN');
+  try {
+    await copyInto(from, to, options, present, batch, copied);
+  } finally {
+    from.db.exec('COMMIT');
+  }
+  return copied;
+}
+
+async function copyInto(
+  from: BbDatabase,
+  to: PostgresState,
+  options: CopyOptions,
+  present: Set<string>,
+  batch: number,
+  copied: CopiedTable[],
+): Promise<void> {
   await to.database.transaction('copy the SQLite state into', async (c: pg.PoolClient) => {
     for (const plan of PLANS) {
       const existing = await c.query<{ n: string }>(`SELECT count(*) AS n FROM ${plan.table}`);
@@ -137,5 +155,4 @@ export async function copySqliteToPostgres(options: CopyOptions): Promise<Copied
       options.progress?.({ table: plan.table, rows: n });
     }
   });
-  return copied;
 }

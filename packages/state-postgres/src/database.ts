@@ -37,12 +37,17 @@ function schemaOf(url: string): string | undefined {
   }
 }
 
-/** The URL without its password, for messages and logs. */
+/**
+ * The URL as messages and logs show it: user, host, port, database and schema
+ * only (no password, no other parameter: `?password=` or `?sslpassword=` would
+ * carry secrets too).
+ */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
+    const schema = u.searchParams.get('schema');
+    const user = u.username ? `${u.username}@` : '';
+    return `${u.protocol}//${user}${u.host}${u.pathname}${schema ? `?schema=${encodeURIComponent(schema)}` : ''}`;
   } catch {
     return '(an unparsable database URL)';
   }

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { BbError, registerSecret } from '@bb/errors';
 import { ProvenanceStore } from '@bb/provenance';
-import { BbDatabase, resolveBbHome, SqliteForgeStateStore } from '@bb/state';
+import { BbDatabase, resolveBbHome, SqliteForgeStateStore, SqliteLeaseStore } from '@bb/state';
 import { type CliIo, green, parse, UsageError } from '../io';
 import { STATE_USAGE } from '../usage';
 
@@ -29,9 +29,14 @@ export async function stateCommand(argv: string[], io: CliIo): Promise<number> {
   }
   if (positionals.length)
     throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`, STATE_USAGE);
-  const to = values['to'];
-  if (typeof to !== 'string' || !to)
-    throw new UsageError('name the PostgreSQL database: --to postgres://…', STATE_USAGE);
+  // From the environment by preference: a URL with a password in argv is visible to every
+  // process on the machine.
+  const to = typeof values['to'] === 'string' ? values['to'] : io.env['BB_DATABASE_URL'];
+  if (!to)
+    throw new UsageError(
+      'name the PostgreSQL database: set BB_DATABASE_URL (or pass --to postgres://…)',
+      STATE_USAGE,
+    );
   registerSecret(to);
   try {
     const password = new URL(to).password;
@@ -54,6 +59,15 @@ export async function stateCommand(argv: string[], io: CliIo): Promise<number> {
     // At the schema this bb writes (as any bb command would bring it), so the columns match.
     new SqliteForgeStateStore({ database: source });
     new ProvenanceStore(source);
+    // An orchestrator still working on this file would write after the copy.
+    const working = new SqliteLeaseStore(source)
+      .leases()
+      .filter((l) => l.name.startsWith('issue:'));
+    if (working.length > 0)
+      throw new BbError(
+        'CONFLICT',
+        `an orchestrator (${[...new Set(working.map((l) => l.holder))].join(', ')}) is working on ${from}: stop it first, then migrate (nothing was copied)`,
+      );
     const target = await openPostgresState({ url: to });
     try {
       if (!values['json']) io.stderr(`copying ${from} into ${target.database.where}\n`);

@@ -12,6 +12,7 @@
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { isBbError } from '@bb/errors';
+import { expectCode } from '@bb/state/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { keyIdOf, type SigningKey } from './keys';
 import { GENESIS_HASH, RECORD_VERSION, type RunRecord, type SignedRecord } from './record';
@@ -65,17 +66,6 @@ export function sampleRecord(
     prev,
     ...over,
   };
-}
-
-async function expectCode(fn: () => unknown, code: string): Promise<void> {
-  let thrown: unknown;
-  try {
-    await fn();
-  } catch (err) {
-    thrown = err;
-  }
-  expect(thrown, `expected a BbError with code ${code}`).toBeDefined();
-  expect(isBbError(thrown, code), `expected ${code}, got ${String(thrown)}`).toBe(true);
 }
 
 /** The behaviour every `RunRecordStore` must have. */

@@ -10,12 +10,14 @@ import {
   type DeliveryLedger,
   type DeliveryMeta,
   type DeliveryRecord,
+  type DeliveryRow,
   type EventInbox,
   type ForgeState,
   type ForgeStateStore,
   type HistoryOptions,
   type InboxEvent,
   type InboxInput,
+  type InboxRow,
   type InboxState,
   initialState,
   parseForgeState,
@@ -23,6 +25,8 @@ import {
   type Row,
   rowToState,
   stateToRow,
+  toDeliveryRecord,
+  toInboxEvent,
 } from '@bb/state';
 import type { PostgresDatabase } from './database';
 import { STATE_PG_MIGRATIONS } from './migrations';
@@ -93,26 +97,6 @@ export function rowValues(r: Row): unknown[] {
     r.updated_at,
   ];
 }
-
-interface InboxRow {
-  id: string;
-  key: string;
-  issue: string | null;
-  state: InboxState;
-  occurred_at: string;
-  received_at: string;
-  payload: string;
-}
-
-const toInboxEvent = (r: InboxRow): InboxEvent => ({
-  id: Number(r.id),
-  key: r.key,
-  issue: r.issue,
-  state: r.state,
-  occurredAt: r.occurred_at,
-  receivedAt: r.received_at,
-  payload: JSON.parse(r.payload) as unknown,
-});
 
 /**
  * The forge state store, delivery ledger and event inbox on PostgreSQL: the
@@ -214,20 +198,12 @@ export class PostgresForgeStateStore implements ForgeStateStore, DeliveryLedger,
 
   async getDelivery(key: string): Promise<DeliveryRecord | undefined> {
     checkDeliveryKey(key);
-    const r = await this.database.query<{
-      key: string;
-      delivery_id: string | null;
-      event: string | null;
-      received_at: string;
-    }>('read a delivery from', PG_STATE_SQL.getDelivery, [key]);
-    const row = r.rows[0];
-    if (!row) return undefined;
-    return {
-      key: row.key,
-      receivedAt: row.received_at,
-      ...(row.delivery_id === null ? {} : { deliveryId: row.delivery_id }),
-      ...(row.event === null ? {} : { event: row.event }),
-    };
+    const r = await this.database.query<DeliveryRow>(
+      'read a delivery from',
+      PG_STATE_SQL.getDelivery,
+      [key],
+    );
+    return r.rows[0] ? toDeliveryRecord(r.rows[0]) : undefined;
   }
 
   async pruneDeliveries(before: Date): Promise<number> {

@@ -63,7 +63,17 @@ export {
   MemoryLeaseStore,
 } from './leases';
 export { MemoryForgeStateStore } from './memory-store';
-export { COLUMNS, cellsToRow, type Row, rowToState, stateToRow } from './rows';
+export {
+  COLUMNS,
+  cellsToRow,
+  type DeliveryRow,
+  type InboxRow,
+  type Row,
+  rowToState,
+  stateToRow,
+  toDeliveryRecord,
+  toInboxEvent,
+} from './rows';
 export { LEASE_MIGRATIONS, SqliteLeaseStore } from './sqlite-leases';
 export {
   SqliteForgeStateStore,

@@ -1,5 +1,7 @@
 import { BbError } from '@bb/errors';
+import type { DeliveryRecord } from './delivery-ledger';
 import { type ForgeState, ForgeStateSchema } from './forge-state';
+import type { InboxEvent, InboxState } from './inbox';
 
 /**
  * A forge state row as the SQL engines store it (snake_case columns, bottle
@@ -149,4 +151,44 @@ export function rowToState(row: Row, where: string): ForgeState {
     `row ${row.owner}/${row.repo}#${row.issue_number} in ${where} is invalid: ${why}`,
     { data: { path: where } },
   );
+}
+
+/** An `event_inbox` row as the SQL engines return it (PostgreSQL gives a bigint id as text). */
+export interface InboxRow {
+  id: number | string;
+  key: string;
+  issue: string | null;
+  state: InboxState;
+  occurred_at: string;
+  received_at: string;
+  payload: string;
+}
+
+export function toInboxEvent(r: InboxRow): InboxEvent {
+  return {
+    id: Number(r.id),
+    key: r.key,
+    issue: r.issue,
+    state: r.state,
+    occurredAt: r.occurred_at,
+    receivedAt: r.received_at,
+    payload: JSON.parse(r.payload) as unknown,
+  };
+}
+
+/** A `webhook_deliveries` row as the SQL engines return it. */
+export interface DeliveryRow {
+  key: string;
+  delivery_id: string | null;
+  event: string | null;
+  received_at: string;
+}
+
+export function toDeliveryRecord(row: DeliveryRow): DeliveryRecord {
+  return {
+    key: row.key,
+    receivedAt: row.received_at,
+    ...(row.delivery_id === null ? {} : { deliveryId: row.delivery_id }),
+    ...(row.event === null ? {} : { event: row.event }),
+  };
 }

@@ -20,7 +20,17 @@ import {
   type InboxState,
   initialState,
 } from './inbox';
-import { COLUMNS, cellsToRow, type Row, rowToState, stateToRow } from './rows';
+import {
+  COLUMNS,
+  cellsToRow,
+  type DeliveryRow,
+  type InboxRow,
+  type Row,
+  rowToState,
+  stateToRow,
+  toDeliveryRecord,
+  toInboxEvent,
+} from './rows';
 import type { ForgeStateStore, HistoryOptions } from './store';
 
 /** The `state` component's schema, oldest first. Append; never edit a shipped step. */
@@ -378,15 +388,9 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
   getDelivery(key: string): DeliveryRecord | undefined {
     checkDeliveryKey(key);
     const row = this.#read('read delivery from', () => this.#stmts.getDelivery.get(key)) as
-      | { key: string; delivery_id: string | null; event: string | null; received_at: string }
+      | DeliveryRow
       | undefined;
-    if (!row) return undefined;
-    return {
-      key: row.key,
-      receivedAt: row.received_at,
-      ...(row.delivery_id === null ? {} : { deliveryId: row.delivery_id }),
-      ...(row.event === null ? {} : { event: row.event }),
-    };
+    return row ? toDeliveryRecord(row) : undefined;
   }
 
   pruneDeliveries(before: Date): number {
@@ -422,27 +426,4 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
   #fromRow(row: Row): ForgeState {
     return rowToState(row, this.database.path);
   }
-}
-
-/** An `event_inbox` row as SQLite returns it. */
-interface InboxRow {
-  id: number;
-  key: string;
-  issue: string | null;
-  state: InboxState;
-  occurred_at: string;
-  received_at: string;
-  payload: string;
-}
-
-function toInboxEvent(r: InboxRow): InboxEvent {
-  return {
-    id: r.id,
-    key: r.key,
-    issue: r.issue,
-    state: r.state,
-    occurredAt: r.occurred_at,
-    receivedAt: r.received_at,
-    payload: JSON.parse(r.payload) as unknown,
-  };
 }

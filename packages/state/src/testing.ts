@@ -53,8 +53,9 @@ function setup<T>(options: ConformanceOptions<T>) {
 /**
  * Expects `fn` to fail with a `BbError` of `code`, whether it throws at once or
  * returns a promise that rejects: both are how an implementation may refuse.
+ * For other packages' conformance suites too.
  */
-async function expectCode(fn: () => unknown, code: string): Promise<void> {
+export async function expectCode(fn: () => unknown, code: string): Promise<void> {
   let thrown: unknown;
   try {
     await fn();

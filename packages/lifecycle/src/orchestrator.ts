@@ -1,21 +1,16 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { errorMessage, isBbError } from '@bb/errors';
 import { AGENT_LABEL_PREFIX, evaluateTargeting, type Forge, type ForgeEvent } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import type { TurnOutcome } from '@bb/headless';
-import {
-  type EventInbox,
-  type ForgeState,
-  type ForgeStateStore,
-  type InboxEvent,
-  resolveBbHome,
-} from '@bb/state';
+import type { EventInbox, ForgeState, ForgeStateStore, InboxEvent } from '@bb/state';
 import { saveBottleRow } from './bottle-row';
 import type { BottleRunner, SessionLimits } from './bottle-runner';
 import { Capacity, type CapacityOptions } from './capacity';
 import { commentPrompt, mayDrive, pushPrompt, reviewPrompt, rotationPrompt } from './conversation';
+import { type AdoptReport, Fleet } from './fleet';
 import { type FleetOptions, IssueLeases, soloFleet } from './issue-leases';
 import {
   INITIAL,
@@ -31,6 +26,7 @@ import { SerialQueue } from './serial-queue';
 import { readTurnLog, writeTurnLog } from './turn-log';
 import { TurnMonitor, type TurnReport } from './turn-monitor';
 import { WarmBottles } from './warm-bottles';
+import { type Bottle, keyOf, type Work } from './work';
 
 export interface OrchestratorOptions {
   /** The forge for a repository, authenticated as the bot. */
@@ -109,44 +105,7 @@ export interface SupervisePlane {
   cancelAll?(slug: string, reason: string): unknown;
 }
 
-/** A unit of work on an issue's queue: an accepted forge event, or what a turn reported. */
-type Work =
-  | { type: 'event'; inbox: InboxEvent; event: ForgeEvent; attempt: number }
-  /** Take the issue's lease when nobody holds it (a bottle or events left by another). */
-  | { type: 'claim'; occurredAt: string }
-  | { type: 'turn'; report: TurnReport; occurredAt: string }
-  | { type: 'retry_waiting'; occurredAt: string };
-
-interface Bottle {
-  slug: string;
-  owner: string;
-  repo: string;
-  issue: number;
-  agent: string;
-  state: LifecycleState;
-  /** Inbox events whose comments wait in `state.pending`. */
-  deferred: number[];
-  /** The last head each of its PRs was seen at (for "new commits a..b"). */
-  heads?: Record<number, string>;
-  /** Bottle manifests its launch asked for (a `bot-bottle-bottle:` label). */
-  bottles?: string[] | undefined;
-}
-
-/** What taking an issue over found (see `Orchestrator.adoptIssue`). */
-export interface AdoptReport {
-  /** Open events put back on the issue's queue. */
-  replayed: number;
-  /** The issue's open events (by inbox id) when it was taken. */
-  open: Set<number>;
-  /** Its bottle is another machine's: left alone (the issue is not taken). */
-  foreign?: boolean;
-  /** Its bottle's turn was in progress: watched again. */
-  reattached?: string;
-  /** Its bottle never got as far as its agent: removed, the issue launchable again. */
-  neverStarted?: string;
-  /** Its bottle was left warm: cooled. */
-  cooled?: string;
-}
+export type { AdoptReport } from './fleet';
 
 /** Something a person should know about an issue (why it did not launch), for status and the dashboard. */
 export interface Notice {
@@ -183,17 +142,11 @@ export class Orchestrator {
   /** Retries waiting to be queued again (cleared by `close`; the inbox keeps their events). */
   readonly #timers = new Set<NodeJS.Timeout>();
   #closed = false;
-  readonly #leases: IssueLeases;
+  readonly #fleet: Fleet;
   /** Inbox events on this process's queues (or waiting to be retried), by id. */
   readonly #queued = new Set<number>();
   #fleetTimers: NodeJS.Timeout[] = [];
   #repos: { at: number; repos: Promise<Set<string>> } | undefined;
-  /** Issues being taken over right now. */
-  readonly #taking = new Set<string>();
-  /** Issues whose bottle is another machine's, and since when (see `#takeIssue`). */
-  readonly #foreign = new Map<string, number>();
-  /** Event retries waiting on a timer, by issue: its lease is kept for them. */
-  readonly #retrying = new Map<string, number>();
   /** Each bottle's last row write, so the next waits for it. */
   readonly #saves = new Map<string, Promise<void>>();
 
@@ -214,12 +167,31 @@ export class Orchestrator {
         this.#log({ msg: 'work failed', key, work: work.type, error: errorMessage(err) }),
       (a, b) => occurredAt(a).localeCompare(occurredAt(b)),
     );
-    this.#leases = new IssueLeases(options.fleet ?? soloFleet());
+    this.#fleet = new Fleet(new IssueLeases(options.fleet ?? soloFleet()), {
+      store: options.store,
+      inbox: options.inbox,
+      runner: options.runner,
+      env: options.env,
+      capacity: this.capacity,
+      bottles: this.#bottles,
+      starting: this.#starting,
+      queued: this.#queued,
+      push: (key, work) => this.#push(key, work),
+      pending: (key) => this.queue.pending(key),
+      watch: (slug, startedAt) => this.watch(slug, startedAt),
+      watching: (slug) => this.#monitors.has(slug),
+      stopWatching: (slug) => {
+        this.#monitors.get(slug)?.close();
+        this.#monitors.delete(slug);
+      },
+      closed: () => this.#closed,
+      log: (e) => this.#log(e),
+    });
   }
 
   /** This orchestrator's name among those sharing the database, and the issues it holds. */
   get fleet(): { holder: string; held: string[] } {
-    return { holder: this.#leases.holder, held: this.#leases.held };
+    return { holder: this.#fleet.leases.holder, held: this.#fleet.leases.held };
   }
 
   /** Running turns, for the watchdog, the dashboard and tests. */
@@ -296,7 +268,7 @@ export class Orchestrator {
       if (e.state !== 'parked') continue;
       const event = e.payload as ForgeEvent;
       if (await this.#couldClaim(event)) continue;
-      if (await this.#routeIfClaimed(e)) continue;
+      if (await this.#fleet.routeIfClaimed(e)) continue;
       await this.#o.inbox.settle(e.id, 'done');
       this.#log({ msg: 'event not about a bottle', key: e.key, kind: event.kind });
     }
@@ -324,280 +296,20 @@ export class Orchestrator {
 
   /**
    * Take over every issue with open inbox events that nobody else holds (after
-   * a restart): parked events that can be routed are routed first. Returns how
-   * many events went back on queues.
+   * a restart). Returns how many events went back on queues.
    */
-  async replayInbox(): Promise<number> {
-    const issues = new Set<string>();
-    for (const e of await this.#o.inbox.openEvents()) {
-      let issue = e.issue;
-      if (!issue) {
-        const event = e.payload as ForgeEvent;
-        const found = await issueOf(
-          event,
-          async (o, r, pr) => (await this.#o.store.findByPr(o, r, pr))?.issueNumber,
-        );
-        if (found === undefined) continue;
-        issue = issueKey(event.owner, event.repo, found);
-        await this.#o.inbox.settle(e.id, 'pending', issue);
-      }
-      issues.add(issue);
-    }
-    let n = 0;
-    for (const issue of issues) n += (await this.adoptIssue(issue))?.replayed ?? 0;
-    return n;
+  replayInbox(): Promise<number> {
+    return this.#fleet.replayInbox();
   }
 
-  /**
-   * Claim `key`'s lease and take the issue over as the store has it: its
-   * bottle's row; a turn in progress watched again (or, if its agent never
-   * started, the bottle removed and the issue launchable again); a bottle left
-   * warm cooled; its open events back on its queue, in order. `undefined` when
-   * another orchestrator holds it. Holding it already, only events not queued
-   * yet are queued.
-   */
-  async adoptIssue(key: string): Promise<AdoptReport | undefined> {
-    if (this.#closed || this.#isForeign(key)) return undefined;
-    const report: AdoptReport = { replayed: 0, open: new Set() };
-    if (!this.#leases.holds(key)) {
-      // Held before and only run out here (a stall): this process's state of it stands
-      // if nobody took it meanwhile.
-      const knew = this.#leases.knows(key);
-      const claim = await this.#leases.claim(key);
-      if (!claim.held) {
-        if (knew) this.#letGo(key);
-        return undefined;
-      }
-      if (claim.takenFrom)
-        this.#log({
-          msg: 'lease taken over',
-          key,
-          from: claim.takenFrom.holder,
-          expiredAt: claim.takenFrom.expiredAt,
-        });
-      if (!knew) {
-        let took: Omit<AdoptReport, 'replayed' | 'open'>;
-        this.#taking.add(key);
-        try {
-          took = await this.#takeIssue(key, claim.takenFrom?.holder);
-        } catch (err) {
-          // Half taken is not taken: the next claim starts again from the store.
-          this.#bottles.delete(key);
-          await this.#leases.release(key).catch(() => {});
-          throw err;
-        } finally {
-          this.#taking.delete(key);
-        }
-        if (took.foreign) {
-          await this.#leases.release(key).catch(() => {});
-          return undefined;
-        }
-        Object.assign(report, took);
-      }
-    }
-    for (const e of await this.#o.inbox.openEvents()) {
-      if (e.issue !== key || e.state === 'parked') continue;
-      report.open.add(e.id);
-      if (this.#queued.has(e.id)) continue;
-      this.#push(key, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 0 });
-      report.replayed++;
-    }
-    return report;
+  /** Claim `key`'s lease and take the issue over (see `Fleet.adoptIssue`). */
+  adoptIssue(key: string): Promise<AdoptReport | undefined> {
+    return this.#fleet.adoptIssue(key);
   }
 
-  /** Issues whose bottle lives on another machine (or another BB_HOME), left alone for a minute. */
-  #isForeign(key: string): boolean {
-    const since = this.#foreign.get(key);
-    if (since === undefined) return false;
-    if (Date.now() - since < 60_000) return true;
-    this.#foreign.delete(key);
-    return false;
-  }
-
-  /** Where a launch marks its slug before the row names it (see `#launch`). */
-  #launchMark(slug: string): string {
-    return join(resolveBbHome(this.#o.env), 'launching', slug);
-  }
-
-  /** An issue just claimed: its bottle as the store and the backend have it. */
-  async #takeIssue(
-    key: string,
-    from: string | undefined,
-  ): Promise<Omit<AdoptReport, 'replayed' | 'open'>> {
-    const out: Omit<AdoptReport, 'replayed' | 'open'> = {};
-    const { owner, repo, issue } = parseIssueKey(key);
-    const row = await this.#o.store.get(owner, repo, issue);
-    if (!row || row.status === 'destroyed') {
-      this.#bottles.delete(key);
-      return out;
-    }
-    this.#bottles.set(key, fromRow(row));
-    const runner = this.#o.runner;
-    if (runner.cool && runner.meta(row.slug)?.warm && !this.capacity.isWarm(row.slug)) {
-      // Left warm by an orchestrator that is gone (or this one before a restart).
-      try {
-        if (await runner.cool(row.slug)) out.cooled = row.slug;
-        this.#log({ msg: 'warm bottle cooled', slug: row.slug, why: 'nobody held it' });
-      } catch (err) {
-        this.#log({
-          msg: 'could not cool a warm bottle',
-          slug: row.slug,
-          error: errorMessage(err),
-        });
-      }
-    }
-    if (row.status !== 'running' || this.#monitors.has(row.slug) || this.#starting.has(row.slug))
-      return out;
-    const meta = runner.meta(row.slug);
-    if (!meta && !existsSync(this.#launchMark(row.slug)) && from && from !== this.#leases.holder) {
-      // No trace of it here: its orchestrator launched it on another machine (or in
-      // another BB_HOME). Not this process's to watch, and never to remove.
-      this.#foreign.set(key, Date.now());
-      this.#log({
-        msg: 'bottle not on this machine: left to its own orchestrator',
-        key,
-        slug: row.slug,
-        from,
-      });
-      return { foreign: true };
-    }
-    const ours = await runner.ours();
-    // An agent container made but never started, or one whose program still waits for
-    // its workspace (the launch was cut short while it was made), did not run.
-    const agentRan =
-      !meta?.preparing &&
-      ours.some(
-        (c) =>
-          c.labels['bb.slug'] === row.slug &&
-          c.labels['bb.role'] === 'agent' &&
-          c.state !== 'created',
-      );
-    if (!meta || (meta.turns.length === 0 && !agentRan && !wroteAnything(runner.dir(row.slug)))) {
-      // Killed before its agent: nothing happened worth keeping. Launchable again;
-      // the event that launched it is still open in the inbox and comes back.
-      try {
-        await runner.destroy(row.slug);
-      } catch (err) {
-        this.#log({
-          msg: 'could not remove a bottle that never started',
-          slug: row.slug,
-          error: errorMessage(err),
-        });
-      }
-      await this.#o.store.delete(owner, repo, issue);
-      rmSync(this.#launchMark(row.slug), { force: true });
-      this.#bottles.delete(key);
-      out.neverStarted = row.slug;
-      this.#log({
-        msg: 'bottle never started: removed, issue launchable again',
-        key,
-        slug: row.slug,
-      });
-      return out;
-    }
-    this.capacity.adopt(row.slug, runner.memoryOf(row.agentName));
-    this.watch(row.slug, Date.parse(meta.current?.startedAt ?? row.lastCheckinAt) || Date.now());
-    out.reattached = row.slug;
-    this.#log({ msg: 'watching a running bottle again', key, slug: row.slug });
-    return out;
-  }
-
-  /**
-   * Live bottles nobody holds (their orchestrator stopped renewing its leases)
-   * and open events of issues nobody holds: claimed, and taken over.
-   */
-  async takeOver(): Promise<void> {
-    if (this.#closed) return;
-    const others = await this.#leases.heldByOthers();
-    const want = new Set<string>();
-    for (const row of await this.#o.store.all()) {
-      const key = keyOf(row);
-      if (!this.#leases.holds(key) && !others.has(key)) want.add(key);
-    }
-    for (const e of await this.#o.inbox.openEvents()) {
-      if (e.state === 'parked') {
-        await this.#routeIfClaimed(e);
-        continue;
-      }
-      if (e.issue && !this.#leases.holds(e.issue) && !others.has(e.issue)) want.add(e.issue);
-    }
-    for (const key of want)
-      if (!this.#isForeign(key) && this.queue.pending(key) === 0)
-        this.#push(key, { type: 'claim', occurredAt: '' });
-  }
-
-  /**
-   * Events other orchestrators accepted: queued here for issues this one
-   * holds; issues nobody holds are claimed.
-   */
-  async #pollInbox(): Promise<void> {
-    const unheld = new Set<string>();
-    for (const e of await this.#o.inbox.openEvents()) {
-      if (!e.issue || e.state !== 'pending' || this.#queued.has(e.id)) continue;
-      if (this.#leases.holds(e.issue))
-        this.#push(e.issue, {
-          type: 'event',
-          inbox: e,
-          event: e.payload as ForgeEvent,
-          attempt: 0,
-        });
-      else unheld.add(e.issue);
-    }
-    if (unheld.size === 0) return;
-    const others = await this.#leases.heldByOthers();
-    for (const key of unheld)
-      if (!others.has(key) && !this.#isForeign(key) && this.queue.pending(key) === 0)
-        this.#push(key, { type: 'claim', occurredAt: '' });
-  }
-
-  /**
-   * A parked event whose PR a bottle has claimed since (its routing raced the
-   * bottle learning the PR, possibly in another orchestrator): routed to it.
-   */
-  async #routeIfClaimed(e: InboxEvent): Promise<boolean> {
-    const event = e.payload as ForgeEvent;
-    const found = await issueOf(
-      event,
-      async (o, r, pr) => (await this.#o.store.findByPr(o, r, pr))?.issueNumber,
-    );
-    if (found === undefined) return false;
-    await this.#o.inbox.settle(e.id, 'pending', issueKey(event.owner, event.repo, found));
-    return true;
-  }
-
-  /** Renew this process's leases; an issue lost (taken after its lease ran out) is let go. */
-  async #heartbeat(): Promise<void> {
-    for (const key of await this.#leases.renew()) {
-      this.#log({ msg: 'lease lost: another orchestrator holds the issue now', key });
-      this.#letGo(key);
-    }
-  }
-
-  /** Stop working on `key` here (its lease is someone else's). */
-  #letGo(key: string): void {
-    const b = this.#bottles.get(key);
-    if (b?.slug) {
-      this.#monitors.get(b.slug)?.close();
-      this.#monitors.delete(b.slug);
-      this.capacity.release(b.slug);
-    }
-    this.#bottles.delete(key);
-    this.#leases.forget(key);
-  }
-
-  /**
-   * Give the issue's lease up when there is nothing of it to hold: no live
-   * bottle, nothing queued or starting, no event waiting here.
-   */
-  async #maybeRelease(key: string): Promise<void> {
-    const b = this.#bottles.get(key);
-    if (b && (b.state.status === 'running' || b.state.status === 'frozen')) return;
-    if (b?.slug && (this.#starting.has(b.slug) || this.#monitors.has(b.slug))) return;
-    if (b && b.deferred.length > 0) return;
-    if (this.queue.pending(key) > 1 || this.capacity.isWaiting(key)) return;
-    if ((this.#retrying.get(key) ?? 0) > 0) return;
-    // What this process knew of it stays for status; the next claim reads the store again.
-    await this.#leases.release(key);
+  /** Claim and take over bottles and events nobody holds. */
+  takeOver(): Promise<void> {
+    return this.#fleet.takeOver();
   }
 
   /** Start watching a running turn (after a launch, a resume, or a restart). */
@@ -641,9 +353,9 @@ export class Orchestrator {
     if (this.#fleetTimers.length === 0)
       this.#fleetTimers = [
         // Renewal alone on its timer: nothing slow in front of it.
-        every(this.#leases.heartbeatMs, 'lease renewal', () => this.#heartbeat()),
-        every(this.#leases.heartbeatMs, 'take-over scan', () => this.takeOver()),
-        every(this.#leases.pollMs, 'inbox poll', () => this.#pollInbox()),
+        every(this.#fleet.leases.heartbeatMs, 'lease renewal', () => this.#fleet.heartbeat()),
+        every(this.#fleet.leases.heartbeatMs, 'take-over scan', () => this.takeOver()),
+        every(this.#fleet.leases.pollMs, 'inbox poll', () => this.#fleet.pollInbox()),
       ];
   }
 
@@ -719,7 +431,7 @@ export class Orchestrator {
     const counted = new Set(this.capacity.warm().map((w) => w.slug));
     for (const row of await this.#o.store.all()) {
       // Issues being taken over are `#takeIssue`'s to look at.
-      if (!this.#leases.holds(keyOf(row)) || this.#taking.has(keyOf(row))) continue;
+      if (!this.#fleet.leases.holds(keyOf(row)) || this.#fleet.taking(keyOf(row))) continue;
       if (
         row.status === 'running' &&
         !this.#monitors.has(row.slug) &&
@@ -816,7 +528,7 @@ export class Orchestrator {
   async #handle(key: string, work: Work): Promise<void> {
     if (work.type === 'retry_waiting') return this.#retryWaiting();
     // Only the holder of an issue's lease works on it; this process claims it when free.
-    if (!this.#leases.holds(key)) {
+    if (!this.#fleet.leases.holds(key)) {
       let adopted: AdoptReport | undefined;
       try {
         adopted = await this.adoptIssue(key);
@@ -892,20 +604,22 @@ export class Orchestrator {
       );
       return;
     }
-    this.#retrying.set(key, (this.#retrying.get(key) ?? 0) + 1);
+    this.#fleet.retrying.set(key, (this.#fleet.retrying.get(key) ?? 0) + 1);
     this.#later(wait, () => {
-      const left = (this.#retrying.get(key) ?? 1) - 1;
-      if (left > 0) this.#retrying.set(key, left);
-      else this.#retrying.delete(key);
+      const left = (this.#fleet.retrying.get(key) ?? 1) - 1;
+      if (left > 0) this.#fleet.retrying.set(key, left);
+      else this.#fleet.retrying.delete(key);
       this.#push(key, { ...work, attempt: work.attempt + 1 });
     });
   }
 
   /** `#maybeRelease`, whose failure only costs the lease's time. */
   async #release(key: string): Promise<void> {
-    await this.#maybeRelease(key).catch((err) =>
-      this.#log({ msg: 'could not give a lease up', key, error: errorMessage(err) }),
-    );
+    await this.#fleet
+      .maybeRelease(key)
+      .catch((err) =>
+        this.#log({ msg: 'could not give a lease up', key, error: errorMessage(err) }),
+      );
   }
 
   /** Handle one forge event; returns its inbox state after (done, or deferred when it waits). */
@@ -1398,7 +1112,7 @@ export class Orchestrator {
       // the row, a mark in this BB_HOME: whoever takes the issue over knows the bottle
       // was launched here even if the crash came before its directory was made.
       this.#starting.add(bottle.slug);
-      const mark = this.#launchMark(bottle.slug);
+      const mark = this.#fleet.launchMark(bottle.slug);
       mkdirSync(dirname(mark), { recursive: true, mode: 0o700 });
       writeFileSync(mark, `${key}\n`);
       await this.#save(bottle, 'running');
@@ -1429,7 +1143,7 @@ export class Orchestrator {
       // Its own row only, while the issue is still this process's.
       if (
         (await this.#o.store.get(owner, repo, issue))?.slug === bottle.slug &&
-        (await this.#stillHolds(key))
+        (await this.#fleet.stillHolds(key))
       )
         await this.#o.store.delete(owner, repo, issue);
       this.#log({ msg: 'launch failed', key, slug: bottle.slug, error: errorMessage(err) });
@@ -1444,7 +1158,7 @@ export class Orchestrator {
       throw err;
     } finally {
       this.#starting.delete(bottle.slug);
-      rmSync(this.#launchMark(bottle.slug), { force: true });
+      rmSync(this.#fleet.launchMark(bottle.slug), { force: true });
     }
     this.#log({ msg: 'bottle launched', key, slug: bottle.slug, agent });
     this.watch(bottle.slug);
@@ -1569,7 +1283,7 @@ export class Orchestrator {
         // Only the issue's holder writes its row: a process that stalled past its lease
         // (and may have lost it) asks again first, and writes nothing if it did.
         const key = issueKey(bottle.owner, bottle.repo, bottle.issue);
-        if (!(await this.#stillHolds(key))) {
+        if (!(await this.#fleet.stillHolds(key))) {
           this.#log({
             msg: 'row not written: another orchestrator holds the issue',
             key,
@@ -1586,15 +1300,6 @@ export class Orchestrator {
     };
     write.then(forget, forget);
     return write;
-  }
-
-  /** Whether this process holds `key`, asking the store again when its lease ran out here. */
-  async #stillHolds(key: string): Promise<boolean> {
-    if (this.#leases.holds(key)) return true;
-    if (!this.#leases.knows(key)) return false;
-    if ((await this.#leases.claim(key)).held) return true;
-    this.#letGo(key);
-    return false;
   }
 
   #writeRow(bottle: Bottle, status: ForgeState['status']): Promise<void> {
@@ -1622,46 +1327,22 @@ export class Orchestrator {
    * after the leases run out.
    */
   async releaseLeases(): Promise<void> {
-    await this.#leases.releaseAll();
+    await this.#fleet.leases.releaseAll();
   }
 
   /** Claim a task only one orchestrator does at a time (`false`: another does it now). */
   claimTask(name: string, ttlMs: number): Promise<boolean> {
-    return this.#leases.claimTask(name, ttlMs);
+    return this.#fleet.leases.claimTask(name, ttlMs);
   }
 
   releaseTask(name: string): Promise<void> {
-    return this.#leases.releaseTask(name);
+    return this.#fleet.leases.releaseTask(name);
   }
 
   /** Cool every warm bottle (a shutdown: nothing stays paused with nobody to resume it). */
   coolAll(): Promise<void> {
     return this.#warm.coolAll();
   }
-}
-
-const keyOf = (row: ForgeState) => issueKey(row.owner, row.repo, row.issueNumber);
-
-function fromRow(row: ForgeState): Bottle {
-  return {
-    slug: row.slug,
-    owner: row.owner,
-    repo: row.repo,
-    issue: row.issueNumber,
-    agent: row.agentName,
-    state: {
-      status: row.status,
-      prs: row.prNumber ? [row.prNumber] : [],
-      pending: [],
-    },
-    deferred: [],
-  };
-}
-
-/** Whether the bottle's sidecar logged any call (then it has evidence to keep). */
-function wroteAnything(dir: string): boolean {
-  const ops = join(dir, 'state', 'ops.jsonl');
-  return existsSync(ops) && statSync(ops).size > 0;
 }
 
 function occurredAt(w: Work): string {

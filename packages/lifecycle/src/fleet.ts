@@ -1,0 +1,368 @@
+import { existsSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { errorMessage } from '@bb/errors';
+import type { ForgeEvent } from '@bb/forge';
+import { type EventInbox, type ForgeStateStore, type InboxEvent, resolveBbHome } from '@bb/state';
+import type { BottleRunner } from './bottle-runner';
+import type { Capacity } from './capacity';
+import type { IssueLeases } from './issue-leases';
+import { issueKey, issueOf, parseIssueKey } from './routing';
+import { type Bottle, fromRow, keyOf, type Work } from './work';
+
+/** What taking an issue over found (see `Orchestrator.adoptIssue`). */
+export interface AdoptReport {
+  /** Open events put back on the issue's queue. */
+  replayed: number;
+  /** The issue's open events (by inbox id) when it was taken. */
+  open: Set<number>;
+  /** Its bottle is another machine's: left alone (the issue is not taken). */
+  foreign?: boolean;
+  /** Its bottle's turn was in progress: watched again. */
+  reattached?: string;
+  /** Its bottle never got as far as its agent: removed, the issue launchable again. */
+  neverStarted?: string;
+  /** Its bottle was left warm: cooled. */
+  cooled?: string;
+}
+
+/** What the fleet's work needs of the orchestrator it runs in. */
+export interface FleetHost {
+  store: ForgeStateStore;
+  inbox: EventInbox;
+  runner: BottleRunner;
+  env: Record<string, string | undefined>;
+  capacity: Capacity;
+  /** What this process knows of each issue's bottle. */
+  bottles: Map<string, Bottle>;
+  /** Bottles being started here. */
+  starting: Set<string>;
+  /** Inbox events on this process's queues (or waiting for a retry), by id. */
+  queued: Set<number>;
+  push(key: string, work: Work): void;
+  /** Items of `key` queued or running. */
+  pending(key: string): number;
+  watch(slug: string, startedAt: number): void;
+  watching(slug: string): boolean;
+  stopWatching(slug: string): void;
+  closed(): boolean;
+  log(entry: Record<string, unknown>): void;
+}
+
+/**
+ * An orchestrator's share of the work when several share one database: which
+ * issues it holds, taking issues over (a bottle left by an orchestrator that
+ * stopped, events nobody handles), reading events others accepted, and letting
+ * an issue go. One orchestrator alone runs the same code with leases in memory.
+ */
+export class Fleet {
+  readonly leases: IssueLeases;
+  readonly #h: FleetHost;
+  /** Issues being taken over right now. */
+  readonly #taking = new Set<string>();
+  /** Issues whose bottle is another machine's, and since when (see `#takeIssue`). */
+  readonly #foreign = new Map<string, number>();
+  /** Event retries waiting on a timer, by issue: its lease is kept for them. */
+  readonly retrying = new Map<string, number>();
+
+  constructor(leases: IssueLeases, host: FleetHost) {
+    this.leases = leases;
+    this.#h = host;
+  }
+
+  /** Whether `key` is being taken over now (the watchdog leaves it to that). */
+  taking(key: string): boolean {
+    return this.#taking.has(key);
+  }
+
+  /**
+   * Take over every issue with open inbox events that nobody else holds (after
+   * a restart): parked events that can be routed are routed first. Returns how
+   * many events went back on queues.
+   */
+  async replayInbox(): Promise<number> {
+    const issues = new Set<string>();
+    for (const e of await this.#h.inbox.openEvents()) {
+      let issue = e.issue;
+      if (!issue) {
+        const event = e.payload as ForgeEvent;
+        const found = await issueOf(
+          event,
+          async (o, r, pr) => (await this.#h.store.findByPr(o, r, pr))?.issueNumber,
+        );
+        if (found === undefined) continue;
+        issue = issueKey(event.owner, event.repo, found);
+        await this.#h.inbox.settle(e.id, 'pending', issue);
+      }
+      issues.add(issue);
+    }
+    let n = 0;
+    for (const issue of issues) n += (await this.adoptIssue(issue))?.replayed ?? 0;
+    return n;
+  }
+
+  /**
+   * Claim `key`'s lease and take the issue over as the store has it: its
+   * bottle's row; a turn in progress watched again (or, if its agent never
+   * started, the bottle removed and the issue launchable again); a bottle left
+   * warm cooled; its open events back on its queue, in order. `undefined` when
+   * another orchestrator holds it. Holding it already, only events not queued
+   * yet are queued.
+   */
+  async adoptIssue(key: string): Promise<AdoptReport | undefined> {
+    if (this.#h.closed() || this.isForeign(key)) return undefined;
+    const report: AdoptReport = { replayed: 0, open: new Set() };
+    if (!this.leases.holds(key)) {
+      // Held before and only run out here (a stall): this process's state of it stands
+      // if nobody took it meanwhile.
+      const knew = this.leases.knows(key);
+      const claim = await this.leases.claim(key);
+      if (!claim.held) {
+        if (knew) this.letGo(key);
+        return undefined;
+      }
+      if (claim.takenFrom)
+        this.#h.log({
+          msg: 'lease taken over',
+          key,
+          from: claim.takenFrom.holder,
+          expiredAt: claim.takenFrom.expiredAt,
+        });
+      if (!knew) {
+        let took: Omit<AdoptReport, 'replayed' | 'open'>;
+        this.#taking.add(key);
+        try {
+          took = await this.#takeIssue(key, claim.takenFrom?.holder);
+        } catch (err) {
+          // Half taken is not taken: the next claim starts again from the store.
+          this.#h.bottles.delete(key);
+          await this.leases.release(key).catch(() => {});
+          throw err;
+        } finally {
+          this.#taking.delete(key);
+        }
+        if (took.foreign) {
+          await this.leases.release(key).catch(() => {});
+          return undefined;
+        }
+        Object.assign(report, took);
+      }
+    }
+    for (const e of await this.#h.inbox.openEvents()) {
+      if (e.issue !== key || e.state === 'parked') continue;
+      report.open.add(e.id);
+      if (this.#h.queued.has(e.id)) continue;
+      this.#h.push(key, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 0 });
+      report.replayed++;
+    }
+    return report;
+  }
+
+  /** Issues whose bottle lives on another machine (or another BB_HOME), left alone for a minute. */
+  isForeign(key: string): boolean {
+    const since = this.#foreign.get(key);
+    if (since === undefined) return false;
+    if (Date.now() - since < 60_000) return true;
+    this.#foreign.delete(key);
+    return false;
+  }
+
+  /** Where a launch marks its slug before the row names it (see `#launch`). */
+  launchMark(slug: string): string {
+    return join(resolveBbHome(this.#h.env), 'launching', slug);
+  }
+
+  /** An issue just claimed: its bottle as the store and the backend have it. */
+  async #takeIssue(
+    key: string,
+    from: string | undefined,
+  ): Promise<Omit<AdoptReport, 'replayed' | 'open'>> {
+    const out: Omit<AdoptReport, 'replayed' | 'open'> = {};
+    const { owner, repo, issue } = parseIssueKey(key);
+    const row = await this.#h.store.get(owner, repo, issue);
+    if (!row || row.status === 'destroyed') {
+      this.#h.bottles.delete(key);
+      return out;
+    }
+    this.#h.bottles.set(key, fromRow(row));
+    const runner = this.#h.runner;
+    if (runner.cool && runner.meta(row.slug)?.warm && !this.#h.capacity.isWarm(row.slug)) {
+      // Left warm by an orchestrator that is gone (or this one before a restart).
+      try {
+        if (await runner.cool(row.slug)) out.cooled = row.slug;
+        this.#h.log({ msg: 'warm bottle cooled', slug: row.slug, why: 'nobody held it' });
+      } catch (err) {
+        this.#h.log({
+          msg: 'could not cool a warm bottle',
+          slug: row.slug,
+          error: errorMessage(err),
+        });
+      }
+    }
+    if (row.status !== 'running' || this.#h.watching(row.slug) || this.#h.starting.has(row.slug))
+      return out;
+    const meta = runner.meta(row.slug);
+    if (!meta && !existsSync(this.launchMark(row.slug)) && from && from !== this.leases.holder) {
+      // No trace of it here: its orchestrator launched it on another machine (or in
+      // another BB_HOME). Not this process's to watch, and never to remove.
+      this.#foreign.set(key, Date.now());
+      this.#h.log({
+        msg: 'bottle not on this machine: left to its own orchestrator',
+        key,
+        slug: row.slug,
+        from,
+      });
+      return { foreign: true };
+    }
+    const ours = await runner.ours();
+    // An agent container made but never started, or one whose program still waits for
+    // its workspace (the launch was cut short while it was made), did not run.
+    const agentRan =
+      !meta?.preparing &&
+      ours.some(
+        (c) =>
+          c.labels['bb.slug'] === row.slug &&
+          c.labels['bb.role'] === 'agent' &&
+          c.state !== 'created',
+      );
+    if (!meta || (meta.turns.length === 0 && !agentRan && !wroteAnything(runner.dir(row.slug)))) {
+      // Killed before its agent: nothing happened worth keeping. Launchable again;
+      // the event that launched it is still open in the inbox and comes back.
+      try {
+        await runner.destroy(row.slug);
+      } catch (err) {
+        this.#h.log({
+          msg: 'could not remove a bottle that never started',
+          slug: row.slug,
+          error: errorMessage(err),
+        });
+      }
+      await this.#h.store.delete(owner, repo, issue);
+      rmSync(this.launchMark(row.slug), { force: true });
+      this.#h.bottles.delete(key);
+      out.neverStarted = row.slug;
+      this.#h.log({
+        msg: 'bottle never started: removed, issue launchable again',
+        key,
+        slug: row.slug,
+      });
+      return out;
+    }
+    this.#h.capacity.adopt(row.slug, runner.memoryOf(row.agentName));
+    this.#h.watch(row.slug, Date.parse(meta.current?.startedAt ?? row.lastCheckinAt) || Date.now());
+    out.reattached = row.slug;
+    this.#h.log({ msg: 'watching a running bottle again', key, slug: row.slug });
+    return out;
+  }
+
+  /**
+   * Live bottles nobody holds (their orchestrator stopped renewing its leases)
+   * and open events of issues nobody holds: claimed, and taken over.
+   */
+  async takeOver(): Promise<void> {
+    if (this.#h.closed()) return;
+    const others = await this.leases.heldByOthers();
+    const want = new Set<string>();
+    for (const row of await this.#h.store.all()) {
+      const key = keyOf(row);
+      if (!this.leases.holds(key) && !others.has(key)) want.add(key);
+    }
+    for (const e of await this.#h.inbox.openEvents()) {
+      if (e.state === 'parked') {
+        await this.routeIfClaimed(e);
+        continue;
+      }
+      if (e.issue && !this.leases.holds(e.issue) && !others.has(e.issue)) want.add(e.issue);
+    }
+    for (const key of want)
+      if (!this.isForeign(key) && this.#h.pending(key) === 0)
+        this.#h.push(key, { type: 'claim', occurredAt: '' });
+  }
+
+  /**
+   * Events other orchestrators accepted: queued here for issues this one
+   * holds; issues nobody holds are claimed.
+   */
+  async pollInbox(): Promise<void> {
+    const unheld = new Set<string>();
+    for (const e of await this.#h.inbox.openEvents()) {
+      if (!e.issue || e.state !== 'pending' || this.#h.queued.has(e.id)) continue;
+      if (this.leases.holds(e.issue))
+        this.#h.push(e.issue, {
+          type: 'event',
+          inbox: e,
+          event: e.payload as ForgeEvent,
+          attempt: 0,
+        });
+      else unheld.add(e.issue);
+    }
+    if (unheld.size === 0) return;
+    const others = await this.leases.heldByOthers();
+    for (const key of unheld)
+      if (!others.has(key) && !this.isForeign(key) && this.#h.pending(key) === 0)
+        this.#h.push(key, { type: 'claim', occurredAt: '' });
+  }
+
+  /**
+   * A parked event whose PR a bottle has claimed since (its routing raced the
+   * bottle learning the PR, possibly in another orchestrator): routed to it.
+   */
+  async routeIfClaimed(e: InboxEvent): Promise<boolean> {
+    const event = e.payload as ForgeEvent;
+    const found = await issueOf(
+      event,
+      async (o, r, pr) => (await this.#h.store.findByPr(o, r, pr))?.issueNumber,
+    );
+    if (found === undefined) return false;
+    await this.#h.inbox.settle(e.id, 'pending', issueKey(event.owner, event.repo, found));
+    return true;
+  }
+
+  /** Renew this process's leases; an issue lost (taken after its lease ran out) is let go. */
+  async heartbeat(): Promise<void> {
+    for (const key of await this.leases.renew()) {
+      this.#h.log({ msg: 'lease lost: another orchestrator holds the issue now', key });
+      this.letGo(key);
+    }
+  }
+
+  /** Stop working on `key` here (its lease is someone else's). */
+  letGo(key: string): void {
+    const b = this.#h.bottles.get(key);
+    if (b?.slug) {
+      this.#h.stopWatching(b.slug);
+      this.#h.capacity.release(b.slug);
+    }
+    this.#h.bottles.delete(key);
+    this.leases.forget(key);
+  }
+
+  /**
+   * Give the issue's lease up when there is nothing of it to hold: no live
+   * bottle, nothing queued or starting, no event waiting here.
+   */
+  async maybeRelease(key: string): Promise<void> {
+    const b = this.#h.bottles.get(key);
+    if (b && (b.state.status === 'running' || b.state.status === 'frozen')) return;
+    if (b?.slug && (this.#h.starting.has(b.slug) || this.#h.watching(b.slug))) return;
+    if (b && b.deferred.length > 0) return;
+    if (this.#h.pending(key) > 1 || this.#h.capacity.isWaiting(key)) return;
+    if ((this.retrying.get(key) ?? 0) > 0) return;
+    // What this process knew of it stays for status; the next claim reads the store again.
+    await this.leases.release(key);
+  }
+
+  /** Whether this process holds `key`, asking the store again when its lease ran out here. */
+  async stillHolds(key: string): Promise<boolean> {
+    if (this.leases.holds(key)) return true;
+    if (!this.leases.knows(key)) return false;
+    if ((await this.leases.claim(key)).held) return true;
+    this.letGo(key);
+    return false;
+  }
+}
+
+/** Whether the bottle's sidecar logged any call (then it has evidence to keep). */
+function wroteAnything(dir: string): boolean {
+  const ops = join(dir, 'state', 'ops.jsonl');
+  return existsSync(ops) && statSync(ops).size > 0;
+}

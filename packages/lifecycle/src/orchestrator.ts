@@ -146,7 +146,6 @@ export class Orchestrator {
   /** Inbox events on this process's queues (or waiting to be retried), by id. */
   readonly #queued = new Set<number>();
   #fleetTimers: NodeJS.Timeout[] = [];
-  #repos: { at: number; repos: Promise<Set<string>> } | undefined;
   /** Each bottle's last row write, so the next waits for it. */
   readonly #saves = new Map<string, Promise<void>>();
 
@@ -206,23 +205,35 @@ export class Orchestrator {
    * durable (it may then be acknowledged); its handling goes on after.
    */
   async accept(event: ForgeEvent): Promise<boolean> {
-    const issue = await issueOf(
-      event,
-      async (o, r, pr) => (await this.#o.store.findByPr(o, r, pr))?.issueNumber,
-    );
-    // About a PR no bottle has, and none running could claim: remembered, not kept.
-    const unclaimed = issue === undefined && !(await this.#couldClaim(event));
+    // The issue from the event itself when it says (its number, a bottle branch);
+    // a PR's owner is found by the store in the same write as the event.
+    let pr: { owner: string; repo: string; pr: number } | undefined;
+    const issue = await issueOf(event, (owner, repo, n) => {
+      pr = { owner, repo, pr: n };
+      return undefined;
+    });
     const stored = await this.#o.inbox.accept(event.key, {
       issue: issue === undefined ? null : issueKey(event.owner, event.repo, issue),
       occurredAt: event.occurredAt,
       payload: event,
       deliveryId: event.deliveryId,
       kind: event.kind,
-      ...(unclaimed ? { done: true } : {}),
+      ...(issue === undefined && pr
+        ? {
+            byPr: {
+              ...pr,
+              // A PR a person opened is never a bottle's; the bot's may be one a running
+              // agent is opening now.
+              unclaimed:
+                'pr' in event && event.pr.author !== this.#o.botLogin ? 'done' : 'parkIfRunning',
+            },
+          }
+        : {}),
     });
     if (!stored) return false;
-    if (stored.issue) this.#push(stored.issue, { type: 'event', inbox: stored, event, attempt: 0 });
-    else if (unclaimed)
+    if (stored.issue && stored.state !== 'done')
+      this.#push(stored.issue, { type: 'event', inbox: stored, event, attempt: 0 });
+    else if (stored.state === 'done')
       this.#log({ msg: 'event not about a bottle', key: event.key, kind: event.kind });
     else this.#log({ msg: 'event parked until a bottle claims its PR', key: event.key });
     return true;
@@ -235,31 +246,10 @@ export class Orchestrator {
    */
   async #couldClaim(event: ForgeEvent): Promise<boolean> {
     if ('pr' in event && event.pr.author !== this.#o.botLogin) return false;
-    for (const b of this.#bottles.values())
-      if (b.owner === event.owner && b.repo === event.repo && b.state.status === 'running')
-        return true;
     // Any orchestrator's bottle: the store, not this process's memory, says which run.
-    return (await this.#runningRepos()).has(`${event.owner}/${event.repo}`);
-  }
-
-  /**
-   * Repositories with a running bottle, as the store said at most 250 ms ago
-   * (one read shared by the deliveries of that time). A bottle's row says
-   * running before its agent starts, seconds before it can open a PR: no PR of
-   * it can be commented on in a window that short.
-   */
-  #runningRepos(): Promise<Set<string>> {
-    const now = Date.now();
-    if (this.#repos && now - this.#repos.at < 250) return this.#repos.repos;
-    const repos = Promise.resolve(this.#o.store.all()).then(
-      (rows) =>
-        new Set(rows.filter((r) => r.status === 'running').map((r) => `${r.owner}/${r.repo}`)),
+    return (await this.#o.store.all()).some(
+      (r) => r.owner === event.owner && r.repo === event.repo && r.status === 'running',
     );
-    this.#repos = { at: now, repos };
-    repos.catch(() => {
-      if (this.#repos?.repos === repos) this.#repos = undefined;
-    });
-    return repos;
   }
 
   /** Parked events no bottle can claim any more (none runs in their repository) are done. */

@@ -62,13 +62,32 @@ export const PG_STATE_SQL = {
     VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO NOTHING`,
   getDelivery: 'SELECT key, delivery_id, event, received_at FROM webhook_deliveries WHERE key = $1',
   pruneDeliveries: 'DELETE FROM webhook_deliveries WHERE received_at < $1',
-  // The ledger entry and the event in one statement: the event exists only if the key was new.
+  // The ledger entry and the event in one statement: the event exists only if the key
+  // was new. With a PR to route by ($9-$12), its issue and state are found in the same
+  // statement: the live bottle whose PR it is; else parked while a bottle runs in
+  // that repository (when $12 says so), else done. $6 is the state when not routed.
   accept: `WITH fresh AS (
       INSERT INTO webhook_deliveries (key, delivery_id, event, received_at)
       VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO NOTHING RETURNING key
+    ), owner AS (
+      SELECT CASE WHEN $5::text IS NOT NULL OR $9::text IS NULL THEN $5::text
+        ELSE (SELECT owner || '/' || repo || '#' || issue_number FROM forge_state
+              WHERE owner = $9::text AND repo = $10::text AND pr_number = $11::int LIMIT 1)
+      END AS issue
     )
     INSERT INTO event_inbox (key, issue, state, occurred_at, received_at, payload)
-    SELECT key, $5, $6, $7, $4, $8 FROM fresh RETURNING id`,
+    SELECT fresh.key, owner.issue,
+      CASE
+        WHEN $9::text IS NULL OR $5::text IS NOT NULL THEN $6::text
+        WHEN $13::boolean THEN 'done'
+        WHEN owner.issue IS NOT NULL THEN 'pending'
+        WHEN $12::text = 'parkIfRunning' AND EXISTS (
+          SELECT 1 FROM forge_state WHERE owner = $9::text AND repo = $10::text AND status = 'running'
+        ) THEN 'parked'
+        ELSE 'done'
+      END,
+      $7, $4, $8
+    FROM fresh, owner RETURNING id, issue, state`,
   inboxOpen: `SELECT ${INBOX_COLUMNS} FROM event_inbox WHERE state <> 'done' ORDER BY occurred_at, id`,
   inboxSettle: 'UPDATE event_inbox SET state = $1, issue = COALESCE($2, issue) WHERE id = $3',
   inboxRoute: 'UPDATE event_inbox SET state = $1, issue = $2 WHERE id = $3',
@@ -218,24 +237,33 @@ export class PostgresForgeStateStore implements ForgeStateStore, DeliveryLedger,
     checkDeliveryKey(key);
     const e = checkInboxInput(event);
     const now = new Date().toISOString();
-    const state = initialState(e);
-    const r = await this.database.query<{ id: string }>('accept an event in', PG_STATE_SQL.accept, [
-      key,
-      e.deliveryId ?? null,
-      e.kind ?? null,
-      now,
-      e.issue,
-      state,
-      e.occurredAt,
-      e.payloadJson,
-    ]);
-    const id = r.rows[0]?.id;
-    if (id === undefined) return undefined;
+    const route = e.issue === null ? e.byPr : undefined;
+    const r = await this.database.query<{ id: string; issue: string | null; state: InboxState }>(
+      'accept an event in',
+      PG_STATE_SQL.accept,
+      [
+        key,
+        e.deliveryId ?? null,
+        e.kind ?? null,
+        now,
+        e.issue,
+        initialState(e),
+        e.occurredAt,
+        e.payloadJson,
+        route?.owner ?? null,
+        route?.repo ?? null,
+        route?.pr ?? null,
+        route?.unclaimed ?? null,
+        e.done === true,
+      ],
+    );
+    const row = r.rows[0];
+    if (row === undefined) return undefined;
     return {
-      id: Number(id),
+      id: Number(row.id),
       key,
-      issue: e.issue,
-      state,
+      issue: row.issue,
+      state: row.state,
       occurredAt: e.occurredAt,
       receivedAt: now,
       payload: JSON.parse(e.payloadJson),

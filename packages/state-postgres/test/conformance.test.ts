@@ -6,6 +6,7 @@ import {
   describeInboxConformance,
   describeLeaseConformance,
   describeLedgerConformance,
+  describeRoutedInboxConformance,
   describeStoreConformance,
 } from '@bb/state/testing';
 import { afterAll, beforeAll } from 'vitest';
@@ -41,6 +42,7 @@ if (available) {
   describeStoreConformance('PostgresForgeStateStore', states);
   describeLedgerConformance('PostgresForgeStateStore', states);
   describeInboxConformance('PostgresForgeStateStore', states);
+  describeRoutedInboxConformance('PostgresForgeStateStore', states);
   describeLeaseConformance('PostgresLeaseStore', {
     create: async () => PostgresLeaseStore.open(await freshSchema()),
     dispose: (s) => s.database.close(),

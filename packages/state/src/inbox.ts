@@ -26,6 +26,26 @@ export interface InboxInput {
    * once concern nothing it keeps.
    */
   done?: boolean | undefined;
+  /**
+   * With `issue` null: find the issue in the same step, as the live bottle
+   * whose PR this is (then the event is `pending` on its issue). See
+   * {@link InboxRoute}. The store must hold the forge state too (the SQL and
+   * memory stores do: one object is both).
+   */
+  byPr?: InboxRoute | undefined;
+}
+
+/** Where an event about a PR goes, decided by the store in the same write as the event. */
+export interface InboxRoute {
+  owner: string;
+  repo: string;
+  pr: number;
+  /**
+   * When no live bottle owns that PR: `done` (nothing will claim it), or
+   * `parkIfRunning`: `parked` while a bottle runs in that repository (its agent
+   * may be opening the PR now), `done` when none does.
+   */
+  unclaimed: 'done' | 'parkIfRunning';
 }
 
 export interface InboxEvent {
@@ -89,9 +109,39 @@ export function checkDate(d: unknown, what: string): Date {
   return d;
 }
 
-/** The state an accepted event starts in. */
+/** The state an accepted event starts in (routing by PR aside: see `routeByPr`). */
 export const initialState = (e: InboxInput): InboxState =>
   e.done ? 'done' : e.issue ? 'pending' : 'parked';
+
+/**
+ * The issue and state an accepted event starts with, given the live rows an
+ * engine holds (its `byPr` routing done in memory; the SQL engines do the same
+ * in their statement).
+ */
+export function routeByPr(
+  e: InboxInput,
+  live: Iterable<{
+    owner: string;
+    repo: string;
+    issueNumber: number;
+    prNumber: number | null;
+    status: string;
+  }>,
+): { issue: string | null; state: InboxState } {
+  if (!e.byPr || e.issue !== null) return { issue: e.issue, state: initialState(e) };
+  const r = e.byPr;
+  let running = false;
+  for (const row of live) {
+    if (row.owner !== r.owner || row.repo !== r.repo || row.status === 'destroyed') continue;
+    if (row.prNumber === r.pr)
+      return {
+        issue: `${row.owner}/${row.repo}#${row.issueNumber}`,
+        state: e.done ? 'done' : 'pending',
+      };
+    if (row.status === 'running') running = true;
+  }
+  return { issue: null, state: e.done || r.unclaimed === 'done' || !running ? 'done' : 'parked' };
+}
 
 /** Checks an event for the inbox; returns it with its payload as JSON (what a store keeps). */
 export function checkInboxInput(e: InboxInput): InboxInput & { payloadJson: string } {
@@ -107,6 +157,25 @@ export function checkInboxInput(e: InboxInput): InboxInput & { payloadJson: stri
       'INVALID_INPUT',
       `inbox event issue ${JSON.stringify(e.issue)} must be owner/repo#number or null`,
     );
+  if (e.byPr !== undefined) {
+    const r = e.byPr;
+    if (
+      e.issue !== null ||
+      typeof r !== 'object' ||
+      r === null ||
+      typeof r.owner !== 'string' ||
+      r.owner.length === 0 ||
+      typeof r.repo !== 'string' ||
+      r.repo.length === 0 ||
+      !Number.isSafeInteger(r.pr) ||
+      r.pr <= 0 ||
+      (r.unclaimed !== 'done' && r.unclaimed !== 'parkIfRunning')
+    )
+      throw new BbError(
+        'INVALID_INPUT',
+        `inbox event byPr ${JSON.stringify(r)} must be { owner, repo, pr: a positive number, unclaimed: 'done' | 'parkIfRunning' } with issue null`,
+      );
+  }
   if (typeof e.occurredAt !== 'string' || Number.isNaN(Date.parse(e.occurredAt)))
     throw new BbError(
       'INVALID_INPUT',

@@ -50,8 +50,10 @@ export {
   INBOX_STATES,
   type InboxEvent,
   type InboxInput,
+  type InboxRoute,
   type InboxState,
   initialState,
+  routeByPr,
 } from './inbox';
 export {
   type ClaimResult,

@@ -4,12 +4,16 @@ import {
   describeInboxConformance,
   describeLeaseConformance,
   describeLedgerConformance,
+  describeRoutedInboxConformance,
   describeStoreConformance,
 } from './testing';
 
 describeStoreConformance('MemoryForgeStateStore', { create: () => new MemoryForgeStateStore() });
 describeLedgerConformance('MemoryForgeStateStore', { create: () => new MemoryForgeStateStore() });
 describeInboxConformance('MemoryForgeStateStore', { create: () => new MemoryForgeStateStore() });
+describeRoutedInboxConformance('MemoryForgeStateStore', {
+  create: () => new MemoryForgeStateStore(),
+});
 
 /**
  * The same store behind promises, as a network engine answers: every result
@@ -32,4 +36,5 @@ const create = () => later(new MemoryForgeStateStore());
 describeStoreConformance('MemoryForgeStateStore behind promises', { create });
 describeLedgerConformance('MemoryForgeStateStore behind promises', { create });
 describeInboxConformance('MemoryForgeStateStore behind promises', { create });
+describeRoutedInboxConformance('MemoryForgeStateStore behind promises', { create });
 describeLeaseConformance('MemoryLeaseStore', { create: () => new MemoryLeaseStore() });

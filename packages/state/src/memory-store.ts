@@ -16,7 +16,7 @@ import {
   type InboxEvent,
   type InboxInput,
   type InboxState,
-  initialState,
+  routeByPr,
 } from './inbox';
 import { compareStateKeys, type ForgeStateStore, type HistoryOptions } from './store';
 
@@ -109,11 +109,12 @@ export class MemoryForgeStateStore implements ForgeStateStore, DeliveryLedger, E
     const e = checkInboxInput(event);
     if (!this.recordDelivery(key, { deliveryId: e.deliveryId, event: e.kind })) return undefined;
     const id = this.#nextId++;
+    const routed = routeByPr(e, [...this.#rows.values()]);
     this.#inbox.set(id, {
       id,
       key,
-      issue: e.issue,
-      state: initialState(e),
+      issue: routed.issue,
+      state: routed.state,
       occurredAt: e.occurredAt,
       receivedAt: new Date().toISOString(),
       payload: JSON.parse(e.payloadJson),

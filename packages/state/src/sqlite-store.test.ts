@@ -7,6 +7,7 @@ import {
   describeInboxConformance,
   describeLeaseConformance,
   describeLedgerConformance,
+  describeRoutedInboxConformance,
   describeStoreConformance,
 } from './testing';
 
@@ -25,6 +26,7 @@ function dispose(store: SqliteForgeStateStore): void {
 describeStoreConformance('SqliteForgeStateStore', { create, dispose });
 describeLedgerConformance('SqliteForgeStateStore', { create, dispose });
 describeInboxConformance('SqliteForgeStateStore', { create, dispose });
+describeRoutedInboxConformance('SqliteForgeStateStore', { create, dispose });
 const leaseFiles = new Map<SqliteLeaseStore, SqliteForgeStateStore>();
 describeLeaseConformance('SqliteLeaseStore', {
   create: () => {

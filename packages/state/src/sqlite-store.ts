@@ -167,12 +167,8 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
   readonly #retire: (row: Row) => void;
   readonly #accept: (
     key: string,
-    meta: DeliveryMeta,
-    issue: string | null,
-    state: InboxState,
-    occurredAt: string,
-    payload: string,
-  ) => { id: number; receivedAt: string } | undefined;
+    e: InboxInput & { payloadJson: string },
+  ) => { id: number; receivedAt: string; issue: string | null; state: InboxState } | undefined;
 
   constructor(options: SqliteForgeStateStoreOptions = {}) {
     this.#owned = options.database === undefined;
@@ -213,27 +209,38 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
         if (kept && kept.slug === row.slug)
           this.#stmts.delete.run(row.owner, row.repo, row.issue_number);
       });
-      this.#accept = db.transaction(
-        (
-          key: string,
-          meta: DeliveryMeta,
-          issue: string | null,
-          state: InboxState,
-          occurredAt: string,
-          payload: string,
-        ) => {
-          const now = new Date().toISOString();
-          const info = this.#stmts.recordDelivery.run(
-            key,
-            meta.deliveryId ?? null,
-            meta.event ?? null,
-            now,
-          );
-          if (info.changes !== 1) return undefined;
-          const row = this.#stmts.inboxInsert.run(key, issue, state, occurredAt, now, payload);
-          return { id: Number(row.lastInsertRowid), receivedAt: now };
-        },
+      const runningIn = db.prepare(
+        "SELECT 1 FROM forge_state WHERE owner = ? AND repo = ? AND status = 'running' LIMIT 1",
       );
+      this.#accept = db.transaction((key: string, e: InboxInput & { payloadJson: string }) => {
+        const now = new Date().toISOString();
+        const info = this.#stmts.recordDelivery.run(key, e.deliveryId ?? null, e.kind ?? null, now);
+        if (info.changes !== 1) return undefined;
+        let issue = e.issue;
+        let state = initialState(e);
+        if (e.byPr && issue === null) {
+          // Routed in the same write: the live bottle whose PR it is, if any.
+          const r = e.byPr;
+          const owner = this.#stmts.byPr.get(r.owner, r.repo, r.pr) as unknown[] | undefined;
+          if (owner) {
+            issue = `${r.owner}/${r.repo}#${cellsToRow(owner).issue_number}`;
+            state = e.done ? 'done' : 'pending';
+          } else
+            state =
+              !e.done && r.unclaimed === 'parkIfRunning' && runningIn.get(r.owner, r.repo)
+                ? 'parked'
+                : 'done';
+        }
+        const row = this.#stmts.inboxInsert.run(
+          key,
+          issue,
+          state,
+          e.occurredAt,
+          now,
+          e.payloadJson,
+        );
+        return { id: Number(row.lastInsertRowid), receivedAt: now, issue, state };
+      });
     } catch (err) {
       if (this.#owned) this.database.close();
       throw err;
@@ -307,22 +314,13 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
   accept(key: string, event: InboxInput): InboxEvent | undefined {
     checkDeliveryKey(key);
     const e = checkInboxInput(event);
-    const stored = this.#write('accept an event in', () =>
-      this.#accept(
-        key,
-        { deliveryId: e.deliveryId, event: e.kind },
-        e.issue,
-        initialState(e),
-        e.occurredAt,
-        e.payloadJson,
-      ),
-    );
+    const stored = this.#write('accept an event in', () => this.#accept(key, e));
     if (!stored) return undefined;
     return {
       id: stored.id,
       key,
-      issue: e.issue,
-      state: initialState(e),
+      issue: stored.issue,
+      state: stored.state,
       occurredAt: e.occurredAt,
       receivedAt: stored.receivedAt,
       payload: JSON.parse(e.payloadJson),

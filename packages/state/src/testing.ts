@@ -381,6 +381,77 @@ export function describeInboxConformance<T extends EventInbox>(
   });
 }
 
+/**
+ * The behaviour of an inbox that routes events by PR (`InboxInput.byPr`) from
+ * the forge state it also keeps: every store the orchestrator uses as both.
+ */
+export function describeRoutedInboxConformance<T extends EventInbox & ForgeStateStore>(
+  name: string,
+  options: ConformanceOptions<T>,
+): void {
+  describe(`EventInbox routing by PR conformance: ${name}`, () => {
+    const { make, test } = setup(options);
+    const at = '2026-11-24T05:00:00Z';
+    const byPr = (
+      pr: number,
+      unclaimed: 'done' | 'parkIfRunning' = 'parkIfRunning',
+      repo = 'widgets',
+    ) => ({
+      issue: null,
+      occurredAt: at,
+      payload: { pr },
+      byPr: { owner: 'acme', repo, pr, unclaimed },
+    });
+
+    test("an event about a live bottle's PR goes to its issue in the same step", async () => {
+      const store = await make();
+      await store.upsert(sampleState(7, { slug: 'r-7', prNumber: 70, status: 'frozen' }));
+      const e = await store.accept('pr-70', byPr(70));
+      expect(e).toMatchObject({ issue: 'acme/widgets#7', state: 'pending' });
+      expect((await store.openEvents()).map((x) => [x.key, x.issue, x.state])).toEqual([
+        ['pr-70', 'acme/widgets#7', 'pending'],
+      ]);
+    });
+
+    test('a PR nobody owns is parked while a bottle runs in its repository, done otherwise', async () => {
+      const store = await make();
+      await store.upsert(sampleState(8, { slug: 'r-8', status: 'running' }));
+      expect(await store.accept('a', byPr(80))).toMatchObject({ issue: null, state: 'parked' });
+      expect(await store.accept('b', byPr(80, 'done'))).toMatchObject({ state: 'done' });
+      expect(await store.accept('c', byPr(80, 'parkIfRunning', 'gadgets'))).toMatchObject({
+        issue: null,
+        state: 'done',
+      });
+      // A destroyed bottle's PR belongs to nobody.
+      await store.upsert(sampleState(9, { slug: 'r-9', prNumber: 90, status: 'destroyed' }));
+      expect(await store.accept('d', byPr(90, 'parkIfRunning', 'widgets'))).toMatchObject({
+        issue: null,
+        state: 'parked',
+      });
+      expect((await store.openEvents()).map((x) => x.key)).toEqual(['a', 'd']);
+      // Accepted before: nothing changes, whatever the routing says now.
+      expect(await store.accept('a', byPr(80))).toBeUndefined();
+    });
+
+    test('byPr with an issue, or malformed, is INVALID_INPUT', async () => {
+      const store = await make();
+      await expectCode(
+        () => store.accept('x', { ...byPr(1), issue: 'acme/widgets#1' }),
+        'INVALID_INPUT',
+      );
+      await expectCode(
+        () =>
+          store.accept('y', {
+            ...byPr(1),
+            byPr: { owner: 'acme', repo: 'widgets', pr: 0, unclaimed: 'done' },
+          }),
+        'INVALID_INPUT',
+      );
+      expect(await store.openEvents()).toEqual([]);
+    });
+  });
+}
+
 /** The behaviour every `DeliveryLedger` must have. */
 export function describeLedgerConformance<T extends DeliveryLedger>(
   name: string,

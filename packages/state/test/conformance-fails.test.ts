@@ -32,6 +32,7 @@ describe('the conformance suites', () => {
         'a free lease is taken; nobody else gets it until it runs out, then one does',
         'the holder extends its leases; one taken by another is not renewed',
         'of many claimants of a free lease exactly one gets it',
+        "an event about a live bottle's PR goes to its issue in the same step",
       ]),
     );
     // What the broken store does right still passes: the suite is not failing blindly.

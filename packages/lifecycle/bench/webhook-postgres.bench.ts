@@ -4,13 +4,19 @@
 // ledger and inbox), on a real server started here with durable commits, vs a bare
 // node:http 202, in one run; and the design's floor on PostgreSQL: node:http, the
 // HMAC check, JSON.parse and one INSERT through pg. Goals: >= 1,500 deliveries/s and
-// ack p99 <= 3x the bare server's on 2 cores.
+// ack p99 <= 3x the bare server's on 2 cores. A second floor runs this design's own
+// statement (ledger entry and event, both tables and their indexes) from raw pg.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openPostgresState } from '@bb/state-postgres';
+import {
+  openPostgresState,
+  PG_STATE_SQL,
+  PostgresDatabase,
+  PostgresForgeStateStore,
+} from '@bb/state-postgres';
 import { startPostgres } from '@bb/state-postgres/testing';
 import { reportBench } from '@bb/tooling/bench';
 import pg from 'pg';
@@ -55,25 +61,86 @@ try {
         );
     });
   });
+  // The same floor writing what this design writes: the ledger entry and the event, with
+  // the store's own statement (both tables and their indexes) in its own schema.
+  const sameSql = await PostgresDatabase.open({ url: server.url, schema: 'floor2', max: 10 });
+  await PostgresForgeStateStore.open(sameSql);
+  const designFloor = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks);
+      const want = Buffer.from(createHmac('sha256', SECRET).update(raw).digest('hex'));
+      const got = Buffer.from(String(req.headers['x-gitea-signature'] ?? ''));
+      if (got.length !== want.length || !timingSafeEqual(got, want)) {
+        res.writeHead(401).end();
+        return;
+      }
+      const body = JSON.parse(raw.toString('utf8'));
+      const now = new Date().toISOString();
+      sameSql.pool
+        .query(PG_STATE_SQL.accept, [
+          `comment:${body.comment.id}`,
+          null,
+          'comment_created',
+          now,
+          null,
+          'parked',
+          now,
+          JSON.stringify(body.comment),
+          'acme',
+          'widgets',
+          body.issue.number,
+          'parkIfRunning',
+          false,
+        ])
+        .then(
+          () =>
+            res.writeHead(202, { 'content-type': 'application/json' }).end('{"accepted":true}\n'),
+          () => res.writeHead(503).end(),
+        );
+    });
+  });
   const bare = bareServer();
   const oursPort = await listen(ours);
   const barePort = await listen(bare);
   const floorPort = await listen(floor);
+  const designPort = await listen(designFloor);
 
   await load(barePort, bodies.slice(0, 500));
   await load(floorPort, deliveries(500, 900_000));
-  const base = await load(barePort, bodies);
-  const flo = await load(floorPort, bodies);
-  const mine = await load(oursPort, bodies);
-  if (mine.statuses.get(202) !== N || accepted() !== N)
-    throw new Error(
-      `expected ${N} accepted deliveries, got ${JSON.stringify([...mine.statuses])} / ${accepted()}`,
-    );
+  await load(designPort, deliveries(500, 800_000));
+  // Three rounds, new deliveries each (ours must accept them all), the order turned
+  // each round; the round with the median ratio is reported (one p99 of 5,000 is a
+  // single scheduler hiccup away from another).
+  type Run = Awaited<ReturnType<typeof load>>;
+  const rounds: Array<{ base: Run; flo: Run; design: Run; mine: Run; ratio: number }> = [];
+  for (let r = 0; r < 3; r++) {
+    const set = deliveries(N, 10_000 + r * 1_000_000);
+    const got: Partial<Record<'base' | 'flo' | 'design' | 'mine', Run>> = {};
+    const order =
+      r % 2 === 0
+        ? (['base', 'flo', 'design', 'mine'] as const)
+        : (['mine', 'design', 'flo', 'base'] as const);
+    for (const who of order)
+      got[who] = await load(
+        { base: barePort, flo: floorPort, design: designPort, mine: oursPort }[who],
+        set,
+      );
+    const { base, flo, design, mine } = got as Record<'base' | 'flo' | 'design' | 'mine', Run>;
+    if (mine.statuses.get(202) !== N)
+      throw new Error(
+        `expected ${N} accepted deliveries, got ${JSON.stringify([...mine.statuses])}`,
+      );
+    rounds.push({ base, flo, design, mine, ratio: pct(mine.lat, 99) / pct(base.lat, 99) });
+  }
+  if (accepted() !== 3 * N) throw new Error(`expected ${3 * N} new events, got ${accepted()}`);
+  const { base, flo, design, mine } = [...rounds].sort((x, y) => x.ratio - y.ratio)[1]!;
   const perSec = N / mine.seconds;
   reportBench({
     name: 'webhook-postgres',
     metric:
-      'ack p99 ms, 5,000 signed ~11 KB deliveries at concurrency 10 (the orchestrator endpoint on the PostgreSQL ledger and inbox, durable commits) vs bare node:http 202',
+      'ack p99 ms, 5,000 signed ~11 KB deliveries at concurrency 10 (the orchestrator endpoint on the PostgreSQL ledger and inbox, durable commits) vs bare node:http 202; median of 3 rounds',
     ours: pct(mine.lat, 99),
     baseline: pct(base.lat, 99),
     goal: 3,
@@ -81,6 +148,7 @@ try {
     target: 'p99 <= 3x, >= 1,500/s',
     pass: pct(mine.lat, 99) <= 3 * pct(base.lat, 99) && perSec >= 1500,
     extra: {
+      roundRatios: rounds.map((x) => ms3(x.ratio)).join(', '),
       oursPerSecond: Math.round(perSec),
       barePerSecond: Math.round(N / base.seconds),
       floorPerSecond: Math.round(N / flo.seconds),
@@ -89,12 +157,18 @@ try {
       bareP50ms: ms3(pct(base.lat, 50)),
       floorP50ms: ms3(pct(flo.lat, 50)),
       ratioToFloorP99: ms3(pct(mine.lat, 99) / pct(flo.lat, 99)),
+      designFloorPerSecond: Math.round(N / design.seconds),
+      designFloorP50ms: ms3(pct(design.lat, 50)),
+      designFloorP99ms: ms3(pct(design.lat, 99)),
+      ratioToDesignFloorP99: ms3(pct(mine.lat, 99) / pct(design.lat, 99)),
     },
   });
   orch.close();
   ours.close();
   bare.close();
   floor.close();
+  designFloor.close();
+  await sameSql.close();
   await floorPool.end();
   await state.close();
 } finally {

@@ -79,21 +79,25 @@ try {
       const body = JSON.parse(raw.toString('utf8'));
       const now = new Date().toISOString();
       sameSql.pool
-        .query(PG_STATE_SQL.accept, [
-          `comment:${body.comment.id}`,
-          null,
-          'comment_created',
-          now,
-          null,
-          'parked',
-          now,
-          JSON.stringify(body.comment),
-          'acme',
-          'widgets',
-          body.issue.number,
-          'parkIfRunning',
-          false,
-        ])
+        .query({
+          name: 'floor_accept',
+          text: PG_STATE_SQL.accept,
+          values: [
+            `comment:${body.comment.id}`,
+            null,
+            'comment_created',
+            now,
+            null,
+            'parked',
+            now,
+            JSON.stringify(body.comment),
+            'acme',
+            'widgets',
+            body.issue.number,
+            'parkIfRunning',
+            false,
+          ],
+        })
         .then(
           () =>
             res.writeHead(202, { 'content-type': 'application/json' }).end('{"accepted":true}\n'),

@@ -12,6 +12,7 @@ import {
   PostgresDatabase,
   PostgresForgeStateStore,
   PostgresLeaseStore,
+  statementName,
 } from '../src/index';
 import { rowValues as rawRow } from '../src/state-store';
 import { startPostgres } from '../src/testing';
@@ -65,7 +66,9 @@ try {
       return [up, get, acc, settle];
     },
     raw: async (round: number) => {
-      const q = (text: string, values: unknown[]) => raw.pool.query(text, values);
+      // Prepared by name, as the store's statements are: the same SQL, the same protocol.
+      const q = (text: string, values: unknown[]) =>
+        raw.pool.query({ name: statementName(text), text, values });
       const up = await rate(N, (i) => q(PG_STATE_SQL.upsert, rows[i]!));
       const get = await rate(N, async (i) => {
         const r = await q(PG_STATE_SQL.get, ['acme', 'widgets', i + 1]);
@@ -83,6 +86,11 @@ try {
           'pending',
           '2026-11-24T08:00:00.000Z',
           payloadJson,
+          null,
+          null,
+          null,
+          null,
+          false,
         ]);
         ids.push(r.rows[0].id);
       });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { BbError, isBbError } from '@bb/errors';
 import pg from 'pg';
 
@@ -27,6 +28,18 @@ export interface OpenPostgresOptions {
 }
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+const names = new Map<string, string>();
+
+/** A prepared statement's name for `text` (the same text, the same name, in every pool). */
+export function statementName(text: string): string {
+  let name = names.get(text);
+  if (!name) {
+    name = `bb_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+    names.set(text, name);
+  }
+  return name;
+}
 
 /** The `?schema=` parameter of a database URL. */
 function schemaOf(url: string): string | undefined {
@@ -111,7 +124,8 @@ export class PostgresDatabase {
     values?: unknown[],
   ): Promise<pg.QueryResult<R>> {
     try {
-      return await this.pool.query<R>(text, values);
+      // Named, so each connection parses and plans a statement once, not per call.
+      return await this.pool.query<R>({ name: statementName(text), text, values: values ?? [] });
     } catch (err) {
       throw mapPgError(err, this.where, action);
     }

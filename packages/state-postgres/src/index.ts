@@ -20,6 +20,7 @@ export {
   type PgMigration,
   PostgresDatabase,
   redactUrl,
+  statementName,
 } from './database';
 export { PG_LEASE_SQL, PostgresLeaseStore } from './leases';
 export { LEASES_PG_MIGRATIONS, RUNS_PG_MIGRATIONS, STATE_PG_MIGRATIONS } from './migrations';

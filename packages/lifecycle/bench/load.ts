@@ -145,3 +145,34 @@ export const pct = (xs: number[], p: number) =>
   xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
 export const ms3 = (n: number) => Math.round(n * 1000) / 1000;
+
+/** `load` run by a process of its own, on `n` deliveries from comment id `firstId`. */
+export async function loadInChild(
+  port: number,
+  n: number,
+  firstId: number,
+): Promise<{ lat: number[]; seconds: number; statuses: Map<number, number> }> {
+  const { execFile } = await import('node:child_process');
+  const out = await new Promise<string>((resolve, reject) =>
+    execFile(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--conditions=@bb/source',
+        join(dirname(fileURLToPath(import.meta.url)), 'load-child.ts'),
+        String(port),
+        String(n),
+        String(firstId),
+      ],
+      { maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout, stderr) => (err ? reject(new Error(stderr || String(err))) : resolve(stdout)),
+    ),
+  );
+  const r = JSON.parse(out) as {
+    lat: number[];
+    seconds: number;
+    statuses: Array<[number, number]>;
+  };
+  return { lat: r.lat, seconds: r.seconds, statuses: new Map(r.statuses) };
+}

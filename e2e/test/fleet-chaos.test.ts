@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { DockerBackend, destroy, HOME_LABEL, homeLabel, listBottles } from '@bb/headless';
 import { PostgresDatabase } from '@bb/state-postgres';
-import { postgresAvailable, startPostgres, type TestPostgres } from '@bb/state-postgres/testing';
+import { postgresSkipReason, startPostgres, type TestPostgres } from '@bb/state-postgres/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { worker } from './faults/agents';
@@ -25,11 +25,8 @@ import { MAIN } from './faults/harness';
 import { forgeWorld, makeHome, removeHome, until } from './support';
 
 const docker = await probeDocker();
-const required = process.env['BB_REQUIRE_DOCKER'] === '1';
-if (required && !postgresAvailable())
-  throw new Error(
-    'BB_REQUIRE_DOCKER=1 but PostgreSQL is not installed: run scripts/ensure-postgres.sh',
-  );
+// Missing PostgreSQL skips with the reason shown; under BB_REQUIRE_DOCKER=1 it fails instead.
+const noPostgres = postgresSkipReason();
 
 const TOKEN = 'bb-claude-token-chaos-4242';
 const SECRET = 'chaos-webhook-secret';
@@ -69,8 +66,10 @@ async function freePort(): Promise<number> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe.skipIf(!docker.ok || (!postgresAvailable() && !required))(
-  'chaos: three orchestrators, one PostgreSQL, one engine, kill -9 every 10 s',
+describe.skipIf(!docker.ok || !!noPostgres)(
+  `chaos: three orchestrators, one PostgreSQL, one engine, kill -9 every 10 s${
+    !docker.ok ? ` (skipped: ${docker.reason})` : noPostgres ? ` (skipped: ${noPostgres})` : ''
+  }`,
   () => {
     let pg: TestPostgres;
     let gitea: GiteaTestServer;

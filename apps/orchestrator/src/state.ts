@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { registerSecret } from '@bb/errors';
+import { registerUrlSecrets } from '@bb/errors';
 import { ProvenanceStore, type RunRecordStore } from '@bb/provenance';
 import {
   BbDatabase,
@@ -49,13 +49,7 @@ export async function openState(
       close: async () => local.close(),
     };
   }
-  registerSecret(databaseUrl);
-  try {
-    const password = new URL(databaseUrl).password;
-    if (password) registerSecret(decodeURIComponent(password));
-  } catch {
-    // Not a URL: openPostgresState says so.
-  }
+  registerUrlSecrets(databaseUrl);
   try {
     // Loaded only when asked for: a SQLite install never loads pg.
     const { openPostgresState } = await import('@bb/state-postgres');

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { BbError, errorMessage, isBbError, redact, redactString, registerSecret } from './index';
+import {
+  BbError,
+  errorMessage,
+  isBbError,
+  redact,
+  redactString,
+  registerSecret,
+  registerUrlSecrets,
+} from './index';
 
 describe('BbError', () => {
   it('is recognised by name and code, not by class identity', () => {
@@ -44,6 +52,17 @@ describe('redaction', () => {
     expect(redactString('clone http://bot:hunter2hunter2@gitea.test/a/b')).toBe(
       'clone http://[REDACTED]@gitea.test/a/b',
     );
+    expect(redactString('open postgres://bb:s3cret-pass@db:5432/bb failed')).toBe(
+      'open postgres://[REDACTED]@db:5432/bb failed',
+    );
+  });
+
+  it('registers a connection URL, its password and password parameters as secrets', () => {
+    registerUrlSecrets('postgres://bb:pa%24%24word-one@db/bb?sslpassword=ssl-secret-two');
+    const line = redactString('pa$$word-one and ssl-secret-two');
+    expect(line).not.toContain('pa$$word-one');
+    expect(line).not.toContain('ssl-secret-two');
+    expect(() => registerUrlSecrets('not a url at all')).not.toThrow();
   });
 
   it('redacts credential headers and secret-named fields in objects', () => {

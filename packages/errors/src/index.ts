@@ -15,4 +15,10 @@ export {
   errorMessage,
   isBbError,
 } from './bb-error';
-export { redact, redactString, registerSecret, SECRET_HEADER_NAMES } from './redact';
+export {
+  redact,
+  redactString,
+  registerSecret,
+  registerUrlSecrets,
+  SECRET_HEADER_NAMES,
+} from './redact';

@@ -25,11 +25,29 @@ export function registerSecret(value: string | undefined): void {
   if (value && value.length >= 8) registered.add(value);
 }
 
+/**
+ * Register a connection URL as a secret: the URL itself, its password, and any
+ * `password`/`sslpassword` parameter (a database URL carries its credentials).
+ */
+export function registerUrlSecrets(url: string | undefined): void {
+  if (!url) return;
+  registerSecret(url);
+  try {
+    const u = new URL(url);
+    if (u.password) registerSecret(decodeURIComponent(u.password));
+    for (const name of ['password', 'sslpassword'])
+      registerSecret(u.searchParams.get(name) ?? undefined);
+  } catch {
+    // Not a URL: whoever opens it says so; the whole string is registered.
+  }
+}
+
 // Credentials that look like credentials even when nobody registered them.
 const PATTERNS: RegExp[] = [
   /\b(token|bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi,
   /([?&](?:token|access_token|api_key|key)=)[^&\s"']+/gi,
-  /(https?:\/\/)[^/\s:@]+:[^/\s@]+@/gi,
+  // user:password@ in any scheme's URL (https://, postgres://, ...).
+  /([a-z][a-z0-9+.-]*:\/\/)[^/\s:@]+:[^/\s@]+@/gi,
 ];
 
 /** Remove registered secrets and credential-shaped substrings from a string. */

@@ -63,6 +63,36 @@ export function bareServer(): Server {
 }
 
 /**
+ * The least a webhook endpoint does before its write: node:http, the HMAC check
+ * over the raw bytes (401 when it fails), JSON.parse. Then `write(body)`, and 202
+ * once it is done (503 when it fails).
+ */
+export function signedJsonServer(
+  write: (body: { comment: { id: number }; issue: { number: number } }) => unknown,
+): Server {
+  return createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks);
+      const want = Buffer.from(sign(raw));
+      const got = Buffer.from(String(req.headers['x-gitea-signature'] ?? ''));
+      if (got.length !== want.length || !timingSafeEqual(got, want)) {
+        res.writeHead(401).end();
+        return;
+      }
+      Promise.resolve()
+        .then(() => write(JSON.parse(raw.toString('utf8'))))
+        .then(
+          () =>
+            res.writeHead(202, { 'content-type': 'application/json' }).end('{"accepted":true}\n'),
+          () => res.writeHead(503).end(),
+        );
+    });
+  });
+}
+
+/**
  * The design's floor: the least any durable webhook endpoint does on this
  * machine — node:http, the HMAC check over the raw bytes, JSON.parse, and one
  * SQLite insert of the event in WAL mode (the same pragmas as the store), then
@@ -82,21 +112,8 @@ export function floorServer(dbPath: string): { server: Server; close: () => void
   db.pragma('synchronous = NORMAL');
   db.exec('CREATE TABLE IF NOT EXISTS floor (key TEXT PRIMARY KEY, payload TEXT NOT NULL)');
   const insert = db.prepare('INSERT OR IGNORE INTO floor (key, payload) VALUES (?, ?)');
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks);
-      const want = Buffer.from(sign(raw));
-      const got = Buffer.from(String(req.headers['x-gitea-signature'] ?? ''));
-      if (got.length !== want.length || !timingSafeEqual(got, want)) {
-        res.writeHead(401).end();
-        return;
-      }
-      const body = JSON.parse(raw.toString('utf8'));
-      insert.run(`comment:${body.comment.id}`, JSON.stringify(body.comment));
-      res.writeHead(202, { 'content-type': 'application/json' }).end('{"accepted":true}\n');
-    });
+  const server = signedJsonServer((body) => {
+    insert.run(`comment:${body.comment.id}`, JSON.stringify(body.comment));
   });
   return {
     server,

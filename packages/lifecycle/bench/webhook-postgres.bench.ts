@@ -1,14 +1,4 @@
-// The webhook benchmark with the PostgreSQL ledger and inbox: 5,000 signed ~11 KB
-// Gitea PR-comment deliveries at concurrency 10 through the real endpoint (signature
-// check, parse, the orchestrator's accept: one durable PostgreSQL statement writing
-// ledger and inbox), on a real server started here with durable commits, vs a bare
-// node:http 202, in one run; and the design's floor on PostgreSQL: node:http, the
-// HMAC check, JSON.parse and one INSERT through pg. Goals: >= 1,500 deliveries/s and
-// ack p99 <= 3x the bare server's on 2 cores. A second floor runs this design's own
-// statement (ledger entry and event, both tables and their indexes) from raw pg.
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -20,7 +10,7 @@ import {
 import { startPostgres } from '@bb/state-postgres/testing';
 import { reportBench } from '@bb/tooling/bench';
 import pg from 'pg';
-import { bareServer, listen, loadInChild, ms3, pct, SECRET } from './load';
+import { bareServer, listen, loadInChild, ms3, pct, SECRET, signedJsonServer } from './load';
 import { benchOrchestrator, orchestratorEndpoint } from './orchestrator';
 
 const N = 5000;
@@ -36,72 +26,36 @@ try {
   // The floor: the least a durable endpoint on PostgreSQL does.
   const floorPool = new pg.Pool({ connectionString: server.url, max: 10 });
   await floorPool.query('CREATE TABLE floor (key TEXT PRIMARY KEY, payload TEXT NOT NULL)');
-  const floor = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks);
-      const want = Buffer.from(createHmac('sha256', SECRET).update(raw).digest('hex'));
-      const got = Buffer.from(String(req.headers['x-gitea-signature'] ?? ''));
-      if (got.length !== want.length || !timingSafeEqual(got, want)) {
-        res.writeHead(401).end();
-        return;
-      }
-      const body = JSON.parse(raw.toString('utf8'));
-      floorPool
-        .query('INSERT INTO floor (key, payload) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
-          `comment:${body.comment.id}`,
-          JSON.stringify(body.comment),
-        ])
-        .then(
-          () =>
-            res.writeHead(202, { 'content-type': 'application/json' }).end('{"accepted":true}\n'),
-          () => res.writeHead(503).end(),
-        );
-    });
-  });
+  const floor = signedJsonServer((body) =>
+    floorPool.query('INSERT INTO floor (key, payload) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+      `comment:${body.comment.id}`,
+      JSON.stringify(body.comment),
+    ]),
+  );
   // The same floor writing what this design writes: the ledger entry and the event, with
   // the store's own statement (both tables and their indexes) in its own schema.
   const sameSql = await PostgresDatabase.open({ url: server.url, schema: 'floor2', max: 10 });
   await PostgresForgeStateStore.open(sameSql);
-  const designFloor = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks);
-      const want = Buffer.from(createHmac('sha256', SECRET).update(raw).digest('hex'));
-      const got = Buffer.from(String(req.headers['x-gitea-signature'] ?? ''));
-      if (got.length !== want.length || !timingSafeEqual(got, want)) {
-        res.writeHead(401).end();
-        return;
-      }
-      const body = JSON.parse(raw.toString('utf8'));
-      const now = new Date().toISOString();
-      sameSql.pool
-        .query({
-          name: 'floor_accept',
-          text: PG_STATE_SQL.accept,
-          values: [
-            `comment:${body.comment.id}`,
-            null,
-            'comment_created',
-            now,
-            null,
-            'parked',
-            now,
-            JSON.stringify(body.comment),
-            'acme',
-            'widgets',
-            body.issue.number,
-            'parkIfRunning',
-            false,
-          ],
-        })
-        .then(
-          () =>
-            res.writeHead(202, { 'content-type': 'application/json' }).end('{"accepted":true}\n'),
-          () => res.writeHead(503).end(),
-        );
+  const designFloor = signedJsonServer((body) => {
+    const now = new Date().toISOString();
+    return sameSql.pool.query({
+      name: 'floor_accept',
+      text: PG_STATE_SQL.accept,
+      values: [
+        `comment:${body.comment.id}`,
+        null,
+        'comment_created',
+        now,
+        null,
+        'parked',
+        now,
+        JSON.stringify(body.comment),
+        'acme',
+        'widgets',
+        body.issue.number,
+        'parkIfRunning',
+        false,
+      ],
     });
   });
   const bare = bareServer();

@@ -12,19 +12,15 @@
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { isBbError } from '@bb/errors';
-import { expectCode } from '@bb/state/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { type ConformanceOptions, conformanceSetup, expectCode } from '@bb/state/testing';
+import { describe, expect } from 'vitest';
 import { keyIdOf, type SigningKey } from './keys';
 import { GENESIS_HASH, RECORD_VERSION, type RunRecord, type SignedRecord } from './record';
 import { signRecord } from './sign';
 import type { RunRecordStore } from './store';
 
-export interface RunStoreConformanceOptions<T> {
-  /** A fresh, empty store per test. */
-  create: () => T | Promise<T>;
-  /** Called after each test with the store `create` returned. */
-  dispose?: (store: T) => void | Promise<void>;
-}
+/** `create` (a fresh, empty store per test), `dispose`, `skip`: as in `@bb/state/testing`. */
+export type RunStoreConformanceOptions<T> = ConformanceOptions<T>;
 
 /** A throwaway signing key for test records. */
 export function testSigningKey(): SigningKey {
@@ -74,15 +70,7 @@ export function describeRunStoreConformance<T extends RunRecordStore>(
   options: RunStoreConformanceOptions<T>,
 ): void {
   describe(`RunRecordStore conformance: ${name}`, () => {
-    let current: T | undefined;
-    afterEach(async () => {
-      if (current !== undefined) await options.dispose?.(current);
-      current = undefined;
-    });
-    const make = async () => {
-      current = await options.create();
-      return current;
-    };
+    const { make, test } = conformanceSetup(options);
     const key = testSigningKey();
     /** Append turns 1..n of `slug`, each continuing the chain as the store reports it. */
     const appendTurns = async (
@@ -100,7 +88,7 @@ export function describeRunStoreConformance<T extends RunRecordStore>(
       return out;
     };
 
-    it('an empty chain starts at the genesis hash; nothing is found', async () => {
+    test('an empty chain starts at the genesis hash; nothing is found', async () => {
       const store = await make();
       expect(await store.head('b-1')).toBe(GENESIS_HASH);
       expect(await store.get('nope')).toBeUndefined();
@@ -108,7 +96,7 @@ export function describeRunStoreConformance<T extends RunRecordStore>(
       expect(await store.list()).toEqual({ total: 0, records: [] });
     });
 
-    it('appended records round-trip and form each bottle its chain, oldest first', async () => {
+    test('appended records round-trip and form each bottle its chain, oldest first', async () => {
       const store = await make();
       const a = await appendTurns(store, 'a-1', 3);
       const b = await appendTurns(store, 'b-2', 2);
@@ -118,7 +106,7 @@ export function describeRunStoreConformance<T extends RunRecordStore>(
       expect(await store.chain('b-2')).toEqual(b);
     });
 
-    it('a record that does not continue its chain is a CONFLICT and stores nothing', async () => {
+    test('a record that does not continue its chain is a CONFLICT and stores nothing', async () => {
       const store = await make();
       const [first] = await appendTurns(store, 'c-3', 1);
       // Names the genesis again (a fork of the chain), and a replay of the stored one.
@@ -129,7 +117,7 @@ export function describeRunStoreConformance<T extends RunRecordStore>(
       expect(await store.chain('c-3')).toEqual([first]);
     });
 
-    it('two writers racing on one chain: one wins, the other is a CONFLICT', async () => {
+    test('two writers racing on one chain: one wins, the other is a CONFLICT', async () => {
       const store = await make();
       const prev = await store.head('r-4');
       const one = signRecord(sampleRecord('r-4', 1, prev, { id: 'one' }), key);
@@ -144,7 +132,7 @@ export function describeRunStoreConformance<T extends RunRecordStore>(
       expect(await store.chain('r-4')).toHaveLength(1);
     });
 
-    it('list filters, counts and pages, newest first', async () => {
+    test('list filters, counts and pages, newest first', async () => {
       const store = await make();
       await appendTurns(store, 'l-5', 3);
       await appendTurns(store, 'l-6', 2, {

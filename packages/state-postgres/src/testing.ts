@@ -60,6 +60,16 @@ export function postgresAvailable(): boolean {
 }
 
 /**
+ * Why tests needing PostgreSQL should skip here, or `undefined` when they run:
+ * always when it is installed, and under `BB_REQUIRE_DOCKER=1` (CI) even when it
+ * is not, so they fail instead of skipping.
+ */
+export function postgresSkipReason(): string | undefined {
+  if (postgresAvailable() || process.env['BB_REQUIRE_DOCKER'] === '1') return undefined;
+  return 'PostgreSQL is not installed: run scripts/ensure-postgres.sh';
+}
+
+/**
  * Start a PostgreSQL server of its own in a temporary directory (about a
  * second): no TCP port, trust authentication on its socket only. As root it
  * runs as the `postgres` user (PostgreSQL refuses root).

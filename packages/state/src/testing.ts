@@ -30,7 +30,11 @@ export interface ConformanceOptions<T> {
   skip?: { reason: string; tests: string[] };
 }
 
-function setup<T>(options: ConformanceOptions<T>) {
+/**
+ * A fresh instance per test (`make`), disposed after it, and `test`, which
+ * skips by name with the reason shown: for other packages' suites too.
+ */
+export function conformanceSetup<T>(options: ConformanceOptions<T>) {
   let current: T | undefined;
   afterEach(async () => {
     if (current !== undefined) await options.dispose?.(current);
@@ -75,7 +79,7 @@ export function describeStoreConformance<T extends ForgeStateStore>(
   options: ConformanceOptions<T>,
 ): void {
   describe(`ForgeStateStore conformance: ${name}`, () => {
-    const { make, test } = setup(options);
+    const { make, test } = conformanceSetup(options);
 
     test('get returns undefined for a missing row', async () => {
       const store = await make();
@@ -263,7 +267,7 @@ export function describeInboxConformance<T extends EventInbox>(
   options: ConformanceOptions<T>,
 ): void {
   describe(`EventInbox conformance: ${name}`, () => {
-    const { make, test } = setup(options);
+    const { make, test } = conformanceSetup(options);
     const ev = (issue: string | null, occurredAt: string, n = 1) => ({
       issue,
       occurredAt,
@@ -390,7 +394,7 @@ export function describeRoutedInboxConformance<T extends EventInbox & ForgeState
   options: ConformanceOptions<T>,
 ): void {
   describe(`EventInbox routing by PR conformance: ${name}`, () => {
-    const { make, test } = setup(options);
+    const { make, test } = conformanceSetup(options);
     const at = '2026-11-24T05:00:00Z';
     const byPr = (
       pr: number,
@@ -458,7 +462,7 @@ export function describeLedgerConformance<T extends DeliveryLedger>(
   options: ConformanceOptions<T>,
 ): void {
   describe(`DeliveryLedger conformance: ${name}`, () => {
-    const { make, test } = setup(options);
+    const { make, test } = conformanceSetup(options);
 
     test('a key is new once, then known', async () => {
       const ledger = await make();
@@ -514,7 +518,7 @@ export function describeLeaseConformance<T extends LeaseStore>(
   options: ConformanceOptions<T>,
 ): void {
   describe(`LeaseStore conformance: ${name}`, () => {
-    const { make, test } = setup(options);
+    const { make, test } = conformanceSetup(options);
 
     test('a free lease is taken; nobody else gets it until it runs out, then one does', async () => {
       const leases = await make();

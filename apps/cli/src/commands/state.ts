@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { BbError, registerSecret } from '@bb/errors';
+import { BbError, registerUrlSecrets } from '@bb/errors';
 import { ProvenanceStore } from '@bb/provenance';
 import { BbDatabase, resolveBbHome, SqliteForgeStateStore, SqliteLeaseStore } from '@bb/state';
 import { type CliIo, green, parse, UsageError } from '../io';
@@ -37,13 +37,7 @@ export async function stateCommand(argv: string[], io: CliIo): Promise<number> {
       'name the PostgreSQL database: set BB_DATABASE_URL (or pass --to postgres://…)',
       STATE_USAGE,
     );
-  registerSecret(to);
-  try {
-    const password = new URL(to).password;
-    if (password) registerSecret(decodeURIComponent(password));
-  } catch {
-    // openPostgresState names what is wrong with it.
-  }
+  registerUrlSecrets(to);
   const from =
     typeof values['from'] === 'string'
       ? resolve(io.cwd, values['from'])

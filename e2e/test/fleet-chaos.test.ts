@@ -421,7 +421,15 @@ describe.skipIf(!docker.ok || !!noPostgres)(
         const dupes = answers.filter((x) => x.kind === 'duplicate');
         const replays = answers.filter((x) => x.kind === 'replay');
         expect(dupes.length).toBeGreaterThanOrEqual(DUPLICATES * 0.8);
-        expect(replays.length).toBe(REPLAYS);
+        const answered = new Set(replays.map((r) => r.uuid));
+        expect(
+          replays.length,
+          JSON.stringify(
+            gitea.deliveries
+              .filter((d) => replayUuids.has(d.uuid) && !answered.has(d.uuid))
+              .map((d) => ({ uuid: d.uuid, status: d.status, error: d.error, at: d.deliveredAt })),
+          ),
+        ).toBe(REPLAYS);
         // A duplicate or a replay may arrive before its original: whichever came first counts.
         for (const d of answers) expect(d.status, `${d.kind} ${d.uuid}`).toBe(202);
         // ---- an issue's events: never two orchestrators at once, and in the forge's order
@@ -467,7 +475,12 @@ describe.skipIf(!docker.ok || !!noPostgres)(
                 earlier.accepted < later.began - 1000 &&
                 earlier.began > later.began
               )
-                throw new Error(`${issue}: ${earlier.event} handled after ${later.event}`);
+                throw new Error(
+                  `${issue}: ${earlier.event} handled after ${later.event}\n${logLines()
+                    .filter((l) => l['key'] === issue || l['event'] === earlier.event)
+                    .map((l) => JSON.stringify(l))
+                    .join('\n')}`,
+                );
         }
         // ---- nothing left: no orphan container (frozen bottles have none), no open event
         const live = new Set(rows.map((r) => r.slug));

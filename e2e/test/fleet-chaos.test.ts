@@ -358,6 +358,11 @@ describe.skipIf(!docker.ok || !!noPostgres)(
             setTimeout(() => void start(victim), TTL_MS + HEARTBEAT_MS + SCAN_SLACK_MS + 1000);
           }
         }
+        // The random draw above may have made fewer than REPLAYS: the rest now.
+        while (replayUuids.size < REPLAYS) {
+          const earlier = gitea.deliveries.filter((d) => !replayUuids.has(d.uuid));
+          replayUuids.add(gitea.replay(earlier[randomInt(earlier.length)]!.uuid));
+        }
         await gitea.settle();
         while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
         // Every kill's replica back, then quiet: nothing open, every targeted bottle frozen with its PR.

@@ -1,4 +1,3 @@
-import type { ParsedWebhook, WebhookHeaders } from './events';
 import type {
   Comment,
   Issue,
@@ -24,6 +23,9 @@ export interface GitRemote {
  * `UNAUTHORIZED` for a bad token, `FORGE_UNAVAILABLE` when the forge cannot be
  * reached or keeps failing, `INVALID_INPUT` for bad arguments. Prove an
  * implementation with `describeForgeConformance` from `@bb/forge/testing`.
+ *
+ * Webhooks are not a repository's business: a `ForgeKind`'s `webhook` scheme
+ * verifies and reads them.
  */
 export abstract class Forge {
   /** A short name of the forge kind, e.g. `gitea`. */
@@ -100,19 +102,4 @@ export abstract class Forge {
   async isPrOpen(n: number): Promise<boolean> {
     return (await this.readPr(n)).state === 'open';
   }
-
-  /**
-   * Check a webhook delivery's signature over the raw body, in constant time.
-   * Never throws for a bad or missing signature: it returns `false`.
-   */
-  abstract verifyWebhook(
-    headers: WebhookHeaders,
-    rawBody: Uint8Array | string,
-    secret: string,
-  ): boolean;
-  /**
-   * Normalise a (verified) delivery into a `ForgeEvent`, or `{ kind: 'ignored',
-   * reason }`. Throws `INVALID_INPUT` for a body that is not what the headers say.
-   */
-  abstract parseWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string): ParsedWebhook;
 }

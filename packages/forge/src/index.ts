@@ -37,8 +37,23 @@ export {
   type GiteaRequest,
   type GiteaResponse,
 } from './gitea/client';
-export { BOTTLE_BRANCH, GiteaForge, type GiteaForgeOptions } from './gitea/gitea-forge';
+export { GiteaForge, type GiteaForgeOptions } from './gitea/gitea-forge';
+export { GITEA_HOOK_EVENTS, GiteaSite, giteaKind } from './gitea/kind';
 export { parseGiteaWebhook, verifyGiteaWebhook } from './gitea/webhooks';
+export {
+  BOTTLE_BRANCH,
+  defaultBottleBranches,
+  type ForgeKind,
+  ForgeKindRegistry,
+  type ForgeSite,
+  type HookRequest,
+  type RepoName,
+  type SiteCheck,
+  type WebhookScheme,
+  type WebTarget,
+  webhookSecrets,
+} from './kind';
+export { forgeKinds, registerForgeKind } from './kinds';
 export {
   ForgeScopeError,
   type ForgeScopeErrorData,

@@ -1,5 +1,4 @@
 import { BbError } from '@bb/errors';
-import type { ParsedWebhook, WebhookHeaders } from './events';
 import { Forge } from './forge';
 import type {
   Comment,
@@ -163,13 +162,6 @@ export class ScopedForge extends Forge {
     const pr = await this.#inner.openPr({ ...input, body });
     this.#prs.add(pr.number);
     return pr;
-  }
-
-  verifyWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string, secret: string): boolean {
-    return this.#inner.verifyWebhook(headers, rawBody, secret);
-  }
-  parseWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string): ParsedWebhook {
-    return this.#inner.parseWebhook(headers, rawBody);
   }
 
   #check(op: ScopedOp, n: number): void {

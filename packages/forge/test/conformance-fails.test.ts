@@ -17,10 +17,20 @@ describe('describeForgeConformance', () => {
         'readReviews lists submitted reviews oldest first; readReviewComments their inline comments',
         'permissionOf tells a writer, and never calls someone it cannot judge a writer',
         'webhooks verify with the secret, fail on any change, and parse to the right event',
+        "the kind's bottle branch names the issue and nothing else is one",
       ]),
     );
     expect(run.passed).toContain('readIssue returns the issue with its labels and assignees');
   });
+
+  it('fails when gitRemote does not carry what a push needs', () => {
+    const run = runFixtureSuite(pkg, 'test/fixtures/broken-remote.fixture.ts');
+    expect(run.exitCode).not.toBe(0);
+    expect(run.failed).toEqual([
+      'gitRemote takes a real push, and a PR opens from the branch pushed',
+    ]);
+    expect(run.passed).toContain('listOpenIssues lists the open issue with its labels and no PRs');
+  }, 120_000);
 
   it('skips, visibly, what a world gives it nothing to check with; it never passes it', () => {
     const run = runFixtureSuite(pkg, 'test/fixtures/bare-world.fixture.ts');
@@ -29,6 +39,8 @@ describe('describeForgeConformance', () => {
       'a merged PR reads as merged and closed',
       'webhooks verify with the secret, fail on any change, and parse to the right event',
       'a malformed webhook body is INVALID_INPUT',
+      'gitRemote takes a real push, and a PR opens from the branch pushed',
+      "the kind's bottle branch names the issue and nothing else is one",
     ];
     expect(run.skipped).toEqual(expect.arrayContaining(needs));
     for (const t of needs) expect(run.passed).not.toContain(t);

@@ -3,7 +3,7 @@
 // Every API response the test server produces here is checked against Gitea's
 // swagger spec.
 import { afterAll } from 'vitest';
-import { closeGiteaPools, GiteaForge } from '../src/index';
+import { closeGiteaPools, GiteaForge, giteaKind } from '../src/index';
 import {
   type ApiExchange,
   createGiteaTestServer,
@@ -49,6 +49,8 @@ describeForgeConformance('GiteaForge on the Gitea-compatible test server', {
         server.review('bb-codex', 'acme/widgets', pr, input);
       },
       webhooks: giteaWebhookFixtures(),
+      webhook: giteaKind.webhook,
+      kind: giteaKind,
       dispose: () => server.close(),
     };
   },

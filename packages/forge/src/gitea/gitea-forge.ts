@@ -1,6 +1,6 @@
 import { BbError, isBbError } from '@bb/errors';
-import type { ParsedWebhook, WebhookHeaders } from '../events';
 import { Forge, type GitRemote } from '../forge';
+import { BOTTLE_BRANCH } from '../kind';
 import {
   type Comment,
   type Issue,
@@ -27,7 +27,6 @@ import {
   toReview,
   toReviewComment,
 } from './mapping';
-import { parseGiteaWebhook, verifyGiteaWebhook } from './webhooks';
 
 export interface GiteaForgeOptions {
   owner: string;
@@ -40,9 +39,6 @@ export interface GiteaForgeOptions {
   /** Called when the forge cannot tell something (e.g. org membership answered 303). */
   onWarning?: (message: string) => void;
 }
-
-/** The bottle branch convention: `bb/<agent>-<issue>`. */
-export const BOTTLE_BRANCH = /^bb\/[a-z0-9][a-z0-9._-]*-(\d+)$/;
 
 const positive = (n: number, what: string) => {
   if (!Number.isSafeInteger(n) || n <= 0) {
@@ -341,14 +337,6 @@ export class GiteaForge extends Forge {
       url: `${this.client.webBase}/${encodeURIComponent(this.owner)}/${encodeURIComponent(this.repo)}.git`,
       headers: auth ? { Authorization: auth } : {},
     };
-  }
-
-  verifyWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string, secret: string): boolean {
-    return verifyGiteaWebhook(headers, rawBody, secret);
-  }
-
-  parseWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string): ParsedWebhook {
-    return parseGiteaWebhook(headers, rawBody);
   }
 
   async #notFound<T>(what: string, fn: () => Promise<T>): Promise<T> {

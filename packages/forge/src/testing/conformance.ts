@@ -1,7 +1,13 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { isBbError } from '@bb/errors';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ParsedWebhook } from '../events';
 import type { Forge } from '../forge';
+import type { ForgeKind, WebhookScheme } from '../kind';
 
 /** One webhook delivery in the forge's own format, and what it must parse to. */
 export interface WebhookFixture {
@@ -49,8 +55,12 @@ export interface ForgeConformanceWorld {
   ) => Promise<void>;
   /** The file `pushBranch` changes (inline review comments go on it). */
   changedFile: string;
-  /** The forge's own webhook deliveries. */
+  /** The forge's own webhook deliveries, checked with `webhook`. */
   webhooks?: WebhookFixture[];
+  /** The kind's webhook scheme (`kind.webhook`), which `webhooks` are checked with. */
+  webhook?: WebhookScheme;
+  /** The forge's kind: its bottle branches are checked. */
+  kind?: ForgeKind;
   dispose?: () => Promise<void> | void;
 }
 
@@ -59,6 +69,8 @@ export interface ForgeConformanceOptions {
   /** Tests to skip, by name, with the reason shown in the report. */
   skip?: { reason: string; tests: string[] };
 }
+
+const run = promisify(execFile);
 
 async function code(p: Promise<unknown>): Promise<string> {
   try {
@@ -285,48 +297,105 @@ export function describeForgeConformance(name: string, options: ForgeConformance
 
     test('webhooks verify with the secret, fail on any change, and parse to the right event', async (skip) => {
       const w = await make();
+      if (!w.webhook) skip('the world has no webhook scheme (ForgeConformanceWorld.webhook)');
       if (!w.webhooks?.length)
         skip('the world has no webhook fixtures (ForgeConformanceWorld.webhooks)');
+      const hooks = w.webhook!;
       for (const fx of w.webhooks ?? []) {
         const body = typeof fx.body === 'string' ? Buffer.from(fx.body) : Buffer.from(fx.body);
-        expect(w.forge.verifyWebhook(fx.headers, body, fx.secret), `${fx.name} verifies`).toBe(
-          true,
-        );
+        expect(hooks.verify(fx.headers, body, [fx.secret]), `${fx.name} verifies`).toBe(true);
         expect(
-          w.forge.verifyWebhook(fx.headers, body, `${fx.secret}x`),
+          hooks.verify(fx.headers, body, [`${fx.secret}x`]),
           `${fx.name} with a wrong secret`,
         ).toBe(false);
-        expect(w.forge.verifyWebhook(fx.headers, body, ''), `${fx.name} with no secret`).toBe(
-          false,
-        );
+        expect(hooks.verify(fx.headers, body, ['']), `${fx.name} with an empty secret`).toBe(false);
+        expect(hooks.verify(fx.headers, body, []), `${fx.name} with no secret`).toBe(false);
+        // While a secret is changed, the old and the new one are both accepted.
+        expect(
+          hooks.verify(fx.headers, body, [`${fx.secret}-new`, fx.secret]),
+          `${fx.name} with its secret second of two`,
+        ).toBe(true);
         for (const at of [0, Math.floor(body.length / 2), body.length - 1]) {
           const changed = Buffer.from(body);
           changed[at] = changed[at]! ^ 0x01;
           expect(
-            w.forge.verifyWebhook(fx.headers, changed, fx.secret),
+            hooks.verify(fx.headers, changed, [fx.secret]),
             `${fx.name} with byte ${at} changed`,
           ).toBe(false);
         }
-        const event = w.forge.parseWebhook(fx.headers, body);
+        const event = hooks.parse(fx.headers, body);
         expect(event, fx.name).toMatchObject(fx.expect);
         if (event.kind !== 'ignored') {
           expect(event.key.length, `${fx.name} has a dedupe key`).toBeGreaterThan(0);
-          expect(w.forge.parseWebhook(fx.headers, body)).toEqual(event);
+          expect(hooks.parse(fx.headers, body)).toEqual(event);
         }
       }
+      expect(hooks.path, 'the webhook path').toMatch(/^\/[A-Za-z0-9/_-]+$/);
     });
 
     test('a malformed webhook body is INVALID_INPUT', async (skip) => {
       const w = await make();
       const fx = w.webhooks?.[0];
+      if (!w.webhook)
+        return skip('the world has no webhook scheme (ForgeConformanceWorld.webhook)');
       if (!fx) return skip('the world has no webhook fixtures (ForgeConformanceWorld.webhooks)');
       let thrown: unknown;
       try {
-        w.forge.parseWebhook(fx.headers, '{"truncated": ');
+        w.webhook.parse(fx.headers, '{"truncated": ');
       } catch (err) {
         thrown = err;
       }
       expect(isBbError(thrown, 'INVALID_INPUT')).toBe(true);
+    });
+
+    test('gitRemote takes a real push, and a PR opens from the branch pushed', async (skip) => {
+      const w = await make();
+      const remote = w.forge.gitRemote();
+      if (!remote) return skip('the forge cannot push (gitRemote() is undefined)');
+      const dir = await mkdtemp(join(tmpdir(), 'bb-forge-push-'));
+      try {
+        const git = (...args: string[]) =>
+          run('git', ['-C', dir, ...args], {
+            env: {
+              ...process.env,
+              GIT_TERMINAL_PROMPT: '0',
+              GIT_CONFIG_NOSYSTEM: '1',
+              GIT_CONFIG_GLOBAL: '/dev/null',
+              GIT_AUTHOR_NAME: 'conformance',
+              GIT_AUTHOR_EMAIL: 'conformance@example.invalid',
+              GIT_COMMITTER_NAME: 'conformance',
+              GIT_COMMITTER_EMAIL: 'conformance@example.invalid',
+            },
+          });
+        const auth = Object.entries(remote.headers).flatMap(([k, v]) => [
+          '-c',
+          `http.extraHeader=${k}: ${v}`,
+        ]);
+        await git('init', '-q', '-b', w.base);
+        await git(...auth, 'fetch', '-q', '--depth=1', remote.url, w.base);
+        await git('checkout', '-q', '-B', 'work', 'FETCH_HEAD');
+        await writeFile(join(dir, 'pushed-by-conformance.txt'), 'pushed through gitRemote\n');
+        await git('add', '-A');
+        await git('commit', '-q', '-m', 'conformance: push through gitRemote');
+        const branch = `bb/implementer-${w.issue}`;
+        await git(...auth, 'push', '-q', remote.url, `HEAD:refs/heads/${branch}`);
+        const sha = (await git('rev-parse', 'HEAD')).stdout.trim();
+        const pr = await w.forge.openPr({ head: branch, base: w.base, title: 'pushed', body: '' });
+        expect((await w.forge.readPr(pr.number)).head).toMatchObject({ ref: branch, sha });
+        // The credential travels in the headers, never in the URL.
+        expect(remote.url).not.toMatch(/\/\/[^/]*@/);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    }, 30_000);
+
+    test("the kind's bottle branch names the issue and nothing else is one", async (skip) => {
+      const w = await make();
+      if (!w.kind) return skip('the world names no forge kind (ForgeConformanceWorld.kind)');
+      const branch = w.kind.bottleBranch('implementer', w.issue);
+      expect(w.kind.issueOfBranch(branch)).toBe(w.issue);
+      expect(w.kind.issueOfBranch(w.base)).toBeUndefined();
+      expect(w.kind.issueOfBranch(`${branch}/x`)).toBeUndefined();
     });
   });
 }

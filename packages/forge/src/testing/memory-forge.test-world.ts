@@ -1,4 +1,5 @@
-import { MemoryForge, MemoryForgeWorld } from './memory-forge';
+import { defaultBottleBranches } from '../kind';
+import { MemoryForge, MemoryForgeWorld, memoryWebhooks } from './memory-forge';
 
 /** A seeded MemoryForge world for the conformance suite (used by tests only). */
 export function memoryWorld() {
@@ -51,6 +52,16 @@ export function memoryWorld() {
       },
     ) => {
       world.review('acme', 'widgets', pr, { author: 'bb-codex', ...input });
+    },
+    webhook: memoryWebhooks,
+    kind: {
+      name: 'memory',
+      summary: 'in memory',
+      fromEnv: () => {
+        throw new Error('the memory forge has no site');
+      },
+      webhook: memoryWebhooks,
+      ...defaultBottleBranches,
     },
     webhooks: [
       {

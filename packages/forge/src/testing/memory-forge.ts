@@ -1,7 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { BbError } from '@bb/errors';
-import { type ForgeEvent, header, type ParsedWebhook, type WebhookHeaders } from '../events';
+import { type ForgeEvent, header, type ParsedWebhook } from '../events';
 import { Forge } from '../forge';
+import type { WebhookScheme } from '../kind';
 import {
   type Comment,
   type Issue,
@@ -411,15 +412,27 @@ export class MemoryForge extends Forge {
       body,
     };
   }
+}
 
-  verifyWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string, secret: string): boolean {
+/**
+ * The memory forge's webhooks: the event itself as JSON, signed with
+ * HMAC-SHA256 in `MEMORY_SIGNATURE_HEADER` (see `MemoryForge.signWebhook`).
+ */
+export const memoryWebhooks: WebhookScheme = {
+  path: '/webhooks/memory',
+  deliveryId: (headers) => header(headers, 'x-memory-delivery'),
+  verify(headers, rawBody, secrets) {
     const given = header(headers, MEMORY_SIGNATURE_HEADER);
-    if (!secret || !given || !/^[0-9a-f]{64}$/.test(given)) return false;
-    const expected = createHmac('sha256', secret).update(rawBody).digest();
-    return timingSafeEqual(expected, Buffer.from(given, 'hex'));
-  }
-
-  parseWebhook(headers: WebhookHeaders, rawBody: Uint8Array | string): ParsedWebhook {
+    if (!given || !/^[0-9a-f]{64}$/.test(given)) return false;
+    let ok = false;
+    for (const secret of secrets) {
+      if (!secret) continue;
+      const expected = createHmac('sha256', secret).update(rawBody).digest();
+      if (timingSafeEqual(expected, Buffer.from(given, 'hex'))) ok = true;
+    }
+    return ok;
+  },
+  parse(headers, rawBody): ParsedWebhook {
     if (!/^application\/json/.test(header(headers, 'content-type') ?? '')) {
       throw new BbError('INVALID_INPUT', 'memory webhooks are application/json');
     }
@@ -435,5 +448,5 @@ export class MemoryForge extends Forge {
         `memory webhook body is not an event: ${(err as Error).message}`,
       );
     }
-  }
-}
+  },
+};

@@ -16,9 +16,16 @@ const absPath = (name: string) =>
 
 /** The sidecar's configuration, from its environment. */
 export const SidecarEnvSchema = z.object({
-  FORGE_GITEA_API: z.url({
-    error: 'FORGE_GITEA_API must be the Gitea API URL, e.g. https://gitea.example.com/api/v1',
-  }),
+  /**
+   * The forge kind (a name `@bb/forge` registers; its own variables configure
+   * it). @default the registry's default kind
+   */
+  FORGE_KIND: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{0,30}$/, 'FORGE_KIND must be a forge kind name such as gitea')
+    .optional(),
+  /** An ES module file whose default export is the forge kind (one not built in). */
+  FORGE_KIND_MODULE: absPath('FORGE_KIND_MODULE').optional(),
   FORGE_OWNER: z
     .string({ error: 'FORGE_OWNER is required' })
     .regex(/^[A-Za-z0-9_.-]{1,100}$/, 'FORGE_OWNER must be a forge user or org name'),

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { BbError, errorMessage, redactString, registerSecret } from '@bb/errors';
-import { type Forge, GiteaForge, ScopedForge } from '@bb/forge';
+import { pathToFileURL } from 'node:url';
+import { type Forge, type ForgeKind, forgeKinds, ScopedForge } from '@bb/forge';
 import { loadSidecarEnv, readSidecarToken, type SidecarEnv } from './config';
 import { createGitGate } from './git-push';
 import { OpLog } from './op-log';
@@ -52,9 +53,45 @@ export function stderrLogger(): SidecarLogger {
 
 export interface RunSidecarOptions {
   env: Record<string, string | undefined>;
-  /** Build the forge (a third party's, say); `FORGE_TOKEN` holds the token read. @default GiteaForge from FORGE_GITEA_API */
+  /**
+   * Build the forge (a third party's, say); `FORGE_TOKEN` holds the token read.
+   * @default the site `FORGE_KIND` (and `FORGE_KIND_MODULE`) and its variables describe
+   */
   makeForge?: (env: SidecarEnv & { FORGE_TOKEN: string }) => Forge;
   logger?: SidecarLogger;
+}
+
+/**
+ * The forge site the environment describes. A kind not built in comes from
+ * FORGE_KIND_MODULE: a bundled ES module whose default export is the kind.
+ */
+async function siteFromEnv(env: SidecarEnv, raw: Record<string, string | undefined>) {
+  if (env.FORGE_KIND_MODULE) {
+    let kind: ForgeKind | undefined;
+    try {
+      const mod = (await import(pathToFileURL(env.FORGE_KIND_MODULE).href)) as {
+        default?: ForgeKind;
+      };
+      kind = mod.default;
+    } catch (err) {
+      throw new BbError(
+        'INVALID_INPUT',
+        `FORGE_KIND_MODULE ${env.FORGE_KIND_MODULE} cannot be loaded: ${errorMessage(err)}`,
+      );
+    }
+    if (!kind || typeof kind.fromEnv !== 'function' || typeof kind.name !== 'string')
+      throw new BbError(
+        'INVALID_INPUT',
+        `FORGE_KIND_MODULE ${env.FORGE_KIND_MODULE} does not export a forge kind as its default`,
+      );
+    if (env.FORGE_KIND && kind.name !== env.FORGE_KIND)
+      throw new BbError(
+        'INVALID_INPUT',
+        `FORGE_KIND_MODULE ${env.FORGE_KIND_MODULE} is the ${kind.name} kind, not ${env.FORGE_KIND}`,
+      );
+    forgeKinds.register(kind);
+  }
+  return forgeKinds.fromEnv(raw).site;
 }
 
 /** Start a sidecar from its environment, as the `bb-forge-sidecar` command does. */
@@ -64,11 +101,10 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
   registerSecret(token);
   const inner =
     options.makeForge?.({ ...env, FORGE_TOKEN: token }) ??
-    new GiteaForge({
-      baseUrl: env.FORGE_GITEA_API,
-      token,
+    (await siteFromEnv(env, options.env)).forgeFor({
       owner: env.FORGE_OWNER,
       repo: env.FORGE_REPO,
+      token,
     });
   const forge = new ScopedForge(inner, {
     issue: env.FORGE_ISSUE_NUMBER,

@@ -482,7 +482,7 @@ describe('forge sidecar socket, shutdown and configuration', () => {
     let err: unknown;
     try {
       loadSidecarEnv({
-        FORGE_GITEA_API: 'not a url',
+        FORGE_KIND: 'Not A Kind',
         FORGE_ISSUE_NUMBER: '-3',
         FORGE_PR_NUMBER: 'x',
         FORGE_TOKEN: TOKEN,
@@ -494,7 +494,7 @@ describe('forge sidecar socket, shutdown and configuration', () => {
     }
     const msg = (err as Error).message;
     for (const part of [
-      'FORGE_GITEA_API',
+      'FORGE_KIND must be a forge kind name',
       'FORGE_OWNER is required',
       'FORGE_ISSUE_NUMBER must be a positive whole number',
       'FORGE_PR_NUMBER must be empty',
@@ -504,6 +504,76 @@ describe('forge sidecar socket, shutdown and configuration', () => {
       expect(msg).toContain(part);
     }
     expect(msg).not.toContain(TOKEN);
+  });
+});
+
+describe('a forge kind not built in (FORGE_KIND_MODULE)', () => {
+  // A kind is a plain object; its forge need only answer what is called.
+  const KIND = `export default {
+  name: 'relay',
+  summary: 'a kind for the test',
+  webhook: { path: '/webhooks/relay', deliveryId: () => undefined, verify: () => false, parse: () => ({ kind: 'ignored', reason: 'test' }) },
+  bottleBranch: (a, n) => 'bb/' + a + '-' + n,
+  issueOfBranch: () => undefined,
+  fromEnv(env) {
+    if (!env.RELAY_URL) throw new Error('RELAY_URL is required');
+    return {
+      kind: 'relay', location: env.RELAY_URL, env: () => ({ RELAY_URL: env.RELAY_URL }),
+      forgeFor: ({ owner, repo, token }) => ({
+        owner, repo, kind: 'relay', gitRemote: () => undefined,
+        readIssue: async (n) => ({ number: n, title: 'via ' + env.RELAY_URL + ' as ' + owner + '/' + repo + (token === ${JSON.stringify(TOKEN)} ? ' with the token' : ' without it'),
+          body: '', state: 'open', isPullRequest: false, labels: [], assignees: [], author: { id: 1, login: 'alice' }, url: 'x', createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z' }),
+      }),
+      whoami: async () => 'bot', repositories: async () => [], cloneUrl: () => '', webUrl: () => '',
+    };
+  },
+};
+`;
+  let h: Harness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+
+  it('loads the kind from the module and builds its forge from the kind\'s own variables', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'bb-kind-'));
+    writeFileSync(join(dir, 'relay.mjs'), KIND);
+    h = await startHarness({
+      env: {
+        FORGE_GITEA_API: '',
+        FORGE_KIND: 'relay',
+        FORGE_KIND_MODULE: join(dir, 'relay.mjs'),
+        RELAY_URL: 'https://relay.example.invalid',
+      },
+    });
+    const issue = await h.client.call<{ title: string }>('read_issue', { number: 1 });
+    expect(issue.title).toBe('via https://relay.example.invalid as acme/widgets with the token');
+  });
+
+  it('refuses a module that is not a kind, or is another kind than FORGE_KIND says', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'bb-kind-'));
+    writeFileSync(join(dir, 'none.mjs'), 'export const x = 1;\n');
+    writeFileSync(join(dir, 'relay.mjs'), KIND);
+    const messages: string[] = [];
+    for (const env of [
+      { FORGE_KIND_MODULE: join(dir, 'none.mjs') } as Record<string, string>,
+      { FORGE_KIND_MODULE: join(dir, 'missing.mjs') },
+      { FORGE_KIND: 'other', FORGE_KIND_MODULE: join(dir, 'relay.mjs') },
+    ])
+      try {
+        h = await startHarness({ env });
+        messages.push('started');
+      } catch (err) {
+        expect(isBbError(err, 'INVALID_INPUT'), String(err)).toBe(true);
+        messages.push((err as Error).message);
+      }
+    expect(messages[0]).toMatch(/none\.mjs does not export a forge kind/);
+    expect(messages[1]).toMatch(/missing\.mjs cannot be loaded/);
+    expect(messages[2]).toMatch(/is the relay kind, not other/);
   });
 });
 

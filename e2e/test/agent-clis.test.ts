@@ -31,13 +31,13 @@ import {
   resume,
   unmountBottleDisk,
 } from '@bb/headless';
-import { type RunningOrchestrator, serve } from '@bb/orchestrator';
 import { ProvenanceStore } from '@bb/provenance';
 import {
   createScriptedModelServer,
   type ScriptedModelServer,
   type ScriptStep,
 } from '@bb/scripted-model';
+import { type RunningOrchestrator, serve } from '@bb/service';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import { importHead, runGit, wallGitEnv, withAlternates } from '@bb/wall';

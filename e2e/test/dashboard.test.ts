@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
 import { DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
-import { type RunningOrchestrator, serve } from '@bb/orchestrator';
+import { type RunningOrchestrator, serve } from '@bb/service';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -4,7 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { GiteaForge } from '@bb/forge';
+import { GiteaForge, giteaKind } from '@bb/forge';
 import {
   createGiteaTestServer,
   type GiteaTestServer,
@@ -63,8 +63,7 @@ export async function startLoop(o: {
     forgeFor,
     token: o.token,
     botLogin: 'bb-claude',
-    apiUrl: gitea.apiUrl,
-    cloneUrl: (owner, repo) => gitea.cloneUrl(`${owner}/${repo}`),
+    forge: { kind: giteaKind, site: giteaKind.fromEnv({ FORGE_GITEA_API: gitea.apiUrl }) },
     store,
     inbox: store,
     runner: headlessRunner({ backend, env, token: o.token }),
@@ -80,8 +79,8 @@ export async function startLoop(o: {
     ...o.options,
   });
   const handler = createWebhookHandler({
-    forge: forgeFor('acme', 'widgets'),
-    secret: o.secret,
+    scheme: giteaKind.webhook,
+    secrets: [o.secret],
     accept: (e) => orch.accept(e),
   });
   http.on(

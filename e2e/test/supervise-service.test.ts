@@ -20,9 +20,9 @@ import {
   mountBottleDisk,
   unmountBottleDisk,
 } from '@bb/headless';
-import { type RunningOrchestrator, serve } from '@bb/orchestrator';
 import { ProvenanceStore } from '@bb/provenance';
 import { createScriptedModelServer, type ScriptedModelServer } from '@bb/scripted-model';
+import { type RunningOrchestrator, serve } from '@bb/service';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -3,7 +3,7 @@
 // provenance. Timeouts come from configuration (short here), not sleeping tests.
 import { existsSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { closeGiteaPools, GiteaForge } from '@bb/forge';
+import { closeGiteaPools, GiteaForge, giteaKind } from '@bb/forge';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { DockerBackend, GATE_ROLE } from '@bb/headless';
 import { headlessRunner, Orchestrator } from '@bb/lifecycle';
@@ -48,8 +48,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
         new GiteaForge({ baseUrl: gitea.apiUrl, token: TOKEN, owner: o, repo: r }),
       token: TOKEN,
       botLogin: 'bb-claude',
-      apiUrl: gitea.apiUrl,
-      cloneUrl: (o, r) => gitea.cloneUrl(`${o}/${r}`),
+      forge: { kind: giteaKind, site: giteaKind.fromEnv({ FORGE_GITEA_API: gitea.apiUrl }) },
       store,
       inbox: store,
       runner: headlessRunner({ backend, env, token: TOKEN }),

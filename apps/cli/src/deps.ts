@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { type Backend, DockerBackend, LocalBackend } from '@bb/headless';
-import { openState as openOrchestratorState } from '@bb/orchestrator';
 import { GitleaksScanner, loadOrCreateSigningKey } from '@bb/provenance';
+import { openState as openOrchestratorState } from '@bb/service';
 import { BbDatabase, resolveBbHome } from '@bb/state';
 import type { CliIo } from './io';
 import { yellow } from './io';

@@ -1,6 +1,6 @@
 // `bb-orchestrator`: run the orchestrator until SIGTERM or SIGINT.
 import { errorMessage } from '@bb/errors';
-import { serve } from './serve';
+import { serve } from '@bb/service';
 
 try {
   const running = await serve();

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
 import { LocalBackend } from '@bb/headless';
-import { type RunningOrchestrator, serve } from '@bb/orchestrator';
+import { type RunningOrchestrator, serve } from '@bb/service';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { forgeWorld } from '../support';
 

@@ -207,7 +207,8 @@ export class RedTeam {
       env: { ...this.env, ...options.env },
       ...(options.warmMs ? { warmMs: options.warmMs } : {}),
       forge: {
-        apiUrl: this.gitea.apiUrl,
+        kind: 'gitea',
+        site: { FORGE_GITEA_API: this.gitea.apiUrl },
         token: TOKEN,
         owner: 'acme',
         repo: 'widgets',

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { BbError, errorMessage, redactString, registerSecret } from '@bb/errors';
 import { pathToFileURL } from 'node:url';
+import { BbError, errorMessage, redactString, registerSecret } from '@bb/errors';
 import { type Forge, type ForgeKind, forgeKinds, ScopedForge } from '@bb/forge';
 import { loadSidecarEnv, readSidecarToken, type SidecarEnv } from './config';
 import { createGitGate } from './git-push';

@@ -535,7 +535,7 @@ describe('a forge kind not built in (FORGE_KIND_MODULE)', () => {
     h = undefined;
   });
 
-  it('loads the kind from the module and builds its forge from the kind\'s own variables', async () => {
+  it("loads the kind from the module and builds its forge from the kind's own variables", async () => {
     const { mkdtempSync, writeFileSync } = await import('node:fs');
     const { tmpdir } = await import('node:os');
     const dir = mkdtempSync(join(tmpdir(), 'bb-kind-'));

@@ -91,6 +91,14 @@ export abstract class Forge {
   }
 
   /**
+   * Add labels (by name) to issue `n`, as an operator's tool does when it
+   * starts a bottle by hand. Resolves `false` when this forge cannot (the default).
+   */
+  async addLabels(_n: number, _names: string[]): Promise<boolean> {
+    return false;
+  }
+
+  /**
    * The repository's git remote and push credentials, for the forge sidecar.
    * `undefined` when this forge cannot push (the default).
    */

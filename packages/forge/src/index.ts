@@ -38,7 +38,7 @@ export {
   type GiteaResponse,
 } from './gitea/client';
 export { GiteaForge, type GiteaForgeOptions } from './gitea/gitea-forge';
-export { GITEA_HOOK_EVENTS, GiteaSite, giteaKind } from './gitea/kind';
+export { GITEA_HOOK_EVENTS, GiteaSite, giteaKind, legacyForgeWiring } from './gitea/kind';
 export { parseGiteaWebhook, verifyGiteaWebhook } from './gitea/webhooks';
 export {
   BOTTLE_BRANCH,
@@ -51,7 +51,6 @@ export {
   type SiteCheck,
   type WebhookScheme,
   type WebTarget,
-  webhookSecrets,
 } from './kind';
 export { forgeKinds, registerForgeKind } from './kinds';
 export {

@@ -131,16 +131,6 @@ export const defaultBottleBranches: Pick<ForgeKind, 'bottleBranch' | 'issueOfBra
 
 const KIND_NAME = /^[a-z][a-z0-9-]{0,30}$/;
 
-/** A secret list from the environment: the current one first, then those still accepted. */
-export function webhookSecrets(env: Record<string, string | undefined>): string[] {
-  const current = env['FORGE_WEBHOOK_SECRET'] ?? '';
-  const previous = (env['FORGE_WEBHOOK_SECRET_PREVIOUS'] ?? '')
-    .split('\n')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  return [current, ...previous].filter(Boolean);
-}
-
 /** A registry of forge kinds; `forgeKinds` is the process's own. */
 export class ForgeKindRegistry {
   readonly #kinds = new Map<string, ForgeKind>();

@@ -171,7 +171,8 @@ try {
       prompt: 'wait',
       slug: `density-${i}`,
       forge: {
-        apiUrl: server.apiUrl,
+        kind: 'gitea',
+        site: { FORGE_GITEA_API: server.apiUrl },
         token: TOKEN,
         owner: 'acme',
         repo: 'widgets',

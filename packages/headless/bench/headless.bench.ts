@@ -44,7 +44,8 @@ writeFileSync(
 const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
 const backend = new DockerBackend();
 const forge = {
-  apiUrl: server.apiUrl,
+  kind: 'gitea',
+  site: { FORGE_GITEA_API: server.apiUrl },
   token: TOKEN,
   owner: 'acme',
   repo: 'widgets',

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, registerSecret } from '@bb/errors';
+import { forgeKinds } from '@bb/forge';
 import { chownTreeNoFollow, readHeadAsData } from '@bb/wall';
 import {
   type BottleOptions,
@@ -130,7 +131,10 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     : undefined;
   synced?.catch(() => {});
 
-  const branch = `bb/${options.agent}-${options.forge?.issue ?? slug}`;
+  // The forge kind's bottle branch convention (the default one for a bottle with no forge).
+  const branch = options.forge
+    ? forgeKinds.get(options.forge.kind).bottleBranch(options.agent, options.forge.issue)
+    : `bb/${options.agent}-${slug}`;
   const { agent: agentOwner } = owners(options.backend);
   let early: Promise<CreatedGate | undefined> | undefined;
   let prepared: Promise<void> | undefined;
@@ -152,7 +156,8 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       branch,
       forge: options.forge
         ? {
-            apiUrl: options.forge.apiUrl,
+            kind: options.forge.kind,
+            site: options.forge.site,
             owner: options.forge.owner,
             repo: options.forge.repo,
             issue: options.forge.issue,

@@ -17,6 +17,7 @@ import {
   pathsFor,
   userSpec,
 } from './layout';
+import { kindModule } from './runtime';
 import { removeSecret, removeSecrets, secretsRoot, writeSecret } from './secrets';
 import { allowedBases } from './supervise-gate';
 
@@ -136,7 +137,10 @@ export async function createGate(
   if (secrets) mounts.push({ source: secrets, target: P.secrets, readOnly: true });
   if (forge) {
     Object.assign(env, {
-      FORGE_GITEA_API: forge.apiUrl,
+      // The kind's own variables first: none of them may stand for one set here.
+      ...forge.site,
+      FORGE_KIND: forge.kind,
+      ...kindModule(o.runtime, P.runtime, forge.kind),
       FORGE_OWNER: forge.owner,
       FORGE_REPO: forge.repo,
       FORGE_ISSUE_NUMBER: String(forge.issue),

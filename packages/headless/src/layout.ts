@@ -1,12 +1,16 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { legacyForgeWiring } from '@bb/forge';
 import type { Backend } from './backend';
 import { bbHome } from './home';
 
 /** How a bottle reaches its forge. The token goes to the sidecar only and is never written down. */
 export interface ForgeWiring {
-  apiUrl: string;
+  /** The forge kind's name (a kind registered with `@bb/forge`). */
+  kind: string;
+  /** The variables, none secret, that configure the kind's site (`ForgeSite.env()`). */
+  site: Record<string, string>;
   token: string;
   owner: string;
   repo: string;
@@ -246,7 +250,15 @@ export function readMeta(
   env: Record<string, string | undefined> = process.env,
 ): BottleMeta | undefined {
   const file = bottlePaths(slug, env).meta;
-  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as BottleMeta) : undefined;
+  if (!existsSync(file)) return undefined;
+  const meta = JSON.parse(readFileSync(file, 'utf8')) as BottleMeta;
+  const old = meta.forge as (BottleMeta['forge'] & { apiUrl?: string }) | null;
+  // A bottle frozen before forges were plugs: it named only the API of the built-in kind.
+  if (old && !old.kind && old.apiUrl) {
+    const { apiUrl, ...rest } = old;
+    meta.forge = { ...rest, ...legacyForgeWiring(apiUrl) };
+  }
+  return meta;
 }
 
 /** Write `meta.json` whole (beside it, then renamed: a crash never leaves half of it). */

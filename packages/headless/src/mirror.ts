@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { BbError, redactString } from '@bb/errors';
+import { BbError, redactString, registerSecret } from '@bb/errors';
+import { forgeKinds, type GitRemote } from '@bb/forge';
 import { runGit, wallGitEnv } from '@bb/wall';
 import { bbHome } from './home';
 import type { ForgeWiring } from './layout';
@@ -91,6 +92,30 @@ export async function syncMirror(
   }
 }
 
+/** The forge's git remote for the wiring's repository, as its kind says; never logged. */
+export function gitRemoteOf(forge: ForgeWiring): GitRemote {
+  const remote = forgeKinds
+    .get(forge.kind)
+    .fromEnv(forge.site)
+    .forgeFor({ owner: forge.owner, repo: forge.repo, token: forge.token })
+    .gitRemote();
+  if (!remote)
+    throw new BbError(
+      'INVALID_INPUT',
+      `the ${forge.kind} forge gives no git remote (Forge.gitRemote): bottles cannot be cloned from it`,
+    );
+  for (const [k, v] of Object.entries(remote.headers)) {
+    if (/[\r\n]/.test(k) || /[\r\n]/.test(v))
+      throw new BbError(
+        'INVALID_INPUT',
+        `the ${forge.kind} forge's git header ${k} has a line break`,
+      );
+    // Whatever the scheme makes of the token (base64, a signature) is as secret as it.
+    registerSecret(v);
+  }
+  return remote;
+}
+
 /**
  * A git that talks to the forge: its scheme allowed, a low-speed limit within
  * `timeoutMs`, the token as protected configuration (never argv or a URL).
@@ -107,7 +132,10 @@ function forgeEnv(
       ...extra,
       ['http.lowSpeedLimit', '1000'],
       ['http.lowSpeedTime', String(Math.max(1, Math.min(60, Math.floor(timeoutMs / 2000))))],
-      ['http.extraHeader', `Authorization: token ${forge.token}`],
+      // As the forge kind authenticates git (several headers become several values).
+      ...Object.entries(gitRemoteOf(forge).headers).map(
+        ([k, v]) => ['http.extraHeader', `${k}: ${v}`] as [string, string],
+      ),
     ],
   });
 }

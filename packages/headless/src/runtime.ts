@@ -9,9 +9,10 @@ import {
   utimesSync,
 } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BbError } from '@bb/errors';
+import { forgeKinds } from '@bb/forge';
 import { bbHome } from './home';
 
 /** Copy the runtime files (the gate, bb-forge, the MCP bridges, the script agent, …) where bottles can read them. */
@@ -66,17 +67,45 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
   const target = join(bbHome(env), 'runtime');
   mkdirSync(target, { recursive: true, mode: 0o755 });
   chmodSync(target, 0o755);
-  for (const [dir, f] of files) {
-    const from = statSync(join(dir, f));
-    const to = existsSync(join(target, f)) ? statSync(join(target, f)) : undefined;
-    // Copied once per build, not once per turn.
-    if (to && to.size === from.size && to.mtimeMs === from.mtimeMs) continue;
-    // Written aside and renamed, so a bottle starting meanwhile never reads half a file.
-    const part = join(target, `.${f}.${process.pid}.${randomBytes(4).toString('hex')}`);
-    copyFileSync(join(dir, f), part);
-    chmodSync(part, 0o755);
-    utimesSync(part, from.atime, from.mtime);
-    renameSync(part, join(target, f));
-  }
+  // Copied once per build, not once per turn; written aside and renamed, so a bottle
+  // starting meanwhile never reads half a file.
+  for (const [dir, f] of files) copyIfChanged(join(dir, f), join(target, f));
   return target;
+}
+
+/**
+ * A forge kind not built in reaches a bottle's gate as its bundled module,
+ * copied into the runtime directory (read-only in the gate):
+ * `{ FORGE_KIND_MODULE }` as the gate sees it, or nothing for a built-in kind.
+ */
+export function kindModule(
+  runtime: string,
+  inGate: string,
+  kindName: string,
+): Record<string, string> {
+  const from = forgeKinds.get(kindName).sidecarModule;
+  if (!from) return {};
+  if (!existsSync(from))
+    throw new BbError(
+      'NOT_FOUND',
+      `the ${kindName} forge kind's sidecar module ${from} is missing: build it (one bundled ES module)`,
+    );
+  const file = `forge-kind-${kindName}.mjs`;
+  copyIfChanged(from, join(runtime, file));
+  return { FORGE_KIND_MODULE: `${inGate}/${file}` };
+}
+
+/** Copy `from` to `to` unless it is there already (same size and time), never leaving half a file. */
+function copyIfChanged(from: string, to: string): void {
+  const src = statSync(from);
+  const dst = existsSync(to) ? statSync(to) : undefined;
+  if (dst && dst.size === src.size && dst.mtimeMs === src.mtimeMs) return;
+  const part = join(
+    dirname(to),
+    `.${basename(to)}.${process.pid}.${randomBytes(4).toString('hex')}`,
+  );
+  copyFileSync(from, part);
+  chmodSync(part, 0o755);
+  utimesSync(part, src.atime, src.mtime);
+  renameSync(part, to);
 }

@@ -70,7 +70,8 @@ describe('launch and resume on the local backend', () => {
     expect(warnings).toEqual([LOCAL_BACKEND_WARNING]);
     const env = { BB_HOME: home };
     const forge = {
-      apiUrl: server.apiUrl,
+      kind: 'gitea',
+      site: { FORGE_GITEA_API: server.apiUrl },
       token: TOKEN,
       owner: 'acme',
       repo: 'widgets',

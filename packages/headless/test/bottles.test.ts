@@ -67,7 +67,8 @@ function writeManifests(script: unknown = SCRIPT, image = BASE_IMAGE) {
   );
 }
 const wiring = (): ForgeWiring => ({
-  apiUrl: server.apiUrl,
+  kind: 'gitea',
+  site: { FORGE_GITEA_API: server.apiUrl },
   token: TOKEN,
   owner: 'acme',
   repo: 'widgets',

@@ -26,7 +26,8 @@ afterAll(async () => {
   rmSync(home, { recursive: true, force: true });
 });
 const forge = () => ({
-  apiUrl: server.apiUrl,
+  kind: 'gitea',
+  site: { FORGE_GITEA_API: server.apiUrl },
   token: TOKEN,
   owner: 'bot',
   repo: 'widgets',

@@ -58,7 +58,8 @@ const ANSWER = {
   ],
 };
 const wiring = (n: number): ForgeWiring => ({
-  apiUrl: server.apiUrl,
+  kind: 'gitea',
+  site: { FORGE_GITEA_API: server.apiUrl },
   token: TOKEN,
   owner: 'acme',
   repo: 'widgets',

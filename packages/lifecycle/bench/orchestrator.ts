@@ -2,7 +2,7 @@
 // runner double (no Docker), a forge in memory that counts its calls.
 
 import { createServer, type Server } from 'node:http';
-import { parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
+import { giteaKind } from '@bb/forge';
 import { MemoryForgeWorld } from '@bb/forge/testing';
 import type { RunRecordStore } from '@bb/provenance';
 import type { EventInbox, ForgeStateStore } from '@bb/state';
@@ -41,8 +41,8 @@ export function orchestratorEndpoint(
   let accepted = 0;
   const server = createServer(
     createWebhookListener({
-      forge: { verifyWebhook: verifyGiteaWebhook, parseWebhook: parseGiteaWebhook },
-      secret,
+      scheme: giteaKind.webhook,
+      secrets: [secret],
       accept: async (e) => {
         const isNew = await orch.accept(e);
         if (isNew) accepted++;

@@ -1,7 +1,7 @@
 import { existsSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { errorMessage } from '@bb/errors';
-import type { ForgeEvent } from '@bb/forge';
+import type { ForgeEvent, ForgeKind } from '@bb/forge';
 import { type EventInbox, type ForgeStateStore, type InboxEvent, resolveBbHome } from '@bb/state';
 import type { BottleRunner } from './bottle-runner';
 import type { Capacity } from './capacity';
@@ -28,6 +28,8 @@ export interface AdoptReport {
 /** What the fleet's work needs of the orchestrator it runs in. */
 export interface FleetHost {
   store: ForgeStateStore;
+  /** The forge kind's bottle branches (which issue a PR's branch belongs to). */
+  branches: Pick<ForgeKind, 'issueOfBranch'>;
   inbox: EventInbox;
   runner: BottleRunner;
   env: Record<string, string | undefined>;
@@ -88,6 +90,7 @@ export class Fleet {
         const found = await issueOf(
           event,
           async (o, r, pr) => (await this.#h.store.findByPr(o, r, pr))?.issueNumber,
+          this.#h.branches,
         );
         if (found === undefined) continue;
         issue = issueKey(event.owner, event.repo, found);
@@ -311,6 +314,7 @@ export class Fleet {
     const found = await issueOf(
       event,
       async (o, r, pr) => (await this.#h.store.findByPr(o, r, pr))?.issueNumber,
+      this.#h.branches,
     );
     if (found === undefined) return false;
     await this.#h.inbox.settle(e.id, 'pending', issueKey(event.owner, event.repo, found));

@@ -2,7 +2,14 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { errorMessage, isBbError } from '@bb/errors';
-import { AGENT_LABEL_PREFIX, evaluateTargeting, type Forge, type ForgeEvent } from '@bb/forge';
+import {
+  AGENT_LABEL_PREFIX,
+  evaluateTargeting,
+  type Forge,
+  type ForgeEvent,
+  type ForgeKind,
+  type ForgeSite,
+} from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import type { TurnOutcome } from '@bb/headless';
 import type { EventInbox, ForgeState, ForgeStateStore, InboxEvent } from '@bb/state';
@@ -29,15 +36,15 @@ import { WarmBottles } from './warm-bottles';
 import { type Bottle, keyOf, type Work } from './work';
 
 export interface OrchestratorOptions {
-  /** The forge for a repository, authenticated as the bot. */
-  forgeFor: (owner: string, repo: string) => Forge;
+  /** The forge kind (its bottle branches) and its site (what bottles are wired to). */
+  forge: { kind: ForgeKind; site: ForgeSite };
+  /** The forge for a repository, as the bot. @default the site's, with `token` */
+  forgeFor?: (owner: string, repo: string) => Forge;
   /** The bot's token (given to each bottle's sidecar only) and its login. */
   token: string;
   botLogin: string;
   /** Org whose assigned members launch agents. @default 'bot-bottle' */
   org?: string;
-  apiUrl: string;
-  cloneUrl: (owner: string, repo: string) => string;
   store: ForgeStateStore;
   /** The durable inbox (and delivery ledger): every accepted event until its effect happened. */
   inbox: EventInbox;
@@ -126,6 +133,7 @@ const RETRY_MS = [2_000, 10_000, 60_000, 300_000, 900_000];
  */
 export class Orchestrator {
   readonly #o: OrchestratorOptions;
+  readonly #forgeFor: (owner: string, repo: string) => Forge;
   readonly #bottles = new Map<string, Bottle>();
   readonly #monitors = new Map<string, TurnMonitor>();
   readonly #fired = new Map<string, { reason: WatchdogReason; detail: string }>();
@@ -151,6 +159,9 @@ export class Orchestrator {
 
   constructor(options: OrchestratorOptions) {
     this.#o = options;
+    this.#forgeFor =
+      options.forgeFor ??
+      ((owner, repo) => options.forge.site.forgeFor({ owner, repo, token: options.token }));
     this.capacity = new Capacity(options.capacity);
     this.#warm = new WarmBottles({
       capacity: this.capacity,
@@ -168,6 +179,7 @@ export class Orchestrator {
     );
     this.#fleet = new Fleet(new IssueLeases(options.fleet ?? soloFleet()), {
       store: options.store,
+      branches: options.forge.kind,
       inbox: options.inbox,
       runner: options.runner,
       env: options.env,
@@ -208,10 +220,14 @@ export class Orchestrator {
     // The issue from the event itself when it says (its number, a bottle branch);
     // a PR's owner is found by the store in the same write as the event.
     let pr: { owner: string; repo: string; pr: number } | undefined;
-    const issue = await issueOf(event, (owner, repo, n) => {
-      pr = { owner, repo, pr: n };
-      return undefined;
-    });
+    const issue = await issueOf(
+      event,
+      (owner, repo, n) => {
+        pr = { owner, repo, pr: n };
+        return undefined;
+      },
+      this.#o.forge.kind,
+    );
     const stored = await this.#o.inbox.accept(event.key, {
       issue: issue === undefined ? null : issueKey(event.owner, event.repo, issue),
       occurredAt: event.occurredAt,
@@ -634,7 +650,7 @@ export class Orchestrator {
     switch (event.kind) {
       case 'issue_targeting_changed': {
         // The payload is a hint: the issue as the forge has it now decides.
-        const forge = this.#o.forgeFor(owner, repo);
+        const forge = this.#forgeFor(owner, repo);
         const fresh = await forge.readIssue(issue);
         const labels = fresh.labels.map((l) => l.name);
         const assignees = fresh.assignees.map((a) => a.login);
@@ -677,7 +693,7 @@ export class Orchestrator {
       }
       case 'issue_closed': {
         if (!live) return 'done';
-        const forge = this.#o.forgeFor(owner, repo);
+        const forge = this.#forgeFor(owner, repo);
         let openPr = false;
         for (const pr of known!.state.prs) if (await forge.isPrOpen(pr)) openPr = true;
         input = { type: 'issue_closed', openPr };
@@ -692,7 +708,7 @@ export class Orchestrator {
         // Only a live bottle's own issue and PRs are heard; nothing is asked of the forge otherwise.
         if (!live || event.comment.author === this.#o.botLogin) return 'done';
         if (pr !== undefined && !known!.state.prs.includes(pr)) return 'done';
-        const forge = this.#o.forgeFor(owner, repo);
+        const forge = this.#forgeFor(owner, repo);
         const may = await mayDrive(forge, this.#policy(), event.comment.author, event.comment.body);
         if (!may.ok) {
           this.#log({ msg: 'comment ignored', key, author: event.comment.author, why: may.why });
@@ -717,7 +733,7 @@ export class Orchestrator {
         const pr = event.pr.number;
         if (!live || !known!.state.prs.includes(pr) || event.author === this.#o.botLogin)
           return 'done';
-        const forge = this.#o.forgeFor(owner, repo);
+        const forge = this.#forgeFor(owner, repo);
         const may = await mayDrive(forge, this.#policy(), event.author, event.body);
         if (!may.ok) {
           this.#log({ msg: 'review ignored', key, author: event.author, why: may.why });
@@ -743,7 +759,7 @@ export class Orchestrator {
         if (!live || !known.state.prs.includes(pr) || author === this.#o.botLogin) return 'done';
         if (this.#o.resumeOnHumanPush) {
           const may = await mayDrive(
-            this.#o.forgeFor(owner, repo),
+            this.#forgeFor(owner, repo),
             this.#policy(),
             author,
             undefined,
@@ -834,8 +850,7 @@ export class Orchestrator {
   #acknowledge(key: string, target: Parameters<Forge['react']>[0]): void {
     if (this.#o.acknowledge === false) return;
     const { owner, repo } = parseIssueKey(key);
-    void this.#o
-      .forgeFor(owner, repo)
+    void this.#forgeFor(owner, repo)
       .react(target, 'eyes')
       .catch((err) =>
         this.#log({ msg: 'could not acknowledge', key, target, error: errorMessage(err) }),
@@ -867,8 +882,7 @@ export class Orchestrator {
     });
     if (!first) return;
     const { owner, repo, issue } = parseIssueKey(key);
-    await this.#o
-      .forgeFor(owner, repo)
+    await this.#forgeFor(owner, repo)
       .postComment(issue, message)
       .catch((err) => this.#log({ msg: 'could not post feedback', key, error: errorMessage(err) }));
   }
@@ -1094,7 +1108,7 @@ export class Orchestrator {
     bottle.slug = `${agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
     const bytes = this.#o.runner.memoryOf(agent, bottle.bottles);
     this.capacity.tryRun(bottle.slug, bytes);
-    const forge = this.#o.forgeFor(owner, repo);
+    const forge = this.#forgeFor(owner, repo);
     try {
       const read = await forge.readIssue(issue);
       const prompt = `${FORGE_PROMPT_OVERLAY}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
@@ -1113,12 +1127,13 @@ export class Orchestrator {
           prompt,
           bottles: bottle.bottles,
           forge: {
-            apiUrl: this.#o.apiUrl,
+            kind: this.#o.forge.kind.name,
+            site: this.#o.forge.site.env(),
             token: this.#o.token,
             owner,
             repo,
             issue,
-            cloneUrl: this.#o.cloneUrl(owner, repo),
+            cloneUrl: this.#o.forge.site.cloneUrl({ owner, repo }),
           },
           // The forge's API says where the default branch is: a mirror already there
           // needs no fetch.
@@ -1176,7 +1191,7 @@ export class Orchestrator {
     const summaries = (await this.#o.provenance.store.chain(bottle.slug))
       .slice(-inSession)
       .map((r) => r.record.done?.summary ?? `(turn ${r.record.turn} ended without a summary)`);
-    const rotated = await rotationPrompt(this.#o.forgeFor(owner, repo), {
+    const rotated = await rotationPrompt(this.#forgeFor(owner, repo), {
       overlay: FORGE_PROMPT_OVERLAY,
       issue,
       pr: bottle.state.prs.at(-1),
@@ -1219,7 +1234,7 @@ export class Orchestrator {
           ...(pr !== undefined
             ? {
                 prHead: async () =>
-                  (await this.#o.forgeFor(bottle.owner, bottle.repo).readPr(pr)).head.sha,
+                  (await this.#forgeFor(bottle.owner, bottle.repo).readPr(pr)).head.sha,
               }
             : {}),
         }),

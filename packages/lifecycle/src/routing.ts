@@ -1,4 +1,4 @@
-import { BOTTLE_BRANCH, type ForgeEvent } from '@bb/forge';
+import { defaultBottleBranches, type ForgeEvent, type ForgeKind } from '@bb/forge';
 
 /** The key of an issue's queue: `owner/repo#n`. */
 export const issueKey = (owner: string, repo: string, issue: number) => `${owner}/${repo}#${issue}`;
@@ -24,7 +24,7 @@ export function prOf(event: ForgeEvent): number | undefined {
 
 /**
  * The issue an event belongs to, in constant time whatever the history: its
- * own number, the bottle branch's issue (`bb/<agent>-<issue>`), or the live
+ * own number, the bottle branch's issue (the kind's convention), or the live
  * bottle that owns the PR (an indexed lookup). `undefined` when nothing claims
  * the PR yet: the caller parks the event until a bottle learns that PR.
  */
@@ -35,6 +35,8 @@ export async function issueOf(
     repo: string,
     pr: number,
   ) => number | undefined | Promise<number | undefined>,
+  /** The forge kind's bottle branch convention. @default `bb/<agent>-<issue>` */
+  branches: Pick<ForgeKind, 'issueOfBranch'> = defaultBottleBranches,
 ): Promise<number | undefined> {
   switch (event.kind) {
     case 'issue_targeting_changed':
@@ -43,8 +45,9 @@ export async function issueOf(
     case 'comment_created':
       return event.on === 'issue' ? event.number : lookupPr(event.owner, event.repo, event.number);
     default: {
-      const branch = BOTTLE_BRANCH.exec(event.pr.head);
-      return branch ? Number(branch[1]) : lookupPr(event.owner, event.repo, event.pr.number);
+      return (
+        branches.issueOfBranch(event.pr.head) ?? lookupPr(event.owner, event.repo, event.pr.number)
+      );
     }
   }
 }

@@ -1,12 +1,19 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BbError, errorMessage, isBbError } from '@bb/errors';
-import { type Forge, type ForgeEvent, header, type WebhookHeaders } from '@bb/forge';
+import {
+  type ForgeEvent,
+  header,
+  type ParsedWebhook,
+  type WebhookHeaders,
+  type WebhookScheme,
+} from '@bb/forge';
 import type { DeliveryLedger } from '@bb/state';
 
 export interface WebhookHandlerOptions {
-  /** Verifies and parses this forge's deliveries. */
-  forge: Pick<Forge, 'verifyWebhook' | 'parseWebhook'>;
-  secret: string;
+  /** The forge kind's webhooks: how deliveries are verified and read (`kind.webhook`). */
+  scheme: Pick<WebhookScheme, 'verify' | 'parse' | 'deliveryId'>;
+  /** The secrets deliveries may be signed with: the current one, and old ones while it changes. */
+  secrets: readonly string[];
   /**
    * Durably accepts an event (the orchestrator's `accept`: ledger and inbox in
    * one write); `false` for a key accepted before; throws when it cannot be
@@ -17,7 +24,7 @@ export interface WebhookHandlerOptions {
   /** Without `accept`: the ledger that deduplicates, and who receives each new event. */
   ledger?: DeliveryLedger;
   enqueue?: (event: ForgeEvent) => void;
-  /** Largest body accepted. @default 1 MiB (Gitea's payloads are tens of KB) */
+  /** Largest body accepted. @default 1 MiB (forges' payloads are tens of KB) */
   maxBytes?: number;
   log?: (entry: Record<string, unknown>) => void;
 }
@@ -75,13 +82,13 @@ function deliveryCore(options: WebhookHandlerOptions) {
       return undefined;
     },
     async deliver(headers: WebhookHeaders, raw: Uint8Array): Promise<DeliveryAnswer> {
-      if (!options.forge.verifyWebhook(headers, raw, options.secret)) {
-        log({ msg: 'webhook signature rejected', delivery: header(headers, 'x-gitea-delivery') });
+      if (!options.scheme.verify(headers, raw, options.secrets)) {
+        log({ msg: 'webhook signature rejected', delivery: options.scheme.deliveryId(headers) });
         return answer(401, { error: 'signature does not verify' });
       }
-      let event: ReturnType<Forge['parseWebhook']>;
+      let event: ParsedWebhook;
       try {
-        event = options.forge.parseWebhook(headers, raw);
+        event = options.scheme.parse(headers, raw);
       } catch (err) {
         if (isBbError(err, 'INVALID_INPUT')) return answer(400, { error: errorMessage(err) });
         throw err;
@@ -173,7 +180,7 @@ async function readCapped(req: Request, max: number): Promise<Uint8Array | undef
  * raw bytes (401 before any parse or write), then parse (400), then one
  * durable write under the event's semantic key (a duplicate is acknowledged and
  * not processed again; a store that cannot be written is 503, never 202), then
- * 202. Nothing slow happens before the answer: Gitea gives up after 5 s and never
+ * 202. Nothing slow happens before the answer: a forge gives up soon (within seconds) and never
  * retries.
  */
 export function createWebhookHandler(

@@ -1,4 +1,4 @@
-import type { Forge } from '@bb/forge';
+import { type Forge, giteaKind } from '@bb/forge';
 import { MemoryForge, type MemoryForgeWorld } from '@bb/forge/testing';
 import { loadOrCreateSigningKey, type RunRecordStore } from '@bb/provenance';
 import type { EventInbox, ForgeStateStore } from '@bb/state';
@@ -25,8 +25,10 @@ export function fakeOrchestratorOptions(o: {
       ((owner, repo) => new MemoryForge({ owner, repo, as: 'bb-bot', world: o.world })),
     token: 'forge-token',
     botLogin: 'bb-bot',
-    apiUrl: 'http://127.0.0.1:9/api/v1',
-    cloneUrl: (owner, repo) => `http://127.0.0.1:9/${owner}/${repo}.git`,
+    forge: {
+      kind: giteaKind,
+      site: giteaKind.fromEnv({ FORGE_GITEA_API: 'http://127.0.0.1:9/api/v1' }),
+    },
     store: o.store,
     inbox: o.store,
     runner: o.runner,

@@ -88,7 +88,8 @@ export class FakeRunner implements BottleRunner {
       cwd: '/workspace',
       branch: `bb/${o.agent}-${o.forge.issue}`,
       forge: {
-        apiUrl: o.forge.apiUrl,
+        kind: o.forge.kind,
+        site: o.forge.site,
         owner: o.forge.owner,
         repo: o.forge.repo,
         issue: o.forge.issue,

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { BbError } from '@bb/errors';
-import { type ForgeEvent, parseGiteaWebhook, verifyGiteaWebhook } from '@bb/forge';
+import { type ForgeEvent, giteaKind, parseGiteaWebhook } from '@bb/forge';
 import { MemoryForgeStateStore } from '@bb/state';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -27,7 +27,7 @@ const fixtures = join(
   'webhooks',
 );
 const SECRET = 'bb-webhook-secret';
-const forge = { verifyWebhook: verifyGiteaWebhook, parseWebhook: parseGiteaWebhook };
+const scheme = giteaKind.webhook;
 const fixture = (name: string) => ({
   headers: JSON.parse(readFileSync(join(fixtures, `${name}.headers.json`), 'utf8')) as Record<
     string,
@@ -102,8 +102,8 @@ describe.each(adapters)('webhook endpoint, %s', (_name, make) => {
   async function setup(ledger = new MemoryForgeStateStore()) {
     const events: ForgeEvent[] = [];
     const handler = await make({
-      forge,
-      secret: SECRET,
+      scheme,
+      secrets: [SECRET],
       ledger,
       enqueue: (e) => events.push(e),
     });
@@ -228,16 +228,16 @@ describe('webhook endpoint on node:http, against a hostile sender', () => {
     let before = 0;
     const server = createServer(
       createWebhookListener({
-        forge: {
+        scheme: {
+          ...scheme,
           // Called once the whole body is in: what the endpoint holds then is measured.
-          verifyWebhook: () => {
+          verify: () => {
             gc();
             heldBytes = held() - before;
             return false;
           },
-          parseWebhook: parseGiteaWebhook,
         },
-        secret: SECRET,
+        secrets: [SECRET],
         ledger: new MemoryForgeStateStore(),
         enqueue: () => {},
       }),

@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import { type BottleMeta, destroy, readMeta } from '@bb/headless';
-import { parseDuration } from '@bb/orchestrator';
+import { parseDuration } from '@bb/service';
 import type { ForgeState } from '@bb/state';
 import { type CliDeps, type CliState, makeBackend, openState } from '../deps';
 import { backendName, type CliIo, parse, UsageError } from '../io';

@@ -19,7 +19,6 @@ import {
   LOCAL_BACKEND_WARNING,
   LocalBackend,
 } from '@bb/headless';
-import { type RunningOrchestrator, serve } from '@bb/orchestrator';
 import {
   loadOrCreateSigningKey,
   ProvenanceStore,
@@ -32,6 +31,7 @@ import {
   type ScriptedModelServer,
   type ScriptStep,
 } from '@bb/scripted-model';
+import { type RunningOrchestrator, serve } from '@bb/service';
 import { BbDatabase, type ForgeState, SqliteForgeStateStore } from '@bb/state';
 import { bold, type CliIo, dim, green, parse, yellow } from '../io';
 import { DEMO_USAGE } from '../usage';

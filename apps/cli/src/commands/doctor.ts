@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { errorMessage } from '@bb/errors';
-import { GiteaClient, GiteaForge } from '@bb/forge';
+import { forgeKinds } from '@bb/forge';
 import {
   type Backend,
   canMountDisks,
@@ -11,7 +11,7 @@ import {
   loadAgentManifest,
   loadBottleManifest,
 } from '@bb/headless';
-import { loadConfig } from '@bb/orchestrator';
+import { loadConfig } from '@bb/service';
 import { resolveBbHome } from '@bb/state';
 import { loadPolicy, policyPath } from '@bb/supervise';
 import { SAFE_PATH } from '@bb/wall';
@@ -166,14 +166,17 @@ export async function runDoctor(
     });
   }
 
-  if (!io.env['FORGE_GITEA_API']) {
-    checks.push({
-      check: 'orchestrator config',
-      ok: null,
-      detail: 'skipped: FORGE_GITEA_API is not set',
-    });
-    checks.push({ check: 'forge', ok: null, detail: 'skipped: FORGE_GITEA_API is not set' });
-    return checks;
+  let forge: ReturnType<typeof forgeKinds.fromEnv> | undefined;
+  try {
+    forge = forgeKinds.fromEnv(io.env);
+  } catch (err) {
+    // Nothing of the forge set here: the orchestrator's checks do not apply.
+    if (!io.env['FORGE_TOKEN'] && !io.env['FORGE_KIND']) {
+      const why = `skipped: the forge is not configured here (${errorMessage(err)})`;
+      checks.push({ check: 'orchestrator config', ok: null, detail: why });
+      checks.push({ check: 'forge', ok: null, detail: why });
+      return checks;
+    }
   }
   let config: ReturnType<typeof loadConfig> | undefined;
   try {
@@ -187,6 +190,8 @@ export async function runDoctor(
       fix: 'set the variables named above (docs/orchestrator.md)',
     });
   }
+  if (!forge) return checks;
+  const { kind, site } = forge;
   const token = io.env['FORGE_TOKEN'];
   if (!token) {
     checks.push({
@@ -199,25 +204,18 @@ export async function runDoctor(
   }
   const org = config?.FORGE_ORG ?? io.env['FORGE_ORG'] ?? 'bot-bottle';
   try {
-    const client = new GiteaClient({ baseUrl: io.env['FORGE_GITEA_API'], token });
-    const me = (await client.request<{ login: string }>({ method: 'GET', path: '/user' })).body
-      .login;
+    const me = await site.whoami(token);
     checks.push({
       check: 'forge',
       ok: true,
-      detail: `${io.env['FORGE_GITEA_API']} answers; the token is ${me}'s`,
+      detail: `${kind.name} at ${site.location} answers; the token is ${me}'s`,
     });
-    // Before anything that needs a scope: a missing one is named, not met as a failure later.
-    const scopes = await scopeCheck(client);
-    checks.push(scopes);
-    if (scopes.ok === false) return checks;
-    const forge = new GiteaForge({
-      baseUrl: io.env['FORGE_GITEA_API'],
-      token,
-      owner: org,
-      repo: '_',
-    });
-    const member = await forge.isOrgMember(org, me);
+    // The kind's own checks first (a token's scopes, say): what they find missing is named
+    // before it shows up as a failure below.
+    const own = (await site.checks?.(token, config?.FORGE_REPOS ?? [])) ?? [];
+    checks.push(...own);
+    if (own.some((c) => c.ok === false)) return checks;
+    const member = await site.forgeFor({ owner: org, repo: '_', token }).isOrgMember(org, me);
     checks.push(
       member
         ? { check: 'org membership', ok: true, detail: `${me} is a member of ${org}` }
@@ -225,105 +223,18 @@ export async function runDoctor(
             check: 'org membership',
             ok: false,
             detail: `${me} is not a member of ${org}: issues assigned to it will not launch agents`,
-            fix: `add ${me} to the ${org} organisation in Gitea, or set FORGE_ORG to its org`,
+            fix: `add ${me} to the ${org} organisation on the forge, or set FORGE_ORG to its org`,
           },
     );
-    checks.push(await adminCheck(client, me, config?.FORGE_REPOS ?? []));
   } catch (err) {
     checks.push({
       check: 'forge',
       ok: false,
       detail: errorMessage(err),
-      fix: 'check FORGE_GITEA_API (…/api/v1) and that FORGE_TOKEN is a valid token',
+      fix: `check the forge's address (${kind.summary}) and that FORGE_TOKEN is a valid token`,
     });
   }
   return checks;
-}
-
-/** The scopes the bot's token needs (a `write:` scope includes its `read:`). */
-export const NEEDED_SCOPES = ['write:repository', 'write:issue', 'read:organization', 'read:user'];
-
-/**
- * Which scopes the token has, asked of the live API: a request outside a
- * scoped token's scopes is refused with a message that lists them, so one
- * call the bot never needs (notifications) tells them all.
- */
-async function scopeCheck(client: GiteaClient): Promise<DoctorCheck> {
-  let scopes: string[] | undefined;
-  // Taken as an answer (not an error) so Gitea's message is read as it is.
-  const res = await client.request<{ message?: string } | null>(
-    { method: 'GET', path: '/notifications', query: { limit: 1 } },
-    [200, 204, 403, 404],
-  );
-  if (res.status === 403) {
-    const m = /token scope=([\w:,-]*)/.exec(res.body?.message ?? '');
-    if (!m)
-      return {
-        check: 'token scopes',
-        ok: false,
-        detail: `Gitea refused: ${res.body?.message ?? '403'}`,
-        fix: 'check the token (docs/gitea-setup.md)',
-      };
-    scopes = m[1]!.split(',').filter(Boolean);
-  }
-  if (!scopes || scopes.includes('all'))
-    return { check: 'token scopes', ok: true, detail: 'the token is not limited to scopes' };
-  const has = (need: string) => {
-    const [level, what] = need.split(':');
-    return scopes!.includes(need) || (level === 'read' && scopes!.includes(`write:${what}`));
-  };
-  const missing = NEEDED_SCOPES.filter((n) => !has(n));
-  return missing.length === 0
-    ? { check: 'token scopes', ok: true, detail: `the token has ${scopes.join(', ')}` }
-    : {
-        check: 'token scopes',
-        ok: false,
-        detail: `the token lacks ${missing.join(', ')} (it has ${scopes.join(', ') || 'none'})`,
-        fix: `create a token with ${NEEDED_SCOPES.join(', ')} (docs/gitea-setup.md)`,
-      };
-}
-
-/**
- * Whether the bot administers the repositories it works in: Gitea tells only
- * an admin who else may write, which decides whose comments drive an agent.
- */
-async function adminCheck(
-  client: GiteaClient,
-  me: string,
-  named: Array<{ owner: string; repo: string }>,
-): Promise<DoctorCheck> {
-  let repos = named.filter((r) => r.repo !== '*');
-  if (repos.length === 0) {
-    const { body } = await client.request<Array<{ name: string; owner: { login: string } }>>({
-      method: 'GET',
-      path: '/user/repos',
-      query: { limit: 10 },
-    });
-    repos = (body ?? []).map((r) => ({ owner: r.owner.login, repo: r.name }));
-  }
-  if (repos.length === 0)
-    return { check: 'repository admin', ok: null, detail: `${me} can reach no repository yet` };
-  const notAdmin: string[] = [];
-  for (const r of repos) {
-    const { body } = await client.request<{ permission?: string }>({
-      method: 'GET',
-      path: `/repos/${encodeURIComponent(r.owner)}/${encodeURIComponent(r.repo)}/collaborators/${encodeURIComponent(me)}/permission`,
-    });
-    if (body.permission !== 'admin' && body.permission !== 'owner')
-      notAdmin.push(`${r.owner}/${r.repo} (${body.permission ?? 'none'})`);
-  }
-  return notAdmin.length === 0
-    ? {
-        check: 'repository admin',
-        ok: true,
-        detail: `${me} administers ${repos.map((r) => `${r.owner}/${r.repo}`).join(', ')}`,
-      }
-    : {
-        check: 'repository admin',
-        ok: false,
-        detail: `${me} does not administer ${notAdmin.join(', ')}: Gitea tells only an admin who may write, so there only members of the agent org drive agents`,
-        fix: `make ${me} an admin collaborator of those repositories (docs/gitea-setup.md)`,
-      };
 }
 
 export async function doctorCommand(argv: string[], io: CliIo, docker?: Backend): Promise<number> {

@@ -1,18 +1,8 @@
-// bb forge hook install: create or update the Gitea webhook that feeds the orchestrator.
+// bb forge hook install: create or update the forge's webhook that feeds the orchestrator.
 import { BbError } from '@bb/errors';
-import { GiteaClient } from '@bb/forge';
+import { forgeKinds } from '@bb/forge';
 import { type CliIo, needEnv, parse, UsageError } from '../io';
 import { FORGE_USAGE } from '../usage';
-
-/** The events the orchestrator acts on (`pull_request` covers PR comments, reviews and pushes). */
-export const HOOK_EVENTS = ['issues', 'issue_comment', 'pull_request'];
-
-interface Hook {
-  id: number;
-  config: { url?: string };
-  events: string[];
-  active: boolean;
-}
 
 async function installHook(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parse(
@@ -40,7 +30,7 @@ async function installHook(argv: string[], io: CliIo): Promise<number> {
   const url = values['url'] as string | undefined;
   if (!url)
     throw new UsageError(
-      '--url is required: where Gitea delivers, e.g. https://bb.example.com/webhooks/gitea',
+      '--url is required: where the forge delivers, e.g. https://bb.example.com/webhooks/gitea',
       FORGE_USAGE,
     );
   try {
@@ -49,11 +39,7 @@ async function installHook(argv: string[], io: CliIo): Promise<number> {
   } catch {
     throw new UsageError(`--url must be an http(s) URL (got ${JSON.stringify(url)})`, FORGE_USAGE);
   }
-  const api = needEnv(
-    io,
-    'FORGE_GITEA_API',
-    'the Gitea API URL, e.g. https://gitea.example.com/api/v1',
-  );
+  const { kind, site } = forgeKinds.fromEnv(io.env);
   const token = needEnv(
     io,
     'FORGE_TOKEN',
@@ -66,33 +52,13 @@ async function installHook(argv: string[], io: CliIo): Promise<number> {
   );
   if (secret.length < 8)
     throw new BbError('INVALID_INPUT', 'FORGE_WEBHOOK_SECRET must be at least 8 characters');
-  const client = new GiteaClient({ baseUrl: api, token });
-  const base = repo
-    ? `/repos/${repo.split('/').map(encodeURIComponent).join('/')}/hooks`
-    : `/orgs/${encodeURIComponent(org!)}/hooks`;
-  const where = repo ?? `org ${org}`;
-  const body = {
-    config: { url, content_type: 'json', secret },
-    events: HOOK_EVENTS,
-    active: true,
-  };
-  const { body: hooks } = await client.request<Hook[] | null>({ method: 'GET', path: base });
-  const existing = (hooks ?? []).find((h) => h.config.url === url);
-  if (existing) {
-    await client.request({ method: 'PATCH', path: `${base}/${existing.id}`, body });
-    io.stdout(
-      `updated webhook ${existing.id} of ${where}: ${url}, events ${HOOK_EVENTS.join(', ')}\n`,
+  if (!site.installHook)
+    throw new BbError(
+      'INVALID_INPUT',
+      `bb cannot create ${kind.name} webhooks: create one by hand that posts to ${url} (path ${kind.webhook.path}) signed with FORGE_WEBHOOK_SECRET`,
     );
-  } else {
-    const { body: made } = await client.request<Hook>(
-      { method: 'POST', path: base, body: { type: 'gitea', ...body } },
-      [201],
-    );
-    io.stdout(`created webhook ${made.id} of ${where}: ${url}, events ${HOOK_EVENTS.join(', ')}\n`);
-  }
-  io.stdout(
-    'Gitea delivers to private addresses only when its [webhook] ALLOWED_HOST_LIST allows them: see docs/gitea-setup.md\n',
-  );
+  const said = await site.installHook(token, { target: (repo ?? org)!, url, secret });
+  io.stdout(`${said}\n`);
   return 0;
 }
 

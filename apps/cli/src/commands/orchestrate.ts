@@ -1,5 +1,5 @@
 import { BbError } from '@bb/errors';
-import { GiteaClient } from '@bb/forge';
+import { type ForgeSite, forgeKinds } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import { type Backend, launch, resume, supervisedBottles, type TurnOutcome } from '@bb/headless';
 import { installedCommit, recordTurn, saveBottleRow } from '@bb/lifecycle';
@@ -147,34 +147,26 @@ async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> 
         ORCHESTRATE_START_USAGE,
       );
   const b = backendName(values['backend'], ORCHESTRATE_START_USAGE);
-  const apiUrl = needEnv(
-    io,
-    'FORGE_GITEA_API',
-    'the Gitea API URL, e.g. https://gitea.example.com/api/v1',
-  );
-  const token = needEnv(io, 'FORGE_TOKEN', "the bot's Gitea token (given to the sidecar only)");
+  const { kind, site } = forgeKinds.fromEnv(io.env);
+  const token = needEnv(io, 'FORGE_TOKEN', "the bot's forge token (given to the sidecar only)");
   const owner = needEnv(io, 'FORGE_OWNER', "the repository's owner");
   const repo = needEnv(io, 'FORGE_REPO', "the repository's name");
   const issue = positiveInt(io, 'FORGE_ISSUE_NUMBER');
   const pr = io.env['FORGE_PR_NUMBER'] ? positiveInt(io, 'FORGE_PR_NUMBER') : undefined;
-  const client = new GiteaClient({ baseUrl: apiUrl, token });
-  const botLogin =
-    io.env['FORGE_BOT_LOGIN'] ||
-    (await client.request<{ login: string }>({ method: 'GET', path: '/user' })).body.login;
+  const forge = site.forgeFor({ owner, repo, token });
+  const botLogin = io.env['FORGE_BOT_LOGIN'] || (await site.whoami(token));
   const backend = makeBackend(io, b, deps);
   const state = await openState(io);
   try {
     if ((await state.store.get(owner, repo, issue))?.status === 'running')
       throw new BbError('CONFLICT', `${owner}/${repo}#${issue} already has a running bottle`);
-    const webBase = new URL(apiUrl).origin + new URL(apiUrl).pathname.replace(/\/api\/v1\/?$/, '');
     const slug = `${agent}-${Math.random().toString(36).slice(2, 7)}`;
     const row = { owner, repo, issue, slug, agent, backend };
-    if (forgeLabels.length > 0)
-      await client.request({
-        method: 'POST',
-        path: `/repos/${encodeURIComponent(owner)}/${encodeURIComponent(repo)}/issues/${issue}/labels`,
-        body: { labels: forgeLabels },
-      });
+    if (forgeLabels.length > 0 && !(await forge.addLabels(issue, forgeLabels)))
+      throw new BbError(
+        'INVALID_INPUT',
+        `the ${kind.name} forge cannot label issues: label #${issue} there and leave out --label`,
+      );
     const startedAt = nowIso();
     let out: TurnOutcome;
     await saveRow(state.store, io, row, 'running', pr ?? null, botLogin);
@@ -190,13 +182,14 @@ async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> 
         onProgress: progress(io),
         ...(values['bottle'] ? { bottles: values['bottle'] as string[] } : {}),
         forge: {
-          apiUrl,
+          kind: kind.name,
+          site: site.env(),
           token,
           owner,
           repo,
           issue,
           pr,
-          cloneUrl: `${webBase}/${owner}/${repo}.git`,
+          cloneUrl: site.cloneUrl({ owner, repo }),
         },
       });
     } catch (err) {
@@ -222,7 +215,7 @@ async function resumeCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numb
   const slug = need(values, 'slug', ORCHESTRATE_RESUME_USAGE);
   const prompt = need(values, 'prompt', ORCHESTRATE_RESUME_USAGE);
   const backend = makeBackend(io, backendName(values['backend'], ORCHESTRATE_RESUME_USAGE), deps);
-  const token = needEnv(io, 'FORGE_TOKEN', "the bot's Gitea token (it is never stored)");
+  const token = needEnv(io, 'FORGE_TOKEN', "the bot's forge token (it is never stored)");
   const state = await openState(io);
   try {
     const existing = (await state.store.all()).find((r) => r.slug === slug);
@@ -331,15 +324,12 @@ async function status(argv: string[], io: CliIo): Promise<number> {
     io.stdout(ORCHESTRATE_STATUS_USAGE);
     return 0;
   }
-  const api = io.env['FORGE_GITEA_API'];
-  let web: string | null = null;
-  if (api) {
-    try {
-      const u = new URL(api);
-      web = u.origin + u.pathname.replace(/\/api\/v1\/?$/, '');
-    } catch {
-      web = null;
-    }
+  // Links when the forge is configured here (its variables set); none otherwise.
+  let site: ForgeSite | undefined;
+  try {
+    site = forgeKinds.fromEnv(io.env).site;
+  } catch {
+    site = undefined;
   }
   const state = await openState(io);
   try {
@@ -357,9 +347,10 @@ async function status(argv: string[], io: CliIo): Promise<number> {
         status: r.status,
         repo: `${r.owner}/${r.repo}`,
         issue: r.issueNumber,
-        issueUrl: web ? `${web}/${r.owner}/${r.repo}/issues/${r.issueNumber}` : null,
+        issueUrl: site ? site.webUrl({ owner: r.owner, repo: r.repo, issue: r.issueNumber }) : null,
         pr: r.prNumber,
-        prUrl: web && r.prNumber ? `${web}/${r.owner}/${r.repo}/pulls/${r.prNumber}` : null,
+        prUrl:
+          site && r.prNumber ? site.webUrl({ owner: r.owner, repo: r.repo, pr: r.prNumber }) : null,
         lastCheckinAt: r.lastCheckinAt,
         sessionId: r.sessionId,
         awaitingOperator: r.status === 'running' && awaiting.has(r.slug),
@@ -450,7 +441,7 @@ async function serveCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numbe
     io.env['BB_BACKEND'] === 'local' || deps.backend
       ? makeBackend(io, io.env['BB_BACKEND'] === 'local' ? 'local' : 'docker', deps)
       : undefined;
-  const { serve } = await import('@bb/orchestrator');
+  const { serve } = await import('@bb/service');
   const running = await serve({ env: io.env, ...(backend ? { backend } : {}) });
   io.stderr(`bb: orchestrator listening on ${running.url} (dashboard at ${running.url}/)\n`);
   await (io.interrupted ?? new Promise<void>(() => {}));

@@ -330,6 +330,19 @@ export class GiteaForge extends Forge {
     return true;
   }
 
+  override async addLabels(n: number, names: string[]): Promise<boolean> {
+    positive(n, 'issue number');
+    if (names.length === 0) return true;
+    await this.#notFound(`issue #${n}`, () =>
+      this.client.request({
+        method: 'POST',
+        path: `${this.#repoPath}/issues/${n}/labels`,
+        body: { labels: names },
+      }),
+    );
+    return true;
+  }
+
   /** `<web root>/<owner>/<repo>.git`, authenticated with the client's token header. */
   override gitRemote(): GitRemote {
     const auth = this.client.authorization();

@@ -167,3 +167,11 @@ export const giteaKind: ForgeKind = {
   },
   ...defaultBottleBranches,
 };
+
+/**
+ * The kind and site of a bottle recorded before forges were plugs, when a
+ * bottle named only the API URL of the one forge there was.
+ */
+export function legacyForgeWiring(apiUrl: string): { kind: string; site: Record<string, string> } {
+  return { kind: giteaKind.name, site: { [GITEA_API_VAR]: apiUrl } };
+}

@@ -1,4 +1,5 @@
 import { errorMessage, isBbError } from '@bb/errors';
+import type { ForgeSite } from '@bb/forge';
 import type { RunRecordStore } from '@bb/provenance';
 import type { ForgeStateStore } from '@bb/state';
 import { type AccessPolicy, checkAccess } from './access';
@@ -9,12 +10,10 @@ import {
   renderDashboard,
 } from './dashboard';
 
-/** Where Gitea delivers its webhooks. */
-export const WEBHOOK_PATH = '/webhooks/gitea';
-
 /** Route a request to the first handler that takes it. */
 export function createApp(parts: {
-  webhook: (req: Request) => Promise<Response>;
+  /** The forge's deliveries: `path` is where they arrive (the forge kind's webhook path). */
+  webhook: { path: string; handle: (req: Request) => Promise<Response> };
   provenance?: (req: Request) => Promise<Response | undefined>;
   store: ForgeStateStore;
   /** Run records for the dashboard's "recent runs". */
@@ -25,7 +24,8 @@ export function createApp(parts: {
   proposals?: () => ProposalView[];
   /** Why targeted issues could not launch, newest last (dashboard and `/api/notices`). */
   notices?: () => NoticeView[];
-  webBase: string;
+  /** Where people read issues and PRs on the forge. */
+  site: Pick<ForgeSite, 'webUrl'>;
   version: string;
   /** Who may use the dashboard and the APIs. @default open (loopback, no token) */
   access?: AccessPolicy;
@@ -37,7 +37,7 @@ export function createApp(parts: {
     });
   return async (req) => {
     const { pathname } = new URL(req.url);
-    if (pathname === WEBHOOK_PATH) return parts.webhook(req);
+    if (pathname === parts.webhook.path) return parts.webhook.handle(req);
     if (pathname === '/healthz') return json(200, { ok: true, version: parts.version });
     const refused = checkAccess(req, parts.access ?? { loopback: true });
     if (refused) return refused;
@@ -50,7 +50,7 @@ export function createApp(parts: {
           capacity: parts.capacity,
           notices: parts.notices?.() ?? [],
           proposals: parts.proposals?.() ?? [],
-          webBase: parts.webBase,
+          site: parts.site,
           version: parts.version,
         }),
         { headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' } },
@@ -63,8 +63,10 @@ export function createApp(parts: {
         bottles: (await parts.store.all()).map((s) => ({
           ...s,
           awaitingOperator: s.status === 'running' && awaiting.has(s.slug),
-          issueUrl: `${parts.webBase}/${s.owner}/${s.repo}/issues/${s.issueNumber}`,
-          prUrl: s.prNumber ? `${parts.webBase}/${s.owner}/${s.repo}/pulls/${s.prNumber}` : null,
+          issueUrl: parts.site.webUrl({ owner: s.owner, repo: s.repo, issue: s.issueNumber }),
+          prUrl: s.prNumber
+            ? parts.site.webUrl({ owner: s.owner, repo: s.repo, pr: s.prNumber })
+            : null,
         })),
       });
     }

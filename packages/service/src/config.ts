@@ -1,4 +1,5 @@
-import { BbError } from '@bb/errors';
+import { BbError, errorMessage } from '@bb/errors';
+import { type ForgeKind, type ForgeKindRegistry, type ForgeSite, forgeKinds } from '@bb/forge';
 import { z } from 'zod';
 
 /**
@@ -76,15 +77,36 @@ export const ConfigSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_.-]{1,100}$/, 'FORGE_ORG must be an organisation name')
     .default('bot-bottle'),
-  FORGE_GITEA_API: z.url({
-    error: 'FORGE_GITEA_API must be the Gitea API URL, e.g. https://gitea.example.com/api/v1',
-  }),
+  /** The forge kind; its own variables (e.g. FORGE_GITEA_API) say where it is. @default gitea */
+  FORGE_KIND: z.string().optional(),
   FORGE_TOKEN: z
     .string({ error: 'FORGE_TOKEN is required (a token of the bot user, a member of FORGE_ORG)' })
     .min(1, 'FORGE_TOKEN is required'),
   FORGE_WEBHOOK_SECRET: z
-    .string({ error: 'FORGE_WEBHOOK_SECRET is required (the secret set on the Gitea webhook)' })
+    .string({ error: "FORGE_WEBHOOK_SECRET is required (the secret set on the forge's webhook)" })
     .min(8, 'FORGE_WEBHOOK_SECRET must be at least 8 characters'),
+  /**
+   * Secrets still accepted while the webhook's secret is changed, one per line:
+   * set the old one here, change the hook, then unset it.
+   */
+  FORGE_WEBHOOK_SECRET_PREVIOUS: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      const list = (v ?? '')
+        .split('\n')
+        .map((s) => s.trim())
+        .filter(Boolean);
+      if (list.some((s) => s.length < 8)) {
+        ctx.addIssue({
+          code: 'custom',
+          message:
+            'FORGE_WEBHOOK_SECRET_PREVIOUS must hold secrets of at least 8 characters, one per line',
+        });
+        return z.NEVER;
+      }
+      return list;
+    }),
   FORGE_WATCHDOG_TIMEOUT: duration('FORGE_WATCHDOG_TIMEOUT', '30m'),
   BB_PORT: z
     .string()
@@ -252,14 +274,41 @@ export const ConfigSchema = z.object({
    */
   BB_LEDGER_RETENTION: duration('BB_LEDGER_RETENTION', '14d'),
 });
-export type OrchestratorConfig = z.infer<typeof ConfigSchema>;
+export type OrchestratorConfig = z.infer<typeof ConfigSchema> & {
+  /** The forge kind `FORGE_KIND` names and the site its variables describe. */
+  forge: { kind: ForgeKind; site: ForgeSite };
+};
 
-/** Read the orchestrator's configuration; one line per bad value, secrets never echoed. */
-export function loadConfig(env: Record<string, string | undefined>): OrchestratorConfig {
+/**
+ * Read the orchestrator's configuration, the forge kind's own variables with
+ * it (from `kinds`, the process's registry unless told). One line per bad
+ * value; secrets never echoed.
+ */
+export function loadConfig(
+  env: Record<string, string | undefined>,
+  kinds: ForgeKindRegistry = forgeKinds,
+): OrchestratorConfig {
   const r = ConfigSchema.safeParse(env);
-  if (r.success) return r.data;
+  const problems = r.success ? [] : r.error.issues.map((i) => `- ${i.message}`);
+  let forge: OrchestratorConfig['forge'] | undefined;
+  try {
+    forge = kinds.fromEnv(env);
+  } catch (err) {
+    problems.push(
+      ...errorMessage(err)
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => (l.startsWith('- ') ? l : `- ${l}`)),
+    );
+  }
+  if (r.success && forge) return { ...r.data, forge };
   throw new BbError(
     'INVALID_INPUT',
-    `the orchestrator's configuration is invalid:\n${[...new Set(r.error.issues.map((i) => `- ${i.message}`))].join('\n')}`,
+    `the orchestrator's configuration is invalid:\n${[...new Set(problems)].join('\n')}`,
   );
+}
+
+/** Every secret a delivery may be signed with: the current one first. */
+export function webhookSecretsOf(config: OrchestratorConfig): string[] {
+  return [config.FORGE_WEBHOOK_SECRET, ...config.FORGE_WEBHOOK_SECRET_PREVIOUS];
 }

@@ -1,3 +1,4 @@
+import type { ForgeSite } from '@bb/forge';
 import type { SignedRecord } from '@bb/provenance';
 import { recordStatus } from '@bb/provenance';
 import type { ForgeState } from '@bb/state';
@@ -57,7 +58,8 @@ export interface DashboardInput {
   notices?: NoticeView[];
   /** The most recent runs, newest first. */
   runs?: SignedRecord[] | undefined;
-  webBase: string;
+  /** Where people read issues and PRs on the forge. */
+  site: Pick<ForgeSite, 'webUrl'>;
   version: string;
   /** Seconds between reloads. @default 5 */
   refreshSeconds?: number;
@@ -71,7 +73,11 @@ export interface DashboardInput {
 export function renderDashboard(input: DashboardInput): string {
   const now = input.now ?? Date.now();
   const issueUrl = (b: { owner: string; repo: string }, n: number, kind: 'issues' | 'pulls') =>
-    `${input.webBase}/${encodeURIComponent(b.owner)}/${encodeURIComponent(b.repo)}/${kind}/${n}`;
+    input.site.webUrl(
+      kind === 'issues'
+        ? { owner: b.owner, repo: b.repo, issue: n }
+        : { owner: b.owner, repo: b.repo, pr: n },
+    );
   const bottles = [...input.bottles].sort((a, b) => b.updatedAt.localeCompare(a.updatedAt));
   const runs = input.runs ?? [];
   const watchdog = new Map<string, string>();

@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname, totalmem } from 'node:os';
 import { errorMessage, redact, registerSecret } from '@bb/errors';
-import { closeGiteaPools, type ForgeEvent, GiteaClient, GiteaForge } from '@bb/forge';
+import type { ForgeEvent, ForgeKindRegistry } from '@bb/forge';
 import {
   type Backend,
   bottleRemediator,
@@ -33,9 +33,9 @@ import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
 import { pino } from 'pino';
 import pkg from '../package.json' with { type: 'json' };
 import { isLoopbackHost } from './access';
-import { createApp, WEBHOOK_PATH } from './app';
-import { loadConfig, type OrchestratorConfig } from './config';
-import { openState } from './state';
+import { createApp } from './app';
+import { loadConfig, type OrchestratorConfig, webhookSecretsOf } from './config';
+import { type OrchestratorState, openState } from './state';
 
 export interface ServeOptions {
   /** Configuration (see `loadConfig`). @default process.env */
@@ -44,9 +44,13 @@ export interface ServeOptions {
   logStream?: NodeJS.WritableStream;
   /** A backend to use instead of the one `BB_BACKEND` names. */
   backend?: Backend;
+  /** The forge kinds `FORGE_KIND` chooses from. @default `@bb/forge`'s registry */
+  kinds?: ForgeKindRegistry;
+  /** State to use instead of the one `BB_DATABASE_URL` names (closed with the service). */
+  state?: OrchestratorState;
   /** A secret scanner instead of gitleaks. */
   scanner?: SecretScanner;
-  /** The bot's login, when known; otherwise asked of the forge (`GET /user`). */
+  /** The bot's login, when known; otherwise asked of the forge (`ForgeSite.whoami`). */
   botLogin?: string;
 }
 
@@ -65,27 +69,6 @@ export interface RunningOrchestrator {
 }
 
 /**
- * The repositories the sweep covers: those FORGE_REPOS names (`org/*` expanded
- * to the org's repositories), or every repository the bot's user can reach.
- */
-async function sweepRepos(
-  client: GiteaClient,
-  named: Array<{ owner: string; repo: string }>,
-): Promise<Array<{ owner: string; repo: string }>> {
-  const out: Array<{ owner: string; repo: string }> = [];
-  const all = async (path: string) => {
-    for await (const r of client.paginate<{ name: string; owner: { login: string } }>(path))
-      out.push({ owner: r.owner.login, repo: r.name });
-  };
-  if (named.length === 0) await all('/user/repos');
-  for (const r of named) {
-    if (r.repo === '*') await all(`/orgs/${encodeURIComponent(r.owner)}/repos`);
-    else out.push(r);
-  }
-  return out;
-}
-
-/**
  * Run the orchestrator: read and check the configuration, open the state,
  * reconcile with the backend (watch running bottles again, remove orphans and
  * bottles that never started, replay the inbox), listen for webhooks, start
@@ -93,9 +76,10 @@ async function sweepRepos(
  */
 export async function serve(options: ServeOptions = {}): Promise<RunningOrchestrator> {
   const env = options.env ?? process.env;
-  const config = loadConfig(env);
+  const config = loadConfig(env, options.kinds);
+  const { kind, site } = config.forge;
   registerSecret(config.FORGE_TOKEN);
-  registerSecret(config.FORGE_WEBHOOK_SECRET);
+  for (const s of webhookSecretsOf(config)) registerSecret(s);
   registerSecret(config.BB_API_TOKEN);
   const log = pino(
     {
@@ -116,15 +100,12 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const bottleEnv = { ...env, BB_HOME: home };
 
-  const state = await openState(config.BB_DATABASE_URL, home);
+  const state = options.state ?? (await openState(config.BB_DATABASE_URL, home));
   const { store, runs: provStore, local: db } = state;
   const key = loadOrCreateSigningKey(home);
-  const client = new GiteaClient({ baseUrl: config.FORGE_GITEA_API, token: config.FORGE_TOKEN });
-  const botLogin =
-    options.botLogin ??
-    (await client.request<{ login: string }>({ method: 'GET', path: '/user' })).body.login;
+  const botLogin = options.botLogin ?? (await site.whoami(config.FORGE_TOKEN));
   const forgeFor = (owner: string, repo: string) =>
-    new GiteaForge({ baseUrl: config.FORGE_GITEA_API, token: config.FORGE_TOKEN, owner, repo });
+    site.forgeFor({ owner, repo, token: config.FORGE_TOKEN });
   const backend =
     options.backend ?? (config.BB_BACKEND === 'local' ? new LocalBackend() : new DockerBackend());
   if (!backend.isolates) log.warn(LOCAL_BACKEND_WARNING);
@@ -143,12 +124,11 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     remediator: bottleRemediator({ backend, env: bottleEnv }),
   });
   const orchestrator = new Orchestrator({
+    forge: { kind, site },
     forgeFor,
     token: config.FORGE_TOKEN,
     botLogin,
     org: config.FORGE_ORG,
-    apiUrl: config.FORGE_GITEA_API,
-    cloneUrl: (owner, repo) => `${client.webBase}/${owner}/${repo}.git`,
     store,
     inbox: store,
     runner,
@@ -186,8 +166,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   });
 
   const webhookOptions = {
-    forge: forgeFor('_', '_'),
-    secret: config.FORGE_WEBHOOK_SECRET,
+    scheme: kind.webhook,
+    secrets: webhookSecretsOf(config),
     accept: (e: ForgeEvent) => orchestrator.accept(e),
     log: (e: Record<string, unknown>) => log.info(e),
   };
@@ -195,7 +175,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   // Deliveries skip the Request/Response layer: the same endpoint on node:http directly.
   const deliveries = createWebhookListener(webhookOptions);
   const app = createApp({
-    webhook,
+    webhook: { path: kind.webhook.path, handle: webhook },
     provenance: createProvenanceHandler({
       store: provStore,
       publicKey: key.publicKey,
@@ -207,7 +187,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     capacity: orchestrator.capacity,
     notices: () => orchestrator.notices,
     proposals: () => desk.list({ status: 'pending' }),
-    webBase: client.webBase,
+    site,
     version: pkg.version,
     access: { token: config.BB_API_TOKEN, loopback: isLoopbackHost(config.BB_HOST) },
   });
@@ -222,7 +202,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const appListener = toNodeListener(app);
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?', 1)[0];
-    if (path === WEBHOOK_PATH) deliveries(req, res);
+    if (path === kind.webhook.path) deliveries(req, res);
     else appListener(req, res);
   });
   server.headersTimeout = 10_000;
@@ -242,7 +222,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
       .claimTask('sweep', Math.max(60_000, config.BB_SWEEP_INTERVAL))
       .then(async (mine) => {
         if (!mine) return;
-        const repos = await sweepRepos(client, config.FORGE_REPOS);
+        const repos = await site.repositories(config.FORGE_TOKEN, config.FORGE_REPOS);
         await sweepForge(
           {
             store,
@@ -287,6 +267,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     state: state.where,
     replica: orchestrator.fleet.holder,
     backend: backend.name,
+    forge: `${kind.name} ${site.location}`,
+    webhook: `${url}${kind.webhook.path}`,
     bot: botLogin,
     org: config.FORGE_ORG,
     startupConcurrency: orchestrator.capacity.maxStarting,
@@ -312,7 +294,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
           server.closeIdleConnections();
         });
         await sweeping;
-        await closeGiteaPools();
+        await site.close?.();
         await state.close();
       })()),
   };

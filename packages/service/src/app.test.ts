@@ -1,9 +1,10 @@
+import { giteaKind } from '@bb/forge';
 import { Capacity } from '@bb/lifecycle';
 import { MemoryForgeStateStore } from '@bb/state';
 import { sampleState } from '@bb/state/testing';
 import { describe, expect, it } from 'vitest';
 import { createApp } from './app';
-import { loadConfig, parseDuration } from './config';
+import { loadConfig, parseDuration, webhookSecretsOf } from './config';
 import { renderDashboard } from './dashboard';
 
 describe('orchestrator configuration', () => {
@@ -66,6 +67,28 @@ describe('orchestrator configuration', () => {
       expect(msg).toContain(part);
     }
     expect(msg).not.toContain('short');
+  });
+
+  it('reads the forge kind and its site, and the secrets a changing webhook accepts', () => {
+    const c = loadConfig({
+      FORGE_GITEA_API: 'http://gitea.test/api/v1',
+      FORGE_TOKEN: 't',
+      FORGE_WEBHOOK_SECRET: 'the-new-secret',
+      FORGE_WEBHOOK_SECRET_PREVIOUS: 'the-old-secret\nan-older-one\n',
+    });
+    expect(c.forge.kind.name).toBe('gitea');
+    expect(c.forge.site.cloneUrl({ owner: 'acme', repo: 'widgets' })).toBe(
+      'http://gitea.test/acme/widgets.git',
+    );
+    expect(webhookSecretsOf(c)).toEqual(['the-new-secret', 'the-old-secret', 'an-older-one']);
+    expect(() =>
+      loadConfig({
+        FORGE_GITEA_API: 'http://gitea.test/api/v1',
+        FORGE_TOKEN: 't',
+        FORGE_WEBHOOK_SECRET: 'the-new-secret',
+        FORGE_WEBHOOK_SECRET_PREVIOUS: 'short',
+      }),
+    ).toThrow(/FORGE_WEBHOOK_SECRET_PREVIOUS must hold secrets of at least 8 characters/);
   });
 
   it('reads the sweep interval, the repos to sweep and the backend', () => {
@@ -139,11 +162,11 @@ describe('orchestrator routes', () => {
     const store = new MemoryForgeStateStore();
     store.upsert(sampleState(17, { prNumber: 18, status: 'frozen' }));
     const app = createApp({
-      webhook: async () => new Response(null, { status: 202 }),
+      webhook: { path: '/webhooks/gitea', handle: async () => new Response(null, { status: 202 }) },
       provenance: async (req) =>
         new URL(req.url).pathname === '/api/runs' ? new Response('[]') : undefined,
       store,
-      webBase: 'http://gitea.test',
+      site: giteaKind.fromEnv({ FORGE_GITEA_API: 'http://gitea.test/api/v1' }),
       version: '1.2.3',
     });
     const get = (p: string, init?: RequestInit) =>
@@ -167,9 +190,9 @@ describe('orchestrator routes', () => {
     const store = new MemoryForgeStateStore();
     store.upsert(sampleState(17, { prNumber: 18, status: 'frozen', agentName: 'implementer' }));
     const app = createApp({
-      webhook: async () => new Response(null, { status: 202 }),
+      webhook: { path: '/webhooks/gitea', handle: async () => new Response(null, { status: 202 }) },
       store,
-      webBase: 'http://gitea.test',
+      site: giteaKind.fromEnv({ FORGE_GITEA_API: 'http://gitea.test/api/v1' }),
       version: '1.2.3',
     });
     const res = await app(new Request('http://localhost:8080/'));
@@ -182,7 +205,7 @@ describe('orchestrator routes', () => {
     // Whatever a row holds is escaped (the store itself refuses such a slug).
     const hostile = renderDashboard({
       bottles: [{ ...sampleState(19), slug: 'x-<script>' }],
-      webBase: 'http://gitea.test',
+      site: giteaKind.fromEnv({ FORGE_GITEA_API: 'http://gitea.test/api/v1' }),
       version: '1',
     });
     expect(hostile).toContain('x-&lt;script&gt;');
@@ -194,9 +217,9 @@ describe('orchestrator routes', () => {
     const row = sampleState(21, { slug: 'impl-sup01', status: 'running' });
     store.upsert(row);
     const app = createApp({
-      webhook: async () => new Response(null, { status: 202 }),
+      webhook: { path: '/webhooks/gitea', handle: async () => new Response(null, { status: 202 }) },
       store,
-      webBase: 'http://gitea.test',
+      site: giteaKind.fromEnv({ FORGE_GITEA_API: 'http://gitea.test/api/v1' }),
       version: '1.2.3',
       proposals: () => [
         {
@@ -244,10 +267,10 @@ describe('orchestrator routes', () => {
     capacity.tryRun('busy-1', 3 * 1024 ** 3);
     capacity.wait('acme/widgets#9', 2 * 1024 ** 3);
     const app = createApp({
-      webhook: async () => new Response(null, { status: 202 }),
+      webhook: { path: '/webhooks/gitea', handle: async () => new Response(null, { status: 202 }) },
       store,
       capacity,
-      webBase: 'http://gitea.test',
+      site: giteaKind.fromEnv({ FORGE_GITEA_API: 'http://gitea.test/api/v1' }),
       version: '1',
     });
     const html = await (await app(new Request('http://localhost:8080/'))).text();
@@ -283,9 +306,9 @@ describe('orchestrator routes', () => {
 describe('the door: who may use the dashboard and the APIs', () => {
   const app = (access: Parameters<typeof createApp>[0]['access']) =>
     createApp({
-      webhook: async () => new Response(null, { status: 202 }),
+      webhook: { path: '/webhooks/gitea', handle: async () => new Response(null, { status: 202 }) },
       store: new MemoryForgeStateStore(),
-      webBase: 'http://gitea.test',
+      site: giteaKind.fromEnv({ FORGE_GITEA_API: 'http://gitea.test/api/v1' }),
       version: '0.0.0',
       access,
     });

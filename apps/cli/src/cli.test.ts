@@ -134,7 +134,7 @@ describe('bb: help and usage', () => {
         backend: () => new DockerBackend(),
       });
       expect(code).toBe(EXIT.USAGE);
-      expect(t.err).toMatch(/FORGE_GITEA_API is not set: the Gitea API URL/);
+      expect(t.err).toMatch(/FORGE_GITEA_API is required: the Gitea API URL/);
       const n = io({
         BB_HOME: home,
         FORGE_GITEA_API: 'http://g/api/v1',
@@ -430,7 +430,7 @@ describe('bb doctor', () => {
       );
       expect(stray.find((c) => c.check === 'org membership')).toMatchObject({
         ok: false,
-        fix: 'add stray to the bot-bottle organisation in Gitea, or set FORGE_ORG to its org',
+        fix: 'add stray to the bot-bottle organisation on the forge, or set FORGE_ORG to its org',
       });
       const badToken = await runDoctor(
         io({ ...env, FORGE_TOKEN: 'wrong-token-000000' }).io,
@@ -464,7 +464,9 @@ describe('bb doctor', () => {
     expect(code).toBe(1);
     expect(t.out).toMatch(/^FAIL docker engine: /m);
     expect(t.out).toMatch(/^ +fix: start the engine/m);
-    expect(t.out).toMatch(/^skip forge: skipped: FORGE_GITEA_API is not set$/m);
+    expect(t.out).toMatch(
+      /^skip forge: skipped: the forge is not configured here \(FORGE_GITEA_API is required/m,
+    );
   });
 });
 

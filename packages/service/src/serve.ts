@@ -2,8 +2,8 @@ import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname, totalmem } from 'node:os';
-import { errorMessage, redact, registerSecret } from '@bb/errors';
-import type { ForgeEvent, ForgeKindRegistry } from '@bb/forge';
+import { BbError, errorMessage, redact, registerSecret } from '@bb/errors';
+import { type ForgeEvent, type ForgeKind, registerForgeKind } from '@bb/forge';
 import {
   type Backend,
   bottleRemediator,
@@ -44,8 +44,12 @@ export interface ServeOptions {
   logStream?: NodeJS.WritableStream;
   /** A backend to use instead of the one `BB_BACKEND` names. */
   backend?: Backend;
-  /** The forge kinds `FORGE_KIND` chooses from. @default `@bb/forge`'s registry */
-  kinds?: ForgeKindRegistry;
+  /**
+   * A forge kind of your own (a `GitHubForge`'s, say): registered with
+   * `@bb/forge` (bottles find it there) and used as if `FORGE_KIND` named it.
+   * Its own variables still come from `env`. @default the kind `FORGE_KIND` names
+   */
+  kind?: ForgeKind;
   /** State to use instead of the one `BB_DATABASE_URL` names (closed with the service). */
   state?: OrchestratorState;
   /** A secret scanner instead of gitleaks. */
@@ -76,7 +80,15 @@ export interface RunningOrchestrator {
  */
 export async function serve(options: ServeOptions = {}): Promise<RunningOrchestrator> {
   const env = options.env ?? process.env;
-  const config = loadConfig(env, options.kinds);
+  if (options.kind) {
+    registerForgeKind(options.kind);
+    if (env['FORGE_KIND'] && env['FORGE_KIND'] !== options.kind.name)
+      throw new BbError(
+        'INVALID_INPUT',
+        `FORGE_KIND is ${env['FORGE_KIND']} but serve() was given the ${options.kind.name} kind: unset one`,
+      );
+  }
+  const config = loadConfig(options.kind ? { ...env, FORGE_KIND: options.kind.name } : env);
   const { kind, site } = config.forge;
   registerSecret(config.FORGE_TOKEN);
   for (const s of webhookSecretsOf(config)) registerSecret(s);

@@ -214,8 +214,17 @@ export async function runDoctor(
     // before it shows up as a failure below.
     const own = (await site.checks?.(token, config?.FORGE_REPOS ?? [])) ?? [];
     checks.push(...own);
-    if (own.some((c) => c.ok === false)) return checks;
-    const member = await site.forgeFor({ owner: org, repo: '_', token }).isOrgMember(org, me);
+    let member: boolean;
+    try {
+      member = await site.forgeFor({ owner: org, repo: '_', token }).isOrgMember(org, me);
+    } catch (err) {
+      checks.push({
+        check: 'org membership',
+        ok: own.some((c) => c.ok === false) ? null : false,
+        detail: `cannot be told: ${errorMessage(err)}`,
+      });
+      return checks;
+    }
     checks.push(
       member
         ? { check: 'org membership', ok: true, detail: `${me} is a member of ${org}` }

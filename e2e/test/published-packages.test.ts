@@ -1,13 +1,14 @@
-// A package outside this repository installs the packed @bb/state and @bb/errors
-// tarballs (as npm would publish them: dist only, publishConfig exports) and runs
-// the conformance suite from @bb/state/testing against its own store. Needs the
-// packages built (scripts/test.sh builds first).
+// A package outside this repository installs packed @bb/* tarballs (as npm would
+// publish them: dist only, publishConfig exports) and runs the exported conformance
+// suites (@bb/state/testing, @bb/forge/testing, @bb/headless/testing) against its own
+// trivial implementations. Needs the packages built (scripts/test.sh builds first).
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
   realpathSync,
   rmSync,
   symlinkSync,
@@ -27,9 +28,9 @@ function pack(pkgDir: string): string {
   if (!existsSync(join(pkgDir, 'dist')))
     throw new Error(`${pkgDir} is not built: run pnpm build first`);
   execFileSync('pnpm', ['pack', '--pack-destination', work], { cwd: pkgDir, stdio: 'pipe' });
-  const name = readdirSync(work).find(
-    (f) => f.startsWith(`bb-${pkgDir.split('/').pop()}-`) && f.endsWith('.tgz'),
-  );
+  // bb-forge-0.0.0.tgz, not bb-forge-sidecar-0.0.0.tgz.
+  const exact = new RegExp(`^bb-${pkgDir.split('/').pop()}-\\d[^/]*\\.tgz$`);
+  const name = readdirSync(work).find((f) => exact.test(f));
   return join(work, name!);
 }
 
@@ -111,4 +112,133 @@ describeStoreConformance('published sqlite', {
     // It really resolved the packed files, not this repository's sources.
     expect(realpathSync(join(modules, '@bb', 'state'))).not.toContain(join(repo, 'packages'));
   });
+});
+
+/**
+ * `name` and the workspace packages it depends on, packed and unpacked into `modules`;
+ * their registry dependencies linked from this repository's installed copies.
+ */
+function installWithDeps(name: string, modules: string, done = new Set<string>()): void {
+  if (done.has(name)) return;
+  done.add(name);
+  const dir = join(repo, 'packages', name);
+  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+    dependencies?: Record<string, string>;
+    peerDependencies?: Record<string, string>;
+  };
+  install(pack(dir), name, modules);
+  const req = createRequire(join(dir, 'package.json'));
+  for (const [dep, range] of Object.entries({
+    ...manifest.dependencies,
+    ...manifest.peerDependencies,
+  })) {
+    if (range.startsWith('workspace:')) installWithDeps(dep.replace('@bb/', ''), modules, done);
+    else if (!existsSync(join(modules, dep))) {
+      let found: string;
+      try {
+        found = realpathSync(dirname(req.resolve(`${dep}/package.json`)));
+      } catch {
+        continue; // an optional peer this repository does not install
+      }
+      mkdirSync(dirname(join(modules, dep)), { recursive: true });
+      symlinkSync(found, join(modules, dep), 'dir');
+    }
+  }
+}
+
+function runOutside(project: string, modules: string) {
+  const vitest = join(realpathSync(join(modules, 'vitest')), 'vitest.mjs');
+  const res = spawnSync(
+    process.execPath,
+    [vitest, 'run', '--root', project, '--reporter=verbose'],
+    {
+      cwd: project,
+      encoding: 'utf8',
+      env: {
+        ...process.env,
+        NO_COLOR: '1',
+        FORCE_COLOR: '0',
+        VITEST: undefined,
+        VITEST_POOL_ID: undefined,
+        VITEST_WORKER_ID: undefined,
+      },
+      timeout: 180_000,
+    },
+  );
+  return { status: res.status, output: `${res.stdout}\n${res.stderr}` };
+}
+
+describe('published @bb/forge and @bb/headless, used from outside the repository', () => {
+  it("runs the forge and backend suites against a third party's trivial forge and backend", () => {
+    const project = join(work, 'third-party-plugs');
+    const modules = join(project, 'node_modules');
+    mkdirSync(modules, { recursive: true });
+    installWithDeps('headless', modules);
+    installWithDeps('forge', modules);
+    if (!existsSync(join(modules, 'vitest'))) {
+      const req = createRequire(join(repo, 'packages', 'forge', 'package.json'));
+      symlinkSync(
+        realpathSync(dirname(req.resolve('vitest/package.json'))),
+        join(modules, 'vitest'),
+        'dir',
+      );
+    }
+    writeFileSync(
+      join(project, 'package.json'),
+      JSON.stringify({ name: 'third-party-plugs', type: 'module', private: true }),
+    );
+    writeFileSync(
+      join(project, 'plugs.test.js'),
+      `import { defaultBottleBranches } from '@bb/forge';
+import { describeForgeConformance, MemoryForge, MemoryForgeWorld, memoryWebhooks } from '@bb/forge/testing';
+import { LocalBackend } from '@bb/headless';
+import { describeBackendConformance } from '@bb/headless/testing';
+
+// A third party's forge: an in-memory one with a kind of its own.
+class MyForge extends MemoryForge {}
+const kind = { name: 'mine', summary: 'mine', fromEnv: () => { throw new Error('no site'); }, webhook: memoryWebhooks, ...defaultBottleBranches };
+describeForgeConformance('MyForge', {
+  create: () => {
+    const world = new MemoryForgeWorld();
+    world.addMember('agents', 'bot');
+    world.addMember('agents', 'other-bot');
+    world.user('outsider');
+    world.grant('acme', 'app', 'bot', 'write');
+    const issue = world.addIssue('acme', 'app', { title: 'Fix it', author: 'outsider', labels: ['bot-bottle:implementer'], assignees: ['bot'] });
+    const event = { kind: 'comment_created', key: 'mine:acme/app:comment#1', deliveryId: 'd', owner: 'acme', repo: 'app', sender: { id: 1, login: 'outsider' }, occurredAt: '2026-01-01T00:00:00Z', on: 'issue', number: issue, comment: { id: 1, author: 'outsider', body: 'hi' } };
+    const signed = MemoryForge.signWebhook(event, 'a-secret-of-mine');
+    return {
+      forge: new MyForge({ owner: 'acme', repo: 'app', as: 'bot', world }),
+      bot: 'bot', org: 'agents', member: 'other-bot', nonMember: 'outsider',
+      issue, issueTitle: 'Fix it', issueLabel: 'bot-bottle:implementer', base: 'main',
+      pushBranch: async (branch) => { world.pushBranch('acme', 'app', branch); },
+      merge: async (pr) => world.merge('acme', 'app', pr),
+      changedFile: 'CHANGE.md',
+      review: async (pr, input) => { world.review('acme', 'app', pr, { author: 'other-bot', ...input }); },
+      webhooks: [{ name: 'a comment', headers: signed.headers, body: signed.body, secret: 'a-secret-of-mine', expect: { kind: 'comment_created' } }],
+      webhook: memoryWebhooks,
+      kind,
+    };
+  },
+});
+
+// A third party's backend: the local one under another name.
+class MyBackend extends LocalBackend {}
+describeBackendConformance('MyBackend', { create: () => new MyBackend({ warn: () => {} }), image: 'unused' });
+`,
+    );
+    const { status, output } = runOutside(project, modules);
+    expect(status, output).toBe(0);
+    for (const suite of ['Forge conformance: MyForge', 'Backend conformance: MyBackend'])
+      expect(output).toContain(suite);
+    // Everything ran but what an in-memory forge cannot do (a real git push), which
+    // shows as skipped with its reason.
+    const tally = /Tests\s+(\d+) passed \| (\d+) skipped \((\d+)\)/.exec(output);
+    expect(tally, output).not.toBeNull();
+    expect(Number(tally?.[1])).toBeGreaterThanOrEqual(20);
+    expect(tally?.[2], output).toBe('1');
+    expect(output).toMatch(/gitRemote takes a real push.*cannot push/);
+    expect(realpathSync(join(modules, '@bb', 'forge'))).not.toContain(join(repo, 'packages'));
+    expect(realpathSync(join(modules, '@bb', 'headless'))).not.toContain(join(repo, 'packages'));
+  }, 300_000);
 });

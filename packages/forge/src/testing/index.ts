@@ -16,4 +16,9 @@ export {
   type ForgeConformanceWorld,
   type WebhookFixture,
 } from './conformance';
-export { MEMORY_SIGNATURE_HEADER, MemoryForge, MemoryForgeWorld } from './memory-forge';
+export {
+  MEMORY_SIGNATURE_HEADER,
+  MemoryForge,
+  MemoryForgeWorld,
+  memoryWebhooks,
+} from './memory-forge';

@@ -84,7 +84,7 @@ describe.skipIf(!docker.ok)('a second forge kind (Lab) end to end in real bottle
         BB_HOME: home,
         BB_BASE_IMAGE: BASE_IMAGE,
         BB_PORT: '0',
-        LAB_URL: lab.url,
+        FORGE_LAB_URL: lab.url,
         FORGE_TOKEN: TOKEN,
         FORGE_WEBHOOK_SECRET: SECRET,
         BB_SWEEP_INTERVAL: '0',

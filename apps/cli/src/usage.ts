@@ -61,8 +61,9 @@ Forge-driven bottles, by hand or as a service. State is in $BB_HOME/bot-bottle.d
   bb orchestrate start --agent A --prompt P [--bottle B]... [--label L]... [--backend B]
       Launch a bottle for the issue the FORGE_* environment names, with its forge
       sidecar, a state row and a signed provenance record; --label puts a forge
-      label on the issue. Needs FORGE_GITEA_API, FORGE_TOKEN, FORGE_OWNER,
-      FORGE_REPO, FORGE_ISSUE_NUMBER (FORGE_PR_NUMBER optional).
+      label on the issue. Needs the forge kind's variables (FORGE_KIND, default
+      gitea: FORGE_GITEA_API), FORGE_TOKEN, FORGE_OWNER, FORGE_REPO,
+      FORGE_ISSUE_NUMBER (FORGE_PR_NUMBER optional).
   bb orchestrate resume --slug S --prompt P [--backend B]
       Continue a frozen forge bottle (needs FORGE_TOKEN again; it is never stored).
   bb orchestrate status [--json]
@@ -71,7 +72,7 @@ Forge-driven bottles, by hand or as a service. State is in $BB_HOME/bot-bottle.d
       until a bottle claims their PR).
   bb orchestrate serve
       Run the orchestrator (webhooks in, bottles out) until Ctrl-C or SIGTERM.
-      Configuration: see docs/orchestrator.md (FORGE_GITEA_API, FORGE_TOKEN,
+      Configuration: see docs/orchestrator.md (FORGE_KIND and its variables, FORGE_TOKEN,
       FORGE_WEBHOOK_SECRET, BB_PORT, BB_MEMORY_BUDGET, BB_STARTUP_CONCURRENCY,
       BB_DONE_GRACE, BB_WARM_WINDOW, BB_LEDGER_RETENTION, ...).
 
@@ -83,8 +84,9 @@ export const ORCHESTRATE_START_USAGE = `Usage: bb orchestrate start --agent A --
 
 Launch a bottle by hand for the issue the FORGE_* environment names, with its forge
 sidecar, a state row and a signed provenance record; the agent gets the forge
-overlay (how to reach the forge, what it may write) before P. Needs FORGE_GITEA_API,
-FORGE_TOKEN, FORGE_OWNER, FORGE_REPO, FORGE_ISSUE_NUMBER (FORGE_PR_NUMBER optional);
+overlay (how to reach the forge, what it may write) before P. Needs the forge kind's
+variables (FORGE_KIND, default gitea: FORGE_GITEA_API), FORGE_TOKEN, FORGE_OWNER,
+FORGE_REPO, FORGE_ISSUE_NUMBER (FORGE_PR_NUMBER optional);
 FORGE_BOT_LOGIN names the bot (default: the token's user).
 
 Options:
@@ -112,7 +114,7 @@ Options:
 
 export const ORCHESTRATE_STATUS_USAGE = `Usage: bb orchestrate status [--json]
 
-The managed bottles: status, issue and PR URLs (with FORGE_GITEA_API set), the
+The managed bottles: status, issue and PR URLs (with the forge configured here), the
 sidecar's last check-in; then the events that wait (behind a running turn, for
 capacity, or parked until a bottle claims their PR).
 
@@ -125,9 +127,10 @@ export const ORCHESTRATE_SERVE_USAGE = `Usage: bb orchestrate serve
 
 Run the orchestrator (webhooks in, bottles out) until Ctrl-C or SIGTERM. All of its
 configuration is environment variables, checked at start: docs/orchestrator.md
-(FORGE_GITEA_API, FORGE_TOKEN, FORGE_WEBHOOK_SECRET, FORGE_RESUME_ON_PUSH,
-FORGE_MENTION_ONLY, BB_PORT, BB_MEMORY_BUDGET, ...); setting up Gitea for it:
-docs/gitea-setup.md.
+(FORGE_KIND and its variables, FORGE_TOKEN, FORGE_WEBHOOK_SECRET,
+FORGE_WEBHOOK_SECRET_PREVIOUS, FORGE_RESUME_ON_PUSH, FORGE_MENTION_ONLY, BB_PORT,
+BB_MEMORY_BUDGET, ...); setting up Gitea for it: docs/gitea-setup.md; another forge:
+docs/guides/writing-a-forge.md.
 
 Each subcommand has its own --help.
 
@@ -177,8 +180,9 @@ Check that this machine can run bottles, and say how to fix what is missing:
   - the Docker engine answers (DOCKER_HOST or the local socket)
   - the bottle base image exists (BB_BASE_IMAGE, default bb-base:latest)
   - the agent and bottle manifests in $BB_HOME/config are valid
-  - the orchestrator's configuration is valid (when FORGE_GITEA_API is set)
-  - the forge answers with the token's user, and that user is in FORGE_ORG
+  - the orchestrator's configuration is valid (when the forge is configured here)
+  - the forge answers with the token's user, the forge kind's own checks (Gitea:
+    token scopes, repository admin), and that user is in FORGE_ORG
 Exit 0 when every check passes, 1 otherwise.
 
 Options:
@@ -214,16 +218,17 @@ Options:
 
 export const FORGE_USAGE = `Usage: bb forge hook install (--repo owner/name | --org name) --url URL
 
-Create the Gitea webhook that feeds the orchestrator, or update the one that
-already delivers to URL: JSON, the secret FORGE_WEBHOOK_SECRET, events issues,
-issue_comment and pull_request (which covers PR comments, reviews and pushes).
-The token's user must administer the repository (or own the org).
-Needs FORGE_GITEA_API, FORGE_TOKEN and FORGE_WEBHOOK_SECRET.
+Create the forge's webhook that feeds the orchestrator, or update the one that
+already delivers to URL, signed with FORGE_WEBHOOK_SECRET (Gitea: JSON, events
+issues, issue_comment and pull_request, which cover PR comments, reviews and
+pushes). The token's user must administer the repository (or own the org).
+Needs the forge kind's variables (FORGE_KIND, default gitea: FORGE_GITEA_API),
+FORGE_TOKEN and FORGE_WEBHOOK_SECRET.
 
 Options:
   --repo owner/name   a repository's webhook
   --org name          an organisation's webhook (every repository of it)
-  --url URL           where Gitea delivers: https://<orchestrator>/webhooks/gitea
+  --url URL           where the forge delivers: https://<orchestrator>/webhooks/<kind>
   -h, --help          show this help
 `;
 

@@ -25,7 +25,7 @@ import {
 } from '@bb/forge';
 
 /** The variable naming a Lab server's root, e.g. `https://lab.example.com`. */
-export const LAB_URL = 'LAB_URL';
+export const LAB_URL = 'FORGE_LAB_URL';
 
 const CODES: Record<number, BbErrorCode> = {
   400: 'INVALID_INPUT',
@@ -261,7 +261,7 @@ export function labSignature(secret: string, body: string | Uint8Array): string 
 export function labKind(sidecarModule?: string): ForgeKind {
   return {
     name: 'lab',
-    summary: 'Lab; LAB_URL is its root, e.g. https://lab.example.com',
+    summary: 'Lab; FORGE_LAB_URL is its root, e.g. https://lab.example.com',
     fromEnv(env) {
       const url = env[LAB_URL];
       if (!url || !/^https?:\/\/[^/]+/.test(url))

@@ -106,6 +106,8 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
       repo: env.FORGE_REPO,
       token,
     });
+  // Whatever the kind makes of the token for git (base64, a signature) is as secret as it.
+  for (const v of Object.values(inner.gitRemote()?.headers ?? {})) registerSecret(v);
   const forge = new ScopedForge(inner, {
     issue: env.FORGE_ISSUE_NUMBER,
     prs: env.FORGE_PR_NUMBER ? [env.FORGE_PR_NUMBER] : [],

@@ -516,12 +516,12 @@ describe('a forge kind not built in (FORGE_KIND_MODULE)', () => {
   bottleBranch: (a, n) => 'bb/' + a + '-' + n,
   issueOfBranch: () => undefined,
   fromEnv(env) {
-    if (!env.RELAY_URL) throw new Error('RELAY_URL is required');
+    if (!env.FORGE_RELAY_URL) throw new Error('FORGE_RELAY_URL is required');
     return {
-      kind: 'relay', location: env.RELAY_URL, env: () => ({ RELAY_URL: env.RELAY_URL }),
+      kind: 'relay', location: env.FORGE_RELAY_URL, env: () => ({ FORGE_RELAY_URL: env.FORGE_RELAY_URL }),
       forgeFor: ({ owner, repo, token }) => ({
         owner, repo, kind: 'relay', gitRemote: () => undefined,
-        readIssue: async (n) => ({ number: n, title: 'via ' + env.RELAY_URL + ' as ' + owner + '/' + repo + (token === ${JSON.stringify(TOKEN)} ? ' with the token' : ' without it'),
+        readIssue: async (n) => ({ number: n, title: 'via ' + env.FORGE_RELAY_URL + ' as ' + owner + '/' + repo + (token === ${JSON.stringify(TOKEN)} ? ' with the token' : ' without it'),
           body: '', state: 'open', isPullRequest: false, labels: [], assignees: [], author: { id: 1, login: 'alice' }, url: 'x', createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z' }),
       }),
       whoami: async () => 'bot', repositories: async () => [], cloneUrl: () => '', webUrl: () => '',
@@ -545,7 +545,7 @@ describe('a forge kind not built in (FORGE_KIND_MODULE)', () => {
         FORGE_GITEA_API: '',
         FORGE_KIND: 'relay',
         FORGE_KIND_MODULE: join(dir, 'relay.mjs'),
-        RELAY_URL: 'https://relay.example.invalid',
+        FORGE_RELAY_URL: 'https://relay.example.invalid',
       },
     });
     const issue = await h.client.call<{ title: string }>('read_issue', { number: 1 });

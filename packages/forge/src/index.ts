@@ -42,6 +42,8 @@ export { GITEA_HOOK_EVENTS, GiteaSite, giteaKind, legacyForgeWiring } from './gi
 export { parseGiteaWebhook, verifyGiteaWebhook } from './gitea/webhooks';
 export {
   BOTTLE_BRANCH,
+  checkBottleBranch,
+  checkSiteEnv,
   defaultBottleBranches,
   type ForgeKind,
   ForgeKindRegistry,
@@ -49,6 +51,7 @@ export {
   type HookRequest,
   type RepoName,
   type SiteCheck,
+  siteEnvPrefix,
   type WebhookScheme,
   type WebTarget,
 } from './kind';

@@ -131,6 +131,47 @@ export const defaultBottleBranches: Pick<ForgeKind, 'bottleBranch' | 'issueOfBra
 
 const KIND_NAME = /^[a-z][a-z0-9-]{0,30}$/;
 
+/** The prefix every variable of a kind's site has: `FORGE_<NAME>_` (`FORGE_GITEA_`). */
+export function siteEnvPrefix(kindName: string): string {
+  return `FORGE_${kindName.toUpperCase().replace(/-/g, '_')}_`;
+}
+
+/**
+ * Check a site's variables before they reach a bottle's gate, where the forge
+ * token is: each is the kind's own (`FORGE_<NAME>_…`), so none can stand for
+ * one the gate sets or reads (`NODE_OPTIONS`, `PATH`, `FORGE_TOKEN_FILE`,
+ * `BB_*`, ...), and none spans lines. `INVALID_INPUT` naming the first that is not.
+ */
+export function checkSiteEnv(kindName: string, env: Record<string, string>): void {
+  const prefix = siteEnvPrefix(kindName);
+  for (const [k, v] of Object.entries(env)) {
+    if (!k.startsWith(prefix) || !/^[A-Z][A-Z0-9_]*$/.test(k))
+      throw new BbError(
+        'INVALID_INPUT',
+        `the ${kindName} forge kind's site variable ${JSON.stringify(k)} is not named ${prefix}…: a site may set only its own variables`,
+      );
+    if (typeof v !== 'string' || /[\0\r\n]/.test(v))
+      throw new BbError(
+        'INVALID_INPUT',
+        `the ${kindName} forge kind's ${k} is not one line of text`,
+      );
+  }
+}
+
+/**
+ * Check a kind's bottle branch for `agent` on issue `issue`: it must lead back
+ * to that issue, or two bottles could share a push scope.
+ */
+export function checkBottleBranch(kind: ForgeKind, agent: string, issue: number): string {
+  const branch = kind.bottleBranch(agent, issue);
+  if (kind.issueOfBranch(branch) !== issue || !/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/.test(branch))
+    throw new BbError(
+      'INVALID_INPUT',
+      `the ${kind.name} forge kind's bottle branch for issue #${issue} (${JSON.stringify(branch)}) does not lead back to that issue`,
+    );
+  return branch;
+}
+
 /** A registry of forge kinds; `forgeKinds` is the process's own. */
 export class ForgeKindRegistry {
   readonly #kinds = new Map<string, ForgeKind>();

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, registerSecret } from '@bb/errors';
-import { forgeKinds } from '@bb/forge';
+import { checkBottleBranch, checkSiteEnv, forgeKinds } from '@bb/forge';
 import { chownTreeNoFollow, readHeadAsData } from '@bb/wall';
 import {
   type BottleOptions,
@@ -132,8 +132,9 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
   synced?.catch(() => {});
 
   // The forge kind's bottle branch convention (the default one for a bottle with no forge).
+  if (options.forge) checkSiteEnv(options.forge.kind, options.forge.site);
   const branch = options.forge
-    ? forgeKinds.get(options.forge.kind).bottleBranch(options.agent, options.forge.issue)
+    ? checkBottleBranch(forgeKinds.get(options.forge.kind), options.agent, options.forge.issue)
     : `bb/${options.agent}-${slug}`;
   const { agent: agentOwner } = owners(options.backend);
   let early: Promise<CreatedGate | undefined> | undefined;

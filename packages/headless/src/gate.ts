@@ -2,6 +2,7 @@ import { existsSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync
 import { join } from 'node:path';
 import { isReservedSecret } from '@bb/egress';
 import { BbError, redactString, registerSecret } from '@bb/errors';
+import { checkSiteEnv } from '@bb/forge';
 import { loadPolicy } from '@bb/supervise';
 import { type Backend, type BottleSpec, NETNS_LABEL, VERSION_LABEL } from './backend';
 import { bbHome } from './home';
@@ -102,6 +103,8 @@ export async function createGate(
   if (meta.forge && !plan.token)
     throw new BbError('INVALID_INPUT', 'a forge bottle needs the forge token to start its gate');
   const forge = meta.forge && plan.token ? meta.forge : undefined;
+  // What reaches the token's holder is checked here too, whoever wrote the meta.
+  if (forge) checkSiteEnv(forge.kind, forge.site);
   if (!forge && !plan.supervise && !plan.proxies) return undefined;
   const p = bottlePaths(meta.slug, o.env);
   const owner = isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined;
@@ -137,7 +140,7 @@ export async function createGate(
   if (secrets) mounts.push({ source: secrets, target: P.secrets, readOnly: true });
   if (forge) {
     Object.assign(env, {
-      // The kind's own variables first: none of them may stand for one set here.
+      // The kind's own variables (FORGE_<KIND>_…, checked above): none stands for one set here.
       ...forge.site,
       FORGE_KIND: forge.kind,
       ...kindModule(o.runtime, P.runtime, forge.kind),

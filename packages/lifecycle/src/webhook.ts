@@ -66,6 +66,10 @@ function deliveryCore(options: WebhookHandlerOptions) {
       'INVALID_INPUT',
       'createWebhookHandler needs `accept`, or both `ledger` and `enqueue`',
     );
+  // An empty secret never verifies, whatever the scheme does with it; none at all is refused.
+  const secrets = options.secrets.filter((s) => typeof s === 'string' && s.length > 0);
+  if (secrets.length === 0)
+    throw new BbError('INVALID_INPUT', 'the webhook endpoint needs at least one non-empty secret');
   const tooBig = answer(413, { error: `body over ${max} bytes` });
   return {
     max,
@@ -82,7 +86,7 @@ function deliveryCore(options: WebhookHandlerOptions) {
       return undefined;
     },
     async deliver(headers: WebhookHeaders, raw: Uint8Array): Promise<DeliveryAnswer> {
-      if (!options.scheme.verify(headers, raw, options.secrets)) {
+      if (!options.scheme.verify(headers, raw, secrets)) {
         log({ msg: 'webhook signature rejected', delivery: options.scheme.deliveryId(headers) });
         return answer(401, { error: 'signature does not verify' });
       }

@@ -124,6 +124,41 @@ describe.each(adapters)('webhook endpoint, %s', (_name, make) => {
     expect(events.map((e) => e.kind)).toEqual(['issue_targeting_changed']);
   });
 
+  it('accepts the old secret alongside the new one while it changes, and never an empty one', async () => {
+    const { headers, body } = fixture('issues.assigned');
+    // The fixture is signed with SECRET: as the previous secret it still verifies.
+    const events: ForgeEvent[] = [];
+    const rotating = await make({
+      scheme,
+      secrets: ['the-new-secret-1234', SECRET],
+      ledger: new MemoryForgeStateStore(),
+      enqueue: (e) => events.push(e),
+    });
+    expect((await rotating(post(headers, body))).status).toBe(202);
+    expect(events).toHaveLength(1);
+    const changed = await make({
+      scheme,
+      secrets: ['the-new-secret-1234'],
+      ledger: new MemoryForgeStateStore(),
+      enqueue: () => {},
+    });
+    expect((await changed(post(headers, body))).status).toBe(401);
+    // A scheme that would take anything with an empty secret is never given one.
+    const given: string[][] = [];
+    const lax = await make({
+      scheme: { ...scheme, verify: (_h, _b, s) => (given.push([...s]), s.includes('')) },
+      secrets: ['', SECRET],
+      ledger: new MemoryForgeStateStore(),
+      enqueue: () => {},
+    });
+    expect((await lax(post(headers, body))).status).toBe(401);
+    expect(given).toEqual([[SECRET]]);
+    await expect(
+      (async () =>
+        make({ scheme, secrets: [''], ledger: new MemoryForgeStateStore(), enqueue: () => {} }))(),
+    ).rejects.toThrow(/at least one non-empty secret/);
+  });
+
   it('refuses a bad signature with 401 before parsing or writing anything', async () => {
     const { events, handler, ledger } = await setup();
     const { headers, body } = fixture('issue_comment.created.on_pull');

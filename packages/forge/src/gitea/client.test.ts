@@ -117,6 +117,17 @@ describe('GiteaClient', () => {
     expect(seen).toHaveLength(2);
   });
 
+  it("keeps each client's timeouts when another client of the same origin was made first", async () => {
+    handler = () => {};
+    // The first client of this origin (default timeouts: 15 s) makes its pool ...
+    client();
+    // ... and a client asking for 200 ms still gets 200 ms, not 15 s.
+    const err = await client({ headersTimeoutMs: 200, retries: 0 })
+      .request({ method: 'GET', path: '/slow-again' })
+      .catch((e) => e);
+    expect(err.code).toBe('FORGE_UNAVAILABLE');
+  }, 10_000);
+
   it('does not follow redirects', async () => {
     handler = (_req, res) => res.writeHead(303, { location: '/elsewhere' }).end();
     const res = await client().request({ method: 'GET', path: '/orgs/o/members/u' }, [303]);

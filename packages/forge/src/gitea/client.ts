@@ -56,10 +56,17 @@ let undici: Promise<Undici> | undefined;
 const loadUndici = (): Promise<Undici> =>
   import('undici').then((m) => ('Pool' in m ? m : (m as unknown as { default: Undici }).default));
 
-// One pool per origin for the whole process, shared by every client of it.
+// One pool per origin (and timeouts) for the whole process, shared by every client of it.
 const pools = new Map<string, Pool | Promise<Pool>>();
 function poolFor(origin: string, options: GiteaClientOptions): Pool | Promise<Pool> {
-  const key = `${origin}|${options.connections ?? 8}`;
+  // Timeouts are the pool's: clients that ask for other ones get a pool of their own.
+  const key = [
+    origin,
+    options.connections ?? 8,
+    options.connectTimeoutMs ?? 5000,
+    options.headersTimeoutMs ?? 15_000,
+    options.bodyTimeoutMs ?? 15_000,
+  ].join('|');
   let pool = pools.get(key);
   if (!pool) {
     undici ??= loadUndici();

@@ -1,0 +1,58 @@
+import { isBbError } from '@bb/errors';
+import { describe, expect, it } from 'vitest';
+import { giteaKind } from './gitea/kind';
+import { checkBottleBranch, checkSiteEnv, defaultBottleBranches, ForgeKindRegistry } from './kind';
+
+const refused = (fn: () => unknown): string => {
+  try {
+    fn();
+  } catch (err) {
+    if (isBbError(err, 'INVALID_INPUT')) return err.message;
+    throw err;
+  }
+  return 'accepted';
+};
+
+describe('forge kinds', () => {
+  it("lets a site's variables through to a bottle only when they are the kind's own", () => {
+    expect(refused(() => checkSiteEnv('gitea', { FORGE_GITEA_API: 'http://g/api/v1' }))).toBe(
+      'accepted',
+    );
+    expect(refused(() => checkSiteEnv('my-hub', { FORGE_MY_HUB_URL: 'https://h' }))).toBe(
+      'accepted',
+    );
+    for (const bad of [
+      { NODE_OPTIONS: '--import /workspace/x.mjs' },
+      { PATH: '/workspace/bin' },
+      { FORGE_TOKEN_FILE: '/workspace/token' },
+      { FORGE_KIND_MODULE: '/workspace/kind.mjs' },
+      { BB_SOCKET_OWNER: '0:0' },
+      { FORGE_GITEAX: 'x' },
+      { FORGE_GITEA_API: 'http://g\nNODE_OPTIONS=x' },
+    ])
+      expect(refused(() => checkSiteEnv('gitea', bad))).toMatch(/site variable|one line/);
+    // The built-in kind's own site passes its own check.
+    const site = giteaKind.fromEnv({ FORGE_GITEA_API: 'http://g/api/v1' });
+    expect(refused(() => checkSiteEnv('gitea', site.env()))).toBe('accepted');
+  });
+
+  it('refuses a bottle branch convention that does not lead back to its issue', () => {
+    expect(checkBottleBranch(giteaKind, 'implementer', 17)).toBe('bb/implementer-17');
+    const shared = { ...giteaKind, bottleBranch: () => 'bb/shared', issueOfBranch: () => 1 };
+    expect(refused(() => checkBottleBranch(shared, 'implementer', 2))).toMatch(
+      /does not lead back to that issue/,
+    );
+    const odd = { ...giteaKind, bottleBranch: () => '-x', issueOfBranch: () => 3 };
+    expect(refused(() => checkBottleBranch(odd, 'implementer', 3))).toMatch(/does not lead back/);
+    expect(defaultBottleBranches.issueOfBranch('bb/implementer-17/x')).toBeUndefined();
+  });
+
+  it('names the kinds it knows, and refuses a second kind under a taken name', () => {
+    const r = new ForgeKindRegistry('gitea');
+    r.register(giteaKind);
+    expect(refused(() => r.get('github'))).toMatch(/use one of gitea/);
+    expect(() => r.register({ ...giteaKind })).toThrow(/registered already/);
+    expect(refused(() => r.register({ ...giteaKind, name: 'Git Hub' }))).toMatch(/lower-case/);
+    expect(r.fromEnv({ FORGE_GITEA_API: 'http://g/api/v1' }).kind).toBe(giteaKind);
+  });
+});

@@ -21,7 +21,7 @@ describe('forge kinds', () => {
     expect(refused(() => checkSiteEnv('my-hub', { FORGE_MY_HUB_URL: 'https://h' }))).toBe(
       'accepted',
     );
-    for (const bad of [
+    const bads: Array<Record<string, string>> = [
       { NODE_OPTIONS: '--import /workspace/x.mjs' },
       { PATH: '/workspace/bin' },
       { FORGE_TOKEN_FILE: '/workspace/token' },
@@ -29,7 +29,8 @@ describe('forge kinds', () => {
       { BB_SOCKET_OWNER: '0:0' },
       { FORGE_GITEAX: 'x' },
       { FORGE_GITEA_API: 'http://g\nNODE_OPTIONS=x' },
-    ])
+    ];
+    for (const bad of bads)
       expect(refused(() => checkSiteEnv('gitea', bad))).toMatch(/site variable|one line/);
     // The built-in kind's own site passes its own check.
     const site = giteaKind.fromEnv({ FORGE_GITEA_API: 'http://g/api/v1' });

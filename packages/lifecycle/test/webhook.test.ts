@@ -146,7 +146,13 @@ describe.each(adapters)('webhook endpoint, %s', (_name, make) => {
     // A scheme that would take anything with an empty secret is never given one.
     const given: string[][] = [];
     const lax = await make({
-      scheme: { ...scheme, verify: (_h, _b, s) => (given.push([...s]), s.includes('')) },
+      scheme: {
+        ...scheme,
+        verify: (_h, _b, s) => {
+          given.push([...s]);
+          return s.includes('');
+        },
+      },
       secrets: ['', SECRET],
       ledger: new MemoryForgeStateStore(),
       enqueue: () => {},

@@ -1,6 +1,8 @@
 /**
  * @module
- * `@bb/headless/testing`: the behaviour suite every `Backend` must pass.
+ * `@bb/headless/testing`: the behaviour suite every `Backend` must pass
+ * (`describeBackendConformance`), and the isolation suite every backend that
+ * says it isolates must pass too (`describeIsolationConformance`).
  *
  * ```ts
  * describeBackendConformance('my backend', { create: () => new MyBackend(), image: 'bb-base:latest' });
@@ -11,6 +13,11 @@ import { randomUUID } from 'node:crypto';
 import { isBbError } from '@bb/errors';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Backend, BottleSpec } from './backend';
+
+export {
+  describeIsolationConformance,
+  type IsolationConformanceOptions,
+} from './isolation-suite';
 
 export interface BackendConformanceOptions {
   create: () => Backend | Promise<Backend>;

@@ -1,8 +1,10 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { probeDocker } from '@bb/tooling/docker';
 import { runFixtureSuite } from '@bb/tooling/fixture-run';
 import { describe, expect, it } from 'vitest';
 
+const docker = await probeDocker();
 const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 describe('describeBackendConformance', () => {
@@ -18,4 +20,22 @@ describe('describeBackendConformance', () => {
     );
     expect(run.passed).toContain('captures stdout and stderr, and passes the environment');
   });
+
+  it.skipIf(!docker.ok)(
+    'the isolation suite fails on a backend that forgets what it was asked for',
+    () => {
+      const run = runFixtureSuite(pkg, 'test/fixtures/leaky-backend.fixture.ts');
+      expect(run.exitCode).not.toBe(0);
+      expect(run.failed).toEqual(
+        expect.arrayContaining([
+          'says it isolates, and applies and reports the hardening it was asked for',
+          "cannot reach the host's loopback, or anywhere",
+          "nothing of the host's environment reaches the agent",
+          'a fork bomb stays within its process limit',
+          'never runs a command in a bottle or attaches to one',
+        ]),
+      );
+    },
+    180_000,
+  );
 });

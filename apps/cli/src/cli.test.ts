@@ -73,7 +73,7 @@ describe('bb: help and usage', () => {
     [['start', 'demo', '--headless'], /--prompt is required/, /Usage: bb start/],
     [
       ['start', 'demo', '--headless', '--prompt', 'x', '--backend', 'k8s'],
-      /--backend must be docker or local \(got "k8s"\)/,
+      /--backend must be one of docker, local \(got "k8s"\)/,
       /Usage: bb start/,
     ],
     [

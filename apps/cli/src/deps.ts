@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { type Backend, DockerBackend, LocalBackend } from '@bb/headless';
+import { type Backend, backendKinds } from '@bb/headless';
 import { GitleaksScanner, loadOrCreateSigningKey } from '@bb/provenance';
 import { openState as openOrchestratorState } from '@bb/service';
 import { BbDatabase, resolveBbHome } from '@bb/state';
@@ -8,16 +8,16 @@ import { yellow } from './io';
 
 /** What commands are built from; tests inject their own. */
 export interface CliDeps {
-  backend?: (name: 'docker' | 'local') => Backend;
+  backend?: (name: string) => Backend;
 }
 
-export function makeBackend(io: CliIo, name: 'docker' | 'local', deps: CliDeps): Backend {
+/** The backend `name` (one registered with `@bb/headless`), its warnings on stderr. */
+export function makeBackend(io: CliIo, name: string, deps: CliDeps): Backend {
   if (deps.backend) return deps.backend(name);
-  if (name === 'local')
-    return new LocalBackend({
-      warn: (m) => io.stderr(`${yellow(io, m.replace(/^\[bb\] WARNING: /, 'warning: '))}\n`),
-    });
-  return new DockerBackend();
+  return backendKinds.make(name, {
+    env: io.env,
+    warn: (m) => io.stderr(`${yellow(io, m.replace(/^\[bb\] WARNING: /, 'warning: '))}\n`),
+  });
 }
 
 /**

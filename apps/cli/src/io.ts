@@ -1,5 +1,6 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { BbError } from '@bb/errors';
+import { backendKinds } from '@bb/headless';
 
 /** Exit codes of `bb`. */
 export const EXIT = {
@@ -91,11 +92,14 @@ export function need(
   return v;
 }
 
-/** `docker` or `local`, or a usage error. */
-export function backendName(v: unknown, usage: string): 'docker' | 'local' {
+/** A registered backend's name (`docker` when none is given), or a usage error. */
+export function backendName(v: unknown, usage: string): string {
   if (v === undefined) return 'docker';
-  if (v === 'docker' || v === 'local') return v;
-  throw new UsageError(`--backend must be docker or local (got ${JSON.stringify(v)})`, usage);
+  if (typeof v === 'string' && backendKinds.names().includes(v)) return v;
+  throw new UsageError(
+    `--backend must be one of ${backendKinds.names().join(', ')} (got ${JSON.stringify(v)})`,
+    usage,
+  );
 }
 
 /** Read a required environment variable, or fail naming it and what it is for. */

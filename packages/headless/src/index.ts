@@ -15,6 +15,12 @@ export {
   type WaitResult,
 } from './backend';
 export {
+  type BackendFactory,
+  BackendRegistry,
+  backendKinds,
+  registerBackend,
+} from './backends';
+export {
   type BottleOptions,
   cool,
   destroy,

@@ -1,5 +1,6 @@
 import { BbError, errorMessage } from '@bb/errors';
 import { type ForgeKind, type ForgeKindRegistry, type ForgeSite, forgeKinds } from '@bb/forge';
+import { backendKinds } from '@bb/headless';
 import { z } from 'zod';
 
 /**
@@ -217,11 +218,8 @@ export const ConfigSchema = z.object({
       }
       return ms;
     }),
-  BB_BACKEND: z
-    .enum(['docker', 'local'], {
-      error: 'BB_BACKEND must be docker or local',
-    })
-    .default('docker'),
+  /** A backend registered with `@bb/headless` (`docker`, `local`, or one of yours). */
+  BB_BACKEND: z.string().default('docker'),
   /** Issues whose events are decided at once (decisions are short: a turn never holds one). */
   BB_CONCURRENCY: count('BB_CONCURRENCY', '64', 999),
   /** Bottles being started at once (clone, create, start: the disk- and CPU-heavy part). */
@@ -301,7 +299,12 @@ export function loadConfig(
         .map((l) => (l.startsWith('- ') ? l : `- ${l}`)),
     );
   }
-  if (r.success && forge) return { ...r.data, forge };
+  try {
+    backendKinds.check(env['BB_BACKEND'] || 'docker');
+  } catch (err) {
+    problems.push(`- ${errorMessage(err)}`);
+  }
+  if (r.success && forge && problems.length === 0) return { ...r.data, forge };
   throw new BbError(
     'INVALID_INPUT',
     `the orchestrator's configuration is invalid:\n${[...new Set(problems)].join('\n')}`,

@@ -6,10 +6,9 @@ import { BbError, errorMessage, redact, registerSecret } from '@bb/errors';
 import { type ForgeEvent, type ForgeKind, registerForgeKind } from '@bb/forge';
 import {
   type Backend,
+  backendKinds,
   bottleRemediator,
-  DockerBackend,
   LOCAL_BACKEND_WARNING,
-  LocalBackend,
   supervisedBottles,
 } from '@bb/headless';
 import {
@@ -119,7 +118,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const forgeFor = (owner: string, repo: string) =>
     site.forgeFor({ owner, repo, token: config.FORGE_TOKEN });
   const backend =
-    options.backend ?? (config.BB_BACKEND === 'local' ? new LocalBackend() : new DockerBackend());
+    options.backend ??
+    backendKinds.make(config.BB_BACKEND, { env, warn: (m) => log.warn({ msg: m }) });
   if (!backend.isolates) log.warn(LOCAL_BACKEND_WARNING);
 
   const runner = headlessRunner({

@@ -437,10 +437,10 @@ async function serveCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numbe
     io.stdout(ORCHESTRATE_SERVE_USAGE);
     return 0;
   }
-  const backend =
-    io.env['BB_BACKEND'] === 'local' || deps.backend
-      ? makeBackend(io, io.env['BB_BACKEND'] === 'local' ? 'local' : 'docker', deps)
-      : undefined;
+  // A backend tests inject; otherwise the service makes the one BB_BACKEND names.
+  const backend = deps.backend
+    ? makeBackend(io, backendName(io.env['BB_BACKEND'], ORCHESTRATE_SERVE_USAGE), deps)
+    : undefined;
   const { serve } = await import('@bb/service');
   const running = await serve({ env: io.env, ...(backend ? { backend } : {}) });
   io.stderr(`bb: orchestrator listening on ${running.url} (dashboard at ${running.url}/)\n`);

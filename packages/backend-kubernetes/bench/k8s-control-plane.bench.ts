@@ -1,0 +1,150 @@
+// The Kubernetes backend's control plane against the fake API server (in a process of
+// its own, every object checked against the published schemas, pods "running" at once:
+// pod start is excluded). Two figures, each beside its floor measured in the same run:
+// - launch: 100 bottles launched at once, orchestrator-side time per launch, p95
+//   (goal <= 2 s), vs the same API calls made bare with @kubernetes/client-node;
+// - reconcile: after a restart, reading 1,000 bottles back (goal <= 10 s), vs the two
+//   bare list calls it is made of.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { reportBench } from '@bb/tooling/bench';
+import { CoreV1Api, NetworkingV1Api, type V1Pod, Watch } from '@kubernetes/client-node';
+import { KubernetesBottles, kubeConfigFor } from '../src/kubernetes-bottles';
+import { type KubeBottleSpec, planBottle } from '../src/manifests';
+
+const BIN = fileURLToPath(new URL('./fake-server-bin.ts', import.meta.url));
+const LAUNCHES = 100;
+const SEEDED = 1000;
+
+async function server(seed: number): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@bb/source', BIN], {
+    env: { ...process.env, SEED_BOTTLES: String(seed) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+  return { url: line.toString().trim(), child };
+}
+
+const spec = (slug: string): KubeBottleSpec => ({
+  slug,
+  agent: {
+    image: 'bb-agents:latest',
+    command: ['bb-waiter'],
+    resources: { memoryBytes: 2 ** 31, cpus: 2 },
+  },
+  gate: { image: 'bb-base:latest', command: ['node', 'bb-gate.mjs'] },
+  secrets: { token: 'forge-token', 'keys.json': '{}' },
+});
+
+const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(xs.length * 0.95) - 1]!;
+
+async function timed(n: number, one: (i: number) => Promise<void>): Promise<number[]> {
+  return Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      const t0 = performance.now();
+      await one(i);
+      return performance.now() - t0;
+    }),
+  );
+}
+
+/** The floor: the same objects, created bare, the gate awaited with a bare watch. */
+async function bareLaunch(url: string, ns: string, slug: string): Promise<void> {
+  const kc = kubeConfigFor(url);
+  const core = kc.makeApiClient(CoreV1Api);
+  const net = kc.makeApiClient(NetworkingV1Api);
+  const p = planBottle(spec(slug));
+  await core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: p.claim });
+  await Promise.all([
+    net.createNamespacedNetworkPolicy({ namespace: ns, body: p.agentPolicy }),
+    net.createNamespacedNetworkPolicy({ namespace: ns, body: p.gatePolicy }),
+  ]);
+  await core.createNamespacedService({ namespace: ns, body: p.service });
+  await core.createNamespacedSecret({ namespace: ns, body: p.secret! });
+  await core.createNamespacedPod({ namespace: ns, body: p.gate });
+  await new Promise<void>((resolve, reject) => {
+    let abort: AbortController | undefined;
+    let done = false;
+    new Watch(kc)
+      .watch(
+        `/api/v1/namespaces/${ns}/pods`,
+        { fieldSelector: `metadata.name=${p.gate.metadata!.name}` },
+        (_t, o: V1Pod) => {
+          if (!done && o.status?.phase === 'Running') {
+            done = true;
+            abort?.abort();
+            resolve();
+          }
+        },
+        (err) => (done ? undefined : err && reject(err)),
+      )
+      .then((a) => {
+        abort = a;
+        if (done) a.abort();
+      }, reject);
+  });
+  await core.createNamespacedPod({ namespace: ns, body: p.agent });
+}
+
+// ---- launches
+{
+  const { url, child } = await server(0);
+  try {
+    const bottles = new KubernetesBottles({ kubeConfig: kubeConfigFor(url), namespace: 'ours' });
+    // One of each first, so neither side pays for loading the client.
+    await bottles.launch(spec('warm-ours'));
+    await bareLaunch(url, 'bare', 'warm-bare');
+    const ours = await timed(LAUNCHES, (i) => bottles.launch(spec(`ours-${i}`)));
+    const bare = await timed(LAUNCHES, (i) => bareLaunch(url, 'bare', `bare-${i}`));
+    reportBench({
+      name: 'k8s-control-plane',
+      metric: `launch time p95, ${LAUNCHES} at once, ms (excluding pod start)`,
+      ours: p95(ours),
+      baseline: p95(bare),
+      goal: 2000,
+      higherIsBetter: false,
+      target: '<= 2000 ms p95',
+      pass: p95(ours) <= 2000,
+      extra: {
+        oursMedianMs: Math.round([...ours].sort((a, b) => a - b)[LAUNCHES / 2]!),
+        bareMedianMs: Math.round([...bare].sort((a, b) => a - b)[LAUNCHES / 2]!),
+      },
+    });
+  } finally {
+    child.kill();
+  }
+}
+
+// ---- reconcile after a restart
+{
+  const { url, child } = await server(SEEDED);
+  try {
+    const kc = kubeConfigFor(url);
+    // A fresh backend, as after a restart.
+    const t0 = performance.now();
+    const found = await new KubernetesBottles({ kubeConfig: kc, namespace: 'bench' }).list();
+    const ours = performance.now() - t0;
+    if (found.length !== SEEDED)
+      throw new Error(`reconcile found ${found.length} of ${SEEDED} bottles`);
+    const core = kc.makeApiClient(CoreV1Api);
+    const t1 = performance.now();
+    await Promise.all([
+      core.listNamespacedPersistentVolumeClaim({ namespace: 'bench', labelSelector: 'bb.slug' }),
+      core.listNamespacedPod({ namespace: 'bench', labelSelector: 'bb.slug' }),
+    ]);
+    const bare = performance.now() - t1;
+    reportBench({
+      name: 'k8s-reconcile',
+      metric: `reading ${SEEDED} bottles back after a restart, ms`,
+      ours,
+      baseline: bare,
+      goal: 10_000,
+      higherIsBetter: false,
+      target: '<= 10000 ms',
+      pass: ours <= 10_000,
+    });
+  } finally {
+    child.kill();
+  }
+}

@@ -1,0 +1,22 @@
+/**
+ * @module
+ * `@bb/backend-kubernetes`: bot-bottle bottles on Kubernetes, each a group of
+ * objects (a claim, a gate pod with the only Secret, an agent pod with none,
+ * network policies), and the RBAC the orchestrator needs (`deploy/`), which
+ * grants no `pods/exec`, `pods/attach` or `pods/portforward`.
+ * Test it with `@bb/backend-kubernetes/testing` (an in-process fake API server).
+ */
+export {
+  type KubeBottleStatus,
+  KubernetesBottles,
+  type KubernetesBottlesOptions,
+  kubeConfigFor,
+} from './kubernetes-bottles';
+export {
+  type BottleObjects,
+  GATE_PORT,
+  type KubeBottleSpec,
+  names,
+  type PartSpec,
+  planBottle,
+} from './manifests';

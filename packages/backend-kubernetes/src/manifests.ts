@@ -1,0 +1,237 @@
+import { BbError } from '@bb/errors';
+import type {
+  V1NetworkPolicy,
+  V1PersistentVolumeClaim,
+  V1Pod,
+  V1Secret,
+  V1Service,
+} from '@kubernetes/client-node';
+
+/** The port the gate serves the agent on (the forge sidecar, supervise, the proxies). */
+export const GATE_PORT = 7070;
+
+/** A container's part of a bottle. */
+export interface PartSpec {
+  image: string;
+  command: string[];
+  env?: Record<string, string>;
+  resources?: { memoryBytes?: number; cpus?: number };
+}
+
+/** One bottle as a group: an agent, its gate, the storage they share. */
+export interface KubeBottleSpec {
+  /** The bottle's slug: `[a-z0-9-]`, what every object of it is named after. */
+  slug: string;
+  /** Labels every object of the bottle carries, besides `bb.slug` and `bb.role`. */
+  labels?: Record<string, string>;
+  /** The agent: runs as uid 1000, no Secret, no network but its gate. */
+  agent: PartSpec & { user?: { uid: number; gid: number } };
+  /** The gate: the sidecars, and the only holder of the bottle's secrets. */
+  gate: PartSpec;
+  /** Files the gate reads its secrets from (`token`, `keys.json`), mounted read-only into it alone. */
+  secrets?: Record<string, string>;
+  /** The claim for the workspace and home. @default 10 GiB */
+  storageBytes?: number;
+  storageClassName?: string;
+}
+
+/** Everything one bottle is made of on the API server. */
+export interface BottleObjects {
+  claim: V1PersistentVolumeClaim;
+  secret: V1Secret | undefined;
+  service: V1Service;
+  agentPolicy: V1NetworkPolicy;
+  gatePolicy: V1NetworkPolicy;
+  gate: V1Pod;
+  agent: V1Pod;
+}
+
+const SLUG = /^[a-z0-9]([a-z0-9-]{0,45}[a-z0-9])?$/;
+
+/** The name of each object of bottle `slug`. */
+export const names = (slug: string) => ({
+  claim: `bb-${slug}-data`,
+  secret: `bb-${slug}-gate`,
+  service: `bb-${slug}-gate`,
+  agentPolicy: `bb-${slug}-agent`,
+  gatePolicy: `bb-${slug}-gate`,
+  gate: `bb-${slug}-gate`,
+  agent: `bb-${slug}-agent`,
+});
+
+const limits = (r: PartSpec['resources']) => {
+  const out: Record<string, string> = {};
+  if (r?.memoryBytes) out['memory'] = String(r.memoryBytes);
+  if (r?.cpus) out['cpu'] = `${Math.round(r.cpus * 1000)}m`;
+  return Object.keys(out).length ? { limits: out, requests: out } : undefined;
+};
+
+const envList = (env: Record<string, string> = {}) =>
+  Object.entries(env).map(([name, value]) => ({ name, value }));
+
+/**
+ * The objects of one bottle, as plain API objects (the caller creates them).
+ * `gateAddress` is the gate Service's cluster IP when known (the agent is given
+ * it, so it needs no DNS, which its policy does not allow).
+ */
+export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObjects {
+  if (!SLUG.test(spec.slug))
+    throw new BbError(
+      'INVALID_INPUT',
+      `bottle slug ${JSON.stringify(spec.slug)} must be lower-case letters, digits and dashes (47 at most)`,
+    );
+  const n = names(spec.slug);
+  const base = { ...spec.labels, 'bb.slug': spec.slug };
+  const meta = (name: string, role: string) => ({ name, labels: { ...base, 'bb.role': role } });
+  const user = spec.agent.user ?? { uid: 1000, gid: 1000 };
+  if (user.uid === 0)
+    throw new BbError('INVALID_INPUT', 'the agent never runs as root (uid 0): give another uid');
+  const hardened = {
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ['ALL'] },
+    readOnlyRootFilesystem: true,
+  };
+  const claim: V1PersistentVolumeClaim = {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: meta(n.claim, 'data'),
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      resources: { requests: { storage: String(spec.storageBytes ?? 10 * 1024 ** 3) } },
+      ...(spec.storageClassName ? { storageClassName: spec.storageClassName } : {}),
+    },
+  };
+  const secret: V1Secret | undefined = spec.secrets
+    ? {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: meta(n.secret, 'gate'),
+        type: 'Opaque',
+        stringData: spec.secrets,
+      }
+    : undefined;
+  const service: V1Service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: meta(n.service, 'gate'),
+    spec: {
+      selector: { 'bb.slug': spec.slug, 'bb.role': 'gate' },
+      ports: [{ name: 'gate', port: GATE_PORT, targetPort: GATE_PORT, protocol: 'TCP' }],
+    },
+  };
+  const agentSelector = { matchLabels: { 'bb.slug': spec.slug, 'bb.role': 'agent' } };
+  const gateSelector = { matchLabels: { 'bb.slug': spec.slug, 'bb.role': 'gate' } };
+  // The agent reaches its gate's port and nothing else; nothing reaches the agent.
+  const agentPolicy: V1NetworkPolicy = {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: meta(n.agentPolicy, 'agent'),
+    spec: {
+      podSelector: agentSelector,
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [],
+      egress: [
+        { to: [{ podSelector: gateSelector }], ports: [{ protocol: 'TCP', port: GATE_PORT }] },
+      ],
+    },
+  };
+  // The gate is reached by its agent alone (it reaches the forge and the model APIs itself).
+  const gatePolicy: V1NetworkPolicy = {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: meta(n.gatePolicy, 'gate'),
+    spec: {
+      podSelector: gateSelector,
+      policyTypes: ['Ingress'],
+      ingress: [
+        { _from: [{ podSelector: agentSelector }], ports: [{ protocol: 'TCP', port: GATE_PORT }] },
+      ],
+    },
+  };
+  const data = { name: 'data', persistentVolumeClaim: { claimName: n.claim } };
+  const gate: V1Pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: meta(n.gate, 'gate'),
+    spec: {
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      securityContext: { seccompProfile: { type: 'RuntimeDefault' } },
+      containers: [
+        {
+          name: 'main',
+          image: spec.gate.image,
+          command: spec.gate.command,
+          env: envList({ ...spec.gate.env, BB_GATE_PORT: String(GATE_PORT) }),
+          ports: [{ containerPort: GATE_PORT, name: 'gate', protocol: 'TCP' }],
+          securityContext: { ...hardened, runAsNonRoot: true, runAsUser: 1001, runAsGroup: 1001 },
+          resources: limits(spec.gate.resources),
+          volumeMounts: [
+            // The agent's work, read as data; the gate's own state beside it.
+            { name: 'data', mountPath: '/workspace', subPath: 'workspace', readOnly: true },
+            { name: 'data', mountPath: '/state', subPath: 'state' },
+            ...(secret ? [{ name: 'secrets', mountPath: '/run/bb-secrets', readOnly: true }] : []),
+            { name: 'tmp', mountPath: '/tmp' },
+          ],
+        },
+      ],
+      volumes: [
+        data,
+        ...(secret
+          ? [{ name: 'secrets', secret: { secretName: n.secret, defaultMode: 0o400 } }]
+          : []),
+        { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '64Mi' } },
+      ],
+    },
+  };
+  const agent: V1Pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: meta(n.agent, 'agent'),
+    spec: {
+      restartPolicy: 'Never',
+      // No Secret, no service account token, no service links: nothing to steal.
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      hostNetwork: false,
+      hostPID: false,
+      hostIPC: false,
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: user.uid,
+        runAsGroup: user.gid,
+        fsGroup: user.gid,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      // A ReadWriteOnce claim is shared with the gate on the gate's node.
+      affinity: {
+        podAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: [
+            { labelSelector: gateSelector, topologyKey: 'kubernetes.io/hostname' },
+          ],
+        },
+      },
+      containers: [
+        {
+          name: 'main',
+          image: spec.agent.image,
+          command: spec.agent.command,
+          env: envList({
+            ...spec.agent.env,
+            BB_GATE: gateAddress ? `${gateAddress}:${GATE_PORT}` : `${n.service}:${GATE_PORT}`,
+          }),
+          securityContext: hardened,
+          resources: limits(spec.agent.resources),
+          volumeMounts: [
+            { name: 'data', mountPath: '/workspace', subPath: 'workspace' },
+            { name: 'data', mountPath: '/home/agent', subPath: 'home' },
+            { name: 'tmp', mountPath: '/tmp' },
+          ],
+        },
+      ],
+      volumes: [data, { name: 'tmp', emptyDir: { sizeLimit: '1Gi' } }],
+    },
+  };
+  return { claim, secret, service, agentPolicy, gatePolicy, gate, agent };
+}

@@ -1,0 +1,9 @@
+import { packageBuild } from '@bb/tooling/tsup';
+import { defineConfig } from 'tsup';
+
+export default defineConfig(
+  packageBuild(
+    { index: 'src/index.ts', testing: 'src/testing/index.ts' },
+    { external: ['vitest', 'kubernetes-models'] },
+  ),
+);

@@ -439,6 +439,11 @@ describe.skipIf(!docker.ok || !!noPostgres)(
         for (const d of answers) expect(d.status, `${d.kind} ${d.uuid}`).toBe(202);
         // ---- an issue's events: never two orchestrators at once, and in the forge's order
         const handled = logLines().filter((l) => l['msg'] === 'event handled');
+        const retried = new Set(
+          logLines()
+            .filter((l) => String(l['msg']).startsWith('event failed'))
+            .map((l) => String(l['event'])),
+        );
         expect(handled.length).toBeGreaterThan(ORIGINALS / 2);
         const byIssue = new Map<string, typeof handled>();
         for (const h of handled) {
@@ -472,10 +477,13 @@ describe.skipIf(!docker.ok || !!noPostgres)(
               ).toBeGreaterThanOrEqual(p.ended - 5);
           }
           // In the forge's order: an event that happened earlier, and was accepted well before
-          // a later one was begun on, was not handled after it.
+          // a later one was begun on, was not handled after it. An event whose handling
+          // failed and is retried is the exception, by design: it does not hold its issue's
+          // later events back (a failing event must not wedge the issue).
           for (const later of spans)
             for (const earlier of spans)
               if (
+                !retried.has(earlier.event) &&
                 earlier.occurredAt < later.occurredAt &&
                 earlier.accepted < later.began - 1000 &&
                 earlier.began > later.began
@@ -502,7 +510,7 @@ describe.skipIf(!docker.ok || !!noPostgres)(
           }
         const worst = Math.max(0, ...delays);
         console.log(
-          `[chaos] ${answers.length} deliveries answered (${dupes.length} duplicates, ${replays.length} replays), ${kills.length} kills, ${delays.length} leases taken over, worst ${worst} ms (TTL ${TTL_MS} + heartbeat ${HEARTBEAT_MS} ms), quiet after ${Math.round(elapsed / 1000)} s`,
+          `[chaos] ${answers.length} deliveries answered (${dupes.length} duplicates, ${replays.length} replays), ${kills.length} kills, ${delays.length} leases taken over, worst ${worst} ms (TTL ${TTL_MS} + heartbeat ${HEARTBEAT_MS} ms), ${retried.size} events retried, quiet after ${Math.round(elapsed / 1000)} s`,
         );
         expect(worst).toBeLessThanOrEqual(TTL_MS + HEARTBEAT_MS + SCAN_SLACK_MS);
       } finally {

@@ -599,7 +599,8 @@ export class Orchestrator {
     this.#log({
       msg: wait === undefined ? 'event failed; giving up' : 'event failed; will retry',
       key,
-      event: work.event.kind,
+      event: work.inbox.key,
+      kind: work.event.kind,
       ...(err === undefined ? {} : { error: errorMessage(err) }),
       ...(wait === undefined ? {} : { retryInMs: wait }),
     });

@@ -76,26 +76,8 @@ describeStoreConformance('published sqlite', {
 });
 `,
     );
-    const vitest = join(realpathSync(join(modules, 'vitest')), 'vitest.mjs');
-    const res = spawnSync(
-      process.execPath,
-      [vitest, 'run', '--root', project, '--reporter=verbose'],
-      {
-        cwd: project,
-        encoding: 'utf8',
-        env: {
-          ...process.env,
-          NO_COLOR: '1',
-          FORCE_COLOR: '0',
-          VITEST: undefined,
-          VITEST_POOL_ID: undefined,
-          VITEST_WORKER_ID: undefined,
-        },
-        timeout: 120_000,
-      },
-    );
-    const output = `${res.stdout}\n${res.stderr}`;
-    expect(res.status, output).toBe(0);
+    const { status, output } = runOutside(project, modules);
+    expect(status, output).toBe(0);
     // Every test passed, none skipped: the store suite twice (MyStore and the published
     // SQLite store), the ledger and inbox suites once (13 + 13 + 4 + 6 today).
     const tally = /Tests\s+(\d+) passed \((\d+)\)/.exec(output);

@@ -11,7 +11,7 @@ import {
 } from '../src/testing/index';
 import { giteaWebhookFixtures } from './support/fixtures';
 import { checkAgainstSwagger } from './support/swagger';
-import { pushBranch, TOKENS, WORLD } from './support/world';
+import { giteaConformanceWorld, pushBranch, TOKENS } from './support/world';
 
 export const swaggerProblems: string[] = [];
 export function recordExchange(x: ApiExchange): void {
@@ -20,40 +20,11 @@ export function recordExchange(x: ApiExchange): void {
 }
 
 describeForgeConformance('GiteaForge on the Gitea-compatible test server', {
-  create: async () => {
-    const server = await createGiteaTestServer({ world: WORLD, onResponse: recordExchange });
-    const forge = new GiteaForge({
-      baseUrl: server.apiUrl,
-      token: TOKENS.bot,
-      owner: 'acme',
-      repo: 'widgets',
-    });
-    return {
-      forge,
-      bot: 'bb-claude',
-      org: 'bot-bottle',
-      member: 'bb-codex',
-      nonMember: 'alice',
-      issue: 1,
-      issueTitle: 'Widget export drops trailing newline',
-      issueLabel: 'bot-bottle:implementer',
-      base: 'main',
-      pushBranch: async (branch) => {
-        await pushBranch(server.cloneUrl('acme/widgets'), TOKENS.bot, branch);
-      },
-      merge: async (pr) => {
-        await server.mergePr('alice', 'acme/widgets', pr);
-      },
-      changedFile: 'CHANGE.md',
-      review: async (pr, input) => {
-        server.review('bb-codex', 'acme/widgets', pr, input);
-      },
-      webhooks: giteaWebhookFixtures(),
-      webhook: giteaKind.webhook,
-      kind: giteaKind,
-      dispose: () => server.close(),
-    };
-  },
+  create: () =>
+    giteaConformanceWorld(
+      (baseUrl) => new GiteaForge({ baseUrl, token: TOKENS.bot, owner: 'acme', repo: 'widgets' }),
+      { onResponse: recordExchange },
+    ),
 });
 
 afterAll(async () => {

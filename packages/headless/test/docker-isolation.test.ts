@@ -1,5 +1,4 @@
-// What the Docker backend promises about isolation, checked on a real engine.
-import { spawnSync } from 'node:child_process';
+// What the Docker backend promises of its own, checked on a real engine.
 import { randomUUID } from 'node:crypto';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
@@ -37,66 +36,18 @@ async function runToEnd(spec: BottleSpec) {
   return { id, ...res, logs: await backend.logs(id), info: (await backend.inspect(id))! };
 }
 
+// The isolation every backend must show (network, hardening, limits, no exec) is
+// describeIsolationConformance's, run on Docker in isolation-suite.test.ts. What is
+// Docker's own is checked here.
 describe.skipIf(!docker.ok)('real Docker: bottle isolation', () => {
-  it('applies and reports the hardening: no network, no capabilities, no new privileges, read-only root, uid 1000, limits', async () => {
-    const r = await runToEnd(
-      agent('id -u; touch /etc/x 2>&1 || echo readonly; touch /tmp/ok && echo tmp-ok'),
-    );
-    expect(r.info.isolation).toEqual({
-      network: 'none',
-      capDrop: ['ALL'],
-      noNewPrivileges: true,
-      readOnlyRootfs: true,
-      user: '1000:1000',
-      pidsLimit: 64,
-      memoryBytes: 64 * 1024 * 1024,
-    });
-    expect(r.logs).toMatch(/^1000$/m);
-    expect(r.logs).toContain('readonly');
-    expect(r.logs).toContain('tmp-ok');
-    // What it prints is bounded on the host's disk too.
+  it("bounds what a bottle prints on the host's disk too", async () => {
+    const r = await runToEnd(agent('echo hello'));
+    expect(r.logs).toContain('hello');
     const raw = await new Docker().getContainer(r.id).inspect();
     expect(raw.HostConfig.LogConfig).toEqual({
       Type: 'json-file',
       Config: { 'max-size': '16m', 'max-file': '2' },
     });
-  });
-
-  it('cannot open a TCP connection anywhere, not even to the host', async () => {
-    const r = await runToEnd(
-      agent(
-        `node -e "const s=require('net').connect({host:'127.0.0.1',port:22,timeout:2000});s.on('connect',()=>process.exit(0));s.on('error',e=>{console.log(e.code);process.exit(7)});s.on('timeout',()=>process.exit(8))"`,
-      ),
-    );
-    expect(r.exitCode).toBe(7);
-    expect(r.logs).toMatch(/ECONNREFUSED|ENETUNREACH/);
-  });
-
-  it('contains a fork bomb within its pids limit; the host keeps working', async () => {
-    const id = await backend.create(
-      agent('bomb() { bomb | bomb & }; bomb; sleep 3; echo survived', {
-        resources: { pidsLimit: 32, memoryBytes: 64 * 1024 * 1024 },
-      }),
-    );
-    made.push(id);
-    await backend.start(id);
-    await new Promise((r) => setTimeout(r, 2500));
-    const pids = await new Docker().getContainer(id).stats({ stream: false });
-    expect(
-      (pids as { pids_stats?: { current?: number } }).pids_stats?.current ?? 0,
-    ).toBeLessThanOrEqual(32);
-    // The host can still start processes.
-    expect(spawnSync('true').status).toBe(0);
-    await backend.stop(id, 1000);
-    expect((await backend.inspect(id))?.state).toBe('exited');
-  });
-
-  it('kills a memory hog at its limit and reports it as out of memory', async () => {
-    const r = await runToEnd(
-      agent(`node -e "const a=[];for(;;)a.push(Buffer.alloc(8*1024*1024,1))"`),
-    );
-    expect(r.oomKilled).toBe(true);
-    expect(r.exitCode).toBe(137);
   });
 });
 

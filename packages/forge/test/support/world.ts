@@ -5,7 +5,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { GiteaWorldSeed } from '../../src/testing/index';
+import { type Forge, giteaKind } from '../../src/index';
+import {
+  type ApiExchange,
+  createGiteaTestServer,
+  type ForgeConformanceWorld,
+  type GiteaWorldSeed,
+} from '../../src/testing/index';
+import { giteaWebhookFixtures } from './fixtures';
 
 export const TOKENS = {
   alice: 'alice-token-0123456789',
@@ -105,4 +112,43 @@ export async function pushBranch(
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The conformance world on a Gitea-compatible test server made with WORLD, its forge
+ * made by `makeForge` (a `GiteaForge`, or one a test breaks on purpose).
+ */
+export async function giteaConformanceWorld(
+  makeForge: (apiUrl: string) => Forge,
+  options: { onResponse?: (x: ApiExchange) => void } = {},
+): Promise<ForgeConformanceWorld> {
+  const server = await createGiteaTestServer({
+    world: WORLD,
+    ...(options.onResponse ? { onResponse: options.onResponse } : {}),
+  });
+  return {
+    forge: makeForge(server.apiUrl),
+    bot: 'bb-claude',
+    org: 'bot-bottle',
+    member: 'bb-codex',
+    nonMember: 'alice',
+    issue: 1,
+    issueTitle: 'Widget export drops trailing newline',
+    issueLabel: 'bot-bottle:implementer',
+    base: 'main',
+    pushBranch: async (branch) => {
+      await pushBranch(server.cloneUrl('acme/widgets'), TOKENS.bot, branch);
+    },
+    merge: async (pr) => {
+      await server.mergePr('alice', 'acme/widgets', pr);
+    },
+    changedFile: 'CHANGE.md',
+    review: async (pr, input) => {
+      server.review('bb-codex', 'acme/widgets', pr, input);
+    },
+    webhooks: giteaWebhookFixtures(),
+    webhook: giteaKind.webhook,
+    kind: giteaKind,
+    dispose: () => server.close(),
+  };
 }

@@ -3,12 +3,8 @@
 // Every API response the test server produces here is checked against Gitea's
 // swagger spec.
 import { afterAll } from 'vitest';
-import { closeGiteaPools, GiteaForge, giteaKind } from '../src/index';
-import {
-  type ApiExchange,
-  createGiteaTestServer,
-  describeForgeConformance,
-} from '../src/testing/index';
+import { closeGiteaPools, GiteaForge } from '../src/index';
+import { type ApiExchange, describeForgeConformance } from '../src/testing/index';
 import { giteaWebhookFixtures } from './support/fixtures';
 import { checkAgainstSwagger } from './support/swagger';
 import { giteaConformanceWorld, pushBranch, TOKENS } from './support/world';

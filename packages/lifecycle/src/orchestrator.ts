@@ -567,6 +567,12 @@ export class Orchestrator {
       return this.#release(key);
     }
     const { inbox, event } = work;
+    // Shared work: older events of this issue another orchestrator accepted, not read
+    // here yet, go first (what happened earlier on the forge is handled earlier).
+    if (this.#o.fleet && (await this.#takeOlder(key, inbox))) {
+      this.queue.push(key, work);
+      return;
+    }
     const began = new Date().toISOString();
     let settled: 'done' | 'deferred';
     try {
@@ -588,6 +594,31 @@ export class Orchestrator {
       settled,
     });
     await this.#release(key);
+  }
+
+  /**
+   * Queue here the open events of `key` that happened before `than` and are not
+   * queued yet (accepted by another orchestrator since this one last read the
+   * inbox). Whether there were any.
+   */
+  async #takeOlder(key: string, than: InboxEvent): Promise<boolean> {
+    let open: InboxEvent[];
+    try {
+      open = await this.#o.inbox.openEvents();
+    } catch {
+      return false; // the next poll brings them; this one is not held back
+    }
+    const older = open.filter(
+      (e) =>
+        e.issue === key &&
+        e.state === 'pending' &&
+        e.id !== than.id &&
+        !this.#queued.has(e.id) &&
+        (e.occurredAt < than.occurredAt || (e.occurredAt === than.occurredAt && e.id < than.id)),
+    );
+    for (const e of older)
+      this.#push(key, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 0 });
+    return older.length > 0;
   }
 
   /**

@@ -12,7 +12,11 @@ import { cleanups, OWNER, REPO, setup, until } from './orchestrator-setup';
 
 const TTL = 400;
 
-function fleetOf(t: ReturnType<typeof setup>, runnerB?: FakeRunner) {
+function fleetOf(
+  t: ReturnType<typeof setup>,
+  runnerB?: FakeRunner,
+  pollMs: { a?: number; b?: number } = {},
+) {
   const leases = new SqliteLeaseStore(t.db);
   const logs: { a: Array<Record<string, unknown>>; b: Array<Record<string, unknown>> } = {
     a: [],
@@ -22,7 +26,7 @@ function fleetOf(t: ReturnType<typeof setup>, runnerB?: FakeRunner) {
     const orch = new Orchestrator({
       ...t.options,
       ...(holder === 'b' && runnerB ? { runner: runnerB } : {}),
-      fleet: { leases, holder, ttlMs: TTL, heartbeatMs: 100, pollMs: 20 },
+      fleet: { leases, holder, ttlMs: TTL, heartbeatMs: 100, pollMs: pollMs[holder] ?? 20 },
       watchdogIntervalMs: 100,
       log: (e) => logs[holder].push(e),
     });
@@ -63,6 +67,37 @@ describe('orchestrators sharing one database', () => {
     const holderLog = holder === a ? logs.a : logs.b;
     expect(holderLog.some((e) => e['msg'] === 'bottle resumed')).toBe(true);
     expect((holder === a ? logs.b : logs.a).some((e) => e['msg'] === 'bottle resumed')).toBe(false);
+  });
+
+  it("handles an issue's events in the forge's order, those another accepted and the holder has not read yet included", async () => {
+    const t = setup();
+    t.orch.close();
+    // a reads what others accepted only at its next poll, which does not come here.
+    const { a, b, logs } = fleetOf(t, undefined, { a: 60_000 });
+    const n = t.issue();
+    await a.accept(t.ev.targeted(n));
+    await until('launched', () => launchesOf(t).length === 1);
+    const slug = a.bottle(issueKey(OWNER, REPO, n))!.slug;
+    t.runner.agent(slug).openPr(71);
+    t.runner.agent(slug).done();
+    t.runner.agent(slug).exit(0);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    const older = t.ev.comment(71, 'first, through b');
+    const newer = t.ev.comment(71, 'then, through a');
+    expect(older.occurredAt < newer.occurredAt).toBe(true);
+    // b does not hold the issue: it only stores the event. a, the holder, gets the later one.
+    await b.accept(older);
+    await a.accept(newer);
+    const handled = () =>
+      logs.a
+        .filter((e) => e['msg'] === 'event handled')
+        .map((e) => e['event'])
+        .filter((k) => k === older.key || k === newer.key);
+    await until('both handled', () => handled().length === 2);
+    expect(handled()).toEqual([older.key, newer.key]);
+    expect(logs.b.some((e) => e['msg'] === 'event handled' && e['event'] === older.key)).toBe(
+      false,
+    );
   });
 
   it('take over from one that stops: within its lease time the other watches its running turn, records it and goes on', async () => {

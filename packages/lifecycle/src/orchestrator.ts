@@ -604,7 +604,9 @@ export class Orchestrator {
   async #takeOlder(key: string, than: InboxEvent): Promise<boolean> {
     let open: InboxEvent[];
     try {
-      open = await this.#o.inbox.openEvents();
+      open = this.#o.inbox.openEventsOf
+        ? await this.#o.inbox.openEventsOf(key)
+        : await this.#o.inbox.openEvents();
     } catch {
       return false; // the next poll brings them; this one is not held back
     }

@@ -69,6 +69,11 @@ export const STATE_PG_MIGRATIONS: readonly PgMigration[] = [
       CREATE INDEX event_inbox_received ON event_inbox (received_at) WHERE state = 'done';
     `,
   },
+  {
+    // An issue's open events, read alone (each event handled with shared work asks).
+    version: 2,
+    up: `CREATE INDEX event_inbox_issue_open ON event_inbox (issue, occurred_at, id) WHERE state <> 'done';`,
+  },
 ];
 
 /** The `provenance` component on PostgreSQL; `seq` orders records started in the same instant. */

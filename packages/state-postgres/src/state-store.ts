@@ -89,6 +89,8 @@ export const PG_STATE_SQL = {
       $7, $4, $8
     FROM fresh, owner RETURNING id, issue, state`,
   inboxOpen: `SELECT ${INBOX_COLUMNS} FROM event_inbox WHERE state <> 'done' ORDER BY occurred_at, id`,
+  inboxOpenOf: `SELECT ${INBOX_COLUMNS} FROM event_inbox WHERE issue = $1 AND state <> 'done'
+    ORDER BY occurred_at, id`,
   inboxSettle: 'UPDATE event_inbox SET state = $1, issue = COALESCE($2, issue) WHERE id = $3',
   inboxRoute: 'UPDATE event_inbox SET state = $1, issue = $2 WHERE id = $3',
   inboxPrune: "DELETE FROM event_inbox WHERE state = 'done' AND received_at < $1",
@@ -272,6 +274,13 @@ export class PostgresForgeStateStore implements ForgeStateStore, DeliveryLedger,
 
   async openEvents(): Promise<InboxEvent[]> {
     const r = await this.database.query<InboxRow>('read the inbox of', PG_STATE_SQL.inboxOpen);
+    return r.rows.map(toInboxEvent);
+  }
+
+  async openEventsOf(issue: string): Promise<InboxEvent[]> {
+    const r = await this.database.query<InboxRow>('read the inbox of', PG_STATE_SQL.inboxOpenOf, [
+      issue,
+    ]);
     return r.rows.map(toInboxEvent);
   }
 

@@ -75,6 +75,12 @@ export interface EventInbox {
   accept(key: string, event: InboxInput): Awaitable<InboxEvent | undefined>;
   /** Every event that is not done, in the order it happened (then accepted). */
   openEvents(): Awaitable<InboxEvent[]>;
+  /**
+   * The events of one issue (`owner/repo#n`) that are not done, in the same
+   * order: what `openEvents()` holds for it, read without the rest. Optional;
+   * without it, callers filter `openEvents()`.
+   */
+  openEventsOf?(issue: string): Awaitable<InboxEvent[]>;
   /** Move an event to `state`; with `issue`, route it too. */
   settle(id: number, state: InboxState, issue?: string | null): Awaitable<void>;
   /** Delete done events accepted before `before`; returns how many. */

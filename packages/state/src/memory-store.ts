@@ -131,6 +131,10 @@ export class MemoryForgeStateStore implements ForgeStateStore, DeliveryLedger, E
       .map((e) => structuredClone(e));
   }
 
+  openEventsOf(issue: string): InboxEvent[] {
+    return this.openEvents().filter((e) => e.issue === issue);
+  }
+
   recentEvents(prefix: string, limit: number): InboxEvent[] {
     checkRecent(prefix, limit);
     return [...this.#inbox.values()]

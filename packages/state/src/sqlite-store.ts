@@ -106,6 +106,11 @@ export const STATE_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX event_inbox_received ON event_inbox (received_at) WHERE state = 'done';
     `,
   },
+  {
+    // An issue's open events, read alone (each event handled with shared work asks).
+    version: 3,
+    up: `CREATE INDEX event_inbox_issue_open ON event_inbox (issue, occurred_at, id) WHERE state != 'done';`,
+  },
 ];
 
 /** The SQL the store runs, exported so the benchmark's baseline runs exactly the same. */
@@ -144,6 +149,8 @@ export const STATE_SQL = {
     VALUES (?, ?, ?, ?, ?, ?)`,
   inboxOpen: `SELECT id, key, issue, state, occurred_at, received_at, payload FROM event_inbox
     WHERE state != 'done' ORDER BY occurred_at, id`,
+  inboxOpenOf: `SELECT id, key, issue, state, occurred_at, received_at, payload FROM event_inbox
+    WHERE issue = ? AND state != 'done' ORDER BY occurred_at, id`,
   inboxSettle: 'UPDATE event_inbox SET state = ?, issue = ? WHERE id = ?',
   inboxPrune: "DELETE FROM event_inbox WHERE state = 'done' AND received_at < ?",
   // A key range, not LIKE (case-insensitive, and no index): keys are unique and indexed.
@@ -192,6 +199,7 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
         histDelete: db.prepare(STATE_SQL.histDelete),
         inboxInsert: db.prepare(STATE_SQL.inboxInsert),
         inboxOpen: db.prepare(STATE_SQL.inboxOpen),
+        inboxOpenOf: db.prepare(STATE_SQL.inboxOpenOf),
         inboxSettle: db.prepare(STATE_SQL.inboxSettle),
         inboxPrune: db.prepare(STATE_SQL.inboxPrune),
         inboxRecent: db.prepare(STATE_SQL.inboxRecent),
@@ -331,6 +339,12 @@ export class SqliteForgeStateStore implements ForgeStateStore, DeliveryLedger, E
     return (this.#read('read the inbox of', () => this.#stmts.inboxOpen.all()) as InboxRow[]).map(
       toInboxEvent,
     );
+  }
+
+  openEventsOf(issue: string): InboxEvent[] {
+    return (
+      this.#read('read the inbox of', () => this.#stmts.inboxOpenOf.all(issue)) as InboxRow[]
+    ).map(toInboxEvent);
   }
 
   recentEvents(prefix: string, limit: number): InboxEvent[] {

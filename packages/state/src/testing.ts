@@ -293,6 +293,27 @@ export function describeInboxConformance<T extends EventInbox>(
       expect(await inbox.openEvents()).toEqual([]);
     });
 
+    it("openEventsOf reads one issue's open events alone, in order (when the inbox has it)", async (ctx) => {
+      if (
+        options.skip?.tests.includes(
+          "openEventsOf reads one issue's open events alone, in order (when the inbox has it)",
+        )
+      )
+        return ctx.skip(options.skip.reason);
+      const inbox = await make();
+      if (!inbox.openEventsOf) return ctx.skip('the inbox has no openEventsOf (it is optional)');
+      await inbox.accept('b2', ev('acme/widgets#2', '2026-11-22T05:00:02Z'));
+      await inbox.accept('a1', ev('acme/widgets#1', '2026-11-22T05:00:03Z'));
+      await inbox.accept('b1', ev('acme/widgets#2', '2026-11-22T05:00:01Z'));
+      const done = await inbox.accept('b3', ev('acme/widgets#2', '2026-11-22T05:00:04Z'));
+      await inbox.settle(done!.id, 'done');
+      await inbox.accept('p', ev(null, '2026-11-22T05:00:00Z'));
+      expect((await inbox.openEventsOf('acme/widgets#2')).map((e) => e.key)).toEqual(['b1', 'b2']);
+      expect(await inbox.openEventsOf('acme/widgets#9')).toEqual([]);
+      const all = (await inbox.openEvents()).filter((e) => e.issue === 'acme/widgets#2');
+      expect(await inbox.openEventsOf('acme/widgets#2')).toEqual(all);
+    });
+
     test('an event accepted as done is remembered under its key and waits for nothing', async () => {
       const inbox = await make();
       expect(

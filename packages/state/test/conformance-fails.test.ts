@@ -33,6 +33,7 @@ describe('the conformance suites', () => {
         'the holder extends its leases; one taken by another is not renewed',
         'of many claimants of a free lease exactly one gets it',
         "an event about a live bottle's PR goes to its issue in the same step",
+        "openEventsOf reads one issue's open events alone, in order (when the inbox has it)",
       ]),
     );
     // What the broken store does right still passes: the suite is not failing blindly.

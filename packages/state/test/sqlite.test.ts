@@ -125,7 +125,7 @@ describe('SqliteForgeStateStore on disk', () => {
       err = e;
     }
     expect(isBbError(err, 'STATE_TOO_NEW')).toBe(true);
-    expect((err as Error).message).toMatch(/schema version 99.*knows versions up to 2/);
+    expect((err as Error).message).toMatch(/schema version 99.*knows versions up to 3/);
     const db = new Database(path, { readonly: true });
     expect(db.prepare('SELECT count(*) AS n FROM forge_state').get()).toEqual({ n: 1 });
     expect(db.prepare("SELECT version FROM bb_schema WHERE component = 'state'").get()).toEqual({

@@ -141,12 +141,24 @@ export class KubernetesBottles {
     }
   }
 
-  /** Start a frozen bottle again: its Secret and pods, on the claim it kept. */
+  /**
+   * Start a frozen bottle again: its Secret and pods, on the claim it kept. Its
+   * network policies are made again first when they are missing (a destroy that
+   * stopped half way), so no agent runs without them.
+   */
   async resume(spec: KubeBottleSpec): Promise<void> {
     const namespace = this.#ns;
     const n = names(spec.slug);
+    const plan = planBottle(spec);
     try {
       await this.#core.readNamespacedPersistentVolumeClaim({ name: n.claim, namespace });
+      await Promise.all(
+        [plan.agentPolicy, plan.gatePolicy].map((body) =>
+          this.#net.createNamespacedNetworkPolicy({ namespace, body }).catch((err) => {
+            if (!(err instanceof ApiException && err.code === 409)) throw err;
+          }),
+        ),
+      );
       const service = await this.#core.readNamespacedService({ name: n.service, namespace });
       await this.#startPods(spec, service.spec?.clusterIP ?? '');
     } catch (err) {
@@ -182,7 +194,11 @@ export class KubernetesBottles {
     }
   }
 
-  /** Delete everything of the bottle. Idempotent. */
+  /**
+   * Delete everything of the bottle. Idempotent. The pods go first and are
+   * waited for: the network policies stay until no pod of the bottle is left (an
+   * agent that ignores SIGTERM never runs without its policy).
+   */
   async destroy(slug: string): Promise<void> {
     const namespace = this.#ns;
     const labelSelector = `${SLUG_LABEL}=${slug}`;
@@ -191,6 +207,17 @@ export class KubernetesBottles {
       await Promise.all([
         this.#core.deleteCollectionNamespacedPod({ namespace, labelSelector }),
         this.#core.deleteCollectionNamespacedSecret({ namespace, labelSelector }),
+      ]);
+      const end = Date.now() + this.#startMs;
+      while ((await this.#core.listNamespacedPod({ namespace, labelSelector })).items.length > 0) {
+        if (Date.now() > end)
+          throw new BbError(
+            'TIMEOUT',
+            `bottle ${slug}'s pods are still there after ${this.#startMs} ms: its network policies are kept; destroy it again`,
+          );
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      await Promise.all([
         this.#net.deleteCollectionNamespacedNetworkPolicy({ namespace, labelSelector }),
         this.#gone(this.#core.deleteNamespacedService({ name: n.service, namespace })),
       ]);

@@ -135,17 +135,19 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
       ],
     },
   };
-  // The gate is reached by its agent alone (it reaches the forge and the model APIs itself).
+  // The gate is reached by its agent alone; it reaches the forge and the model APIs
+  // itself (egress open: a namespace's default-deny policy would otherwise stop it).
   const gatePolicy: V1NetworkPolicy = {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
     metadata: meta(n.gatePolicy, 'gate'),
     spec: {
       podSelector: gateSelector,
-      policyTypes: ['Ingress'],
+      policyTypes: ['Ingress', 'Egress'],
       ingress: [
         { _from: [{ podSelector: agentSelector }], ports: [{ protocol: 'TCP', port: GATE_PORT }] },
       ],
+      egress: [{}],
     },
   };
   const data = { name: 'data', persistentVolumeClaim: { claimName: n.claim } };
@@ -157,7 +159,15 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      securityContext: { seccompProfile: { type: 'RuntimeDefault' } },
+      terminationGracePeriodSeconds: 10,
+      // Its group owns the Secret's files (0440) and the claim's state directory.
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: 1001,
+        runAsGroup: 1001,
+        fsGroup: 1001,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
       containers: [
         {
           name: 'main',
@@ -165,7 +175,7 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
           command: spec.gate.command,
           env: envList({ ...spec.gate.env, BB_GATE_PORT: String(GATE_PORT) }),
           ports: [{ containerPort: GATE_PORT, name: 'gate', protocol: 'TCP' }],
-          securityContext: { ...hardened, runAsNonRoot: true, runAsUser: 1001, runAsGroup: 1001 },
+          securityContext: hardened,
           resources: limits(spec.gate.resources),
           volumeMounts: [
             // The agent's work, read as data; the gate's own state beside it.
@@ -179,7 +189,7 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
       volumes: [
         data,
         ...(secret
-          ? [{ name: 'secrets', secret: { secretName: n.secret, defaultMode: 0o400 } }]
+          ? [{ name: 'secrets', secret: { secretName: n.secret, defaultMode: 0o440 } }]
           : []),
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '64Mi' } },
       ],
@@ -194,6 +204,9 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
       // No Secret, no service account token, no service links: nothing to steal.
       automountServiceAccountToken: false,
       enableServiceLinks: false,
+      shareProcessNamespace: false,
+      // Stopped soon: an agent that ignores SIGTERM is killed within seconds.
+      terminationGracePeriodSeconds: 5,
       hostNetwork: false,
       hostPID: false,
       hostIPC: false,

@@ -10,10 +10,21 @@ describe('describeKubernetesIsolation', () => {
     const run = runFixtureSuite(pkg, 'test/fixtures/leaky-kubernetes.fixture.ts');
     expect(run.exitCode).not.toBe(0);
     expect(run.failed).toEqual([
-      "the agent's pod holds no Secret and no service account token",
-      "the agent runs non-root, read-only, with no capabilities, seccomp's default and limits",
-      'a network policy lets the agent reach its gate and nothing else',
+      "the agent's pods hold no Secret in any form and no service account token",
+      "every container of the agent's pods runs non-root, read-only, unprivileged, within limits",
+      'every network policy that selects an agent lets it reach its own gate and nothing else',
       'nothing runs in, attaches to or forwards to a pod',
     ]);
+  }, 120_000);
+
+  it('fails on a backend whose agent container looks right while its pod leaks', () => {
+    const run = runFixtureSuite(pkg, 'test/fixtures/sneaky-kubernetes.fixture.ts');
+    expect(run.exitCode).not.toBe(0);
+    expect(run.failed).toEqual([
+      "the agent's pods hold no Secret in any form and no service account token",
+      "every container of the agent's pods runs non-root, read-only, unprivileged, within limits",
+      'every network policy that selects an agent lets it reach its own gate and nothing else',
+    ]);
+    expect(run.passed).toEqual(['nothing runs in, attaches to or forwards to a pod']);
   }, 120_000);
 });

@@ -6,14 +6,23 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { Deployment } from 'kubernetes-models/apps/v1';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
-import { Service, ServiceAccount } from 'kubernetes-models/v1';
+import { Namespace, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KubernetesBottles, kubeConfigFor } from '../src/kubernetes-bottles';
 import { FakeKubernetesApi, publishedSchemas } from '../src/testing/index';
 
 const deploy = join(dirname(fileURLToPath(import.meta.url)), '..', 'deploy');
-type Doc = { apiVersion: string; kind: string; rules?: Rule[]; resources?: string[] };
+type Doc = {
+  apiVersion: string;
+  kind: string;
+  metadata?: { name?: string; namespace?: string; labels?: Record<string, string> };
+  rules?: Rule[];
+  resources?: string[];
+  subjects?: Array<{ kind: string; name: string; namespace?: string }>;
+  spec?: { podSelector?: object; policyTypes?: string[]; ingress?: unknown[]; egress?: unknown[] };
+};
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
 const load = (f: string) => loadAllYaml(readFileSync(join(deploy, f), 'utf8')) as Doc[];
 const MODELS: Record<string, new (d: never) => { validate(): void }> = {
@@ -22,18 +31,23 @@ const MODELS: Record<string, new (d: never) => { validate(): void }> = {
   RoleBinding,
   Deployment,
   Service,
+  Namespace,
+  NetworkPolicy,
 };
 
 let api: FakeKubernetesApi | undefined;
 afterAll(() => api?.close());
 
 describe('deploy/', () => {
-  const docs = [...load('rbac.yaml'), ...load('orchestrator.yaml')];
+  const docs = [...load('namespaces.yaml'), ...load('rbac.yaml'), ...load('orchestrator.yaml')];
   const role = docs.find((d) => d.kind === 'Role')!;
 
   it('holds only objects the published schemas accept, and the kustomization names its files', () => {
     expect(docs.map((d) => d.kind).sort()).toEqual([
       'Deployment',
+      'Namespace',
+      'Namespace',
+      'NetworkPolicy',
       'Role',
       'RoleBinding',
       'Service',
@@ -41,13 +55,32 @@ describe('deploy/', () => {
     ]);
     for (const d of docs) new MODELS[d.kind]!(d as never).validate();
     const k = load('kustomization.yaml')[0]!;
-    expect(k.resources).toEqual(['rbac.yaml', 'orchestrator.yaml']);
+    expect(k.resources).toEqual(['namespaces.yaml', 'rbac.yaml', 'orchestrator.yaml']);
+  });
+
+  it('puts bottles in a namespace of their own, Pod Security restricted, denying by default', () => {
+    const bottles = docs.find(
+      (d) => d.kind === 'Namespace' && d.metadata?.name === 'bot-bottle-bottles',
+    )!;
+    expect(bottles.metadata?.labels?.['pod-security.kubernetes.io/enforce']).toBe('restricted');
+    expect(role.metadata?.namespace).toBe('bot-bottle-bottles');
+    const deny = docs.find((d) => d.kind === 'NetworkPolicy')!;
+    expect(deny.metadata?.namespace).toBe('bot-bottle-bottles');
+    expect(deny.spec).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
+    // The orchestrator and its Secret live apart from the bottles.
+    const binding = docs.find((d) => d.kind === 'RoleBinding')!;
+    expect(binding.subjects).toEqual([
+      { kind: 'ServiceAccount', name: 'bb-orchestrator', namespace: 'bot-bottle' },
+    ]);
+    expect(docs.find((d) => d.kind === 'Deployment')!.metadata?.namespace).toBe('bot-bottle');
   });
 
   it('grants no way into a pod, and nothing by wildcard', () => {
     for (const r of role.rules!) {
-      expect(r.resources.filter((x) => /^pods\/(exec|attach|portforward)$/.test(x))).toEqual([]);
-      expect([...r.resources, ...r.verbs, ...r.apiGroups]).not.toContain('*');
+      expect(
+        r.resources.filter((x) => /\*|exec|attach|portforward|ephemeralcontainers|proxy/.test(x)),
+      ).toEqual([]);
+      expect([...r.verbs, ...r.apiGroups].filter((x) => x.includes('*'))).toEqual([]);
     }
   });
 

@@ -64,6 +64,7 @@ describe('KubernetesBottles against the fake API server', () => {
     const created = api.calls
       .filter((c) => c.method === 'POST')
       .map((c) => c.path.split('/').pop());
+    expect(created.indexOf('networkpolicies')).toBeGreaterThanOrEqual(0);
     expect(created.indexOf('networkpolicies')).toBeLessThan(created.indexOf('pods'));
     // The gate ran before its agent was made.
     expect(await bottles.status('impl-a1')).toMatchObject({ claim: true, gate: 'Running' });
@@ -93,6 +94,50 @@ describe('KubernetesBottles against the fake API server', () => {
         k,
       ).toEqual([]);
     expect(await bottles.status('impl-b2')).toEqual({ slug: 'impl-b2', claim: false });
+  });
+
+  it('destroy lets the policies go only once no pod of the bottle is left; resume makes missing policies first', async () => {
+    await bottles.launch(spec('impl-e6'));
+    api.calls.length = 0;
+    await bottles.destroy('impl-e6');
+    const at = (method: string, suffix: string) =>
+      api.calls.findIndex(
+        (c) => c.method === method && c.path.endsWith(suffix) && !c.query['watch'],
+      );
+    expect(at('DELETE', '/pods')).toBeGreaterThanOrEqual(0);
+    const listed = api.calls.findLastIndex((c) => c.method === 'GET' && c.path.endsWith('/pods'));
+    expect(listed).toBeGreaterThan(at('DELETE', '/pods'));
+    expect(at('DELETE', '/networkpolicies')).toBeGreaterThan(listed);
+
+    await bottles.launch(spec('impl-f7'));
+    await bottles.freeze('impl-f7');
+    // A destroy that stopped half way: the policies are gone, the claim is not.
+    await fetch(
+      `${api.url}/apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies?labelSelector=bb.slug%3Dimpl-f7`,
+      { method: 'DELETE' },
+    );
+    api.calls.length = 0;
+    await bottles.resume(spec('impl-f7'));
+    const created = api.calls
+      .filter((c) => c.method === 'POST')
+      .map((c) => c.path.split('/').pop());
+    expect(created.indexOf('networkpolicies')).toBeGreaterThanOrEqual(0);
+    expect(created.indexOf('networkpolicies')).toBeLessThan(created.indexOf('pods'));
+    const mine = api
+      .objects('networkpolicies', NS)
+      .filter((p) => p.metadata.labels?.['bb.slug'] === 'impl-f7');
+    expect(mine).toHaveLength(2);
+  });
+
+  it("gives the gate its Secret readable by the gate's group alone", async () => {
+    await bottles.launch(spec('impl-g8'));
+    const gate = api.objects('pods', NS).find((p) => p.metadata.name === 'bb-impl-g8-gate')!;
+    const podSc = (gate.spec as { securityContext: Record<string, unknown> }).securityContext;
+    expect(podSc).toMatchObject({ runAsNonRoot: true, runAsUser: 1001, fsGroup: 1001 });
+    const volumes = (gate.spec as { volumes: Array<Record<string, unknown>> }).volumes;
+    expect(volumes.find((v) => v['name'] === 'secrets')).toMatchObject({
+      secret: { secretName: 'bb-impl-g8-gate', defaultMode: 0o440 },
+    });
   });
 
   it("reports the agent's exit code once its pod ends", async () => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Backend, BottleSpec } from './backend';
 
@@ -21,12 +22,13 @@ const INTO_A_BOTTLE = /\/exec\b|\/attach\b|\/portforward\b|pods\/exec|pods\/atta
 
 /**
  * What every backend that says it isolates (`isolates: true`) must prove: the
- * agent's bottle has no network (not even the host's loopback), runs as the
- * user asked with every capability dropped and no new privileges, on a
- * read-only root with only its tmpfs writable, within its memory and process
- * limits; nothing of the host's environment reaches it; and the backend never
- * runs a command in a bottle or attaches to one. A backend that does not
- * isolate fails the first test.
+ * agent's bottle reaches no network (not the host on any of its addresses),
+ * runs as the user asked with no capability and no new privileges, on a
+ * read-only root with only its tmpfs writable, within exactly its memory and
+ * process limits, as the bottle itself reads them (`/proc/self/status`, its
+ * cgroup) and as the backend reports them; nothing of the host's environment
+ * reaches it; and the backend never runs a command in a bottle or attaches to
+ * one. A backend that does not isolate fails the first test.
  */
 export function describeIsolationConformance(
   name: string,
@@ -37,12 +39,20 @@ export function describeIsolationConformance(
     afterEach(async () => {
       for (const m of made.splice(0)) await m.backend.destroy(m.id).catch(() => {});
     });
-    // A service on the host's loopback the agent must not reach.
+    // A service on every address of the host (its loopback, its bridges to containers),
+    // which the agent must not reach on any of them.
     let listener: Server;
     let port = 0;
+    const hostAddresses = () => [
+      '127.0.0.1',
+      ...Object.values(networkInterfaces())
+        .flat()
+        .filter((a) => a !== undefined && a.family === 'IPv4' && !a.internal)
+        .map((a) => a!.address),
+    ];
     beforeAll(async () => {
       listener = createServer((s) => s.end('reached\n'));
-      await new Promise<void>((r) => listener.listen(0, '127.0.0.1', r));
+      await new Promise<void>((r) => listener.listen(0, '0.0.0.0', r));
       port = (listener.address() as { port: number }).port;
     });
     afterAll(() => new Promise<void>((r) => listener.close(() => r())));
@@ -78,10 +88,18 @@ export function describeIsolationConformance(
     test('says it isolates, and applies and reports the hardening it was asked for', async () => {
       const b = await options.create();
       expect(b.isolates, `${b.name} says it does not isolate`).toBe(true);
+      // What the bottle's own kernel view says too, not only what the backend reports.
       const r = await runToEnd(
         b,
         agent(
-          'id -u; touch /etc/bb-x 2>/dev/null || echo root-read-only; touch /tmp/ok && echo tmp-ok',
+          [
+            'id -u',
+            'touch /etc/bb-x 2>/dev/null || echo root-read-only',
+            'touch /tmp/ok && echo tmp-ok',
+            'grep -E "^(CapEff|CapPrm|NoNewPrivs):" /proc/self/status',
+            'echo "memory.max $(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes)"',
+            'echo "pids.max $(cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max)"',
+          ].join('; '),
         ),
       );
       expect(r.info.isolation).toEqual({
@@ -96,25 +114,30 @@ export function describeIsolationConformance(
       expect(r.logs).toMatch(/^1000$/m);
       expect(r.logs).toContain('root-read-only');
       expect(r.logs).toContain('tmp-ok');
+      expect(r.logs).toMatch(/^CapEff:\s+0+$/m);
+      expect(r.logs).toMatch(/^CapPrm:\s+0+$/m);
+      expect(r.logs).toMatch(/^NoNewPrivs:\s+1$/m);
+      expect(r.logs).toMatch(new RegExp(`^memory.max ${64 * 1024 * 1024}$`, 'm'));
+      expect(r.logs).toMatch(/^pids.max 64$/m);
     });
 
-    test("cannot reach the host's loopback, or anywhere", async () => {
+    test('cannot reach the host on any of its addresses, or anywhere', async () => {
       const b = await options.create();
-      const r = await runToEnd(
-        b,
-        agent(
-          `node -e "const s=require('net').connect({host:'127.0.0.1',port:${port},timeout:3000});s.on('data',d=>{process.stdout.write(String(d));process.exit(0)});s.on('error',e=>{console.log('refused',e.code);process.exit(7)});s.on('timeout',()=>{console.log('timeout');process.exit(8)})"`,
-        ),
-      );
+      const hosts = hostAddresses();
+      // One connection to each address; each must fail (refused, unreachable or silent).
+      const probe = `const hosts=process.env.HOSTS.split(',');let left=hosts.length;for(const host of hosts){const s=require('net').connect({host,port:${port},timeout:3000});s.on('data',()=>{console.log('reached '+host);process.exit(0)});const no=(why)=>{console.log('no '+host+' '+why);if(--left===0)process.exit(7)};s.on('error',(e)=>no(e.code));s.on('timeout',()=>{s.destroy();no('timeout')})}`;
+      const r = await runToEnd(b, agent(`node -e "${probe}"`, { env: { HOSTS: hosts.join(',') } }));
       expect(r.logs).not.toContain('reached');
-      expect(r.exitCode).not.toBe(0);
+      for (const h of hosts) expect(r.logs).toContain(`no ${h} `);
+      expect(r.exitCode).toBe(7);
     });
 
     test("nothing of the host's environment reaches the agent", async () => {
-      const b = await options.create();
+      // Set before the backend is made: one that copies the environment early is caught too.
       const canary = `bb-canary-${randomUUID()}`;
       process.env['BB_ISOLATION_CANARY'] = canary;
       try {
+        const b = await options.create();
         const r = await runToEnd(b, agent('env', { env: { ASKED_FOR: 'yes' } }));
         expect(r.logs).toContain('ASKED_FOR=yes');
         expect(r.logs).not.toContain(canary);

@@ -29,7 +29,7 @@ describe('describeBackendConformance', () => {
       expect(run.failed).toEqual(
         expect.arrayContaining([
           'says it isolates, and applies and reports the hardening it was asked for',
-          "cannot reach the host's loopback, or anywhere",
+          'cannot reach the host on any of its addresses, or anywhere',
           "nothing of the host's environment reaches the agent",
           'a fork bomb stays within its process limit',
           'never runs a command in a bottle or attaches to one',

@@ -14,17 +14,47 @@ export interface KubernetesIsolationOptions {
 type Json = Record<string, unknown>;
 const at = (o: unknown, ...path: string[]): unknown =>
   path.reduce<unknown>((v, k) => (v && typeof v === 'object' ? (v as Json)[k] : undefined), o);
+const list = (o: unknown, ...path: string[]) => (at(o, ...path) as Json[] | undefined) ?? [];
+
+/** Whether a label selector (matchLabels and matchExpressions; `{}` is everything) selects `labels`. */
+export function selectorSelects(selector: unknown, labels: Record<string, string>): boolean {
+  const match = (at(selector, 'matchLabels') as Record<string, string> | undefined) ?? {};
+  if (!Object.entries(match).every(([k, v]) => labels[k] === v)) return false;
+  return list(selector, 'matchExpressions').every((e) => {
+    const key = String(e['key']);
+    const values = (e['values'] as string[] | undefined) ?? [];
+    switch (e['operator']) {
+      case 'In':
+        return key in labels && values.includes(labels[key]!);
+      case 'NotIn':
+        return !(key in labels) || !values.includes(labels[key]!);
+      case 'Exists':
+        return key in labels;
+      case 'DoesNotExist':
+        return !(key in labels);
+      default:
+        return false;
+    }
+  });
+}
+
+/** The only volumes an agent may have: its bottle's claim and scratch space. */
+const AGENT_VOLUMES = new Set(['name', 'persistentVolumeClaim', 'emptyDir']);
 
 /**
  * What a Kubernetes backend must ask of the cluster for each bottle, read from
- * the objects the API server was given: the agent's pod holds no Secret (no
- * secret volume, no `secretKeyRef`, no `envFrom` of one, no service account
- * token), runs non-root with a read-only root, every capability dropped, no
- * privilege escalation, seccomp's default profile and limits; a network policy
- * selects it, allows no ingress and egress only to its own gate; the bottle's
- * secrets are in the gate's pod alone; and nothing runs in, attaches to or
- * forwards to a pod. (A kubelet enforces these; the API server double only
- * shows they were asked for.)
+ * the objects the API server was given. Every pod of the bottle but its gate
+ * (there is one gate) is held to the agent's rules: no Secret in any form (no
+ * secret, projected, hostPath, CSI or config map volume: only its claim and
+ * scratch; no `secretKeyRef`, no `envFrom`), no service account token, no host
+ * namespaces, no shared process namespace; every container, init and
+ * ephemeral ones included, non-root, read-only root, no capability added and
+ * all dropped, no privilege escalation, not privileged, seccomp's default (or
+ * a local) profile, with limits. Every network policy that selects an agent
+ * (whatever its selector's form) allows it no ingress and egress only to its
+ * own bottle's gate, on named ports; policies exist before any pod; and nothing
+ * runs in, attaches to or forwards to a pod. (A kubelet and a CNI enforce
+ * these; the API server double only shows they were asked for.)
  */
 export function describeKubernetesIsolation(name: string, options: KubernetesIsolationOptions) {
   describe(`Kubernetes isolation: ${name}`, () => {
@@ -36,80 +66,133 @@ export function describeKubernetesIsolation(name: string, options: KubernetesIso
     });
     const launched = async (slug: string) => {
       const b = await options.create();
+      const before = b.api.calls.length;
       await b.launch(spec(slug));
-      const of = (plural: string) =>
-        b.api.objects(plural, b.namespace).filter((o) => o.metadata.labels?.['bb.slug'] === slug);
-      const pods = of('pods');
-      const role = (r: string) => pods.find((p) => p.metadata.labels?.['bb.role'] === r);
-      return { b, of, agent: role('agent'), gate: role('gate') };
+      const calls = b.api.calls.slice(before);
+      const mine = (o: { metadata: { labels?: Record<string, string> } }) =>
+        o.metadata.labels?.['bb.slug'] === slug;
+      const pods = b.api.objects('pods', b.namespace).filter(mine);
+      const gates = pods.filter((p) => p.metadata.labels?.['bb.role'] === 'gate');
+      const agents = pods.filter((p) => p.metadata.labels?.['bb.role'] !== 'gate');
+      return {
+        b,
+        calls,
+        gates,
+        agents,
+        secrets: b.api.objects('secrets', b.namespace).filter(mine),
+        // Every policy in the namespace: any of them may select the agent.
+        policies: b.api.objects('networkpolicies', b.namespace),
+      };
     };
+    const containersOf = (pod: unknown) => [
+      ...list(pod, 'spec', 'containers'),
+      ...list(pod, 'spec', 'initContainers'),
+      ...list(pod, 'spec', 'ephemeralContainers'),
+    ];
 
-    it("the agent's pod holds no Secret and no service account token", async () => {
-      const { agent, of } = await launched('iso-secrets');
-      expect(agent, 'an agent pod').toBeDefined();
-      const text = JSON.stringify(agent);
-      expect(text).not.toMatch(/forge-token-/);
-      expect(at(agent, 'spec', 'automountServiceAccountToken')).toBe(false);
-      const volumes = (at(agent, 'spec', 'volumes') as Json[] | undefined) ?? [];
-      expect(volumes.filter((v) => 'secret' in v || 'projected' in v)).toEqual([]);
-      for (const c of (at(agent, 'spec', 'containers') as Json[]) ?? []) {
-        expect(JSON.stringify(c['env'] ?? [])).not.toContain('secretKeyRef');
-        expect(JSON.stringify(c['envFrom'] ?? [])).not.toContain('secretRef');
-      }
-      // The secrets are the gate's alone.
-      const secretNames = of('secrets').map((s) => s.metadata.name);
-      expect(secretNames.length).toBeGreaterThan(0);
-      expect(text).not.toMatch(new RegExp(secretNames.join('|')));
-    });
-
-    it("the agent runs non-root, read-only, with no capabilities, seccomp's default and limits", async () => {
-      const { agent } = await launched('iso-hardened');
-      const pod = at(agent, 'spec', 'securityContext') as Json;
-      expect(pod['runAsNonRoot']).toBe(true);
-      expect(Number(pod['runAsUser'])).toBeGreaterThan(0);
-      expect(at(pod, 'seccompProfile', 'type')).toBe('RuntimeDefault');
-      expect(at(agent, 'spec', 'hostNetwork') ?? false).toBe(false);
-      expect(at(agent, 'spec', 'hostPID') ?? false).toBe(false);
-      for (const c of at(agent, 'spec', 'containers') as Json[]) {
-        const sc = c['securityContext'] as Json;
-        expect(sc['readOnlyRootFilesystem']).toBe(true);
-        expect(sc['allowPrivilegeEscalation']).toBe(false);
-        expect(at(sc, 'capabilities', 'drop')).toEqual(['ALL']);
-        expect(sc['privileged'] ?? false).toBe(false);
-        expect(at(c, 'resources', 'limits', 'memory')).toBeDefined();
-        expect(at(c, 'resources', 'limits', 'cpu')).toBeDefined();
-      }
-    });
-
-    it('a network policy lets the agent reach its gate and nothing else', async () => {
-      const { of, agent, gate } = await launched('iso-network');
-      const labels = (agent!.metadata.labels ?? {}) as Record<string, string>;
-      const gateLabels = (gate!.metadata.labels ?? {}) as Record<string, string>;
-      const selectsAgent = of('networkpolicies').filter((p) => {
-        const want = at(p, 'spec', 'podSelector', 'matchLabels') as Record<string, string>;
-        return want && Object.entries(want).every(([k, v]) => labels[k] === v);
-      });
-      expect(selectsAgent.length, 'a policy selecting the agent').toBeGreaterThan(0);
-      for (const p of selectsAgent) {
-        expect(at(p, 'spec', 'policyTypes')).toEqual(expect.arrayContaining(['Ingress', 'Egress']));
-        expect((at(p, 'spec', 'ingress') as unknown[] | undefined) ?? []).toEqual([]);
-        for (const rule of at(p, 'spec', 'egress') as Json[]) {
-          const to = rule['to'] as Json[];
-          expect(to?.length, 'an egress rule names where it goes').toBeGreaterThan(0);
-          for (const peer of to) {
-            expect(Object.keys(peer)).toEqual(['podSelector']);
-            const sel = at(peer, 'podSelector', 'matchLabels') as Record<string, string>;
-            expect(Object.entries(sel).every(([k, v]) => gateLabels[k] === v)).toBe(true);
-            expect(sel['bb.role']).toBe('gate');
-          }
+    it("the agent's pods hold no Secret in any form and no service account token", async () => {
+      const { agents, gates, secrets } = await launched('iso-secrets');
+      expect(gates, 'one gate pod').toHaveLength(1);
+      expect(agents.length, 'an agent pod').toBeGreaterThan(0);
+      expect(secrets.length, 'the bottle has its secrets (in the gate)').toBeGreaterThan(0);
+      for (const agent of agents) {
+        const text = JSON.stringify(agent);
+        expect(text).not.toMatch(/forge-token-/);
+        for (const s of secrets) expect(text).not.toContain(s.metadata.name);
+        expect(at(agent, 'spec', 'automountServiceAccountToken')).toBe(false);
+        for (const v of list(agent, 'spec', 'volumes'))
+          expect(
+            Object.keys(v).filter((k) => !AGENT_VOLUMES.has(k)),
+            `volume ${String(v['name'])}`,
+          ).toEqual([]);
+        for (const c of containersOf(agent)) {
+          expect(JSON.stringify(c['env'] ?? [])).not.toMatch(/secretKeyRef|configMapKeyRef/);
+          expect(c['envFrom'] ?? []).toEqual([]);
         }
       }
     });
 
+    it("every container of the agent's pods runs non-root, read-only, unprivileged, within limits", async () => {
+      const { agents } = await launched('iso-hardened');
+      for (const agent of agents) {
+        const pod = (at(agent, 'spec', 'securityContext') as Json | undefined) ?? {};
+        for (const flag of ['hostNetwork', 'hostPID', 'hostIPC', 'shareProcessNamespace'])
+          expect(at(agent, 'spec', flag) ?? false, flag).toBe(false);
+        for (const c of containersOf(agent)) {
+          const sc = (c['securityContext'] as Json | undefined) ?? {};
+          const user = sc['runAsUser'] ?? pod['runAsUser'];
+          expect(sc['runAsNonRoot'] ?? pod['runAsNonRoot'], `${c['name']} runAsNonRoot`).toBe(true);
+          expect(user === undefined || Number(user) > 0, `${c['name']} uid`).toBe(true);
+          const seccomp = at(sc, 'seccompProfile', 'type') ?? at(pod, 'seccompProfile', 'type');
+          expect(['RuntimeDefault', 'Localhost'], `${c['name']} seccomp`).toContain(seccomp);
+          expect(sc['readOnlyRootFilesystem'], `${c['name']} read-only root`).toBe(true);
+          expect(sc['allowPrivilegeEscalation'], `${c['name']} escalation`).toBe(false);
+          expect(sc['privileged'] ?? false, `${c['name']} privileged`).toBe(false);
+          expect(at(sc, 'capabilities', 'drop'), `${c['name']} capabilities`).toEqual(['ALL']);
+          expect(at(sc, 'capabilities', 'add') ?? [], `${c['name']} added capabilities`).toEqual(
+            [],
+          );
+          expect(at(c, 'resources', 'limits', 'memory'), `${c['name']} memory limit`).toBeDefined();
+          expect(at(c, 'resources', 'limits', 'cpu'), `${c['name']} cpu limit`).toBeDefined();
+        }
+      }
+    });
+
+    it('every network policy that selects an agent lets it reach its own gate and nothing else', async () => {
+      const { agents, gates, policies, calls } = await launched('iso-network');
+      const gate = (gates[0]?.metadata.labels ?? {}) as Record<string, string>;
+      for (const agent of agents) {
+        const labels = (agent.metadata.labels ?? {}) as Record<string, string>;
+        const selecting = policies.filter((p) =>
+          selectorSelects(at(p, 'spec', 'podSelector'), labels),
+        );
+        const types = selecting.flatMap((p) => (at(p, 'spec', 'policyTypes') as string[]) ?? []);
+        expect(types, 'the agent is isolated both ways').toEqual(
+          expect.arrayContaining(['Ingress', 'Egress']),
+        );
+        for (const p of selecting) {
+          expect(list(p, 'spec', 'ingress'), `${p.metadata.name} ingress`).toEqual([]);
+          for (const rule of list(p, 'spec', 'egress')) {
+            const to = (rule['to'] as Json[] | undefined) ?? [];
+            expect(
+              to.length,
+              `${p.metadata.name}: an egress rule names where it goes`,
+            ).toBeGreaterThan(0);
+            expect(
+              ((rule['ports'] as unknown[]) ?? []).length,
+              `${p.metadata.name}: ports`,
+            ).toBeGreaterThan(0);
+            for (const peer of to) {
+              expect(Object.keys(peer), `${p.metadata.name}: peers by pod only`).toEqual([
+                'podSelector',
+              ]);
+              const sel = peer['podSelector'];
+              // It selects this bottle's gate, and would select no other pod of the namespace.
+              expect(selectorSelects(sel, gate), `${p.metadata.name} selects the gate`).toBe(true);
+              expect(at(sel, 'matchLabels', 'bb.slug'), `${p.metadata.name}: this bottle's`).toBe(
+                gate['bb.slug'],
+              );
+              expect(at(sel, 'matchLabels', 'bb.role')).toBe('gate');
+            }
+          }
+        }
+      }
+      // The policies were there before any pod of the bottle.
+      const firstPod = calls.findIndex((c) => c.method === 'POST' && c.path.endsWith('/pods'));
+      const firstPolicy = calls.findIndex(
+        (c) => c.method === 'POST' && c.path.endsWith('/networkpolicies'),
+      );
+      expect(firstPolicy, 'a policy was made').toBeGreaterThanOrEqual(0);
+      expect(firstPod, 'a pod was made').toBeGreaterThanOrEqual(0);
+      expect(firstPolicy).toBeLessThan(firstPod);
+    });
+
     it('nothing runs in, attaches to or forwards to a pod', async () => {
-      const { b } = await launched('iso-calls');
-      expect(b.api.calls.length).toBeGreaterThan(0);
-      expect(b.api.calls.filter((c) => /\/(exec|attach|portforward)$/.test(c.path))).toEqual([]);
+      const { calls } = await launched('iso-calls');
+      expect(calls.length).toBeGreaterThan(0);
+      expect(
+        calls.filter((c) => /\/(exec|attach|portforward|ephemeralcontainers)$/.test(c.path)),
+      ).toEqual([]);
     });
   });
 }

@@ -8,7 +8,8 @@ import { closeGiteaPools } from '@bb/forge';
 import { createGiteaTestServer } from '@bb/forge/testing';
 import { reportBench } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
-import { bottleDir, destroy, launch, resume } from '../src/bottles';
+import { destroy, launch, resume } from '../src/bottles';
+import { bottleDir } from '../src/layout';
 import { DockerBackend } from '../src/docker-backend';
 
 const docker = await probeDocker();

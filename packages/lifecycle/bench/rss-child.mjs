@@ -3,7 +3,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GiteaForge } from '@bb/forge';
+import { giteaKind } from '@bb/forge';
 import { DockerBackend } from '@bb/headless';
 import { headlessRunner, Orchestrator } from '@bb/lifecycle';
 import { loadOrCreateSigningKey, ProvenanceStore } from '@bb/provenance';
@@ -35,12 +35,9 @@ for (let i = 1; i <= COUNT; i++) {
   store.recordDelivery(`k-${i}`);
 }
 const orch = new Orchestrator({
-  forgeFor: (owner, repo) =>
-    new GiteaForge({ baseUrl: 'http://127.0.0.1:1/api/v1', token: 'x', owner, repo }),
+  forge: { kind: giteaKind, site: giteaKind.fromEnv({ FORGE_GITEA_API: 'http://127.0.0.1:1/api/v1' }) },
   token: 'x',
   botLogin: 'bot',
-  apiUrl: 'http://127.0.0.1:1/api/v1',
-  cloneUrl: () => '',
   store,
   inbox: store,
   runner: headlessRunner({ backend: new DockerBackend(), env: { BB_HOME: home }, token: 'x' }),

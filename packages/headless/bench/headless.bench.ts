@@ -9,8 +9,8 @@ import { createGiteaTestServer } from '@bb/forge/testing';
 import { reportBench } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { destroy, launch, resume } from '../src/bottles';
-import { bottleDir } from '../src/layout';
 import { DockerBackend } from '../src/docker-backend';
+import { bottleDir, GATE_USER } from '../src/layout';
 
 const docker = await probeDocker();
 if (!docker.ok) {
@@ -79,11 +79,14 @@ for (let r = 0; r < ROUNDS; r++) {
   // not needed: reuse the frozen bottle's files), then a bare container of the same
   // image that does the same ping with bb-forge.
   const dir = bottleDir(out.slug, env);
+  // The frozen bottle's gate left its socket: the bare sidecar makes its own.
+  rmSync(join(dir, 'sock', 'forge.sock'), { force: true });
   const sidecarId = await backend.create({
     name: `bb-bench-sidecar-${r}`,
     image: BASE_IMAGE,
     cmd: ['node', '/opt/bb/sidecar.mjs'],
-    user: '1000:1000',
+    // The gate's user owns the socket directory; the agent (another user) connects.
+    user: `${GATE_USER.uid}:${GATE_USER.gid}`,
     labels: { 'bb.slug': `bench-${r}`, 'bb.role': 'sidecar' },
     network: 'host',
     env: {
@@ -98,6 +101,7 @@ for (let r = 0; r < ROUNDS; r++) {
       BB_OPS_LOG: '/tmp/ops.jsonl',
       BB_WORKSPACE: '/workspace',
       BB_BRANCH: 'bb/bench-1',
+      BB_SOCKET_MODE: '666',
     },
     mounts: [
       { source: join(home, 'runtime'), target: '/opt/bb', readOnly: true },
@@ -129,8 +133,14 @@ for (let r = 0; r < ROUNDS; r++) {
     ],
   });
   await backend.start(id);
-  await backend.wait(id);
+  const done = await backend.wait(id);
   base.push(Date.now() - t2);
+  // A baseline that did not do the call measures nothing: stop rather than report it.
+  const said = await backend.logs(id);
+  if (done.exitCode !== 0 || !said.includes('"number": 1'))
+    throw new Error(
+      `the bare container's call failed (exit ${done.exitCode}): ${said.slice(0, 400)}`,
+    );
   await backend.destroy(id);
   await backend.destroy(sidecarId);
   await destroy(out.slug, { backend, env });

@@ -35,7 +35,10 @@ for (let i = 1; i <= COUNT; i++) {
   store.recordDelivery(`k-${i}`);
 }
 const orch = new Orchestrator({
-  forge: { kind: giteaKind, site: giteaKind.fromEnv({ FORGE_GITEA_API: 'http://127.0.0.1:1/api/v1' }) },
+  forge: {
+    kind: giteaKind,
+    site: giteaKind.fromEnv({ FORGE_GITEA_API: 'http://127.0.0.1:1/api/v1' }),
+  },
   token: 'x',
   botLogin: 'bot',
   store,

@@ -55,5 +55,24 @@ describe('forge kinds', () => {
     expect(() => r.register({ ...giteaKind })).toThrow(/registered already/);
     expect(refused(() => r.register({ ...giteaKind, name: 'Git Hub' }))).toMatch(/lower-case/);
     expect(r.fromEnv({ FORGE_GITEA_API: 'http://g/api/v1' }).kind).toBe(giteaKind);
+    // A kind made again (a second serve() in one process) may take its old place;
+    // a built-in one never is replaced.
+    const mine = {
+      ...giteaKind,
+      name: 'mine',
+      webhook: { ...giteaKind.webhook, path: '/webhooks/mine' },
+    };
+    r.register(mine);
+    const again = { ...mine };
+    expect(() => r.register(again)).toThrow(/registered already/);
+    r.register(again, { replace: true });
+    expect(r.get('mine')).toBe(again);
+    r.seal();
+    expect(() => r.register({ ...giteaKind }, { replace: true })).toThrow(/registered already/);
+    // Deliveries come under /webhooks/, never on the dashboard's or the APIs' paths.
+    for (const path of ['/healthz', '/api/bottles', '/', 'webhooks/x'])
+      expect(
+        refused(() => r.register({ ...mine, name: 'odd', webhook: { ...mine.webhook, path } })),
+      ).toMatch(/must be \/webhooks\/<name>/);
   });
 });

@@ -175,20 +175,36 @@ export function checkBottleBranch(kind: ForgeKind, agent: string, issue: number)
 /** A registry of forge kinds; `forgeKinds` is the process's own. */
 export class ForgeKindRegistry {
   readonly #kinds = new Map<string, ForgeKind>();
+  readonly #builtIn = new Set<string>();
 
   constructor(readonly defaultKind: string) {}
 
-  /** Add a kind. Throws `CONFLICT` when another kind has its name. */
-  register(kind: ForgeKind): void {
+  /**
+   * Add a kind. Throws `CONFLICT` when another kind has its name, unless
+   * `replace` (a kind of the same name made again, e.g. by a second `serve()`
+   * in one process); a built-in kind is never replaced.
+   */
+  register(kind: ForgeKind, options: { replace?: boolean } = {}): void {
     if (!KIND_NAME.test(kind.name))
       throw new BbError(
         'INVALID_INPUT',
         `forge kind name ${JSON.stringify(kind.name)} must be lower-case letters, digits and dashes`,
       );
+    // Deliveries arrive under /webhooks/: a kind never takes the dashboard's or the APIs' paths.
+    if (!/^\/webhooks\/[A-Za-z0-9._-]+$/.test(kind.webhook?.path ?? ''))
+      throw new BbError(
+        'INVALID_INPUT',
+        `the ${kind.name} forge kind's webhook path ${JSON.stringify(kind.webhook?.path)} must be /webhooks/<name>`,
+      );
     const had = this.#kinds.get(kind.name);
-    if (had && had !== kind)
+    if (had && had !== kind && (!options.replace || this.#builtIn.has(kind.name)))
       throw new BbError('CONFLICT', `a forge kind named ${kind.name} is registered already`);
     this.#kinds.set(kind.name, kind);
+  }
+
+  /** Mark the kinds registered so far as built in: never replaced. */
+  seal(): void {
+    for (const name of this.#kinds.keys()) this.#builtIn.add(name);
   }
 
   /** The kind called `name`; `INVALID_INPUT` naming the known ones when there is none. */

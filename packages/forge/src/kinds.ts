@@ -7,8 +7,13 @@ import { type ForgeKind, ForgeKindRegistry } from './kind';
  */
 export const forgeKinds = new ForgeKindRegistry(giteaKind.name);
 forgeKinds.register(giteaKind);
+forgeKinds.seal();
 
-/** Make a forge kind known to this process (`FORGE_KIND` may then name it). */
-export function registerForgeKind(kind: ForgeKind): void {
-  forgeKinds.register(kind);
+/**
+ * Make a forge kind known to this process (`FORGE_KIND` may then name it).
+ * `replace` lets a kind of the same name made again take the old one's place
+ * (never a built-in kind's).
+ */
+export function registerForgeKind(kind: ForgeKind, options: { replace?: boolean } = {}): void {
+  forgeKinds.register(kind, options);
 }

@@ -80,7 +80,7 @@ export interface RunningOrchestrator {
 export async function serve(options: ServeOptions = {}): Promise<RunningOrchestrator> {
   const env = options.env ?? process.env;
   if (options.kind) {
-    registerForgeKind(options.kind);
+    registerForgeKind(options.kind, { replace: true });
     if (env['FORGE_KIND'] && env['FORGE_KIND'] !== options.kind.name)
       throw new BbError(
         'INVALID_INPUT',

@@ -7,7 +7,7 @@ import type { BottleRunner } from './bottle-runner';
 import type { Capacity } from './capacity';
 import type { IssueLeases } from './issue-leases';
 import { issueKey, issueOf, parseIssueKey } from './routing';
-import { type Bottle, fromRow, keyOf, type Work } from './work';
+import { type Bottle, eventWork, fromRow, keyOf, type Work } from './work';
 
 /** What taking an issue over found (see `Orchestrator.adoptIssue`). */
 export interface AdoptReport {
@@ -154,7 +154,7 @@ export class Fleet {
       if (e.issue !== key || e.state === 'parked') continue;
       report.open.add(e.id);
       if (this.#h.queued.has(e.id)) continue;
-      this.#h.push(key, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 0 });
+      this.#h.push(key, eventWork(e));
       report.replayed++;
     }
     return report;
@@ -289,13 +289,7 @@ export class Fleet {
     const unheld = new Set<string>();
     for (const e of await this.#h.inbox.openEvents()) {
       if (!e.issue || e.state !== 'pending' || this.#h.queued.has(e.id)) continue;
-      if (this.leases.holds(e.issue))
-        this.#h.push(e.issue, {
-          type: 'event',
-          inbox: e,
-          event: e.payload as ForgeEvent,
-          attempt: 0,
-        });
+      if (this.leases.holds(e.issue)) this.#h.push(e.issue, eventWork(e));
       else unheld.add(e.issue);
     }
     if (unheld.size === 0) return;

@@ -33,7 +33,7 @@ import { SerialQueue } from './serial-queue';
 import { readTurnLog, writeTurnLog } from './turn-log';
 import { TurnMonitor, type TurnReport } from './turn-monitor';
 import { WarmBottles } from './warm-bottles';
-import { type Bottle, keyOf, type Work } from './work';
+import { type Bottle, eventWork, keyOf, type Work } from './work';
 
 export interface OrchestratorOptions {
   /** The forge kind (its bottle branches) and its site (what bottles are wired to). */
@@ -618,8 +618,7 @@ export class Orchestrator {
         !this.#queued.has(e.id) &&
         (e.occurredAt < than.occurredAt || (e.occurredAt === than.occurredAt && e.id < than.id)),
     );
-    for (const e of older)
-      this.#push(key, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 0 });
+    for (const e of older) this.#push(key, eventWork(e));
     return older.length > 0;
   }
 
@@ -1085,7 +1084,7 @@ export class Orchestrator {
       const bottle = this.#bottles.get(e.issue);
       // Comments deferred behind a running turn are not capacity waits.
       if (bottle?.deferred.includes(e.id)) continue;
-      this.#push(e.issue, { type: 'event', inbox: e, event: e.payload as ForgeEvent, attempt: 0 });
+      this.#push(e.issue, eventWork(e));
     }
   }
 
@@ -1286,13 +1285,7 @@ export class Orchestrator {
       if (waiting.size > 0)
         this.#later((this.#o.retryMs ?? RETRY_MS)[0] ?? 2000, async () => {
           for (const e of await this.#o.inbox.openEvents())
-            if (waiting.has(e.id))
-              this.#push(key, {
-                type: 'event',
-                inbox: e,
-                event: e.payload as ForgeEvent,
-                attempt: 1,
-              });
+            if (waiting.has(e.id)) this.#push(key, eventWork(e, 1));
         });
       throw err;
     }

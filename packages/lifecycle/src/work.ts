@@ -12,6 +12,14 @@ export type Work =
   | { type: 'turn'; report: TurnReport; occurredAt: string }
   | { type: 'retry_waiting'; occurredAt: string };
 
+/** The work of handling an inbox event (its payload is the forge event it stored). */
+export const eventWork = (e: InboxEvent, attempt = 0): Work => ({
+  type: 'event',
+  inbox: e,
+  event: e.payload as ForgeEvent,
+  attempt,
+});
+
 export interface Bottle {
   slug: string;
   owner: string;

@@ -137,7 +137,6 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   });
   const orchestrator = new Orchestrator({
     forge: { kind, site },
-    forgeFor,
     token: config.FORGE_TOKEN,
     botLogin,
     org: config.FORGE_ORG,

@@ -96,6 +96,42 @@ export async function closeGiteaPools(): Promise<void> {
 }
 
 /**
+ * Gitea's API base from `baseUrl` (`/api/v1` added when missing), checked:
+ * http(s), and no credentials in it. `INVALID_INPUT` naming what to do.
+ */
+export function giteaApiBase(baseUrl: string): URL {
+  let base: URL;
+  try {
+    base = new URL(baseUrl);
+  } catch {
+    throw new BbError(
+      'INVALID_INPUT',
+      `FORGE_GITEA_API ${JSON.stringify(baseUrl)} is not a URL; use e.g. https://gitea.example.com/api/v1`,
+    );
+  }
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+    throw new BbError('INVALID_INPUT', `Gitea URL ${base.href} must be http(s)`);
+  }
+  if (base.username || base.password) {
+    throw new BbError('INVALID_INPUT', 'put the token in FORGE_TOKEN, not in the Gitea URL');
+  }
+  let path = base.pathname.replace(/\/+$/, '');
+  if (!path.endsWith('/api/v1')) path = `${path}/api/v1`;
+  base.pathname = path;
+  return base;
+}
+
+/** The web root of a Gitea API base (without `/api/v1`). */
+export function giteaWebBase(apiBase: URL): string {
+  return `${apiBase.origin}${apiBase.pathname.replace(/\/api\/v1$/, '')}`;
+}
+
+/** Where a Gitea repository is cloned from. */
+export function giteaCloneUrl(webBase: string, owner: string, repo: string): string {
+  return `${webBase}/${encodeURIComponent(owner)}/${encodeURIComponent(repo)}.git`;
+}
+
+/**
  * A small Gitea REST client on undici: keep-alive, timeouts, bounded retries with
  * jittered backoff (idempotent requests only), pagination, redirects not
  * followed, and errors that name the request but never the token.
@@ -107,24 +143,7 @@ export class GiteaClient {
   #pool: Pool | Promise<Pool>;
 
   constructor(options: GiteaClientOptions) {
-    let base: URL;
-    try {
-      base = new URL(options.baseUrl);
-    } catch {
-      throw new BbError(
-        'INVALID_INPUT',
-        `FORGE_GITEA_API ${JSON.stringify(options.baseUrl)} is not a URL; use e.g. https://gitea.example.com/api/v1`,
-      );
-    }
-    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
-      throw new BbError('INVALID_INPUT', `Gitea URL ${base.href} must be http(s)`);
-    }
-    if (base.username || base.password) {
-      throw new BbError('INVALID_INPUT', 'put the token in FORGE_TOKEN, not in the Gitea URL');
-    }
-    let path = base.pathname.replace(/\/+$/, '');
-    if (!path.endsWith('/api/v1')) path = `${path}/api/v1`;
-    base.pathname = path;
+    const base = giteaApiBase(options.baseUrl);
     this.apiBase = base;
     this.#options = options;
     registerSecret(options.token);
@@ -139,7 +158,7 @@ export class GiteaClient {
 
   /** The web root (the API base without `/api/v1`). */
   get webBase(): string {
-    return `${this.apiBase.origin}${this.apiBase.pathname.replace(/\/api\/v1$/, '')}`;
+    return giteaWebBase(this.apiBase);
   }
 
   /**

@@ -13,7 +13,7 @@ import {
   type Review,
   type ReviewComment,
 } from '../types';
-import { GiteaClient, type GiteaClientOptions } from './client';
+import { GiteaClient, type GiteaClientOptions, giteaCloneUrl } from './client';
 import {
   type GiteaComment,
   type GiteaIssue,
@@ -347,7 +347,7 @@ export class GiteaForge extends Forge {
   override gitRemote(): GitRemote {
     const auth = this.client.authorization();
     return {
-      url: `${this.client.webBase}/${encodeURIComponent(this.owner)}/${encodeURIComponent(this.repo)}.git`,
+      url: giteaCloneUrl(this.client.webBase, this.owner, this.repo),
       headers: auth ? { Authorization: auth } : {},
     };
   }

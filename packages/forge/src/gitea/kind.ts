@@ -9,7 +9,7 @@ import {
   type SiteCheck,
   type WebTarget,
 } from '../kind';
-import { closeGiteaPools, GiteaClient } from './client';
+import { closeGiteaPools, GiteaClient, giteaApiBase, giteaCloneUrl, giteaWebBase } from './client';
 import { GiteaForge } from './gitea-forge';
 import { adminCheck, scopeCheck } from './site-checks';
 import { parseGiteaWebhook, verifyGiteaWebhook } from './webhooks';
@@ -51,8 +51,8 @@ export class GiteaSite implements ForgeSite {
 
   constructor(readonly apiUrl: string) {
     this.location = apiUrl;
-    // The client works the web root out of the API base; it holds no token here.
-    this.#web = new GiteaClient({ baseUrl: apiUrl }).webBase;
+    // Worked out as a client would, without making one (nor its connection pool).
+    this.#web = giteaWebBase(giteaApiBase(apiUrl));
   }
 
   env(): Record<string, string> {
@@ -96,7 +96,7 @@ export class GiteaSite implements ForgeSite {
   }
 
   cloneUrl(target: RepoName): string {
-    return `${this.#web}/${enc(target.owner)}/${enc(target.repo)}.git`;
+    return giteaCloneUrl(this.#web, target.owner, target.repo);
   }
 
   webUrl(target: WebTarget): string {

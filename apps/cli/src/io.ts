@@ -92,12 +92,18 @@ export function need(
   return v;
 }
 
-/** A registered backend's name (`docker` when none is given), or a usage error. */
+/**
+ * A registered container backend's name (`docker` when none is given), or a usage
+ * error. A platform that runs whole bottles (kubernetes) runs them for the
+ * orchestrator service only (`BB_BACKEND` of `bb orchestrate serve`).
+ */
 export function backendName(v: unknown, usage: string): string {
   if (v === undefined) return 'docker';
-  if (typeof v === 'string' && backendKinds.names().includes(v)) return v;
+  const names = backendKinds.names().filter((n) => backendKinds.makesContainers(n));
+  if (typeof v === 'string' && names.includes(v)) return v;
+  const service = typeof v === 'string' && backendKinds.names().includes(v);
   throw new UsageError(
-    `--backend must be one of ${backendKinds.names().join(', ')} (got ${JSON.stringify(v)})`,
+    `--backend must be one of ${names.join(', ')} (got ${JSON.stringify(v)}${service ? ', which runs bottles for bb orchestrate serve only' : ''})`,
     usage,
   );
 }

@@ -6,6 +6,8 @@
  * grants no `pods/exec`, `pods/attach` or `pods/portforward`.
  * Test it with `@bb/backend-kubernetes/testing` (an in-process fake API server).
  */
+
+export { DEFAULT_NAMESPACE, kubernetesRunnerFromEnv } from './from-env';
 export {
   type KubeBottleStatus,
   KubernetesBottles,
@@ -20,3 +22,4 @@ export {
   type PartSpec,
   planBottle,
 } from './manifests';
+export { IN_POD, type KubernetesRunnerOptions, kubernetesRunner } from './runner';

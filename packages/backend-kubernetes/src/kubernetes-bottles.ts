@@ -240,10 +240,46 @@ export class KubernetesBottles {
     return exitCodeOf(pod) ?? (pod.status?.phase === 'Succeeded' ? 0 : 1);
   }
 
-  /** Every bottle in the namespace, from one list of each kind (what a restart reconciles from). */
-  async list(): Promise<KubeBottleStatus[]> {
+  /**
+   * Stop the bottle's agent: its pod is deleted, SIGTERM first and killed after
+   * `timeoutMs` (whole seconds, at least one). `waitForAgent` then ends `NOT_FOUND`.
+   */
+  async stopAgent(slug: string, timeoutMs = 10_000): Promise<void> {
+    try {
+      await this.#gone(
+        this.#core.deleteNamespacedPod({
+          name: names(slug).agent,
+          namespace: this.#ns,
+          gracePeriodSeconds: Math.max(1, Math.ceil(timeoutMs / 1000)),
+        }),
+      );
+    } catch (err) {
+      throw apiError(err, `stopping bottle ${slug}'s agent`);
+    }
+  }
+
+  /** What the agent's pod printed (its log, the API server's `pods/log`); `''` when it has none. */
+  async agentLogs(slug: string): Promise<string> {
+    try {
+      return await this.#core.readNamespacedPodLog({
+        name: names(slug).agent,
+        namespace: this.#ns,
+      });
+    } catch (err) {
+      if (err instanceof ApiException && err.code === 404) return '';
+      throw apiError(err, `reading bottle ${slug}'s agent log`);
+    }
+  }
+
+  /**
+   * Every bottle in the namespace whose objects carry all of `labels`, from one
+   * list of each kind (what a restart reconciles from).
+   */
+  async list(labels: Record<string, string> = {}): Promise<KubeBottleStatus[]> {
     const namespace = this.#ns;
-    const labelSelector = SLUG_LABEL;
+    const labelSelector = [SLUG_LABEL, ...Object.entries(labels).map(([k, v]) => `${k}=${v}`)].join(
+      ',',
+    );
     try {
       const [claims, pods] = await Promise.all([
         this.#core.listNamespacedPersistentVolumeClaim({ namespace, labelSelector }),

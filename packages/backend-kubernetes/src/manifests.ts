@@ -32,6 +32,12 @@ export interface KubeBottleSpec {
   secrets?: Record<string, string>;
   /** The claim for the workspace and home. @default 10 GiB */
   storageBytes?: number;
+  /**
+   * A ReadWriteMany claim the orchestrator shares with every gate: the gate
+   * writes its queue and op log in `<slug>/queue` and `<slug>/state` of it, where
+   * the orchestrator reads them. Absent: they stay on the bottle's own claim.
+   */
+  stateClaim?: string;
   storageClassName?: string;
 }
 
@@ -47,6 +53,7 @@ export interface BottleObjects {
 }
 
 const SLUG = /^[a-z0-9]([a-z0-9-]{0,45}[a-z0-9])?$/;
+const CLAIM = /^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
 
 /** The name of each object of bottle `slug`. */
 export const names = (slug: string) => ({
@@ -79,6 +86,11 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
     throw new BbError(
       'INVALID_INPUT',
       `bottle slug ${JSON.stringify(spec.slug)} must be lower-case letters, digits and dashes (47 at most)`,
+    );
+  if (spec.stateClaim !== undefined && !CLAIM.test(spec.stateClaim))
+    throw new BbError(
+      'INVALID_INPUT',
+      `state claim ${JSON.stringify(spec.stateClaim)} is not a claim name: lower-case letters, digits, dots and dashes`,
     );
   const n = names(spec.slug);
   const base = { ...spec.labels, 'bb.slug': spec.slug };
@@ -178,9 +190,19 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
           securityContext: hardened,
           resources: limits(spec.gate.resources),
           volumeMounts: [
-            // The agent's work, read as data; the gate's own state beside it.
+            // The agent's work, read as data; the gate's own state (op log, push repository)
+            // and queue where the orchestrator reads them (its bottle's folder of the shared
+            // claim), else beside the work.
             { name: 'data', mountPath: '/workspace', subPath: 'workspace', readOnly: true },
-            { name: 'data', mountPath: '/state', subPath: 'state' },
+            ...(spec.stateClaim
+              ? [
+                  { name: 'shared', mountPath: '/state', subPath: `${spec.slug}/state` },
+                  { name: 'shared', mountPath: '/queue', subPath: `${spec.slug}/queue` },
+                ]
+              : [
+                  { name: 'data', mountPath: '/state', subPath: 'state' },
+                  { name: 'data', mountPath: '/queue', subPath: 'queue' },
+                ]),
             ...(secret ? [{ name: 'secrets', mountPath: '/run/bb-secrets', readOnly: true }] : []),
             { name: 'tmp', mountPath: '/tmp' },
           ],
@@ -188,6 +210,9 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
       ],
       volumes: [
         data,
+        ...(spec.stateClaim
+          ? [{ name: 'shared', persistentVolumeClaim: { claimName: spec.stateClaim } }]
+          : []),
         ...(secret
           ? [{ name: 'secrets', secret: { secretName: n.secret, defaultMode: 0o440 } }]
           : []),

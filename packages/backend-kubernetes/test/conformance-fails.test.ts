@@ -11,6 +11,7 @@ describe('describeKubernetesIsolation', () => {
     expect(run.exitCode).not.toBe(0);
     expect(run.failed).toEqual([
       "the agent's pods hold no Secret in any form and no service account token",
+      "the agent's pods mount no claim but their own bottle's (never the state its gates share)",
       "every container of the agent's pods runs non-root, read-only, unprivileged, within limits",
       'every network policy that selects an agent lets it reach its own gate and nothing else',
       'nothing runs in, attaches to or forwards to a pod',
@@ -25,6 +26,9 @@ describe('describeKubernetesIsolation', () => {
       "every container of the agent's pods runs non-root, read-only, unprivileged, within limits",
       'every network policy that selects an agent lets it reach its own gate and nothing else',
     ]);
-    expect(run.passed).toEqual(['nothing runs in, attaches to or forwards to a pod']);
+    expect(run.passed).toEqual([
+      "the agent's pods mount no claim but their own bottle's (never the state its gates share)",
+      'nothing runs in, attaches to or forwards to a pod',
+    ]);
   }, 120_000);
 });

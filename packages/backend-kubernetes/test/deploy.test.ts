@@ -8,7 +8,13 @@ import { loadAllYaml } from '@kubernetes/client-node';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
-import { Namespace, Service, ServiceAccount } from 'kubernetes-models/v1';
+import {
+  Namespace,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Service,
+  ServiceAccount,
+} from 'kubernetes-models/v1';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KubernetesBottles, kubeConfigFor } from '../src/kubernetes-bottles';
 import { FakeKubernetesApi, publishedSchemas } from '../src/testing/index';
@@ -33,13 +39,20 @@ const MODELS: Record<string, new (d: never) => { validate(): void }> = {
   Service,
   Namespace,
   NetworkPolicy,
+  PersistentVolume,
+  PersistentVolumeClaim,
 };
 
 let api: FakeKubernetesApi | undefined;
 afterAll(() => api?.close());
 
 describe('deploy/', () => {
-  const docs = [...load('namespaces.yaml'), ...load('rbac.yaml'), ...load('orchestrator.yaml')];
+  const docs = [
+    ...load('namespaces.yaml'),
+    ...load('rbac.yaml'),
+    ...load('state.yaml'),
+    ...load('orchestrator.yaml'),
+  ];
   const role = docs.find((d) => d.kind === 'Role')!;
 
   it('holds only objects the published schemas accept, and the kustomization names its files', () => {
@@ -48,6 +61,10 @@ describe('deploy/', () => {
       'Namespace',
       'Namespace',
       'NetworkPolicy',
+      'PersistentVolume',
+      'PersistentVolume',
+      'PersistentVolumeClaim',
+      'PersistentVolumeClaim',
       'Role',
       'RoleBinding',
       'Service',
@@ -55,7 +72,56 @@ describe('deploy/', () => {
     ]);
     for (const d of docs) new MODELS[d.kind]!(d as never).validate();
     const k = load('kustomization.yaml')[0]!;
-    expect(k.resources).toEqual(['namespaces.yaml', 'rbac.yaml', 'orchestrator.yaml']);
+    expect(k.resources).toEqual([
+      'namespaces.yaml',
+      'rbac.yaml',
+      'state.yaml',
+      'orchestrator.yaml',
+    ]);
+  });
+
+  it('runs the orchestrator on the kubernetes backend, its bottles state on the claim its gates share', () => {
+    type Spec = {
+      template: {
+        spec: {
+          securityContext: { runAsGroup?: number };
+          containers: Array<{
+            env: Array<{ name: string; value: string }>;
+            volumeMounts: Array<{ name: string; mountPath: string }>;
+          }>;
+          volumes: Array<{ name: string; persistentVolumeClaim?: { claimName: string } }>;
+        };
+      };
+    };
+    const dep = docs.find((d) => d.kind === 'Deployment')!;
+    const pod = (dep.spec as unknown as Spec).template.spec;
+    const env = Object.fromEntries(pod.containers[0]!.env.map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ BB_BACKEND: 'kubernetes', BB_K8S_NAMESPACE: 'bot-bottle-bottles' });
+    const claim = env['BB_K8S_STATE_CLAIM']!;
+    // Mounted where the bottles' state is read: $BB_HOME/bottles.
+    const mount = pod.containers[0]!.volumeMounts.find(
+      (m) => m.mountPath === `${env['BB_HOME']}/bottles`,
+    )!;
+    expect(pod.volumes.find((v) => v.name === mount.name)?.persistentVolumeClaim?.claimName).toBe(
+      claim,
+    );
+    // The gates' group, so the folders it makes for them are theirs to write.
+    expect(pod.securityContext.runAsGroup).toBe(1001);
+    // A claim of that name in each namespace, bound to volumes of the same export.
+    type PvSpec = {
+      claimRef: { namespace: string; name: string };
+      nfs: object;
+      accessModes: string[];
+    };
+    const pvs = docs
+      .filter((d) => d.kind === 'PersistentVolume')
+      .map((d) => d.spec as unknown as PvSpec);
+    expect(pvs.map((p) => [p.claimRef.namespace, p.claimRef.name]).sort()).toEqual([
+      ['bot-bottle', claim],
+      ['bot-bottle-bottles', claim],
+    ]);
+    expect(pvs[0]!.nfs).toEqual(pvs[1]!.nfs);
+    for (const p of pvs) expect(p.accessModes).toEqual(['ReadWriteMany']);
   });
 
   it('puts bottles in a namespace of their own, Pod Security restricted, denying by default', () => {
@@ -84,7 +150,7 @@ describe('deploy/', () => {
     }
   });
 
-  it('grants every call KubernetesBottles makes: launch, watch, freeze, resume, list, destroy', async () => {
+  it('grants every call KubernetesBottles makes: launch, watch, logs, stop, freeze, resume, list, destroy', async () => {
     api = await FakeKubernetesApi.start({ check: publishedSchemas });
     const b = new KubernetesBottles({ kubeConfig: kubeConfigFor(api.url), namespace: 'bb' });
     const spec = {
@@ -94,16 +160,21 @@ describe('deploy/', () => {
       secrets: { token: 't' },
     };
     await b.launch(spec);
+    api.finishPod('bb', 'bb-rbac-1-agent', 0, 'done\n');
+    expect(await b.waitForAgent('rbac-1')).toBe(0);
+    expect(await b.agentLogs('rbac-1')).toBe('done\n');
     await b.freeze('rbac-1');
     await b.resume(spec);
-    await b.list();
+    await b.stopAgent('rbac-1');
+    await b.list({ 'bb.home': 'h' });
     await b.destroy('rbac-1');
     const needed = new Set<string>();
     for (const c of api.calls) {
-      const m = /^\/(?:api\/v1|apis\/([^/]+)\/v1)\/namespaces\/[^/]+\/([^/]+)(\/[^/]+)?$/.exec(
-        c.path,
-      )!;
-      const [group, resource, one] = [m[1] ?? '', m[2]!, m[3]];
+      const m =
+        /^\/(?:api\/v1|apis\/([^/]+)\/v1)\/namespaces\/[^/]+\/([^/]+)(\/[^/]+)?(\/log)?$/.exec(
+          c.path,
+        )!;
+      const [group, resource, one] = [m[1] ?? '', m[4] ? `${m[2]}/log` : m[2]!, m[3]];
       const verb =
         c.method === 'POST'
           ? 'create'

@@ -18,7 +18,10 @@ export {
   type BackendFactory,
   BackendRegistry,
   backendKinds,
+  type RunnerFactory,
+  type RunnerOptions,
   registerBackend,
+  registerRunner,
 } from './backends';
 export {
   type BottleOptions,
@@ -90,9 +93,21 @@ export {
   type TurnInput,
   type TurnResult,
 } from './providers';
+export {
+  type BottleRunner,
+  headlessRunner,
+  MANAGED_LABEL,
+  type SessionLimits,
+} from './runner';
 export { prepareRuntime } from './runtime';
 export { type AgentScript, AgentScriptSchema } from './script-agent';
 export { removeSecrets } from './secrets';
+export {
+  type BottleStorage,
+  hostBottleStorage,
+  importedCommits,
+  type TurnEvidence,
+} from './storage';
 export {
   type BottleConfig,
   effectiveConfig,

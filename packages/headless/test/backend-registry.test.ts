@@ -1,7 +1,14 @@
 import { isBbError } from '@bb/errors';
 import { describe, expect, it } from 'vitest';
-import { BackendRegistry, backendKinds, registerBackend } from '../src/backends';
+import {
+  BackendRegistry,
+  backendKinds,
+  type RunnerOptions,
+  registerBackend,
+} from '../src/backends';
 import { LocalBackend } from '../src/local-backend';
+import type { BottleRunner } from '../src/runner';
+import { hostBottleStorage } from '../src/storage';
 
 describe('backends by name', () => {
   it('knows docker and local, and makes a registered one by its name', () => {
@@ -31,5 +38,54 @@ describe('backends by name', () => {
     expect(msg).toMatch(/BB_BACKEND "k8s" is not a known backend: use one of docker/);
     expect(() => r.register('docker', () => new LocalBackend())).toThrow(/registered already/);
     expect(() => r.register('Not Ok', () => new LocalBackend())).toThrow(/lower-case/);
+  });
+});
+
+describe('platforms that run whole bottles', () => {
+  const platform = (name: string): BottleRunner & { isolates: true } => ({
+    ...({} as BottleRunner),
+    backendName: name,
+    isolates: true,
+    storage: hostBottleStorage({ BB_HOME: '/nonexistent' }),
+  });
+
+  it("gives the orchestrator a platform's own runner, and a container backend's through headlessRunner", async () => {
+    const r = new BackendRegistry();
+    r.register('engine', () => new LocalBackend({ warn: () => {} }));
+    const seen: RunnerOptions[] = [];
+    r.registerRunner('cluster', async (o) => {
+      seen.push(o);
+      return platform('cluster');
+    });
+    const options = { env: { BB_HOME: '/x' }, token: 't', warmMs: 0 };
+    const cluster = await r.runner('cluster', options);
+    expect([cluster.backendName, cluster.isolates]).toEqual(['cluster', true]);
+    expect(seen).toEqual([options]);
+    const engine = await r.runner('engine', options);
+    // A container backend's bottles are groups made by headlessRunner; local isolates nothing.
+    expect([engine.backendName, engine.isolates]).toEqual(['local', false]);
+    expect(typeof engine.startLaunch).toBe('function');
+    expect([r.makesContainers('engine'), r.makesContainers('cluster')]).toEqual([true, false]);
+  });
+
+  it('refuses a platform where single containers are wanted, saying where it runs, and a taken name', () => {
+    const r = new BackendRegistry();
+    const make = () => platform('cluster');
+    r.registerRunner('cluster', make);
+    r.registerRunner('cluster', make);
+    let msg = '';
+    try {
+      r.make('cluster', { env: {} });
+    } catch (err) {
+      expect(isBbError(err, 'INVALID_INPUT')).toBe(true);
+      msg = (err as Error).message;
+    }
+    expect(msg).toMatch(
+      /backend cluster runs whole bottles .*bb orchestrate serve.*use docker or local/,
+    );
+    expect(() => r.register('cluster', () => new LocalBackend())).toThrow(/registered already/);
+    expect(() => r.registerRunner('cluster', () => platform('other'))).toThrow(
+      /registered already/,
+    );
   });
 });

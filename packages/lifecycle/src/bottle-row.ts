@@ -1,4 +1,4 @@
-import { readMeta } from '@bb/headless';
+import type { BottleStorage } from '@bb/headless';
 import type { ForgeState, ForgeStateStore } from '@bb/state';
 
 export interface BottleRow {
@@ -24,11 +24,12 @@ export interface BottleRow {
 export async function saveBottleRow(
   store: ForgeStateStore,
   row: BottleRow,
-  env: Record<string, string | undefined>,
+  /** Where the bottle's meta is read. */
+  storage: BottleStorage,
 ): Promise<void> {
   const now = new Date().toISOString();
   const existing = await store.get(row.owner, row.repo, row.issue);
-  const meta = readMeta(row.slug, env);
+  const meta = storage.meta(row.slug);
   await store.upsert({
     owner: row.owner,
     repo: row.repo,

@@ -1,9 +1,9 @@
-import { existsSync, rmSync, statSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { errorMessage } from '@bb/errors';
 import type { ForgeEvent, ForgeKind } from '@bb/forge';
+import type { BottleRunner } from '@bb/headless';
 import { type EventInbox, type ForgeStateStore, type InboxEvent, resolveBbHome } from '@bb/state';
-import type { BottleRunner } from './bottle-runner';
 import type { Capacity } from './capacity';
 import type { IssueLeases } from './issue-leases';
 import { issueKey, issueOf, parseIssueKey } from './routing';
@@ -188,7 +188,7 @@ export class Fleet {
     }
     this.#h.bottles.set(key, fromRow(row));
     const runner = this.#h.runner;
-    if (runner.cool && runner.meta(row.slug)?.warm && !this.#h.capacity.isWarm(row.slug)) {
+    if (runner.cool && runner.storage.meta(row.slug)?.warm && !this.#h.capacity.isWarm(row.slug)) {
       // Left warm by an orchestrator that is gone (or this one before a restart).
       try {
         if (await runner.cool(row.slug)) out.cooled = row.slug;
@@ -203,7 +203,7 @@ export class Fleet {
     }
     if (row.status !== 'running' || this.#h.watching(row.slug) || this.#h.starting.has(row.slug))
       return out;
-    const meta = runner.meta(row.slug);
+    const meta = runner.storage.meta(row.slug);
     if (!meta && !existsSync(this.launchMark(row.slug)) && from && from !== this.leases.holder) {
       // No trace of it here: its orchestrator launched it on another machine (or in
       // another BB_HOME). Not this process's to watch, and never to remove.
@@ -227,7 +227,10 @@ export class Fleet {
           c.labels['bb.role'] === 'agent' &&
           c.state !== 'created',
       );
-    if (!meta || (meta.turns.length === 0 && !agentRan && !wroteAnything(runner.dir(row.slug)))) {
+    if (
+      !meta ||
+      (meta.turns.length === 0 && !agentRan && !runner.storage.hasOperations(row.slug))
+    ) {
       // Killed before its agent: nothing happened worth keeping. Launchable again;
       // the event that launched it is still open in the inbox and comes back.
       try {
@@ -357,10 +360,4 @@ export class Fleet {
     this.letGo(key);
     return false;
   }
-}
-
-/** Whether the bottle's sidecar logged any call (then it has evidence to keep). */
-function wroteAnything(dir: string): boolean {
-  const ops = join(dir, 'state', 'ops.jsonl');
-  return existsSync(ops) && statSync(ops).size > 0;
 }

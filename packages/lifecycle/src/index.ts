@@ -7,13 +7,13 @@
  * that composes them.
  */
 
-export { type BottleRow, saveBottleRow } from './bottle-row';
 export {
   type BottleRunner,
   headlessRunner,
   MANAGED_LABEL,
   type SessionLimits,
-} from './bottle-runner';
+} from '@bb/headless';
+export { type BottleRow, saveBottleRow } from './bottle-row';
 export { Capacity, type CapacityOptions } from './capacity';
 export { installedCommit } from './installed-commit';
 export { type FleetOptions, IssueLeases, soloFleet } from './issue-leases';

@@ -11,10 +11,9 @@ import {
   type ForgeSite,
 } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
-import type { TurnOutcome } from '@bb/headless';
+import type { BottleRunner, SessionLimits, TurnOutcome } from '@bb/headless';
 import type { EventInbox, ForgeState, ForgeStateStore, InboxEvent } from '@bb/state';
 import { saveBottleRow } from './bottle-row';
-import type { BottleRunner, SessionLimits } from './bottle-runner';
 import { Capacity, type CapacityOptions } from './capacity';
 import { commentPrompt, mayDrive, pushPrompt, reviewPrompt, rotationPrompt } from './conversation';
 import { type AdoptReport, Fleet } from './fleet';
@@ -447,7 +446,7 @@ export class Orchestrator {
       // A warm bottle nobody counts (its turn's end was never taken in) is not left
       // paused past its window.
       if (row.status === 'frozen' && this.#o.runner.cool && !counted.has(row.slug)) {
-        const warm = this.#o.runner.meta(row.slug)?.warm;
+        const warm = this.#o.runner.storage.meta(row.slug)?.warm;
         if (warm && Date.parse(warm.until) <= now && !this.#warm.cooling(row.slug))
           await this.#o.runner.cool(row.slug).catch((err) =>
             this.#log({
@@ -471,9 +470,9 @@ export class Orchestrator {
   async #fire(slug: string, fired: { reason: WatchdogReason; detail: string }): Promise<void> {
     if (this.#fired.has(slug)) return;
     this.#fired.set(slug, fired);
-    const dir = this.#o.runner.dir(slug);
+    const storage = this.#o.runner.storage;
     try {
-      writeTurnLog(dir, { ...readTurnLog(dir), fired });
+      writeTurnLog(storage, slug, { ...readTurnLog(storage, slug), fired });
     } catch {
       // the bottle's directory is gone: the record says vanished
     }
@@ -982,7 +981,8 @@ export class Orchestrator {
     this.capacity.release(bottle.slug);
     // Kept warm: what it holds counts until it is cooled, at the latest when its window ends.
     if (outcome.warm) this.#warm.hold(bottle.slug, outcome.warm);
-    let fired = this.#fired.get(bottle.slug) ?? readTurnLog(this.#o.runner.dir(bottle.slug)).fired;
+    let fired =
+      this.#fired.get(bottle.slug) ?? readTurnLog(this.#o.runner.storage, bottle.slug).fired;
     this.#fired.delete(bottle.slug);
     this.#paused.delete(bottle.slug);
     this.#pauseSince.delete(bottle.slug);
@@ -1008,11 +1008,13 @@ export class Orchestrator {
         slug: bottle.slug,
         agent: bottle.agent,
         env: this.#o.env,
+        storage: this.#o.runner.storage,
         forge: { owner: bottle.owner, repo: bottle.repo, issue: bottle.issue },
         prs: bottle.state.prs,
         outcome,
         startedAt:
-          this.#o.runner.meta(bottle.slug)?.turns.at(-1)?.startedAt ?? new Date().toISOString(),
+          this.#o.runner.storage.meta(bottle.slug)?.turns.at(-1)?.startedAt ??
+          new Date().toISOString(),
         fired,
         provenance: this.#o.provenance,
         ...(this.#o.supervise?.auditTurn
@@ -1209,7 +1211,7 @@ export class Orchestrator {
   async #rotation(key: string, bottle: Bottle, prompt: string): Promise<string | undefined> {
     const limits =
       this.#o.sessionLimits?.(bottle.agent) ?? this.#o.runner.sessionLimits?.(bottle.agent) ?? {};
-    const meta = this.#o.runner.meta(bottle.slug);
+    const meta = this.#o.runner.storage.meta(bottle.slug);
     if (!meta || (!limits.maxTurns && !limits.maxTokens)) return undefined;
     const inSession = meta.turns.length - (meta.sessionStart ?? 1) + 1;
     const read = meta.turns.at(-1)?.tokens;
@@ -1232,9 +1234,9 @@ export class Orchestrator {
       summaries,
       now: prompt,
     });
-    const dir = this.#o.runner.dir(bottle.slug);
-    writeTurnLog(dir, {
-      ...readTurnLog(dir),
+    const storage = this.#o.runner.storage;
+    writeTurnLog(storage, bottle.slug, {
+      ...readTurnLog(storage, bottle.slug),
       rotated: {
         reason,
         previousTurns: inSession,
@@ -1347,9 +1349,9 @@ export class Orchestrator {
         botLogin: this.#o.botLogin,
         prNumber: bottle.state.prs.at(-1) ?? null,
         status,
-        lastCheckinAt: readTurnLog(this.#o.runner.dir(bottle.slug)).lastCheckinAt,
+        lastCheckinAt: readTurnLog(this.#o.runner.storage, bottle.slug).lastCheckinAt,
       },
-      this.#o.env,
+      this.#o.runner.storage,
     );
   }
 

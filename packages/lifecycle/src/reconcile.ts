@@ -1,5 +1,5 @@
+import type { BottleRunner } from '@bb/headless';
 import type { ForgeStateStore } from '@bb/state';
-import type { BottleRunner } from './bottle-runner';
 import type { Orchestrator } from './orchestrator';
 import { issueKey } from './routing';
 

@@ -1,6 +1,9 @@
-import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { bottlePaths, readMeta, type TurnOutcome } from '@bb/headless';
+import {
+  type BottleStorage,
+  hostBottleStorage,
+  importedCommits,
+  type TurnOutcome,
+} from '@bb/headless';
 import {
   buildRunRecord,
   type RunRecord,
@@ -23,8 +26,10 @@ export interface ProvenanceOptions {
 export interface RecordTurnOptions {
   slug: string;
   agent: string;
-  /** Where BB_HOME is read from. */
+  /** Where BB_HOME is read from (for the host's storage, when `storage` is not given). */
   env: Record<string, string | undefined>;
+  /** Where the bottle's state is read from. @default the host's, under `env`'s BB_HOME */
+  storage?: BottleStorage | undefined;
   forge: { owner: string; repo: string; issue: number } | null;
   /** PRs known before this turn; the turn's own `open_pr` calls are added. */
   prs: number[];
@@ -54,17 +59,17 @@ export interface RecordedTurn {
  * recorded with `watchdogFired: exit_without_signal`.
  */
 export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
-  const paths = bottlePaths(o.slug, o.env);
-  const dir = paths.dir;
-  await drainTurn(dir, paths.queue);
-  const log = readTurnLog(dir);
+  const storage = o.storage ?? hostBottleStorage(o.env);
+  const slug = o.slug;
+  await drainTurn(storage, slug);
+  const log = readTurnLog(storage, slug);
   const prs = [...new Set([...o.prs, ...log.prs])];
   const pushed = log.pushed;
   // The first done of a turn is the one that counts (the sidecar refuses a second).
   const done: RecordedTurn['done'] = log.done;
   const head = log.head;
   const fired = o.fired ?? log.fired;
-  const meta = readMeta(o.slug, o.env);
+  const meta = storage.meta(slug);
   const p = o.provenance;
   const earlier = (await p.store.chain(o.slug)).map((r) => r.record);
   // A bottle killed before its first turn ended still records turn 1, never 0.
@@ -73,23 +78,23 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
   if (last && last.turn === turn && !meta?.current) {
     // This turn was recorded already (a restart between the record and the row):
     // once is the record; the second ask gets the first answer.
-    clearTurnLog(dir);
+    clearTurnLog(storage, slug);
     return {
       done: last.done,
       prs: [...new Set([...prs, ...(last.forge?.prs ?? [])])],
       record: last,
     };
   }
-  const push = join(paths.state, 'push.git');
+  const evidence = storage.evidence(slug);
   const record = await buildRunRecord({
-    stateDir: dir,
+    stateDir: evidence.dir,
     scan: {
       // What left the bottle as commits: every commit the sidecar took in to push
       // (kept in its own repository before the push, checked object by object),
       // and the ids it relayed. The agent's own repository is never read.
-      tips: [...new Set([...importedCommits(push), ...pushed])],
+      tips: [...new Set([...importedCommits(evidence.pushRepo), ...pushed])],
       // The launch's history is the repository mirror's, which the push repository borrows.
-      objectDirs: [join(push, 'objects'), ...(meta?.mirror ? [join(meta.mirror, 'objects')] : [])],
+      objectDirs: evidence.objectDirs,
       // The launch base and what earlier turns covered: history is not blamed again.
       exclude: [
         ...(meta?.baseCommit ? [meta.baseCommit] : []),
@@ -126,12 +131,6 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     gitCommit: p.gitCommit,
   });
   await p.store.append(signRecord(record, p.key));
-  clearTurnLog(dir);
+  clearTurnLog(storage, slug);
   return { done, prs, record };
-}
-
-/** The commits the sidecar took in to push (`refs/bb/imported/<id>` in its repository). */
-function importedCommits(repo: string): string[] {
-  const dir = join(repo, 'refs', 'bb', 'imported');
-  return existsSync(dir) ? readdirSync(dir).filter((n) => /^[0-9a-f]{40}$/.test(n)) : [];
 }

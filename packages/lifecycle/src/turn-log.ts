@@ -1,12 +1,11 @@
-import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { type QueueEvent, QueueReader } from '@bb/forge-sidecar';
+import type { QueueEvent } from '@bb/forge-sidecar';
+import type { BottleStorage } from '@bb/headless';
 import type { WatchdogReason } from './machine';
 
 /**
  * What the orchestrator learned about a bottle's running turn from its
- * sidecar's queue, kept in the bottle's directory (`turn.json`, the host's own
- * file) so it survives a restart: queue files are removed only after what they
+ * sidecar's queue, kept as the orchestrator's note `turn` in the bottle's
+ * storage so it survives a restart: queue files are removed only after what they
  * said is written here.
  */
 export interface TurnLog {
@@ -28,27 +27,25 @@ export interface TurnLog {
 
 const EMPTY: TurnLog = { done: null, prs: [], pushed: [] };
 
-const fileOf = (dir: string) => join(dir, 'turn.json');
+const NOTE = 'turn';
 
-export function readTurnLog(dir: string): TurnLog {
-  const file = fileOf(dir);
-  if (!existsSync(file)) return structuredClone(EMPTY);
+export function readTurnLog(storage: BottleStorage, slug: string): TurnLog {
+  const text = storage.readNote(slug, NOTE);
+  if (text === undefined) return structuredClone(EMPTY);
   try {
-    return { ...structuredClone(EMPTY), ...(JSON.parse(readFileSync(file, 'utf8')) as TurnLog) };
+    return { ...structuredClone(EMPTY), ...(JSON.parse(text) as TurnLog) };
   } catch {
     return structuredClone(EMPTY);
   }
 }
 
-export function writeTurnLog(dir: string, log: TurnLog): void {
-  const file = fileOf(dir);
-  writeFileSync(`${file}.tmp`, JSON.stringify(log));
-  renameSync(`${file}.tmp`, file);
+export function writeTurnLog(storage: BottleStorage, slug: string, log: TurnLog): void {
+  storage.writeNote(slug, NOTE, JSON.stringify(log));
 }
 
 /** Forget the turn (once its record is written). */
-export function clearTurnLog(dir: string): void {
-  rmSync(fileOf(dir), { force: true });
+export function clearTurnLog(storage: BottleStorage, slug: string): void {
+  storage.removeNote(slug, NOTE);
 }
 
 /** What a drain found that the orchestrator must act on. */
@@ -66,10 +63,10 @@ export interface TurnNews {
  * Read every event the sidecar queued, fold it into the bottle's turn log
  * (written before each queue file goes), and say what is new.
  */
-export async function drainTurn(dir: string, queue = join(dir, 'queue')): Promise<TurnNews> {
-  const log = readTurnLog(dir);
+export async function drainTurn(storage: BottleStorage, slug: string): Promise<TurnNews> {
+  const log = readTurnLog(storage, slug);
   const news: TurnNews = { prs: [], done: false, checkedIn: false };
-  await new QueueReader(queue).drain((e: QueueEvent) => {
+  await storage.drainQueue(slug, (e: QueueEvent) => {
     const prNumber = e.data['prNumber'];
     if (e.type === 'op' && typeof prNumber === 'number' && !log.prs.includes(prNumber)) {
       log.prs.push(prNumber);
@@ -94,7 +91,7 @@ export async function drainTurn(dir: string, queue = join(dir, 'queue')): Promis
         log.head = { hash: e.data['opLogHead'], seq: Number(e.data['opLogSeq']) };
     }
     // Durable before the queue file is removed.
-    writeTurnLog(dir, log);
+    writeTurnLog(storage, slug, log);
   });
   return news;
 }

@@ -1,7 +1,6 @@
-import { existsSync } from 'node:fs';
 import { errorMessage, isBbError } from '@bb/errors';
+import type { BottleRunner } from '@bb/headless';
 import { GATE_ROLE, type TurnOutcome } from '@bb/headless';
-import type { BottleRunner } from './bottle-runner';
 import { drainTurn, readTurnLog } from './turn-log';
 
 /** What a running turn tells the orchestrator, each on its issue's queue. */
@@ -53,7 +52,7 @@ export class TurnMonitor {
 
   /** The sidecar's last check-in (ms), or the turn's start. */
   get lastCheckin(): number {
-    const at = Date.parse(readTurnLog(this.#o.runner.dir(this.slug)).lastCheckinAt ?? '');
+    const at = Date.parse(readTurnLog(this.#o.runner.storage, this.slug).lastCheckinAt ?? '');
     return Number.isNaN(at) ? this.startedAt : Math.max(at, this.startedAt);
   }
 
@@ -149,7 +148,7 @@ export class TurnMonitor {
     this.#draining = this.#draining.then(async () => {
       try {
         if (this.#closed) return;
-        const news = await drainTurn(this.#o.runner.dir(this.slug));
+        const news = await drainTurn(this.#o.runner.storage, this.slug);
         for (const pr of news.prs) this.#o.report({ kind: 'pr_learned', slug: this.slug, pr });
         if (news.done) this.#o.report({ kind: 'done_signalled', slug: this.slug });
         if (news.checkedIn && news.lastCheckinAt)
@@ -163,7 +162,7 @@ export class TurnMonitor {
 
   async #checkGate(): Promise<void> {
     if (this.#ended || this.#gateReported) return;
-    const meta = this.#o.runner.meta(this.slug);
+    const meta = this.#o.runner.storage.meta(this.slug);
     if (!meta?.forge) return;
     let detail: string | undefined;
     try {
@@ -176,7 +175,10 @@ export class TurnMonitor {
       if (!gate) detail = "the gate container (the forge sidecar's) was removed";
       else if (gate.state === 'exited')
         detail = `the gate (the forge sidecar's) exited (${gate.exitCode ?? 'no code'})`;
-      else if (gate.state === 'running' && !existsSync(this.#o.runner.socket(this.slug)))
+      else if (
+        gate.state === 'running' &&
+        this.#o.runner.storage.gateListening?.(this.slug) === false
+      )
         detail = 'the forge sidecar socket was removed';
     } catch {
       return; // the engine does not answer now; the next look decides

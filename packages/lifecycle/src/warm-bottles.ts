@@ -1,5 +1,5 @@
 import { errorMessage } from '@bb/errors';
-import type { BottleRunner } from './bottle-runner';
+import type { BottleRunner } from '@bb/headless';
 import type { Capacity } from './capacity';
 
 export interface WarmBottlesOptions {

@@ -5,12 +5,14 @@ import { QueueWriter } from '@bb/forge-sidecar';
 import {
   type BottleInfo,
   type BottleMeta,
+  type BottleRunner,
+  type BottleStorage,
   bottlePaths,
+  hostBottleStorage,
   readMeta,
   type TurnOutcome,
   writeMeta,
 } from '@bb/headless';
-import type { BottleRunner } from '../src/bottle-runner';
 
 /** One scripted failure of a runner step, for the next call only. */
 type Step = 'launch' | 'resume' | 'finish';
@@ -30,6 +32,7 @@ export class FakeRunner implements BottleRunner {
   takeResumeRequest?: BottleRunner['takeResumeRequest'];
   readonly backendName = 'fake';
   readonly env: Record<string, string | undefined>;
+  readonly storage: BottleStorage;
   /** Everything asked of it, in order: `launch <slug>`, `resume <slug> <prompt>`, `stop <slug>`, `destroy <slug>`. */
   readonly calls: string[] = [];
   readonly #turns = new Map<string, Turn>();
@@ -49,6 +52,7 @@ export class FakeRunner implements BottleRunner {
 
   constructor(home: string) {
     this.env = { BB_HOME: home };
+    this.storage = hostBottleStorage(this.env);
   }
 
   failNext(step: Step, err: Error = new BbError('BACKEND_ERROR', `${step} failed (scripted)`)) {
@@ -229,16 +233,9 @@ export class FakeRunner implements BottleRunner {
     return all;
   }
 
-  meta(slug: string): BottleMeta | undefined {
-    return readMeta(slug, this.env);
-  }
-
+  /** The bottle's directory (tests look into it). */
   dir(slug: string): string {
     return bottlePaths(slug, this.env).dir;
-  }
-
-  socket(slug: string): string {
-    return join(bottlePaths(slug, this.env).sock, 'forge.sock');
   }
 
   memoryOf(): number {

@@ -3,9 +3,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { BottleInfo, BottleMeta, TurnOutcome } from '@bb/headless';
+import {
+  type BottleInfo,
+  type BottleMeta,
+  type BottleRunner,
+  hostBottleStorage,
+  type TurnOutcome,
+} from '@bb/headless';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { BottleRunner } from '../src/bottle-runner';
 import { TurnMonitor, type TurnReport } from '../src/turn-monitor';
 
 const dirs: string[] = [];
@@ -26,9 +31,11 @@ function runnerWith(containers: () => BottleInfo[]): BottleRunner {
     destroy: async () => {},
     containers: async () => containers(),
     ours: async () => [],
-    meta: () => ({ forge: { owner: 'acme' } }) as unknown as BottleMeta,
-    dir: () => dir,
-    socket: () => join(dir, 'no-such.sock'),
+    // The host's storage of an empty BB_HOME (no gate socket listens), for a bottle with a forge.
+    storage: {
+      ...hostBottleStorage({ BB_HOME: dir }),
+      meta: () => ({ forge: { owner: 'acme' } }) as unknown as BottleMeta,
+    },
     memoryOf: () => 0,
   };
 }

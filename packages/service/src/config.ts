@@ -1,7 +1,7 @@
 import { BbError, errorMessage } from '@bb/errors';
 import { type ForgeKind, type ForgeKindRegistry, type ForgeSite, forgeKinds } from '@bb/forge';
-import { backendKinds } from '@bb/headless';
 import { z } from 'zod';
+import { backendKinds } from './backends';
 
 /**
  * `30m`, `90s`, `2h`, `7d` or `1500ms`. The unit is required: a bare number is

@@ -6,7 +6,6 @@ import { BbError, errorMessage, redact, registerSecret } from '@bb/errors';
 import { type ForgeEvent, type ForgeKind, registerForgeKind } from '@bb/forge';
 import {
   type Backend,
-  backendKinds,
   bottleRemediator,
   LOCAL_BACKEND_WARNING,
   supervisedBottles,
@@ -14,7 +13,6 @@ import {
 import {
   createWebhookHandler,
   createWebhookListener,
-  headlessRunner,
   installedCommit,
   Orchestrator,
   reconcile,
@@ -33,6 +31,7 @@ import { pino } from 'pino';
 import pkg from '../package.json' with { type: 'json' };
 import { isLoopbackHost } from './access';
 import { createApp } from './app';
+import { backendKinds } from './backends';
 import { loadConfig, type OrchestratorConfig, webhookSecretsOf } from './config';
 import { type OrchestratorState, openState } from './state';
 
@@ -117,23 +116,29 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const botLogin = options.botLogin ?? (await site.whoami(config.FORGE_TOKEN));
   const forgeFor = (owner: string, repo: string) =>
     site.forgeFor({ owner, repo, token: config.FORGE_TOKEN });
+  const warn = (m: string) => log.warn({ msg: m });
+  // An engine of containers (Docker, local): bottles are made of them here, and
+  // supervise decisions rebuild images and reload proxies on it. A platform that
+  // runs whole bottles (Kubernetes) gives its own runner and no containers.
   const backend =
     options.backend ??
-    backendKinds.make(config.BB_BACKEND, { env, warn: (m) => log.warn({ msg: m }) });
-  if (!backend.isolates) log.warn(LOCAL_BACKEND_WARNING);
-
-  const runner = headlessRunner({
-    backend,
+    (backendKinds.makesContainers(config.BB_BACKEND)
+      ? backendKinds.make(config.BB_BACKEND, { env, warn })
+      : undefined);
+  const runner = await backendKinds.runner(config.BB_BACKEND, {
     env: bottleEnv,
+    warn,
     token: config.FORGE_TOKEN,
     warmMs: config.BB_WARM_WINDOW,
+    backend,
   });
+  if (!runner.isolates) log.warn(LOCAL_BACKEND_WARNING);
   // What stuck agents ask for: kept in this database, decided with `bb supervise`.
   const desk = new SuperviseDesk({
     store: new SuperviseStore(db),
     bottles: supervisedBottles(bottleEnv),
     policy: loadPolicy(home),
-    remediator: bottleRemediator({ backend, env: bottleEnv }),
+    ...(backend ? { remediator: bottleRemediator({ backend, env: bottleEnv }) } : {}),
   });
   const orchestrator = new Orchestrator({
     forge: { kind, site },
@@ -277,7 +282,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     home,
     state: state.where,
     replica: orchestrator.fleet.holder,
-    backend: backend.name,
+    backend: runner.backendName,
     forge: `${kind.name} ${site.location}`,
     webhook: `${url}${kind.webhook.path}`,
     bot: botLogin,

@@ -1,7 +1,14 @@
 import { BbError } from '@bb/errors';
 import { type ForgeSite, forgeKinds } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
-import { type Backend, launch, resume, supervisedBottles, type TurnOutcome } from '@bb/headless';
+import {
+  type Backend,
+  hostBottleStorage,
+  launch,
+  resume,
+  supervisedBottles,
+  type TurnOutcome,
+} from '@bb/headless';
 import { installedCommit, recordTurn, saveBottleRow } from '@bb/lifecycle';
 import type { ForgeState, ForgeStateStore, Lease } from '@bb/state';
 import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
@@ -39,7 +46,7 @@ function saveRow(
   return saveBottleRow(
     store,
     { ...rest, backendName: backend.name, botLogin, prNumber, status },
-    io.env,
+    hostBottleStorage(io.env),
   );
 }
 

@@ -78,6 +78,8 @@ function selects(selector: string | undefined, labels: Record<string, string> = 
  */
 export class FakeKubernetesApi {
   readonly calls: ApiCall[] = [];
+  /** What each ended pod printed. */
+  readonly #logs = new WeakMap<Obj, string>();
   readonly #objects = new Map<string, Obj>();
   readonly #watchers = new Set<{
     plural: string;
@@ -147,10 +149,14 @@ export class FakeKubernetesApi {
     stored.metadata.resourceVersion = String(++this.#rv);
   }
 
-  /** End a pod's only container with `exitCode`, as a kubelet would report it. */
-  finishPod(namespace: string, name: string, exitCode: number): void {
+  /**
+   * End a pod's only container with `exitCode`, as a kubelet would report it;
+   * `log` is what it printed (served as its `pods/log`).
+   */
+  finishPod(namespace: string, name: string, exitCode: number, log = ''): void {
     const pod = this.#objects.get(`pods/${namespace}/${name}`);
     if (!pod) throw new Error(`no pod ${namespace}/${name}`);
+    this.#logs.set(pod, log);
     pod.status = {
       phase: exitCode === 0 ? 'Succeeded' : 'Failed',
       containerStatuses: [
@@ -193,6 +199,14 @@ export class FakeKubernetesApi {
     // Nothing bot-bottle does needs a way into a pod: refused, and on the record.
     if (/\/pods\/[^/]+\/(exec|attach|portforward)$/.test(url.pathname))
       return status(403, 'Forbidden', 'bot-bottle never runs anything in a pod');
+    const log = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/log$/.exec(url.pathname);
+    if (log && req.method === 'GET') {
+      const pod = this.#objects.get(`pods/${log[1]}/${log[2]}`);
+      if (!pod) return status(404, 'NotFound', `pods "${log[2]}" not found`);
+      call.status = 200;
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(this.#logs.get(pod) ?? '');
+      return;
+    }
     const m =
       /^(\/api\/v1|\/apis\/networking\.k8s\.io\/v1)\/namespaces\/([^/]+)\/([^/]+)(?:\/([^/]+))?$/.exec(
         url.pathname,

@@ -38,6 +38,9 @@ export function selectorSelects(selector: unknown, labels: Record<string, string
   });
 }
 
+/** The claim every gate shares (queues, op logs): never an agent's. */
+const SHARED_STATE = 'bb-shared-state';
+
 /** The only volumes an agent may have: its bottle's claim and scratch space. */
 const AGENT_VOLUMES = new Set(['name', 'persistentVolumeClaim', 'emptyDir']);
 
@@ -46,7 +49,8 @@ const AGENT_VOLUMES = new Set(['name', 'persistentVolumeClaim', 'emptyDir']);
  * the objects the API server was given. Every pod of the bottle but its gate
  * (there is one gate) is held to the agent's rules: no Secret in any form (no
  * secret, projected, hostPath, CSI or config map volume: only its claim and
- * scratch; no `secretKeyRef`, no `envFrom`), no service account token, no host
+ * scratch; no `secretKeyRef`, no `envFrom`), no claim but its own bottle's (never
+ * the state claim its gates share), no service account token, no host
  * namespaces, no shared process namespace; every container, init and
  * ephemeral ones included, non-root, read-only root, no capability added and
  * all dropped, no privilege escalation, not privileged, seccomp's default (or
@@ -63,6 +67,7 @@ export function describeKubernetesIsolation(name: string, options: KubernetesIso
       agent: { image: 'agent:1', command: ['run'], resources: { memoryBytes: 1024 ** 3, cpus: 1 } },
       gate: { image: 'gate:1', command: ['gate'] },
       secrets: { token: `forge-token-${slug}` },
+      stateClaim: SHARED_STATE,
     });
     const launched = async (slug: string) => {
       const b = await options.create();
@@ -80,6 +85,7 @@ export function describeKubernetesIsolation(name: string, options: KubernetesIso
         gates,
         agents,
         secrets: b.api.objects('secrets', b.namespace).filter(mine),
+        claims: b.api.objects('persistentvolumeclaims', b.namespace),
         // Every policy in the namespace: any of them may select the agent.
         policies: b.api.objects('networkpolicies', b.namespace),
       };
@@ -110,6 +116,20 @@ export function describeKubernetesIsolation(name: string, options: KubernetesIso
           expect(c['envFrom'] ?? []).toEqual([]);
         }
       }
+    });
+
+    it("the agent's pods mount no claim but their own bottle's (never the state its gates share)", async () => {
+      const slug = 'iso-claims';
+      const { agents, claims } = await launched(slug);
+      expect(agents.length, 'an agent pod').toBeGreaterThan(0);
+      for (const agent of agents)
+        for (const v of list(agent, 'spec', 'volumes')) {
+          const name = at(v, 'persistentVolumeClaim', 'claimName');
+          if (name === undefined) continue;
+          expect(name, `volume ${String(v['name'])}`).not.toBe(SHARED_STATE);
+          const claim = claims.find((c) => c.metadata.name === name);
+          expect(claim?.metadata.labels?.['bb.slug'], `claim ${String(name)}'s bottle`).toBe(slug);
+        }
     });
 
     it("every container of the agent's pods runs non-root, read-only, unprivileged, within limits", async () => {

@@ -1,31 +1,20 @@
-import { join } from 'node:path';
-import {
-  type Backend,
-  type BottleInfo,
-  type BottleMeta,
-  bottlePaths,
-  cool,
-  destroy,
-  type ForgeWiring,
-  finishTurn,
-  HOME_LABEL,
-  homeLabel,
-  loadAgentManifest,
-  loadBottleManifest,
-  memoryBytes,
-  readMeta,
-  startLaunch,
-  startResume,
-  stopAgent,
-  type TurnOutcome,
-  takeResumeRequest,
-} from '@bb/headless';
+import type { Backend, BottleInfo } from './backend';
+import type { TurnOutcome } from './bottle-parts';
+import { cool, destroy, finishTurn, startLaunch, startResume, stopAgent } from './bottles';
+import { type ForgeWiring, HOME_LABEL, homeLabel } from './layout';
+import { loadAgentManifest, loadBottleManifest, memoryBytes } from './manifests';
+import { type BottleStorage, hostBottleStorage } from './storage';
+import { takeResumeRequest } from './supervise-remedy';
 
 /**
- * What the orchestrator needs of bottles, in one seam: starting a turn returns
- * once the agent runs; the turn's end is awaited separately (`finishTurn`), so
- * no decision ever waits on an agent. `headlessRunner` is the real one; tests
- * give the orchestrator a double.
+ * Bottles as the orchestrator drives them, each a group (the agent and its
+ * gate, sharing a directory for sockets) rather than single containers: the
+ * seam a platform plugs in at. Starting a turn returns once the agent runs; the
+ * turn's end is awaited separately (`finishTurn`), so no decision ever waits on
+ * an agent; what a bottle leaves (meta, queue, op log, notes, evidence) is read
+ * through `storage`, never through host paths. `headlessRunner` runs groups of
+ * containers on a `Backend` (Docker, local); `@bb/backend-kubernetes` runs pods;
+ * tests give the orchestrator a double.
  */
 export interface BottleRunner {
   readonly backendName: string;
@@ -64,11 +53,8 @@ export interface BottleRunner {
   containers(slug: string): Promise<BottleInfo[]>;
   /** Every container this orchestrator's bottles have (labels `bb.managed-by` and `bb.home`). */
   ours(): Promise<BottleInfo[]>;
-  meta(slug: string): BottleMeta | undefined;
-  /** The bottle's directory (its turn log lives there). */
-  dir(slug: string): string;
-  /** The sidecar's socket on the host, when it has one. */
-  socket(slug: string): string;
+  /** Where each bottle's state is read from. */
+  readonly storage: BottleStorage;
   /** Memory a running bottle of this agent may take (its limit): what capacity is counted in. */
   memoryOf(agent: string, bottles?: string[] | undefined): number;
   /** How long one session of this agent may grow before it is rotated (its manifest's `session`). */
@@ -97,6 +83,7 @@ export function headlessRunner(o: {
 }): BottleRunner {
   const opts = { backend: o.backend, env: o.env, warmMs: o.warmMs ?? 0 };
   return {
+    storage: hostBottleStorage(o.env),
     backendName: o.backend.name,
     async startLaunch(l) {
       await startLaunch({
@@ -127,10 +114,7 @@ export function headlessRunner(o: {
     cool: (slug) => cool(slug, opts),
     containers: (slug) => o.backend.list({ 'bb.slug': slug }),
     ours: () => o.backend.list({ ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(o.env) }),
-    meta: (slug) => readMeta(slug, o.env),
     takeResumeRequest: (slug) => takeResumeRequest(slug, o.env),
-    dir: (slug) => bottlePaths(slug, o.env).dir,
-    socket: (slug) => join(bottlePaths(slug, o.env).sock, 'forge.sock'),
     sessionLimits(agent) {
       try {
         return loadAgentManifest(agent, o.env).manifest.session ?? {};

@@ -1,0 +1,87 @@
+import { readFileSync } from 'node:fs';
+import { BbError } from '@bb/errors';
+import type { BottleRunner, RunnerOptions } from '@bb/headless';
+import { KubeConfig } from '@kubernetes/client-node';
+import { KubernetesBottles, kubeConfigFor } from './kubernetes-bottles';
+import { kubernetesRunner } from './runner';
+
+/** The namespace bottles go in unless `BB_K8S_NAMESPACE` says another (deploy/namespaces.yaml's). */
+export const DEFAULT_NAMESPACE = 'bot-bottle-bottles';
+
+/**
+ * The orchestrator's Kubernetes runner, configured from its environment:
+ *
+ * - `BB_K8S_GATE_IMAGE` (required): the gate's image;
+ * - `BB_K8S_STATE_CLAIM` (required): the ReadWriteMany claim, in the bottles'
+ *   namespace, whose root the orchestrator has mounted at `$BB_HOME/bottles`;
+ * - `BB_K8S_NAMESPACE`: where bottles go (default `bot-bottle-bottles`);
+ * - `BB_K8S_API`: the API server's URL (default: the cluster the orchestrator's
+ *   pod runs in, with its service account), with `BB_K8S_TOKEN_FILE` for a
+ *   bearer token.
+ *
+ * Every problem is named at once (`INVALID_INPUT`), before anything is made.
+ */
+export function kubernetesRunnerFromEnv(
+  o: RunnerOptions,
+): BottleRunner & { readonly isolates: true } {
+  const env = o.env;
+  const problems: string[] = [];
+  const gateImage = env['BB_K8S_GATE_IMAGE']?.trim();
+  if (!gateImage)
+    problems.push(
+      'BB_K8S_GATE_IMAGE must name the gate image the cluster pulls (bot-bottle runtime and sidecars)',
+    );
+  const stateClaim = env['BB_K8S_STATE_CLAIM']?.trim();
+  if (!stateClaim)
+    problems.push(
+      'BB_K8S_STATE_CLAIM must name the ReadWriteMany claim mounted at $BB_HOME/bottles (docs/guides/kubernetes.md)',
+    );
+  const namespace = env['BB_K8S_NAMESPACE']?.trim() || DEFAULT_NAMESPACE;
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(namespace))
+    problems.push(`BB_K8S_NAMESPACE ${JSON.stringify(namespace)} is not a namespace name`);
+  let kubeConfig: KubeConfig | undefined;
+  try {
+    kubeConfig = kubeConfigOf(env);
+  } catch (err) {
+    problems.push((err as Error).message);
+  }
+  if (problems.length > 0 || !kubeConfig || !gateImage || !stateClaim)
+    throw new BbError(
+      'INVALID_INPUT',
+      `the kubernetes backend's configuration is invalid:\n${problems.map((p) => `- ${p}`).join('\n')}`,
+    );
+  if (o.warmMs > 0)
+    o.warn?.(
+      'the kubernetes backend keeps no bottle warm (its pods go at each freeze): BB_WARM_WINDOW is not used',
+    );
+  return kubernetesRunner({
+    bottles: new KubernetesBottles({ kubeConfig, namespace }),
+    env,
+    token: o.token,
+    gateImage,
+    stateClaim,
+  });
+}
+
+function kubeConfigOf(env: Record<string, string | undefined>): KubeConfig {
+  const api = env['BB_K8S_API']?.trim();
+  if (api) {
+    const file = env['BB_K8S_TOKEN_FILE']?.trim();
+    let token: string | undefined;
+    if (file) {
+      try {
+        token = readFileSync(file, 'utf8').trim();
+      } catch (err) {
+        throw new Error(`BB_K8S_TOKEN_FILE ${file} cannot be read (${(err as Error).message})`);
+      }
+    }
+    return kubeConfigFor(api, token);
+  }
+  if (!env['KUBERNETES_SERVICE_HOST'])
+    throw new Error(
+      'BB_K8S_API is not set and this is not a pod of a cluster (no KUBERNETES_SERVICE_HOST): set BB_K8S_API to the API server URL',
+    );
+  const kc = new KubeConfig();
+  kc.loadFromCluster();
+  return kc;
+}

@@ -1,0 +1,313 @@
+import { chownSync, mkdirSync, rmSync } from 'node:fs';
+import { BbError, isBbError, redactString } from '@bb/errors';
+import {
+  type BottleInfo,
+  type BottleManifest,
+  type BottleMeta,
+  type BottleRunner,
+  bottlePaths,
+  GATE_USER,
+  HOME_LABEL,
+  homeLabel,
+  hostBottleStorage,
+  loadAgentManifest,
+  loadBottleManifest,
+  MANAGED_LABEL,
+  memoryBytes,
+  providerFor,
+  readMeta,
+  type TurnOutcome,
+  writeMeta,
+} from '@bb/headless';
+import type { KubeBottleStatus, KubernetesBottles } from './kubernetes-bottles';
+import type { KubeBottleSpec } from './manifests';
+
+/** Where things are inside a bottle's pods (the images must agree). */
+export const IN_POD = {
+  home: '/home/agent',
+  workspace: '/workspace',
+  /** bot-bottle's runtime (the MCP bridges, the script agent), shipped in the images. */
+  runtime: '/opt/bb/runtime',
+  /** The agent's local end of its gate (the in-pod bridge listens here). */
+  socket: '/tmp/bb/forge.sock',
+  /** Where the gate reads its Secret's files. */
+  secrets: '/run/bb-secrets',
+} as const;
+
+export interface KubernetesRunnerOptions {
+  bottles: KubernetesBottles;
+  /** Where BB_HOME (the bottles' state, the manifests) is read from. */
+  env: Record<string, string | undefined>;
+  /** The forge token: the gate's Secret, never the agent's. */
+  token: string;
+  /** The gate's image: bot-bottle's runtime and its sidecars. */
+  gateImage: string;
+  /**
+   * The ReadWriteMany claim this orchestrator has mounted at `$BB_HOME/bottles`:
+   * each gate writes its queue and op log in its bottle's folder of it, where the
+   * orchestrator reads them (`hostBottleStorage`).
+   */
+  stateClaim: string;
+  /** Labels every object of a bottle carries, besides bot-bottle's own. */
+  labels?: Record<string, string>;
+  /** How long one turn's agent may run before it is stopped. @default 1 h */
+  turnTimeoutMs?: number;
+}
+
+/**
+ * The orchestrator's bottles on Kubernetes, through the same seam as the
+ * Docker ones (`BottleRunner`): a launch makes the bottle's group of objects
+ * and starts its agent pod with the turn's command; a turn's end is the agent
+ * pod's, and freezing deletes the pods and keeps the claim; a resume starts
+ * them again on the claim with the same agent session; destroy deletes all.
+ * The bottle's meta, the orchestrator's notes and what its gate writes (queue,
+ * op log) live under `$BB_HOME/bottles/<slug>`, on a claim the orchestrator
+ * and the gates share, and are read through `hostBottleStorage`.
+ */
+export function kubernetesRunner(
+  o: KubernetesRunnerOptions,
+): BottleRunner & { readonly isolates: true } {
+  const { env, bottles } = o;
+  const storage = hostBottleStorage(env);
+  const labels = { ...o.labels, ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(env) };
+  const manifests = (agent: string, names?: string[]) => {
+    const a = loadAgentManifest(agent, env).manifest;
+    const list = names ?? a.bottles;
+    const bottle = loadBottleManifest(list[0]!, env).manifest;
+    return { agent: a, bottles: list, bottle };
+  };
+  const imageOf = (b: BottleManifest, name: string) => {
+    if (!b.image)
+      throw new BbError(
+        'INVALID_INPUT',
+        `bottle ${name} gives a dockerfile: on Kubernetes a bottle needs an image the cluster can pull (build and push it, then name it as image)`,
+      );
+    return b.image;
+  };
+
+  /** The objects of the bottle's turn: the agent runs the provider's command for `prompt`. */
+  const specOf = (meta: BottleMeta, prompt: string): KubeBottleSpec => {
+    const m = manifests(meta.agent, meta.bottles);
+    const invocation = providerFor(m.agent.provider).invocation({
+      prompt,
+      sessionId: meta.sessionId ?? undefined,
+      model: m.agent.model,
+      home: IN_POD.home,
+      runtimeDir: IN_POD.runtime,
+      socket: IN_POD.socket,
+      ...(m.agent.retries !== undefined ? { retries: m.agent.retries } : {}),
+    });
+    const forge = meta.forge;
+    return {
+      slug: meta.slug,
+      labels: { ...labels, ...meta.labels },
+      agent: {
+        image: meta.image,
+        command: invocation.cmd,
+        env: { ...m.bottle.env, ...invocation.env, BB_SLUG: meta.slug, HOME: IN_POD.home },
+        resources: {
+          ...(m.bottle.resources.memory !== undefined
+            ? { memoryBytes: memoryBytes(m.bottle.resources.memory) }
+            : {}),
+          ...(m.bottle.resources.cpus !== undefined ? { cpus: m.bottle.resources.cpus } : {}),
+        },
+      },
+      gate: {
+        image: o.gateImage,
+        command: ['node', `${IN_POD.runtime}/bb-gate.mjs`],
+        env: {
+          BB_SLUG: meta.slug,
+          BB_GATE_SECRETS: IN_POD.secrets,
+          ...(forge
+            ? {
+                FORGE_KIND: forge.kind,
+                ...forge.site,
+                FORGE_OWNER: forge.owner,
+                FORGE_REPO: forge.repo,
+                FORGE_ISSUE: String(forge.issue),
+                ...(forge.pr !== undefined ? { FORGE_PR: String(forge.pr) } : {}),
+              }
+            : {}),
+        },
+      },
+      secrets: { token: o.token },
+      stateClaim: o.stateClaim,
+      ...(meta.diskBytes ? { storageBytes: meta.diskBytes } : {}),
+    };
+  };
+
+  const startTurn = (meta: BottleMeta, prompt: string) => {
+    const turn = meta.turns.length + 1;
+    meta.status = 'running';
+    meta.current = { turn, prompt, startedAt: new Date().toISOString() };
+    writeMeta(meta, env);
+  };
+
+  const containers = (s: KubeBottleStatus): BottleInfo[] => {
+    const info = (role: string, phase: string, exitCode?: number): BottleInfo => ({
+      id: `bb-${s.slug}-${role}`,
+      name: `bb-${s.slug}-${role}`,
+      image: '',
+      state:
+        phase === 'Running'
+          ? 'running'
+          : phase === 'Succeeded' || phase === 'Failed'
+            ? 'exited'
+            : 'created',
+      exitCode: exitCode ?? null,
+      oomKilled: false,
+      labels: { ...labels, 'bb.slug': s.slug, 'bb.role': role },
+      isolation: {
+        network: 'policy',
+        capDrop: ['ALL'],
+        noNewPrivileges: true,
+        readOnlyRootfs: true,
+        user: role === 'agent' ? '1000:1000' : '1001:1001',
+        pidsLimit: null,
+        memoryBytes: null,
+      },
+    });
+    return [
+      ...(s.gate ? [info('gate', s.gate)] : []),
+      ...(s.agent ? [info('agent', s.agent, s.exitCode)] : []),
+    ];
+  };
+
+  return {
+    backendName: 'kubernetes',
+    isolates: true,
+    storage,
+
+    async startLaunch(l) {
+      const m = manifests(l.agent, l.bottles);
+      const image = imageOf(m.bottle, m.bottles[0]!);
+      if (readMeta(l.slug, env))
+        throw new BbError('CONFLICT', `bottle ${l.slug} exists already: destroy it first`);
+      // The bottle's folder of the shared claim: its meta and the orchestrator's notes at
+      // the top (no gate mounts that), the gate's queue and state below (its group's).
+      const p = bottlePaths(l.slug, env);
+      mkdirSync(p.dir, { recursive: true, mode: 0o700 });
+      for (const d of [p.queue, p.state]) {
+        mkdirSync(d, { recursive: true, mode: 0o770 });
+        try {
+          // Root gives them to the gate; otherwise they take the gate's group, which this
+          // process must be in (deploy/orchestrator.yaml's runAsGroup).
+          chownSync(d, process.getuid?.() === 0 ? GATE_USER.uid : -1, GATE_USER.gid);
+        } catch (err) {
+          throw new BbError(
+            'UNAUTHORIZED',
+            `cannot give ${d} to the gate's group ${GATE_USER.gid}: run the orchestrator in that group (runAsGroup: ${GATE_USER.gid}) or as root (${(err as Error).message})`,
+          );
+        }
+      }
+      const { token: _token, ...forge } = l.forge;
+      const meta: BottleMeta = {
+        slug: l.slug,
+        agent: l.agent,
+        bottles: m.bottles,
+        backend: 'kubernetes',
+        image,
+        status: 'running',
+        sessionId: null,
+        cwd: IN_POD.workspace,
+        branch: '',
+        forge,
+        turns: [],
+        createdAt: new Date().toISOString(),
+      };
+      startTurn(meta, l.prompt);
+      await bottles.launch(specOf(meta, l.prompt));
+    },
+
+    async startResume(r) {
+      const meta = readMeta(r.slug, env);
+      if (!meta) throw new BbError('NOT_FOUND', `no bottle ${r.slug}`);
+      if (meta.status !== 'frozen')
+        throw new BbError(
+          'CONFLICT',
+          `bottle ${r.slug} is ${meta.status}; only a frozen bottle can be resumed`,
+        );
+      if (r.freshSession) {
+        meta.sessionId = null;
+        meta.sessionStart = meta.turns.length + 1;
+      }
+      if (r.pr !== undefined && meta.forge) meta.forge = { ...meta.forge, pr: r.pr };
+      startTurn(meta, r.prompt);
+      await bottles.resume(specOf(meta, r.prompt));
+    },
+
+    async finishTurn(slug) {
+      const meta = readMeta(slug, env);
+      if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug}`);
+      let exitCode: number;
+      let vanished = false;
+      try {
+        exitCode = await bottles.waitForAgent(slug, o.turnTimeoutMs ?? 3_600_000);
+      } catch (err) {
+        // Stopped (its pod deleted) or gone: the turn is over, its end unknown.
+        if (!isBbError(err, 'NOT_FOUND')) throw err;
+        exitCode = 137;
+        vanished = true;
+      }
+      const output = redactString(await bottles.agentLogs(slug).catch(() => ''));
+      const provider = providerFor(manifests(meta.agent, meta.bottles).agent.provider);
+      const parsed = provider.parseResult(output, exitCode);
+      await bottles.freeze(slug);
+      const current = meta.current ?? {
+        turn: meta.turns.length + 1,
+        prompt: '',
+        startedAt: new Date().toISOString(),
+      };
+      meta.sessionId = parsed.sessionId ?? meta.sessionId;
+      meta.turns.push({
+        turn: current.turn,
+        prompt: current.prompt,
+        exitCode,
+        ok: parsed.ok,
+        ...(parsed.tokens !== undefined ? { tokens: parsed.tokens } : {}),
+        startedAt: current.startedAt,
+        finishedAt: new Date().toISOString(),
+      });
+      meta.status = 'frozen';
+      meta.current = null;
+      writeMeta(meta, env);
+      return {
+        slug,
+        exitCode,
+        ok: parsed.ok,
+        sessionId: meta.sessionId ?? undefined,
+        ...(parsed.error ? { error: parsed.error } : {}),
+        output,
+        ...(vanished ? { vanished } : {}),
+        ...(parsed.tokens !== undefined ? { tokens: parsed.tokens } : {}),
+        provider: provider.name,
+      } satisfies TurnOutcome;
+    },
+
+    stopAgent: (slug, timeoutMs) => bottles.stopAgent(slug, timeoutMs),
+
+    async destroy(slug) {
+      await bottles.destroy(slug);
+      rmSync(bottlePaths(slug, env).dir, { recursive: true, force: true });
+    },
+
+    containers: async (slug) => containers(await bottles.status(slug)),
+    ours: async () => (await bottles.list(labels)).flatMap(containers),
+
+    memoryOf(agent, names) {
+      try {
+        const mem = manifests(agent, names).bottle.resources.memory;
+        return memoryBytes(mem) ?? 2 * 1024 ** 3;
+      } catch {
+        return 2 * 1024 ** 3;
+      }
+    },
+    sessionLimits(agent) {
+      try {
+        return loadAgentManifest(agent, env).manifest.session ?? {};
+      } catch {
+        return {};
+      }
+    },
+  };
+}

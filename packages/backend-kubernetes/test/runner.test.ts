@@ -1,0 +1,170 @@
+// The Kubernetes runner's own rules, against the fake API server: what it refuses
+// before making anything, and whose bottles it calls its own (a restart removes
+// the orphans among those: never another orchestrator's).
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isBbError } from '@bb/errors';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubernetesRunnerFromEnv } from '../src/from-env';
+import { KubernetesBottles, kubeConfigFor } from '../src/kubernetes-bottles';
+import { kubernetesRunner } from '../src/runner';
+import { FakeKubernetesApi, publishedSchemas } from '../src/testing/index';
+
+const NS = 'bots';
+let api: FakeKubernetesApi;
+const homes: string[] = [];
+
+function home(bottles: Record<string, unknown> = { default: { image: 'bb-agents:1' } }) {
+  const h = mkdtempSync(join(tmpdir(), 'bb-k8s-runner-'));
+  homes.push(h);
+  const write = (kind: string, name: string, m: unknown) => {
+    mkdirSync(join(h, 'config', kind), { recursive: true });
+    writeFileSync(join(h, 'config', kind, `${name}.json`), JSON.stringify(m));
+  };
+  write('agents', 'impl', {
+    provider: 'script',
+    git: { name: 'Impl', email: 'impl@example.test' },
+    script: { turns: [] },
+  });
+  for (const [n, m] of Object.entries(bottles)) write('bottles', n, m);
+  return { BB_HOME: h };
+}
+
+const runnerFor = (env: Record<string, string>) =>
+  kubernetesRunner({
+    bottles: new KubernetesBottles({ kubeConfig: kubeConfigFor(api.url), namespace: NS }),
+    env,
+    token: 'tok',
+    gateImage: 'bb-gate:1',
+    stateClaim: 'bb-bottle-state',
+  });
+
+const forge = {
+  kind: 'gitea',
+  site: { FORGE_GITEA_API: 'http://127.0.0.1:9/api/v1' },
+  token: 'tok',
+  owner: 'acme',
+  repo: 'app',
+  issue: 1,
+  cloneUrl: 'http://127.0.0.1:9/acme/app.git',
+};
+
+const code = async (p: Promise<unknown>) => {
+  try {
+    await p;
+    return 'resolved';
+  } catch (err) {
+    return isBbError(err) ? `${err.code}: ${err.message}` : `not a BbError: ${String(err)}`;
+  }
+};
+
+beforeAll(async () => {
+  api = await FakeKubernetesApi.start({ check: publishedSchemas });
+});
+afterAll(async () => {
+  await api.close();
+  for (const h of homes) rmSync(h, { recursive: true, force: true });
+});
+
+describe('kubernetesRunner', () => {
+  it("lists only its own orchestrator's bottles: another's in the namespace are not orphans to it", async () => {
+    const a = runnerFor(home());
+    const b = runnerFor(home());
+    await a.startLaunch({ agent: 'impl', slug: 'impl-aaaa1', prompt: 'p', forge });
+    await b.startLaunch({ agent: 'impl', slug: 'impl-bbbb2', prompt: 'p', forge });
+    const slugs = async (r: typeof a) => [
+      ...new Set((await r.ours()).map((c) => c.labels['bb.slug'])),
+    ];
+    expect(await slugs(a)).toEqual(['impl-aaaa1']);
+    expect(await slugs(b)).toEqual(['impl-bbbb2']);
+    expect((await a.containers('impl-aaaa1')).map((c) => [c.labels['bb.role'], c.state])).toEqual([
+      ['gate', 'running'],
+      ['agent', 'running'],
+    ]);
+    await a.destroy('impl-aaaa1');
+    await b.destroy('impl-bbbb2');
+  });
+
+  it('refuses, before making anything: a bottle with only a dockerfile, a slug taken, a resume of a running bottle', async () => {
+    const env = home({ default: { dockerfile: 'FROM scratch' } });
+    const r = runnerFor(env);
+    const before = api.calls.length;
+    expect(
+      await code(r.startLaunch({ agent: 'impl', slug: 'impl-cccc3', prompt: 'p', forge })),
+    ).toMatch(
+      /^INVALID_INPUT: bottle default gives a dockerfile: on Kubernetes a bottle needs an image/,
+    );
+    expect(api.calls.length).toBe(before);
+    const ok = runnerFor(home());
+    await ok.startLaunch({ agent: 'impl', slug: 'impl-dddd4', prompt: 'p', forge });
+    expect(
+      await code(ok.startLaunch({ agent: 'impl', slug: 'impl-dddd4', prompt: 'p', forge })),
+    ).toMatch(/^CONFLICT: bottle impl-dddd4 exists already/);
+    expect(await code(ok.startResume({ slug: 'impl-dddd4', prompt: 'again' }))).toMatch(
+      /^CONFLICT: bottle impl-dddd4 is running; only a frozen bottle can be resumed/,
+    );
+    expect(await code(ok.startResume({ slug: 'impl-none5', prompt: 'again' }))).toMatch(
+      /^NOT_FOUND/,
+    );
+    await ok.destroy('impl-dddd4');
+  });
+
+  it('ends a stopped turn as vanished with the kill code, and freezes the bottle', async () => {
+    const r = runnerFor(home());
+    await r.startLaunch({ agent: 'impl', slug: 'impl-eeee6', prompt: 'p', forge });
+    const ending = r.finishTurn('impl-eeee6');
+    await r.stopAgent('impl-eeee6', 1000);
+    expect(await ending).toMatchObject({ exitCode: 137, vanished: true, ok: false });
+    expect(r.storage.meta('impl-eeee6')).toMatchObject({ status: 'frozen', current: null });
+    expect((await r.containers('impl-eeee6')).length).toBe(0);
+    await r.destroy('impl-eeee6');
+    expect(r.storage.meta('impl-eeee6')).toBeUndefined();
+  });
+});
+
+describe('kubernetesRunnerFromEnv', () => {
+  it('names every problem of its configuration at once', () => {
+    let msg = '';
+    try {
+      kubernetesRunnerFromEnv({
+        env: { BB_K8S_NAMESPACE: 'Not_A_Namespace' },
+        token: 't',
+        warmMs: 0,
+      });
+    } catch (err) {
+      expect(isBbError(err, 'INVALID_INPUT')).toBe(true);
+      msg = (err as Error).message;
+    }
+    expect(msg.split('\n')).toEqual([
+      "the kubernetes backend's configuration is invalid:",
+      expect.stringMatching(/^- BB_K8S_GATE_IMAGE must name the gate image/),
+      expect.stringMatching(/^- BB_K8S_STATE_CLAIM must name the ReadWriteMany claim/),
+      '- BB_K8S_NAMESPACE "Not_A_Namespace" is not a namespace name',
+      expect.stringMatching(/^- BB_K8S_API is not set and this is not a pod of a cluster/),
+    ]);
+    expect(() =>
+      kubernetesRunnerFromEnv({
+        env: {
+          BB_K8S_API: 'http://10.0.0.1:6443',
+          BB_K8S_GATE_IMAGE: 'g',
+          BB_K8S_STATE_CLAIM: 'c',
+        },
+        token: 't',
+        warmMs: 0,
+      }),
+    ).toThrow(/must be reached over https/);
+  });
+
+  it('says a warm window is not kept', () => {
+    const warned: string[] = [];
+    const r = kubernetesRunnerFromEnv({
+      env: { BB_K8S_API: api.url, BB_K8S_GATE_IMAGE: 'g', BB_K8S_STATE_CLAIM: 'c', ...home() },
+      token: 't',
+      warmMs: 180_000,
+      warn: (m) => warned.push(m),
+    });
+    expect(r.backendName).toBe('kubernetes');
+    expect(warned).toEqual([expect.stringMatching(/keeps no bottle warm/)]);
+  });
+});

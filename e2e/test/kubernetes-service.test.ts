@@ -163,17 +163,33 @@ describe('the service on the kubernetes backend (fake API server)', () => {
       expect(of(plural, slug).length, plural).toBeGreaterThan(0);
     const agent = main(pod(slug, 'agent'));
     const gate = main(pod(slug, 'gate'));
-    // The agent runs the provider's command for the issue's prompt, with no secret.
+    // The agent runs the provider's command for the issue's prompt, with no secret, under
+    // the bridge that gives it its gate's forge surface as a local socket.
+    expect(agent?.command.slice(0, 4)).toEqual([
+      'node',
+      '/opt/bb/runtime/bb-bridge.mjs',
+      '/tmp/bb/forge.sock=gate:forge',
+      '--',
+    ]);
     expect(agent?.command.join(' ')).toMatch(/script-agent\.mjs --prompt .*Fix the thing/s);
+    expect(envOf(agent)['BB_SIDECAR_SOCKET']).toBe('/tmp/bb/forge.sock');
     expect(JSON.stringify(pod(slug, 'agent'))).not.toContain(TOKEN);
     expect(pod(slug, 'agent')?.spec?.['automountServiceAccountToken']).toBe(false);
     // The gate has the forge kind's variables and the token, from its Secret only.
+    // The forge sidecar's variables are a Docker gate's, with the pod's paths.
     expect(envOf(gate)).toMatchObject({
       FORGE_KIND: 'gitea',
       FORGE_GITEA_API: gitea.apiUrl,
       FORGE_OWNER: 'acme',
       FORGE_REPO: 'widgets',
-      FORGE_ISSUE: String(n),
+      FORGE_ISSUE_NUMBER: String(n),
+      FORGE_TOKEN_FILE: '/run/bb-secrets/token',
+      BB_SIDECAR_SOCKET: '/tmp/bb/forge.sock',
+      BB_QUEUE_DIR: '/queue',
+      BB_OPS_LOG: '/state/ops.jsonl',
+      BB_TURN_FILE: '/state/turn',
+      BB_BRANCH: `bb/implementer-${n}`,
+      BB_GATE_PORT: '7070',
     });
     expect(JSON.stringify(gate)).not.toContain(TOKEN);
     expect(of('secrets', slug)[0]?.stringData?.['token']).toBe(TOKEN);

@@ -21,5 +21,6 @@ export {
   names,
   type PartSpec,
   planBottle,
+  RUNTIME_DIR,
 } from './manifests';
 export { IN_POD, type KubernetesRunnerOptions, kubernetesRunner } from './runner';

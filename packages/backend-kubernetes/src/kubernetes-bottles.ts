@@ -171,7 +171,14 @@ export class KubernetesBottles {
     const plan = planBottle(spec, gateAddress);
     if (plan.secret) await this.#core.createNamespacedSecret({ namespace, body: plan.secret });
     await this.#core.createNamespacedPod({ namespace, body: plan.gate });
-    await this.#until(names(spec.slug).gate, (p) => p.status?.phase === 'Running');
+    // Ready, not just running: its port serves (its readiness probe), so the agent's first
+    // call finds it.
+    await this.#until(
+      names(spec.slug).gate,
+      (p) =>
+        p.status?.phase === 'Running' &&
+        !!p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    );
     await this.#core.createNamespacedPod({ namespace, body: plan.agent });
   }
 

@@ -10,6 +10,12 @@ import type {
 /** The port the gate serves the agent on (the forge sidecar, supervise, the proxies). */
 export const GATE_PORT = 7070;
 
+/**
+ * Where the gate's image keeps bot-bottle's runtime (the gate, the bridge, the
+ * MCP servers, the script agent): copied from it into each agent pod, read-only.
+ */
+export const RUNTIME_DIR = '/opt/bb/runtime';
+
 /** A container's part of a bottle. */
 export interface PartSpec {
   image: string;
@@ -187,6 +193,12 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
           command: spec.gate.command,
           env: envList({ ...spec.gate.env, BB_GATE_PORT: String(GATE_PORT) }),
           ports: [{ containerPort: GATE_PORT, name: 'gate', protocol: 'TCP' }],
+          // Ready once it serves its port: the agent starts only then.
+          readinessProbe: {
+            tcpSocket: { port: GATE_PORT },
+            periodSeconds: 1,
+            failureThreshold: 120,
+          },
           securityContext: hardened,
           resources: limits(spec.gate.resources),
           volumeMounts: [
@@ -250,11 +262,23 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
           ],
         },
       },
+      // bot-bottle's runtime, from the gate's image (the agent's image need not carry it).
+      initContainers: [
+        {
+          name: 'runtime',
+          image: spec.gate.image,
+          command: ['cp', '-R', `${RUNTIME_DIR}/.`, '/runtime/'],
+          securityContext: hardened,
+          resources: limits({ memoryBytes: 64 * 1024 ** 2, cpus: 0.5 }),
+          volumeMounts: [{ name: 'runtime', mountPath: '/runtime' }],
+        },
+      ],
       containers: [
         {
           name: 'main',
           image: spec.agent.image,
           command: spec.agent.command,
+          workingDir: '/workspace',
           env: envList({
             ...spec.agent.env,
             BB_GATE: gateAddress ? `${gateAddress}:${GATE_PORT}` : `${n.service}:${GATE_PORT}`,
@@ -265,10 +289,15 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
             { name: 'data', mountPath: '/workspace', subPath: 'workspace' },
             { name: 'data', mountPath: '/home/agent', subPath: 'home' },
             { name: 'tmp', mountPath: '/tmp' },
+            { name: 'runtime', mountPath: RUNTIME_DIR, readOnly: true },
           ],
         },
       ],
-      volumes: [data, { name: 'tmp', emptyDir: { sizeLimit: '1Gi' } }],
+      volumes: [
+        data,
+        { name: 'tmp', emptyDir: { sizeLimit: '1Gi' } },
+        { name: 'runtime', emptyDir: { sizeLimit: '256Mi' } },
+      ],
     },
   };
   return { claim, secret, service, agentPolicy, gatePolicy, gate, agent };

@@ -1,11 +1,13 @@
 import { chownSync, mkdirSync, rmSync } from 'node:fs';
 import { BbError, isBbError, redactString } from '@bb/errors';
+import { checkBottleBranch, checkSiteEnv, forgeKinds } from '@bb/forge';
 import {
   type BottleInfo,
   type BottleManifest,
   type BottleMeta,
   type BottleRunner,
   bottlePaths,
+  forgeSidecarEnv,
   GATE_USER,
   HOME_LABEL,
   homeLabel,
@@ -18,20 +20,24 @@ import {
   readMeta,
   type TurnOutcome,
   writeMeta,
+  writeTurnFile,
 } from '@bb/headless';
 import type { KubeBottleStatus, KubernetesBottles } from './kubernetes-bottles';
-import type { KubeBottleSpec } from './manifests';
+import { type KubeBottleSpec, RUNTIME_DIR } from './manifests';
 
-/** Where things are inside a bottle's pods (the images must agree). */
+/** Where things are inside a bottle's pods (manifests.ts mounts them there). */
 export const IN_POD = {
   home: '/home/agent',
   workspace: '/workspace',
-  /** bot-bottle's runtime (the MCP bridges, the script agent), shipped in the images. */
-  runtime: '/opt/bb/runtime',
-  /** The agent's local end of its gate (the in-pod bridge listens here). */
+  /** bot-bottle's runtime, from the gate's image. */
+  runtime: RUNTIME_DIR,
+  /** The forge surface's socket: the gate's own, and the agent's bridge to it (each its /tmp). */
   socket: '/tmp/bb/forge.sock',
   /** Where the gate reads its Secret's files. */
   secrets: '/run/bb-secrets',
+  /** The gate's queue and state: its folders of the shared claim. */
+  queue: '/queue',
+  state: '/state',
 } as const;
 
 export interface KubernetesRunnerOptions {
@@ -98,13 +104,38 @@ export function kubernetesRunner(
       ...(m.agent.retries !== undefined ? { retries: m.agent.retries } : {}),
     });
     const forge = meta.forge;
+    // What reaches the token's holder is checked here too, whoever wrote the meta.
+    if (forge) checkSiteEnv(forge.kind, forge.site);
     return {
       slug: meta.slug,
       labels: { ...labels, ...meta.labels },
       agent: {
         image: meta.image,
-        command: invocation.cmd,
-        env: { ...m.bottle.env, ...invocation.env, BB_SLUG: meta.slug, HOME: IN_POD.home },
+        // The bridge gives the agent its gate's forge surface as a local socket (the gate is
+        // another pod, at BB_GATE), then runs the turn's command and ends with it.
+        command: [
+          'node',
+          `${IN_POD.runtime}/bb-bridge.mjs`,
+          `${IN_POD.socket}=gate:forge`,
+          '--',
+          ...invocation.cmd,
+        ],
+        env: {
+          ...m.bottle.env,
+          ...invocation.env,
+          HOME: IN_POD.home,
+          BB_SLUG: meta.slug,
+          BB_WORKSPACE_DIR: IN_POD.workspace,
+          // The turn's files in its home (a CLI's settings, the script agent's script),
+          // written by the bridge as the agent before the command: nothing outside the
+          // pod can write its claim.
+          BB_HOME_FILES: JSON.stringify({
+            ...invocation.files,
+            ...(m.agent.script !== undefined
+              ? { '.bb/script.json': JSON.stringify(m.agent.script) }
+              : {}),
+          }),
+        },
         resources: {
           ...(m.bottle.resources.memory !== undefined
             ? { memoryBytes: memoryBytes(m.bottle.resources.memory) }
@@ -116,18 +147,11 @@ export function kubernetesRunner(
         image: o.gateImage,
         command: ['node', `${IN_POD.runtime}/bb-gate.mjs`],
         env: {
+          HOME: '/tmp',
           BB_SLUG: meta.slug,
-          BB_GATE_SECRETS: IN_POD.secrets,
-          ...(forge
-            ? {
-                FORGE_KIND: forge.kind,
-                ...forge.site,
-                FORGE_OWNER: forge.owner,
-                FORGE_REPO: forge.repo,
-                FORGE_ISSUE: String(forge.issue),
-                ...(forge.pr !== undefined ? { FORGE_PR: String(forge.pr) } : {}),
-              }
-            : {}),
+          // Its sockets are its own (the agent reaches them over the gate's port).
+          BB_SOCKET_MODE: '600',
+          ...(forge ? forgeSidecarEnv(meta, forge, IN_POD) : {}),
         },
       },
       secrets: { token: o.token },
@@ -141,6 +165,8 @@ export function kubernetesRunner(
     meta.status = 'running';
     meta.current = { turn, prompt, startedAt: new Date().toISOString() };
     writeMeta(meta, env);
+    // The turn the gate serves, as the host says it (the op log is kept per turn).
+    writeTurnFile(bottlePaths(meta.slug, env), turn);
   };
 
   const containers = (s: KubeBottleStatus): BottleInfo[] => {
@@ -184,21 +210,20 @@ export function kubernetesRunner(
       if (readMeta(l.slug, env))
         throw new BbError('CONFLICT', `bottle ${l.slug} exists already: destroy it first`);
       // The bottle's folder of the shared claim: its meta and the orchestrator's notes at
-      // the top (no gate mounts that), the gate's queue and state below (its group's).
+      // the top (no gate mounts that), the gate's queue and state below (its own). Root
+      // gives those to the gate's user; an orchestrator that runs as that user
+      // (deploy/orchestrator.yaml) has them already; any other could not read them.
+      const uid = process.getuid?.();
+      if (uid !== undefined && uid !== 0 && uid !== GATE_USER.uid)
+        throw new BbError(
+          'UNAUTHORIZED',
+          `the orchestrator runs as uid ${uid}: run it as the gates' user (${GATE_USER.uid}) or as root, so it can read what they write on the shared claim`,
+        );
       const p = bottlePaths(l.slug, env);
       mkdirSync(p.dir, { recursive: true, mode: 0o700 });
       for (const d of [p.queue, p.state]) {
         mkdirSync(d, { recursive: true, mode: 0o770 });
-        try {
-          // Root gives them to the gate; otherwise they take the gate's group, which this
-          // process must be in (deploy/orchestrator.yaml's runAsGroup).
-          chownSync(d, process.getuid?.() === 0 ? GATE_USER.uid : -1, GATE_USER.gid);
-        } catch (err) {
-          throw new BbError(
-            'UNAUTHORIZED',
-            `cannot give ${d} to the gate's group ${GATE_USER.gid}: run the orchestrator in that group (runAsGroup: ${GATE_USER.gid}) or as root (${(err as Error).message})`,
-          );
-        }
+        if (uid === 0) chownSync(d, GATE_USER.uid, GATE_USER.gid);
       }
       const { token: _token, ...forge } = l.forge;
       const meta: BottleMeta = {
@@ -210,7 +235,8 @@ export function kubernetesRunner(
         status: 'running',
         sessionId: null,
         cwd: IN_POD.workspace,
-        branch: '',
+        // The forge kind's bottle branch convention, as in a Docker bottle.
+        branch: checkBottleBranch(forgeKinds.get(l.forge.kind), l.agent, l.forge.issue),
         forge,
         turns: [],
         createdAt: new Date().toISOString(),

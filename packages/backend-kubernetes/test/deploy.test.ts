@@ -84,7 +84,7 @@ describe('deploy/', () => {
     type Spec = {
       template: {
         spec: {
-          securityContext: { runAsGroup?: number };
+          securityContext: { runAsUser?: number; runAsGroup?: number };
           containers: Array<{
             env: Array<{ name: string; value: string }>;
             volumeMounts: Array<{ name: string; mountPath: string }>;
@@ -105,8 +105,8 @@ describe('deploy/', () => {
     expect(pod.volumes.find((v) => v.name === mount.name)?.persistentVolumeClaim?.claimName).toBe(
       claim,
     );
-    // The gates' group, so the folders it makes for them are theirs to write.
-    expect(pod.securityContext.runAsGroup).toBe(1001);
+    // The gates' user: it reads what they write (0600), and the folders it makes are theirs.
+    expect([pod.securityContext.runAsUser, pod.securityContext.runAsGroup]).toEqual([1001, 1001]);
     // A claim of that name in each namespace, bound to volumes of the same export.
     type PvSpec = {
       claimRef: { namespace: string; name: string };

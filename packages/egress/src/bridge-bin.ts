@@ -1,14 +1,34 @@
 #!/usr/bin/env node
 // bb-bridge 3128=/run/bb/egress.sock 3129=/run/bb/cred.sock
-// With BB_BRIDGE_READY=<file>, creates that file once every port listens.
+// bb-bridge /tmp/bb/forge.sock=gate:forge 3128=gate:egress -- claude -p ...
+//   (in a pod: gate:SURFACE is the gate at $BB_GATE; the command runs once every
+//   bridge listens, and the bridge exits with it, passing SIGTERM and SIGINT on)
+// With BB_BRIDGE_READY=<file>, creates that file once every bridge listens.
+// With BB_HOME_FILES (JSON: path under $HOME → text), writes those files into the
+//   home first (a pod's turn: the CLI's settings, the script agent's script).
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { parseBridgeArgs, startBridge } from './bridge';
+import { parseBridgeArgs, startBridge, writeHomeFiles } from './bridge';
 
+const argv = process.argv.slice(2);
+const dash = argv.indexOf('--');
+const [mappings, command] = dash < 0 ? [argv, []] : [argv.slice(0, dash), argv.slice(dash + 1)];
 try {
-  await startBridge(parseBridgeArgs(process.argv.slice(2)));
+  const files = process.env['BB_HOME_FILES'];
+  if (files) writeHomeFiles(process.env['HOME'] ?? '', files);
+  await startBridge(parseBridgeArgs(mappings, process.env['BB_GATE']));
   const ready = process.env['BB_BRIDGE_READY'];
   if (ready) writeFileSync(ready, `${process.pid}\n`);
 } catch (err) {
   process.stderr.write(`bb-bridge: ${(err as Error).message}\n`);
   process.exit(2);
+}
+if (command.length > 0) {
+  const child = spawn(command[0]!, command.slice(1), { stdio: 'inherit' });
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, () => child.kill(sig));
+  child.on('error', (err) => {
+    process.stderr.write(`bb-bridge: ${command[0]} could not start: ${err.message}\n`);
+    process.exit(127);
+  });
+  child.on('exit', (code, signal) => process.exit(code ?? (signal === 'SIGKILL' ? 137 : 143)));
 }

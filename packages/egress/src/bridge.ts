@@ -1,46 +1,196 @@
-import { connect, createServer, type Server } from 'node:net';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { dirname, isAbsolute, join, normalize } from 'node:path';
 
 /**
- * Inside a bottle (which has no network), expose Unix sockets as TCP ports on
- * 127.0.0.1 for tools that only speak TCP: e.g. `3128=/run/bb/egress.sock`
- * (HTTPS_PROXY) and `3129=/run/bb/cred.sock` (the model API base URL).
+ * The surfaces of a bottle's gate. In a Docker bottle each is a Unix socket the
+ * agent reaches in a shared directory; in a pod (no shared directory) the gate
+ * serves them all on one TCP port, each connection naming its surface first.
+ */
+export const GATE_SURFACES = ['forge', 'supervise', 'egress', 'credentials'] as const;
+export type GateSurface = (typeof GATE_SURFACES)[number];
+
+/** What opens each connection to a gate's TCP port: `bb-gate <surface>\n`. */
+const PREAMBLE = 'bb-gate ';
+const PREAMBLE_MAX = 64;
+const PREAMBLE_MS = 5000;
+
+/** Where a bridge forwards: a Unix socket, or one surface of a gate on TCP. */
+export type BridgeTarget =
+  | { socket: string }
+  | { gate: { host: string; port: number }; surface: GateSurface };
+
+/** One bridge: listen on a TCP port on 127.0.0.1 or a Unix socket path; forward each connection. */
+export interface BridgeMapping {
+  listen: number | string;
+  to: BridgeTarget;
+}
+
+/**
+ * Carry bytes both ways between two sockets. Each side's end reaches the other
+ * once all its bytes are written: a side that closes never cuts what is still on
+ * its way to the other. A client gone can receive nothing more; an upstream gone
+ * still has bytes to deliver.
+ */
+function relay(client: Socket, upstream: Socket): void {
+  client.pipe(upstream);
+  upstream.pipe(client);
+  const abort = () => {
+    client.destroy();
+    upstream.destroy();
+  };
+  client.on('error', abort);
+  upstream.on('error', abort);
+  client.on('close', () => upstream.destroy());
+  upstream.on('close', () => client.end());
+}
+
+function open(to: BridgeTarget): Socket {
+  if ('socket' in to) return connect(to.socket);
+  const s = connect(to.gate.port, to.gate.host);
+  s.write(`${PREAMBLE}${to.surface}\n`);
+  return s;
+}
+
+async function listen(server: Server, at: number | string): Promise<void> {
+  if (typeof at === 'string') {
+    mkdirSync(dirname(at), { recursive: true, mode: 0o700 });
+    rmSync(at, { force: true });
+  }
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    if (typeof at === 'number') server.listen(at, '127.0.0.1', () => resolve());
+    else server.listen(at, () => resolve());
+  });
+}
+
+/**
+ * Inside a bottle (which has no network), expose its gate to tools that need a
+ * TCP port or a socket path: e.g. `3128` to the egress proxy's socket
+ * (HTTPS_PROXY), or, in a pod, `/tmp/bb/forge.sock` to the forge surface of the
+ * gate's TCP port. `{ port, socket }` is the TCP-to-socket shorthand.
  */
 export async function startBridge(
-  mappings: Array<{ port: number; socket: string }>,
+  mappings: Array<BridgeMapping | { port: number; socket: string }>,
 ): Promise<Server[]> {
   const servers: Server[] = [];
-  for (const m of mappings) {
-    const server = createServer((client) => {
-      const upstream = connect(m.socket);
-      client.pipe(upstream);
-      upstream.pipe(client);
-      // The pipes carry each side's end to the other once all its bytes are written: a side
-      // that closes is never allowed to cut what is still on its way to the other.
-      const abort = () => {
-        client.destroy();
-        upstream.destroy();
-      };
-      client.on('error', abort);
-      upstream.on('error', abort);
-      // A client gone can receive nothing more; an upstream gone still has bytes to deliver.
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.end());
-    });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(m.port, '127.0.0.1', () => resolve());
-    });
+  for (const raw of mappings) {
+    const m: BridgeMapping =
+      'listen' in raw ? raw : { listen: raw.port, to: { socket: raw.socket } };
+    const server = createServer((client) => relay(client, open(m.to)));
+    await listen(server, m.listen);
     servers.push(server);
   }
   return servers;
 }
 
-/** Parse `PORT=SOCKET` arguments. */
-export function parseBridgeArgs(args: string[]): Array<{ port: number; socket: string }> {
+/**
+ * Parse `LISTEN=TARGET` arguments: LISTEN a port or an absolute socket path;
+ * TARGET an absolute socket path, `gate://HOST:PORT/SURFACE`, or `gate:SURFACE`
+ * for the gate at `gateAddress` (a pod's `BB_GATE`, `HOST:PORT`).
+ */
+export function parseBridgeArgs(args: string[], gateAddress?: string): BridgeMapping[] {
   return args.map((a) => {
-    const m = /^(\d{1,5})=(\/.+)$/.exec(a);
-    if (!m || Number(m[1]) < 1 || Number(m[1]) > 65535)
-      throw new Error(`bridge mapping ${JSON.stringify(a)} must be PORT=/path/to.sock`);
-    return { port: Number(m[1]), socket: m[2]! };
+    const m = /^(\d{1,5}|\/[^=]+)=(.+)$/.exec(a);
+    const bad = () =>
+      new Error(
+        `bridge mapping ${JSON.stringify(a)} must be PORT=/path/to.sock, /path.sock=gate:SURFACE or PORT=gate://HOST:PORT/SURFACE (surfaces: ${GATE_SURFACES.join(', ')})`,
+      );
+    if (!m) throw bad();
+    const listen = /^\d+$/.test(m[1]!) ? Number(m[1]) : m[1]!;
+    if (typeof listen === 'number' && (listen < 1 || listen > 65535)) throw bad();
+    const target = m[2]!;
+    if (target.startsWith('/')) return { listen, to: { socket: target } };
+    const g =
+      /^gate:\/\/([^/:]+):(\d{1,5})\/([a-z]+)$/.exec(target) ??
+      (gateAddress ? /^gate:()()([a-z]+)$/.exec(target) : null);
+    if (!g || !(GATE_SURFACES as readonly string[]).includes(g[3]!)) throw bad();
+    const address = g[1] ? { host: g[1], port: Number(g[2]) } : hostPort(gateAddress!);
+    if (!address)
+      throw new Error(`the gate's address ${JSON.stringify(gateAddress)} must be HOST:PORT`);
+    return { listen, to: { gate: address, surface: g[3] as GateSurface } };
   });
+}
+
+function hostPort(text: string): { host: string; port: number } | undefined {
+  const m = /^([^:/\s]+):(\d{1,5})$/.exec(text);
+  return m && Number(m[2]) >= 1 && Number(m[2]) <= 65535
+    ? { host: m[1]!, port: Number(m[2]) }
+    : undefined;
+}
+
+/**
+ * The gate's side in a pod: serve its surfaces (name → its Unix socket) on one
+ * TCP port. A connection names its surface in its first line (`bb-gate
+ * <surface>`, at most 64 bytes, within 5 s) and is then carried to that
+ * socket; anything else is closed. Only the bottle's agent reaches the port
+ * (its network policy); the surfaces check what it asks as they always do.
+ */
+export async function startGateLink(o: {
+  port: number;
+  host?: string;
+  surfaces: Partial<Record<GateSurface, string>>;
+}): Promise<Server> {
+  const server = createServer((client) => {
+    let head = Buffer.alloc(0);
+    const timer = setTimeout(() => client.destroy(), PREAMBLE_MS);
+    const onData = (chunk: Buffer) => {
+      head = Buffer.concat([head, chunk]);
+      const nl = head.indexOf(10);
+      if (nl < 0) {
+        if (head.length > PREAMBLE_MAX) client.destroy();
+        return;
+      }
+      client.off('data', onData);
+      client.pause();
+      clearTimeout(timer);
+      const line = head.subarray(0, nl).toString('latin1');
+      const name = line.startsWith(PREAMBLE) ? line.slice(PREAMBLE.length) : '';
+      const socket = Object.hasOwn(o.surfaces, name) ? o.surfaces[name as GateSurface] : undefined;
+      if (nl > PREAMBLE_MAX || !socket) {
+        client.destroy();
+        return;
+      }
+      const upstream = connect(socket);
+      const rest = head.subarray(nl + 1);
+      if (rest.length > 0) upstream.write(rest);
+      relay(client, upstream);
+      client.resume();
+    };
+    client.on('data', onData);
+    client.on('error', () => client.destroy());
+    client.on('close', () => clearTimeout(timer));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(o.port, o.host ?? '0.0.0.0', () => resolve());
+  });
+  return server;
+}
+
+/**
+ * Write the turn's files into `home` (`files`: JSON, a path relative to the home
+ * → its text), as the agent's own user, before its command runs. A path that
+ * leaves the home is refused.
+ */
+export function writeHomeFiles(home: string, files: string): void {
+  if (!isAbsolute(home)) throw new Error(`HOME ${JSON.stringify(home)} must be an absolute path`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(files);
+  } catch {
+    throw new Error('BB_HOME_FILES must be a JSON object of paths to texts');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new Error('BB_HOME_FILES must be a JSON object of paths to texts');
+  for (const [rel, text] of Object.entries(parsed)) {
+    const clean = normalize(rel);
+    if (typeof text !== 'string' || isAbsolute(rel) || clean.startsWith('..') || clean === '.')
+      throw new Error(
+        `BB_HOME_FILES: ${JSON.stringify(rel)} must be a path inside the home, to a text`,
+      );
+    const file = join(home, clean);
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    writeFileSync(file, text, { mode: 0o600 });
+  }
 }

@@ -7,7 +7,15 @@
  */
 
 export { isInternalAddress } from './addresses';
-export { parseBridgeArgs, startBridge } from './bridge';
+export {
+  type BridgeMapping,
+  type BridgeTarget,
+  GATE_SURFACES,
+  type GateSurface,
+  parseBridgeArgs,
+  startBridge,
+  startGateLink,
+} from './bridge';
 export {
   type CredentialProxy,
   type CredentialRoute,

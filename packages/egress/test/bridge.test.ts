@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { type AddressInfo, connect, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startBridge } from '../src/bridge';
+import { parseBridgeArgs, startBridge, startGateLink, writeHomeFiles } from '../src/bridge';
 
 const dir = mkdtempSync(join(tmpdir(), 'bb-bridge-'));
 const closers: Array<() => void> = [];
@@ -44,3 +44,132 @@ describe('the in-bottle bridge (TCP to a Unix socket)', () => {
 });
 
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+
+/** A Unix socket server that answers each connection with `name:` and what it read, then ends. */
+async function surface(name: string): Promise<{ path: string; reached: () => number }> {
+  const path = join(dir, `${name}-${Math.random().toString(36).slice(2)}.sock`);
+  let reached = 0;
+  const server = createServer((c) => {
+    reached++;
+    let got = '';
+    c.on('data', (d: Buffer) => {
+      got += d.toString();
+      if (got.endsWith('\n')) c.end(`${name}:${got}`);
+    });
+  });
+  await new Promise<void>((r) => server.listen(path, r));
+  closers.push(() => server.close());
+  return { path, reached: () => reached };
+}
+
+/** Send `text` on a fresh connection to `to` and read until the other side ends. */
+function exchange(to: string | number, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const c = typeof to === 'number' ? connect(to, '127.0.0.1') : connect(to);
+    let got = '';
+    c.on('data', (d: Buffer) => (got += d.toString()));
+    c.on('close', () => resolve(got));
+    c.on('error', reject);
+    c.write(text);
+  });
+}
+
+describe("a pod's gate on one TCP port (startGateLink) and the agent's bridge to it", () => {
+  it('carries each connection to the surface it names, bytes sent with the name included', async () => {
+    const forge = await surface('forge');
+    const egress = await surface('egress');
+    const link = await startGateLink({
+      port: 0,
+      host: '127.0.0.1',
+      surfaces: { forge: forge.path, egress: egress.path },
+    });
+    const port = (link.address() as AddressInfo).port;
+    const local = join(dir, `agent-${Date.now()}`, 'forge.sock');
+    const bridges = await startBridge(
+      parseBridgeArgs([`${local}=gate:forge`], `127.0.0.1:${port}`),
+    );
+    closers.push(() => {
+      link.close();
+      for (const b of bridges) b.close();
+    });
+    expect(await exchange(local, '{"method":"read_issue"}\n')).toBe(
+      'forge:{"method":"read_issue"}\n',
+    );
+    // A client of the port itself (the preamble and its first bytes in one write).
+    expect(await exchange(port, 'bb-gate egress\nCONNECT x:443\n')).toBe('egress:CONNECT x:443\n');
+    expect([forge.reached(), egress.reached()]).toEqual([1, 1]);
+  });
+
+  it('closes a connection that names no surface it serves, or too long a first line, reaching nothing', async () => {
+    const forge = await surface('forge');
+    const link = await startGateLink({
+      port: 0,
+      host: '127.0.0.1',
+      surfaces: { forge: forge.path },
+    });
+    closers.push(() => link.close());
+    const port = (link.address() as AddressInfo).port;
+    for (const first of [
+      'bb-gate supervise\n',
+      'bb-gate constructor\n',
+      'bb-gate __proto__\n',
+      'GET / HTTP/1.1\n',
+      `bb-gate forge${' '.repeat(80)}\n`,
+      `bb-gate ${'f'.repeat(100)}`,
+    ])
+      expect(await exchange(port, first), first).toBe('');
+    expect(forge.reached()).toBe(0);
+  });
+
+  it('parses its mappings, and names what a bad one must be', () => {
+    expect(parseBridgeArgs(['3128=/run/bb/egress.sock'])).toEqual([
+      { listen: 3128, to: { socket: '/run/bb/egress.sock' } },
+    ]);
+    expect(
+      parseBridgeArgs(
+        ['/tmp/bb/forge.sock=gate:forge', '3129=gate://10.0.0.7:7070/credentials'],
+        '10.0.0.9:7070',
+      ),
+    ).toEqual([
+      {
+        listen: '/tmp/bb/forge.sock',
+        to: { gate: { host: '10.0.0.9', port: 7070 }, surface: 'forge' },
+      },
+      { listen: 3129, to: { gate: { host: '10.0.0.7', port: 7070 }, surface: 'credentials' } },
+    ]);
+    for (const bad of [
+      '3128',
+      '0=/x.sock',
+      '70000=/x.sock',
+      'x=/y.sock',
+      '3128=gate:shell',
+      '3128=relative.sock',
+    ])
+      expect(() => parseBridgeArgs([bad], '10.0.0.9:7070'), bad).toThrow(/must be PORT=/);
+    expect(() => parseBridgeArgs(['3128=gate:forge'])).toThrow(/must be PORT=/);
+    expect(() => parseBridgeArgs(['3128=gate:forge'], 'nohost')).toThrow(/must be HOST:PORT/);
+  });
+});
+
+describe("a pod's turn files (writeHomeFiles)", () => {
+  it('writes each file under the home, and refuses one that would leave it', () => {
+    const home = mkdtempSync(join(dir, 'home-'));
+    writeHomeFiles(home, JSON.stringify({ '.bb/script.json': '{"turns":[]}', 'a.txt': 'a' }));
+    expect(readFileSync(join(home, '.bb', 'script.json'), 'utf8')).toBe('{"turns":[]}');
+    expect(readFileSync(join(home, 'a.txt'), 'utf8')).toBe('a');
+    for (const bad of [
+      { '../x': 'x' },
+      { '/etc/x': 'x' },
+      { 'a/../../x': 'x' },
+      { '.': 'x' },
+      { a: 1 },
+    ])
+      expect(() => writeHomeFiles(home, JSON.stringify(bad)), JSON.stringify(bad)).toThrow(
+        /must be a path inside the home/,
+      );
+    for (const bad of ['[]', 'nope', 'null'])
+      expect(() => writeHomeFiles(home, bad)).toThrow(/must be a JSON object/);
+    expect(() => writeHomeFiles('relative', '{}')).toThrow(/absolute/);
+    expect(existsSync(join(dir, 'x'))).toBe(false);
+  });
+});

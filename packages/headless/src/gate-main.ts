@@ -1,4 +1,5 @@
 import { runProxiesFromEnv } from '@bb/egress';
+import { type GateSurface, startGateLink } from '@bb/egress/bridge';
 import { BbError } from '@bb/errors';
 import { runSidecarFromEnv } from '@bb/forge-sidecar';
 import { runSuperviseFromEnv } from '@bb/supervise';
@@ -35,7 +36,9 @@ export interface RunningGate {
  * (`BB_EGRESS_SOCKET` …), each present when its socket is named. Each surface
  * is its own module on its own socket, configured exactly as its standalone
  * command is; they share the process, so a bottle costs one gate container
- * instead of three. The proxies resolve secret references from their secrets
+ * instead of three. With `BB_GATE_PORT` (a pod's gate, whose agent is in another
+ * pod) they are also served on that TCP port, each connection naming its surface
+ * (`startGateLink`). The proxies resolve secret references from their secrets
  * file only: never from this process's environment, nor from a file the gate can
  * read (its forge token's is one). When one surface fails to
  * start, those already up are closed and the error is thrown.
@@ -79,12 +82,33 @@ export async function runGateFromEnv(
       { cause: reason },
     );
   }
+  // In a pod the agent is not beside the sockets: they are served on one TCP port too.
+  const port = env['BB_GATE_PORT'];
+  let link: Awaited<ReturnType<typeof startGateLink>> | undefined;
+  if (port) {
+    const sockets: Partial<Record<GateSurface, string>> = {
+      ...(env['BB_SIDECAR_SOCKET'] ? { forge: env['BB_SIDECAR_SOCKET'] } : {}),
+      ...(env['BB_SUPERVISE_SOCKET'] ? { supervise: env['BB_SUPERVISE_SOCKET'] } : {}),
+      ...(env['BB_EGRESS_SOCKET'] ? { egress: env['BB_EGRESS_SOCKET'] } : {}),
+      ...(env['BB_CRED_SOCKET'] ? { credentials: env['BB_CRED_SOCKET'] } : {}),
+    };
+    try {
+      if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
+        throw new BbError('INVALID_INPUT', `BB_GATE_PORT ${JSON.stringify(port)} is not a port`);
+      link = await startGateLink({ port: Number(port), surfaces: sockets });
+    } catch (err) {
+      await Promise.allSettled(up.map((s) => s.close()));
+      throw err;
+    }
+  }
   return {
     surfaces: names,
     reload: () => {
       for (const s of up) s.reload?.();
     },
     close: async () => {
+      // New connections stop; those open end with the process.
+      link?.close();
       await Promise.allSettled(up.map((s) => s.close()));
     },
   };

@@ -87,6 +87,52 @@ export interface CreatedGate {
   secrets?: string | undefined;
 }
 
+/** Where a gate finds what its forge sidecar uses, inside its own container or pod. */
+export interface GatePaths {
+  secrets: string;
+  socket: string;
+  queue: string;
+  state: string;
+  workspace: string;
+}
+
+/**
+ * The forge sidecar's variables in a bottle's gate, with the gate's own paths:
+ * the one description of them, for a gate container (`createGate`) and a gate
+ * pod (`@bb/backend-kubernetes`) alike. No secret: the token is named by its file.
+ */
+export function forgeSidecarEnv(
+  meta: BottleMeta,
+  forge: NonNullable<BottleMeta['forge']>,
+  P: GatePaths,
+): Record<string, string> {
+  return {
+    // The kind's own variables (FORGE_<KIND>_…, checked by the caller): none stands for one set here.
+    ...forge.site,
+    FORGE_KIND: forge.kind,
+    FORGE_OWNER: forge.owner,
+    FORGE_REPO: forge.repo,
+    FORGE_ISSUE_NUMBER: String(forge.issue),
+    FORGE_PR_NUMBER: forge.pr ? String(forge.pr) : '',
+    // The file, never the token: nothing the engine shows holds it.
+    FORGE_TOKEN_FILE: `${P.secrets}/token`,
+    BB_SIDECAR_SOCKET: P.socket,
+    BB_QUEUE_DIR: P.queue,
+    BB_OPS_LOG: `${P.state}/ops.jsonl`,
+    BB_GIT_DIR: `${P.state}/push.git`,
+    // It holds what the agent pushes: no more than its own disk could.
+    BB_GIT_DIR_MAX: String(meta.diskBytes ?? 16 * 1024 ** 3),
+    BB_WORKSPACE: P.workspace,
+    BB_BRANCH: meta.branch,
+    // A resumed turn with a PR: the sidecar brings the PR branch to the checkout.
+    ...(syncsPr(meta) ? { BB_SYNC_PR: '1' } : {}),
+    // The launch's base: its history is the mirror's, never taken from the workspace.
+    ...(meta.baseCommit ? { BB_BASE_COMMIT: meta.baseCommit } : {}),
+    // The turn it serves, as the host writes it (a warm gate serves several).
+    BB_TURN_FILE: `${P.state}/${TURN_FILE}`,
+  };
+}
+
 /**
  * Create a bottle's gate: one container, one process (`bb-gate.mjs`) serving
  * the agent its forge sidecar, supervise sidecar and proxies, each on its own
@@ -140,30 +186,8 @@ export async function createGate(
   if (secrets) mounts.push({ source: secrets, target: P.secrets, readOnly: true });
   if (forge) {
     Object.assign(env, {
-      // The kind's own variables (FORGE_<KIND>_…, checked above): none stands for one set here.
-      ...forge.site,
-      FORGE_KIND: forge.kind,
+      ...forgeSidecarEnv(meta, forge, P),
       ...kindModule(o.runtime, P.runtime, forge.kind),
-      FORGE_OWNER: forge.owner,
-      FORGE_REPO: forge.repo,
-      FORGE_ISSUE_NUMBER: String(forge.issue),
-      FORGE_PR_NUMBER: forge.pr ? String(forge.pr) : '',
-      // The file, never the token: nothing the engine shows holds it.
-      FORGE_TOKEN_FILE: `${P.secrets}/token`,
-      BB_SIDECAR_SOCKET: P.socket,
-      BB_QUEUE_DIR: P.queue,
-      BB_OPS_LOG: `${P.state}/ops.jsonl`,
-      BB_GIT_DIR: `${P.state}/push.git`,
-      // It holds what the agent pushes: no more than its own disk could.
-      BB_GIT_DIR_MAX: String(meta.diskBytes ?? 16 * 1024 ** 3),
-      BB_WORKSPACE: P.workspace,
-      BB_BRANCH: meta.branch,
-      // A resumed turn with a PR: the sidecar brings the PR branch to the checkout.
-      ...(syncsPr(meta) ? { BB_SYNC_PR: '1' } : {}),
-      // The launch's base: its history is the mirror's, never taken from the workspace.
-      ...(meta.baseCommit ? { BB_BASE_COMMIT: meta.baseCommit } : {}),
-      // The turn it serves, as the host writes it (a warm gate serves several).
-      BB_TURN_FILE: `${P.state}/${TURN_FILE}`,
       ...(mirror ? { BB_GIT_ALTERNATE: mirror } : {}),
     });
     mounts.push(

@@ -23,6 +23,7 @@ export {
   registerBackend,
   registerRunner,
 } from './backends';
+export { writeTurnFile } from './bottle-parts';
 export {
   type BottleOptions,
   cool,
@@ -46,7 +47,9 @@ export { canMountDisks, DEFAULT_DISK, diskQuota } from './disk';
 export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
 export {
   bridgePrelude,
+  forgeSidecarEnv,
   GATE_ROLE,
+  type GatePaths,
   modelApiUrl,
   PROXY_ENV,
   type ProxyGateDirs,

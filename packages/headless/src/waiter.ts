@@ -23,7 +23,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { startBridge } from '@bb/egress/bridge';
+import { type BridgeMapping, startBridge } from '@bb/egress/bridge';
 
 /** One turn's command, as the host writes it. */
 export interface TurnCommand {
@@ -92,7 +92,7 @@ export interface WaiterOptions {
    */
   after?: { turn: number; code: number; nonce: string };
   /** Bridge ports to serve (`PORT=SOCKET`), parsed. */
-  bridge?: Array<{ port: number; socket: string }>;
+  bridge?: BridgeMapping[];
   /**
    * Kill every process the waiter may signal once a turn's command exits (in a
    * container: all the agent's, the init excepted). Otherwise only the

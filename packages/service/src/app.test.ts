@@ -113,7 +113,7 @@ describe('orchestrator configuration', () => {
       ],
     });
     expect(() => loadConfig({ ...base, FORGE_REPOS: 'widgets', BB_BACKEND: 'k8s' })).toThrow(
-      /FORGE_REPOS must be a comma-separated list of owner\/repo or org\/\* \(got "widgets"\)[\s\S]*BB_BACKEND "[^"]*" is not a known backend: use one of docker, local/,
+      /FORGE_REPOS must be a comma-separated list of owner\/repo or org\/\* \(got "widgets"\)[\s\S]*BB_BACKEND "[^"]*" is not a known backend: use one of docker, kubernetes, local/,
     );
     expect(loadConfig({ ...base, FORGE_REPOS: 'acme/*' }).FORGE_REPOS).toEqual([
       { owner: 'acme', repo: '*' },

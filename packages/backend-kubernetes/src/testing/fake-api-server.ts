@@ -95,13 +95,20 @@ export class FakeKubernetesApi {
 
   private constructor(
     readonly check: SchemaCheck | undefined,
-    readonly startDelayMs: number,
+    readonly startDelayMs: number | null,
   ) {}
 
+  /**
+   * `startDelayMs`: how long a new pod stays Pending before it runs (and is ready);
+   * `null`: pods stay Pending until `runPod` (a test that plays the kubelet).
+   */
   static async start(
-    options: { check?: SchemaCheck; startDelayMs?: number } = {},
+    options: { check?: SchemaCheck; startDelayMs?: number | null } = {},
   ): Promise<FakeKubernetesApi> {
-    const api = new FakeKubernetesApi(options.check, options.startDelayMs ?? 5);
+    const api = new FakeKubernetesApi(
+      options.check,
+      options.startDelayMs === undefined ? 5 : options.startDelayMs,
+    );
     api.#server = createServer((req, res) => {
       api.#handle(req, res).catch((err) => {
         res.writeHead(500).end(String(err));
@@ -147,6 +154,15 @@ export class FakeKubernetesApi {
     if (r.kind === 'Pod') stored.status = { phase: 'Running' };
     this.#objects.set(`${plural}/${namespace}/${obj.metadata.name}`, stored);
     stored.metadata.resourceVersion = String(++this.#rv);
+  }
+
+  /** A Pending pod runs and is ready (its readiness probe passed), as a kubelet would report it. */
+  runPod(namespace: string, name: string, podIP = `10.244.0.${(this.#ip++ % 250) + 1}`): void {
+    const pod = this.#objects.get(`pods/${namespace}/${name}`);
+    if (!pod) throw new Error(`no pod ${namespace}/${name}`);
+    if ((pod.status as { phase?: string } | undefined)?.phase !== 'Pending') return;
+    pod.status = { phase: 'Running', podIP, conditions: [{ type: 'Ready', status: 'True' }] };
+    this.#touch('pods', pod, 'MODIFIED');
   }
 
   /**
@@ -291,13 +307,9 @@ export class FakeKubernetesApi {
       if (resource.kind === 'PersistentVolumeClaim') obj.status = { phase: 'Bound' };
       this.#objects.set(key(n), obj);
       this.#touch(resource.plural, obj, 'ADDED');
-      if (resource.kind === 'Pod') {
+      if (resource.kind === 'Pod' && this.startDelayMs !== null) {
         const t = setTimeout(() => {
-          const now = this.#objects.get(key(n));
-          if (now === obj && (obj.status as { phase?: string }).phase === 'Pending') {
-            obj.status = { phase: 'Running', podIP: `10.244.0.${(this.#ip++ % 250) + 1}` };
-            this.#touch(resource.plural, obj, 'MODIFIED');
-          }
+          if (this.#objects.get(key(n)) === obj) this.runPod(namespace, n);
         }, this.startDelayMs);
         t.unref();
       }

@@ -1,0 +1,149 @@
+// The pods the Kubernetes backend plans really run: its runner launches a bottle on
+// the fake API server, and a kubelet double runs the planned pods on Docker (real
+// images, the real gate and bridge, the script agent). The agent reaches the forge
+// only through its gate, over the gate's one TCP port; the gate writes its queue and
+// op log on the claim the orchestrator reads; a resume continues the same session in
+// new pods. What the double leaves out (scheduling, the pod network and its
+// policies) is a cluster's; docs/guides/kubernetes.md says what is not proven.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KubernetesBottles, kubeConfigFor, kubernetesRunner } from '@bb/backend-kubernetes';
+import { FakeKubernetesApi, publishedSchemas } from '@bb/backend-kubernetes/testing';
+import { giteaKind } from '@bb/forge';
+import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
+import { DockerBackend, prepareRuntime, readMeta } from '@bb/headless';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { DockerKubelet } from './docker-kubelet';
+import { forgeWorld, makeHome, removeHome, scriptAgent } from './support';
+
+const docker = await probeDocker();
+const TOKEN = 'bb-claude-token-pods-1001';
+const NS = 'bots';
+const AGENT_IMAGE = 'registry.example.test/bb-agents:1';
+const GATE_IMAGE = 'registry.example.test/bb-gate:1';
+
+describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker', () => {
+  let home: string;
+  let claims: string;
+  let api: FakeKubernetesApi;
+  let gitea: GiteaTestServer;
+  let kubelet: DockerKubelet;
+  const backend = new DockerBackend();
+  const label = `bb.kubelet-test-${process.pid}`;
+
+  beforeAll(async () => {
+    home = makeHome(
+      'bb-k8s-pods-',
+      {
+        implementer: scriptAgent([
+          {
+            steps: [
+              { do: 'read_issue' },
+              { do: 'comment', body: 'Hello from a pod.' },
+              { do: 'done', status: 'success', summary: 'Said hello.' },
+            ],
+          },
+          {
+            steps: [
+              { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
+              { do: 'done', status: 'success', summary: 'Remembered.' },
+            ],
+          },
+        ]),
+      },
+      { default: { image: AGENT_IMAGE, resources: { memory: '512m', cpus: 1 } } },
+    );
+    claims = mkdtempSync(join(tmpdir(), 'bb-k8s-claims-'));
+    api = await FakeKubernetesApi.start({ check: publishedSchemas, startDelayMs: null });
+    gitea = await createGiteaTestServer({ world: forgeWorld(TOKEN) });
+    kubelet = new DockerKubelet({
+      api,
+      namespace: NS,
+      backend,
+      images: { [AGENT_IMAGE]: BASE_IMAGE, [GATE_IMAGE]: BASE_IMAGE },
+      // The gate's image holds bot-bottle's runtime.
+      imageFiles: {
+        [GATE_IMAGE]: [{ source: prepareRuntime({ BB_HOME: home }), target: '/opt/bb/runtime' }],
+      },
+      // The orchestrator has the shared claim mounted at $BB_HOME/bottles.
+      claim: (name) => (name === 'bb-bottle-state' ? join(home, 'bottles') : join(claims, name)),
+      label,
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await kubelet?.close();
+    for (const c of await backend.list({ [label]: '1' })) await backend.destroy(c.id);
+    await gitea?.close();
+    await api?.close();
+    rmSync(claims, { recursive: true, force: true });
+    if (home) await removeHome(home);
+  });
+
+  it('runs a turn whose agent reaches the forge only through its gate, and resumes its session in new pods', async () => {
+    onTestFailed(() => console.error('kubelet:', kubelet.errors.join('\n')));
+    const env = { BB_HOME: home };
+    const runner = kubernetesRunner({
+      bottles: new KubernetesBottles({ kubeConfig: kubeConfigFor(api.url), namespace: NS }),
+      env,
+      token: TOKEN,
+      gateImage: GATE_IMAGE,
+      stateClaim: 'bb-bottle-state',
+      turnTimeoutMs: 60_000,
+    });
+    const n = gitea.createIssue('alice', 'acme/widgets', {
+      title: 'Say hello',
+      body: 'From a pod, please.',
+      labels: ['bot-bottle:implementer'],
+      assignees: ['bb-claude'],
+    });
+    const site = giteaKind.fromEnv({ FORGE_GITEA_API: gitea.apiUrl });
+    const slug = `implementer-${Date.now().toString(36).slice(-5)}`;
+    await runner.startLaunch({
+      agent: 'implementer',
+      slug,
+      prompt: 'Say hello on the issue.',
+      forge: {
+        kind: 'gitea',
+        site: site.env(),
+        token: TOKEN,
+        owner: 'acme',
+        repo: 'widgets',
+        issue: n,
+        cloneUrl: gitea.cloneUrl('acme/widgets'),
+      },
+    });
+    const first = await runner.finishTurn(slug);
+    expect(kubelet.errors).toEqual([]);
+    expect(first, first.output).toMatchObject({ exitCode: 0, ok: true });
+    expect(first.sessionId).toBeTruthy();
+    // The bot's comment, made by the gate (it alone holds the token).
+    const comments = () => gitea.issue('acme/widgets', n).comments;
+    expect(comments().map((c) => [c.author, c.body])).toEqual([['bb-claude', 'Hello from a pod.']]);
+    // What the gate logged and relayed, on the claim the orchestrator reads.
+    expect(runner.storage.hasOperations(slug)).toBe(true);
+    const relayed: string[] = [];
+    await runner.storage.drainQueue(slug, (e) => {
+      relayed.push(e.type === 'op' ? `op ${String(e.data['method'])}` : e.type);
+    });
+    expect(relayed).toContain('op post_comment');
+    expect(relayed).toContain('done');
+    // Frozen: its pods (and their containers) are gone, its claim kept.
+    expect(api.objects('pods', NS)).toEqual([]);
+    expect(readMeta(slug, env)).toMatchObject({ status: 'frozen', sessionId: first.sessionId });
+
+    await runner.startResume({ slug, prompt: 'And now?' });
+    const second = await runner.finishTurn(slug);
+    expect(kubelet.errors).toEqual([]);
+    expect(second, second.output).toMatchObject({ exitCode: 0, ok: true });
+    expect(second.sessionId).toBe(first.sessionId);
+    // The same conversation, from the home on its claim.
+    expect(comments().at(-1)?.body).toBe('Turn 2: I remember "Say hello on the issue."');
+
+    await runner.destroy(slug);
+    expect(api.objects('persistentvolumeclaims', NS)).toEqual([]);
+    expect(api.calls.filter((c) => /\/(exec|attach|portforward)$/.test(c.path))).toEqual([]);
+  }, 180_000);
+});

@@ -23,7 +23,7 @@ interface Container {
   command: string[];
   env?: Env;
   workingDir?: string;
-  securityContext?: { readOnlyRootFilesystem?: boolean };
+  securityContext?: { readOnlyRootFilesystem?: boolean; runAsUser?: number; runAsGroup?: number };
   volumeMounts?: Array<{ name: string; mountPath: string; subPath?: string; readOnly?: boolean }>;
   readinessProbe?: { tcpSocket?: { port: number } };
 }
@@ -172,6 +172,9 @@ export class DockerKubelet {
       }
     }
     const specOf = (c: Container, part: string): BottleSpec => {
+      // A container's own user wins over its pod's.
+      const cuid = c.securityContext?.runAsUser ?? uid;
+      const cgid = c.securityContext?.runAsGroup ?? gid;
       const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value]));
       // The cluster's addresses, as this host has them.
       if (env['BB_GATE_PORT']) env['BB_GATE_PORT'] = String(port);
@@ -189,7 +192,7 @@ export class DockerKubelet {
           mkdirSync(source, { recursive: true });
           // A claim's folders are the pod's group's (fsGroup), as a kubelet makes them.
           if (!m.readOnly && v.dir !== this.#o.claim('bb-bottle-state'))
-            chownSync(source, uid, fsGroup);
+            chownSync(source, cuid, fsGroup);
         }
         mounts.push({ source, target: m.mountPath, ...(m.readOnly ? { readOnly: true } : {}) });
       }
@@ -199,7 +202,9 @@ export class DockerKubelet {
         image: this.#o.images[c.image] ?? c.image,
         cmd: c.command,
         env,
-        user: `${uid}:${gid}`,
+        user: `${cuid}:${cgid}`,
+        // The pod's fsGroup is every container's too, as a kubelet makes it.
+        ...(fsGroup !== cgid ? { groups: [fsGroup] } : {}),
         ...(c.workingDir ? { workdir: c.workingDir } : {}),
         labels: { 'bb.slug': slug, 'bb.role': `k8s-${role}`, [this.#o.label]: '1' },
         mounts,
@@ -215,7 +220,9 @@ export class DockerKubelet {
       await backend.start(id);
       const done = await backend.wait(id, { timeoutMs: 60_000 });
       if (done.exitCode !== 0) {
-        api.finishPod(namespace, name, done.exitCode, await backend.logs(id));
+        const log = await backend.logs(id);
+        this.errors.push(`${name}: init container ${init.name} exited ${done.exitCode}: ${log}`);
+        api.finishPod(namespace, name, done.exitCode, log);
         return;
       }
     }

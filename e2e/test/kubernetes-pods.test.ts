@@ -41,6 +41,9 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
           {
             steps: [
               { do: 'read_issue' },
+              { do: 'write', path: 'hello.txt', content: 'hello from a pod\n' },
+              { do: 'commit', message: 'Say hello' },
+              { do: 'open_pr', title: 'Say hello', body: 'From a pod.' },
               { do: 'comment', body: 'Hello from a pod.' },
               { do: 'done', status: 'success', summary: 'Said hello.' },
             ],
@@ -121,7 +124,30 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
     expect(first.sessionId).toBeTruthy();
     // The bot's comment, made by the gate (it alone holds the token).
     const comments = () => gitea.issue('acme/widgets', n).comments;
-    expect(comments().map((c) => [c.author, c.body])).toEqual([['bb-claude', 'Hello from a pod.']]);
+    expect(comments().map((c) => [c.author, c.body])).toContainEqual([
+      'bb-claude',
+      'Hello from a pod.',
+    ]);
+    // The workspace was cloned at launch (the gate's init container), and the agent's
+    // commit reached the forge through the gate's push: a PR from the bottle's branch.
+    const prs = (await (
+      await fetch(`${gitea.apiUrl}/repos/acme/widgets/pulls?state=all`, {
+        headers: { authorization: `token ${TOKEN}` },
+      })
+    ).json()) as Array<{
+      number: number;
+      head: { ref: string; sha: string };
+      user: { login: string };
+    }>;
+    expect(prs.map((p) => [p.head.ref, p.user.login])).toEqual([
+      [`bb/implementer-${n}`, 'bb-claude'],
+    ]);
+    const file = (await (
+      await fetch(`${gitea.apiUrl}/repos/acme/widgets/contents/hello.txt?ref=${prs[0]!.head.sha}`, {
+        headers: { authorization: `token ${TOKEN}` },
+      })
+    ).json()) as { content: string };
+    expect(Buffer.from(file.content, 'base64').toString()).toBe('hello from a pod\n');
     // What the gate logged and relayed, on the claim the orchestrator reads.
     expect(runner.storage.hasOperations(slug)).toBe(true);
     const relayed: string[] = [];

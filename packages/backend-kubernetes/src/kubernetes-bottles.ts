@@ -173,12 +173,19 @@ export class KubernetesBottles {
     await this.#core.createNamespacedPod({ namespace, body: plan.gate });
     // Ready, not just running: its port serves (its readiness probe), so the agent's first
     // call finds it.
-    await this.#until(
+    const gate = await this.#until(
       names(spec.slug).gate,
       (p) =>
-        p.status?.phase === 'Running' &&
-        !!p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+        p.status?.phase === 'Succeeded' ||
+        p.status?.phase === 'Failed' ||
+        (p.status?.phase === 'Running' &&
+          !!p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')),
     );
+    if (gate.status?.phase !== 'Running')
+      throw new BbError(
+        'BACKEND_ERROR',
+        `bottle ${spec.slug}'s gate ended before it was ready (exit ${exitCodeOf(gate) ?? 'unknown'}): see its pod's log`,
+      );
     await this.#core.createNamespacedPod({ namespace, body: plan.agent });
   }
 

@@ -32,8 +32,13 @@ export interface KubeBottleSpec {
   labels?: Record<string, string>;
   /** The agent: runs as uid 1000, no Secret, no network but its gate. */
   agent: PartSpec & { user?: { uid: number; gid: number } };
-  /** The gate: the sidecars, and the only holder of the bottle's secrets. */
-  gate: PartSpec;
+  /**
+   * The gate: the sidecars, and the only holder of the bottle's secrets. With
+   * `clone` (a launch), it first clones the workspace as the agent's user
+   * (`<command> clone`, an init container), before any agent pod exists, with
+   * `clone`'s commit identity.
+   */
+  gate: PartSpec & { clone?: { name: string; email: string } };
   /** Files the gate reads its secrets from (`token`, `keys.json`), mounted read-only into it alone. */
   secrets?: Record<string, string>;
   /** The claim for the workspace and home. @default 10 GiB */
@@ -186,6 +191,32 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
         fsGroup: 1001,
         seccompProfile: { type: 'RuntimeDefault' },
       },
+      ...(spec.gate.clone
+        ? {
+            initContainers: [
+              {
+                name: 'workspace',
+                image: spec.gate.image,
+                command: [...spec.gate.command, 'clone'],
+                env: envList({
+                  ...spec.gate.env,
+                  BB_GIT_NAME: spec.gate.clone.name,
+                  BB_GIT_EMAIL: spec.gate.clone.email,
+                }),
+                // The agent's user: the checkout is its own.
+                securityContext: { ...hardened, runAsUser: user.uid, runAsGroup: user.gid },
+                resources: limits({ memoryBytes: 1024 ** 3, cpus: 1 }),
+                volumeMounts: [
+                  { name: 'data', mountPath: '/workspace', subPath: 'workspace' },
+                  ...(secret
+                    ? [{ name: 'secrets', mountPath: '/run/bb-secrets', readOnly: true }]
+                    : []),
+                  { name: 'tmp', mountPath: '/tmp' },
+                ],
+              },
+            ],
+          }
+        : {}),
       containers: [
         {
           name: 'main',

@@ -92,7 +92,7 @@ export function kubernetesRunner(
   };
 
   /** The objects of the bottle's turn: the agent runs the provider's command for `prompt`. */
-  const specOf = (meta: BottleMeta, prompt: string): KubeBottleSpec => {
+  const specOf = (meta: BottleMeta, prompt: string, launch = false): KubeBottleSpec => {
     const m = manifests(meta.agent, meta.bottles);
     const invocation = providerFor(m.agent.provider).invocation({
       prompt,
@@ -146,6 +146,8 @@ export function kubernetesRunner(
       gate: {
         image: o.gateImage,
         command: ['node', `${IN_POD.runtime}/bb-gate.mjs`],
+        // A launch's gate clones the workspace first (a resume finds it on the claim).
+        ...(launch && forge ? { clone: m.agent.git } : {}),
         env: {
           HOME: '/tmp',
           BB_SLUG: meta.slug,
@@ -242,7 +244,7 @@ export function kubernetesRunner(
         createdAt: new Date().toISOString(),
       };
       startTurn(meta, l.prompt);
-      await bottles.launch(specOf(meta, l.prompt));
+      await bottles.launch(specOf(meta, l.prompt, true));
     },
 
     async startResume(r) {

@@ -19,7 +19,13 @@ export {
   pushCommit,
   remoteDefaultBranch,
 } from './git-push';
-export { BASE_FILE, type RunSidecarOptions, runSidecarFromEnv, stderrLogger } from './main';
+export {
+  BASE_FILE,
+  forgeSiteFromEnv,
+  type RunSidecarOptions,
+  runSidecarFromEnv,
+  stderrLogger,
+} from './main';
 export {
   callMethod,
   METHOD_NAMES,

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BbError, errorMessage, redactString, registerSecret } from '@bb/errors';
-import { type Forge, type ForgeKind, forgeKinds, ScopedForge } from '@bb/forge';
+import { type Forge, type ForgeKind, type ForgeSite, forgeKinds, ScopedForge } from '@bb/forge';
 import { loadSidecarEnv, readSidecarToken, type SidecarEnv } from './config';
 import { createGitGate } from './git-push';
 import { OpLog } from './op-log';
@@ -65,7 +65,10 @@ export interface RunSidecarOptions {
  * The forge site the environment describes. A kind not built in comes from
  * FORGE_KIND_MODULE: a bundled ES module whose default export is the kind.
  */
-async function siteFromEnv(env: SidecarEnv, raw: Record<string, string | undefined>) {
+export async function forgeSiteFromEnv(
+  env: SidecarEnv,
+  raw: Record<string, string | undefined>,
+): Promise<ForgeSite> {
   if (env.FORGE_KIND_MODULE) {
     let kind: ForgeKind | undefined;
     try {
@@ -101,7 +104,7 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
   registerSecret(token);
   const inner =
     options.makeForge?.({ ...env, FORGE_TOKEN: token }) ??
-    (await siteFromEnv(env, options.env)).forgeFor({
+    (await forgeSiteFromEnv(env, options.env)).forgeFor({
       owner: env.FORGE_OWNER,
       repo: env.FORGE_REPO,
       token,

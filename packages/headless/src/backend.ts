@@ -10,6 +10,8 @@ export interface BottleSpec {
   env?: Record<string, string>;
   /** `uid:gid`. @default the image's user */
   user?: string;
+  /** More groups the user is in (a pod's `fsGroup`, say). @default none */
+  groups?: number[];
   workdir?: string;
   /** Always include `bb.slug` and `bb.role`; the backend adds `bb.version`. */
   labels: Record<string, string>;

@@ -216,6 +216,7 @@ export class DockerBackend implements Backend {
             (m) => `${m.source}:${m.target}${m.readOnly ? ':ro' : ''}`,
           ),
           Tmpfs: spec.tmpfs ?? {},
+          ...(spec.groups?.length ? { GroupAdd: spec.groups.map(String) } : {}),
           ReadonlyRootfs: spec.readOnlyRootfs ?? false,
           ...(harden ? { CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] } : {}),
           ...(spec.resources?.memoryBytes
@@ -465,7 +466,11 @@ export class DockerBackend implements Backend {
     try {
       await this.#call(id, (c) => c.remove({ force: true, v: true }));
     } catch (err) {
-      if (!isBbError(err, 'NOT_FOUND')) throw err;
+      if (isBbError(err, 'NOT_FOUND')) return;
+      // Another caller is removing it: done once it is gone.
+      if (!(isBbError(err, 'CONFLICT') && /already in progress/.test(err.message))) throw err;
+      for (let i = 0; i < 100 && (await this.inspect(id)); i++)
+        await new Promise((r) => setTimeout(r, 100));
     }
   }
 

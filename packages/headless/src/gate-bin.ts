@@ -2,14 +2,25 @@
 // bb-gate: a bottle's gate, its forge sidecar, supervise sidecar and proxies in
 // one process (see runGateFromEnv). SIGHUP reloads the proxies' files; SIGTERM
 // and SIGINT close every surface.
+// bb-gate clone: clone the workspace a pod bottle launches with, then exit
+// (see cloneWorkspaceFromEnv).
 import { BbError, errorMessage } from '@bb/errors';
+import { cloneWorkspaceFromEnv } from './gate-clone';
 import { runGateFromEnv } from './gate-main';
 
-try {
-  const gate = await runGateFromEnv(process.env);
+const log = (msg: string, extra: Record<string, unknown> = {}) =>
   process.stderr.write(
-    `${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg: 'gate serving', surfaces: gate.surfaces })}\n`,
+    `${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg, ...extra })}\n`,
   );
+
+try {
+  if (process.argv[2] === 'clone') {
+    const head = await cloneWorkspaceFromEnv(process.env);
+    log(head ? 'workspace cloned' : 'workspace kept: it was cloned before', { head });
+    process.exit(0);
+  }
+  const gate = await runGateFromEnv(process.env);
+  log('gate serving', { surfaces: gate.surfaces });
   process.on('SIGHUP', () => gate.reload());
   const stop = () => void gate.close().then(() => process.exit(0));
   process.once('SIGTERM', stop);

@@ -120,7 +120,7 @@ export function gitRemoteOf(forge: ForgeWiring): GitRemote {
  * A git that talks to the forge: its scheme allowed, a low-speed limit within
  * `timeoutMs`, the token as protected configuration (never argv or a URL).
  */
-function forgeEnv(
+export function forgeGitEnv(
   forge: ForgeWiring,
   timeoutMs: number,
   extra: Array<[string, string]> = [],
@@ -146,7 +146,7 @@ async function fetchInto(
   timeoutMs: number,
 ): Promise<string | undefined> {
   // The forge's repository, not an agent's: its history is checked by the forge.
-  const env = forgeEnv(forge, timeoutMs, [['transfer.fsckObjects', 'false']]);
+  const env = forgeGitEnv(forge, timeoutMs, [['transfer.fsckObjects', 'false']]);
   const fail = (err: Error) => {
     throw new BbError(
       'FORGE_UNAVAILABLE',
@@ -175,7 +175,7 @@ export async function remoteBranchHead(
   branch: string,
   timeoutMs: number,
 ): Promise<string | undefined> {
-  const env = forgeEnv(forge, timeoutMs);
+  const env = forgeGitEnv(forge, timeoutMs);
   try {
     const out = await runGit(['ls-remote', forge.cloneUrl, `refs/heads/${branch}`], {
       env,

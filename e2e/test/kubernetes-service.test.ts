@@ -193,6 +193,12 @@ describe('the service on the kubernetes backend (fake API server)', () => {
     });
     expect(JSON.stringify(gate)).not.toContain(TOKEN);
     expect(of('secrets', slug)[0]?.stringData?.['token']).toBe(TOKEN);
+    // The turn's key to its gate's port: the agent's bridge has it, the gate reads it from
+    // its Secret.
+    const key = envOf(agent)['BB_GATE_KEY'];
+    expect(key).toMatch(/^[0-9a-f]{48}$/);
+    expect(of('secrets', slug)[0]?.stringData?.['link-key']).toBe(key);
+    expect(envOf(gate)['BB_GATE_KEY_FILE']).toBe('/run/bb-secrets/link-key');
     // Its queue and op log are its folder of the claim the orchestrator reads.
     expect(JSON.stringify(pod(slug, 'gate')?.spec)).toContain(`"subPath":"${slug}/queue"`);
 
@@ -201,6 +207,11 @@ describe('the service on the kubernetes backend (fake API server)', () => {
       'the PR learned while the agent works',
       async () => (await row(n))?.prNumber === pr,
     );
+    // The turn outlasts the orchestrator's gate checks (every 3 s): a gate whose socket is
+    // in its own pod is not taken for lost, and the agent is left to work.
+    await new Promise((r) => setTimeout(r, 4_000));
+    expect(pod(slug, 'agent'), 'the agent still works').toBeDefined();
+    expect(logs.filter((l) => l['msg'] === 'watchdog fired')).toEqual([]);
     api.finishPod(NS, `bb-${slug}-agent`, 0, `{"type":"result","session_id":"sess-k8s-1"}\n`);
     await until('frozen', async () => (await row(n))?.status === 'frozen', 30_000);
     // Frozen: the pods and the Secret are gone, the claim (workspace, home, session) kept.
@@ -216,6 +227,7 @@ describe('the service on the kubernetes backend (fake API server)', () => {
     gitea.comment('alice', 'acme/widgets', pr, 'please add a test');
     await until('the resumed agent pod', () => !!pod(slug, 'agent'), 30_000);
     const resumed = main(pod(slug, 'agent'))!.command;
+    expect(envOf(main(pod(slug, 'agent')))['BB_GATE_KEY'], 'a new key each turn').not.toBe(key);
     expect(resumed).toContain('--resume');
     expect(resumed[resumed.indexOf('--resume') + 1]).toBe('sess-k8s-1');
     expect(resumed.join(' ')).toContain('please add a test');

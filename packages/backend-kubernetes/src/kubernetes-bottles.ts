@@ -275,9 +275,13 @@ export class KubernetesBottles {
   /** What the agent's pod printed (its log, the API server's `pods/log`); `''` when it has none. */
   async agentLogs(slug: string): Promise<string> {
     try {
+      // Bounded: a turn's result is read from the end of what it printed, not from all
+      // an agent can print.
       return await this.#core.readNamespacedPodLog({
         name: names(slug).agent,
         namespace: this.#ns,
+        tailLines: 20_000,
+        limitBytes: 16 * 1024 * 1024,
       });
     } catch (err) {
       if (err instanceof ApiException && err.code === 404) return '';

@@ -189,6 +189,9 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
         runAsUser: 1001,
         runAsGroup: 1001,
         fsGroup: 1001,
+        // The claim holds the agent's files: its group is changed only when its root's is
+        // not already (not walked through at every start).
+        fsGroupChangePolicy: 'OnRootMismatch',
         seccompProfile: { type: 'RuntimeDefault' },
       },
       ...(spec.gate.clone
@@ -283,6 +286,7 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
         runAsUser: user.uid,
         runAsGroup: user.gid,
         fsGroup: user.gid,
+        fsGroupChangePolicy: 'OnRootMismatch',
         seccompProfile: { type: 'RuntimeDefault' },
       },
       // A ReadWriteOnce claim is shared with the gate on the gate's node.

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { chownSync, mkdirSync, rmSync } from 'node:fs';
 import { BbError, isBbError, redactString } from '@bb/errors';
 import { checkBottleBranch, checkSiteEnv, forgeKinds } from '@bb/forge';
@@ -58,7 +59,13 @@ export interface KubernetesRunnerOptions {
   labels?: Record<string, string>;
   /** How long one turn's agent may run before it is stopped. @default 1 h */
   turnTimeoutMs?: number;
+  /** The most a bottle's push repository may hold on the shared claim. @default 2 GiB */
+  pushRepoBytes?: number;
 }
+
+const DEFAULT_AGENT_MEMORY = 2 * 1024 ** 3;
+const DEFAULT_AGENT_CPUS = 2;
+const DEFAULT_PUSH_REPO_BYTES = 2 * 1024 ** 3;
 
 /**
  * The orchestrator's bottles on Kubernetes, through the same seam as the
@@ -74,7 +81,10 @@ export function kubernetesRunner(
   o: KubernetesRunnerOptions,
 ): BottleRunner & { readonly isolates: true } {
   const { env, bottles } = o;
-  const storage = hostBottleStorage(env);
+  // The claim the orchestrator reads the gates' queues and op logs on. A gate's
+  // socket is in its own pod, never there: whether it serves is its readiness, which
+  // `containers` reports (a gate that stops is `exited`), so no socket is looked for.
+  const { gateListening: _never, ...storage } = hostBottleStorage(env);
   const labels = { ...o.labels, ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(env) };
   const manifests = (agent: string, names?: string[]) => {
     const a = loadAgentManifest(agent, env).manifest;
@@ -93,6 +103,9 @@ export function kubernetesRunner(
 
   /** The objects of the bottle's turn: the agent runs the provider's command for `prompt`. */
   const specOf = (meta: BottleMeta, prompt: string, launch = false): KubeBottleSpec => {
+    // This turn's key to its gate's port: in the gate's Secret and the agent's bridge,
+    // so no other pod's connection is served even where policies are not enforced.
+    const linkKey = randomBytes(24).toString('hex');
     const m = manifests(meta.agent, meta.bottles);
     const invocation = providerFor(m.agent.provider).invocation({
       prompt,
@@ -126,6 +139,7 @@ export function kubernetesRunner(
           HOME: IN_POD.home,
           BB_SLUG: meta.slug,
           BB_WORKSPACE_DIR: IN_POD.workspace,
+          BB_GATE_KEY: linkKey,
           // The turn's files in its home (a CLI's settings, the script agent's script),
           // written by the bridge as the agent before the command: nothing outside the
           // pod can write its claim.
@@ -136,11 +150,11 @@ export function kubernetesRunner(
               : {}),
           }),
         },
+        // A Docker agent's limits: its manifest's, else 2 GiB (processes: the kubelet's
+        // podPidsLimit, which a cluster sets for every pod).
         resources: {
-          ...(m.bottle.resources.memory !== undefined
-            ? { memoryBytes: memoryBytes(m.bottle.resources.memory) }
-            : {}),
-          ...(m.bottle.resources.cpus !== undefined ? { cpus: m.bottle.resources.cpus } : {}),
+          memoryBytes: memoryBytes(m.bottle.resources.memory) ?? DEFAULT_AGENT_MEMORY,
+          cpus: m.bottle.resources.cpus ?? DEFAULT_AGENT_CPUS,
         },
       },
       gate: {
@@ -154,9 +168,14 @@ export function kubernetesRunner(
           // Its sockets are its own (the agent reaches them over the gate's port).
           BB_SOCKET_MODE: '600',
           ...(forge ? forgeSidecarEnv(meta, forge, IN_POD) : {}),
+          // Its push repository is on the claim every gate shares: bounded well below it.
+          ...(forge ? { BB_GIT_DIR_MAX: String(o.pushRepoBytes ?? DEFAULT_PUSH_REPO_BYTES) } : {}),
+          BB_GATE_KEY_FILE: `${IN_POD.secrets}/link-key`,
         },
+        // A Docker gate's: its git checks every object the agent pushes.
+        resources: { memoryBytes: 1024 ** 3, cpus: 1 },
       },
-      secrets: { token: o.token },
+      secrets: { token: o.token, 'link-key': linkKey },
       stateClaim: o.stateClaim,
       ...(meta.diskBytes ? { storageBytes: meta.diskBytes } : {}),
     };
@@ -237,6 +256,9 @@ export function kubernetesRunner(
         status: 'running',
         sessionId: null,
         cwd: IN_POD.workspace,
+        // A resumed turn works on the checkout its claim kept: the gate's PR bundle would
+        // be in the gate's pod, out of the agent's reach.
+        syncPr: false,
         // The forge kind's bottle branch convention, as in a Docker bottle.
         branch: checkBottleBranch(forgeKinds.get(l.forge.kind), l.agent, l.forge.issue),
         forge,

@@ -9,6 +9,7 @@ import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import {
+  LimitRange,
   Namespace,
   PersistentVolume,
   PersistentVolumeClaim,
@@ -41,6 +42,7 @@ const MODELS: Record<string, new (d: never) => { validate(): void }> = {
   NetworkPolicy,
   PersistentVolume,
   PersistentVolumeClaim,
+  LimitRange,
 };
 
 let api: FakeKubernetesApi | undefined;
@@ -58,6 +60,7 @@ describe('deploy/', () => {
   it('holds only objects the published schemas accept, and the kustomization names its files', () => {
     expect(docs.map((d) => d.kind).sort()).toEqual([
       'Deployment',
+      'LimitRange',
       'Namespace',
       'Namespace',
       'NetworkPolicy',

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // bb-bridge 3128=/run/bb/egress.sock 3129=/run/bb/cred.sock
 // bb-bridge /tmp/bb/forge.sock=gate:forge 3128=gate:egress -- claude -p ...
-//   (in a pod: gate:SURFACE is the gate at $BB_GATE; the command runs once every
+//   (in a pod: gate:SURFACE is the gate at $BB_GATE, keyed with $BB_GATE_KEY; the command runs once every
 //   bridge listens, and the bridge exits with it, passing SIGTERM and SIGINT on)
 // With BB_BRIDGE_READY=<file>, creates that file once every bridge listens.
 // With BB_HOME_FILES (JSON: path under $HOME → text), writes those files into the
@@ -16,7 +16,9 @@ const [mappings, command] = dash < 0 ? [argv, []] : [argv.slice(0, dash), argv.s
 try {
   const files = process.env['BB_HOME_FILES'];
   if (files) writeHomeFiles(process.env['HOME'] ?? '', files);
-  await startBridge(parseBridgeArgs(mappings, process.env['BB_GATE']));
+  await startBridge(
+    parseBridgeArgs(mappings, { address: process.env['BB_GATE'], key: process.env['BB_GATE_KEY'] }),
+  );
   const ready = process.env['BB_BRIDGE_READY'];
   if (ready) writeFileSync(ready, `${process.pid}\n`);
 } catch (err) {
@@ -24,7 +26,9 @@ try {
   process.exit(2);
 }
 if (command.length > 0) {
-  const child = spawn(command[0]!, command.slice(1), { stdio: 'inherit' });
+  // What the bridge alone needs stays with it.
+  const { BB_GATE_KEY: _key, BB_HOME_FILES: _files, ...env } = process.env;
+  const child = spawn(command[0]!, command.slice(1), { stdio: 'inherit', env });
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, () => child.kill(sig));
   child.on('error', (err) => {
     process.stderr.write(`bb-bridge: ${command[0]} could not start: ${err.message}\n`);

@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname, isAbsolute, join, normalize } from 'node:path';
@@ -10,15 +11,15 @@ import { dirname, isAbsolute, join, normalize } from 'node:path';
 export const GATE_SURFACES = ['forge', 'supervise', 'egress', 'credentials'] as const;
 export type GateSurface = (typeof GATE_SURFACES)[number];
 
-/** What opens each connection to a gate's TCP port: `bb-gate <surface>\n`. */
+/** What opens each connection to a gate's TCP port: `bb-gate <surface> <key>\n`. */
 const PREAMBLE = 'bb-gate ';
-const PREAMBLE_MAX = 64;
+const PREAMBLE_MAX = 128;
 const PREAMBLE_MS = 5000;
 
 /** Where a bridge forwards: a Unix socket, or one surface of a gate on TCP. */
 export type BridgeTarget =
   | { socket: string }
-  | { gate: { host: string; port: number }; surface: GateSurface };
+  | { gate: { host: string; port: number }; surface: GateSurface; key: string };
 
 /** One bridge: listen on a TCP port on 127.0.0.1 or a Unix socket path; forward each connection. */
 export interface BridgeMapping {
@@ -48,7 +49,7 @@ function relay(client: Socket, upstream: Socket): void {
 function open(to: BridgeTarget): Socket {
   if ('socket' in to) return connect(to.socket);
   const s = connect(to.gate.port, to.gate.host);
-  s.write(`${PREAMBLE}${to.surface}\n`);
+  s.write(`${PREAMBLE}${to.surface} ${to.key}\n`);
   return s;
 }
 
@@ -87,9 +88,14 @@ export async function startBridge(
 /**
  * Parse `LISTEN=TARGET` arguments: LISTEN a port or an absolute socket path;
  * TARGET an absolute socket path, `gate://HOST:PORT/SURFACE`, or `gate:SURFACE`
- * for the gate at `gateAddress` (a pod's `BB_GATE`, `HOST:PORT`).
+ * for the gate at `gate.address` (a pod's `BB_GATE`, `HOST:PORT` or
+ * `[IPv6]:PORT`). A gate target needs the gate's key (`gate.key`, a pod's
+ * `BB_GATE_KEY`).
  */
-export function parseBridgeArgs(args: string[], gateAddress?: string): BridgeMapping[] {
+export function parseBridgeArgs(
+  args: string[],
+  gate: { address?: string | undefined; key?: string | undefined } = {},
+): BridgeMapping[] {
   return args.map((a) => {
     const m = /^(\d{1,5}|\/[^=]+)=(.+)$/.exec(a);
     const bad = () =>
@@ -102,35 +108,45 @@ export function parseBridgeArgs(args: string[], gateAddress?: string): BridgeMap
     const target = m[2]!;
     if (target.startsWith('/')) return { listen, to: { socket: target } };
     const g =
-      /^gate:\/\/([^/:]+):(\d{1,5})\/([a-z]+)$/.exec(target) ??
-      (gateAddress ? /^gate:()()([a-z]+)$/.exec(target) : null);
-    if (!g || !(GATE_SURFACES as readonly string[]).includes(g[3]!)) throw bad();
-    const address = g[1] ? { host: g[1], port: Number(g[2]) } : hostPort(gateAddress!);
-    if (!address)
-      throw new Error(`the gate's address ${JSON.stringify(gateAddress)} must be HOST:PORT`);
-    return { listen, to: { gate: address, surface: g[3] as GateSurface } };
+      /^gate:\/\/(\[[0-9a-fA-F:.]+\]:\d{1,5}|[^/:\s]+:\d{1,5})\/([a-z]+)$/.exec(target) ??
+      /^gate:()([a-z]+)$/.exec(target);
+    if (!g || !(GATE_SURFACES as readonly string[]).includes(g[2]!)) throw bad();
+    const text = g[1] || gate.address;
+    if (!text) throw bad();
+    const address = hostPort(text);
+    if (!address) throw new Error(`the gate's address ${JSON.stringify(text)} must be HOST:PORT`);
+    if (!gate.key || !KEY.test(gate.key))
+      throw new Error("a gate target needs the gate's key (BB_GATE_KEY): 32 to 128 hex digits");
+    return { listen, to: { gate: address, surface: g[2] as GateSurface, key: gate.key } };
   });
 }
 
+const KEY = /^[0-9a-f]{32,128}$/;
+
 function hostPort(text: string): { host: string; port: number } | undefined {
-  const m = /^([^:/\s]+):(\d{1,5})$/.exec(text);
-  return m && Number(m[2]) >= 1 && Number(m[2]) <= 65535
-    ? { host: m[1]!, port: Number(m[2]) }
-    : undefined;
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:/\s[\]]+)):(\d{1,5})$/.exec(text);
+  const port = Number(m?.[3]);
+  return m && port >= 1 && port <= 65535 ? { host: (m[1] ?? m[2])!, port } : undefined;
 }
 
 /**
  * The gate's side in a pod: serve its surfaces (name → its Unix socket) on one
- * TCP port. A connection names its surface in its first line (`bb-gate
- * <surface>`, at most 64 bytes, within 5 s) and is then carried to that
- * socket; anything else is closed. Only the bottle's agent reaches the port
- * (its network policy); the surfaces check what it asks as they always do.
+ * TCP port. A connection names its surface and the bottle's key in its first
+ * line (`bb-gate <surface> <key>`, at most 128 bytes, within 5 s) and is then
+ * carried to that socket; anything else is closed. Only the bottle's agent
+ * reaches the port (its network policy) and knows the key (a cluster whose
+ * network does not enforce policies still keeps other pods out); the surfaces
+ * check what it asks as they always do.
  */
 export async function startGateLink(o: {
   port: number;
   host?: string;
   surfaces: Partial<Record<GateSurface, string>>;
+  /** The bottle's key: 32 to 128 hex digits. */
+  key: string;
 }): Promise<Server> {
+  if (!KEY.test(o.key)) throw new Error("the gate's key must be 32 to 128 hex digits");
+  const key = Buffer.from(o.key, 'latin1');
   const server = createServer((client) => {
     let head = Buffer.alloc(0);
     const timer = setTimeout(() => client.destroy(), PREAMBLE_MS);
@@ -145,9 +161,15 @@ export async function startGateLink(o: {
       client.pause();
       clearTimeout(timer);
       const line = head.subarray(0, nl).toString('latin1');
-      const name = line.startsWith(PREAMBLE) ? line.slice(PREAMBLE.length) : '';
+      const [name = '', given = '', ...more] = line.startsWith(PREAMBLE)
+        ? line.slice(PREAMBLE.length).split(' ')
+        : [];
       const socket = Object.hasOwn(o.surfaces, name) ? o.surfaces[name as GateSurface] : undefined;
-      if (nl > PREAMBLE_MAX || !socket) {
+      const keyed =
+        more.length === 0 &&
+        given.length === key.length &&
+        timingSafeEqual(Buffer.from(given, 'latin1'), key);
+      if (nl > PREAMBLE_MAX || !socket || !keyed) {
         client.destroy();
         return;
       }

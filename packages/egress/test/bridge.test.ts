@@ -74,19 +74,22 @@ function exchange(to: string | number, text: string): Promise<string> {
   });
 }
 
+const KEY = 'ab'.repeat(24);
+
 describe("a pod's gate on one TCP port (startGateLink) and the agent's bridge to it", () => {
-  it('carries each connection to the surface it names, bytes sent with the name included', async () => {
+  it('carries each connection to the surface it names with the key, bytes sent with it included', async () => {
     const forge = await surface('forge');
     const egress = await surface('egress');
     const link = await startGateLink({
       port: 0,
       host: '127.0.0.1',
       surfaces: { forge: forge.path, egress: egress.path },
+      key: KEY,
     });
     const port = (link.address() as AddressInfo).port;
     const local = join(dir, `agent-${Date.now()}`, 'forge.sock');
     const bridges = await startBridge(
-      parseBridgeArgs([`${local}=gate:forge`], `127.0.0.1:${port}`),
+      parseBridgeArgs([`${local}=gate:forge`], { address: `127.0.0.1:${port}`, key: KEY }),
     );
     closers.push(() => {
       link.close();
@@ -96,46 +99,65 @@ describe("a pod's gate on one TCP port (startGateLink) and the agent's bridge to
       'forge:{"method":"read_issue"}\n',
     );
     // A client of the port itself (the preamble and its first bytes in one write).
-    expect(await exchange(port, 'bb-gate egress\nCONNECT x:443\n')).toBe('egress:CONNECT x:443\n');
+    expect(await exchange(port, `bb-gate egress ${KEY}\nCONNECT x:443\n`)).toBe(
+      'egress:CONNECT x:443\n',
+    );
     expect([forge.reached(), egress.reached()]).toEqual([1, 1]);
   });
 
-  it('closes a connection that names no surface it serves, or too long a first line, reaching nothing', async () => {
+  it('closes a connection without the key, naming no surface it serves, or with too long a first line, reaching nothing', async () => {
     const forge = await surface('forge');
     const link = await startGateLink({
       port: 0,
       host: '127.0.0.1',
       surfaces: { forge: forge.path },
+      key: KEY,
     });
     closers.push(() => link.close());
     const port = (link.address() as AddressInfo).port;
     for (const first of [
-      'bb-gate supervise\n',
-      'bb-gate constructor\n',
-      'bb-gate __proto__\n',
+      'bb-gate forge\n',
+      `bb-gate forge ${'cd'.repeat(24)}\n`,
+      `bb-gate forge ${KEY.slice(0, -1)}\n`,
+      `bb-gate forge ${KEY} extra\n`,
+      `bb-gate supervise ${KEY}\n`,
+      `bb-gate constructor ${KEY}\n`,
+      `bb-gate __proto__ ${KEY}\n`,
       'GET / HTTP/1.1\n',
-      `bb-gate forge${' '.repeat(80)}\n`,
-      `bb-gate ${'f'.repeat(100)}`,
+      `bb-gate forge ${KEY}${' '.repeat(80)}\n`,
+      `bb-gate ${'f'.repeat(200)}`,
     ])
       expect(await exchange(port, first), first).toBe('');
     expect(forge.reached()).toBe(0);
   });
 
   it('parses its mappings, and names what a bad one must be', () => {
+    const gate = { address: '10.0.0.9:7070', key: KEY };
     expect(parseBridgeArgs(['3128=/run/bb/egress.sock'])).toEqual([
       { listen: 3128, to: { socket: '/run/bb/egress.sock' } },
     ]);
     expect(
       parseBridgeArgs(
-        ['/tmp/bb/forge.sock=gate:forge', '3129=gate://10.0.0.7:7070/credentials'],
-        '10.0.0.9:7070',
+        [
+          '/tmp/bb/forge.sock=gate:forge',
+          '3129=gate://10.0.0.7:7070/credentials',
+          '3128=gate://[fd00::7]:7070/egress',
+        ],
+        gate,
       ),
     ).toEqual([
       {
         listen: '/tmp/bb/forge.sock',
-        to: { gate: { host: '10.0.0.9', port: 7070 }, surface: 'forge' },
+        to: { gate: { host: '10.0.0.9', port: 7070 }, surface: 'forge', key: KEY },
       },
-      { listen: 3129, to: { gate: { host: '10.0.0.7', port: 7070 }, surface: 'credentials' } },
+      {
+        listen: 3129,
+        to: { gate: { host: '10.0.0.7', port: 7070 }, surface: 'credentials', key: KEY },
+      },
+      { listen: 3128, to: { gate: { host: 'fd00::7', port: 7070 }, surface: 'egress', key: KEY } },
+    ]);
+    expect(parseBridgeArgs(['3128=gate:egress'], { ...gate, address: '[fd00::9]:7070' })).toEqual([
+      { listen: 3128, to: { gate: { host: 'fd00::9', port: 7070 }, surface: 'egress', key: KEY } },
     ]);
     for (const bad of [
       '3128',
@@ -145,9 +167,17 @@ describe("a pod's gate on one TCP port (startGateLink) and the agent's bridge to
       '3128=gate:shell',
       '3128=relative.sock',
     ])
-      expect(() => parseBridgeArgs([bad], '10.0.0.9:7070'), bad).toThrow(/must be PORT=/);
-    expect(() => parseBridgeArgs(['3128=gate:forge'])).toThrow(/must be PORT=/);
-    expect(() => parseBridgeArgs(['3128=gate:forge'], 'nohost')).toThrow(/must be HOST:PORT/);
+      expect(() => parseBridgeArgs([bad], gate), bad).toThrow(/must be PORT=/);
+    expect(() => parseBridgeArgs(['3128=gate:forge'], { key: KEY })).toThrow(/must be PORT=/);
+    for (const address of ['nohost', 'h:0', 'h:99999', '[::1:7070'])
+      expect(() => parseBridgeArgs(['3128=gate:forge'], { ...gate, address }), address).toThrow(
+        /must be HOST:PORT/,
+      );
+    expect(() => parseBridgeArgs(['3128=gate://h:0/forge'], gate)).toThrow(/must be HOST:PORT/);
+    for (const key of [undefined, '', 'short', 'ZZ'.repeat(24)])
+      expect(() => parseBridgeArgs(['3128=gate:forge'], { ...gate, key }), String(key)).toThrow(
+        /needs the gate's key/,
+      );
   });
 });
 

@@ -469,8 +469,14 @@ export class DockerBackend implements Backend {
       if (isBbError(err, 'NOT_FOUND')) return;
       // Another caller is removing it: done once it is gone.
       if (!(isBbError(err, 'CONFLICT') && /already in progress/.test(err.message))) throw err;
-      for (let i = 0; i < 100 && (await this.inspect(id)); i++)
+      for (let i = 0; await this.inspect(id); i++) {
+        if (i >= 100)
+          throw new BbError(
+            'TIMEOUT',
+            `bottle ${id} is still being removed after 10 s: destroy it again`,
+          );
         await new Promise((r) => setTimeout(r, 100));
+      }
     }
   }
 

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { runProxiesFromEnv } from '@bb/egress';
 import { type GateSurface, startGateLink } from '@bb/egress/bridge';
 import { BbError } from '@bb/errors';
@@ -95,7 +96,22 @@ export async function runGateFromEnv(
     try {
       if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
         throw new BbError('INVALID_INPUT', `BB_GATE_PORT ${JSON.stringify(port)} is not a port`);
-      link = await startGateLink({ port: Number(port), surfaces: sockets });
+      const keyFile = env['BB_GATE_KEY_FILE'];
+      if (!keyFile)
+        throw new BbError(
+          'INVALID_INPUT',
+          "BB_GATE_PORT needs BB_GATE_KEY_FILE: the bottle's key, which its agent's connections must give",
+        );
+      let key: string;
+      try {
+        key = readFileSync(keyFile, 'utf8').trim();
+      } catch (err) {
+        throw new BbError(
+          'INVALID_INPUT',
+          `BB_GATE_KEY_FILE ${keyFile} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+        );
+      }
+      link = await startGateLink({ port: Number(port), surfaces: sockets, key });
     } catch (err) {
       await Promise.allSettled(up.map((s) => s.close()));
       throw err;

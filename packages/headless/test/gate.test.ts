@@ -113,6 +113,45 @@ describe('the gate', () => {
     }
   });
 
+  it("serves its surfaces on its TCP port to a connection with the bottle's key, and starts nothing without a key", async () => {
+    const { http } = await import('./support-upstream');
+    const up = await http();
+    try {
+      const { dir, env } = gateEnv([{ prefix: '/svc', upstream: up.url, headers: {} }]);
+      const { createServer, connect } = await import('node:net');
+      const probe = createServer();
+      await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+      const port = String((probe.address() as { port: number }).port);
+      await new Promise((r) => probe.close(r));
+      const keyless = await runGateFromEnv({ ...env, BB_GATE_PORT: port }).catch((e: unknown) => e);
+      expect(isBbError(keyless, 'INVALID_INPUT')).toBe(true);
+      expect(String(keyless)).toMatch(/BB_GATE_PORT needs BB_GATE_KEY_FILE/);
+      // Nothing it had started is left serving.
+      expect(existsSync(join(dir, 'sock', 'cred.sock'))).toBe(false);
+      const key = 'ef'.repeat(24);
+      writeFileSync(join(dir, 'link-key'), `${key}\n`);
+      const gate = await runGateFromEnv({
+        ...env,
+        BB_GATE_PORT: port,
+        BB_GATE_KEY_FILE: join(dir, 'link-key'),
+      });
+      const ask = (first: string) =>
+        new Promise<string>((resolve) => {
+          const c = connect(Number(port), '127.0.0.1');
+          let got = '';
+          c.on('data', (d: Buffer) => (got += d.toString()));
+          c.on('close', () => resolve(got));
+          c.on('error', () => resolve(got));
+          c.write(`${first}GET /svc/x HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`);
+        });
+      expect(await ask(`bb-gate credentials ${key}\n`)).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+      expect(await ask(`bb-gate credentials ${'0'.repeat(48)}\n`)).toBe('');
+      await gate.close();
+    } finally {
+      await up.close();
+    }
+  });
+
   it('refuses to start with nothing to serve', async () => {
     const err = await runGateFromEnv({}).catch((e: unknown) => e);
     expect(isBbError(err, 'INVALID_INPUT')).toBe(true);

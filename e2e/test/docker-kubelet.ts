@@ -34,7 +34,7 @@ interface Volume {
   emptyDir?: { medium?: string };
 }
 interface Pod {
-  metadata: { name: string; labels?: Record<string, string> };
+  metadata: { name: string; uid: string; labels?: Record<string, string> };
   spec: {
     securityContext?: { runAsUser?: number; runAsGroup?: number; fsGroup?: number };
     initContainers?: Container[];
@@ -78,7 +78,7 @@ const listening = (port: number) =>
 
 export class DockerKubelet {
   readonly #o: DockerKubeletOptions;
-  /** Pods being run or run, by name: their containers and scratch folders. */
+  /** Pods being run or run, by uid (a pod made again has the same name): their containers and scratch folders. */
   readonly #pods = new Map<string, { ids: string[]; dirs: string[] }>();
   /** Each bottle's gate port on the host (its Service, in a cluster). */
   readonly #gatePorts = new Map<string, number>();
@@ -96,16 +96,16 @@ export class DockerKubelet {
     this.#busy = true;
     try {
       const pods = this.#o.api.objects('pods', this.#o.namespace) as unknown as Pod[];
-      const names = new Set(pods.map((p) => p.metadata.name));
-      for (const [name, run] of this.#pods)
-        if (!names.has(name)) {
-          this.#pods.delete(name);
+      const uids = new Set(pods.map((p) => p.metadata.uid));
+      for (const [uid, run] of this.#pods)
+        if (!uids.has(uid)) {
+          this.#pods.delete(uid);
           await this.#remove(run);
         }
       for (const pod of pods)
-        if (pod.status?.phase === 'Pending' && !this.#pods.has(pod.metadata.name)) {
+        if (pod.status?.phase === 'Pending' && !this.#pods.has(pod.metadata.uid)) {
           const run = { ids: [], dirs: [] };
-          this.#pods.set(pod.metadata.name, run);
+          this.#pods.set(pod.metadata.uid, run);
           // Each pod on its own: a gate waits for its probe while its agent starts.
           this.#run(pod, run).catch((err) =>
             this.errors.push(`${pod.metadata.name}: ${String(err)}`),
@@ -233,7 +233,7 @@ export class DockerKubelet {
     if (main.readinessProbe?.tcpSocket) {
       const end = Date.now() + 30_000;
       while (!(await listening(port))) {
-        if (!this.#pods.has(name)) return;
+        if (!this.#pods.has(pod.metadata.uid)) return;
         if (Date.now() > end || (await backend.inspect(id))?.state === 'exited') {
           this.errors.push(`${name} never got ready: ${await backend.logs(id).catch(() => '')}`);
           return;
@@ -243,8 +243,12 @@ export class DockerKubelet {
     }
     api.runPod(namespace, name);
     const exit = await backend.wait(id).catch(() => undefined);
-    if (!exit || !this.#pods.has(name)) return;
-    api.finishPod(namespace, name, exit.exitCode, await backend.logs(id));
+    if (!exit || !this.#pods.has(pod.metadata.uid)) return;
+    try {
+      api.finishPod(namespace, name, exit.exitCode, await backend.logs(id));
+    } catch {
+      // deleted meanwhile (a freeze): nothing to report
+    }
   }
 
   /** Stop watching; remove every container it made. */

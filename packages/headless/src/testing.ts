@@ -1,8 +1,10 @@
 /**
  * @module
  * `@bb/headless/testing`: the behaviour suite every `Backend` must pass
- * (`describeBackendConformance`), and the isolation suite every backend that
- * says it isolates must pass too (`describeIsolationConformance`).
+ * (`describeBackendConformance`), the isolation suite every backend that
+ * says it isolates must pass too (`describeIsolationConformance`), and the
+ * suite every `BottleRunner` must pass, a platform's own or `headlessRunner`
+ * over an engine (`describeRunnerConformance`).
  *
  * ```ts
  * describeBackendConformance('my backend', { create: () => new MyBackend(), image: 'bb-base:latest' });
@@ -18,6 +20,7 @@ export {
   describeIsolationConformance,
   type IsolationConformanceOptions,
 } from './isolation-suite';
+export { describeRunnerConformance, type RunnerConformanceOptions } from './runner-suite';
 
 export interface BackendConformanceOptions {
   create: () => Backend | Promise<Backend>;

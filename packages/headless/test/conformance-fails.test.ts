@@ -7,6 +7,18 @@ import { describe, expect, it } from 'vitest';
 const docker = await probeDocker();
 const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
 
+describe('describeRunnerConformance', () => {
+  it('fails on a runner that loses sessions, calls a stopped agent a success and leaves state behind, test by test', () => {
+    const run = runFixtureSuite(pkg, 'test/fixtures/forgetful-runner.fixture.ts');
+    expect(run.exitCode).not.toBe(0);
+    expect(run.failed).toEqual([
+      'a launch runs the agent; its turn ends recorded and frozen, with what the gate relayed; a resume continues its session',
+      'a stopped agent ends its turn, and a running or unknown bottle is not resumed',
+      'destroy removes every part and its state, and is harmless twice; ours lists the bottle while it exists',
+    ]);
+  }, 120_000);
+});
+
 describe('describeBackendConformance', () => {
   it('fails on a deliberately broken backend', () => {
     const run = runFixtureSuite(pkg, 'test/fixtures/broken-backend.fixture.ts');

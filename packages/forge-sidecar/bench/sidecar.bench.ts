@@ -72,14 +72,54 @@ const relay = await spawnNodeOn(
    }).listen(${JSON.stringify(relaySock)});`,
 );
 const relayPool = new Pool('http://relay', { socketPath: relaySock, connections: 16 });
+
+// The same relay on the sidecar's own transport (newline-delimited JSON on kept
+// connections, no HTTP on the agent's side): the floor of the design as it is now.
+const lineSock = join(h.dir, 'line-relay.sock');
+const lineRelay = await spawnNodeOn(
+  lineSock,
+  `const { Pool } = require('undici');
+   const pool = new Pool(${JSON.stringify(url.origin)}, { connections: 16 });
+   require('node:net').createServer((s) => {
+     let held = '';
+     s.setEncoding('utf8');
+     s.on('data', (text) => {
+       const lines = (held + text).split('\\n');
+       held = lines.pop();
+       for (const line of lines) {
+         const { id, params } = JSON.parse(line);
+         pool.request({ method: 'GET', path: ${JSON.stringify(url.pathname.replace(/\d+$/, ''))} + params.number, headers: { authorization: ${JSON.stringify(`token ${TOKEN}`)}, accept: 'application/json' } })
+           .then((r) => r.body.text())
+           // One line: the body's own line breaks (JSON whitespace only) go.
+           .then((body) => s.write('{"jsonrpc":"2.0","id":' + id + ',"result":' + body.replace(/\\n/g, ' ') + '}\\n'));
+       }
+     });
+   }).listen(${JSON.stringify(lineSock)});`,
+);
+const { LineClient } = await import('../src/line-client');
+const lineClient = new LineClient(lineSock, 16, 5_000);
+let lineId = 0;
+const viaLineRelay = async () => {
+  const id = ++lineId;
+  return (
+    await lineClient.call(
+      id,
+      { jsonrpc: '2.0', id, method: 'read_issue', params: { number: 1 } },
+      5_000,
+    )
+  )['result'];
+};
 const viaRelay = async () => {
   const res = await relayPool.request({ method: 'GET', path: url.pathname });
   return JSON.parse(await res.body.text());
 };
 
-for (const fn of [viaDirect, viaRelay, viaSidecar]) await latencies(fn, 300, 4); // warm-up
+for (const fn of [viaDirect, viaRelay, viaLineRelay, viaSidecar]) await latencies(fn, 300, 4); // warm-up
 
-const results: Record<string, { ours: number[]; base: number[]; relay: number[] }> = {};
+const results: Record<
+  string,
+  { ours: number[]; base: number[]; relay: number[]; lineRelay: number[] }
+> = {};
 for (const [name, conc] of [
   ['sequential', 1],
   ['concurrent16', 16],
@@ -88,13 +128,20 @@ for (const [name, conc] of [
   const base: number[] = [];
   const ours: number[] = [];
   const relayed: number[] = [];
+  const lined: number[] = [];
   for (let r = 0; r < 4; r++) {
     base.push(...(await latencies(viaDirect, 250, conc)));
     relayed.push(...(await latencies(viaRelay, 250, conc)));
+    lined.push(...(await latencies(viaLineRelay, 250, conc)));
     ours.push(...(await latencies(viaSidecar, 250, conc)));
   }
   const sort = (xs: number[]) => xs.sort((a, b) => a - b);
-  results[name] = { ours: sort(ours), base: sort(base), relay: sort(relayed) };
+  results[name] = {
+    ours: sort(ours),
+    base: sort(base),
+    relay: sort(relayed),
+    lineRelay: sort(lined),
+  };
 }
 
 // The transport floor: one HTTP round trip on the sidecar's socket that does no
@@ -151,6 +198,12 @@ reportBench({
     concurrent16RelayP50us: Math.round(pct(conc.relay, 50)),
     concurrent16DirectP50us: Math.round(pct(conc.base, 50)),
     concurrent16RatioP50: Math.round((pct(conc.ours, 50) / pct(conc.relay, 50)) * 1000) / 1000,
+    // Against a relay on the sidecar's own transport: what the sidecar's semantic work
+    // (JSON-RPC, scope checks, the op log) costs over the thinnest relay of its design.
+    lineRelayP50us: Math.round(pct(seq.lineRelay, 50)),
+    lineRelayRatioP50: Math.round((pct(seq.ours, 50) / pct(seq.lineRelay, 50)) * 1000) / 1000,
+    concurrent16LineRelayRatioP50:
+      Math.round((pct(conc.ours, 50) / pct(conc.lineRelay, 50)) * 1000) / 1000,
   },
 });
 console.log(
@@ -164,6 +217,8 @@ console.log(
 await direct.close();
 await relayPool.close();
 relay.kill();
+lineClient.close();
+lineRelay.kill();
 await client.close();
 child.kill('SIGTERM');
 await new Promise((r) => child.on('exit', r));

@@ -2,6 +2,7 @@ import { BbError } from '@bb/errors';
 import type { Comment, Issue, PullRequest, Review, ReviewComment } from '@bb/forge';
 import { Pool } from 'undici';
 import { fromWireError, type WireError } from './codes';
+import { LineClient } from './line-client';
 import type { DoneSignal } from './queue';
 
 export interface ForgeSidecarClientOptions {
@@ -26,6 +27,7 @@ export interface ForgeSidecarClientOptions {
 export class ForgeSidecarClient {
   readonly socketPath: string;
   readonly #client: Pool;
+  readonly #lines: LineClient;
   readonly #timeout: number;
   readonly #connectWait: number;
   #id = 0;
@@ -35,6 +37,7 @@ export class ForgeSidecarClient {
       options.socketPath ?? process.env['BB_SIDECAR_SOCKET'] ?? '/run/bb/forge.sock';
     this.#timeout = options.timeoutMs ?? 120_000;
     this.#connectWait = options.connectWaitMs ?? 30_000;
+    this.#lines = new LineClient(this.socketPath, options.connections ?? 4, this.#connectWait);
     this.#client = new Pool('http://sidecar', {
       socketPath: this.socketPath,
       connections: options.connections ?? 4,
@@ -43,22 +46,17 @@ export class ForgeSidecarClient {
     });
   }
 
-  /** Call any method; resolves with its result or throws the typed error. */
+  /**
+   * Call any method; resolves with its result or throws the typed error. Calls go
+   * as newline-delimited JSON-RPC on kept connections (no HTTP on either side).
+   */
   async call<T = unknown>(method: string, params: Record<string, unknown> = {}): Promise<T> {
     const id = ++this.#id;
-    const res = await this.#request({
-      method: 'POST',
-      path: '/rpc',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
-    });
-    const text = await res.body.text();
-    if (res.statusCode !== 200)
-      throw new BbError(
-        'FORGE_ERROR',
-        `the forge sidecar answered HTTP ${res.statusCode}: ${text.slice(0, 200)}`,
-      );
-    const body = JSON.parse(text) as { result?: T; error?: WireError };
+    const body = (await this.#lines.call(
+      id,
+      { jsonrpc: '2.0', id, method, params },
+      this.#timeout,
+    )) as { result?: T; error?: WireError };
     if (body.error) throw fromWireError(body.error);
     return body.result as T;
   }
@@ -128,6 +126,7 @@ export class ForgeSidecarClient {
   }
 
   close(): Promise<void> {
+    this.#lines.close();
     return this.#client.close();
   }
 }

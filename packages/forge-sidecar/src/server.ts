@@ -1,6 +1,6 @@
 import { chmodSync, chownSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect } from 'node:net';
+import { connect, createServer as createNetServer, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
 import type { ScopedForge } from '@bb/forge';
@@ -13,6 +13,7 @@ import {
 } from 'json-rpc-2.0';
 import { ERROR_TABLE, toWireError } from './codes';
 import type { GitGate } from './git-push';
+import { serveLines } from './line-transport';
 import { callMethod, METHOD_NAMES, type MethodContext } from './methods';
 import type { OpLog } from './op-log';
 import { CheckinThrottle, type QueueWriter } from './queue';
@@ -60,7 +61,11 @@ export interface RunningSidecar {
 
 const silent: SidecarLogger = { info() {}, warn() {}, error() {} };
 
-/** Start the forge sidecar: JSON-RPC 2.0 over HTTP (`POST /rpc`, `GET /healthz`) on a Unix socket. */
+/**
+ * Start the forge sidecar: JSON-RPC 2.0 on a Unix socket, as newline-delimited
+ * JSON (what `ForgeSidecarClient` speaks) or over HTTP (`POST /rpc`, `GET
+ * /healthz`), told apart by a connection's first byte.
+ */
 export async function startSidecar(options: SidecarOptions): Promise<RunningSidecar> {
   const log = options.logger ?? silent;
   const maxBody = options.maxBodyBytes ?? 1024 * 1024;
@@ -168,39 +173,65 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
     try {
       payload = JSON.parse(raw.toString('utf8'));
     } catch {
-      return json(
-        res,
-        200,
-        errorResponse(null, 'PARSE_ERROR', 'Parse error: the body is not valid JSON'),
-      );
+      return json(res, 200, parseError());
     }
-    if (Array.isArray(payload)) {
-      if (payload.length === 0)
-        return json(
-          res,
-          200,
-          errorResponse(null, 'INVALID_REQUEST', 'Invalid Request: empty batch'),
-        );
-      if (payload.length > 100)
-        return json(
-          res,
-          200,
-          errorResponse(null, 'INVALID_REQUEST', 'Invalid Request: batches hold at most 100 calls'),
-        );
-      const out = (await Promise.all(payload.map(handleOne))).filter(
-        (r): r is JSONRPCResponse => r !== null,
-      );
-      if (out.length === 0) return end(res, 204);
-      return json(res, 200, out);
-    }
-    const one = await handleOne(payload);
-    if (one === null) return end(res, 204);
-    return json(res, 200, one);
+    const out = await answer(payload);
+    return out === null ? end(res, 204) : json(res, 200, out);
   }
+
+  /** The answer to one request or batch (either transport): none for notifications alone. */
+  async function answer(payload: unknown): Promise<JSONRPCResponse | JSONRPCResponse[] | null> {
+    if (!Array.isArray(payload)) return handleOne(payload);
+    if (payload.length === 0)
+      return errorResponse(null, 'INVALID_REQUEST', 'Invalid Request: empty batch');
+    if (payload.length > 100)
+      return errorResponse(
+        null,
+        'INVALID_REQUEST',
+        'Invalid Request: batches hold at most 100 calls',
+      );
+    const out = (await Promise.all(payload.map(handleOne))).filter(
+      (r): r is JSONRPCResponse => r !== null,
+    );
+    return out.length === 0 ? null : out;
+  }
+  const parseError = () =>
+    errorResponse(null, 'PARSE_ERROR', 'Parse error: the body is not valid JSON');
+
+  // One socket, two ways in: a connection whose first byte opens JSON (`{` or `[`)
+  // speaks newline-delimited JSON-RPC (the client's way: no HTTP on either side);
+  // any other is HTTP (POST /rpc, GET /healthz), handed to the HTTP server.
+  const lineSockets = new Set<Socket>();
+  // The HTTP server is handed connections, never listens itself: start its checks of
+  // slow requests (headersTimeout, requestTimeout) as listening would.
+  server.emit('listening');
+  const front = createNetServer((socket) => {
+    socket.once('data', (first: Buffer) => {
+      socket.pause();
+      socket.unshift(first);
+      if (first[0] === 0x7b || first[0] === 0x5b) {
+        lineSockets.add(socket);
+        socket.on('close', () => lineSockets.delete(socket));
+        serveLines(socket, {
+          maxLineBytes: maxBody,
+          answer,
+          parseError,
+          tooLarge: () =>
+            errorResponse(null, 'INVALID_REQUEST', `request line over ${maxBody} bytes`),
+          track: (work) => {
+            inFlight.add(work);
+            void work.finally(() => inFlight.delete(work));
+          },
+        });
+      } else server.emit('connection', socket);
+      socket.resume();
+    });
+    socket.on('error', () => socket.destroy());
+  });
 
   const socketMode = options.socketMode ?? 0o600;
   await prepareSocket(options.socketPath, options.socketOwner, socketMode & 0o066 ? 0o755 : 0o700);
-  await listenUnixSocket(server, options.socketPath, {
+  await listenUnixSocket(front, options.socketPath, {
     mode: socketMode,
     ...(options.socketOwner ? { owner: options.socketOwner } : {}),
   });
@@ -212,10 +243,13 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
 
     close: () => {
       closing ??= (async () => {
-        const closed = new Promise<void>((r) => server.close(() => r()));
+        const closed = new Promise<void>((r) => front.close(() => r()));
         server.closeIdleConnections();
         await Promise.allSettled([...inFlight]);
         server.closeAllConnections();
+        // Stops its checks (it never listened: the error it reports is that).
+        server.close(() => {});
+        for (const socket of lineSockets) socket.destroy();
         await closed;
         try {
           unlinkSync(options.socketPath);

@@ -1,0 +1,174 @@
+import { connect, type Socket } from 'node:net';
+import { BbError } from '@bb/errors';
+
+/** A connection with no call for this long is closed by the client (the sidecar waits 5 min). */
+const IDLE_MS = 60_000;
+
+type Pending = {
+  resolve: (line: Record<string, unknown>) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+};
+
+/** One connection speaking newline-delimited JSON-RPC: requests out, answers matched by id. */
+class LineConnection {
+  /** Calls waiting on the current socket (each socket has its own). */
+  #pending = new Map<number, Pending>();
+  readonly #of = new WeakMap<Socket, Map<number, Pending>>();
+  #socket: Socket | undefined;
+  #ready: Promise<Socket> | undefined;
+
+  constructor(
+    readonly socketPath: string,
+    readonly connectWaitMs: number,
+  ) {}
+
+  get busy(): number {
+    return this.#pending.size;
+  }
+
+  /** Connected, retrying while the socket is missing or refuses (nothing was sent). */
+  #connect(): Promise<Socket> {
+    if (this.#socket && !this.#socket.destroyed) return Promise.resolve(this.#socket);
+    this.#ready ??= (async () => {
+      const deadline = Date.now() + this.connectWaitMs;
+      for (;;) {
+        try {
+          const s = await new Promise<Socket>((resolve, reject) => {
+            const c = connect(this.socketPath);
+            c.once('connect', () => {
+              c.off('error', reject);
+              resolve(c);
+            });
+            c.once('error', reject);
+          });
+          this.#adopt(s);
+          return s;
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          if ((code === 'ENOENT' || code === 'ECONNREFUSED') && Date.now() < deadline) {
+            await new Promise((r) => setTimeout(r, 5));
+            continue;
+          }
+          throw new BbError(
+            'FORGE_UNAVAILABLE',
+            `cannot reach the forge sidecar at ${this.socketPath}: ${(err as Error).message}`,
+            { cause: err },
+          );
+        }
+      }
+    })().finally(() => {
+      this.#ready = undefined;
+    });
+    return this.#ready;
+  }
+
+  #adopt(s: Socket): void {
+    const pending = new Map<number, Pending>();
+    this.#of.set(s, pending);
+    this.#pending = pending;
+    this.#socket = s;
+    s.setEncoding('utf8');
+    // Idle, it holds no process open (a one-shot command exits) and goes after a minute,
+    // well before the sidecar would close it: a call never races an idle close.
+    s.unref();
+    s.setTimeout(IDLE_MS, () => {
+      if (pending.size > 0) return;
+      // The next call opens a new connection; this one is only ended.
+      if (this.#socket === s) this.#socket = undefined;
+      s.end();
+    });
+    let held = '';
+    s.on('data', (text: string) => {
+      let from = 0;
+      for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', from)) {
+        const line = held + text.slice(from, nl);
+        held = '';
+        from = nl + 1;
+        this.#answer(s, pending, line);
+      }
+      held += text.slice(from);
+    });
+    const fail = (err?: Error) => {
+      if (this.#socket === s) this.#socket = undefined;
+      for (const [id, p] of pending) {
+        pending.delete(id);
+        clearTimeout(p.timer);
+        p.reject(
+          new BbError(
+            'FORGE_UNAVAILABLE',
+            `the forge sidecar at ${this.socketPath} closed the connection before it answered${err ? ` (${err.message})` : ''}`,
+          ),
+        );
+      }
+    };
+    s.on('error', (err) => {
+      fail(err);
+      s.destroy();
+    });
+    s.on('close', () => fail());
+  }
+
+  #answer(s: Socket, pending: Map<number, Pending>, line: string): void {
+    let body: Record<string, unknown>;
+    try {
+      body = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    const p = typeof body['id'] === 'number' ? pending.get(body['id']) : undefined;
+    if (!p) return;
+    pending.delete(body['id'] as number);
+    clearTimeout(p.timer);
+    if (pending.size === 0) s.unref();
+    p.resolve(body);
+  }
+
+  async send(id: number, line: string, timeoutMs: number): Promise<Record<string, unknown>> {
+    const s = await this.#connect();
+    const pending = this.#of.get(s)!;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        pending.delete(id);
+        if (pending.size === 0) s.unref();
+        reject(new BbError('TIMEOUT', `the forge sidecar did not answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      pending.set(id, { resolve, reject, timer });
+      s.ref();
+      s.write(line);
+    });
+  }
+
+  close(): void {
+    this.#socket?.end();
+    this.#socket = undefined;
+  }
+}
+
+/**
+ * Connections to the forge sidecar speaking newline-delimited JSON-RPC, each
+ * call on the least busy of them (up to `connections`, opened as needed).
+ */
+export class LineClient {
+  readonly #conns: LineConnection[] = [];
+
+  constructor(
+    readonly socketPath: string,
+    readonly connections: number,
+    readonly connectWaitMs: number,
+  ) {}
+
+  call(id: number, request: unknown, timeoutMs: number): Promise<Record<string, unknown>> {
+    let pick = this.#conns.find((c) => c.busy === 0);
+    if (!pick && this.#conns.length < this.connections) {
+      pick = new LineConnection(this.socketPath, this.connectWaitMs);
+      this.#conns.push(pick);
+    }
+    pick ??= this.#conns.reduce((a, b) => (b.busy < a.busy ? b : a));
+    return pick.send(id, `${JSON.stringify(request)}\n`, timeoutMs);
+  }
+
+  close(): void {
+    for (const c of this.#conns.splice(0)) c.close();
+  }
+}

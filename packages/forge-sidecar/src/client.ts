@@ -1,8 +1,7 @@
-import { BbError } from '@bb/errors';
 import type { Comment, Issue, PullRequest, Review, ReviewComment } from '@bb/forge';
 import { Pool } from 'undici';
 import { fromWireError, type WireError } from './codes';
-import { LineClient } from './line-client';
+import { LineClient, untilListening } from './line-client';
 import type { DoneSignal } from './queue';
 
 export interface ForgeSidecarClientOptions {
@@ -71,29 +70,8 @@ export class ForgeSidecarClient {
     };
   }
 
-  async #request(
-    options: Parameters<Pool['request']>[0],
-  ): Promise<Awaited<ReturnType<Pool['request']>>> {
-    const deadline = Date.now() + this.#connectWait;
-    for (;;) {
-      try {
-        return await this.#client.request(options);
-      } catch (err) {
-        // Not listening yet: nothing was sent, so trying again is safe.
-        const code = (err as { code?: string }).code;
-        if ((code === 'ENOENT' || code === 'ECONNREFUSED') && Date.now() < deadline) {
-          await new Promise((r) => setTimeout(r, 5));
-          continue;
-        }
-        throw new BbError(
-          'FORGE_UNAVAILABLE',
-          `cannot reach the forge sidecar at ${this.socketPath}: ${(err as Error).message}`,
-          {
-            cause: err,
-          },
-        );
-      }
-    }
+  #request(options: Parameters<Pool['request']>[0]): Promise<Awaited<ReturnType<Pool['request']>>> {
+    return untilListening(this.socketPath, this.#connectWait, () => this.#client.request(options));
   }
 
   readIssue(number: number): Promise<Issue> {

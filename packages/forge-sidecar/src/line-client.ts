@@ -10,6 +10,35 @@ type Pending = {
   timer: NodeJS.Timeout;
 };
 
+/**
+ * `attempt`, again while the sidecar's socket is missing or refuses connections
+ * (nothing was sent, so trying again is safe), for up to `waitMs`; then
+ * `FORGE_UNAVAILABLE` naming the socket.
+ */
+export async function untilListening<T>(
+  socketPath: string,
+  waitMs: number,
+  attempt: () => Promise<T>,
+): Promise<T> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if ((code === 'ENOENT' || code === 'ECONNREFUSED') && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 5));
+        continue;
+      }
+      throw new BbError(
+        'FORGE_UNAVAILABLE',
+        `cannot reach the forge sidecar at ${socketPath}: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
+}
+
 /** One connection speaking newline-delimited JSON-RPC: requests out, answers matched by id. */
 class LineConnection {
   /** Calls waiting on the current socket (each socket has its own). */
@@ -30,34 +59,18 @@ class LineConnection {
   /** Connected, retrying while the socket is missing or refuses (nothing was sent). */
   #connect(): Promise<Socket> {
     if (this.#socket && !this.#socket.destroyed) return Promise.resolve(this.#socket);
-    this.#ready ??= (async () => {
-      const deadline = Date.now() + this.connectWaitMs;
-      for (;;) {
-        try {
-          const s = await new Promise<Socket>((resolve, reject) => {
-            const c = connect(this.socketPath);
-            c.once('connect', () => {
-              c.off('error', reject);
-              resolve(c);
-            });
-            c.once('error', reject);
-          });
-          this.#adopt(s);
-          return s;
-        } catch (err) {
-          const code = (err as NodeJS.ErrnoException).code;
-          if ((code === 'ENOENT' || code === 'ECONNREFUSED') && Date.now() < deadline) {
-            await new Promise((r) => setTimeout(r, 5));
-            continue;
-          }
-          throw new BbError(
-            'FORGE_UNAVAILABLE',
-            `cannot reach the forge sidecar at ${this.socketPath}: ${(err as Error).message}`,
-            { cause: err },
-          );
-        }
-      }
-    })().finally(() => {
+    this.#ready ??= untilListening(this.socketPath, this.connectWaitMs, async () => {
+      const s = await new Promise<Socket>((resolve, reject) => {
+        const c = connect(this.socketPath);
+        c.once('connect', () => {
+          c.off('error', reject);
+          resolve(c);
+        });
+        c.once('error', reject);
+      });
+      this.#adopt(s);
+      return s;
+    }).finally(() => {
       this.#ready = undefined;
     });
     return this.#ready;

@@ -5,7 +5,9 @@
 // op log on the claim the orchestrator reads; a resume continues the same session in
 // new pods. What the double leaves out (scheduling, the pod network and its
 // policies) is a cluster's; docs/guides/kubernetes.md says what is not proven.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubernetesBottles, kubeConfigFor, kubernetesRunner } from '@bb/backend-kubernetes';
@@ -19,6 +21,22 @@ import { DockerKubelet } from './docker-kubelet';
 import { forgeWorld, makeHome, removeHome, scriptAgent } from './support';
 
 const docker = await probeDocker();
+const SVC_KEY = 'svc-key-only-the-gate-holds-4242';
+
+/** A service on loopback that says which key each request came with. */
+async function keyedService() {
+  const keys: string[] = [];
+  const server = createServer((req, res) => {
+    keys.push(String(req.headers['x-key'] ?? ''));
+    res.end(`hello from the service, path ${req.url}\n`);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    keys,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
 const TOKEN = 'bb-claude-token-pods-1001';
 const NS = 'bots';
 const AGENT_IMAGE = 'registry.example.test/bb-agents:1';
@@ -30,10 +48,12 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
   let api: FakeKubernetesApi;
   let gitea: GiteaTestServer;
   let kubelet: DockerKubelet;
+  let svc: Awaited<ReturnType<typeof keyedService>>;
   const backend = new DockerBackend();
   const label = `bb.kubelet-test-${process.pid}`;
 
   beforeAll(async () => {
+    svc = await keyedService();
     home = makeHome(
       'bb-k8s-pods-',
       {
@@ -56,7 +76,28 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
           },
         ]),
       },
-      { default: { image: AGENT_IMAGE, resources: { memory: '512m', cpus: 1 } } },
+      {
+        default: { image: AGENT_IMAGE, resources: { memory: '512m', cpus: 1 } },
+        // A credential route to a service on this machine: the key is added by the gate.
+        probe: {
+          image: AGENT_IMAGE,
+          credentials: [{ route: '/svc', upstream: svc.url, headers: { 'x-key': 'env:SVC_KEY' } }],
+        },
+      },
+    );
+    writeFileSync(
+      join(home, 'config', 'agents', 'prober.json'),
+      JSON.stringify({
+        ...scriptAgent([
+          {
+            steps: [
+              { do: 'sh', cmd: 'wget -q -O - http://127.0.0.1:3129/svc/hello' },
+              { do: 'done', status: 'success', summary: 'Called the service.' },
+            ],
+          },
+        ]),
+        bottles: ['probe'],
+      }),
     );
     claims = mkdtempSync(join(tmpdir(), 'bb-k8s-claims-'));
     api = await FakeKubernetesApi.start({ check: publishedSchemas, startDelayMs: null });
@@ -81,6 +122,7 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
     for (const c of await backend.list({ [label]: '1' })) await backend.destroy(c.id);
     await gitea?.close();
     await api?.close();
+    await svc?.close();
     rmSync(claims, { recursive: true, force: true });
     if (home) await removeHome(home);
   });
@@ -171,5 +213,45 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
     await runner.destroy(slug);
     expect(api.objects('persistentvolumeclaims', NS)).toEqual([]);
     expect(api.calls.filter((c) => /\/(exec|attach|portforward)$/.test(c.path))).toEqual([]);
+  }, 180_000);
+
+  it("gives the agent its credential routes through the gate's port, the key added by the gate alone", async () => {
+    onTestFailed(() => console.error('kubelet:', kubelet.errors.join('\n')));
+    const env = { BB_HOME: home, SVC_KEY };
+    const runner = kubernetesRunner({
+      bottles: new KubernetesBottles({ kubeConfig: kubeConfigFor(api.url), namespace: NS }),
+      env,
+      token: TOKEN,
+      gateImage: GATE_IMAGE,
+      stateClaim: 'bb-bottle-state',
+      turnTimeoutMs: 60_000,
+    });
+    const n = gitea.createIssue('alice', 'acme/widgets', { title: 'Probe', body: 'x' });
+    const slug = `prober-${Date.now().toString(36).slice(-5)}`;
+    await runner.startLaunch({
+      agent: 'prober',
+      slug,
+      prompt: 'Call the service.',
+      forge: {
+        kind: 'gitea',
+        site: giteaKind.fromEnv({ FORGE_GITEA_API: gitea.apiUrl }).env(),
+        token: TOKEN,
+        owner: 'acme',
+        repo: 'widgets',
+        issue: n,
+        cloneUrl: gitea.cloneUrl('acme/widgets'),
+      },
+    });
+    // The key is in the gate's Secret, nowhere in the agent's pod.
+    const agentPod = (api.objects('pods', NS) as Array<{ metadata: { name: string } }>).find(
+      (p) => p.metadata.name === `bb-${slug}-agent`,
+    );
+    expect(JSON.stringify(agentPod)).not.toContain(SVC_KEY);
+    const outcome = await runner.finishTurn(slug);
+    expect(kubelet.errors).toEqual([]);
+    expect(outcome, outcome.output).toMatchObject({ exitCode: 0, ok: true });
+    expect(outcome.output).toContain('hello from the service, path /hello');
+    expect(svc.keys).toEqual([SVC_KEY]);
+    await runner.destroy(slug);
   }, 180_000);
 });

@@ -7,7 +7,9 @@ import {
   type BottleManifest,
   type BottleMeta,
   type BottleRunner,
+  BRIDGE_PORTS,
   bottlePaths,
+  effectiveConfig,
   forgeSidecarEnv,
   GATE_USER,
   HOME_LABEL,
@@ -17,8 +19,12 @@ import {
   loadBottleManifest,
   MANAGED_LABEL,
   memoryBytes,
+  modelApiUrl,
+  needsProxies,
+  PROXY_ENV,
   providerFor,
   readMeta,
+  routeSecrets,
   type TurnOutcome,
   writeMeta,
   writeTurnFile,
@@ -107,6 +113,19 @@ export function kubernetesRunner(
     // so no other pod's connection is served even where policies are not enforced.
     const linkKey = randomBytes(24).toString('hex');
     const m = manifests(meta.agent, meta.bottles);
+    // The bottles' egress allowlist and credential routes (with what an operator
+    // approved for the whole bottle in their place), as a Docker bottle's.
+    const config = effectiveConfig(
+      meta,
+      meta.bottles.map((n) => loadBottleManifest(n, env).manifest),
+      env,
+    );
+    const proxies = needsProxies(config);
+    const routed = (kind: 'anthropic' | 'openai') =>
+      (JSON.parse(config.routes) as { routes: Array<{ prefix: string }> }).routes.some(
+        (r) => r.prefix === `/${kind}`,
+      );
+    const modelKind = routed('anthropic') ? 'anthropic' : routed('openai') ? 'openai' : undefined;
     const invocation = providerFor(m.agent.provider).invocation({
       prompt,
       sessionId: meta.sessionId ?? undefined,
@@ -114,6 +133,7 @@ export function kubernetesRunner(
       home: IN_POD.home,
       runtimeDir: IN_POD.runtime,
       socket: IN_POD.socket,
+      ...(modelKind ? { modelApi: { kind: modelKind, baseUrl: modelApiUrl(modelKind) } } : {}),
       ...(m.agent.retries !== undefined ? { retries: m.agent.retries } : {}),
     });
     const forge = meta.forge;
@@ -130,6 +150,10 @@ export function kubernetesRunner(
           'node',
           `${IN_POD.runtime}/bb-bridge.mjs`,
           `${IN_POD.socket}=gate:forge`,
+          // The proxies, where the agent's tools look for them (as in a Docker bottle).
+          ...(proxies
+            ? [`${BRIDGE_PORTS.egress}=gate:egress`, `${BRIDGE_PORTS.credentials}=gate:credentials`]
+            : []),
           '--',
           ...invocation.cmd,
         ],
@@ -140,6 +164,7 @@ export function kubernetesRunner(
           BB_SLUG: meta.slug,
           BB_WORKSPACE_DIR: IN_POD.workspace,
           BB_GATE_KEY: linkKey,
+          ...(proxies ? PROXY_ENV : {}),
           // The turn's files in its home (a CLI's settings, the script agent's script),
           // written by the bridge as the agent before the command: nothing outside the
           // pod can write its claim.
@@ -171,11 +196,34 @@ export function kubernetesRunner(
           // Its push repository is on the claim every gate shares: bounded well below it.
           ...(forge ? { BB_GIT_DIR_MAX: String(o.pushRepoBytes ?? DEFAULT_PUSH_REPO_BYTES) } : {}),
           BB_GATE_KEY_FILE: `${IN_POD.secrets}/link-key`,
+          // Its egress and credential proxies: their files with its Secret's, the keys
+          // its routes name among them (resolved here, by the orchestrator).
+          ...(proxies
+            ? {
+                BB_EGRESS_RULES: `${IN_POD.secrets}/rules.json`,
+                BB_CRED_ROUTES: `${IN_POD.secrets}/routes.json`,
+                BB_CRED_SECRETS_FILE: `${IN_POD.secrets}/keys.json`,
+                BB_EGRESS_SOCKET: '/tmp/egress.sock',
+                BB_CRED_SOCKET: '/tmp/cred.sock',
+                BB_EGRESS_LOG: `${IN_POD.state}/egress.jsonl`,
+                BB_PROXY_STATUS: `${IN_POD.state}/proxy-status.json`,
+              }
+            : {}),
         },
         // A Docker gate's: its git checks every object the agent pushes.
         resources: { memoryBytes: 1024 ** 3, cpus: 1 },
       },
-      secrets: { token: o.token, 'link-key': linkKey },
+      secrets: {
+        token: o.token,
+        'link-key': linkKey,
+        ...(proxies
+          ? {
+              'keys.json': JSON.stringify(routeSecrets(config.routes, env)),
+              'rules.json': config.allowlist,
+              'routes.json': config.routes,
+            }
+          : {}),
+      },
       stateClaim: o.stateClaim,
       ...(meta.diskBytes ? { storageBytes: meta.diskBytes } : {}),
     };

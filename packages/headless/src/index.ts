@@ -54,6 +54,7 @@ export {
   PROXY_ENV,
   type ProxyGateDirs,
   type ProxyGateOptions,
+  routeSecrets,
   startProxyGate,
 } from './gate';
 export {
@@ -114,6 +115,7 @@ export {
 export {
   type BottleConfig,
   effectiveConfig,
+  needsProxies,
   writeCurrentConfig,
 } from './supervise-gate';
 export {

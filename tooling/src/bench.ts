@@ -35,7 +35,7 @@ export async function waitForPath(path: string, timeoutMs = 5000): Promise<void>
  * once the socket is there.
  */
 export async function spawnNodeOn(socket: string, code: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['-e', code], { stdio: 'inherit' });
+  const child = spawn(process.execPath, ['-e', code], { stdio: 'ignore' });
   await waitForPath(socket);
   return child;
 }

@@ -30,7 +30,7 @@ interface Container {
 interface Volume {
   name: string;
   persistentVolumeClaim?: { claimName: string };
-  secret?: { secretName: string };
+  secret?: { secretName: string; items?: Array<{ key: string; path: string }> };
   emptyDir?: { medium?: string };
 }
 interface Pod {
@@ -158,7 +158,14 @@ export class DockerKubelet {
               stringData?: Record<string, string>;
             }>
           ).find((s) => s.metadata.name === v.secret!.secretName);
-          for (const [f, text] of Object.entries(secret?.stringData ?? {})) {
+          // Its items only, when it names them (as a kubelet projects them).
+          const data = secret?.stringData ?? {};
+          const files = v.secret.items
+            ? v.secret.items.flatMap((i) =>
+                i.key in data ? [[i.path, data[i.key]!] as const] : [],
+              )
+            : Object.entries(data);
+          for (const [f, text] of files) {
             writeFileSync(join(dir, f), text);
             chmodSync(join(dir, f), 0o440);
             chownSync(join(dir, f), 0, fsGroup);

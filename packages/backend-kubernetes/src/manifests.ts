@@ -211,8 +211,9 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
                 resources: limits({ memoryBytes: 1024 ** 3, cpus: 1 }),
                 volumeMounts: [
                   { name: 'data', mountPath: '/workspace', subPath: 'workspace' },
+                  // The token alone (the model keys are none of the clone's business).
                   ...(secret
-                    ? [{ name: 'secrets', mountPath: '/run/bb-secrets', readOnly: true }]
+                    ? [{ name: 'clone-secret', mountPath: '/run/bb-secrets', readOnly: true }]
                     : []),
                   { name: 'tmp', mountPath: '/tmp' },
                 ],
@@ -261,6 +262,18 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
           : []),
         ...(secret
           ? [{ name: 'secrets', secret: { secretName: n.secret, defaultMode: 0o440 } }]
+          : []),
+        ...(secret && spec.gate.clone
+          ? [
+              {
+                name: 'clone-secret',
+                secret: {
+                  secretName: n.secret,
+                  defaultMode: 0o440,
+                  items: [{ key: 'token', path: 'token' }],
+                },
+              },
+            ]
           : []),
         { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '64Mi' } },
       ],

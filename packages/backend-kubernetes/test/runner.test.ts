@@ -168,3 +168,23 @@ describe('kubernetesRunnerFromEnv', () => {
     expect(warned).toEqual([expect.stringMatching(/keeps no bottle warm/)]);
   });
 });
+
+describe('the launch clone', () => {
+  it('runs as the agent with the forge token alone, before the gate, and only at a launch', async () => {
+    const { planBottle } = await import('../src/manifests');
+    const spec = {
+      slug: 'clone-a1',
+      agent: { image: 'a', command: ['a'] },
+      gate: { image: 'g', command: ['g'], clone: { name: 'I', email: 'i@example.test' } },
+      secrets: { token: 't', 'keys.json': '{"K":"model-key"}', 'link-key': 'ab'.repeat(24) },
+    };
+    const gate = planBottle(spec).gate.spec!;
+    const init = gate.initContainers![0]!;
+    expect(init.securityContext).toMatchObject({ runAsUser: 1000, runAsGroup: 1000 });
+    const mount = init.volumeMounts!.find((m) => m.mountPath === '/run/bb-secrets')!;
+    const volume = gate.volumes!.find((v) => v.name === mount.name)!;
+    expect(volume.secret?.items).toEqual([{ key: 'token', path: 'token' }]);
+    const { clone: _, ...resumed } = spec.gate;
+    expect(planBottle({ ...spec, gate: resumed }).gate.spec!.initContainers).toBeUndefined();
+  });
+});

@@ -129,6 +129,7 @@ class LineConnection {
     } catch {
       return;
     }
+    if (typeof body !== 'object' || body === null) return;
     const p = typeof body['id'] === 'number' ? pending.get(body['id']) : undefined;
     if (!p) return;
     pending.delete(body['id'] as number);

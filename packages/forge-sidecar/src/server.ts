@@ -13,7 +13,7 @@ import {
 } from 'json-rpc-2.0';
 import { ERROR_TABLE, toWireError } from './codes';
 import type { GitGate } from './git-push';
-import { serveLines } from './line-transport';
+import { type LineConnection, serveLines } from './line-transport';
 import { callMethod, METHOD_NAMES, type MethodContext } from './methods';
 import type { OpLog } from './op-log';
 import { CheckinThrottle, type QueueWriter } from './queue';
@@ -60,6 +60,11 @@ export interface RunningSidecar {
 }
 
 const silent: SidecarLogger = { info() {}, warn() {}, error() {} };
+
+/** A connection that sends nothing this long after it opens is closed. */
+const FIRST_BYTE_MS = 10_000;
+/** Connections served at once (more are refused until one closes). */
+const MAX_CONNECTIONS = 64;
 
 /**
  * Start the forge sidecar: JSON-RPC 2.0 on a Unix socket, as newline-delimited
@@ -200,19 +205,30 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
 
   // One socket, two ways in: a connection whose first byte opens JSON (`{` or `[`)
   // speaks newline-delimited JSON-RPC (the client's way: no HTTP on either side);
-  // any other is HTTP (POST /rpc, GET /healthz), handed to the HTTP server.
-  const lineSockets = new Set<Socket>();
+  // any other is HTTP (POST /rpc, GET /healthz), handed to the HTTP server. A
+  // connection that says nothing for 10 s is closed; at most 64 are open at once.
+  const accepted = new Set<Socket>();
+  const lines = new Set<LineConnection>();
+  let closingDown = false;
   // The HTTP server is handed connections, never listens itself: start its checks of
   // slow requests (headersTimeout, requestTimeout) as listening would.
   server.emit('listening');
-  const front = createNetServer((socket) => {
+  const front = createNetServer({ allowHalfOpen: true }, (socket) => {
+    accepted.add(socket);
+    socket.on('close', () => accepted.delete(socket));
+    socket.on('error', () => socket.destroy());
+    if (closingDown) {
+      socket.destroy();
+      return;
+    }
+    socket.setTimeout(FIRST_BYTE_MS, () => socket.destroy());
     socket.once('data', (first: Buffer) => {
+      socket.setTimeout(0);
       socket.pause();
       socket.unshift(first);
-      if (first[0] === 0x7b || first[0] === 0x5b) {
-        lineSockets.add(socket);
-        socket.on('close', () => lineSockets.delete(socket));
-        serveLines(socket, {
+      if (closingDown) socket.destroy();
+      else if (first[0] === 0x7b || first[0] === 0x5b) {
+        const line = serveLines(socket, {
           maxLineBytes: maxBody,
           answer,
           parseError,
@@ -223,11 +239,13 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
             void work.finally(() => inFlight.delete(work));
           },
         });
+        lines.add(line);
+        socket.on('close', () => lines.delete(line));
       } else server.emit('connection', socket);
       socket.resume();
     });
-    socket.on('error', () => socket.destroy());
   });
+  front.maxConnections = MAX_CONNECTIONS;
 
   const socketMode = options.socketMode ?? 0o600;
   await prepareSocket(options.socketPath, options.socketOwner, socketMode & 0o066 ? 0o755 : 0o700);
@@ -243,13 +261,17 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
 
     close: () => {
       closing ??= (async () => {
+        closingDown = true;
         const closed = new Promise<void>((r) => front.close(() => r()));
+        // No new call starts: line connections read no more, idle HTTP ones go.
+        for (const line of lines) line.stop();
         server.closeIdleConnections();
-        await Promise.allSettled([...inFlight]);
+        // Every call started finishes (and is logged) before anything is cut.
+        while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
         server.closeAllConnections();
         // Stops its checks (it never listened: the error it reports is that).
         server.close(() => {});
-        for (const socket of lineSockets) socket.destroy();
+        for (const socket of accepted) socket.destroy();
         await closed;
         try {
           unlinkSync(options.socketPath);

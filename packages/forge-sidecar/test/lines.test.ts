@@ -141,4 +141,85 @@ describe('the line transport', () => {
     );
     await client.close();
   });
+
+  it('a client that half-closes after its line still gets the answer', async () => {
+    h = await startHarness();
+    const answer = await new Promise<string>((resolve, reject) => {
+      const c = connect(h!.env['BB_SIDECAR_SOCKET']!);
+      let got = '';
+      c.on('data', (d: Buffer) => (got += d.toString()));
+      c.on('close', () => resolve(got));
+      c.on('error', reject);
+      c.end('{"jsonrpc":"2.0","id":5,"method":"read_issue","params":{"number":1}}\n');
+    });
+    expect(JSON.parse(answer)).toMatchObject({ id: 5, result: { number: 1 } });
+  });
+});
+
+describe('the line transport against a hostile client', () => {
+  it('holds bounded memory for a client that sends and never reads its answers', async () => {
+    h = await startHarness();
+    const before = process.memoryUsage().rss;
+    const c = connect(h.env['BB_SIDECAR_SOCKET']!);
+    c.on('error', () => {}); // the sidecar may end it
+    c.pause(); // never reads what it is sent
+    await new Promise((r) => c.once('connect', r));
+    // A line connection (its first byte opens JSON), then 8 MiB of one-byte lines: each
+    // costs the sidecar a parse-error answer ~60x its size.
+    c.write('{}\n');
+    const chunk = Buffer.from('x\n'.repeat(32 * 1024));
+    let sent = 0;
+    const end = Date.now() + 3000;
+    while (sent < 8 * 1024 * 1024 && Date.now() < end && !c.destroyed) {
+      if (!c.write(chunk))
+        await Promise.race([
+          new Promise((r) => c.once('drain', r)),
+          new Promise((r) => setTimeout(r, 200)),
+        ]);
+      sent += chunk.length;
+    }
+    const grown = (process.memoryUsage().rss - before) / 1024 ** 2;
+    c.destroy();
+    expect(grown, `the sidecar grew ${grown.toFixed(0)} MiB`).toBeLessThan(64);
+    // Others are still served.
+    expect((await h.client.readIssue(1)).number).toBe(1);
+  });
+
+  it('runs at most 16 calls of one connection at once, however many lines arrive together', async () => {
+    let now = 0;
+    let most = 0;
+    class Counting extends MemoryForge {
+      override async readIssue(n: number) {
+        most = Math.max(most, ++now);
+        await new Promise((r) => setTimeout(r, 20));
+        now--;
+        return super.readIssue(n);
+      }
+    }
+    const world = new MemoryForgeWorld();
+    world.addIssue('acme', 'widgets', { title: 'one', author: 'alice' });
+    h = await startHarness({
+      makeForge: () => new Counting({ owner: 'acme', repo: 'widgets', as: 'bb-claude', world }),
+    });
+    const many = Array.from(
+      { length: 200 },
+      (_, i) => `{"jsonrpc":"2.0","id":${i},"method":"read_issue","params":{"number":1}}`,
+    ).join('\n');
+    const out = await lines(h.env['BB_SIDECAR_SOCKET']!, `${many}\n`, 200);
+    expect(out).toHaveLength(200);
+    expect(most).toBeLessThanOrEqual(16);
+  });
+
+  it('closes promptly with a connection that never says anything open, and refuses new ones meanwhile', async () => {
+    h = await startHarness();
+    const sock = h.env['BB_SIDECAR_SOCKET']!;
+    const silent = connect(sock);
+    await new Promise((r) => silent.once('connect', r));
+    const began = Date.now();
+    await h.sidecar.close();
+    expect(Date.now() - began).toBeLessThan(2000);
+    expect(
+      silent.destroyed || (await new Promise((r) => silent.once('close', () => r(true)))),
+    ).toBe(true);
+  });
 });

@@ -332,6 +332,39 @@ describe('bb doctor', () => {
   });
   afterAll(() => gitea.close());
 
+  it('asks a platform of whole bottles itself, not a Docker engine, naming what its configuration lacks', async () => {
+    const { FakeKubernetesApi } = await import('@bb/backend-kubernetes/testing');
+    const api = await FakeKubernetesApi.start();
+    const home = mkdtempSync(join(tmpdir(), 'bb-doc-k8s-'));
+    const env = {
+      BB_HOME: home,
+      FORGE_GITEA_API: gitea.apiUrl,
+      FORGE_TOKEN: 'bot-token-1234567890',
+      FORGE_WEBHOOK_SECRET: 'a-long-secret',
+      BB_BACKEND: 'kubernetes',
+      BB_K8S_API: api.url,
+      BB_K8S_STATE_CLAIM: 'bb-bottle-state',
+    };
+    try {
+      const lacking = await runDoctor(io(env).io);
+      expect(lacking.map((c) => c.check)).not.toContain('docker engine');
+      expect(lacking.find((c) => c.check === 'kubernetes backend')).toMatchObject({
+        ok: false,
+        detail: expect.stringMatching(/BB_K8S_GATE_IMAGE must name the gate image/),
+        fix: expect.stringMatching(/kubernetes\.md/),
+      });
+      const whole = await runDoctor(io({ ...env, BB_K8S_GATE_IMAGE: 'bb-gate:1' }).io);
+      expect(whole.find((c) => c.check === 'kubernetes backend')).toMatchObject({
+        ok: true,
+        detail: 'answers; 0 bottles of this orchestrator',
+      });
+      expect(api.calls.some((c) => c.path.endsWith('/pods'))).toBe(true);
+    } finally {
+      await api.close();
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it('names each failure with its fix, and passes the forge checks for a member bot', async () => {
     const home = mkdtempSync(join(tmpdir(), 'bb-doc-'));
     const env = {

@@ -4,6 +4,7 @@ import { errorMessage } from '@bb/errors';
 import { forgeKinds } from '@bb/forge';
 import {
   type Backend,
+  backendKinds,
   canMountDisks,
   configDir,
   DockerBackend,
@@ -69,11 +70,8 @@ function diskCheck(env: Record<string, string | undefined>): DoctorCheck {
   };
 }
 
-/** Run every check; never throws. */
-export async function runDoctor(
-  io: CliIo,
-  docker: Backend = new DockerBackend(),
-): Promise<DoctorCheck[]> {
+/** The Docker engine and the base image bottles' gates run in. */
+async function engineChecks(io: CliIo, docker: Backend): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = [];
   const image = io.env['BB_BASE_IMAGE'] ?? 'bb-base:latest';
   let engine = false;
@@ -109,7 +107,52 @@ export async function runDoctor(
     checks.push({ check: 'base image', ok: null, detail: 'skipped: no Docker engine' });
   }
 
-  checks.push(diskCheck(io.env));
+  return checks;
+}
+
+/** A platform of whole bottles: it answers, listing this orchestrator's bottles. */
+async function platformCheck(io: CliIo, name: string): Promise<DoctorCheck> {
+  try {
+    const runner = await backendKinds.runner(name, { env: io.env, token: '', warmMs: 0 });
+    const bottles = new Set((await runner.ours()).map((c) => c.labels['bb.slug'])).size;
+    return {
+      check: `${name} backend`,
+      ok: true,
+      detail: `answers; ${bottles} bottle${bottles === 1 ? '' : 's'} of this orchestrator`,
+    };
+  } catch (err) {
+    return {
+      check: `${name} backend`,
+      ok: false,
+      detail: errorMessage(err),
+      fix:
+        name === 'kubernetes'
+          ? 'set BB_K8S_GATE_IMAGE, BB_K8S_STATE_CLAIM and BB_K8S_API (or run in the cluster): docs/guides/kubernetes.md'
+          : `see the ${name} backend's documentation`,
+    };
+  }
+}
+
+/** Run every check; never throws. */
+export async function runDoctor(
+  io: CliIo,
+  docker: Backend = new DockerBackend(),
+): Promise<DoctorCheck[]> {
+  const checks: DoctorCheck[] = [];
+  // A platform that runs whole bottles (BB_BACKEND=kubernetes) is asked itself; the
+  // Docker engine and bottle disks are an engine's.
+  const backendName = io.env['BB_BACKEND'] || 'docker';
+  let platform = false;
+  try {
+    platform = !backendKinds.makesContainers(backendName);
+  } catch {
+    // an unknown name: the configuration check says so
+  }
+  if (platform) checks.push(await platformCheck(io, backendName));
+  else {
+    checks.push(...(await engineChecks(io, docker)));
+    checks.push(diskCheck(io.env));
+  }
 
   const dir = configDir(io.env);
   const manifests: string[] = [];

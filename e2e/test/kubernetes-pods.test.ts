@@ -117,6 +117,27 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
     });
   }, 60_000);
 
+  /** The runner the tests launch with, on the fake API server. */
+  const runnerFor = (env: Record<string, string>) =>
+    kubernetesRunner({
+      bottles: new KubernetesBottles({ kubeConfig: kubeConfigFor(api.url), namespace: NS }),
+      env,
+      token: TOKEN,
+      gateImage: GATE_IMAGE,
+      stateClaim: 'bb-bottle-state',
+      turnTimeoutMs: 60_000,
+    });
+  /** Issue `n` of acme/widgets, as the bottle's gate is wired to it. */
+  const wiring = (n: number) => ({
+    kind: 'gitea',
+    site: giteaKind.fromEnv({ FORGE_GITEA_API: gitea.apiUrl }).env(),
+    token: TOKEN,
+    owner: 'acme',
+    repo: 'widgets',
+    issue: n,
+    cloneUrl: gitea.cloneUrl('acme/widgets'),
+  });
+
   afterAll(async () => {
     await kubelet?.close();
     for (const c of await backend.list({ [label]: '1' })) await backend.destroy(c.id);
@@ -130,35 +151,19 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
   it('runs a turn whose agent reaches the forge only through its gate, and resumes its session in new pods', async () => {
     onTestFailed(() => console.error('kubelet:', kubelet.errors.join('\n')));
     const env = { BB_HOME: home };
-    const runner = kubernetesRunner({
-      bottles: new KubernetesBottles({ kubeConfig: kubeConfigFor(api.url), namespace: NS }),
-      env,
-      token: TOKEN,
-      gateImage: GATE_IMAGE,
-      stateClaim: 'bb-bottle-state',
-      turnTimeoutMs: 60_000,
-    });
+    const runner = runnerFor(env);
     const n = gitea.createIssue('alice', 'acme/widgets', {
       title: 'Say hello',
       body: 'From a pod, please.',
       labels: ['bot-bottle:implementer'],
       assignees: ['bb-claude'],
     });
-    const site = giteaKind.fromEnv({ FORGE_GITEA_API: gitea.apiUrl });
     const slug = `implementer-${Date.now().toString(36).slice(-5)}`;
     await runner.startLaunch({
       agent: 'implementer',
       slug,
       prompt: 'Say hello on the issue.',
-      forge: {
-        kind: 'gitea',
-        site: site.env(),
-        token: TOKEN,
-        owner: 'acme',
-        repo: 'widgets',
-        issue: n,
-        cloneUrl: gitea.cloneUrl('acme/widgets'),
-      },
+      forge: wiring(n),
     });
     const first = await runner.finishTurn(slug);
     expect(kubelet.errors).toEqual([]);
@@ -218,29 +223,14 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
   it("gives the agent its credential routes through the gate's port, the key added by the gate alone", async () => {
     onTestFailed(() => console.error('kubelet:', kubelet.errors.join('\n')));
     const env = { BB_HOME: home, SVC_KEY };
-    const runner = kubernetesRunner({
-      bottles: new KubernetesBottles({ kubeConfig: kubeConfigFor(api.url), namespace: NS }),
-      env,
-      token: TOKEN,
-      gateImage: GATE_IMAGE,
-      stateClaim: 'bb-bottle-state',
-      turnTimeoutMs: 60_000,
-    });
+    const runner = runnerFor(env);
     const n = gitea.createIssue('alice', 'acme/widgets', { title: 'Probe', body: 'x' });
     const slug = `prober-${Date.now().toString(36).slice(-5)}`;
     await runner.startLaunch({
       agent: 'prober',
       slug,
       prompt: 'Call the service.',
-      forge: {
-        kind: 'gitea',
-        site: giteaKind.fromEnv({ FORGE_GITEA_API: gitea.apiUrl }).env(),
-        token: TOKEN,
-        owner: 'acme',
-        repo: 'widgets',
-        issue: n,
-        cloneUrl: gitea.cloneUrl('acme/widgets'),
-      },
+      forge: wiring(n),
     });
     // The key is in the gate's Secret, nowhere in the agent's pod.
     const agentPod = (api.objects('pods', NS) as Array<{ metadata: { name: string } }>).find(

@@ -10,6 +10,7 @@ import {
   BRIDGE_PORTS,
   bottlePaths,
   effectiveConfig,
+  endedTurn,
   forgeSidecarEnv,
   GATE_USER,
   HOME_LABEL,
@@ -357,15 +358,7 @@ export function kubernetesRunner(
         startedAt: new Date().toISOString(),
       };
       meta.sessionId = parsed.sessionId ?? meta.sessionId;
-      meta.turns.push({
-        turn: current.turn,
-        prompt: current.prompt,
-        exitCode,
-        ok: parsed.ok,
-        ...(parsed.tokens !== undefined ? { tokens: parsed.tokens } : {}),
-        startedAt: current.startedAt,
-        finishedAt: new Date().toISOString(),
-      });
+      meta.turns.push(endedTurn(current, exitCode, parsed));
       meta.status = 'frozen';
       meta.current = null;
       writeMeta(meta, env);

@@ -1,4 +1,4 @@
-import { isBbError } from '@bb/errors';
+import { settledCode as code } from '@bb/errors';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { KubernetesBottles, kubeConfigFor } from '../src/kubernetes-bottles';
 import type { KubeBottleSpec } from '../src/manifests';
@@ -26,15 +26,6 @@ const spec = (slug: string, over: Partial<KubeBottleSpec> = {}): KubeBottleSpec 
   secrets: { token: 'forge-token-never-in-the-agent', 'keys.json': '{"ANTHROPIC_API_KEY":"sk"}' },
   ...over,
 });
-
-const code = async (p: Promise<unknown>) => {
-  try {
-    await p;
-    return 'resolved';
-  } catch (err) {
-    return isBbError(err) ? err.code : `not a BbError: ${String(err)}`;
-  }
-};
 
 beforeAll(async () => {
   api = await FakeKubernetesApi.start({ check: publishedSchemas });

@@ -68,6 +68,19 @@ export function isBbError<D = Record<string, unknown>>(
   return code === undefined || e.code === code;
 }
 
+/**
+ * How `p` settles, as a word a test can compare: `resolved`, the `BbError` code it
+ * was rejected with, or `not a BbError: …` for anything else thrown.
+ */
+export async function settledCode(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (err) {
+    return isBbError(err) ? err.code : `not a BbError: ${String(err)}`;
+  }
+  return 'resolved';
+}
+
 /** The message of anything thrown, redacted. */
 export function errorMessage(err: unknown): string {
   if (err instanceof Error) return redactString(err.message);

@@ -7,6 +7,7 @@ import {
   redactString,
   registerSecret,
   registerUrlSecrets,
+  settledCode,
 } from './index';
 
 describe('BbError', () => {
@@ -35,6 +36,14 @@ describe('BbError', () => {
       message: 'forge did not answer',
       data: { tries: 3 },
     });
+  });
+});
+
+describe('settledCode', () => {
+  it('says how a promise settles: resolved, its BbError code, or what else was thrown', async () => {
+    expect(await settledCode(Promise.resolve(1))).toBe('resolved');
+    expect(await settledCode(Promise.reject(new BbError('CONFLICT', 'taken')))).toBe('CONFLICT');
+    expect(await settledCode(Promise.reject(new Error('boom')))).toBe('not a BbError: Error: boom');
   });
 });
 

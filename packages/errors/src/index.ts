@@ -14,6 +14,7 @@ export {
   type BbErrorOptions,
   errorMessage,
   isBbError,
+  settledCode,
 } from './bb-error';
 export {
   redact,

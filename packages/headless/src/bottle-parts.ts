@@ -66,6 +66,23 @@ export interface TurnOutcome {
   warm?: { until: string; bytes: number };
 }
 
+/** The record of a turn that ended: what it was asked, how it ended, when. */
+export function endedTurn(
+  current: { turn: number; prompt: string; startedAt: string },
+  exitCode: number,
+  result: { ok: boolean; tokens?: number | undefined },
+): BottleMeta['turns'][number] {
+  return {
+    turn: current.turn,
+    prompt: current.prompt,
+    exitCode,
+    ok: result.ok,
+    ...(result.tokens !== undefined ? { tokens: result.tokens } : {}),
+    startedAt: current.startedAt,
+    finishedAt: new Date().toISOString(),
+  };
+}
+
 /** The `{"type":"bb_cli",...}` line the bb-agents image's CLI wrappers print before starting. */
 export function announcedCli(output: string): { name: string; version: string } | undefined {
   for (const line of output.split('\n')) {

@@ -23,7 +23,7 @@ export {
   registerBackend,
   registerRunner,
 } from './backends';
-export { writeTurnFile } from './bottle-parts';
+export { endedTurn, writeTurnFile } from './bottle-parts';
 export {
   type BottleOptions,
   cool,

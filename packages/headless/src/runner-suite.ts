@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { isBbError } from '@bb/errors';
+import { settledCode as code } from '@bb/errors';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ForgeWiring } from './layout';
 import type { BottleRunner } from './runner';
@@ -54,14 +54,6 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
       await made?.close?.();
     });
     const slugOf = (agent: string) => `${agent}-${randomBytes(3).toString('hex')}`;
-    const code = async (p: Promise<unknown>) => {
-      try {
-        await p;
-        return 'resolved';
-      } catch (err) {
-        return isBbError(err) ? err.code : `not a BbError: ${String(err)}`;
-      }
-    };
 
     it(
       'a launch runs the agent; its turn ends recorded and frozen, with what the gate relayed; a resume continues its session',

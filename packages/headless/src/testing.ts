@@ -12,7 +12,7 @@
  * Commands run with `sh -c`, so the image needs a POSIX shell.
  */
 import { randomUUID } from 'node:crypto';
-import { isBbError } from '@bb/errors';
+import { settledCode as code } from '@bb/errors';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Backend, BottleSpec } from './backend';
 
@@ -55,14 +55,6 @@ export function describeBackendConformance(name: string, options: BackendConform
       const id = await backend.create(s);
       made.push({ backend, id });
       return id;
-    };
-    const code = async (p: Promise<unknown>) => {
-      try {
-        await p;
-        return 'resolved';
-      } catch (err) {
-        return isBbError(err) ? err.code : `not a BbError: ${String(err)}`;
-      }
     };
 
     test('runs a command and reports its exit code', async () => {

@@ -15,6 +15,7 @@ import {
   type BottleOptions,
   cloneTimeoutMs,
   createTurnGate,
+  endedTurn,
   freeze,
   gateHealth,
   gateImage,
@@ -497,15 +498,7 @@ async function completeTurn(
     !end.exited && exitCode < 128 && (options.warmMs ?? 0) > 0
       ? await keepWarm(meta, p, agentId, current.turn, options).catch(() => undefined)
       : undefined;
-  meta.turns.push({
-    turn: current.turn,
-    prompt: current.prompt,
-    exitCode,
-    ok: parsed.ok,
-    ...(parsed.tokens !== undefined ? { tokens: parsed.tokens } : {}),
-    startedAt: current.startedAt,
-    finishedAt: new Date().toISOString(),
-  });
+  meta.turns.push(endedTurn(current, exitCode, parsed));
   meta.current = null;
   if (warm) {
     if (existsSync(p.logs))

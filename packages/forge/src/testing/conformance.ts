@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { isBbError } from '@bb/errors';
+import { settledCode as code, isBbError } from '@bb/errors';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ParsedWebhook } from '../events';
 import type { Forge } from '../forge';
@@ -71,15 +71,6 @@ export interface ForgeConformanceOptions {
 }
 
 const run = promisify(execFile);
-
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    return isBbError(err) ? err.code : `not a BbError: ${String(err)}`;
-  }
-  return 'resolved';
-}
 
 /** The behaviour every `Forge` subclass must have. */
 export function describeForgeConformance(name: string, options: ForgeConformanceOptions): void {

@@ -1,0 +1,554 @@
+import { connect, type Socket } from 'node:net';
+import { resolveDestination } from './addresses';
+import { denialBody } from './denial';
+import {
+  ChunkedScanner,
+  FramingError,
+  headerValues,
+  listTokens,
+  parseRequestHead,
+  type RequestHead,
+  requestFraming,
+} from './http-framing';
+import type { EgressLogEntry, EgressLogger } from './log';
+import { ResponseMeter } from './response-meter';
+import { decide, type EgressRule } from './rules';
+
+/** What every connection of one proxy shares. */
+export interface EgressContext {
+  rules(): readonly EgressRule[];
+  log: EgressLogger;
+  maxHeaderBytes: number;
+  headersTimeoutMs: number;
+  connectTimeoutMs: number;
+  idleTimeoutMs: number;
+  canLog?: (() => boolean) | undefined;
+  reserve?: (() => () => void) | undefined;
+  /** Every upstream socket open, so closing the proxy cuts them. */
+  upstreams: Set<Socket>;
+}
+
+const HEAD_END = Buffer.from('\r\n\r\n');
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  403: 'Forbidden',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+  501: 'Not Implemented',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  505: 'HTTP Version Not Supported',
+};
+
+/** Headers that belong to one connection (RFC 9110 §7.6.1) and never cross the proxy. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'upgrade',
+]);
+/** What frames a message: a Connection header may not ask the proxy to drop these. */
+const FRAMING = new Set(['content-length', 'transfer-encoding', 'host']);
+
+/** Whether the allowlist names this very address (for this port): then an internal one is allowed. */
+const listedAddress = (rules: readonly EgressRule[], port: number) => (ip: string) =>
+  rules.some((r) => !r.wildcard && r.host === ip.toLowerCase() && r.ports.includes(port));
+
+interface Upstream {
+  socket: Socket;
+  /** `host:port` as the request named it: only the same destination reuses it. */
+  key: string;
+  meter: ResponseMeter;
+  /** Replaced or refused: its end no longer ends the client. */
+  retired: boolean;
+}
+
+/**
+ * One agent connection to the egress proxy. Each request's head is read and
+ * decided on its own (the allowlist, the resolved address, the log's room);
+ * an allowed request's head is rewritten to origin form without hop-by-hop
+ * headers and its body carried byte for byte to an upstream connection kept
+ * for that destination; responses come back untouched, counted for the log.
+ * `CONNECT` becomes a blind tunnel. Any refusal closes the connection.
+ */
+export class EgressConnection {
+  private pending: Buffer = Buffer.alloc(0);
+  private state: 'head' | 'length' | 'chunked' | 'wait' | 'tunnel' | 'closing' | 'done' = 'head';
+  private left = 0;
+  private scanner: ChunkedScanner | undefined;
+  private up: Upstream | undefined;
+  /** The request whose body is being carried: its bytes up are counted there. */
+  private sending: { bytesUp: number } | undefined;
+  /** The request that asked to close the connection after it. */
+  private last = false;
+  private headTimer: NodeJS.Timeout | undefined;
+  /** The client sent its FIN: what it already sent is finished, then the connection ends. */
+  private ended = false;
+  /** Moving to another server, once the current one has answered what it owes. */
+  private afterAnswers: (() => void) | undefined;
+  /** A refusal waiting for the answers owed before it. */
+  private refusal: string | undefined;
+  /** Waiting for the upstream to drain before reading more. */
+  private blocked = false;
+
+  constructor(
+    private readonly client: Socket,
+    private readonly ctx: EgressContext,
+  ) {
+    client.setTimeout(ctx.idleTimeoutMs, () => client.destroy());
+    client.on('data', this.onData);
+    client.on('end', () => {
+      this.ended = true;
+      this.finishIfEnded();
+    });
+    client.on('error', () => client.destroy());
+    client.on('close', () => {
+      this.clearHeadTimer();
+      this.state = 'done';
+      this.retire();
+    });
+    this.startHeadTimer();
+  }
+
+  private readonly onData = (chunk: Buffer): void => {
+    this.pending = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
+    this.pump();
+  };
+
+  private pump() {
+    while (this.pending.length > 0) {
+      switch (this.state) {
+        case 'head': {
+          // Empty lines before a request line are allowed (RFC 9112 §2.2).
+          let skip = 0;
+          while (this.pending[skip] === 13 && this.pending[skip + 1] === 10) skip += 2;
+          if (skip) this.pending = this.pending.subarray(skip);
+          const end = this.pending.indexOf(HEAD_END);
+          if (end < 0 || end > this.ctx.maxHeaderBytes) {
+            if (this.pending.length > this.ctx.maxHeaderBytes)
+              return this.refuse(431, 'request headers too large');
+            if (this.pending.length > 0) this.startHeadTimer();
+            return;
+          }
+          this.clearHeadTimer();
+          const text = this.pending.toString('latin1', 0, end);
+          this.pending = this.pending.subarray(end + 4);
+          this.onHead(text, end + 4);
+          break;
+        }
+        case 'length': {
+          const take = Math.min(this.left, this.pending.length);
+          this.carry(this.pending.subarray(0, take));
+          this.pending = this.pending.subarray(take);
+          this.left -= take;
+          if (this.left === 0) this.requestSent();
+          break;
+        }
+        case 'chunked': {
+          let took: number;
+          try {
+            took = this.scanner!.push(this.pending);
+          } catch (err) {
+            return this.refuse(400, (err as Error).message);
+          }
+          this.carry(this.pending.subarray(0, took));
+          this.pending = this.pending.subarray(took);
+          if (this.scanner!.done) this.requestSent();
+          break;
+        }
+        case 'closing':
+        case 'done':
+          // The client said this request was its last: nothing more is read.
+          this.pending = Buffer.alloc(0);
+          return;
+        default:
+          return; // 'wait' resumes the pump; 'tunnel' carries bytes itself
+      }
+    }
+    this.finishIfEnded();
+  }
+
+  /**
+   * Once the client has sent its FIN and its last request is on its way, the
+   * upstream gets a FIN too (its answer still comes back, then both close).
+   */
+  private finishIfEnded(): void {
+    if (!this.ended || !(this.state === 'head' || this.state === 'closing')) return;
+    this.state = 'done';
+    this.clearHeadTimer();
+    if (this.up && !this.up.retired) this.up.socket.end();
+    else this.client.end();
+  }
+
+  private onHead(text: string, size: number) {
+    let head: RequestHead;
+    try {
+      head = parseRequestHead(text);
+      if (head.method === 'CONNECT') return this.tunnel(head);
+      this.forward(head, size);
+    } catch (err) {
+      if (err instanceof FramingError) return this.refuse(err.status, err.message);
+      throw err;
+    }
+  }
+
+  private forward(head: RequestHead, size: number) {
+    const started = Date.now();
+    let url: URL;
+    try {
+      url = new URL(head.target);
+    } catch {
+      return this.refuse(
+        400,
+        'this is a proxy: send absolute-form requests (http://host/path) or CONNECT',
+      );
+    }
+    if (url.protocol !== 'http:')
+      return this.refuse(
+        400,
+        `only http:// is forwarded as plain requests; use CONNECT for ${url.protocol}`,
+      );
+    if (url.username || url.password)
+      return this.refuse(400, 'a request target may not carry credentials (user:pass@host)');
+    const port = Number(url.port || 80);
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    const framing = requestFraming(head);
+    const hosts = headerValues(head, 'host');
+    if (hosts.length > 1) return this.refuse(400, 'a request may carry one Host header only');
+    // A Host header that names somewhere else is an attempt to smuggle a request past the rule.
+    const hostHeader = (hosts[0] ?? '').toLowerCase();
+    if (hostHeader && hostHeader !== url.host.toLowerCase()) {
+      this.denied(host, port, `Host header ${hostHeader} does not match ${url.host}`, head.method);
+      return this.refuse(
+        400,
+        `the Host header (${hostHeader}) does not match the request target (${url.host})`,
+      );
+    }
+    const named = listTokens(headerValues(head, 'connection'));
+    const framingNamed = named.find((t) => FRAMING.has(t));
+    if (framingNamed) return this.refuse(400, `the Connection header may not name ${framingNamed}`);
+    if (this.ctx.canLog && !this.ctx.canLog())
+      return this.refuse(503, 'the egress log is full: nothing more can go out of this bottle');
+    const d = decide(this.ctx.rules(), host, port);
+    if (!d.allowed) {
+      this.denied(host, port, d.rule, head.method);
+      return this.refuse(403, '', denialBody('egress', { host, port }, d.rule));
+    }
+    this.last = head.minor === 0 || named.includes('close');
+    // The head as it goes upstream: origin form, the Host first, nothing hop-by-hop.
+    let out = `${head.method} ${url.pathname}${url.search} HTTP/1.${head.minor}\r\nHost: ${hosts[0] ?? url.host}\r\n`;
+    for (let i = 0; i < head.headers.length; i++) {
+      const lower = head.names[i]!;
+      if (lower === 'host' || HOP_BY_HOP.has(lower) || named.includes(lower)) continue;
+      out += `${head.headers[i]![0]}: ${head.headers[i]![1]}\r\n`;
+    }
+    if (this.last && head.minor === 1) out += 'Connection: close\r\n';
+    out += '\r\n';
+
+    const release = this.ctx.reserve?.();
+    const line = { bytesUp: size };
+    const exchange = {
+      method: head.method,
+      ended: (status: number | undefined, bytesDown: number) => {
+        release?.();
+        this.ctx.log({
+          time: new Date().toISOString(),
+          kind: 'egress',
+          host,
+          port,
+          decision: 'allowed',
+          rule: d.rule,
+          method: head.method,
+          ...(status === undefined ? {} : { status }),
+          bytesUp: line.bytesUp,
+          bytesDown,
+          durationMs: Date.now() - started,
+        } satisfies EgressLogEntry);
+      },
+    };
+    const send = () => {
+      this.up!.meter.expect(exchange);
+      this.sending = line;
+      this.carry(Buffer.from(out, 'latin1'), false);
+      if (framing.kind === 'length') {
+        this.state = 'length';
+        this.left = framing.bytes;
+      } else if (framing.kind === 'chunked') {
+        this.state = 'chunked';
+        this.scanner = new ChunkedScanner();
+      } else this.requestSent();
+    };
+    const key = `${host}:${port}`;
+    if (this.up && !this.up.retired && this.up.key === key) return send();
+
+    this.state = 'wait';
+    this.client.pause();
+    const elsewhere = () =>
+      void resolveDestination(host, listedAddress(this.ctx.rules(), port)).then((where) => {
+        if (this.state !== 'wait') return release?.();
+        if (!where.ok) {
+          release?.();
+          this.denied(host, port, where.reason, head.method);
+          return this.refuse(403, '', denialBody('egress', { host, port }, where.reason));
+        }
+        this.open(
+          where.address,
+          port,
+          key,
+          () => {
+            send();
+            this.client.resume();
+            this.pump();
+          },
+          (err) => {
+            release?.();
+            this.refuse(502, `cannot reach ${host}:${port}: ${err.message}`);
+          },
+        );
+      });
+    // Answers the current server still owes (pipelined requests) arrive before it is left.
+    const current = this.up;
+    if (current && !current.retired && !current.meter.idle) {
+      this.afterAnswers = () => {
+        this.retire();
+        elsewhere();
+      };
+      current.meter.onIdle = () => this.runAfterAnswers();
+    } else {
+      this.retire();
+      elsewhere();
+    }
+  }
+
+  /** Open the upstream for `key`; `ready` once connected, `failed` if it never is. */
+  private open(
+    address: string,
+    port: number,
+    key: string,
+    ready: () => void,
+    failed: (err: Error) => void,
+  ): void {
+    const socket = connect({ host: address, port, timeout: this.ctx.connectTimeoutMs });
+    const up: Upstream = { socket, key, meter: new ResponseMeter(), retired: false };
+    this.up = up;
+    this.ctx.upstreams.add(socket);
+    let connected = false;
+    socket.once('connect', () => {
+      connected = true;
+      socket.setTimeout(0);
+      ready();
+    });
+    socket.once('timeout', () => socket.destroy(new Error('connect timeout')));
+    socket.on('data', (chunk: Buffer) => {
+      // The bytes go on first; counting them (and so logging a finished request) after.
+      if (!up.retired && !this.client.write(chunk)) {
+        socket.pause();
+        this.client.once('drain', () => socket.resume());
+      }
+      up.meter.feed(chunk);
+    });
+    socket.on('error', (err) => {
+      if (!connected && !up.retired) {
+        up.retired = true;
+        return failed(err);
+      }
+      if (!up.retired) this.client.destroy();
+    });
+    socket.once('close', () => {
+      this.ctx.upstreams.delete(socket);
+      // Between requests the server may close a kept connection: the next request opens another.
+      const idle = up.meter.idle && this.state === 'head' && this.pending.length === 0;
+      up.meter.end();
+      if (this.up === up) this.up = undefined;
+      if (this.refusal !== undefined) return this.sendRefusal();
+      if (this.afterAnswers) return this.runAfterAnswers();
+      if (up.retired || !connected || idle) return;
+      this.state = 'done';
+      this.pending = Buffer.alloc(0);
+      // end(), not destroy(): bytes still buffered for the client must arrive.
+      this.client.end();
+    });
+  }
+
+  /** Carry request bytes upstream; the client waits while the upstream is full. */
+  private carry(bytes: Buffer, body = true): void {
+    if (bytes.length === 0) return;
+    if (body && this.sending) this.sending.bytesUp += bytes.length;
+    const up = this.up;
+    if (!up || up.retired) return;
+    if (!up.socket.write(bytes) && !this.blocked) {
+      this.blocked = true;
+      this.client.pause();
+      up.socket.once('drain', () => {
+        this.blocked = false;
+        if (this.state !== 'wait') this.client.resume();
+      });
+    }
+  }
+
+  private requestSent(): void {
+    this.sending = undefined;
+    this.scanner = undefined;
+    this.state = this.last ? 'closing' : 'head';
+    this.finishIfEnded();
+  }
+
+  private tunnel(head: RequestHead) {
+    const started = Date.now();
+    const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(head.target);
+    if (!m) {
+      this.denied(head.target, 0, 'CONNECT target is not host:port');
+      return this.refuse(
+        400,
+        `CONNECT needs host:port, got ${JSON.stringify(head.target).slice(0, 100)}`,
+      );
+    }
+    const host = m[1]!.replace(/^\[|\]$/g, '');
+    const port = Number(m[2]);
+    if (this.ctx.canLog && !this.ctx.canLog())
+      return this.refuse(503, 'the egress log is full: nothing more can go out of this bottle');
+    const d = decide(this.ctx.rules(), host, port);
+    if (!d.allowed) {
+      this.denied(host, port, d.rule, 'CONNECT');
+      return this.refuse(403, '', denialBody('egress', { host, port }, d.rule));
+    }
+    this.retire();
+    this.state = 'tunnel';
+    // A tunnel may idle as long as its ends like (TLS keep-alives are theirs to send).
+    this.client.setTimeout(0);
+    this.client.off('data', this.onData);
+    this.client.pause();
+    void resolveDestination(host, listedAddress(this.ctx.rules(), port)).then((where) => {
+      if (this.client.destroyed) return;
+      if (!where.ok) {
+        this.denied(host, port, where.reason, 'CONNECT');
+        return this.refuse(403, '', denialBody('egress', { host, port }, where.reason));
+      }
+      const client = this.client;
+      const upstream = connect({ host: where.address, port, timeout: this.ctx.connectTimeoutMs });
+      const early = this.pending;
+      this.pending = Buffer.alloc(0);
+      let up = early.length;
+      let down = 0;
+      this.ctx.upstreams.add(upstream);
+      // Room for this tunnel's line is held from now: what was allowed is always logged.
+      const release = this.ctx.reserve?.();
+      let logged = false;
+      const done = () => {
+        if (logged) return;
+        logged = true;
+        this.ctx.upstreams.delete(upstream);
+        release?.();
+        this.ctx.log({
+          time: new Date().toISOString(),
+          kind: 'egress',
+          host,
+          port,
+          decision: 'allowed',
+          rule: d.rule,
+          method: 'CONNECT',
+          bytesUp: up,
+          bytesDown: down,
+          durationMs: Date.now() - started,
+        });
+      };
+      upstream.once('connect', () => {
+        upstream.setTimeout(0);
+        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        if (early.length) upstream.write(early);
+        client.on('data', (c: Buffer) => (up += c.length));
+        upstream.on('data', (c: Buffer) => (down += c.length));
+        client.pipe(upstream);
+        upstream.pipe(client);
+        client.resume();
+      });
+      upstream.once('timeout', () => upstream.destroy(new Error('connect timeout')));
+      upstream.once('error', () => {
+        if (client.writable && down === 0) this.refuse(502, `cannot reach ${host}:${port}`);
+        client.destroy();
+        done();
+      });
+      upstream.once('close', () => {
+        if (!client.destroyed) client.end();
+        done();
+      });
+      client.once('close', () => upstream.destroy());
+    });
+  }
+
+  /** Stop using the current upstream: it is closed, and what it owed is logged. */
+  private retire(): void {
+    const up = this.up;
+    if (!up) return;
+    up.retired = true;
+    this.up = undefined;
+    up.socket.destroy();
+  }
+
+  private denied(host: string, port: number, rule: string, method?: string): void {
+    this.ctx.log({
+      time: new Date().toISOString(),
+      kind: 'egress',
+      host,
+      port,
+      decision: 'denied',
+      rule,
+      ...(method ? { method } : {}),
+      bytesUp: 0,
+      bytesDown: 0,
+      durationMs: 0,
+    });
+  }
+
+  /** Answer with an error (its reason as text, or `json`) and close the connection. */
+  private refuse(status: number, reason: string, json?: string): void {
+    this.clearHeadTimer();
+    this.state = 'done';
+    this.pending = Buffer.alloc(0);
+    const body = json ?? `${reason}\n`;
+    this.refusal = `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\ncontent-type: ${json ? 'application/json' : 'text/plain'}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+    // Answers still owed to requests before this one (pipelined) go first; a request
+    // cut off in its body owes nothing and is dropped with its connection.
+    const up = this.up;
+    if (up && !up.retired && !up.meter.idle && !this.sending) {
+      this.client.pause();
+      up.meter.onIdle = () => this.sendRefusal();
+      return;
+    }
+    this.sendRefusal();
+  }
+
+  private runAfterAnswers(): void {
+    const next = this.afterAnswers;
+    this.afterAnswers = undefined;
+    next?.();
+  }
+
+  private sendRefusal(): void {
+    const refusal = this.refusal;
+    if (refusal === undefined) return;
+    this.refusal = undefined;
+    this.retire();
+    if (!this.client.writable) return void this.client.destroy();
+    this.client.end(refusal);
+  }
+
+  private startHeadTimer(): void {
+    if (this.headTimer) return;
+    this.headTimer = setTimeout(() => {
+      this.headTimer = undefined;
+      if (this.state === 'head') this.refuse(408, 'request headers took too long');
+    }, this.ctx.headersTimeoutMs);
+    this.headTimer.unref();
+  }
+
+  private clearHeadTimer(): void {
+    if (this.headTimer) clearTimeout(this.headTimer);
+    this.headTimer = undefined;
+  }
+}

@@ -1,0 +1,21 @@
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runFixtureSuite } from '@bb/tooling/fixture-run';
+import { describe, expect, it } from 'vitest';
+
+const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+describe('describeFramingSuite', () => {
+  it('fails a proxy that decides only the first request and splices the rest, test by test', () => {
+    const run = runFixtureSuite(pkg, 'test/fixtures/naive-splice.fixture.ts');
+    expect(run.exitCode).not.toBe(0);
+    expect(run.failed.sort()).toEqual(
+      [
+        'decides every request on a kept connection, not only the first',
+        'carries a body as a body, whatever it holds, and decides the request after it',
+        'refuses ambiguous framing before anything reaches the server',
+        'passes nothing hop-by-hop and no proxy credentials to the server',
+      ].sort(),
+    );
+  }, 120_000);
+});

@@ -10,8 +10,9 @@ import { request as httpsRequest } from 'node:https';
 import { BbError, registerSecret } from '@bb/errors';
 import { z } from 'zod';
 import { denialBody } from './denial';
+import { plainTicket } from './egress-tunnel';
 import { withoutHopByHop } from './headers';
-import type { EgressLogger } from './log';
+import type { EgressLogger, LogTicket } from './log';
 import { redactHeaders, SecretRedactor } from './redactor';
 
 const RouteSchema = z
@@ -148,6 +149,8 @@ export function createCredentialProxy(options: {
   log?: EgressLogger;
   /** Whether requests can still be logged; when not, they are refused (fail closed). */
   canLog?: () => boolean;
+  /** Hold room in the log for an allowed request's line (see `EgressProxyOptions.reserve`). */
+  reserve?: () => LogTicket;
 }): CredentialProxy {
   let routes = options.routes;
   const log = options.log ?? (() => {});
@@ -211,7 +214,28 @@ export function createCredentialProxy(options: {
       const send = route.upstream.protocol === 'https:' ? httpsRequest : httpRequest;
       let up = 0;
       let down = 0;
+      let status: number | undefined;
+      // Room for this request's line is held from now: what was allowed is always logged,
+      // once, when its exchange ends however it ends (answered, failed or cut off).
+      const ticket = options.reserve?.() ?? plainTicket(log);
+      const logged = () =>
+        ticket({
+          time: new Date().toISOString(),
+          kind: 'credential',
+          host: route.upstream.hostname,
+          port,
+          decision: 'allowed',
+          rule: route.prefix,
+          route: route.prefix,
+          auth: Object.keys(route.headers),
+          method: req.method,
+          ...(status === undefined ? {} : { status }),
+          bytesUp: up,
+          bytesDown: down,
+          durationMs: Date.now() - started,
+        });
       req.on('data', (c: Buffer) => (up += c.length));
+      res.once('close', logged);
       const upstream = send(
         {
           host: route.upstream.hostname,
@@ -221,29 +245,13 @@ export function createCredentialProxy(options: {
           headers,
         },
         (ures) => {
+          status = ures.statusCode;
           // The body may shrink or grow where a key is redacted: no content-length.
           const out = withoutHopByHop(ures.headers);
           delete out['content-length'];
           res.writeHead(ures.statusCode ?? 502, redactHeaders(out, secrets));
           ures.on('data', (c: Buffer) => (down += c.length));
           ures.pipe(new SecretRedactor(secrets)).pipe(res);
-          ures.on('end', () =>
-            log({
-              time: new Date().toISOString(),
-              kind: 'credential',
-              host: route.upstream.hostname,
-              port,
-              decision: 'allowed',
-              rule: route.prefix,
-              route: route.prefix,
-              auth: Object.keys(route.headers),
-              method: req.method,
-              status: ures.statusCode,
-              bytesUp: up,
-              bytesDown: down,
-              durationMs: Date.now() - started,
-            }),
-          );
         },
       );
       upstream.on('error', (err) => {

@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { resolveDestination } from './addresses';
 import { denialBody } from './denial';
+import { openTunnel, plainTicket } from './egress-tunnel';
 import {
   ChunkedScanner,
   FramingError,
@@ -10,7 +11,7 @@ import {
   type RequestHead,
   requestFraming,
 } from './http-framing';
-import type { EgressLogEntry, EgressLogger } from './log';
+import type { EgressLogger, LogTicket } from './log';
 import { ResponseMeter } from './response-meter';
 import { decide, type EgressRule } from './rules';
 
@@ -23,10 +24,13 @@ export interface EgressContext {
   connectTimeoutMs: number;
   idleTimeoutMs: number;
   canLog?: (() => boolean) | undefined;
-  reserve?: (() => () => void) | undefined;
+  reserve?: (() => LogTicket) | undefined;
   /** Every upstream socket open, so closing the proxy cuts them. */
   upstreams: Set<Socket>;
 }
+
+/** Requests sent on one connection and not answered yet: the next one waits past this. */
+export const MAX_IN_FLIGHT = 16;
 
 const HEAD_END = Buffer.from('\r\n\r\n');
 
@@ -63,9 +67,26 @@ interface Upstream {
   socket: Socket;
   /** `host:port` as the request named it: only the same destination reuses it. */
   key: string;
+  /** The rules it was opened under: after a reload it is not reused (its address is checked again). */
+  rules: readonly EgressRule[];
   meter: ResponseMeter;
   /** Replaced or refused: its end no longer ends the client. */
   retired: boolean;
+}
+
+/** An allowed request on its way: logged once answered and its body is all sent (or cut). */
+interface Sent {
+  method: string;
+  host: string;
+  port: number;
+  rule: string;
+  started: number;
+  bytesUp: number;
+  up: Upstream | undefined;
+  /** Its body is still being carried. */
+  body: boolean;
+  answer?: { status: number | undefined; bytesDown: number };
+  ticket: LogTicket;
 }
 
 /**
@@ -75,6 +96,10 @@ interface Upstream {
  * headers and its body carried byte for byte to an upstream connection kept
  * for that destination; responses come back untouched, counted for the log.
  * `CONNECT` becomes a blind tunnel. Any refusal closes the connection.
+ *
+ * Memory is bounded per connection: the client is paused while its upstream
+ * cannot take more, while a destination is being opened, and while
+ * MAX_IN_FLIGHT requests wait for their answers.
  */
 export class EgressConnection {
   private pending: Buffer = Buffer.alloc(0);
@@ -82,8 +107,8 @@ export class EgressConnection {
   private left = 0;
   private scanner: ChunkedScanner | undefined;
   private up: Upstream | undefined;
-  /** The request whose body is being carried: its bytes up are counted there. */
-  private sending: { bytesUp: number } | undefined;
+  /** The request whose body is being carried. */
+  private sending: Sent | undefined;
   /** The request that asked to close the connection after it. */
   private last = false;
   private headTimer: NodeJS.Timeout | undefined;
@@ -93,8 +118,9 @@ export class EgressConnection {
   private afterAnswers: (() => void) | undefined;
   /** A refusal waiting for the answers owed before it. */
   private refusal: string | undefined;
-  /** Waiting for the upstream to drain before reading more. */
-  private blocked = false;
+  /** The upstream socket whose buffer is full: nothing more is read until it drains. */
+  private blockedOn: Socket | undefined;
+  private pumping = false;
 
   constructor(
     private readonly client: Socket,
@@ -120,57 +146,86 @@ export class EgressConnection {
     this.pump();
   };
 
-  private pump() {
-    while (this.pending.length > 0) {
-      switch (this.state) {
-        case 'head': {
-          // Empty lines before a request line are allowed (RFC 9112 §2.2).
-          let skip = 0;
-          while (this.pending[skip] === 13 && this.pending[skip + 1] === 10) skip += 2;
-          if (skip) this.pending = this.pending.subarray(skip);
-          const end = this.pending.indexOf(HEAD_END);
-          if (end < 0 || end > this.ctx.maxHeaderBytes) {
-            if (this.pending.length > this.ctx.maxHeaderBytes)
-              return this.refuse(431, 'request headers too large');
-            if (this.pending.length > 0) this.startHeadTimer();
-            return;
-          }
-          this.clearHeadTimer();
-          const text = this.pending.toString('latin1', 0, end);
-          this.pending = this.pending.subarray(end + 4);
-          this.onHead(text, end + 4);
-          break;
-        }
-        case 'length': {
-          const take = Math.min(this.left, this.pending.length);
-          this.carry(this.pending.subarray(0, take));
-          this.pending = this.pending.subarray(take);
-          this.left -= take;
-          if (this.left === 0) this.requestSent();
-          break;
-        }
-        case 'chunked': {
-          let took: number;
-          try {
-            took = this.scanner!.push(this.pending);
-          } catch (err) {
-            return this.refuse(400, (err as Error).message);
-          }
-          this.carry(this.pending.subarray(0, took));
-          this.pending = this.pending.subarray(took);
-          if (this.scanner!.done) this.requestSent();
-          break;
-        }
-        case 'closing':
-        case 'done':
-          // The client said this request was its last: nothing more is read.
-          this.pending = Buffer.alloc(0);
-          return;
-        default:
-          return; // 'wait' resumes the pump; 'tunnel' carries bytes itself
-      }
+  /** Whether the client's bytes may be read and acted on now. */
+  private get flowing(): boolean {
+    if (this.blockedOn || this.refusal !== undefined || this.afterAnswers) return false;
+    if (this.state === 'length' || this.state === 'chunked') return true;
+    if (this.state !== 'head') return false;
+    return !this.up || this.up.retired || this.up.meter.waiting < MAX_IN_FLIGHT;
+  }
+
+  private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      while (this.pending.length > 0 && this.flowing && this.step()) {}
+    } finally {
+      this.pumping = false;
     }
+    if (this.state === 'closing' || this.state === 'done') {
+      // The client said its last request was sent: nothing more is read.
+      this.pending = Buffer.alloc(0);
+    } else if (!this.flowing && this.state !== 'tunnel') this.client.pause();
     this.finishIfEnded();
+  }
+
+  /** Act on what is pending in the current state; false when it needs more bytes. */
+  private step(): boolean {
+    switch (this.state) {
+      case 'head': {
+        // Empty lines before a request line are allowed (RFC 9112 §2.2), within the head's time.
+        let skip = 0;
+        while (this.pending[skip] === 13 && this.pending[skip + 1] === 10) skip += 2;
+        if (skip) {
+          this.pending = this.pending.subarray(skip);
+          this.startHeadTimer();
+        }
+        const end = this.pending.indexOf(HEAD_END);
+        if (end < 0 || end > this.ctx.maxHeaderBytes) {
+          if (this.pending.length > this.ctx.maxHeaderBytes) {
+            this.refuse(431, 'request headers too large');
+            return false;
+          }
+          if (this.pending.length > 0) this.startHeadTimer();
+          return false;
+        }
+        this.clearHeadTimer();
+        const text = this.pending.toString('latin1', 0, end);
+        this.pending = this.pending.subarray(end + 4);
+        this.onHead(text, end + 4);
+        return true;
+      }
+      case 'length': {
+        const take = Math.min(this.left, this.pending.length);
+        this.carry(this.pending.subarray(0, take));
+        this.pending = this.pending.subarray(take);
+        this.left -= take;
+        if (this.left === 0) this.requestSent();
+        return true;
+      }
+      case 'chunked': {
+        let took: number;
+        try {
+          took = this.scanner!.push(this.pending);
+        } catch (err) {
+          this.refuse(400, (err as Error).message);
+          return false;
+        }
+        this.carry(this.pending.subarray(0, took));
+        this.pending = this.pending.subarray(took);
+        if (this.scanner!.done) this.requestSent();
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  /** Read again if nothing holds the client back any more. */
+  private wake(): void {
+    if (!this.flowing) return;
+    this.client.resume();
+    this.pump();
   }
 
   /**
@@ -240,8 +295,9 @@ export class EgressConnection {
       return this.refuse(403, '', denialBody('egress', { host, port }, d.rule));
     }
     this.last = head.minor === 0 || named.includes('close');
-    // The head as it goes upstream: origin form, the Host first, nothing hop-by-hop.
-    let out = `${head.method} ${url.pathname}${url.search} HTTP/1.${head.minor}\r\nHost: ${hosts[0] ?? url.host}\r\n`;
+    // The head as it goes upstream: origin form, the target's authority as its Host
+    // (RFC 9112 §3.2.2), nothing hop-by-hop.
+    let out = `${head.method} ${url.pathname}${url.search} HTTP/1.${head.minor}\r\nHost: ${url.host}\r\n`;
     for (let i = 0; i < head.headers.length; i++) {
       const lower = head.names[i]!;
       if (lower === 'host' || HOP_BY_HOP.has(lower) || named.includes(lower)) continue;
@@ -250,49 +306,51 @@ export class EgressConnection {
     if (this.last && head.minor === 1) out += 'Connection: close\r\n';
     out += '\r\n';
 
-    const release = this.ctx.reserve?.();
-    const line = { bytesUp: size };
-    const exchange = {
+    const sent: Sent = {
       method: head.method,
-      ended: (status: number | undefined, bytesDown: number) => {
-        release?.();
-        this.ctx.log({
-          time: new Date().toISOString(),
-          kind: 'egress',
-          host,
-          port,
-          decision: 'allowed',
-          rule: d.rule,
-          method: head.method,
-          ...(status === undefined ? {} : { status }),
-          bytesUp: line.bytesUp,
-          bytesDown,
-          durationMs: Date.now() - started,
-        } satisfies EgressLogEntry);
-      },
+      host,
+      port,
+      rule: d.rule,
+      started,
+      bytesUp: size,
+      up: undefined,
+      body: framing.kind !== 'none',
+      ticket: this.ctx.reserve?.() ?? plainTicket(this.ctx.log),
     };
     const send = () => {
-      this.up!.meter.expect(exchange);
-      this.sending = line;
-      this.carry(Buffer.from(out, 'latin1'), false);
+      const up = this.up!;
+      sent.up = up;
+      up.meter.expect({
+        method: head.method,
+        ended: (status, bytesDown) => {
+          sent.answer = { status, bytesDown };
+          if (!sent.body) this.logSent(sent);
+          this.wake();
+        },
+      });
       if (framing.kind === 'length') {
+        this.sending = sent;
         this.state = 'length';
         this.left = framing.bytes;
       } else if (framing.kind === 'chunked') {
+        this.sending = sent;
         this.state = 'chunked';
         this.scanner = new ChunkedScanner();
-      } else this.requestSent();
+      }
+      if (!up.socket.write(out, 'latin1')) this.blockOn(up.socket);
+      if (framing.kind === 'none') this.requestSent();
     };
     const key = `${host}:${port}`;
-    if (this.up && !this.up.retired && this.up.key === key) return send();
+    const current = this.up;
+    if (current && !current.retired && current.key === key && current.rules === this.ctx.rules())
+      return send();
 
     this.state = 'wait';
-    this.client.pause();
     const elsewhere = () =>
       void resolveDestination(host, listedAddress(this.ctx.rules(), port)).then((where) => {
-        if (this.state !== 'wait') return release?.();
+        if (this.state !== 'wait') return sent.ticket();
         if (!where.ok) {
-          release?.();
+          sent.ticket();
           this.denied(host, port, where.reason, head.method);
           return this.refuse(403, '', denialBody('egress', { host, port }, where.reason));
         }
@@ -302,17 +360,15 @@ export class EgressConnection {
           key,
           () => {
             send();
-            this.client.resume();
-            this.pump();
+            this.wake();
           },
           (err) => {
-            release?.();
+            sent.ticket();
             this.refuse(502, `cannot reach ${host}:${port}: ${err.message}`);
           },
         );
       });
     // Answers the current server still owes (pipelined requests) arrive before it is left.
-    const current = this.up;
     if (current && !current.retired && !current.meter.idle) {
       this.afterAnswers = () => {
         this.retire();
@@ -334,7 +390,13 @@ export class EgressConnection {
     failed: (err: Error) => void,
   ): void {
     const socket = connect({ host: address, port, timeout: this.ctx.connectTimeoutMs });
-    const up: Upstream = { socket, key, meter: new ResponseMeter(), retired: false };
+    const up: Upstream = {
+      socket,
+      key,
+      rules: this.ctx.rules(),
+      meter: new ResponseMeter(),
+      retired: false,
+    };
     this.up = up;
     this.ctx.upstreams.add(socket);
     let connected = false;
@@ -361,6 +423,14 @@ export class EgressConnection {
     });
     socket.once('close', () => {
       this.ctx.upstreams.delete(socket);
+      if (this.blockedOn === socket) this.blockedOn = undefined;
+      // A body cut off by this close is as sent as it will ever be.
+      const cut = this.sending?.up === up ? this.sending : undefined;
+      if (cut) {
+        this.sending = undefined;
+        cut.body = false;
+        if (cut.answer) this.logSent(cut);
+      }
       // Between requests the server may close a kept connection: the next request opens another.
       const idle = up.meter.idle && this.state === 'head' && this.pending.length === 0;
       up.meter.end();
@@ -375,31 +445,54 @@ export class EgressConnection {
     });
   }
 
-  /** Carry request bytes upstream; the client waits while the upstream is full. */
-  private carry(bytes: Buffer, body = true): void {
+  /** Carry request body bytes upstream; the client waits while the upstream is full. */
+  private carry(bytes: Buffer): void {
     if (bytes.length === 0) return;
-    if (body && this.sending) this.sending.bytesUp += bytes.length;
+    if (this.sending) this.sending.bytesUp += bytes.length;
     const up = this.up;
     if (!up || up.retired) return;
-    if (!up.socket.write(bytes) && !this.blocked) {
-      this.blocked = true;
-      this.client.pause();
-      up.socket.once('drain', () => {
-        this.blocked = false;
-        if (this.state !== 'wait') this.client.resume();
-      });
-    }
+    if (!up.socket.write(bytes)) this.blockOn(up.socket);
+  }
+
+  private blockOn(socket: Socket): void {
+    if (this.blockedOn) return;
+    this.blockedOn = socket;
+    socket.once('drain', () => {
+      if (this.blockedOn !== socket) return;
+      this.blockedOn = undefined;
+      this.wake();
+    });
   }
 
   private requestSent(): void {
+    const sent = this.sending;
     this.sending = undefined;
     this.scanner = undefined;
+    if (sent) {
+      sent.body = false;
+      if (sent.answer) this.logSent(sent);
+    }
     this.state = this.last ? 'closing' : 'head';
     this.finishIfEnded();
   }
 
+  private logSent(s: Sent): void {
+    s.ticket({
+      time: new Date().toISOString(),
+      kind: 'egress',
+      host: s.host,
+      port: s.port,
+      decision: 'allowed',
+      rule: s.rule,
+      method: s.method,
+      ...(s.answer?.status === undefined ? {} : { status: s.answer.status }),
+      bytesUp: s.bytesUp,
+      bytesDown: s.answer?.bytesDown ?? 0,
+      durationMs: Date.now() - s.started,
+    });
+  }
+
   private tunnel(head: RequestHead) {
-    const started = Date.now();
     const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(head.target);
     if (!m) {
       this.denied(head.target, 0, 'CONNECT target is not host:port');
@@ -423,61 +516,29 @@ export class EgressConnection {
     this.client.setTimeout(0);
     this.client.off('data', this.onData);
     this.client.pause();
+    // Room for this tunnel's line is held from now: what was allowed is always logged.
+    const ticket = this.ctx.reserve?.() ?? plainTicket(this.ctx.log);
     void resolveDestination(host, listedAddress(this.ctx.rules(), port)).then((where) => {
-      if (this.client.destroyed) return;
+      if (this.client.destroyed) return ticket();
       if (!where.ok) {
+        ticket();
         this.denied(host, port, where.reason, 'CONNECT');
         return this.refuse(403, '', denialBody('egress', { host, port }, where.reason));
       }
-      const client = this.client;
-      const upstream = connect({ host: where.address, port, timeout: this.ctx.connectTimeoutMs });
       const early = this.pending;
       this.pending = Buffer.alloc(0);
-      let up = early.length;
-      let down = 0;
-      this.ctx.upstreams.add(upstream);
-      // Room for this tunnel's line is held from now: what was allowed is always logged.
-      const release = this.ctx.reserve?.();
-      let logged = false;
-      const done = () => {
-        if (logged) return;
-        logged = true;
-        this.ctx.upstreams.delete(upstream);
-        release?.();
-        this.ctx.log({
-          time: new Date().toISOString(),
-          kind: 'egress',
-          host,
-          port,
-          decision: 'allowed',
-          rule: d.rule,
-          method: 'CONNECT',
-          bytesUp: up,
-          bytesDown: down,
-          durationMs: Date.now() - started,
-        });
-      };
-      upstream.once('connect', () => {
-        upstream.setTimeout(0);
-        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-        if (early.length) upstream.write(early);
-        client.on('data', (c: Buffer) => (up += c.length));
-        upstream.on('data', (c: Buffer) => (down += c.length));
-        client.pipe(upstream);
-        upstream.pipe(client);
-        client.resume();
+      openTunnel({
+        client: this.client,
+        early,
+        address: where.address,
+        host,
+        port,
+        rule: d.rule,
+        connectTimeoutMs: this.ctx.connectTimeoutMs,
+        upstreams: this.ctx.upstreams,
+        ticket,
+        refuse: (status, reason) => this.refuse(status, reason),
       });
-      upstream.once('timeout', () => upstream.destroy(new Error('connect timeout')));
-      upstream.once('error', () => {
-        if (client.writable && down === 0) this.refuse(502, `cannot reach ${host}:${port}`);
-        client.destroy();
-        done();
-      });
-      upstream.once('close', () => {
-        if (!client.destroyed) client.end();
-        done();
-      });
-      client.once('close', () => upstream.destroy());
     });
   }
 
@@ -487,6 +548,7 @@ export class EgressConnection {
     if (!up) return;
     up.retired = true;
     this.up = undefined;
+    if (this.blockedOn === up.socket) this.blockedOn = undefined;
     up.socket.destroy();
   }
 
@@ -542,7 +604,9 @@ export class EgressConnection {
     if (this.headTimer) return;
     this.headTimer = setTimeout(() => {
       this.headTimer = undefined;
-      if (this.state === 'head') this.refuse(408, 'request headers took too long');
+      // A whole head waiting its turn (pipelined past MAX_IN_FLIGHT) is not late.
+      if (this.state === 'head' && this.pending.indexOf(HEAD_END) < 0)
+        this.refuse(408, 'request headers took too long');
     }, this.ctx.headersTimeoutMs);
     this.headTimer.unref();
   }

@@ -1,6 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { EgressConnection } from './egress-connection';
-import type { EgressLogger } from './log';
+import type { EgressLogger, LogTicket } from './log';
 import type { EgressRule } from './rules';
 
 export interface EgressProxyOptions {
@@ -16,8 +16,14 @@ export interface EgressProxyOptions {
   idleTimeoutMs?: number;
   /** Whether requests can still be logged; when not, they are refused (fail closed). */
   canLog?: () => boolean;
-  /** Hold room in the log for an allowed request's closing line; release once logged. */
-  reserve?: () => () => void;
+  /**
+   * Hold room in the log for an allowed request's closing line: the ticket
+   * writes that line (or, called with nothing, gives the room back).
+   * `fileLogger`'s `reserve` is one.
+   */
+  reserve?: () => LogTicket;
+  /** Agent connections served at once; more are closed as they come. @default 256 */
+  maxConnections?: number;
 }
 
 export interface EgressProxy {
@@ -59,6 +65,7 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     client.once('close', () => clients.delete(client));
     new EgressConnection(client, ctx);
   });
+  server.maxConnections = options.maxConnections ?? 256;
   return {
     server,
     reload(next) {

@@ -25,7 +25,14 @@ export {
 } from './cred-proxy';
 export { DENIAL_FIX, type Denial, denialBody } from './denial';
 export { createEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy';
-export { type EgressLogEntry, type EgressLogger, fileLogger } from './log';
+export {
+  type EgressLogEntry,
+  type EgressLogger,
+  type FileLogger,
+  fileLogger,
+  LINE_ROOM,
+  type LogTicket,
+} from './log';
 export { type ProxiesOptions, type ReloadStatus, startProxies } from './proxies';
 export { runProxiesFromEnv } from './proxies-main';
 export { isReservedSecret } from './reserved';

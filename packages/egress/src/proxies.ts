@@ -101,6 +101,7 @@ export async function startProxies(options: ProxiesOptions) {
     routes: loadRoutes(options.routesFile, env, { secretsOnly: options.secretsOnly }),
     log,
     canLog,
+    reserve: () => log.reserve(),
   });
   for (const [server, socket] of [
     [egress.server, options.egressSocket],

@@ -19,7 +19,7 @@ const HEAD_MAX = 64 * 1024;
  * no request waits are counted to the next one.
  */
 export class ResponseMeter {
-  private readonly waiting: Exchange[] = [];
+  private readonly queue: Exchange[] = [];
   private state: 'head' | 'length' | 'chunked' | 'lost' = 'head';
   private head: Buffer = Buffer.alloc(0);
   private left = 0;
@@ -29,19 +29,24 @@ export class ResponseMeter {
   /** Called each time the last waiting request has its answer. */
   onIdle: (() => void) | undefined;
 
+  /** How many requests wait for their answers. */
+  get waiting(): number {
+    return this.queue.length;
+  }
+
   /** No request is waiting for its answer. */
   get idle(): boolean {
-    return this.waiting.length === 0;
+    return this.queue.length === 0;
   }
 
   expect(exchange: Exchange): void {
-    this.waiting.push(exchange);
+    this.queue.push(exchange);
   }
 
   feed(chunk: Buffer): void {
     let i = 0;
     while (i < chunk.length) {
-      if (this.waiting.length === 0 || this.state === 'lost') {
+      if (this.queue.length === 0 || this.state === 'lost') {
         this.bytes += chunk.length - i;
         return;
       }
@@ -59,7 +64,7 @@ export class ResponseMeter {
         i += used;
         const parsed = parseResponseHead(
           this.head.toString('latin1', 0, end),
-          this.waiting[0]!.method,
+          this.queue[0]!.method,
         );
         this.head = Buffer.alloc(0);
         if (!parsed) {
@@ -104,9 +109,9 @@ export class ResponseMeter {
 
   /** The connection ended: what is still waiting ends with it. */
   end(): void {
-    const first = this.waiting.shift();
+    const first = this.queue.shift();
     first?.ended(this.status, this.bytes);
-    for (const rest of this.waiting.splice(0)) rest.ended(undefined, 0);
+    for (const rest of this.queue.splice(0)) rest.ended(undefined, 0);
     this.bytes = 0;
   }
 
@@ -116,12 +121,14 @@ export class ResponseMeter {
   }
 
   private finish(): void {
-    const done = this.waiting.shift()!;
-    done.ended(this.status, this.bytes);
+    const done = this.queue.shift()!;
+    const status = this.status;
+    const bytes = this.bytes;
     this.state = 'head';
     this.status = undefined;
     this.bytes = 0;
     this.scanner = undefined;
-    if (this.waiting.length === 0) this.onIdle?.();
+    done.ended(status, bytes);
+    if (this.queue.length === 0) this.onIdle?.();
   }
 }

@@ -2,6 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { resolveDestination } from './addresses';
 import { denialBody } from './denial';
 import { openTunnel, plainTicket } from './egress-tunnel';
+import { CONNECTION_HEADERS } from './headers';
 import {
   ChunkedScanner,
   FramingError,
@@ -45,17 +46,6 @@ const STATUS_TEXT: Record<number, string> = {
   505: 'HTTP Version Not Supported',
 };
 
-/** Headers that belong to one connection (RFC 9110 §7.6.1) and never cross the proxy. */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'upgrade',
-]);
 /** What frames a message: a Connection header may not ask the proxy to drop these. */
 const FRAMING = new Set(['content-length', 'transfer-encoding', 'host']);
 
@@ -300,7 +290,7 @@ export class EgressConnection {
     let out = `${head.method} ${url.pathname}${url.search} HTTP/1.${head.minor}\r\nHost: ${url.host}\r\n`;
     for (let i = 0; i < head.headers.length; i++) {
       const lower = head.names[i]!;
-      if (lower === 'host' || HOP_BY_HOP.has(lower) || named.includes(lower)) continue;
+      if (lower === 'host' || CONNECTION_HEADERS.has(lower) || named.includes(lower)) continue;
       out += `${head.headers[i]![0]}: ${head.headers[i]![1]}\r\n`;
     }
     if (this.last && head.minor === 1) out += 'Connection: close\r\n';

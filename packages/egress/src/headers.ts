@@ -1,7 +1,11 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 
-/** Headers that belong to one connection (RFC 9110 §7.6.1) and never cross a proxy. */
-const HOP_BY_HOP = [
+/**
+ * Headers that belong to one connection (RFC 9110 §7.6.1) and never cross a
+ * proxy. Transfer-Encoding is one too where the proxy frames the message again
+ * (node:http does); the egress proxy carries bodies as they are, framing and all.
+ */
+export const CONNECTION_HEADERS: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',
@@ -9,9 +13,9 @@ const HOP_BY_HOP = [
   'proxy-authorization',
   'te',
   'trailer',
-  'transfer-encoding',
   'upgrade',
-];
+]);
+const HOP_BY_HOP = [...CONNECTION_HEADERS, 'transfer-encoding'];
 
 /**
  * A copy of `headers` without the hop-by-hop ones and without any header the

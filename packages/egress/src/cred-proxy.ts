@@ -7,6 +7,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import type { Socket } from 'node:net';
 import { BbError, registerSecret } from '@bb/errors';
 import { z } from 'zod';
 import { denialBody } from './denial';
@@ -144,6 +145,9 @@ export interface CredentialProxy {
  * client-supplied auth header is removed. Logged with the route and the names of
  * the injected headers, never their values.
  */
+/** Pipelined requests on one connection that may wait for their turn; past this it is closed. */
+const MAX_QUEUED = 16;
+
 export function createCredentialProxy(options: {
   routes: CredentialRoute[];
   log?: EgressLogger;
@@ -154,116 +158,156 @@ export function createCredentialProxy(options: {
 }): CredentialProxy {
   let routes = options.routes;
   const log = options.log ?? (() => {});
+  // node:http hands pipelined requests over at once; each goes upstream only when the
+  // one before it on its connection has ended, so no key is spent on a request whose
+  // answer could never be read, and at most MAX_QUEUED wait their turn.
+  const turns = new WeakMap<Socket, { busy: boolean; waiting: Array<() => void> }>();
+  const inTurn = (req: IncomingMessage, res: ServerResponse, handle: () => void) => {
+    const socket = req.socket;
+    let turn = turns.get(socket);
+    if (!turn) {
+      const t = { busy: false, waiting: [] as Array<() => void> };
+      turns.set(socket, t);
+      socket.once('close', () => (t.waiting.length = 0));
+      turn = t;
+    }
+    const t = turn;
+    const go = () => {
+      // Its connection is gone: nothing of it or behind it goes upstream.
+      if (socket.destroyed) {
+        t.waiting.length = 0;
+        t.busy = false;
+        return;
+      }
+      t.busy = true;
+      res.once('close', () => {
+        const next = t.waiting.shift();
+        if (next) next();
+        else t.busy = false;
+      });
+      handle();
+    };
+    if (!t.busy) go();
+    else if (t.waiting.length >= MAX_QUEUED) socket.destroy();
+    else t.waiting.push(go);
+  };
   const server = createServer(
     { maxHeaderSize: 32768, connectionsCheckingInterval: 1000 },
-    (req: IncomingMessage, res: ServerResponse) => {
-      const started = Date.now();
-      const current = routes;
-      const path = req.url ?? '/';
-      if (options.canLog && !options.canLog()) {
-        res
-          .writeHead(503, { 'content-type': 'text/plain' })
-          .end('the proxy log is full: no more credentialed requests from this bottle\n');
-        return;
-      }
-      const bad = unsafePath(path);
-      if (bad) {
-        res
-          .writeHead(400, { 'content-type': 'text/plain' })
-          .end(`refused: ${bad}; a credential route takes only plain paths below its prefix\n`);
-        return;
-      }
-      const route = current.find(
-        (r) =>
-          path === r.prefix || path.startsWith(`${r.prefix}/`) || path.startsWith(`${r.prefix}?`),
-      );
-      if (!route) {
-        const reason = `routes: ${current.map((r) => r.prefix).join(', ') || 'none'}`;
-        log({
-          time: new Date().toISOString(),
-          kind: 'credential',
-          host: '',
-          port: 0,
-          decision: 'denied',
-          rule: reason,
-          route: path.split('?')[0]!.split('/').slice(0, 2).join('/'),
-          method: req.method,
-          bytesUp: 0,
-          bytesDown: 0,
-          durationMs: 0,
-        });
-        res
-          .writeHead(404, { 'content-type': 'application/json' })
-          .end(denialBody('credential', { path: path.split('?')[0]! }, reason));
-        return;
-      }
-      const rest = path.slice(route.prefix.length) || '/';
-      const base = route.upstream.pathname.replace(/\/$/, '');
-      // Hop-by-hop headers (and those Connection names) stop here.
-      const headers = withoutHopByHop(req.headers);
-      for (const h of CLIENT_AUTH) delete headers[h];
-      for (const h of Object.keys(route.headers)) delete headers[h];
-      delete headers['host'];
-      // Plain bodies, so a key the upstream echoes back can be found and removed.
-      Object.assign(headers, route.headers, {
-        host: route.upstream.host,
-        'accept-encoding': 'identity',
-      });
-      const secrets = Object.values(route.headers);
-      const port = Number(route.upstream.port || (route.upstream.protocol === 'https:' ? 443 : 80));
-      const send = route.upstream.protocol === 'https:' ? httpsRequest : httpRequest;
-      let up = 0;
-      let down = 0;
-      let status: number | undefined;
-      // Room for this request's line is held from now: what was allowed is always logged,
-      // once, when its exchange ends however it ends (answered, failed or cut off).
-      const ticket = options.reserve?.() ?? plainTicket(log);
-      const logged = () =>
-        ticket({
-          time: new Date().toISOString(),
-          kind: 'credential',
-          host: route.upstream.hostname,
-          port,
-          decision: 'allowed',
-          rule: route.prefix,
-          route: route.prefix,
-          auth: Object.keys(route.headers),
-          method: req.method,
-          ...(status === undefined ? {} : { status }),
-          bytesUp: up,
-          bytesDown: down,
-          durationMs: Date.now() - started,
-        });
-      req.on('data', (c: Buffer) => (up += c.length));
-      res.once('close', logged);
-      const upstream = send(
-        {
-          host: route.upstream.hostname,
-          port,
-          method: req.method,
-          path: `${base}${rest}`,
-          headers,
-        },
-        (ures) => {
-          status = ures.statusCode;
-          // The body may shrink or grow where a key is redacted: no content-length.
-          const out = withoutHopByHop(ures.headers);
-          delete out['content-length'];
-          res.writeHead(ures.statusCode ?? 502, redactHeaders(out, secrets));
-          ures.on('data', (c: Buffer) => (down += c.length));
-          ures.pipe(new SecretRedactor(secrets)).pipe(res);
-        },
-      );
-      upstream.on('error', (err) => {
-        if (!res.headersSent)
-          res
-            .writeHead(502, { 'content-type': 'text/plain' })
-            .end(`upstream for ${route.prefix} failed: ${err.message}\n`);
-        else res.destroy();
-      });
-      req.pipe(upstream);
-    },
+    (req: IncomingMessage, res: ServerResponse) => inTurn(req, res, () => handle(req, res)),
   );
+  function handle(req: IncomingMessage, res: ServerResponse): void {
+    const started = Date.now();
+    const current = routes;
+    const path = req.url ?? '/';
+    if (options.canLog && !options.canLog()) {
+      res
+        .writeHead(503, { 'content-type': 'text/plain' })
+        .end('the proxy log is full: no more credentialed requests from this bottle\n');
+      return;
+    }
+    const bad = unsafePath(path);
+    if (bad) {
+      res
+        .writeHead(400, { 'content-type': 'text/plain' })
+        .end(`refused: ${bad}; a credential route takes only plain paths below its prefix\n`);
+      return;
+    }
+    const route = current.find(
+      (r) =>
+        path === r.prefix || path.startsWith(`${r.prefix}/`) || path.startsWith(`${r.prefix}?`),
+    );
+    if (!route) {
+      const reason = `routes: ${current.map((r) => r.prefix).join(', ') || 'none'}`;
+      log({
+        time: new Date().toISOString(),
+        kind: 'credential',
+        host: '',
+        port: 0,
+        decision: 'denied',
+        rule: reason,
+        route: path.split('?')[0]!.split('/').slice(0, 2).join('/'),
+        method: req.method,
+        bytesUp: 0,
+        bytesDown: 0,
+        durationMs: 0,
+      });
+      res
+        .writeHead(404, { 'content-type': 'application/json' })
+        .end(denialBody('credential', { path: path.split('?')[0]! }, reason));
+      return;
+    }
+    const rest = path.slice(route.prefix.length) || '/';
+    const base = route.upstream.pathname.replace(/\/$/, '');
+    // Hop-by-hop headers (and those Connection names) stop here.
+    const headers = withoutHopByHop(req.headers);
+    for (const h of CLIENT_AUTH) delete headers[h];
+    for (const h of Object.keys(route.headers)) delete headers[h];
+    delete headers['host'];
+    // Plain bodies, so a key the upstream echoes back can be found and removed.
+    Object.assign(headers, route.headers, {
+      host: route.upstream.host,
+      'accept-encoding': 'identity',
+    });
+    const secrets = Object.values(route.headers);
+    const port = Number(route.upstream.port || (route.upstream.protocol === 'https:' ? 443 : 80));
+    const send = route.upstream.protocol === 'https:' ? httpsRequest : httpRequest;
+    let up = 0;
+    let down = 0;
+    let status: number | undefined;
+    // Room for this request's line is held from now: what was allowed is always logged,
+    // once, when its exchange ends however it ends (answered, failed or cut off).
+    const ticket = options.reserve?.() ?? plainTicket(log);
+    const logged = () =>
+      ticket({
+        time: new Date().toISOString(),
+        kind: 'credential',
+        host: route.upstream.hostname,
+        port,
+        decision: 'allowed',
+        rule: route.prefix,
+        route: route.prefix,
+        auth: Object.keys(route.headers),
+        method: req.method,
+        ...(status === undefined ? {} : { status }),
+        bytesUp: up,
+        bytesDown: down,
+        durationMs: Date.now() - started,
+      });
+    req.on('data', (c: Buffer) => (up += c.length));
+    // Logged once, when the exchange ends however it ends (its connection may go first).
+    const socket = req.socket;
+    socket.once('close', logged);
+    res.once('close', () => {
+      socket.off('close', logged);
+      logged();
+    });
+    const upstream = send(
+      {
+        host: route.upstream.hostname,
+        port,
+        method: req.method,
+        path: `${base}${rest}`,
+        headers,
+      },
+      (ures) => {
+        status = ures.statusCode;
+        // The body may shrink or grow where a key is redacted: no content-length.
+        const out = withoutHopByHop(ures.headers);
+        delete out['content-length'];
+        res.writeHead(ures.statusCode ?? 502, redactHeaders(out, secrets));
+        ures.on('data', (c: Buffer) => (down += c.length));
+        ures.pipe(new SecretRedactor(secrets)).pipe(res);
+      },
+    );
+    upstream.on('error', (err) => {
+      if (!res.headersSent)
+        res
+          .writeHead(502, { 'content-type': 'text/plain' })
+          .end(`upstream for ${route.prefix} failed: ${err.message}\n`);
+      else res.destroy();
+    });
+    req.pipe(upstream);
+  }
   server.headersTimeout = 10_000;
   return {
     server,

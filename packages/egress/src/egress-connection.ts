@@ -33,6 +33,9 @@ export interface EgressContext {
 /** Requests sent on one connection and not answered yet: the next one waits past this. */
 export const MAX_IN_FLIGHT = 16;
 
+/** How long a refused connection may stay half open for its answer to arrive. */
+const REFUSED_LINGER_MS = 2000;
+
 const HEAD_END = Buffer.from('\r\n\r\n');
 
 const STATUS_TEXT: Record<number, string> = {
@@ -332,12 +335,28 @@ export class EgressConnection {
     };
     const key = `${host}:${port}`;
     const current = this.up;
-    if (current && !current.retired && current.key === key && current.rules === this.ctx.rules())
+    if (
+      current &&
+      !current.retired &&
+      !current.socket.destroyed &&
+      current.key === key &&
+      current.rules === this.ctx.rules()
+    )
       return send();
 
     this.state = 'wait';
-    const elsewhere = () =>
-      void resolveDestination(host, listedAddress(this.ctx.rules(), port)).then((where) => {
+    // Decided again when it is opened (answers owed before may take long, and a
+    // reload may come meanwhile): the rules of that moment decide, resolve and tag it.
+    const elsewhere = () => {
+      const rules = this.ctx.rules();
+      const again = decide(rules, host, port);
+      if (!again.allowed) {
+        sent.ticket();
+        this.denied(host, port, again.rule, head.method);
+        return this.refuse(403, '', denialBody('egress', { host, port }, again.rule));
+      }
+      sent.rule = again.rule;
+      void resolveDestination(host, listedAddress(rules, port)).then((where) => {
         if (this.state !== 'wait') return sent.ticket();
         if (!where.ok) {
           sent.ticket();
@@ -348,6 +367,7 @@ export class EgressConnection {
           where.address,
           port,
           key,
+          rules,
           () => {
             send();
             this.wake();
@@ -358,6 +378,7 @@ export class EgressConnection {
           },
         );
       });
+    };
     // Answers the current server still owes (pipelined requests) arrive before it is left.
     if (current && !current.retired && !current.meter.idle) {
       this.afterAnswers = () => {
@@ -371,27 +392,30 @@ export class EgressConnection {
     }
   }
 
-  /** Open the upstream for `key`; `ready` once connected, `failed` if it never is. */
+  /** Open the upstream for `key`; `ready` once connected, `failed` (once) if it never is. */
   private open(
     address: string,
     port: number,
     key: string,
+    rules: readonly EgressRule[],
     ready: () => void,
     failed: (err: Error) => void,
   ): void {
     const socket = connect({ host: address, port, timeout: this.ctx.connectTimeoutMs });
-    const up: Upstream = {
-      socket,
-      key,
-      rules: this.ctx.rules(),
-      meter: new ResponseMeter(),
-      retired: false,
-    };
+    const up: Upstream = { socket, key, rules, meter: new ResponseMeter(), retired: false };
     this.up = up;
     this.ctx.upstreams.add(socket);
     let connected = false;
+    let settled = false;
+    const fail = (err: Error) => {
+      if (settled) return;
+      settled = true;
+      up.retired = true;
+      failed(err);
+    };
     socket.once('connect', () => {
       connected = true;
+      settled = true;
       socket.setTimeout(0);
       ready();
     });
@@ -405,15 +429,15 @@ export class EgressConnection {
       up.meter.feed(chunk);
     });
     socket.on('error', (err) => {
-      if (!connected && !up.retired) {
-        up.retired = true;
-        return failed(err);
-      }
+      if (!connected) return fail(err);
       if (!up.retired) this.client.destroy();
     });
     socket.once('close', () => {
       this.ctx.upstreams.delete(socket);
+      // Closed before it connected (the client went, or the proxy closed): never opened.
+      if (!connected) fail(new Error('closed before it connected'));
       if (this.blockedOn === socket) this.blockedOn = undefined;
+      if (this.up === up) this.up = undefined;
       // A body cut off by this close is as sent as it will ever be.
       const cut = this.sending?.up === up ? this.sending : undefined;
       if (cut) {
@@ -422,16 +446,20 @@ export class EgressConnection {
         if (cut.answer) this.logSent(cut);
       }
       // Between requests the server may close a kept connection: the next request opens another.
+      // Closed with answers still owed, the client's connection ends too (after what arrived).
       const idle = up.meter.idle && this.state === 'head' && this.pending.length === 0;
+      const ends =
+        !up.retired && connected && !idle && this.refusal === undefined && !this.afterAnswers;
+      up.retired = true;
+      if (ends) {
+        this.state = 'done';
+        this.pending = Buffer.alloc(0);
+      }
       up.meter.end();
-      if (this.up === up) this.up = undefined;
       if (this.refusal !== undefined) return this.sendRefusal();
       if (this.afterAnswers) return this.runAfterAnswers();
-      if (up.retired || !connected || idle) return;
-      this.state = 'done';
-      this.pending = Buffer.alloc(0);
       // end(), not destroy(): bytes still buffered for the client must arrive.
-      this.client.end();
+      if (ends) this.client.end();
     });
   }
 
@@ -502,8 +530,6 @@ export class EgressConnection {
     }
     this.retire();
     this.state = 'tunnel';
-    // A tunnel may idle as long as its ends like (TLS keep-alives are theirs to send).
-    this.client.setTimeout(0);
     this.client.off('data', this.onData);
     this.client.pause();
     // Room for this tunnel's line is held from now: what was allowed is always logged.
@@ -588,6 +614,11 @@ export class EgressConnection {
     this.retire();
     if (!this.client.writable) return void this.client.destroy();
     this.client.end(refusal);
+    // Half-open connections are allowed: a client that keeps its side open after a
+    // refusal is cut once the answer is out and had time to arrive.
+    this.client.once('finish', () =>
+      setTimeout(() => this.client.destroy(), REFUSED_LINGER_MS).unref(),
+    );
   }
 
   private startHeadTimer(): void {

@@ -23,7 +23,7 @@ export function openTunnel(o: {
   const { client, early } = o;
   const started = Date.now();
   const upstream = connect({ host: o.address, port: o.port, timeout: o.connectTimeoutMs });
-  let up = early.length;
+  let up = 0;
   let down = 0;
   let established = false;
   o.upstreams.add(upstream);
@@ -32,6 +32,8 @@ export function openTunnel(o: {
     if (logged) return;
     logged = true;
     o.upstreams.delete(upstream);
+    // A tunnel never established carried nothing: its room is given back, its 502 said why.
+    if (!established) return o.ticket();
     o.ticket({
       time: new Date().toISOString(),
       kind: 'egress',
@@ -48,7 +50,10 @@ export function openTunnel(o: {
   upstream.once('connect', () => {
     upstream.setTimeout(0);
     established = true;
+    // A tunnel may idle as long as its ends like (TLS keep-alives are theirs to send).
+    client.setTimeout(0);
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    up = early.length;
     if (early.length) upstream.write(early);
     client.on('data', (c: Buffer) => (up += c.length));
     upstream.on('data', (c: Buffer) => (down += c.length));

@@ -38,6 +38,8 @@ export type LogTicket = (entry?: EgressLogEntry) => void;
 export type FileLogger = EgressLogger & {
   close(): void;
   readonly full: boolean;
+  /** Lines whose room is held now (requests and tunnels allowed and not ended yet). */
+  readonly held: number;
   /** Hold room for one line (an allowed request's closing line); ask `full` first. */
   reserve(): LogTicket;
 };
@@ -127,6 +129,7 @@ export function fileLogger(path: string, options: { maxBytes?: number } = {}): F
       },
     },
     full: { get: () => noted || size + kept() + LINE_ROOM > max },
+    held: { get: () => held },
     reserve: {
       value(): LogTicket {
         held++;

@@ -107,12 +107,15 @@ export class ResponseMeter {
     }
   }
 
-  /** The connection ended: what is still waiting ends with it. */
+  /** The connection ended: what is still waiting ends with it (taken off first: nothing waits on a closed connection). */
   end(): void {
-    const first = this.queue.shift();
-    first?.ended(this.status, this.bytes);
-    for (const rest of this.queue.splice(0)) rest.ended(undefined, 0);
+    const all = this.queue.splice(0);
+    const status = this.status;
+    const bytes = this.bytes;
+    this.status = undefined;
     this.bytes = 0;
+    all[0]?.ended(status, bytes);
+    for (const rest of all.slice(1)) rest.ended(undefined, 0);
   }
 
   private lose(): void {

@@ -46,6 +46,27 @@ async function proxyFor(
   return { proxy, socket, log };
 }
 
+/** A proxy logging to a small file log: every line held and never given back shrinks it. */
+async function proxyWithFileLog(allow: string[], rooms = 24) {
+  const file = join(dir, `l${Math.random().toString(36).slice(2)}.jsonl`);
+  const log = fileLogger(file, { maxBytes: rooms * LINE_ROOM });
+  const socket = join(dir, `p${Math.random().toString(36).slice(2)}.sock`);
+  const proxy = createEgressProxy({
+    rules: parseRules(allow),
+    log,
+    canLog: () => !log.full,
+    reserve: () => log.reserve(),
+  });
+  await new Promise<void>((r) => proxy.server.listen(socket, r));
+  closers.push(() => proxy.close());
+  const lines = () =>
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as EgressLogEntry);
+  return { proxy, socket, log, lines };
+}
+
 function client(socket: string): Socket & { out: string } {
   const s = connect(socket) as Socket & { out: string };
   s.out = '';
@@ -245,6 +266,97 @@ describe('the egress proxy against a hostile client', () => {
   });
 });
 
+describe('the egress proxy against a hostile client, second review', () => {
+  it('decides a request again when it is opened: one parked behind a slow answer does not go out after a reload forbade it', async () => {
+    let bGot = 0;
+    const a = createHttpServer((_req, res) => setTimeout(() => res.end('A'), 600));
+    const b = createHttpServer((_req, res) => {
+      bGot++;
+      res.end('B');
+    });
+    const pa = await listen(a);
+    const pb = await listen(b);
+    const { proxy, socket, log } = await proxyFor([`127.0.0.1:${pa}`, `127.0.0.1:${pb}`]);
+    const c = client(socket);
+    c.write(
+      `GET http://127.0.0.1:${pa}/slow HTTP/1.1\r\n\r\nGET http://127.0.0.1:${pb}/secret HTTP/1.1\r\n\r\n`,
+    );
+    await sleep(150);
+    proxy.reload(parseRules([`127.0.0.1:${pa}`]));
+    await sleep(900);
+    expect(bGot).toBe(0);
+    expect(c.out).toContain('HTTP/1.1 200 OK');
+    expect(c.out).toContain('403 Forbidden');
+    expect(log.find((e) => e.port === pb)?.decision).toBe('denied');
+  });
+
+  it('logs exactly what reached a server that closed with answers owed, and gives every line its room back', async () => {
+    let heads = 0;
+    const up = tcp((s) => {
+      let buf = '';
+      let seen = 0;
+      s.on('data', (d) => {
+        buf += d.toString('latin1');
+        for (let i = buf.indexOf('\r\n\r\n'); i >= 0; i = buf.indexOf('\r\n\r\n')) {
+          const head = buf.slice(0, i);
+          const len = Number(/content-length: (\d+)/i.exec(head)?.[1] ?? 0);
+          buf = buf.slice(i + 4 + len);
+          heads++;
+          if (++seen === MAX_IN_FLIGHT) s.end(); // a keep-alive limit, or a 400 then close
+        }
+      });
+    });
+    const port = await listen(up);
+    const { log, lines, socket } = await proxyWithFileLog([`127.0.0.1:${port}`], 1000);
+    for (const body of ['', 'xyz']) {
+      const one = body
+        ? `POST http://127.0.0.1:${port}/ HTTP/1.1\r\nContent-Length: 3\r\n\r\n${body}`
+        : `GET http://127.0.0.1:${port}/ HTTP/1.1\r\n\r\n`;
+      for (let i = 0; i < 10; i++) {
+        const c = client(socket);
+        c.write(one.repeat(2 * MAX_IN_FLIGHT));
+        await Promise.race([new Promise((r) => c.once('close', r)), sleep(3000)]);
+      }
+    }
+    await sleep(100);
+    expect(lines().filter((l) => l.decision === 'allowed')).toHaveLength(heads);
+    expect(heads).toBe(20 * MAX_IN_FLIGHT);
+    expect(log.held).toBe(0);
+  });
+
+  it('cuts a refused connection whose client keeps its side open', async () => {
+    const gone = tcp();
+    const port = await listen(gone);
+    gone.close();
+    const { proxy, socket } = await proxyFor([`127.0.0.1:${port}`], { idleTimeoutMs: 60_000 });
+    const c = connect({ path: socket, allowHalfOpen: true });
+    closers.push(() => c.destroy());
+    let out = '';
+    c.on('data', (d) => (out += d));
+    c.on('error', () => {});
+    c.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n`);
+    const open = () =>
+      new Promise<number>((r, j) => proxy.server.getConnections((e, n) => (e ? j(e) : r(n))));
+    await sleep(300);
+    expect(out).toContain('502 Bad Gateway');
+    expect(await open()).toBe(1); // its side still open, as the client keeps its own
+    await sleep(2500);
+    expect(await open()).toBe(0);
+  });
+
+  it('writes no allowed line for a tunnel that never connected', async () => {
+    const gone = tcp();
+    const port = await listen(gone);
+    gone.close();
+    const { socket, log } = await proxyFor([`127.0.0.1:${port}`]);
+    const c = client(socket);
+    c.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n${'x'.repeat(5000)}`);
+    await Promise.race([new Promise((r) => c.once('close', r)), sleep(3000)]);
+    expect(c.out).toContain('502 Bad Gateway');
+    expect(log.filter((e) => e.decision === 'allowed')).toEqual([]);
+  });
+});
+
 describe('the egress log against a hostile client', () => {
   const entry = (over: Partial<EgressLogEntry> = {}): EgressLogEntry => ({
     time: new Date().toISOString(),
@@ -301,6 +413,48 @@ describe('the egress log against a hostile client', () => {
 });
 
 describe('the credential proxy against a hostile client', () => {
+  it('sends a pipelined request upstream only when the one before it ended, and logs each sent one once', async () => {
+    let seen = 0;
+    const up = createHttpServer((_req, res) => {
+      seen++;
+      setTimeout(() => res.end('answer'), 300);
+    });
+    const port = await listen(up);
+    const routes = join(dir, `r${Math.random().toString(36).slice(2)}.json`);
+    writeFileSync(
+      routes,
+      JSON.stringify({
+        routes: [
+          { prefix: '/api', upstream: `http://127.0.0.1:${port}`, headers: { 'x-k': 'env:K' } },
+        ],
+      }),
+    );
+    const file = join(dir, `l${Math.random().toString(36).slice(2)}.jsonl`);
+    const log = fileLogger(file, { maxBytes: 12 * LINE_ROOM });
+    const proxy = createCredentialProxy({
+      routes: loadRoutes(routes, { K: 'secret-value-123456' }),
+      log,
+      canLog: () => !log.full,
+      reserve: () => log.reserve(),
+    });
+    const socket = join(dir, `c${Math.random().toString(36).slice(2)}.sock`);
+    await new Promise<void>((r) => proxy.server.listen(socket, r));
+    closers.push(() => proxy.close());
+    for (let round = 0; round < 3; round++) {
+      const c = client(socket);
+      c.write('GET /api/v1/x HTTP/1.1\r\nHost: a\r\n\r\n'.repeat(20));
+      await sleep(100);
+      c.destroy();
+    }
+    await sleep(500);
+    expect(seen).toBe(3);
+    log.close();
+    const lines = readFileSync(file, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(3);
+    // Nothing held for the requests that never went: the log has all its room.
+    expect(log.held).toBe(0);
+  });
+
   it('logs every allowed exchange once, also one whose server is gone or that the client cut off', async () => {
     const gone = tcp();
     const deadPort = await listen(gone);

@@ -35,8 +35,19 @@ export async function waitForPath(path: string, timeoutMs = 5000): Promise<void>
  * once the socket is there.
  */
 export async function spawnNodeOn(socket: string, code: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['-e', code], { stdio: 'ignore' });
+  const child = killOnExit(spawn(process.execPath, ['-e', code], { stdio: 'ignore' }));
   await waitForPath(socket);
+  return child;
+}
+
+/**
+ * End `child` when this process exits, however it exits (a benchmark that
+ * throws must not leave its servers and relays running to skew the next one).
+ */
+export function killOnExit<T extends ChildProcess>(child: T): T {
+  const kill = () => child.kill('SIGKILL');
+  process.once('exit', kill);
+  child.once('exit', () => process.off('exit', kill));
   return child;
 }
 

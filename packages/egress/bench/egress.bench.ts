@@ -14,7 +14,7 @@ import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { reportBench, spawnNodeOn, waitForPath } from '@bb/tooling/bench';
+import { killOnExit, reportBench, spawnNodeOn, waitForPath } from '@bb/tooling/bench';
 
 const MiB = Buffer.alloc(1024 * 1024, 7);
 const server = createServer((req, res) => {
@@ -37,20 +37,22 @@ if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run pnpm build f
 // The target is listed by its address: the proxy lets a loopback address through only when a rule names it.
 writeFileSync(join(dir, 'rules.json'), JSON.stringify({ allow: [`127.0.0.1:${port}`] }));
 writeFileSync(join(dir, 'routes.json'), JSON.stringify({ routes: [] }));
-const child = spawn(
-  process.execPath,
-  [...(process.env['BB_PROF'] ? ['--cpu-prof', '--cpu-prof-dir=/tmp/egprof'] : []), bundle],
-  {
-    env: {
-      PATH: process.env['PATH'],
-      BB_EGRESS_RULES: join(dir, 'rules.json'),
-      BB_CRED_ROUTES: join(dir, 'routes.json'),
-      BB_EGRESS_SOCKET: socket,
-      BB_CRED_SOCKET: join(dir, 'cred.sock'),
-      BB_EGRESS_LOG: join(dir, 'egress.jsonl'),
+const child = killOnExit(
+  spawn(
+    process.execPath,
+    [...(process.env['BB_PROF'] ? ['--cpu-prof', '--cpu-prof-dir=/tmp/egprof'] : []), bundle],
+    {
+      env: {
+        PATH: process.env['PATH'],
+        BB_EGRESS_RULES: join(dir, 'rules.json'),
+        BB_CRED_ROUTES: join(dir, 'routes.json'),
+        BB_EGRESS_SOCKET: socket,
+        BB_CRED_SOCKET: join(dir, 'cred.sock'),
+        BB_EGRESS_LOG: join(dir, 'egress.jsonl'),
+      },
+      stdio: 'ignore',
     },
-    stdio: 'ignore',
-  },
+  ),
 );
 await waitForPath(join(dir, 'cred.sock'));
 
@@ -83,10 +85,12 @@ const freePort = async () => {
 const bridgePort = await freePort();
 const bridgeBundle = join(dirname(bundle), 'bb-bridge.mjs');
 const bridgeReady = join(dir, 'bridge.ready');
-const bridge = spawn(process.execPath, [bridgeBundle, `${bridgePort}=${socket}`], {
-  env: { PATH: process.env['PATH'], BB_BRIDGE_READY: bridgeReady },
-  stdio: 'ignore',
-});
+const bridge = killOnExit(
+  spawn(process.execPath, [bridgeBundle, `${bridgePort}=${socket}`], {
+    env: { PATH: process.env['PATH'], BB_BRIDGE_READY: bridgeReady },
+    stdio: 'ignore',
+  }),
+);
 await waitForPath(bridgeReady);
 const floorPort = await freePort();
 const floorReady = join(dir, 'floor.ready');
@@ -130,10 +134,12 @@ net.createServer((c) => {
 );
 const naiveBridgePort = await freePort();
 const naiveReady = join(dir, 'naive-bridge.ready');
-const naiveBridge = spawn(process.execPath, [bridgeBundle, `${naiveBridgePort}=${naiveSocket}`], {
-  env: { PATH: process.env['PATH'], BB_BRIDGE_READY: naiveReady },
-  stdio: 'ignore',
-});
+const naiveBridge = killOnExit(
+  spawn(process.execPath, [bridgeBundle, `${naiveBridgePort}=${naiveSocket}`], {
+    env: { PATH: process.env['PATH'], BB_BRIDGE_READY: naiveReady },
+    stdio: 'ignore',
+  }),
+);
 await waitForPath(naiveReady);
 
 type Via = 'direct' | 'proxy' | 'relay' | 'bridge' | 'floor' | 'naive';

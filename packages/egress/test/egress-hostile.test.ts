@@ -1,7 +1,8 @@
 // What a hostile agent cannot make the egress proxy hold, hide or reach, on
 // connections it controls byte for byte (each test was seen failing on the
 // proxy before these bounds: 7ff1eab).
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, request, type Server } from 'node:http';
 import { type AddressInfo, connect, type Socket, createServer as tcp } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -47,7 +48,11 @@ async function proxyFor(
 }
 
 /** A proxy logging to a small file log: every line held and never given back shrinks it. */
-async function proxyWithFileLog(allow: string[], rooms = 24) {
+async function proxyWithFileLog(
+  allow: string[],
+  rooms = 24,
+  extra: Partial<Parameters<typeof createEgressProxy>[0]> = {},
+) {
   const file = join(dir, `l${Math.random().toString(36).slice(2)}.jsonl`);
   const log = fileLogger(file, { maxBytes: rooms * LINE_ROOM });
   const socket = join(dir, `p${Math.random().toString(36).slice(2)}.sock`);
@@ -56,6 +61,7 @@ async function proxyWithFileLog(allow: string[], rooms = 24) {
     log,
     canLog: () => !log.full,
     reserve: () => log.reserve(),
+    ...extra,
   });
   await new Promise<void>((r) => proxy.server.listen(socket, r));
   closers.push(() => proxy.close());
@@ -67,8 +73,10 @@ async function proxyWithFileLog(allow: string[], rooms = 24) {
   return { proxy, socket, log, lines };
 }
 
-function client(socket: string): Socket & { out: string } {
-  const s = connect(socket) as Socket & { out: string };
+function client(to: string | number): Socket & { out: string } {
+  const s = (typeof to === 'string' ? connect(to) : connect(to, '127.0.0.1')) as Socket & {
+    out: string;
+  };
   s.out = '';
   s.on('data', (d) => (s.out += d.toString('latin1')));
   s.on('error', () => {});
@@ -321,6 +329,37 @@ describe('the egress proxy against a hostile client, second review', () => {
     await sleep(100);
     expect(lines().filter((l) => l.decision === 'allowed')).toHaveLength(heads);
     expect(heads).toBe(20 * MAX_IN_FLIGHT);
+    expect(log.held).toBe(0);
+  });
+
+  it('gives back the line of a request whose client went while its server connection was still being opened', async () => {
+    // A listener that never accepts, its queue full: connects to it wait.
+    const ready = join(dir, `q${Math.random().toString(36).slice(2)}`);
+    const child = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const s = require('node:net').createServer().listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => {
+          require('node:fs').writeFileSync(${JSON.stringify(ready)}, String(s.address().port));
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 30000); // never accepts
+        });`,
+      ],
+      { stdio: 'ignore' },
+    );
+    closers.push(() => child.kill('SIGKILL'));
+    for (let i = 0; i < 100 && !existsSync(ready); i++) await sleep(50);
+    const port = Number(readFileSync(ready, 'utf8'));
+    for (let i = 0; i < 4; i++) client(port);
+    await sleep(100);
+    const { log, socket } = await proxyWithFileLog([`127.0.0.1:${port}`], 100, {
+      idleTimeoutMs: 200,
+      connectTimeoutMs: 20_000,
+    });
+    for (let i = 0; i < 10; i++)
+      client(socket).write(`GET http://127.0.0.1:${port}/ HTTP/1.1\r\n\r\n`);
+    await sleep(100);
+    expect(log.held).toBe(10); // each waits for its server connection
+    await sleep(600); // the clients' connections time out meanwhile
     expect(log.held).toBe(0);
   });
 

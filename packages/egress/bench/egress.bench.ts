@@ -82,16 +82,21 @@ const freePort = async () => {
   await new Promise((r) => s.close(r));
   return p;
 };
-const bridgePort = await freePort();
 const bridgeBundle = join(dirname(bundle), 'bb-bridge.mjs');
-const bridgeReady = join(dir, 'bridge.ready');
-const bridge = killOnExit(
-  spawn(process.execPath, [bridgeBundle, `${bridgePort}=${socket}`], {
-    env: { PATH: process.env['PATH'], BB_BRIDGE_READY: bridgeReady },
-    stdio: 'ignore',
-  }),
-);
-await waitForPath(bridgeReady);
+/** The bundled bb-bridge from a free TCP port to `to`, as in a bottle; resolves once it listens. */
+async function bridgeTo(to: string, name: string) {
+  const port = await freePort();
+  const ready = join(dir, `${name}.ready`);
+  const child = killOnExit(
+    spawn(process.execPath, [bridgeBundle, `${port}=${to}`], {
+      env: { PATH: process.env['PATH'], BB_BRIDGE_READY: ready },
+      stdio: 'ignore',
+    }),
+  );
+  await waitForPath(ready);
+  return { port, child };
+}
+const { port: bridgePort, child: bridge } = await bridgeTo(socket, 'bridge');
 const floorPort = await freePort();
 const floorReady = join(dir, 'floor.ready');
 const floorRelay = await spawnNodeOn(
@@ -132,15 +137,7 @@ net.createServer((c) => {
   });
 }).listen(${JSON.stringify(naiveSocket)});`,
 );
-const naiveBridgePort = await freePort();
-const naiveReady = join(dir, 'naive-bridge.ready');
-const naiveBridge = killOnExit(
-  spawn(process.execPath, [bridgeBundle, `${naiveBridgePort}=${naiveSocket}`], {
-    env: { PATH: process.env['PATH'], BB_BRIDGE_READY: naiveReady },
-    stdio: 'ignore',
-  }),
-);
-await waitForPath(naiveReady);
+const { port: naiveBridgePort, child: naiveBridge } = await bridgeTo(naiveSocket, 'naive-bridge');
 
 type Via = 'direct' | 'proxy' | 'relay' | 'bridge' | 'floor' | 'naive';
 // A raw GET of /big over a socket; resolves when the whole body arrived.

@@ -11,9 +11,8 @@ import type { Socket } from 'node:net';
 import { BbError, registerSecret } from '@bb/errors';
 import { z } from 'zod';
 import { denialBody } from './denial';
-import { plainTicket } from './egress-tunnel';
 import { withoutHopByHop } from './headers';
-import type { EgressLogger, LogTicket } from './log';
+import { type EgressLogger, type LogTicket, plainTicket } from './log';
 import { redactHeaders, SecretRedactor } from './redactor';
 
 const RouteSchema = z
@@ -139,15 +138,15 @@ export interface CredentialProxy {
   close(): Promise<void>;
 }
 
+/** Pipelined requests on one connection that may wait for their turn; past this it is closed. */
+const MAX_QUEUED = 16;
+
 /**
  * A reverse proxy that adds credentials the agent never sees: a request to
  * `<prefix>/rest` goes to `<upstream>/rest` with the route's headers, after any
  * client-supplied auth header is removed. Logged with the route and the names of
  * the injected headers, never their values.
  */
-/** Pipelined requests on one connection that may wait for their turn; past this it is closed. */
-const MAX_QUEUED = 16;
-
 export function createCredentialProxy(options: {
   routes: CredentialRoute[];
   log?: EgressLogger;
@@ -164,14 +163,8 @@ export function createCredentialProxy(options: {
   const turns = new WeakMap<Socket, { busy: boolean; waiting: Array<() => void> }>();
   const inTurn = (req: IncomingMessage, res: ServerResponse, handle: () => void) => {
     const socket = req.socket;
-    let turn = turns.get(socket);
-    if (!turn) {
-      const t = { busy: false, waiting: [] as Array<() => void> };
-      turns.set(socket, t);
-      socket.once('close', () => (t.waiting.length = 0));
-      turn = t;
-    }
-    const t = turn;
+    const t = turns.get(socket) ?? { busy: false, waiting: [] };
+    turns.set(socket, t);
     const go = () => {
       // Its connection is gone: nothing of it or behind it goes upstream.
       if (socket.destroyed) {
@@ -255,7 +248,8 @@ export function createCredentialProxy(options: {
     let down = 0;
     let status: number | undefined;
     // Room for this request's line is held from now: what was allowed is always logged,
-    // once, when its exchange ends however it ends (answered, failed or cut off).
+    // once, when its exchange ends however it ends (answered, failed, cut off, or its
+    // connection gone first).
     const ticket = options.reserve?.() ?? plainTicket(log);
     const logged = () =>
       ticket({
@@ -274,7 +268,6 @@ export function createCredentialProxy(options: {
         durationMs: Date.now() - started,
       });
     req.on('data', (c: Buffer) => (up += c.length));
-    // Logged once, when the exchange ends however it ends (its connection may go first).
     const socket = req.socket;
     socket.once('close', logged);
     res.once('close', () => {

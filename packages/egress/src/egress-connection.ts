@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { resolveDestination } from './addresses';
 import { denialBody } from './denial';
-import { openTunnel, plainTicket } from './egress-tunnel';
+import { openTunnel } from './egress-tunnel';
 import { CONNECTION_HEADERS } from './headers';
 import {
   ChunkedScanner,
@@ -12,7 +12,7 @@ import {
   type RequestHead,
   requestFraming,
 } from './http-framing';
-import type { EgressLogger, LogTicket } from './log';
+import { type EgressLogger, type LogTicket, plainTicket } from './log';
 import { ResponseMeter } from './response-meter';
 import { decide, type EgressRule } from './rules';
 
@@ -63,7 +63,7 @@ interface Upstream {
   /** The rules it was opened under: after a reload it is not reused (its address is checked again). */
   rules: readonly EgressRule[];
   meter: ResponseMeter;
-  /** Replaced or refused: its end no longer ends the client. */
+  /** Replaced, refused or closed: nothing more is sent on it, and its end no longer ends the client. */
   retired: boolean;
 }
 

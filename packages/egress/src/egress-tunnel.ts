@@ -1,5 +1,5 @@
 import { connect, type Socket } from 'node:net';
-import type { EgressLogger, LogTicket } from './log';
+import type { LogTicket } from './log';
 
 /**
  * Carry a CONNECT tunnel blindly between an agent's connection and an allowed
@@ -73,14 +73,4 @@ export function openTunnel(o: {
     done();
   });
   client.once('close', () => upstream.destroy());
-}
-
-/** A ticket for a log that holds no room (a plain logger): it logs once, or not at all. */
-export function plainTicket(log: EgressLogger): LogTicket {
-  let used = false;
-  return (entry) => {
-    if (used) return;
-    used = true;
-    if (entry) log(entry);
-  };
 }

@@ -29,6 +29,21 @@ export type EgressLogger = (entry: EgressLogEntry) => void;
  */
 export type LogTicket = (entry?: EgressLogEntry) => void;
 
+/** A ticket that acts once: `use` gets the entry (or nothing) of its first call only. */
+function ticket(use: (entry?: EgressLogEntry) => void): LogTicket {
+  let used = false;
+  return (entry) => {
+    if (used) return;
+    used = true;
+    use(entry);
+  };
+}
+
+/** A ticket for a log that holds no room (a plain logger): it logs once, or not at all. */
+export function plainTicket(log: EgressLogger): LogTicket {
+  return ticket((entry) => entry && log(entry));
+}
+
 /**
  * A file logger. `full` once it cannot promise room for one more line: each
  * allowed request or tunnel holds room for its closing line (`reserve()`), so
@@ -85,15 +100,13 @@ export function fileLogger(path: string, options: { maxBytes?: number } = {}): F
   let noted = false;
   // Room that must stay free: the held lines', and the closing note's until it is written.
   const kept = () => held * LINE_ROOM + (noted ? 0 : LINE_ROOM);
-  const write = (line: string): boolean => {
-    if (fd === undefined) return false;
+  const write = (line: string) => {
+    if (fd === undefined) return;
     try {
       writeSync(fd, line);
       size += Buffer.byteLength(line);
-      return true;
     } catch {
       noted = true; // a log that cannot be written is as good as full
-      return false;
     }
   };
   const append = (entry: EgressLogEntry) => {
@@ -133,14 +146,11 @@ export function fileLogger(path: string, options: { maxBytes?: number } = {}): F
     reserve: {
       value(): LogTicket {
         held++;
-        let used = false;
-        return (entry) => {
-          if (used) return;
-          used = true;
+        return ticket((entry) => {
           held--;
           // The line goes into the room just given back, so it always fits.
           if (entry) append(entry);
-        };
+        });
       },
     },
   }) as FileLogger;

@@ -16,6 +16,8 @@ import { parseRules } from '../src/rules';
 
 const dir = mkdtempSync(join(tmpdir(), 'bb-hostile-'));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A fresh path in the test's directory. */
+const fresh = (name: string) => join(dir, `${Math.random().toString(36).slice(2)}-${name}`);
 const closers: Array<() => unknown> = [];
 afterEach(async () => {
   for (const c of closers.splice(0).reverse()) await c();
@@ -31,12 +33,20 @@ async function listen<T extends Server | import('node:net').Server>(s: T): Promi
   return (s.address() as AddressInfo).port;
 }
 
+/** A loopback port nothing listens on. */
+async function deadPort(): Promise<number> {
+  const gone = tcp();
+  const port = await listen(gone);
+  gone.close();
+  return port;
+}
+
 async function proxyFor(
   allow: string[],
   extra: Partial<Parameters<typeof createEgressProxy>[0]> = {},
 ) {
   const log: EgressLogEntry[] = [];
-  const socket = join(dir, `p${Math.random().toString(36).slice(2)}.sock`);
+  const socket = fresh('egress.sock');
   const proxy: EgressProxy = createEgressProxy({
     rules: parseRules(allow),
     log: (e) => log.push(e),
@@ -53,9 +63,9 @@ async function proxyWithFileLog(
   rooms = 24,
   extra: Partial<Parameters<typeof createEgressProxy>[0]> = {},
 ) {
-  const file = join(dir, `l${Math.random().toString(36).slice(2)}.jsonl`);
+  const file = fresh('log.jsonl');
   const log = fileLogger(file, { maxBytes: rooms * LINE_ROOM });
-  const socket = join(dir, `p${Math.random().toString(36).slice(2)}.sock`);
+  const socket = fresh('egress.sock');
   const proxy = createEgressProxy({
     rules: parseRules(allow),
     log,
@@ -71,6 +81,27 @@ async function proxyWithFileLog(
       .filter(Boolean)
       .map((l) => JSON.parse(l) as EgressLogEntry);
   return { proxy, socket, log, lines };
+}
+
+/** A credential proxy with these routes (key K), logging to a file log of `rooms` lines' room. */
+async function credProxyFor(routes: Array<{ prefix: string; upstream: string }>, rooms?: number) {
+  const file = fresh('routes.json');
+  writeFileSync(
+    file,
+    JSON.stringify({ routes: routes.map((r) => ({ ...r, headers: { 'x-k': 'env:K' } })) }),
+  );
+  const logFile = fresh('log.jsonl');
+  const log = fileLogger(logFile, rooms ? { maxBytes: rooms * LINE_ROOM } : {});
+  const proxy = createCredentialProxy({
+    routes: loadRoutes(file, { K: 'secret-value-123456' }),
+    log,
+    canLog: () => !log.full,
+    reserve: () => log.reserve(),
+  });
+  const socket = fresh('cred.sock');
+  await new Promise<void>((r) => proxy.server.listen(socket, r));
+  closers.push(() => proxy.close());
+  return { log, file: logFile, socket };
 }
 
 function client(to: string | number): Socket & { out: string } {
@@ -334,7 +365,7 @@ describe('the egress proxy against a hostile client, second review', () => {
 
   it('gives back the line of a request whose client went while its server connection was still being opened', async () => {
     // A listener that never accepts, its queue full: connects to it wait.
-    const ready = join(dir, `q${Math.random().toString(36).slice(2)}`);
+    const ready = fresh('port');
     const child = spawn(
       process.execPath,
       [
@@ -364,9 +395,7 @@ describe('the egress proxy against a hostile client, second review', () => {
   });
 
   it('cuts a refused connection whose client keeps its side open', async () => {
-    const gone = tcp();
-    const port = await listen(gone);
-    gone.close();
+    const port = await deadPort();
     const { proxy, socket } = await proxyFor([`127.0.0.1:${port}`], { idleTimeoutMs: 60_000 });
     const c = connect({ path: socket, allowHalfOpen: true });
     closers.push(() => c.destroy());
@@ -384,9 +413,7 @@ describe('the egress proxy against a hostile client, second review', () => {
   });
 
   it('writes no allowed line for a tunnel that never connected', async () => {
-    const gone = tcp();
-    const port = await listen(gone);
-    gone.close();
+    const port = await deadPort();
     const { socket, log } = await proxyFor([`127.0.0.1:${port}`]);
     const c = client(socket);
     c.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n${'x'.repeat(5000)}`);
@@ -411,7 +438,7 @@ describe('the egress log against a hostile client', () => {
   });
 
   it('keeps room for what was allowed, however many and however long the denials', () => {
-    const file = join(dir, `l${Math.random().toString(36).slice(2)}.jsonl`);
+    const file = fresh('log.jsonl');
     const max = 16 * LINE_ROOM;
     const log = fileLogger(file, { maxBytes: max });
     const tunnel = log.reserve(); // an open tunnel's closing line
@@ -432,7 +459,7 @@ describe('the egress log against a hostile client', () => {
   });
 
   it('writes down the line of an allowed request as allowed, even at the limit', () => {
-    const file = join(dir, `l${Math.random().toString(36).slice(2)}.jsonl`);
+    const file = fresh('log.jsonl');
     const log = fileLogger(file, { maxBytes: 8 * LINE_ROOM });
     let written = 0;
     while (!log.full && written < 10_000) {
@@ -459,26 +486,10 @@ describe('the credential proxy against a hostile client', () => {
       setTimeout(() => res.end('answer'), 300);
     });
     const port = await listen(up);
-    const routes = join(dir, `r${Math.random().toString(36).slice(2)}.json`);
-    writeFileSync(
-      routes,
-      JSON.stringify({
-        routes: [
-          { prefix: '/api', upstream: `http://127.0.0.1:${port}`, headers: { 'x-k': 'env:K' } },
-        ],
-      }),
+    const { log, file, socket } = await credProxyFor(
+      [{ prefix: '/api', upstream: `http://127.0.0.1:${port}` }],
+      12,
     );
-    const file = join(dir, `l${Math.random().toString(36).slice(2)}.jsonl`);
-    const log = fileLogger(file, { maxBytes: 12 * LINE_ROOM });
-    const proxy = createCredentialProxy({
-      routes: loadRoutes(routes, { K: 'secret-value-123456' }),
-      log,
-      canLog: () => !log.full,
-      reserve: () => log.reserve(),
-    });
-    const socket = join(dir, `c${Math.random().toString(36).slice(2)}.sock`);
-    await new Promise<void>((r) => proxy.server.listen(socket, r));
-    closers.push(() => proxy.close());
     for (let round = 0; round < 3; round++) {
       const c = client(socket);
       c.write('GET /api/v1/x HTTP/1.1\r\nHost: a\r\n\r\n'.repeat(20));
@@ -495,43 +506,16 @@ describe('the credential proxy against a hostile client', () => {
   });
 
   it('logs every allowed exchange once, also one whose server is gone or that the client cut off', async () => {
-    const gone = tcp();
-    const deadPort = await listen(gone);
-    gone.close();
+    const gonePort = await deadPort();
     const slow = createHttpServer((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.write('part');
     });
     const slowPort = await listen(slow);
-    const routes = join(dir, `r${Math.random().toString(36).slice(2)}.json`);
-    writeFileSync(
-      routes,
-      JSON.stringify({
-        routes: [
-          {
-            prefix: '/gone',
-            upstream: `http://127.0.0.1:${deadPort}`,
-            headers: { 'x-k': 'env:K' },
-          },
-          {
-            prefix: '/slow',
-            upstream: `http://127.0.0.1:${slowPort}`,
-            headers: { 'x-k': 'env:K' },
-          },
-        ],
-      }),
-    );
-    const file = join(dir, `l${Math.random().toString(36).slice(2)}.jsonl`);
-    const log = fileLogger(file);
-    const proxy = createCredentialProxy({
-      routes: loadRoutes(routes, { K: 'secret-value-123456' }),
-      log,
-      canLog: () => !log.full,
-      reserve: () => log.reserve(),
-    });
-    const socket = join(dir, `c${Math.random().toString(36).slice(2)}.sock`);
-    await new Promise<void>((r) => proxy.server.listen(socket, r));
-    closers.push(() => proxy.close());
+    const { log, file, socket } = await credProxyFor([
+      { prefix: '/gone', upstream: `http://127.0.0.1:${gonePort}` },
+      { prefix: '/slow', upstream: `http://127.0.0.1:${slowPort}` },
+    ]);
     const status = await new Promise<number>((resolve) =>
       request({ socketPath: socket, path: '/gone/x' }, (res) => {
         res.resume();

@@ -1,7 +1,9 @@
+import { spawn } from 'node:child_process';
 import { timingSafeEqual } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname, isAbsolute, join, normalize } from 'node:path';
+import { handoffPath } from './handoff';
 
 /**
  * The surfaces of a bottle's gate. In a Docker bottle each is a Unix socket the
@@ -65,6 +67,24 @@ async function listen(server: Server, at: number | string): Promise<void> {
   });
 }
 
+/** A running bridge mapping. */
+export interface RunningBridge {
+  close(): void;
+}
+
+export interface StartBridgeOptions {
+  /**
+   * The `bb-fdpass` program. A TCP port mapped to a Unix socket whose server
+   * takes connections handed over (`<socket>.handoff` exists, as beside a
+   * gate's egress proxy) is then listened on by it, and each connection handed
+   * to that server instead of carried byte by byte. When it cannot start, or
+   * ends, the port is served as a plain bridge.
+   */
+  handoffHelper?: string | undefined;
+  /** Said when handing over is not possible and the port is bridged instead. */
+  onMessage?: (message: string) => void;
+}
+
 /**
  * Inside a bottle (which has no network), expose its gate to tools that need a
  * TCP port or a socket path: e.g. `3128` to the egress proxy's socket
@@ -73,16 +93,83 @@ async function listen(server: Server, at: number | string): Promise<void> {
  */
 export async function startBridge(
   mappings: Array<BridgeMapping | { port: number; socket: string }>,
-): Promise<Server[]> {
-  const servers: Server[] = [];
+  options: StartBridgeOptions = {},
+): Promise<RunningBridge[]> {
+  const running: RunningBridge[] = [];
   for (const raw of mappings) {
     const m: BridgeMapping =
       'listen' in raw ? raw : { listen: raw.port, to: { socket: raw.socket } };
-    const server = createServer((client) => relay(client, open(m.to)));
-    await listen(server, m.listen);
-    servers.push(server);
+    const handoff =
+      options.handoffHelper &&
+      typeof m.listen === 'number' &&
+      'socket' in m.to &&
+      existsSync(handoffPath(m.to.socket))
+        ? await startHandingOver(options.handoffHelper, m, options.onMessage ?? (() => {}))
+        : undefined;
+    running.push(handoff ?? (await startRelay(m)));
   }
-  return servers;
+  return running;
+}
+
+async function startRelay(m: BridgeMapping): Promise<Server> {
+  const server = createServer((client) => relay(client, open(m.to)));
+  await listen(server, m.listen);
+  return server;
+}
+
+/**
+ * `bb-fdpass listen PORT <socket>.handoff`, resolved once it listens; nothing
+ * when it could not (the caller bridges the port). Should it end later, the
+ * port is bridged from then on.
+ */
+async function startHandingOver(
+  helper: string,
+  m: BridgeMapping,
+  say: (message: string) => void,
+): Promise<RunningBridge | undefined> {
+  const to = handoffPath((m.to as { socket: string }).socket);
+  const child = spawn(helper, ['listen', String(m.listen), to], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let errors = '';
+  child.stderr.on('data', (d: Buffer) => {
+    if (errors.length < 2048) errors += d.toString('utf8');
+  });
+  const ready = await new Promise<boolean>((resolve) => {
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString('latin1');
+      if (out.includes('\n')) resolve(out.startsWith('ready\n'));
+    });
+    child.once('error', () => resolve(false));
+    child.once('exit', () => resolve(false));
+  });
+  const why = () => (errors.trim() || 'it ended').slice(0, 500);
+  if (!ready) {
+    child.kill('SIGKILL');
+    say(`port ${m.listen} is bridged, not handed over: ${why()}`);
+    return undefined;
+  }
+  let closed = false;
+  let fallback: Server | undefined;
+  child.once('exit', () => {
+    if (closed) return;
+    say(`port ${m.listen} is bridged from now on: ${why()}`);
+    startRelay(m).then(
+      (s) => {
+        if (closed) s.close();
+        else fallback = s;
+      },
+      (err: Error) => say(`port ${m.listen} cannot be bridged: ${err.message}`),
+    );
+  });
+  return {
+    close() {
+      closed = true;
+      child.kill('SIGTERM');
+      fallback?.close();
+    },
+  };
 }
 
 /**

@@ -13,6 +13,8 @@ export {
   GATE_SURFACES,
   type GateSurface,
   parseBridgeArgs,
+  type RunningBridge,
+  type StartBridgeOptions,
   startBridge,
   startGateLink,
 } from './bridge';
@@ -25,6 +27,7 @@ export {
 } from './cred-proxy';
 export { DENIAL_FIX, type Denial, denialBody } from './denial';
 export { createEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy';
+export { createHandoff, type Handoff, type HandoffOptions, handoffPath } from './handoff';
 export {
   type EgressLogEntry,
   type EgressLogger,

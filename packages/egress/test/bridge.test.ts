@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { type AddressInfo, connect, createServer, type Server } from 'node:net';
+import { type AddressInfo, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,7 +22,7 @@ describe('the in-bottle bridge (TCP to a Unix socket)', () => {
     await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
     const port = (probe.address() as AddressInfo).port;
     await new Promise((r) => probe.close(r));
-    const bridges: Server[] = await startBridge([{ port, socket: sock }]);
+    const bridges = await startBridge([{ port, socket: sock }]);
     closers.push(() => {
       for (const b of bridges) b.close();
       server.close();

@@ -5,8 +5,13 @@
 // BB_AFTER_CODE: the turn the container's command just ran, and how it ended;
 // BB_BRIDGE: bridge mappings (`PORT=SOCKET ...`); BB_WAITER_KILL_ALL=1 in a
 // container of its own.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parseBridgeArgs } from '@bb/egress/bridge';
 import { runWaiter } from './waiter';
+
+// bb-fdpass sits beside it in the bottle's runtime directory.
+const fdpass = fileURLToPath(new URL('./bb-fdpass', import.meta.url));
 
 const env = process.env;
 // After the container's own turn (BB_AFTER_TURN, its exit code BB_AFTER_CODE), or from BB_FIRST_TURN.
@@ -34,6 +39,7 @@ try {
         }
       : {}),
     bridge: parseBridgeArgs((env['BB_BRIDGE'] ?? '').split(' ').filter(Boolean)),
+    bridgeHandoff: existsSync(fdpass) ? fdpass : undefined,
     killAll: env['BB_WAITER_KILL_ALL'] === '1',
   });
 } catch (err) {

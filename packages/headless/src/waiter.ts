@@ -23,7 +23,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { type BridgeMapping, startBridge } from '@bb/egress/bridge';
+import { type BridgeMapping, type RunningBridge, startBridge } from '@bb/egress/bridge';
 
 /** One turn's command, as the host writes it. */
 export interface TurnCommand {
@@ -93,6 +93,8 @@ export interface WaiterOptions {
   after?: { turn: number; code: number; nonce: string };
   /** Bridge ports to serve (`PORT=SOCKET`), parsed. */
   bridge?: BridgeMapping[];
+  /** The `bb-fdpass` program, for ports whose proxy takes connections handed over (see `startBridge`). */
+  bridgeHandoff?: string | undefined;
   /**
    * Kill every process the waiter may signal once a turn's command exits (in a
    * container: all the agent's, the init excepted). Otherwise only the
@@ -116,13 +118,22 @@ export async function runWaiter(o: WaiterOptions): Promise<never> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  let bridges: RunningBridge[] = [];
+  const serveBridge = async () => {
+    if (o.bridge?.length)
+      bridges = await startBridge(o.bridge, { handoffHelper: o.bridgeHandoff, onMessage: log });
+  };
   const ended = async (n: number, nonce: string, code: number, pid: number | undefined) => {
     // Nothing of a turn outlives it.
     if (o.killAll) {
+      // The bridge's own helper goes with everything else, and comes back after.
+      const serving = bridges.length > 0;
+      for (const b of bridges.splice(0)) b.close();
       try {
         process.kill(-1, 'SIGKILL');
       } catch {}
       await othersGone();
+      if (serving) await serveBridge();
     } else if (pid) killGroup(pid, 'SIGKILL');
     mkdirSync(o.status, { recursive: true });
     const part = join(o.status, `.${turnEndFile(n, nonce)}.part`);
@@ -131,7 +142,7 @@ export async function runWaiter(o: WaiterOptions): Promise<never> {
   };
   // The container's own turn ends first: its bridge goes with it, then the waiter's serves.
   if (o.after) await ended(o.after.turn, o.after.nonce, o.after.code, undefined);
-  if (o.bridge?.length) await startBridge(o.bridge);
+  await serveBridge();
   // The image's environment: neither the waiter's variables nor the first turn's own.
   const firstTurns = new Set((process.env['BB_TURN_ENV'] ?? '').split(' '));
   const baseEnv = Object.fromEntries(

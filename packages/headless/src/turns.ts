@@ -99,7 +99,7 @@ function planTurn(
   _token: string | undefined,
   options: BottleOptions,
   env: Record<string, string | undefined>,
-  /** `underWaiter`: a warm bottle's waiter runs it (its bridge already serves). */
+  /** `underWaiter`: a warm bottle's waiter runs it (and serves its bridge). */
   how: { launch: boolean; underWaiter: boolean },
 ): TurnPlan {
   const { backend } = options;

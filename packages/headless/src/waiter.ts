@@ -118,31 +118,29 @@ export async function runWaiter(o: WaiterOptions): Promise<never> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // The bridge serves a turn: started with it and gone with it, so a warm container
+  // idles with nothing in it but its init and the waiter.
   let bridges: RunningBridge[] = [];
   const serveBridge = async () => {
     if (o.bridge?.length)
       bridges = await startBridge(o.bridge, { handoffHelper: o.bridgeHandoff, onMessage: log });
   };
   const ended = async (n: number, nonce: string, code: number, pid: number | undefined) => {
+    for (const b of bridges.splice(0)) b.close();
     // Nothing of a turn outlives it.
     if (o.killAll) {
-      // The bridge's own helper goes with everything else, and comes back after.
-      const serving = bridges.length > 0;
-      for (const b of bridges.splice(0)) b.close();
       try {
         process.kill(-1, 'SIGKILL');
       } catch {}
       await othersGone();
-      if (serving) await serveBridge();
     } else if (pid) killGroup(pid, 'SIGKILL');
     mkdirSync(o.status, { recursive: true });
     const part = join(o.status, `.${turnEndFile(n, nonce)}.part`);
     writeFileSync(part, `${code}\n`);
     renameSync(part, join(o.status, turnEndFile(n, nonce)));
   };
-  // The container's own turn ends first: its bridge goes with it, then the waiter's serves.
+  // The container's own turn ends first: its bridge goes with it.
   if (o.after) await ended(o.after.turn, o.after.nonce, o.after.code, undefined);
-  await serveBridge();
   // The image's environment: neither the waiter's variables nor the first turn's own.
   const firstTurns = new Set((process.env['BB_TURN_ENV'] ?? '').split(' '));
   const baseEnv = Object.fromEntries(
@@ -150,6 +148,7 @@ export async function runWaiter(o: WaiterOptions): Promise<never> {
   );
   for (let n = o.firstTurn; ; n++) {
     const command = await nextCommand(o.commands, n, log);
+    await serveBridge();
     child = spawn(command.argv[0]!, command.argv.slice(1), {
       // The container's environment (the image's PATH, …) under the turn's own.
       env: { ...baseEnv, ...command.env },

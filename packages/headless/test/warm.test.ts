@@ -4,6 +4,8 @@
 // something running, a PR branch someone pushed to).
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -173,6 +175,57 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
       expect(await cool(first.slug, opts())).toBe(false);
     } finally {
       await destroy(first.slug, opts());
+    }
+  });
+
+  it('hands egress connections to the gate in every turn, the waiter starting its bb-fdpass with each turn, and a warm container idle without it', async () => {
+    const urls: string[] = [];
+    const upstream = createServer((req, res) => {
+      urls.push(req.url ?? '');
+      res.end('ok');
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const port = (upstream.address() as AddressInfo).port;
+    // Through port 3128, with how many bb-fdpass serve it in the path.
+    const ask = (name: string) => ({
+      do: 'sh',
+      cmd: `n=$(cat /proc/[0-9]*/comm | grep -c bb-fdpass); node -e "require('http').get({host:'127.0.0.1',port:3128,path:'http://127.0.0.1:${port}/${name}-'+process.argv[1],headers:{host:'127.0.0.1:${port}'}},(r)=>r.resume())" "$n"`,
+    });
+    writeManifests([
+      { steps: [ask('first'), ...OPEN_PR.steps] },
+      { steps: [ask('second'), ...ANSWER.steps] },
+    ]);
+    writeFileSync(
+      join(home, 'config', 'bottles', 'default.json'),
+      JSON.stringify({
+        image: BASE_IMAGE,
+        resources: { memory: '256m', pids: 128 },
+        egress: { allow: [`127.0.0.1:${port}`] },
+      }),
+    );
+    const first = await launch({
+      ...opts(),
+      agent: 'implementer',
+      prompt: 'Go',
+      forge: wiring(issue),
+    });
+    try {
+      expect(first.ok).toBe(true);
+      expect(first.warm).toBeTruthy();
+      const second = await resume({
+        ...opts(),
+        slug: first.slug,
+        prompt: 'Again',
+        forgeToken: TOKEN,
+        pr: prOf(first.slug),
+      });
+      expect(second.ok).toBe(true);
+      expect(second.output).not.toContain('bridged');
+      // One bb-fdpass served port 3128 in each turn: the turn's bridge's, then the waiter's.
+      expect(urls).toEqual(['/first-1', '/second-1']);
+    } finally {
+      await destroy(first.slug, opts());
+      upstream.close();
     }
   });
 

@@ -7,7 +7,8 @@
 //       socket SOCKET, listen on 127.0.0.1:PORT, write "ready\n" on stdout, then
 //       send each accepted connection to the gate (one byte, one descriptor per
 //       message). Exits 3 when SOCKET cannot be reached, 4 when PORT cannot be
-//       listened on, 5 when the gate goes and cannot be reached again; whoever
+//       listened on, 5 when the gate goes and cannot be reached again, 6 when
+//       accepting fails for good; whoever
 //       started it serves the port itself then. Ends with its parent.
 //
 //   bb-fdpass recv                 In the gate. Read what a bottle hands over on
@@ -19,6 +20,7 @@
 //       ends, or on a message with more than one descriptor.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
@@ -78,6 +80,12 @@ static int send_fd(int sock, int fd, const char *msg, size_t len) {
   }
 }
 
+/** Blocking I/O on `fd`: this program waits on one thing at a time. */
+static void blocking(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0 && (flags & O_NONBLOCK)) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+}
+
 static int connect_unix(const char *path) {
   struct sockaddr_un a = {0};
   if (strlen(path) >= sizeof a.sun_path) return -1;
@@ -122,8 +130,13 @@ static int run_listen(const char *port_text, const char *path) {
   for (;;) {
     int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
     if (c < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) pause_ms(50);
-      continue;
+      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        pause_ms(50);
+        continue;
+      }
+      fprintf(stderr, "bb-fdpass: cannot accept on 127.0.0.1:%ld: %s\n", port, strerror(errno));
+      return 6;
     }
     // A gate that went (restarted, say) is reached again, a few times.
     int tries = 0;
@@ -171,6 +184,8 @@ static int await_ack(void) {
 
 static int run_recv(void) {
   signal(SIGPIPE, SIG_IGN);
+  blocking(0);
+  blocking(CHANNEL);
   for (;;) {
     char data[512];
     union {

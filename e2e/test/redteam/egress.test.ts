@@ -79,15 +79,15 @@ describe.skipIf(!docker.ok)('red team: egress', () => {
               'out.txt',
             ),
           },
-          // Port 3128 is bb-fdpass's: the bridge hands each connection to the gate.
-          { do: 'sh', cmd: 'cat /proc/[0-9]*/comm | grep -c bb-fdpass > /workspace/fdpass.txt' },
+          // The bottle's ports are bb-relay's (the bridge's C relay), one per port.
+          { do: 'sh', cmd: 'cat /proc/[0-9]*/comm | grep -c bb-relay > /workspace/relays.txt' },
         ],
       ],
       { bottles: ['inward'] },
     );
     const out = (await rt.readWorkspace(run, 'out.txt')) ?? '';
     expect(out.split('=====').filter((x) => x.includes(' 403 ')).length).toBe(3);
-    expect((await rt.readWorkspace(run, 'fdpass.txt'))?.trim()).toBe('1');
+    expect((await rt.readWorkspace(run, 'relays.txt'))?.trim()).toBe('2');
     expect(rt.listener.heard.slice(heard)).toBe('');
   });
 

@@ -1,13 +1,12 @@
 // Throughput of the path a bottle's agent really uses - its in-bottle bridge on
-// 127.0.0.1, which hands each connection to the egress proxy (bb-fdpass), then the
-// proxy - against, in the same run, two blind relays in the same places (TCP to a
-// Unix socket, the socket to the server: nothing parsed, checked or logged), the
-// floor the issue set. Against a loopback server: 1 MiB downloads through a CONNECT
-// tunnel, and small absolute-form requests. Goal: >= 0.9x that floor. Reported
-// beside it: the floor of this design (one blind relay between client and server:
-// one process, as ours is once a connection is handed over), the bridge that
-// carries every byte instead (a bottle whose runtime has no bb-fdpass), direct
-// (no process between) and the proxy alone.
+// 127.0.0.1 (bb-relay, the bridge's relay in C) to the egress proxy's Unix socket,
+// then the proxy - against, in the same run, two blind relays in the same places
+// (TCP to a Unix socket, the socket to the server: nothing parsed, checked or
+// logged), the floor the issue set. Against a loopback server: 1 MiB downloads
+// through a CONNECT tunnel, and small absolute-form requests. Goal: >= 0.9x that
+// floor. Reported beside it: one blind relay between client and server (the floor of
+// any design with one process in the path), the bridge relaying in Node (a bottle
+// without bb-relay), direct (no process between) and the proxy alone.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request } from 'node:http';
@@ -34,7 +33,7 @@ const bundle = join(
   'bundle',
   'bb-egress.mjs',
 );
-for (const f of [bundle, join(dirname(bundle), 'bb-fdpass')])
+for (const f of [bundle, join(dirname(bundle), 'bb-relay')])
   if (!existsSync(f)) throw new Error(`${f} is missing: run pnpm build first`);
 // The target is listed by its address: the proxy lets a loopback address through only when a rule names it.
 writeFileSync(join(dir, 'rules.json'), JSON.stringify({ allow: [`127.0.0.1:${port}`] }));
@@ -51,7 +50,6 @@ const child = killOnExit(
         BB_EGRESS_SOCKET: socket,
         BB_CRED_SOCKET: join(dir, 'cred.sock'),
         BB_EGRESS_LOG: join(dir, 'egress.jsonl'),
-        BB_EGRESS_HANDOFF: join(dirname(bundle), 'bb-fdpass'),
       },
       stdio: 'ignore',
     },
@@ -87,8 +85,8 @@ const freePort = async () => {
 };
 const bridgeBundle = join(dirname(bundle), 'bb-bridge.mjs');
 /**
- * The bundled bb-bridge from a free TCP port to `to`, as in a bottle (handing
- * connections over where `to` takes them, unless `carry`); resolves once it listens.
+ * The bundled bb-bridge from a free TCP port to `to`, as in a bottle (its ports served
+ * by bb-relay, or by itself when `carry`); resolves once it listens.
  */
 async function bridgeTo(to: string, name: string, carry = false) {
   const port = await freePort();
@@ -98,7 +96,7 @@ async function bridgeTo(to: string, name: string, carry = false) {
       env: {
         PATH: process.env['PATH'],
         BB_BRIDGE_READY: ready,
-        ...(carry ? { BB_FDPASS: '' } : {}),
+        ...(carry ? { BB_RELAY: '' } : {}),
       },
       stdio: 'ignore',
     }),
@@ -121,8 +119,7 @@ net.createServer((c) => {
 }).listen(${floorPort}, '127.0.0.1', () => require('node:fs').writeFileSync(${JSON.stringify(floorReady)}, ''));`,
 );
 
-// The bridge that carries every byte to the proxy, and the floor of this design: one
-// blind relay from a TCP port to the server.
+// The bridge relaying in Node, and one blind relay from a TCP port to the server.
 const { port: carryPort, child: carryBridge } = await bridgeTo(socket, 'carry-bridge', true);
 const onePort = await freePort();
 const oneReady = join(dir, 'one.ready');
@@ -315,9 +312,9 @@ reportBench({
     oursUsPerRequest: Math.round(median(oursUs)),
     oursVsOneBlindRelay: r2(median(onePath)),
     oneBlindRelay:
-      "this design's floor: one blind relay between the client and the server (one process, as ours is once a connection is handed over)",
-    carryingBridgeVsFloor: r2(median(carryPath)),
-    carryingBridge: 'the bridge carrying every byte to the proxy (a bottle without bb-fdpass)',
+      'one blind relay between the client and the server: the floor of any design with one process in the path',
+    nodeBridgeVsFloor: r2(median(carryPath)),
+    nodeBridge: 'the bridge relaying in Node (a bottle without bb-relay) + the proxy',
     proxyAloneVsDirect: r2(median(small)),
     oneBlindRelayVsDirect: r2(median(smallRelay)),
   },

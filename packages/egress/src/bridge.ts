@@ -1,9 +1,8 @@
 import { spawn } from 'node:child_process';
 import { timingSafeEqual } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname, isAbsolute, join, normalize } from 'node:path';
-import { handoffPath } from './handoff';
 
 /**
  * The surfaces of a bottle's gate. In a Docker bottle each is a Unix socket the
@@ -74,14 +73,13 @@ export interface RunningBridge {
 
 export interface StartBridgeOptions {
   /**
-   * The `bb-fdpass` program. A TCP port mapped to a Unix socket whose server
-   * takes connections handed over (`<socket>.handoff` exists, as beside a
-   * gate's egress proxy) is then listened on by it, and each connection handed
-   * to that server instead of carried byte by byte. When it cannot start, or
-   * ends, the port is served as a plain bridge.
+   * The `bb-relay` program (C): a TCP port mapped to a Unix socket is then
+   * served by it, which carries each connection at less cost per request than
+   * this process would. When it cannot start, or ends, this process serves the
+   * port instead.
    */
-  handoffHelper?: string | undefined;
-  /** Said when handing over is not possible and the port is bridged instead. */
+  nativeRelay?: string | undefined;
+  /** Said when `nativeRelay` cannot serve a port and this process does. */
   onMessage?: (message: string) => void;
 }
 
@@ -99,14 +97,11 @@ export async function startBridge(
   for (const raw of mappings) {
     const m: BridgeMapping =
       'listen' in raw ? raw : { listen: raw.port, to: { socket: raw.socket } };
-    const handoff =
-      options.handoffHelper &&
-      typeof m.listen === 'number' &&
-      'socket' in m.to &&
-      existsSync(handoffPath(m.to.socket))
-        ? await startHandingOver(options.handoffHelper, m, options.onMessage ?? (() => {}))
+    const native =
+      options.nativeRelay && typeof m.listen === 'number' && 'socket' in m.to
+        ? await startNativeRelay(options.nativeRelay, m, options.onMessage ?? (() => {}))
         : undefined;
-    running.push(handoff ?? (await startRelay(m)));
+    running.push(native ?? (await startRelay(m)));
   }
   return running;
 }
@@ -118,17 +113,16 @@ async function startRelay(m: BridgeMapping): Promise<Server> {
 }
 
 /**
- * `bb-fdpass listen PORT <socket>.handoff`, resolved once it listens; nothing
- * when it could not (the caller bridges the port). Should it end later, the
- * port is bridged from then on.
+ * `bb-relay PORT SOCKET`, resolved once it listens; nothing when it could not
+ * (the caller serves the port). Should it end later, this process serves the
+ * port from then on.
  */
-async function startHandingOver(
-  helper: string,
+async function startNativeRelay(
+  program: string,
   m: BridgeMapping,
   say: (message: string) => void,
 ): Promise<RunningBridge | undefined> {
-  const to = handoffPath((m.to as { socket: string }).socket);
-  const child = spawn(helper, ['listen', String(m.listen), to], {
+  const child = spawn(program, [String(m.listen), (m.to as { socket: string }).socket], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let errors = '';
@@ -147,14 +141,14 @@ async function startHandingOver(
   const why = () => (errors.trim() || 'it ended').slice(0, 500);
   if (!ready) {
     child.kill('SIGKILL');
-    say(`port ${m.listen} is bridged, not handed over: ${why()}`);
+    say(`port ${m.listen} is served by the bridge itself: ${program} ${why()}`);
     return undefined;
   }
   let closed = false;
   let fallback: Server | undefined;
   child.once('exit', () => {
     if (closed) return;
-    say(`port ${m.listen} is bridged from now on: ${why()}`);
+    say(`port ${m.listen} is served by the bridge itself from now on: ${program} ${why()}`);
     startRelay(m).then(
       (s) => {
         if (closed) s.close();

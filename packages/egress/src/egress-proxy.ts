@@ -29,12 +29,6 @@ export interface EgressProxyOptions {
 export interface EgressProxy {
   /** Listen on it (a Unix socket beside a bottle). */
   server: Server;
-  /**
-   * Serve a connection that reached the proxy another way: one a bottle's bridge
-   * handed over (`listenHandoff`). It counts toward `maxConnections` as one
-   * accepted by `server` does.
-   */
-  accept(client: Socket): void;
   /** Replace the rules: every later request and tunnel is decided by them; open tunnels keep going. */
   reload(rules: EgressRule[]): void;
   rules(): EgressRule[];
@@ -66,23 +60,14 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     reserve: options.reserve,
     upstreams,
   };
-  const max = options.maxConnections ?? 256;
-  const serve = (client: Socket) => {
-    if (clients.size >= max) {
-      client.destroy();
-      return;
-    }
-    // One handed over was made without the server's options.
-    client.allowHalfOpen = true;
+  const server = createServer({ allowHalfOpen: true }, (client) => {
     clients.add(client);
     client.once('close', () => clients.delete(client));
     new EgressConnection(client, ctx);
-  };
-  const server = createServer({ allowHalfOpen: true }, serve);
-  server.maxConnections = max;
+  });
+  server.maxConnections = options.maxConnections ?? 256;
   return {
     server,
-    accept: serve,
     reload(next) {
       rules = next;
     },

@@ -27,7 +27,6 @@ export {
 } from './cred-proxy';
 export { DENIAL_FIX, type Denial, denialBody } from './denial';
 export { createEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy';
-export { createHandoff, type Handoff, type HandoffOptions, handoffPath } from './handoff';
 export {
   type EgressLogEntry,
   type EgressLogger,

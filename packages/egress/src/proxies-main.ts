@@ -15,8 +15,7 @@ const REQUIRED = [
  * `bb-egress` command does (and a bottle's gate, which runs them beside its
  * other surfaces in one process): `BB_EGRESS_RULES`, `BB_CRED_ROUTES`,
  * `BB_EGRESS_SOCKET`, `BB_CRED_SOCKET`, `BB_EGRESS_LOG`, and optionally
- * `BB_CRED_SECRETS_FILE`, `BB_PROXY_STATUS`, `BB_EGRESS_LOG_MAX`, `BB_EGRESS_HANDOFF`
- * (the `bb-fdpass` program: take connections a bottle's bridge hands over).
+ * `BB_CRED_SECRETS_FILE`, `BB_PROXY_STATUS`, `BB_EGRESS_LOG_MAX`.
  */
 export async function runProxiesFromEnv(
   env: Record<string, string | undefined>,
@@ -49,6 +48,5 @@ export async function runProxiesFromEnv(
     secretsFile: env['BB_CRED_SECRETS_FILE'],
     statusFile: env['BB_PROXY_STATUS'],
     logMaxBytes: max ? Number(max) : undefined,
-    handoffHelper: env['BB_EGRESS_HANDOFF'] || undefined,
   });
 }

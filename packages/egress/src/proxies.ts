@@ -1,18 +1,9 @@
-import {
-  accessSync,
-  constants,
-  existsSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { errorMessage, registerSecret } from '@bb/errors';
 import { listenUnixSocket } from '@bb/wall';
 import { createCredentialProxy, loadRoutes } from './cred-proxy';
 import { createEgressProxy } from './egress-proxy';
-import { createHandoff, handoffPath } from './handoff';
 import { fileLogger } from './log';
 import { parseRules } from './rules';
 
@@ -48,11 +39,6 @@ export interface ProxiesOptions {
    * its routes must not reach. @default false
    */
   secretsOnly?: boolean | undefined;
-  /**
-   * The `bb-fdpass` program: with it, the egress proxy also takes connections a
-   * bottle's bridge hands over, on `<egressSocket>.handoff` (see `createHandoff`).
-   */
-  handoffHelper?: string | undefined;
 }
 
 export interface ReloadStatus {
@@ -117,17 +103,10 @@ export async function startProxies(options: ProxiesOptions) {
     canLog,
     reserve: () => log.reserve(),
   });
-  const handoff =
-    options.handoffHelper && runnable(options.handoffHelper, say)
-      ? createHandoff({ helper: options.handoffHelper, accept: egress.accept, onMessage: say })
-      : undefined;
-  // The handoff socket comes first: a bridge that finds the proxy's socket finds it too.
-  const sockets = [
-    ...(handoff ? [[handoff.server, handoffPath(options.egressSocket)] as const] : []),
-    [egress.server, options.egressSocket] as const,
-    [cred.server, options.credSocket] as const,
-  ];
-  for (const [server, socket] of sockets) {
+  for (const [server, socket] of [
+    [egress.server, options.egressSocket],
+    [cred.server, options.credSocket],
+  ] as const) {
     rmSync(socket, { force: true });
     await listenUnixSocket(server, socket, { mode: 0o666 });
   }
@@ -168,22 +147,12 @@ export async function startProxies(options: ProxiesOptions) {
     cred,
     reload,
     close: async () => {
-      await Promise.all([egress.close(), cred.close(), handoff?.close()]);
-      for (const [, socket] of sockets) rmSync(socket, { force: true });
+      await Promise.all([egress.close(), cred.close()]);
+      for (const socket of [options.egressSocket, options.credSocket])
+        rmSync(socket, { force: true });
       log.close();
     },
   };
-}
-
-/** Whether `helper` can be run; when not, says so (the proxy then takes no connections handed over). */
-function runnable(helper: string, say: (m: string) => void): boolean {
-  try {
-    accessSync(helper, constants.X_OK);
-    return true;
-  } catch (err) {
-    say(`connections are not handed over: ${helper} cannot be run (${errorMessage(err)})`);
-    return false;
-  }
 }
 
 /** The generation the host asked for, from `generation` beside the rules file. */

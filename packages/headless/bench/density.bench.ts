@@ -1,6 +1,6 @@
 // How much memory bot-bottle itself holds per running bottle, at 20 bottles with
 // proxies: the gate's processes (forge sidecar, supervise sidecar and proxies in one
-// node process, and a bb-fdpass per handoff connection), the in-agent bridge (with its bb-fdpass), the two containers' runtime shims and the
+// node process), the in-agent bridge (with its bb-relay), the two containers' runtime shims and the
 // gate cgroup's kernel memory, as proportional set size (PSS: pages shared between
 // processes are split between them), and the holder of the network namespace its agent
 // joined, when it did, with its shim. The agent's own processes are not counted.
@@ -194,7 +194,7 @@ try {
     const agent = cs.find((c) => c.labels['bb.role'] === 'agent')!;
     if (cs.length !== 2 || !gate || !agent)
       throw new Error(`bottle ${slug} runs ${cs.length} containers, not its agent and its gate`);
-    ours.push(await measure(gate.id, agent.id, /bb-bridge\.mjs|bb-fdpass/));
+    ours.push(await measure(gate.id, agent.id, /bb-bridge\.mjs|bb-relay/));
   }
   for (const slug of slugs) await destroy(slug, { backend, env });
   slugs.length = 0;

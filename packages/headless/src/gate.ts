@@ -18,7 +18,7 @@ import {
   pathsFor,
   userSpec,
 } from './layout';
-import { handoffEnv, kindModule } from './runtime';
+import { kindModule } from './runtime';
 import { removeSecret, removeSecrets, secretsRoot, writeSecret } from './secrets';
 import { allowedBases } from './supervise-gate';
 
@@ -169,7 +169,7 @@ export async function createGate(
   const sockets = [
     ...(forge ? ['forge.sock'] : []),
     ...(plan.supervise ? ['supervise.sock'] : []),
-    ...(plan.proxies ? ['egress.sock', 'egress.sock.handoff', 'cred.sock'] : []),
+    ...(plan.proxies ? ['egress.sock', 'cred.sock'] : []),
   ];
   // A socket a killed gate left behind must not pass for this one's.
   for (const s of sockets) rmSync(join(p.sock, s), { force: true });
@@ -228,7 +228,6 @@ export async function createGate(
       BB_CRED_SOCKET: `${P.socketDir}/cred.sock`,
       BB_EGRESS_LOG: `${P.state}/egress.jsonl`,
       BB_PROXY_STATUS: `${P.state}/proxy-status.json`,
-      ...handoffEnv(o.runtime, P.runtime),
     });
     mounts.push({ source: p.proxy, target: P.proxy, readOnly: true });
   }
@@ -392,7 +391,6 @@ export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
     : { ...IN_BOTTLE, runtime: o.runtime, secrets: dir, socketDir: o.dirs.sock, ...o.dirs };
   rmSync(join(o.dirs.sock, 'cred.sock'), { force: true });
   rmSync(join(o.dirs.sock, 'egress.sock'), { force: true });
-  rmSync(join(o.dirs.sock, 'egress.sock.handoff'), { force: true });
   const id = await o.backend.create({
     name: `bb-${o.slug}-proxy`,
     image: o.image,
@@ -412,7 +410,6 @@ export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
       BB_SOCKET_MODE: isolated(o.backend) ? '666' : '600',
       BB_EGRESS_LOG: `${P.state}/egress.jsonl`,
       BB_PROXY_STATUS: `${P.state}/proxy-status.json`,
-      ...handoffEnv(o.runtime, P.runtime),
     },
     mounts: [
       { source: o.runtime, target: P.runtime, readOnly: true },

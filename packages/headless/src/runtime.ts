@@ -71,19 +71,11 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
   // Copied once per build, not once per turn; written aside and renamed, so a bottle
   // starting meanwhile never reads half a file.
   for (const [dir, f] of files) copyIfChanged(join(dir, f), join(target, f));
-  // Optional: where no C compiler built it, bottles bridge their egress port instead.
-  const fdpass = join(egressDir, FDPASS);
-  if (existsSync(fdpass)) copyIfChanged(fdpass, join(target, FDPASS));
-  else rmSync(join(target, FDPASS), { force: true });
+  // Optional: where no C compiler built it, bb-bridge carries its ports itself.
+  const relay = join(egressDir, 'bb-relay');
+  if (existsSync(relay)) copyIfChanged(relay, join(target, 'bb-relay'));
+  else rmSync(join(target, 'bb-relay'), { force: true });
   return target;
-}
-
-/** The program that hands a bottle's egress connections to its gate (see `@bb/egress`'s `createHandoff`). */
-export const FDPASS = 'bb-fdpass';
-
-/** The gate's `BB_EGRESS_HANDOFF`, when the runtime has `bb-fdpass`: `{}` otherwise. */
-export function handoffEnv(runtime: string, inGate: string): Record<string, string> {
-  return existsSync(join(runtime, FDPASS)) ? { BB_EGRESS_HANDOFF: `${inGate}/${FDPASS}` } : {};
 }
 
 /**

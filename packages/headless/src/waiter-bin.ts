@@ -10,8 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { parseBridgeArgs } from '@bb/egress/bridge';
 import { runWaiter } from './waiter';
 
-// bb-fdpass sits beside it in the bottle's runtime directory.
-const fdpass = fileURLToPath(new URL('./bb-fdpass', import.meta.url));
+// bb-relay sits beside it in the bottle's runtime directory.
+const relay = fileURLToPath(new URL('./bb-relay', import.meta.url));
 
 const env = process.env;
 // After the container's own turn (BB_AFTER_TURN, its exit code BB_AFTER_CODE), or from BB_FIRST_TURN.
@@ -39,7 +39,7 @@ try {
         }
       : {}),
     bridge: parseBridgeArgs((env['BB_BRIDGE'] ?? '').split(' ').filter(Boolean)),
-    bridgeHandoff: existsSync(fdpass) ? fdpass : undefined,
+    bridgeRelay: existsSync(relay) ? relay : undefined,
     killAll: env['BB_WAITER_KILL_ALL'] === '1',
   });
 } catch (err) {

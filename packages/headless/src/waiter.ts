@@ -93,8 +93,8 @@ export interface WaiterOptions {
   after?: { turn: number; code: number; nonce: string };
   /** Bridge ports to serve (`PORT=SOCKET`), parsed. */
   bridge?: BridgeMapping[];
-  /** The `bb-fdpass` program, for ports whose proxy takes connections handed over (see `startBridge`). */
-  bridgeHandoff?: string | undefined;
+  /** The `bb-relay` program, to serve the bridge's ports (see `startBridge`). */
+  bridgeRelay?: string | undefined;
   /**
    * Kill every process the waiter may signal once a turn's command exits (in a
    * container: all the agent's, the init excepted). Otherwise only the
@@ -123,7 +123,7 @@ export async function runWaiter(o: WaiterOptions): Promise<never> {
   let bridges: RunningBridge[] = [];
   const serveBridge = async () => {
     if (o.bridge?.length)
-      bridges = await startBridge(o.bridge, { handoffHelper: o.bridgeHandoff, onMessage: log });
+      bridges = await startBridge(o.bridge, { nativeRelay: o.bridgeRelay, onMessage: log });
   };
   const ended = async (n: number, nonce: string, code: number, pid: number | undefined) => {
     for (const b of bridges.splice(0)) b.close();

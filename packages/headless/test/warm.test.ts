@@ -178,7 +178,7 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
     }
   });
 
-  it('hands egress connections to the gate in every turn, the waiter starting its bb-fdpass with each turn, and a warm container idle without it', async () => {
+  it('serves port 3128 with bb-relay in every turn, the waiter starting it with each turn, and a warm container idles without it', async () => {
     const urls: string[] = [];
     const upstream = createServer((req, res) => {
       urls.push(req.url ?? '');
@@ -186,10 +186,10 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
     });
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
     const port = (upstream.address() as AddressInfo).port;
-    // Through port 3128, with how many bb-fdpass serve it in the path.
+    // Through port 3128, with how many bb-relay serve the bottle's ports.
     const ask = (name: string) => ({
       do: 'sh',
-      cmd: `n=$(cat /proc/[0-9]*/comm | grep -c bb-fdpass); node -e "require('http').get({host:'127.0.0.1',port:3128,path:'http://127.0.0.1:${port}/${name}-'+process.argv[1],headers:{host:'127.0.0.1:${port}'}},(r)=>r.resume())" "$n"`,
+      cmd: `n=$(cat /proc/[0-9]*/comm | grep -c bb-relay); node -e "require('http').get({host:'127.0.0.1',port:3128,path:'http://127.0.0.1:${port}/${name}-'+process.argv[1],headers:{host:'127.0.0.1:${port}'}},(r)=>r.resume())" "$n"`,
     });
     writeManifests([
       { steps: [ask('first'), ...OPEN_PR.steps] },
@@ -220,9 +220,9 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
         pr: prOf(first.slug),
       });
       expect(second.ok).toBe(true);
-      expect(second.output).not.toContain('bridged');
-      // One bb-fdpass served port 3128 in each turn: the turn's bridge's, then the waiter's.
-      expect(urls).toEqual(['/first-1', '/second-1']);
+      expect(second.output).not.toContain('served by the bridge itself');
+      // bb-relay served both ports (3128, 3129) in each turn: the turn's bridge's, then the waiter's.
+      expect(urls).toEqual(['/first-2', '/second-2']);
     } finally {
       await destroy(first.slug, opts());
       upstream.close();

@@ -1,17 +1,17 @@
-// Build bb-fdpass (native/bb-fdpass.c) into dist/bundle, statically linked so the
-// one binary runs in any Linux bottle image. Without a C compiler, or off Linux,
-// nothing is built: bottles then bridge their egress port instead of handing its
-// connections over, which works the same and costs more per request.
+// Build bb-relay (native/bb-relay.c) into dist/bundle, statically linked so the one
+// binary runs in any Linux bottle image. Without a C compiler, or off Linux, nothing
+// is built: bb-bridge then carries its ports itself, which works the same and costs
+// more per request.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const out = join(root, 'dist', 'bundle', 'bb-fdpass');
-const source = join(root, 'native', 'bb-fdpass.c');
+const out = join(root, 'dist', 'bundle', 'bb-relay');
+const source = join(root, 'native', 'bb-relay.c');
 if (process.platform !== 'linux') {
-  console.warn(`bb-fdpass is not built on ${process.platform}: bottles bridge their egress port`);
+  console.warn(`bb-relay is not built on ${process.platform}: bb-bridge carries its ports itself`);
   process.exit(0);
 }
 mkdirSync(dirname(out), { recursive: true });
@@ -22,7 +22,7 @@ for (const extra of [['-static'], []]) {
   if (r.status === 0) process.exit(0);
   if (r.error) {
     console.warn(
-      `bb-fdpass is not built (${cc}: ${r.error.message}): bottles bridge their egress port`,
+      `bb-relay is not built (${cc}: ${r.error.message}): bb-bridge carries its ports itself`,
     );
     process.exit(0);
   }

@@ -10,11 +10,12 @@
 // pulls. `images` maps the pods' image names to local ones, and `imageFiles` adds
 // what an image would hold (bot-bottle's runtime in the gate's).
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { type AddressInfo, connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FakeKubernetesApi } from '@bb/backend-kubernetes/testing';
 import type { BottleSpec, DockerBackend } from '@bb/headless';
+import { freePort } from '@bb/tooling/net';
 
 type Env = Array<{ name: string; value: string }>;
 interface Container {
@@ -56,14 +57,6 @@ export interface DockerKubeletOptions {
   claim: (name: string) => string;
   /** The label every container it makes carries (to find them again). */
   label: string;
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 const listening = (port: number) =>

@@ -11,7 +11,6 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
@@ -19,6 +18,7 @@ import { DockerBackend, destroy, HOME_LABEL, homeLabel, listBottles } from '@bb/
 import { PostgresDatabase } from '@bb/state-postgres';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '@bb/state-postgres/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { freePort } from '@bb/tooling/net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { worker } from './faults/agents';
 import { MAIN } from './faults/harness';
@@ -54,14 +54,6 @@ interface Answer {
   status: number;
   body: { accepted?: boolean; duplicate?: boolean; key?: string; ignored?: string };
   kind: 'original' | 'duplicate' | 'replay';
-}
-
-async function freePort(): Promise<number> {
-  const s = createNetServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

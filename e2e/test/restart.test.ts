@@ -6,7 +6,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createWriteStream, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
@@ -15,6 +14,7 @@ import { MANAGED_LABEL } from '@bb/lifecycle';
 import { ProvenanceStore } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { freePort } from '@bb/tooling/net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { forgeWorld, makeHome, scriptAgent, until } from './support';
 
@@ -22,14 +22,6 @@ const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-restart-5150';
 const SECRET = 'restart-webhook-secret';
 const MAIN = fileURLToPath(new URL('../../apps/orchestrator/dist/main.js', import.meta.url));
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 describe.skipIf(!docker.ok)('real Docker: the orchestrator process, killed and restarted', () => {
   let home: string;

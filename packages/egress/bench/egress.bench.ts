@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { killOnExit, reportBench, spawnNodeOn, waitForPath } from '@bb/tooling/bench';
+import { freePort } from '@bb/tooling/net';
 
 const MiB = Buffer.alloc(1024 * 1024, 7);
 const server = createServer((req, res) => {
@@ -76,13 +77,6 @@ net.createServer((c) => {
 
 // The bridge, as in a bottle: the bundled bb-bridge from a TCP port to the proxy's socket;
 // and the floor's first hop, a blind TCP relay to the blind Unix relay.
-const freePort = async () => {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return p;
-};
 const bridgeBundle = join(dirname(bundle), 'bb-bridge.mjs');
 /**
  * The bundled bb-bridge from a free TCP port to `to`, as in a bottle (its ports served

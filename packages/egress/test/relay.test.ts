@@ -2,10 +2,11 @@
 // build), byte for byte and end for end as the bridge itself serves them.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '@bb/tooling/net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningBridge, startBridge } from '../src/bridge';
 
@@ -19,14 +20,6 @@ afterEach(async () => {
   for (const c of closers.splice(0).reverse()) await c();
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** A Unix socket server; `serve` handles each connection. */
 async function unixServer(serve: (c: Socket) => void): Promise<{ path: string; server: Server }> {

@@ -5,24 +5,30 @@
 //                          connection to SOCKET. Exits 2 on bad arguments, 4 when
 //                          PORT cannot be listened on, 6 when accepting fails for
 //                          good; whoever started it serves the port itself then.
-//                          Ends with its parent.
+//                          Ends with its parent (BB_RELAY_PARENT: the pid it must
+//                          have, or it ends at once).
 //
 // What the Node bridge does, at less cost per request: one thread, epoll, no
 // allocation but a connection's two buffers. It runs in the bottle, as the
 // agent, and holds nothing the agent does not: the gate trusts nothing it carries.
-// A side that ends its writing (FIN) is passed on once its bytes are written; a
-// side that fails ends the connection.
+// A side that ends its writing (FIN) is passed on once its bytes are written. A
+// client that fails ends the connection; a gate that stops reading still has its
+// answer carried to the client (a refusal sent before it closed, say). At most
+// 1024 connections at once: more wait in the listener's backlog.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -47,6 +53,8 @@ struct conn {
 
 static int ep;
 static int conns;
+static int listener;
+static int listening = 1;  // the listener is in the epoll set
 static struct sockaddr_un target;
 #define SKIP ((void *)-1)
 
@@ -56,6 +64,13 @@ static void pause_ms(long ms) {
   }
 }
 
+/** Take the listener out of the epoll set (clients wait in its backlog), or put it back. */
+static void listen_for(int on) {
+  if (on == listening) return;
+  struct epoll_event e = {.events = on ? EPOLLIN : 0, .data.ptr = NULL};
+  if (epoll_ctl(ep, EPOLL_CTL_MOD, listener, &e) == 0) listening = on;
+}
+
 static void drop(struct conn *c) {
   for (int i = 0; i < 2; i++) {
     close(c->fd[i]);  // also leaves the epoll set
@@ -63,6 +78,7 @@ static void drop(struct conn *c) {
   }
   free(c);
   conns--;
+  listen_for(1);
 }
 
 /**
@@ -79,7 +95,14 @@ static int serve(struct conn *c) {
         ssize_t w = send(c->fd[1 - i], h->buf + h->off, h->len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (w < 0) return -1;
+        if (w < 0) {
+          if (i == 1) return -1;  // the client is gone: nothing more can reach it
+          // The gate stopped reading: what the client still sends is dropped, but
+          // what the gate said (e.g. a 403 before it closed) still goes out.
+          h->len = 0, h->eof = 1, h->shut = 1;
+          moved = 1;
+          break;
+        }
         h->off += (size_t)w;
         h->len -= (size_t)w;
         moved = 1;
@@ -92,7 +115,10 @@ static int serve(struct conn *c) {
       if (h->len == 0 && !h->eof) {
         ssize_t n = recv(c->fd[i], h->buf, BUF, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR) n = recv(c->fd[i], h->buf, BUF, MSG_DONTWAIT);
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+          if (i == 0) return -1;
+          n = 0;  // the gate reset (closed with unread bytes): its bytes were read, it ended
+        }
         if (n == 0) h->eof = 1;
         if (n > 0) h->len = (size_t)n;
         if (n >= 0) moved = 1;
@@ -108,12 +134,14 @@ static void open_conn(int client) {
     close(client);
     return;
   }
-  int gate = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int gate = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);  // never wait on a full backlog
   if (gate < 0 || connect(gate, (struct sockaddr *)&target, sizeof target) < 0) {
     if (gate >= 0) close(gate);
     close(client);
     return;
   }
+  int one = 1;
+  setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // bytes go out as they come
   struct conn *c = calloc(1, sizeof *c);
   char *a = malloc(BUF), *b = malloc(BUF);
   int ok = c && a && b;
@@ -146,7 +174,7 @@ int main(int argc, char **argv) {
   }
   char *end = NULL;
   long port = strtol(argv[1], &end, 10);
-  if (!end || *end || port < 1 || port > 65535) {
+  if (argv[1][0] < '0' || argv[1][0] > '9' || !end || *end || port < 1 || port > 65535) {
     fprintf(stderr, "bb-relay: port %s must be 1 to 65535\n", argv[1]);
     return 2;
   }
@@ -156,10 +184,19 @@ int main(int argc, char **argv) {
   }
   target.sun_family = AF_UNIX;
   strcpy(target.sun_path, argv[2]);
-  // It serves its parent (the bridge) and goes with it.
+  // It serves its parent (the bridge) and goes with it, even when the parent went
+  // before this could be asked (BB_RELAY_PARENT names it).
   prctl(PR_SET_PDEATHSIG, SIGTERM);
+  const char *parent = getenv("BB_RELAY_PARENT");
+  if (parent && atol(parent) != (long)getppid()) return 0;
+  // Two fds per connection: as many as the hard limit allows.
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   signal(SIGPIPE, SIG_IGN);
-  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int l = listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int one = 1;
   struct sockaddr_in a = {0};
   a.sin_family = AF_INET;
@@ -189,12 +226,21 @@ int main(int argc, char **argv) {
       if (c == SKIP) continue;
       if (c) {
         // Its two fds share the pointer: served once per batch, and never after a drop.
+        uint32_t ev = events[k].events;
         for (int j = k + 1; j < n; j++)
-          if (events[j].data.ptr == c) events[j].data.ptr = SKIP;
-        if ((events[k].events & EPOLLERR) || serve(c) < 0) drop(c);
+          if (events[j].data.ptr == c) ev |= events[j].events, events[j].data.ptr = SKIP;
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (ev & EPOLLERR) getsockopt(c->fd[0], SOL_SOCKET, SO_ERROR, &err, &el);
+        if (err || serve(c) < 0) drop(c);
         continue;
       }
       for (;;) {
+        // At the limit, clients wait in the backlog until a connection ends.
+        if (conns >= MAX_CONNS) {
+          listen_for(0);
+          break;
+        }
         int s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
         if (s >= 0) {
           open_conn(s);
@@ -203,7 +249,9 @@ int main(int argc, char **argv) {
         if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          pause_ms(50);
+          // Out of fds or memory: wait for a connection to end, or a moment when none can.
+          if (conns > 0) listen_for(0);
+          else pause_ms(50);
           break;
         }
         fprintf(stderr, "bb-relay: cannot accept on 127.0.0.1:%ld: %s\n", port, strerror(errno));

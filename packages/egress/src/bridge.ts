@@ -124,6 +124,8 @@ async function startNativeRelay(
 ): Promise<RunningBridge | undefined> {
   const child = spawn(program, [String(m.listen), (m.to as { socket: string }).socket], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    // It ends with this process, and at once should this one be gone already.
+    env: { ...process.env, BB_RELAY_PARENT: String(process.pid) },
   });
   let errors = '';
   child.stderr.on('data', (d: Buffer) => {

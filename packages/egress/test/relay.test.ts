@@ -4,13 +4,16 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '@bb/tooling/net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningBridge, startBridge } from '../src/bridge';
 
-const RELAY = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'bundle', 'bb-relay');
+// BB_TEST_RELAY names another build of it (an older one, to show what a test checks).
+const RELAY =
+  process.env['BB_TEST_RELAY'] ??
+  join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'bundle', 'bb-relay');
 const dir = mkdtempSync(join(tmpdir(), 'bb-relay-'));
 const closers: Array<() => unknown> = [];
 beforeAll(() => {
@@ -77,6 +80,35 @@ describe('bb-relay (the bridge in C)', () => {
     expect(messages).toEqual([]);
   });
 
+  it("carries the gate's answer to a client whose request it refused unread (a 403 before it closes)", async () => {
+    const { path } = await unixServer((c) => {
+      // Answered and closed with the body unread (the rest of it arriving meanwhile), as a
+      // proxy refusing it does.
+      c.once('data', () => {
+        c.pause();
+        setTimeout(
+          () => c.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n', () => c.destroy()),
+          50,
+        );
+      });
+      c.on('error', () => {});
+    });
+    const { port } = await relayed(path);
+    const body = Buffer.alloc(1024 * 1024, 1);
+    for (let round = 0; round < 5; round++) {
+      const got = await new Promise<string>((resolve) => {
+        const c = connect(port, '127.0.0.1', () =>
+          c.write(Buffer.concat([Buffer.from('POST / HTTP/1.1\r\n\r\n'), body])),
+        );
+        let text = '';
+        c.on('data', (d: Buffer) => (text += d.toString('latin1')));
+        c.on('close', () => resolve(text));
+        c.on('error', () => {});
+      });
+      expect(got, `round ${round}`).toMatch(/^HTTP\/1.1 403 Forbidden/);
+    }
+  });
+
   it('delivers everything a server sends before it closes, to a slow reader', async () => {
     const body = Buffer.alloc(8 * 1024 * 1024, 7);
     const { path } = await unixServer((c) => c.end(body));
@@ -122,7 +154,7 @@ describe('bb-relay (the bridge in C)', () => {
     });
     const { port, messages } = await relayed(path);
     expect((await exchange(port, 'before')).toString()).toBe('before');
-    const pids = spawnSync('pgrep', ['-f', `bb-relay ${port} `], { encoding: 'utf8' })
+    const pids = spawnSync('pgrep', ['-f', `${basename(RELAY)} ${port} `], { encoding: 'utf8' })
       .stdout.trim()
       .split('\n')
       .filter(Boolean);

@@ -58,31 +58,42 @@ const child = killOnExit(
 );
 await waitForPath(join(dir, 'cred.sock'));
 
-// The floor under any proxy that is its own process: a blind relay (a Unix socket
-// piped to the server's port, nothing parsed, checked or logged) in another node
-// process. Measured in the same rounds, so the gap between it and the proxy is
-// what the proxy's own work costs.
-const relaySocket = join(dir, 'relay.sock');
-const relay = await spawnNodeOn(
-  relaySocket,
-  `const net = require('node:net');
+/**
+ * A blind relay in its own node process (nothing parsed, checked or logged): each
+ * connection on `listen` (a Unix socket path, or a TCP port on 127.0.0.1) piped to
+ * `to` (a socket path, or the server's port). Resolves once it listens.
+ */
+async function blindRelay(listen: string | number, to: string | number, name: string) {
+  const ready = join(dir, `${name}.ready`);
+  const target = typeof to === 'string' ? JSON.stringify(to) : `${to}, '127.0.0.1'`;
+  const at = typeof listen === 'string' ? JSON.stringify(listen) : `${listen}, '127.0.0.1'`;
+  return spawnNodeOn(
+    ready,
+    `const net = require('node:net');
 net.createServer((c) => {
-  const u = net.connect(${port}, '127.0.0.1');
+  const u = net.connect(${target});
   c.pipe(u);
   u.pipe(c);
   c.on('error', () => u.destroy());
   u.on('error', () => c.destroy());
-}).listen(${JSON.stringify(relaySocket)});`,
-);
+}).listen(${at}, () => require('node:fs').writeFileSync(${JSON.stringify(ready)}, ''));`,
+  );
+}
+
+// The floor under any proxy that is its own process: a blind relay from a Unix socket
+// to the server's port. Measured in the same rounds, so the gap between it and the
+// proxy is what the proxy's own work costs.
+const relaySocket = join(dir, 'relay.sock');
+const relay = await blindRelay(relaySocket, port, 'relay');
 
 // The bridge, as in a bottle: the bundled bb-bridge from a TCP port to the proxy's socket;
 // and the floor's first hop, a blind TCP relay to the blind Unix relay.
 const bridgeBundle = join(dirname(bundle), 'bb-bridge.mjs');
 /**
  * The bundled bb-bridge from a free TCP port to `to`, as in a bottle (its ports served
- * by bb-relay, or by itself when `carry`); resolves once it listens.
+ * by bb-relay, or, with `inNode`, by itself); resolves once it listens.
  */
-async function bridgeTo(to: string, name: string, carry = false) {
+async function bridgeTo(to: string, name: string, inNode = false) {
   const port = await freePort();
   const ready = join(dir, `${name}.ready`);
   const child = killOnExit(
@@ -90,7 +101,7 @@ async function bridgeTo(to: string, name: string, carry = false) {
       env: {
         PATH: process.env['PATH'],
         BB_BRIDGE_READY: ready,
-        ...(carry ? { BB_RELAY: '' } : {}),
+        ...(inNode ? { BB_RELAY: '' } : {}),
       },
       stdio: 'ignore',
     }),
@@ -100,36 +111,14 @@ async function bridgeTo(to: string, name: string, carry = false) {
 }
 const { port: bridgePort, child: bridge } = await bridgeTo(socket, 'bridge');
 const floorPort = await freePort();
-const floorReady = join(dir, 'floor.ready');
-const floorRelay = await spawnNodeOn(
-  floorReady,
-  `const net = require('node:net');
-net.createServer((c) => {
-  const u = net.connect(${JSON.stringify(relaySocket)});
-  c.pipe(u);
-  u.pipe(c);
-  c.on('error', () => u.destroy());
-  u.on('error', () => c.destroy());
-}).listen(${floorPort}, '127.0.0.1', () => require('node:fs').writeFileSync(${JSON.stringify(floorReady)}, ''));`,
-);
+const floorRelay = await blindRelay(floorPort, relaySocket, 'floor');
 
 // The bridge relaying in Node, and one blind relay from a TCP port to the server.
-const { port: carryPort, child: carryBridge } = await bridgeTo(socket, 'carry-bridge', true);
+const { port: nodeBridgePort, child: nodeBridge } = await bridgeTo(socket, 'node-bridge', true);
 const onePort = await freePort();
-const oneReady = join(dir, 'one.ready');
-const oneRelay = await spawnNodeOn(
-  oneReady,
-  `const net = require('node:net');
-net.createServer((c) => {
-  const u = net.connect(${port}, '127.0.0.1');
-  c.pipe(u);
-  u.pipe(c);
-  c.on('error', () => u.destroy());
-  u.on('error', () => c.destroy());
-}).listen(${onePort}, '127.0.0.1', () => require('node:fs').writeFileSync(${JSON.stringify(oneReady)}, ''));`,
-);
+const oneRelay = await blindRelay(onePort, port, 'one');
 
-type Via = 'direct' | 'proxy' | 'relay' | 'bridge' | 'floor' | 'carry' | 'one';
+type Via = 'direct' | 'proxy' | 'relay' | 'bridge' | 'floor' | 'node-bridge' | 'one';
 // A raw GET of /big over a socket; resolves when the whole body arrived.
 function bigVia(via: Via): Promise<void> {
   const tunnel = via === 'proxy' || via === 'bridge';
@@ -170,10 +159,10 @@ function bigVia(via: Via): Promise<void> {
 function smallVia(via: Via): Promise<void> {
   return new Promise((resolve, reject) => {
     const opts =
-      via === 'bridge' || via === 'carry'
+      via === 'bridge' || via === 'node-bridge'
         ? {
             host: '127.0.0.1',
-            port: via === 'bridge' ? bridgePort : carryPort,
+            port: via === 'bridge' ? bridgePort : nodeBridgePort,
             path: `http://127.0.0.1:${port}/s`,
             headers: { host: `127.0.0.1:${port}` },
           }
@@ -213,7 +202,7 @@ await time(() => bigVia('relay'), 5);
 await time(() => bigVia('bridge'), 5);
 await time(() => smallVia('bridge'), 100);
 await time(() => smallVia('floor'), 100);
-await time(() => smallVia('carry'), 100);
+await time(() => smallVia('node-bridge'), 100);
 await time(() => smallVia('one'), 100);
 const big: number[] = [];
 const small: number[] = [];
@@ -222,7 +211,7 @@ const smallRelay: number[] = [];
 // The real path against its floor, per round: floor time / bridge time.
 const bigPath: number[] = [];
 const smallPath: number[] = [];
-const carryPath: number[] = [];
+const nodeBridgePath: number[] = [];
 const onePath: number[] = [];
 const floorUs: number[] = [];
 const oursUs: number[] = [];
@@ -251,14 +240,14 @@ for (let r = 0; r < 9; r++) {
     {
       floor: () => smallVia('floor'),
       bridge: () => smallVia('bridge'),
-      carry: () => smallVia('carry'),
+      nodeBridge: () => smallVia('node-bridge'),
       one: () => smallVia('one'),
     },
     SMALL / 20,
     20,
   );
   smallPath.push(t.floor / t.bridge);
-  carryPath.push(t.floor / t.carry);
+  nodeBridgePath.push(t.floor / t.nodeBridge);
   onePath.push(t.one / t.bridge);
   floorUs.push((t.floor / SMALL) * 1e6);
   oursUs.push((t.bridge / SMALL) * 1e6);
@@ -307,7 +296,7 @@ reportBench({
     oursVsOneBlindRelay: r2(median(onePath)),
     oneBlindRelay:
       'one blind relay between the client and the server: the floor of any design with one process in the path',
-    nodeBridgeVsFloor: r2(median(carryPath)),
+    nodeBridgeVsFloor: r2(median(nodeBridgePath)),
     nodeBridge: 'the bridge relaying in Node (a bottle without bb-relay) + the proxy',
     proxyAloneVsDirect: r2(median(small)),
     oneBlindRelayVsDirect: r2(median(smallRelay)),
@@ -317,7 +306,7 @@ child.kill('SIGTERM');
 relay.kill();
 bridge.kill();
 floorRelay.kill();
-carryBridge.kill();
+nodeBridge.kill();
 oneRelay.kill();
 await new Promise((r) => child.on('exit', r));
 server.close();

@@ -27,7 +27,11 @@ let issue = 0;
 const env = () => ({ BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE });
 const opts = (warmMs = WINDOW) => ({ backend, env: env(), warmMs });
 
-function writeManifests(turns: unknown[], resources: Record<string, unknown> = {}) {
+function writeManifests(
+  turns: unknown[],
+  resources: Record<string, unknown> = {},
+  bottle: Record<string, unknown> = {},
+) {
   mkdirSync(join(home, 'config', 'agents'), { recursive: true });
   mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
   writeFileSync(
@@ -40,7 +44,11 @@ function writeManifests(turns: unknown[], resources: Record<string, unknown> = {
   );
   writeFileSync(
     join(home, 'config', 'bottles', 'default.json'),
-    JSON.stringify({ image: BASE_IMAGE, resources: { memory: '256m', pids: 128, ...resources } }),
+    JSON.stringify({
+      image: BASE_IMAGE,
+      resources: { memory: '256m', pids: 128, ...resources },
+      ...bottle,
+    }),
   );
 }
 const OPEN_PR = {
@@ -178,7 +186,7 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
     }
   });
 
-  it('serves port 3128 with bb-relay in every turn, the waiter starting it with each turn, and a warm container idles without it', async () => {
+  it("serves the bottle's ports with bb-relay in every turn, the waiter starting it with each turn, and a warm container idles without it", async () => {
     const urls: string[] = [];
     const upstream = createServer((req, res) => {
       urls.push(req.url ?? '');
@@ -191,17 +199,10 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
       do: 'sh',
       cmd: `n=$(cat /proc/[0-9]*/comm | grep -c bb-relay); node -e "require('http').get({host:'127.0.0.1',port:3128,path:'http://127.0.0.1:${port}/${name}-'+process.argv[1],headers:{host:'127.0.0.1:${port}'}},(r)=>r.resume())" "$n"`,
     });
-    writeManifests([
-      { steps: [ask('first'), ...OPEN_PR.steps] },
-      { steps: [ask('second'), ...ANSWER.steps] },
-    ]);
-    writeFileSync(
-      join(home, 'config', 'bottles', 'default.json'),
-      JSON.stringify({
-        image: BASE_IMAGE,
-        resources: { memory: '256m', pids: 128 },
-        egress: { allow: [`127.0.0.1:${port}`] },
-      }),
+    writeManifests(
+      [{ steps: [ask('first'), ...OPEN_PR.steps] }, { steps: [ask('second'), ...ANSWER.steps] }],
+      {},
+      { egress: { allow: [`127.0.0.1:${port}`] } },
     );
     const first = await launch({
       ...opts(),

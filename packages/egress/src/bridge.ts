@@ -124,8 +124,9 @@ async function startNativeRelay(
 ): Promise<RunningBridge | undefined> {
   const child = spawn(program, [String(m.listen), (m.to as { socket: string }).socket], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    // It ends with this process, and at once should this one be gone already.
-    env: { ...process.env, BB_RELAY_PARENT: String(process.pid) },
+    // Nothing of the bridge's environment (a pod's gate key, say): only the pid it
+    // ends with, at once should this process be gone already.
+    env: { BB_RELAY_PARENT: String(process.pid) },
   });
   let errors = '';
   child.stderr.on('data', (d: Buffer) => {

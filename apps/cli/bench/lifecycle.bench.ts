@@ -225,6 +225,12 @@ async function launchRound(repo: string, title: string): Promise<{ ms: number; s
   const first = await until('its first forge call', () => ops(slug)[0]);
   // Its turn recorded by the service: the next event of the issue is not queued behind it.
   await untilFrozen(slug, 1);
+  // Beside the service's own log, for reading a round's timeline against it.
+  if (process.env['BB_BENCH_SERVICE_LOG'])
+    appendFileSync(
+      process.env['BB_BENCH_SERVICE_LOG'],
+      `${JSON.stringify({ msg: 'bench launch', slug, webhookAt: t0, firstCallAt: first })}\n`,
+    );
   return { ms: first - t0, slug };
 }
 

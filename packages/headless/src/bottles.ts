@@ -139,6 +139,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
   const { agent: agentOwner } = owners(options.backend);
   let early: Promise<CreatedGate | undefined> | undefined;
   let prepared: Promise<void> | undefined;
+  let disk: Promise<void> | undefined;
   try {
     progress(`preparing bottle ${slug}`);
     prepareDirs(p, options.backend);
@@ -178,11 +179,11 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     };
     writeMeta(meta, env);
     const gate = gateOptions(options, env);
-    // The gate's container is created while the disk is made (its mounts are resolved
-    // when it starts, after the disk is mounted).
+    // The gate's and the agent's containers are created while the disk is made (their
+    // mounts are resolved when they start, after the disk is mounted).
     const created = createTurnGate(meta, bottles, options.forge?.token, gate);
     created.catch(() => {});
-    try {
+    disk = (async () => {
       if (ownDisk) await makeDisk(p, quota, env);
       else {
         mkdirSync(p.disk, { recursive: true, mode: 0o755 });
@@ -191,13 +192,12 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       }
       for (const d of [p.workspace, join(p.home, '.bb')])
         mkdirSync(d, { recursive: true, mode: 0o755 });
-    } catch (err) {
-      await created.catch(() => {});
-      throw err;
-    }
-    // The gate needs nothing from the workspace to come up: it starts while the
-    // repository is cloned.
+    })();
+    disk.catch(() => {});
+    // The gate needs nothing from the workspace to come up: it starts, once its disk
+    // is there, while the repository is cloned.
     early = created.then(async (g) => {
+      await disk;
       if (g) {
         progress('starting the gate');
         await options.backend.start(g.id);
@@ -207,22 +207,26 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     early.catch(() => {});
     // The workspace is made while the agent's container is created; the agent
     // starts once it is ready.
-    prepared = prepareWorkspace({
-      workspace: p.workspace,
-      forge: options.forge,
-      branch,
-      identity: agent.git,
-      timeoutMs: cloneMs,
-      env,
-      mirrorInBottle: options.backend.mapsMounts ? IN_BOTTLE.mirror : undefined,
-      onProgress: progress,
-      synced,
-    }).then(async () => {
-      meta.baseCommit = readHeadAsData(p.workspace) ?? null;
-      // Ownership is set once, before the agent ever runs; never again through what it made.
-      if (agentOwner) await chownTreeNoFollow(agentOwner, p.workspace, p.home);
-      writeMeta(meta, env);
-    });
+    prepared = disk
+      .then(() =>
+        prepareWorkspace({
+          workspace: p.workspace,
+          forge: options.forge,
+          branch,
+          identity: agent.git,
+          timeoutMs: cloneMs,
+          env,
+          mirrorInBottle: options.backend.mapsMounts ? IN_BOTTLE.mirror : undefined,
+          onProgress: progress,
+          synced,
+        }),
+      )
+      .then(async () => {
+        meta.baseCommit = readHeadAsData(p.workspace) ?? null;
+        // Ownership is set once, before the agent ever runs; never again through what it made.
+        if (agentOwner) await chownTreeNoFollow(agentOwner, p.workspace, p.home);
+        writeMeta(meta, env);
+      });
     prepared.catch(() => {});
     return await startTurn(
       meta,
@@ -232,13 +236,13 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       options.forge?.token,
       options,
       env,
-      early,
-      prepared,
+      { gate: early, disk, workspace: prepared },
     );
   } catch (err) {
     // Nothing half-made stays behind (a gate still being created, a clone still
     // running included) while the agent never ran: there is no evidence to keep.
     // Once its program was let start, the bottle stays, frozen, with what it did.
+    await disk?.catch(() => {});
     await early?.catch(() => {});
     await prepared?.catch(() => {});
     await synced?.catch(() => {});

@@ -169,7 +169,7 @@ export class DockerBackend implements Backend {
       await (await this.#docker).getImage(image).inspect();
     } catch (err) {
       throw this.#error(err, `image ${image}`, {
-        notFound: `image ${image} is not on this Docker engine: build it (scripts/build-base-image.sh builds bb-base) or pull it`,
+        notFound: missingImage(image),
       });
     }
   }
@@ -194,7 +194,8 @@ export class DockerBackend implements Backend {
         `bottle ${spec.name} needs the labels bb.slug and bb.role`,
       );
     }
-    await this.ensureImage(spec.image);
+    // No inspect first (an engine round trip on every launch): the engine's own
+    // "no such image" is answered with the same fix as ensureImage's.
     const harden = spec.harden ?? true;
     try {
       const c = await (await this.#docker).createContainer({
@@ -231,8 +232,10 @@ export class DockerBackend implements Backend {
       });
       return c.id;
     } catch (err) {
+      const noImage = /no such image/i.test((err as { message?: string }).message ?? '');
       throw this.#error(err, `bottle ${spec.name}`, {
         conflict: `a bottle named ${spec.name} already exists; destroy it or choose another slug`,
+        ...(noImage ? { notFound: missingImage(spec.image) } : {}),
       });
     }
   }
@@ -624,6 +627,9 @@ export class DockerBackend implements Backend {
     });
   }
 }
+
+const missingImage = (image: string) =>
+  `image ${image} is not on this Docker engine: build it (scripts/build-base-image.sh builds bb-base) or pull it`;
 
 /** Split Docker's multiplexed log stream (8-byte frame headers) into text. */
 export function demux(buf: Buffer): string {

@@ -104,7 +104,9 @@ export function kindModule(
 function copyIfChanged(from: string, to: string): void {
   const src = statSync(from);
   const dst = existsSync(to) ? statSync(to) : undefined;
-  if (dst && dst.size === src.size && dst.mtimeMs === src.mtimeMs) return;
+  // The copy's time is the source's to about the millisecond (utimes goes through a
+  // Date and a double), never to the nanosecond: compared exactly, every call copied.
+  if (dst && dst.size === src.size && Math.abs(dst.mtimeMs - src.mtimeMs) < 1) return;
   const part = join(
     dirname(to),
     `.${basename(to)}.${process.pid}.${randomBytes(4).toString('hex')}`,

@@ -74,6 +74,16 @@ import {
   writeTurnCommand,
 } from './warm';
 
+/** What a launch makes alongside its first turn's agent container. */
+export interface LaunchParts {
+  /** The gate, created and started. */
+  gate: Promise<CreatedGate | undefined>;
+  /** The bottle's disk, mounted, its workspace and home directories made. */
+  disk: Promise<void>;
+  /** The workspace checked out: the agent's program starts once it is. */
+  workspace: Promise<void>;
+}
+
 /** What a turn's agent runs, and with what: the same whether its container is new or warm. */
 interface TurnPlan {
   turn: number;
@@ -230,10 +240,11 @@ export async function startTurn(
   token: string | undefined,
   options: BottleOptions,
   env: Record<string, string | undefined>,
-  early?: Promise<CreatedGate | undefined>,
-  /** The workspace being made (a launch): the agent's container starts once it is. */
-  workspaceReady?: Promise<void>,
+  /** A launch's parts, made alongside: the agent's container is created meanwhile. */
+  launch?: LaunchParts,
 ): Promise<StartedTurn> {
+  const early = launch?.gate;
+  const workspaceReady = launch?.workspace;
   const { backend } = options;
   const progress = options.onProgress ?? (() => {});
   const p = bottlePaths(meta.slug, env);
@@ -249,32 +260,9 @@ export async function startTurn(
   const { config, turn } = plan;
   const startedAt = new Date().toISOString();
   let gateStarted: Promise<CreatedGate | undefined> | undefined;
+  let created: Promise<string> | undefined;
   try {
-    // Into the agent's home, which it owns: never through a symlink it planted.
-    const { agent: agentOwner } = owners(backend);
-    for (const [rel, content] of Object.entries(plan.files))
-      writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
-    prepareDirs(p, backend);
     const nonce = turnNonce();
-    meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true, nonce } : {}) };
-    if (meta.forge) writeTurnFile(p, turn);
-    if (waiter) meta.warmKey = turnKey(meta, bottles, plan, token, options, env);
-    else delete meta.warmKey;
-    meta.warm = null;
-    writeMeta(meta, env);
-    // Started early by launch (alongside the clone), or now.
-    gateStarted =
-      early ??
-      createTurnGate(meta, bottles, token, gate, config).then(async (g) => {
-        if (g) await backend.start(g.id);
-        return g;
-      });
-    // Awaited below; until then a failure must not count as unhandled. Its secrets'
-    // files go as soon as it serves (not once the workspace is made).
-    gateStarted.catch(() => {});
-    const gateUp = gateStarted.then((g) => (g ? awaitGate(backend, g, meta.slug) : undefined));
-    gateUp.catch(() => {});
-    progress(`running ${agent.provider} agent (turn ${turn})`);
     const bottle = bottles[0]!;
     const agentSpec: BottleSpec = {
       name: `bb-${meta.slug}-agent`,
@@ -332,10 +320,40 @@ export async function startTurn(
       },
     };
     if (workspaceReady) rmSync(join(p.sock, WORKSPACE_READY), { force: true });
-    // An empty network namespace made ahead of time, when the backend has one ready.
-    const netns = await backend.takeNetns?.().catch(() => undefined);
-    if (netns) agentSpec.netns = netns;
-    const aid = await backend.create(agentSpec);
+    // Created while a launch's disk is made (its mounts are resolved when it starts), in
+    // an empty network namespace made ahead of time when the backend has one ready.
+    created = (async () => {
+      const netns = await backend.takeNetns?.().catch(() => undefined);
+      if (netns) agentSpec.netns = netns;
+      return backend.create(agentSpec);
+    })();
+    created.catch(() => {});
+    if (launch) await launch.disk;
+    // Into the agent's home, which it owns: never through a symlink it planted.
+    const { agent: agentOwner } = owners(backend);
+    for (const [rel, content] of Object.entries(plan.files))
+      writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
+    prepareDirs(p, backend);
+    meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true, nonce } : {}) };
+    if (meta.forge) writeTurnFile(p, turn);
+    if (waiter) meta.warmKey = turnKey(meta, bottles, plan, token, options, env);
+    else delete meta.warmKey;
+    meta.warm = null;
+    writeMeta(meta, env);
+    // Started early by launch (alongside the clone), or now.
+    gateStarted =
+      early ??
+      createTurnGate(meta, bottles, token, gate, config).then(async (g) => {
+        if (g) await backend.start(g.id);
+        return g;
+      });
+    // Awaited below; until then a failure must not count as unhandled. Its secrets'
+    // files go as soon as it serves (not once the workspace is made).
+    gateStarted.catch(() => {});
+    const gateUp = gateStarted.then((g) => (g ? awaitGate(backend, g, meta.slug) : undefined));
+    gateUp.catch(() => {});
+    progress(`running ${agent.provider} agent (turn ${turn})`);
+    const aid = await created;
     await backend.start(aid);
     if (workspaceReady) {
       // The agent's program starts once its workspace is made, while its gate may still be
@@ -363,7 +381,9 @@ export async function startTurn(
     return { slug: meta.slug, turn };
   } catch (err) {
     // A failed turn leaves the bottle frozen, its workspace and session intact
-    // (a clone still running is let finish first: its disk is unmounted).
+    // (a clone still running, or a container still being created, is let finish first:
+    // its disk is unmounted, the container removed).
+    await created?.catch(() => {});
     await workspaceReady?.catch(() => {});
     await freeze(meta.slug, options).catch(() => {});
     throw isBbError(err)

@@ -7,6 +7,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,7 @@ import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { destroy, launch, mountBottleDisk, resume } from '../src/bottles';
+import { canMountDisks } from '../src/disk';
 import { DockerBackend } from '../src/docker-backend';
 import { bottleDir, bottlePaths, type ForgeWiring, readMeta } from '../src/layout';
 
@@ -269,6 +271,43 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     expect(again.exitCode).toBe(0);
     await destroy(r.slug, { backend, env: env() });
   });
+
+  it.skipIf(!canMountDisks())(
+    'a disk that cannot be mounted fails the launch, and the containers made meanwhile go with it',
+    async () => {
+      writeManifests();
+      // A pooled image that is no filesystem: the launch takes it while its gate's and
+      // its agent's containers are being created.
+      const bytes = 32 * 1024 * 1024;
+      const pool = join(home, 'disk-pool', String(bytes));
+      mkdirSync(pool, { recursive: true });
+      writeFileSync(join(pool, 'broken.img'), '');
+      truncateSync(join(pool, 'broken.img'), bytes);
+      const slug = 'implementer-nodisk';
+      // An engine slow to create the agent's container: the disk has failed, and the
+      // gate been made, well before it exists.
+      const slow = new (class extends DockerBackend {
+        override async create(spec: Parameters<DockerBackend['create']>[0]) {
+          if (spec.labels['bb.role'] === 'agent') await new Promise((r) => setTimeout(r, 1500));
+          return super.create(spec);
+        }
+      })();
+      const err = await launch({
+        agent: 'implementer',
+        prompt: 'x',
+        backend: slow,
+        env: { ...env(), BB_BOTTLE_DISK: '32m', BB_DISK_POOL: '0' },
+        slug,
+        forge: wiring(),
+      }).catch((e) => e);
+      expect(String(err.message)).toMatch(/the bottle disk could not be mounted/);
+      // Whatever was still being made when the launch failed has been by now.
+      await new Promise((r) => setTimeout(r, 2000));
+      expect(await backend.list({ 'bb.slug': slug })).toEqual([]);
+      expect(existsSync(bottleDir(slug, env()))).toBe(false);
+      expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(slug);
+    },
+  );
 
   it('refuses bad input clearly and leaves no half-created bottle', async () => {
     writeManifests();

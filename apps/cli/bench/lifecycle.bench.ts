@@ -24,7 +24,6 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,6 +31,7 @@ import { createGiteaTestServer } from '@bb/forge/testing';
 import { type BottleMeta, DockerBackend, GATE_USER, HOME_LABEL, homeLabel } from '@bb/headless';
 import { reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { freePort } from '@bb/tooling/net';
 
 const docker = await probeDocker();
 if (!docker.ok) {
@@ -171,12 +171,7 @@ const bottleOf2 = (slug: string): BottleMeta | undefined => {
 const ops = (slug: string) => opTimesIn(join(home, 'bottles', slug, 'state', 'ops.jsonl'));
 
 // The service, as an operator runs it.
-const port = await new Promise<number>((resolve) => {
-  const s = createServer().listen(0, '127.0.0.1', () => {
-    const p = (s.address() as { port: number }).port;
-    s.close(() => resolve(p));
-  });
-});
+const port = await freePort();
 const service = spawn(process.execPath, [BB, 'orchestrate', 'serve'], {
   env: {
     ...process.env,
@@ -284,7 +279,13 @@ async function resumeRound(repo: string, slug: string, warm: boolean): Promise<n
 
 // The floor's pieces: a sidecar already up, its op log on a host directory, and the
 // same agent program in a bare container, as root's `docker run` gives it.
-async function bareSidecar(issue: number, sock: string, state: string, workspace: string) {
+async function bareSidecar(
+  repo: string,
+  issue: number,
+  sock: string,
+  state: string,
+  workspace: string,
+) {
   return (
     await run('docker', [
       'run',
@@ -310,7 +311,7 @@ async function bareSidecar(issue: number, sock: string, state: string, workspace
       '-e',
       'FORGE_OWNER=acme',
       '-e',
-      'FORGE_REPO=widgets',
+      `FORGE_REPO=${repo}`,
       '-e',
       `FORGE_ISSUE_NUMBER=${issue}`,
       '-e',
@@ -407,7 +408,7 @@ try {
     const issue = (
       JSON.parse(readFileSync(join(home, 'bottles', slug, 'meta.json'), 'utf8')) as BottleMeta
     ).forge!.issue;
-    const sidecar = await bareSidecar(issue, d.sock, d.state, d.ws);
+    const sidecar = await bareSidecar('widgets', issue, d.sock, d.state, d.ws);
     await waitForPath(join(d.sock, 'forge.sock'));
     const bare = () => opTimesIn(join(d.state, 'ops.jsonl'));
     const t1 = Date.now();
@@ -457,7 +458,7 @@ try {
     await own(d);
     rmSync(d.ws, { recursive: true });
     const issue = server.createIssue('alice', 'acme/large', { title: `Bare ${r}` });
-    const sidecar = await bareSidecar(issue, d.sock, d.state, d.root);
+    const sidecar = await bareSidecar('large', issue, d.sock, d.state, d.root);
     await waitForPath(join(d.sock, 'forge.sock'));
     const t = Date.now();
     await run('git', ['clone', '-q', '--shared', join(mirror, 'large.git'), d.ws]);

@@ -2,6 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { type AddressInfo, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '@bb/tooling/net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseBridgeArgs, startBridge, startGateLink, writeHomeFiles } from '../src/bridge';
 
@@ -18,10 +19,7 @@ describe('the in-bottle bridge (TCP to a Unix socket)', () => {
     // Writes everything at once and closes: the last bytes are still queued when it goes.
     const server = createServer((c) => c.end(body));
     await new Promise<void>((r) => server.listen(sock, r));
-    const probe = createServer();
-    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-    const port = (probe.address() as AddressInfo).port;
-    await new Promise((r) => probe.close(r));
+    const port = await freePort();
     const bridges = await startBridge([{ port, socket: sock }]);
     closers.push(() => {
       for (const b of bridges) b.close();

@@ -5,6 +5,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isBbError } from '@bb/errors';
+import { freePort } from '@bb/tooling/net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { routeSecrets } from '../src/gate';
 import { runGateFromEnv } from '../src/gate-main';
@@ -118,11 +119,8 @@ describe('the gate', () => {
     const up = await http();
     try {
       const { dir, env } = gateEnv([{ prefix: '/svc', upstream: up.url, headers: {} }]);
-      const { createServer, connect } = await import('node:net');
-      const probe = createServer();
-      await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-      const port = String((probe.address() as { port: number }).port);
-      await new Promise((r) => probe.close(r));
+      const { connect } = await import('node:net');
+      const port = String(await freePort());
       const keyless = await runGateFromEnv({ ...env, BB_GATE_PORT: port }).catch((e: unknown) => e);
       expect(isBbError(keyless, 'INVALID_INPUT')).toBe(true);
       expect(String(keyless)).toMatch(/BB_GATE_PORT needs BB_GATE_KEY_FILE/);

@@ -325,7 +325,13 @@ export async function startTurn(
     created = (async () => {
       const netns = await backend.takeNetns?.().catch(() => undefined);
       if (netns) agentSpec.netns = netns;
-      return backend.create(agentSpec);
+      try {
+        return await backend.create(agentSpec);
+      } catch (err) {
+        // Out of the pool and joined by nothing: nobody else would remove the holder.
+        if (netns) await backend.destroy(netns).catch(() => {});
+        throw err;
+      }
     })();
     created.catch(() => {});
     if (launch) await launch.disk;
@@ -381,9 +387,11 @@ export async function startTurn(
     return { slug: meta.slug, turn };
   } catch (err) {
     // A failed turn leaves the bottle frozen, its workspace and session intact
-    // (a clone still running, or a container still being created, is let finish first:
-    // its disk is unmounted, the container removed).
+    // (a clone still running, or a container still being created or started, is let
+    // finish first: its disk is unmounted, the container removed; a gate started after
+    // the freeze would run on, its workspace the directory under the unmounted disk).
     await created?.catch(() => {});
+    await (gateStarted ?? early)?.catch(() => {});
     await workspaceReady?.catch(() => {});
     await freeze(meta.slug, options).catch(() => {});
     throw isBbError(err)

@@ -272,6 +272,78 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     await destroy(r.slug, { backend, env: env() });
   });
 
+  /** A real engine with faults put in: an agent's container that cannot be made, a slow gate. */
+  const faulty = (o: { gateCreateMs?: number; netns?: string }) =>
+    new (class extends DockerBackend {
+      override async takeNetns() {
+        return o.netns ?? super.takeNetns();
+      }
+      override async create(spec: Parameters<DockerBackend['create']>[0]) {
+        if (spec.labels['bb.role'] === 'agent')
+          throw new Error('the engine could not create the container (injected)');
+        if (spec.labels['bb.role'] === 'gate' && o.gateCreateMs)
+          await new Promise((r) => setTimeout(r, o.gateCreateMs));
+        return super.create(spec);
+      }
+    })();
+
+  it('a resume whose agent cannot be made leaves no gate running, and the bottle resumable', async () => {
+    writeManifests({ turns: [{ steps: [{ do: 'done', status: 'success', summary: 'ok' }] }] });
+    const first = await launch({
+      agent: 'implementer',
+      prompt: 'x',
+      backend,
+      env: env(),
+      forge: wiring(),
+    });
+    expect(first.ok).toBe(true);
+    const failed = await resume({
+      slug: first.slug,
+      prompt: 'again',
+      forgeToken: TOKEN,
+      backend: faulty({ gateCreateMs: 1500 }),
+      env: env(),
+    }).catch((e: Error) => e);
+    expect(String(failed)).toMatch(/could not create the container \(injected\)/);
+    // The gate, made after the agent failed, went with the freeze: nothing runs on.
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(await backend.list({ 'bb.slug': first.slug })).toEqual([]);
+    expect(readMeta(first.slug, env())?.status).toBe('frozen');
+    const again = await resume({
+      slug: first.slug,
+      prompt: 'again',
+      forgeToken: TOKEN,
+      backend,
+      env: env(),
+    });
+    expect(again.ok).toBe(true);
+    await destroy(first.slug, { backend, env: env() });
+  });
+
+  it('an agent container that cannot be made gives its network namespace holder back', async () => {
+    writeManifests();
+    const holder = await new Docker().createContainer({
+      Image: BASE_IMAGE,
+      Cmd: ['sleep', '120'],
+      HostConfig: { NetworkMode: 'none', AutoRemove: true },
+    });
+    await holder.start();
+    try {
+      const err = await launch({
+        agent: 'implementer',
+        prompt: 'x',
+        backend: faulty({ netns: holder.id }),
+        env: env(),
+        slug: 'implementer-nocreate',
+      }).catch((e: Error) => e);
+      expect(String(err)).toMatch(/could not create the container \(injected\)/);
+      expect(await backend.inspect(holder.id)).toBeUndefined();
+      expect(existsSync(bottleDir('implementer-nocreate', env()))).toBe(false);
+    } finally {
+      await holder.remove({ force: true }).catch(() => {});
+    }
+  });
+
   it.skipIf(!canMountDisks())(
     'a disk that cannot be mounted fails the launch, and the containers made meanwhile go with it',
     async () => {

@@ -137,17 +137,20 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   };
   // The repository itself, from a subdirectory or a linked worktree as well.
   const top = (await host(['rev-parse', '--show-toplevel']).catch(() => o.checkout)).trim();
-  const objects = join(
-    (
-      await host(['rev-parse', '--path-format=absolute', '--git-common-dir']).catch(() => {
-        throw new BbError(
-          'INVALID_INPUT',
-          `${o.checkout} is not in a git repository: run forklift in a fork's checkout`,
-        );
-      })
-    ).trim(),
-    'objects',
-  );
+  const gitDir = (
+    await host(['rev-parse', '--path-format=absolute', '--git-common-dir']).catch(() => {
+      throw new BbError(
+        'INVALID_INPUT',
+        `${o.checkout} is not in a git repository: run forklift in a fork's checkout`,
+      );
+    })
+  ).trim();
+  // git in the verification repository (ours): a fixed configuration, the minimal environment.
+  const verifyGit = (args: string[], config: Array<[string, string]> = []) =>
+    runGit(['--git-dir', join(runDir, 'verify.git'), ...args], {
+      env: wallGitEnv({ config }),
+      timeoutMs: 600_000,
+    });
   const origin = await remote('origin');
   await remote('upstream');
   const project = `${origin.owner}-${origin.repo}`.replace(/[^A-Za-z0-9._-]/g, '_');
@@ -212,7 +215,34 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     // The token's git never runs in a repository with someone's config or hooks: pushes go
     // from a bare repository of ours that reads the checkout's objects.
     const verify = join(runDir, 'verify.git');
-    makeReaderRepo(verify, [objects]);
+    // It holds the two published branches' objects and nothing else of the checkout:
+    // borrowing the checkout's store would let an agent's merge name a commit of the
+    // operator's that was never published, and have it pass and be pushed (I10).
+    makeReaderRepo(verify, []);
+    say('copying the published branches into the verification repository');
+    await verifyGit(
+      [
+        'fetch',
+        '--quiet',
+        '--no-tags',
+        '--no-write-fetch-head',
+        gitDir,
+        `+refs/remotes/origin/${branch}:refs/bb/fork`,
+        `+refs/remotes/upstream/${branch}:refs/bb/upstream`,
+      ],
+      [['protocol.file.allow', 'always']],
+    );
+    for (const [ref, want] of [
+      ['refs/bb/fork', fork],
+      ['refs/bb/upstream', upstream],
+    ] as const) {
+      const got = (await verifyGit(['rev-parse', '--verify', `${ref}^{commit}`])).trim();
+      if (got !== want)
+        throw new BbError(
+          'CONFLICT',
+          `${ref.slice(8)} moved while forklift copied it (${short(want)} → ${short(got)}): run forklift again`,
+        );
+    }
     // Both sides are known to it (imported, as importHead counts): an import of the agent's
     // result adds only the agent's objects.
     setRef(verify, `refs/bb/imported/${fork}`, fork);
@@ -293,7 +323,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         detail: `fast-forward; PR #${pr.number}`,
       });
     }
-    const tree = await host(['merge-tree', '--write-tree', fork, upstream]).then(
+    const tree = await verifyGit(['merge-tree', '--write-tree', fork, upstream]).then(
       (out) => out.split('\n')[0]!.trim(),
       () => undefined,
     );
@@ -301,8 +331,8 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
       const merged = (
         await runGit(
           [
-            '-C',
-            o.checkout,
+            '--git-dir',
+            verify,
             'commit-tree',
             tree,
             '-p',
@@ -312,7 +342,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
             '-m',
             `Merge upstream ${branch} into ${branch}`,
           ],
-          { env: { ...operatorEnv(o.env), ...FORKLIFT_IDENTITY } },
+          { env: { ...wallGitEnv(), ...FORKLIFT_IDENTITY }, timeoutMs: 300_000 },
         )
       ).trim();
       const tested = await tests(merged, 'the clean merge');
@@ -452,7 +482,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         commit: merged,
         timeoutMs: 600_000,
         // Only the agent's own objects are added (both sides are known): a merge's worth.
-        maxRepoBytes: o.maxImportBytes ?? 1024 ** 3,
+        maxRepoBytes: diskUsage(join(verify, 'objects')) + (o.maxImportBytes ?? 1024 ** 3),
       });
     } catch (err) {
       return failed(`the agent's ${branch} could not be read: ${errorMessage(err)}`);

@@ -34,6 +34,11 @@ export interface BottleSpec {
   resources?: { memoryBytes?: number; pidsLimit?: number; cpus?: number };
   /** Drop every capability and forbid privilege escalation. @default true */
   harden?: boolean;
+  /**
+   * The program the command runs under: `[]` runs `cmd` itself, whatever the image
+   * declares (a bottle's image may be an agent's rebuilt one). @default the image's
+   */
+  entrypoint?: string[];
 }
 
 export type BottleState = 'created' | 'running' | 'paused' | 'exited';
@@ -159,3 +164,21 @@ export const NETNS_LABEL = 'bb.netns';
 
 /** The label every bottle carries with the bot-bottle version that made it. */
 export const VERSION_LABEL = 'bb.version';
+
+/**
+ * Every container label the host reads to decide what to stop, remove, mount or
+ * trust. An engine merges an image's labels into its containers', and an image
+ * may be one an agent proposed (a rebuild): a backend sets each of these on every
+ * container it makes, to the spec's value or to `''` (absent), so what it reports
+ * under these keys is always what the host wrote (I10).
+ */
+export const HOST_LABELS: readonly string[] = [
+  'bb.slug',
+  'bb.role',
+  'bb.home',
+  'bb.managed-by',
+  NETNS_LABEL,
+  VERSION_LABEL,
+  'bb.supervise-request',
+  'forklift.run',
+];

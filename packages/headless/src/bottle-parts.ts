@@ -264,6 +264,18 @@ export async function createTurnGate(
   );
 }
 
+/**
+ * Remove the network namespace holder a bottle's container names, once it is
+ * seen to be one: a holder the host made (role `netns`, a label only the host
+ * sets). Anything else of that name is left alone.
+ */
+async function destroyHolder(backend: Backend, holder: string | undefined): Promise<void> {
+  if (!holder) return;
+  const info = await backend.inspect(holder).catch(() => undefined);
+  if (info?.labels['bb.role'] !== 'netns') return;
+  await backend.destroy(info.id).catch(() => {});
+}
+
 /** Stop a bottle's containers, keep their output, and mark it frozen. Idempotent. */
 export async function freeze(slug: string, options: BottleOptions): Promise<void> {
   const env = options.env ?? process.env;
@@ -273,8 +285,7 @@ export async function freeze(slug: string, options: BottleOptions): Promise<void
     // A paused (warm) container is killed where it stands: a stop would let it run on first.
     if (c.state === 'running') await options.backend.stop(c.id, 5000);
     // The holder of the namespace its agent joined goes with it.
-    const holder = c.labels[NETNS_LABEL];
-    if (holder) await options.backend.destroy(holder).catch(() => {});
+    await destroyHolder(options.backend, c.labels[NETNS_LABEL]);
     if (existsSync(p.logs))
       writeFileSync(
         join(p.logs, `${c.labels['bb.role'] ?? 'bottle'}-${Date.now()}.log`),
@@ -298,8 +309,7 @@ export async function destroy(slug: string, options: BottleOptions): Promise<voi
   const env = options.env ?? process.env;
   for (const c of await options.backend.list({ 'bb.slug': slug })) {
     await options.backend.destroy(c.id);
-    const holder = c.labels[NETNS_LABEL];
-    if (holder) await options.backend.destroy(holder).catch(() => {});
+    await destroyHolder(options.backend, c.labels[NETNS_LABEL]);
   }
   // Images rebuilt for it (a capability approval) go with it.
   await options.backend.removeImages?.({ 'bb.slug': slug, [HOME_LABEL]: homeLabel(env) });

@@ -9,6 +9,7 @@ import {
   type BottleInfo,
   type BottleSpec,
   type BottleState,
+  HOST_LABELS,
   NETNS_LABEL,
   VERSION_LABEL,
   type WaitResult,
@@ -137,7 +138,11 @@ export class DockerBackend implements Backend {
           Image: this.#netnsImage,
           Cmd: ['sleep', String(NETNS_LIFE_S)],
           User: '65534:65534',
-          Labels: { 'bb.role': 'netns', [VERSION_LABEL]: pkg.version },
+          Labels: {
+            ...Object.fromEntries(HOST_LABELS.map((k) => [k, ''])),
+            'bb.role': 'netns',
+            [VERSION_LABEL]: pkg.version,
+          },
           HostConfig: {
             NetworkMode: 'none',
             AutoRemove: true,
@@ -205,11 +210,17 @@ export class DockerBackend implements Backend {
         Env: Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${v}`),
         ...(spec.user ? { User: spec.user } : {}),
         ...(spec.workdir ? { WorkingDir: spec.workdir } : {}),
+        // Every label the host reads is the host's, whatever the image carries (I10).
         Labels: {
+          ...Object.fromEntries(HOST_LABELS.map((k) => [k, ''])),
           ...spec.labels,
           [VERSION_LABEL]: pkg.version,
-          ...(spec.netns && spec.network === 'none' ? { [NETNS_LABEL]: spec.netns } : {}),
+          [NETNS_LABEL]: spec.netns && spec.network === 'none' ? spec.netns : '',
         },
+        ...(spec.entrypoint ? { Entrypoint: spec.entrypoint } : {}),
+        // How the host stops it is the host's too (an image's STOPSIGNAL could make every
+        // stop wait out its timeout).
+        StopSignal: 'SIGTERM',
         HostConfig: {
           NetworkMode:
             spec.netns && spec.network === 'none' ? `container:${spec.netns}` : spec.network,

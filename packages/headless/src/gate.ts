@@ -236,6 +236,7 @@ export async function createGate(
     name: `bb-${meta.slug}-gate`,
     image: o.image,
     cmd: ['node', `${P.runtime}/bb-gate.mjs`],
+    entrypoint: [],
     user: userSpec(GATE_USER),
     labels: bottleLabels(meta, GATE_ROLE, o.env),
     // The gate alone reaches the forge and the model; the agent has no network at all.
@@ -395,6 +396,7 @@ export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
     name: `bb-${o.slug}-proxy`,
     image: o.image,
     cmd: ['node', `${P.runtime}/bb-egress.mjs`],
+    entrypoint: [],
     user: userSpec(GATE_USER),
     labels: o.labels,
     network: 'host',

@@ -12,7 +12,10 @@ import type { ForgeWiring } from './layout';
  * (`id` from its clone URL). Bottles check out from it and borrow its objects
  * read-only, so a launch fetches what changed instead of cloning everything,
  * and a frozen bottle keeps only its checkout and its own objects. Only the
- * host writes it; it is never garbage-collected, since bottles borrow from it.
+ * host writes it. It holds what the forge's default branch reaches and nothing
+ * else: when a fetch finds that branch rewritten (a force-push that took a
+ * leaked secret away), every object it no longer reaches is pruned at once, so
+ * no later bottle can read it or build on it (I10).
  */
 export function mirrorDir(cloneUrl: string, env: Record<string, string | undefined>): string {
   const id = createHash('sha256').update(cloneUrl).digest('hex').slice(0, 20);
@@ -154,9 +157,11 @@ async function fetchInto(
     );
   };
   await initMirror(dir);
+  const was = readDefault(dir);
   await fetch(dir, forge, env, timeoutMs).catch(fail);
   // The ref the fetch just wrote, read as the file it is (the mirror is the host's alone).
   const loose = readDefault(dir);
+  if (was && was !== loose && !(await isAncestor(dir, was, loose))) await prune(dir, timeoutMs);
   if (loose) return loose;
   // An empty repository has no default branch yet: the bottle starts from nothing.
   const head = await runGit(
@@ -190,6 +195,32 @@ export async function remoteBranchHead(
   } catch {
     return undefined;
   }
+}
+
+/** Whether `a` is an ancestor of `b` in the mirror (false when `b` is gone). */
+async function isAncestor(dir: string, a: string, b: string | undefined): Promise<boolean> {
+  if (!b) return false;
+  return runGit([`--git-dir=${dir}`, 'merge-base', '--is-ancestor', a, b], {
+    env: wallGitEnv({ config: [] }),
+    timeoutMs: 60_000,
+  }).then(
+    () => true,
+    () => false,
+  );
+}
+
+/**
+ * Drop every object the mirror's refs no longer reach: one pack of what they
+ * reach, then the loose rest. Bottles built on the rewritten history lose what
+ * they borrowed of it, as they should: their work cannot carry it back to the forge.
+ */
+async function prune(dir: string, timeoutMs: number): Promise<void> {
+  const env = wallGitEnv({ config: [['pack.threads', '1']] });
+  const git = (args: string[]) =>
+    runGit([`--git-dir=${dir}`, ...args], { env, timeoutMs: Math.max(timeoutMs, 300_000) });
+  await git(['repack', '-a', '-d', '-q']);
+  await git(['prune', '--expire=now']);
+  for (const d of [join(dir, 'objects'), join(dir, 'objects', 'pack')]) chmodSync(d, 0o755);
 }
 
 /** Where the forge's default branch (its HEAD) lands in a mirror. */

@@ -276,6 +276,8 @@ export async function startTurn(
             ...plan.cmd,
           ]
         : plan.argv,
+      // The image may be the agent's own rebuild: its ENTRYPOINT runs nothing here.
+      entrypoint: [],
       user: userSpec(AGENT_USER),
       workdir: P.workspace,
       labels: bottleLabels(meta, 'agent', env),

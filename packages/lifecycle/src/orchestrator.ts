@@ -13,6 +13,7 @@ import {
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import type { BottleRunner, SessionLimits, TurnOutcome } from '@bb/headless';
 import type { EventInbox, ForgeState, ForgeStateStore, InboxEvent } from '@bb/state';
+import { forMarkdown } from '@bb/wall';
 import { saveBottleRow } from './bottle-row';
 import { Capacity, type CapacityOptions } from './capacity';
 import { commentPrompt, mayDrive, pushPrompt, reviewPrompt, rotationPrompt } from './conversation';
@@ -914,8 +915,9 @@ export class Orchestrator {
     });
     if (!first) return;
     const { owner, repo, issue } = parseIssueKey(key);
+    // Literal text, never markup: the message quotes labels, names and errors (I8).
     await this.#forgeFor(owner, repo)
-      .postComment(issue, message)
+      .postComment(issue, forMarkdown(message))
       .catch((err) => this.#log({ msg: 'could not post feedback', key, error: errorMessage(err) }));
   }
 

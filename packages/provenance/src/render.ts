@@ -1,3 +1,4 @@
+import { forMarkdown, forTerminalLine } from '@bb/wall';
 import type { SignedRecord } from './record';
 import type { Verification } from './sign';
 import { recordStatus } from './store';
@@ -77,28 +78,33 @@ export function foldOps(entries: Array<Record<string, unknown>>): Array<Record<s
 
 /** The record for a terminal. */
 export function renderTerminal(s: SignedRecord): string {
-  const rows = lines(s);
+  // Summaries, details and op-log lines carry the agent's words (I8): each value
+  // is one printable line, whatever it holds.
+  const rows = lines(s).map(([k, v]) => [k, forTerminalLine(v)] as const);
   const w = Math.max(...rows.map(([k]) => k.length));
   const ops = foldOps(s.record.opLog.entries).map(
     (e) =>
-      `  ${String(e['seq']).padStart(3)}  ${String(e['outcome']).padEnd(8)} ${String(e['summary'])}`,
+      `  ${String(e['seq']).padStart(3)}  ${forTerminalLine(String(e['outcome'])).padEnd(8)} ${forTerminalLine(String(e['summary']))}`,
   );
   return `${rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n')}\n\noperations:\n${ops.join('\n') || '  (none)'}\n`;
 }
 
 /** The record as Markdown. */
 export function renderMarkdown(s: SignedRecord): string {
-  const esc = (t: string) => t.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+  // A table cell: one line of literal text, never markup (I8).
+  const esc = (t: string) => forMarkdown(t.replace(/[\r\n]+/g, ' '));
   const rows = lines(s).map(([k, v]) => `| ${k} | ${esc(v)} |`);
   const ops = foldOps(s.record.opLog.entries).map(
-    (e) => `| ${e['seq']} | ${e['method']} | ${e['outcome']} | ${esc(String(e['summary']))} |`,
+    (e) =>
+      `| ${esc(String(e['seq']))} | ${esc(String(e['method']))} | ${esc(String(e['outcome']))} | ${esc(String(e['summary']))} |`,
   );
-  return `## Run ${s.record.id}\n\n| | |\n|---|---|\n${rows.join('\n')}\n\n### Operations\n\n| # | method | outcome | what |\n|---|---|---|---|\n${ops.join('\n')}\n`;
+  return `## Run ${esc(s.record.id)}\n\n| | |\n|---|---|\n${rows.join('\n')}\n\n### Operations\n\n| # | method | outcome | what |\n|---|---|---|---|\n${ops.join('\n')}\n`;
 }
 
 /** A verification result for a terminal. */
 export function renderVerification(v: Verification, what: string): string {
+  const w = forTerminalLine(what);
   return v.ok
-    ? `${what}: OK\n`
-    : `${what}: FAILED\n${v.problems.map((p) => `  - ${p}`).join('\n')}\n`;
+    ? `${w}: OK\n`
+    : `${w}: FAILED\n${v.problems.map((p) => `  - ${forTerminalLine(p)}`).join('\n')}\n`;
 }

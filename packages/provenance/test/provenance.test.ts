@@ -227,7 +227,8 @@ describe('run records', () => {
     expect(renderTerminal(signed)).toMatch(
       /supervise\s+sr_aaaaaaaaaaaaaaaaaaaa allowlist via pipelock-block: approved by alice at 2026-11-24T10:01:00.000Z \(scope bottle\) OVER THE CEILING file ffffffffffff; remediation ok: reloaded allowlist.json/,
     );
-    expect(renderMarkdown(signed)).toContain('| supervise | sr_aaaaaaaaaaaaaaaaaaaa allowlist');
+    // Literal text in the table (an underscore escaped, so it never starts emphasis).
+    expect(renderMarkdown(signed)).toContain('| supervise | sr\\_aaaaaaaaaaaaaaaaaaaa allowlist');
     // A turn that asked for nothing says so, and its record has no field for it.
     const plain = await buildRunRecord({ ...input(t.dir, t.base), opLogHead: t.head });
     expect(plain).not.toHaveProperty('supervise');

@@ -2,6 +2,7 @@ import { errorMessage, isBbError } from '@bb/errors';
 import type { ForgeSite } from '@bb/forge';
 import type { RunRecordStore } from '@bb/provenance';
 import type { ForgeStateStore } from '@bb/state';
+import { jsonText } from '@bb/wall';
 import { type AccessPolicy, checkAccess } from './access';
 import {
   type CapacityView,
@@ -31,7 +32,7 @@ export function createApp(parts: {
   access?: AccessPolicy;
 }): (req: Request) => Promise<Response> {
   const json = (status: number, v: unknown) =>
-    new Response(`${JSON.stringify(v, null, 2)}\n`, {
+    new Response(`${jsonText(v, 2)}\n`, {
       status,
       headers: { 'content-type': 'application/json' },
     });

@@ -2,12 +2,10 @@ import type { ForgeSite } from '@bb/forge';
 import type { SignedRecord } from '@bb/provenance';
 import { recordStatus } from '@bb/provenance';
 import type { ForgeState } from '@bb/state';
+import { forHtml } from '@bb/wall';
 
-const esc = (v: unknown) =>
-  String(v ?? '').replace(
-    /[&<>"']/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
-  );
+/** Every value on the page is data (I8): markup escaped, control and bidi marks shown. */
+const esc = forHtml;
 
 function ago(iso: string, now: number): string {
   const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));

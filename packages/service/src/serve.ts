@@ -27,6 +27,7 @@ import {
 } from '@bb/provenance';
 import { resolveBbHome } from '@bb/state';
 import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
+import { forLog } from '@bb/wall';
 import { pino } from 'pino';
 import pkg from '../package.json' with { type: 'json' };
 import { isLoopbackHost } from './access';
@@ -94,7 +95,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const log = pino(
     {
       base: { name: 'bb-orchestrator' },
-      formatters: { log: (o) => redact(o) },
+      // Redacted, and every string printable: a log read on a terminal is a terminal (I8).
+      formatters: { log: (o) => forLog(redact(o)) },
       hooks: {
         logMethod(args, method) {
           method.apply(

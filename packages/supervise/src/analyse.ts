@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { hostname } from 'node:os';
 import { isInternalAddress } from '@bb/egress';
 import type { ProposalKind } from './contract';
 import { baseImagesOf, parseDockerfile } from './validate';
@@ -18,6 +19,9 @@ export interface Finding {
     | 'base-new'
     | 'pipe-to-shell'
     | 'remote-add'
+    | 'runtime-ignored'
+    | 'environment'
+    | 'shell'
     | 'unparsed';
   message: string;
 }
@@ -30,16 +34,68 @@ const METADATA = new Set([
   '100.100.100.200',
 ]);
 
+/** Variables that change what a program loads or runs. */
+const RISKY_ENV =
+  /^(PATH|LD_[A-Z_]+|NODE_OPTIONS|NODE_PATH|PYTHON(PATH|STARTUP|HOME)|PERL5?(LIB|OPT)|RUBY(LIB|OPT)|GIT_[A-Z_]+|BASH_ENV|ENV|SHELLOPTS|PROMPT_COMMAND|HOME|HTTPS?_PROXY|https?_proxy|NO_PROXY|no_proxy|SSL_CERT_(FILE|DIR)|NODE_EXTRA_CA_CERTS|CURL_CA_BUNDLE|REQUESTS_CA_BUNDLE)$/;
+
 type Routes = {
   routes: Array<{ prefix: string; upstream: string; headers: Record<string, string> }>;
 };
 
-const hostOf = (entry: string) =>
-  entry
-    .trim()
-    .toLowerCase()
-    .replace(/^\[(.*)\](:\d+)?$/, '$1')
-    .replace(/:\d+$/, '');
+/**
+ * The host an allowlist entry names, as the proxy will reach it: brackets and a
+ * port taken off, then normalised the way a URL parser does (`127.1`,
+ * `0x7f000001`, `2130706433` and `0177.0.0.1` are all `127.0.0.1`; IPv6 in its
+ * short form; a trailing dot dropped).
+ */
+export function hostOf(entry: string): string {
+  const e = entry.trim().toLowerCase();
+  const bracketed = /^\[([^\]]*)\](?::\d+)?$/.exec(e);
+  let h = bracketed ? bracketed[1]! : isIP(e) === 6 ? e : e.replace(/:\d+$/, '');
+  if (!h.startsWith('*.'))
+    try {
+      h = new URL(`http://${isIP(h) === 6 ? `[${h}]` : h}/`).hostname.replace(/^\[|\]$/g, '');
+    } catch {}
+  return h.replace(/\.$/, '');
+}
+
+/** Names that reach this machine, its cluster or its cloud whatever DNS says. */
+const LOCAL_NAMES = new Set([
+  'localhost',
+  'localhost.localdomain',
+  'ip6-localhost',
+  'ip6-loopback',
+  'kubernetes',
+  'kubernetes.default',
+  'instance-data',
+  'localtest.me',
+]);
+const LOCAL_SUFFIXES = [
+  '.localhost',
+  '.internal',
+  '.local',
+  '.localdomain',
+  '.home.arpa',
+  '.svc',
+  '.localtest.me',
+];
+
+/** This machine's own names (its host name, short and long). */
+function ownNames(): string[] {
+  const h = hostname().toLowerCase();
+  return [h, h.split('.')[0]!];
+}
+
+/** An internal IPv4 address a name spells out (`127.0.0.1.nip.io`, `10-0-0-1.sslip.io`). */
+function spelledAddress(h: string): string | undefined {
+  for (const m of h.matchAll(
+    /(?:^|[.-])(\d{1,3})[.-](\d{1,3})[.-](\d{1,3})[.-](\d{1,3})(?=[.-]|$)/g,
+  )) {
+    const ip = m.slice(1, 5).join('.');
+    if (isIP(ip) === 4 && isInternalAddress(ip)) return ip;
+  }
+  return undefined;
+}
 
 function addressFindings(host: string, where: string): Finding[] {
   const h = host.toLowerCase();
@@ -51,11 +107,19 @@ function addressFindings(host: string, where: string): Finding[] {
         message: `${where} is a cloud metadata address (${host})`,
       },
     ];
+  const spelled = isIP(h) ? undefined : spelledAddress(h);
+  if (spelled)
+    return [
+      {
+        severity: 'high',
+        code: 'internal-address',
+        message: `${where} names ${spelled} in its name; such names resolve to that internal address (${host})`,
+      },
+    ];
   if (
-    h === 'localhost' ||
-    h.endsWith('.localhost') ||
-    h.endsWith('.internal') ||
-    h.endsWith('.local')
+    LOCAL_NAMES.has(h) ||
+    LOCAL_SUFFIXES.some((x) => h.endsWith(x)) ||
+    (h.length > 0 && ownNames().includes(h))
   )
     return [
       {
@@ -201,6 +265,37 @@ function analyseDockerfile(current: string, proposed: string): Finding[] {
         severity: 'high',
         code: 'pipe-to-shell',
         message: `line ${i.line}: pipes a download into a shell`,
+      });
+    // What an image says about how it is run, the host decides itself (I10): shown so the
+    // operator knows it does nothing at run time.
+    if (['ENTRYPOINT', 'CMD', 'STOPSIGNAL', 'WORKDIR', 'EXPOSE'].includes(i.keyword))
+      out.push({
+        severity: 'info',
+        code: 'runtime-ignored',
+        message: `line ${i.line}: ${i.keyword} ${i.args.slice(0, 60)} has no effect when the bottle runs (the host sets its own command, stop signal, directory and network)`,
+      });
+    if (i.keyword === 'USER' && !/^(root|0)(:|$)/.test(i.args))
+      out.push({
+        severity: 'info',
+        code: 'runtime-ignored',
+        message: `line ${i.line}: USER ${i.args.slice(0, 40)} applies to the RUN steps after it; the agent always runs as the bottle's own user`,
+      });
+    if (i.keyword === 'ENV' || i.keyword === 'ARG') {
+      const risky = [...i.args.matchAll(/(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)(?==|\s|$)/g)]
+        .map((m) => m[1]!)
+        .filter((k) => RISKY_ENV.test(k));
+      if (i.keyword === 'ENV')
+        out.push({
+          severity: risky.length ? 'medium' : 'info',
+          code: 'environment',
+          message: `line ${i.line}: sets the agent's environment${risky.length ? `, including ${risky.join(', ')}, which change what programs load or run` : ''} (${i.args.slice(0, 60)})`,
+        });
+    }
+    if (i.keyword === 'SHELL')
+      out.push({
+        severity: 'medium',
+        code: 'shell',
+        message: `line ${i.line}: changes the program every later RUN step runs in (${i.args.slice(0, 60)})`,
       });
     if (i.keyword === 'ADD' && /https?:\/\//.test(i.args))
       out.push({

@@ -171,14 +171,7 @@ export function classifyFile(text: string): ProposalKind | undefined {
 }
 
 /**
- * Text an agent wrote, made safe to show on a terminal: control characters
- * (escape sequences that could redraw, recolour or hide lines) become visible
- * `\xNN` escapes; newlines and tabs stay.
+ * Text an agent wrote, made safe to show on a terminal: `@bb/wall`'s
+ * `forTerminal`, kept under this name for this package's users.
  */
-export function printable(text: string): string {
-  return text.replace(UNPRINTABLE, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
-}
-
-/** What a terminal could act on or hide: C0 and C1 controls, invisible and bidirectional marks. */
-export const UNPRINTABLE =
-  /[\u0000-\u0008\u000b-\u001f\u007f-\u00a0\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+export { forTerminal as printable, UNPRINTABLE } from '@bb/wall';

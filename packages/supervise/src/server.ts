@@ -23,11 +23,13 @@ export async function serveSupervise(
   options: { mode?: number; log?: (line: Record<string, unknown>) => void } = {},
 ): Promise<RunningSuperviseServer> {
   const log = options.log ?? (() => {});
-  const methods: Record<string, (params: unknown, signal: AbortSignal) => unknown> = {
-    propose: (p, s) => sidecar.propose(p, s),
-    wait: (p, s) => sidecar.wait(p, s),
-    config: () => sidecar.config(),
-  };
+  // A Map: a method name is looked up among these three and nowhere else (a plain
+  // object would answer `constructor`, `toString` and the rest of its prototype).
+  const methods = new Map<string, (params: unknown, signal: AbortSignal) => unknown>([
+    ['propose', (p, s) => sidecar.propose(p, s)],
+    ['wait', (p, s) => sidecar.wait(p, s)],
+    ['config', () => sidecar.config()],
+  ]);
   const server = createServer({ connectionsCheckingInterval: 2000 }, (req, res) => {
     if (req.method !== 'POST' || (req.url ?? '').split('?')[0] !== '/rpc') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('POST /rpc\n');
@@ -55,14 +57,14 @@ export async function serveSupervise(
           params?: unknown;
         };
         id = msg.id ?? null;
-        const fn = typeof msg.method === 'string' ? methods[msg.method] : undefined;
+        const fn = typeof msg.method === 'string' ? methods.get(msg.method) : undefined;
         if (!fn) {
           body = {
             jsonrpc: '2.0',
             id,
             error: {
               code: -32601,
-              message: `Method not found: ${String(msg.method).slice(0, 60)}; methods are ${Object.keys(methods).join(', ')}`,
+              message: `Method not found: ${String(msg.method).slice(0, 60)}; methods are ${[...methods.keys()].join(', ')}`,
             },
           };
         } else {

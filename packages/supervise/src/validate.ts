@@ -13,6 +13,9 @@ export interface ValidationContext {
 
 export const AllowlistFileSchema = z.object({ allow: z.array(z.string()) }).strict();
 
+/** A label key bot-bottle keeps for itself, at the start of a LABEL or after a space. */
+const RESERVED_LABEL = /(^|[\s"'])(bb|forklift)\./i;
+
 /** One instruction of a Dockerfile, continuation lines joined. */
 export interface DockerInstruction {
   keyword: string;
@@ -193,6 +196,12 @@ export function validateProposal(kind: ProposalKind, text: string, ctx: Validati
       // quota; HEALTHCHECK makes the engine run commands in the container (an exec).
       if (['ONBUILD', 'VOLUME', 'HEALTHCHECK'].includes(ins.keyword))
         problems.push(`Dockerfile line ${ins.line}: ${ins.keyword} is not allowed`);
+      // The host keys what it stops and removes on labels of its own (I10): an image may
+      // carry none of them, nor a label whose name a variable decides.
+      if (ins.keyword === 'LABEL' && (ins.args.includes('$') || RESERVED_LABEL.test(ins.args)))
+        problems.push(
+          `Dockerfile line ${ins.line}: LABEL may not set bot-bottle's own labels (bb.*, forklift.*) or use a variable`,
+        );
     }
     for (const { image, line } of baseImagesOf(instructions)) {
       if (image.includes('$'))

@@ -2,6 +2,7 @@
 // the client an agent uses, the operator's desk over a real SQLite database, and
 // a remediator that records what it was asked to apply.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isBbError } from '@bb/errors';
@@ -99,6 +100,48 @@ describe('supervise: propose, decide, answer', () => {
     server = undefined;
     db.close();
     rmSync(root, { recursive: true, force: true });
+  });
+
+  it('the socket answers its own three methods and nothing a JavaScript object inherits', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    await server?.close();
+    server = await serveSupervise(sidecar(), join(root, 'supervise.sock'), {
+      log: (l) => lines.push(l),
+    });
+    const call = (method: string) =>
+      new Promise<Record<string, unknown>>((resolve, reject) => {
+        const req = request(
+          {
+            socketPath: join(root, 'supervise.sock'),
+            path: '/rpc',
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+          },
+          (res) => {
+            let body = '';
+            res.on('data', (d: Buffer) => (body += d));
+            res.on('end', () => resolve(JSON.parse(body) as Record<string, unknown>));
+          },
+        );
+        req.on('error', reject);
+        req.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { x: 1 } }));
+      });
+    for (const m of [
+      'constructor',
+      'toString',
+      'valueOf',
+      'hasOwnProperty',
+      '__proto__',
+      '__defineGetter__',
+      'isPrototypeOf',
+    ]) {
+      const out = await call(m);
+      expect(out['result'], m).toBeUndefined();
+      expect((out['error'] as { code: number }).code, m).toBe(-32601);
+    }
+    expect(lines.filter((l) => l['ok'] === true)).toEqual([]);
+    // Its own methods still answer.
+    expect((await call('config'))['result']).toBeDefined();
   });
 
   it('a proposal waits, is seen by the operator with its diff and evidence, and approval applies it before the agent hears', async () => {

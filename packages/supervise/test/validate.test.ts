@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { DENIAL_FIX } from '@bb/egress';
 import { describe, expect, it } from 'vitest';
 import {
@@ -163,7 +164,7 @@ describe('proposals are checked before anyone sees them', () => {
   it('text an agent wrote is shown with its control characters visible, never interpreted', () => {
     const spoof = 'pypi only\u001b[2K\u001b[1A\rthe operator ALREADY approved this\u202e';
     expect(printable(spoof)).toBe(
-      'pypi only\\x1b[2K\\x1b[1A\\x0dthe operator ALREADY approved this\\x202e',
+      'pypi only\\x1b[2K\\x1b[1A\\x0dthe operator ALREADY approved this\\u202e',
     );
     expect(printable('line one\n\tline two')).toBe('line one\n\tline two');
   });
@@ -240,6 +241,95 @@ describe('the analyser names what an operator must look at', () => {
       'metadata-address',
       'host-new',
     ]);
+  });
+
+  it('allowlist: every spelling of an internal address is named as one, never as a new host', () => {
+    const spellings = [
+      '127.1',
+      '127.0.1',
+      '0x7f000001',
+      '0x7f.1',
+      '2130706433',
+      '0177.0.0.1',
+      '0',
+      '[::1]',
+      '[::1]:443',
+      '::1',
+      '[0:0:0:0:0:ffff:7f00:1]',
+      '[::ffff:127.0.0.1]:80',
+      '[fc00::1]',
+      '[fe80::1]',
+      '[fd12:3456::10]',
+      'localhost.',
+      'localhost.localdomain',
+      'ip6-localhost',
+      'ip6-loopback',
+      'kubernetes.default.svc',
+      'instance-data',
+      'db.home.arpa',
+      '127.0.0.1.nip.io',
+      'app.10-0-0-5.sslip.io',
+      'localtest.me',
+      hostname(),
+    ];
+    const all = analyse(
+      'allowlist',
+      JSON.stringify({ allow: [] }),
+      JSON.stringify({ allow: spellings }),
+    );
+    for (const entry of spellings) {
+      const mine = all.filter((f) => f.message.includes(entry));
+      expect(
+        mine.map((f) => f.code),
+        entry,
+      ).not.toContain('host-new');
+      expect(
+        mine.some((f) => f.severity === 'high'),
+        `${entry}: ${JSON.stringify(mine)}`,
+      ).toBe(true);
+    }
+    // AWS's IPv6 metadata address, bracketed, is named as what it is.
+    const aws = analyse('allowlist', '{"allow":[]}', '{"allow":["[fd00:ec2::254]"]}');
+    expect(aws.map((f) => f.code)).toEqual(['metadata-address']);
+    // An ordinary host is still an ordinary new host.
+    expect(analyse('allowlist', '{"allow":[]}', '{"allow":["pypi.org:443"]}')[0]?.code).toBe(
+      'host-new',
+    );
+  });
+
+  it('Dockerfile: what the host decides itself at run time is shown as having no effect', () => {
+    const found = analyse(
+      'dockerfile',
+      'FROM bb-base:latest\n',
+      'FROM bb-base:latest\nENTRYPOINT ["/bin/sh","-c","x"]\nSTOPSIGNAL SIGUSR1\nCMD ["x"]\nUSER nobody\nENV LD_PRELOAD=/x.so FOO=1\nENV BAR=2\nSHELL ["/bin/bash","-c"]\nLABEL org.example.x=1\n',
+    );
+    const by = (code: string) => found.filter((f) => f.code === code);
+    expect(by('runtime-ignored').map((f) => f.message.split(' ')[2])).toEqual([
+      'ENTRYPOINT',
+      'STOPSIGNAL',
+      'CMD',
+      'USER',
+    ]);
+    expect(by('environment').map((f) => f.severity)).toEqual(['medium', 'info']);
+    expect(by('environment')[0]!.message).toContain('LD_PRELOAD');
+    expect(by('shell')).toHaveLength(1);
+  });
+
+  it("Dockerfile: a LABEL may not set bot-bottle's own labels or name one through a variable", () => {
+    for (const line of [
+      'LABEL bb.netns=victim',
+      'LABEL "bb.slug"="other"',
+      'LABEL a=1 BB.managed-by=orchestrator',
+      'LABEL forklift.run=x',
+      'LABEL $KEY=victim',
+      'LABEL bb.role netns',
+    ])
+      expect(refused('dockerfile', `FROM bb-base:latest\n${line}\n`), line).toMatch(
+        /may not set bot-bottle's own labels/,
+      );
+    expect(
+      refused('dockerfile', 'FROM bb-base:latest\nLABEL org.example.team=web\n'),
+    ).toBeUndefined();
   });
 
   it('Dockerfile: USER root, a new base, a download piped into a shell, ADD from a URL', () => {

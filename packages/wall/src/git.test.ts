@@ -19,6 +19,7 @@ import {
   diskUsage,
   importHead,
   logPatchAsData,
+  makeReaderRepo,
   readHeadAsData,
   runGit,
   wallGitEnv,
@@ -139,6 +140,57 @@ describe('importHead', () => {
     expect(await importHead({ workspace: ws, into, exclude: [base], alternates: mirror })).toBe(
       restored,
     );
+  });
+
+  it('never takes an object from a borrowed store that no ref the bottle may see reaches (I10)', async () => {
+    // The host's mirror: a default branch at `base`, and an orphan commit holding a secret
+    // (what a force-push on the forge left behind).
+    const mirror = join(dir, 'mirror');
+    execFileSync('git', ['init', '-q', mirror]);
+    const run = (cwd: string, ...args: string[]) =>
+      execFileSync('git', ['-C', cwd, '-c', 'user.name=t', '-c', 'user.email=t@t', ...args])
+        .toString()
+        .trim();
+    writeFileSync(join(mirror, 'base.txt'), 'base\n');
+    run(mirror, 'add', '.');
+    run(mirror, 'commit', '-q', '-m', 'base');
+    const base = run(mirror, 'rev-parse', 'HEAD');
+    writeFileSync(join(mirror, 'secret.env'), 'AWS_SECRET=leaked\n');
+    run(mirror, 'add', '.');
+    run(mirror, 'commit', '-q', '-m', 'oops');
+    const orphan = run(mirror, 'rev-parse', 'HEAD');
+    run(mirror, 'reset', '-q', '--hard', base);
+    // The agent's checkout borrows the mirror, finds the orphan and merges it into its work.
+    writeFileSync(join(ws, '.git/objects/info/alternates'), `${join(mirror, '.git/objects')}\n`);
+    run(ws, 'reset', '-q', '--hard', orphan);
+    writeFileSync(join(ws, 'mine.txt'), 'mine\n');
+    run(ws, 'add', '.');
+    run(ws, 'commit', '-q', '-m', 'mine');
+    expect(run(ws, 'show', 'HEAD~1:secret.env')).toBe('AWS_SECRET=leaked');
+    const into = join(dir, 'push.git');
+    const alternates = [join(mirror, '.git/objects')];
+    await expect(importHead({ workspace: ws, into, exclude: [base], alternates })).rejects.toThrow(
+      /incomplete: it needs \d+ objects? .* that the workspace does not hold and no ref the bottle may see reaches/,
+    );
+    // Nothing of the orphan entered the repository that pushes.
+    const env = wallGitEnv();
+    await expect(
+      runGit([`--git-dir=${into}`, 'cat-file', '-e', `${orphan}^{commit}`], { env }),
+    ).rejects.toThrow();
+    // Once the orphan is reachable again (the branch moved back to it), the same import passes.
+    expect(await importHead({ workspace: ws, into, exclude: [base, orphan], alternates })).toBe(
+      run(ws, 'rev-parse', 'HEAD'),
+    );
+  });
+
+  it('refuses to import into a repository that borrows objects on disk', async () => {
+    const sha = commit('a.txt', 'a');
+    const into = join(dir, 'borrowing.git');
+    makeReaderRepo(into, [join(dir, 'elsewhere', 'objects')]);
+    await expect(importHead({ workspace: ws, into })).rejects.toThrow(
+      /borrows objects from .*elsewhere\/objects: a repository the agent's commits are imported into must hold its own objects only/,
+    );
+    expect(sha).toMatch(/^[0-9a-f]{40}$/);
   });
 
   it('copies the commit as objects and runs nothing the workspace configures', async () => {

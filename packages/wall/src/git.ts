@@ -11,6 +11,7 @@ import {
   mkdtempSync,
   openSync,
   readdirSync,
+  readFileSync,
   readSync,
   rmSync,
   writeFileSync,
@@ -362,9 +363,16 @@ export async function importHead(options: ImportOptions): Promise<string> {
   const own = wallGitEnv({ config: [['pack.threads', '1']] });
   const env = withAlternates(own, options.alternates ?? []);
   const timeoutMs = options.timeoutMs ?? 300_000;
-  // Everything in `into` itself is reachable from its refs, each a complete commit (what
-  // it only borrows is not: a commit found there was never imported).
-  if (await hasObject(options.into, sha, own)) {
+  // What `into` borrows on disk would count as present however it got there (an
+  // operator's private history, a mirror's orphans): it must borrow nothing (I10).
+  const borrowed = readAlternates(options.into);
+  if (borrowed.length > 0)
+    throw new BbError(
+      'INVALID_INPUT',
+      `${options.into} borrows objects from ${borrowed.join(', ')}: a repository the agent's commits are imported into must hold its own objects only`,
+    );
+  // A commit imported before is complete there (each import is, and `into` borrows nothing).
+  if (refsOf(options.into).includes(sha)) {
     setRef(options.into, `refs/bb/imported/${sha}`, sha);
     return sha;
   }
@@ -381,11 +389,24 @@ export async function importHead(options: ImportOptions): Promise<string> {
     const known = [...refsOf(options.into)];
     for (const e of options.exclude ?? [])
       if (isSha(e) && !known.includes(e) && (await hasObject(options.into, e, env))) known.push(e);
+    let needed: string[];
     try {
-      await runGit(
-        [`--git-dir=${quarantine}`, 'rev-list', '--objects', '--quiet', sha, '--not', ...known],
-        { env, timeoutMs },
-      );
+      needed = (
+        await runGit(
+          [
+            `--git-dir=${quarantine}`,
+            'rev-list',
+            '--objects',
+            `${sha}^{commit}`,
+            '--not',
+            ...known,
+          ],
+          { env, timeoutMs },
+        )
+      )
+        .split('\n')
+        .map((l) => l.slice(0, 40))
+        .filter(isSha);
     } catch (err) {
       throw new BbError(
         'INVALID_INPUT',
@@ -393,6 +414,21 @@ export async function importHead(options: ImportOptions): Promise<string> {
         { cause: err },
       );
     }
+    // Beyond what the bottle may see (the refs and bases in `known`), every object must be
+    // the workspace's own or already `into`'s: a borrowed store (the repository's mirror)
+    // may hold objects no ref reaches any more (a secret force-pushed away), and its having
+    // one never makes it the agent's to push (I10).
+    const absent = await absentFrom(quarantine, needed, own, timeoutMs);
+    // What the walk lists also holds objects of the bases' older history (a file restored
+    // from an old commit): those are the bottle's to use. The whole history is walked only
+    // when there are such objects.
+    const missing =
+      absent.length > 0 ? await notReachable(quarantine, absent, known, env, timeoutMs) : [];
+    if (missing.length > 0)
+      throw new BbError(
+        'INVALID_INPUT',
+        `the workspace's commit ${sha.slice(0, 12)} is incomplete: it needs ${missing.length} object${missing.length === 1 ? '' : 's'} (${missing.slice(0, 3).join(', ')}${missing.length > 3 ? ', …' : ''}) that the workspace does not hold and no ref the bottle may see reaches`,
+      );
 
     // Only what the commit reaches, as one pack of ours; the rest of the quarantine goes.
     const before = diskUsage(join(options.into, 'objects'));
@@ -452,6 +488,80 @@ function charge(budget: Budget, what: keyof Budget, n: number, name: string): vo
 }
 
 /** The refs of a repository of ours (its imported commits), read as files. */
+/** The object stores a repository of ours names in `objects/info/alternates`. */
+function readAlternates(repo: string): string[] {
+  try {
+    return readFileSync(join(repo, 'objects', 'info', 'alternates'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith('#'));
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Which of `ids` the repository `repo` does not hold in its own object store and
+ * those its files name (no alternates from the environment), one `cat-file` for all.
+ */
+async function absentFrom(
+  repo: string,
+  ids: string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const { GIT_ALTERNATE_OBJECT_DIRECTORIES: _borrowed, ...own } = env;
+  const out = await runGitInput(
+    [`--git-dir=${repo}`, 'cat-file', '--batch-check=%(objectname)'],
+    `${ids.join('\n')}\n`,
+    { env: own, timeoutMs, maxBytes: 64 * ids.length + 4096 },
+  );
+  return out
+    .split('\n')
+    .filter((l) => l.endsWith(' missing'))
+    .map((l) => l.slice(0, -' missing'.length));
+}
+
+/**
+ * Which of `ids` no commit of `tips` reaches (their whole history walked, object by
+ * object, until every id is found).
+ */
+function notReachable(
+  repo: string,
+  ids: string[],
+  tips: string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+): Promise<string[]> {
+  const left = new Set(ids);
+  if (tips.length === 0) return Promise.resolve([...left]);
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      'git',
+      [`--git-dir=${repo}`, 'rev-list', '--objects', '--no-object-names', ...tips],
+      { cwd: '/', env, stdio: ['ignore', 'pipe', 'ignore'] },
+    );
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new BbError('TIMEOUT', `git rev-list took longer than ${timeoutMs} ms`));
+    }, timeoutMs);
+    let rest = '';
+    child.stdout.on('data', (d: Buffer) => {
+      const lines = (rest + d.toString('latin1')).split('\n');
+      rest = lines.pop() ?? '';
+      for (const l of lines) left.delete(l.trim());
+      if (left.size === 0) child.kill('SIGKILL');
+    });
+    child.on('error', reject);
+    child.on('close', () => {
+      clearTimeout(timer);
+      left.delete(rest.trim());
+      resolve([...left]);
+    });
+  });
+}
+
 function refsOf(repo: string): string[] {
   const dir = join(repo, 'refs', 'bb', 'imported');
   if (!existsSync(dir)) return [];

@@ -14,7 +14,9 @@
  * - the agent's commits are read as data, by git running in a repository of
  *   ours with a fixed configuration ({@link importHead}, {@link logPatchAsData});
  * - child processes get a minimal environment ({@link minimalEnv}), never the
- *   orchestrator's.
+ *   orchestrator's;
+ * - text the agent wrote is shown as data in every medium ({@link forTerminal},
+ *   {@link jsonText}, {@link forHtml}, {@link forMarkdown}, {@link forLog}).
  */
 
 export { minimalEnv, SAFE_PATH } from './env';
@@ -51,3 +53,15 @@ export {
   writeFileNoFollow,
 } from './safe-fs';
 export { listenUnixSocket } from './socket';
+export {
+  forHtml,
+  forLog,
+  forMarkdown,
+  forTerminal,
+  forTerminalDeep,
+  forTerminalLine,
+  hasUnprintable,
+  jsonText,
+  markdownFence,
+  UNPRINTABLE,
+} from './text';

@@ -12,6 +12,7 @@ import {
 import { installedCommit, recordTurn, saveBottleRow } from '@bb/lifecycle';
 import type { ForgeState, ForgeStateStore, Lease } from '@bb/state';
 import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
+import { forTerminalDeep, forTerminalLine, jsonText } from '@bb/wall';
 import pkg from '../../package.json' with { type: 'json' };
 import { type CliDeps, type CliState, makeBackend, openState } from '../deps';
 import { backendName, type CliIo, need, needEnv, parse, progress, UsageError } from '../io';
@@ -383,38 +384,47 @@ async function status(argv: string[], io: CliIo): Promise<number> {
       replicas: replicasOf(await state.leases.leases()),
     };
     if (values['json']) {
-      io.stdout(`${JSON.stringify(json, null, 2)}\n`);
+      // Lossless, and nothing in it a terminal acts on: justifications, notices and
+      // slugs carry words the agent (or a forge user) chose.
+      io.stdout(`${jsonText(json, 2)}\n`);
       return 0;
     }
+    // Every field below may hold the agent's or a stranger's words: shown as data.
+    const shown = forTerminalDeep(json);
     const waiting = () => {
-      if (json.supervise.length > 0) {
+      if (shown.supervise.length > 0) {
         io.stdout(
-          `\n${json.supervise.length} request${json.supervise.length === 1 ? '' : 's'} awaiting the operator (bb supervise):\n`,
+          `\n${shown.supervise.length} request${shown.supervise.length === 1 ? '' : 's'} awaiting the operator (bb supervise):\n`,
         );
-        for (const p of json.supervise)
-          io.stdout(`  ${p.id}  ${p.slug}  ${p.kind}  ${p.justification.slice(0, 70)}\n`);
+        for (const p of shown.supervise)
+          io.stdout(
+            `  ${p.id}  ${p.slug}  ${p.kind}  ${forTerminalLine(p.justification).slice(0, 70)}\n`,
+          );
       }
-      if (json.notices.length > 0) {
+      if (shown.notices.length > 0) {
         io.stdout('\nneeds attention:\n');
-        for (const n of json.notices) io.stdout(`  ${n.issue}  ${n.message}  (${n.at})\n`);
+        for (const n of shown.notices)
+          io.stdout(`  ${n.issue}  ${forTerminalLine(n.message)}  (${n.at})\n`);
       }
-      if (json.waiting.length === 0) return;
-      io.stdout(`\n${json.waiting.length} event${json.waiting.length === 1 ? '' : 's'} waiting:\n`);
-      for (const w of json.waiting)
+      if (shown.waiting.length === 0) return;
+      io.stdout(
+        `\n${shown.waiting.length} event${shown.waiting.length === 1 ? '' : 's'} waiting:\n`,
+      );
+      for (const w of shown.waiting)
         io.stdout(`  ${w.issue ?? '(no bottle yet)'}  ${w.kind}  ${w.state} since ${w.since}\n`);
     };
-    if (json.replicas.length > 1)
+    if (shown.replicas.length > 1)
       io.stdout(
-        `orchestrators: ${json.replicas.map((r) => `${r.holder} (${r.issues} issue${r.issues === 1 ? '' : 's'})`).join(', ')}\n`,
+        `orchestrators: ${shown.replicas.map((r) => `${r.holder} (${r.issues} issue${r.issues === 1 ? '' : 's'})`).join(', ')}\n`,
       );
-    if (json.bottles.length === 0) {
+    if (shown.bottles.length === 0) {
       io.stdout('no managed bottles\n');
       waiting();
       return 0;
     }
     const table = [
       ['BOTTLE', 'STATUS', 'AGENT', 'ISSUE', 'PR', 'LAST CHECK-IN'],
-      ...json.bottles.map((b) => [
+      ...shown.bottles.map((b) => [
         b.slug,
         b.awaitingOperator ? 'awaiting operator' : b.status,
         b.agent,

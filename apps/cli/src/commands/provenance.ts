@@ -10,6 +10,7 @@ import {
   verifyChain,
   verifyRecord,
 } from '@bb/provenance';
+import { jsonText } from '@bb/wall';
 import { type CliState, openState } from '../deps';
 import { type CliIo, green, parse, red, UsageError } from '../io';
 import { PROVENANCE_USAGE } from '../usage';
@@ -84,8 +85,7 @@ export async function provenanceCommand(argv: string[], io: CliIo): Promise<numb
 
   if (sub === 'show') {
     const records = await withState(io, (st) => lookup(st, what));
-    if (values['json'])
-      io.stdout(`${JSON.stringify(records.length === 1 ? records[0] : records, null, 2)}\n`);
+    if (values['json']) io.stdout(`${jsonText(records.length === 1 ? records[0] : records, 2)}\n`);
     else io.stdout(records.map(values['md'] ? renderMarkdown : renderTerminal).join('\n'));
     return 0;
   }

@@ -8,14 +8,13 @@ import {
   type DecisionScope,
   KINDS,
   loadPolicy,
-  printable,
   type RequestStatus,
   type RequestView,
   SCOPES,
   SuperviseDesk,
   SuperviseStore,
-  UNPRINTABLE,
 } from '@bb/supervise';
+import { forTerminalDeep, jsonText, forTerminal as printable } from '@bb/wall';
 import { type CliDeps, makeBackend, openLocal } from '../deps';
 import { bold, type CliIo, dim, green, parse, red, UsageError, yellow } from '../io';
 import { SUPERVISE_USAGE } from '../usage';
@@ -52,7 +51,7 @@ const age = (iso: string, now = Date.now()) => {
  * an escape sequence in a justification must not redraw what the operator sees.
  */
 export function safeView<T>(v: T): T {
-  return JSON.parse(JSON.stringify(v), (_k, x) => (typeof x === 'string' ? printable(x) : x)) as T;
+  return forTerminalDeep(v);
 }
 
 /** One request as terminal text: what, why, the evidence, the findings and the diff. */
@@ -121,11 +120,8 @@ function listLine(r: RequestView): string {
   return `${r.id}  ${r.status.padEnd(9)} ${r.slug.padEnd(24)} ${r.kind.padEnd(10)} ${age(r.createdAt).padStart(4)}  ${high ? `${high} high ` : ''}${r.justification.slice(0, 60)}`;
 }
 
-/** JSON for machines, with nothing a terminal would act on (JSON escapes C0; these too). */
-const json = (io: CliIo, v: unknown) =>
-  io.stdout(
-    `${JSON.stringify(v, null, 2).replace(UNPRINTABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}\n`,
-  );
+/** JSON for machines, with nothing a terminal would act on (lossless: the strings parse back whole). */
+const json = (io: CliIo, v: unknown) => io.stdout(`${jsonText(v, 2)}\n`);
 
 export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
   const [sub, ...rest] = argv;

@@ -76,6 +76,44 @@ export function writeCurrentConfig(
     atomicWrite(join(dir, FILES[k]), cfg[k]);
 }
 
+/**
+ * Why the bottle's gate and its agent are not on exactly `cfg` (its manifests
+ * plus its persisted overrides), or undefined when they are. A turn-scoped
+ * approval changes `current-config` and the proxies' files (and the gate's
+ * tables, through a reload) for its turn only: such a bottle may not serve a
+ * next turn from the same gate (I9).
+ */
+export function grantDrift(
+  slug: string,
+  cfg: BottleConfig,
+  proxies: boolean,
+  env: Record<string, string | undefined>,
+): string | undefined {
+  const p = bottlePaths(slug, env);
+  const read = (dir: string, file: string) => {
+    try {
+      return readFileSync(join(dir, file), 'utf8');
+    } catch {
+      return undefined;
+    }
+  };
+  for (const k of Object.keys(FILES) as Array<keyof BottleConfig>) {
+    const now = read(p.currentConfig, FILES[k]);
+    if (now !== undefined && now !== cfg[k])
+      return `its ${FILES[k]} holds what was approved for its last turn only`;
+  }
+  if (proxies)
+    for (const [file, want] of [
+      ['rules.json', cfg.allowlist],
+      ['routes.json', cfg.routes],
+    ] as const) {
+      const now = read(p.proxy, file);
+      if (now !== undefined && now !== want)
+        return `its proxies serve what was approved for its last turn only (${file})`;
+    }
+  return undefined;
+}
+
 /** Keep a file an operator approved for the whole bottle (later turns run with it). */
 export function writeOverride(
   slug: string,

@@ -58,11 +58,19 @@ import {
   type AgentManifest,
   type BottleManifest,
   loadAgentManifest,
+  loadBottleManifest,
   memoryBytes,
 } from './manifests';
 import { awaitWorkspaceScript, PR_BUNDLE, takeBundleScript, WORKSPACE_READY } from './pr-sync';
 import { providerFor } from './providers';
-import { allowedBases, type BottleConfig, effectiveConfig, needsProxies } from './supervise-gate';
+import {
+  allowedBases,
+  type BottleConfig,
+  effectiveConfig,
+  grantDrift,
+  needsProxies,
+  writeCurrentConfig,
+} from './supervise-gate';
 import { turnThenWaitScript } from './waiter';
 import {
   awaitTurnEnd,
@@ -439,6 +447,9 @@ export async function resumeWarm(
   });
   if (turnKey(meta, bottles, plan, options.forgeToken, options, env) !== w.key)
     return 'what its containers were made for changed (image, configuration, forge or token)';
+  // A grant scoped to the last turn ended with it: its gate may not serve this one (I9).
+  const drift = grantDrift(meta.slug, plan.config, plan.proxies, env);
+  if (drift) return drift;
   // The PR this turn may write to must be in its gate's scope (it opened it, or was made with it).
   const n = meta.forge?.pr;
   if (meta.forge && n !== undefined && !w.scope?.includes(n))
@@ -487,6 +498,27 @@ export async function resumeWarm(
   return { slug: meta.slug, turn: plan.turn };
 }
 
+/**
+ * At a turn's end: whether a grant scoped to it is in force (the bottle's gate and
+ * `current-config` differ from its manifests plus overrides), and if so put
+ * `current-config` back. Manifests that cannot be read count as a drift.
+ */
+function turnGrantEnded(meta: BottleMeta, env: Record<string, string | undefined>): boolean {
+  let cfg: BottleConfig;
+  try {
+    cfg = effectiveConfig(
+      meta,
+      meta.bottles.map((b) => loadBottleManifest(b, env).manifest),
+      env,
+    );
+  } catch {
+    return true;
+  }
+  if (!grantDrift(meta.slug, cfg, needsProxies(cfg), env)) return false;
+  writeCurrentConfig(meta.slug, cfg, env);
+  return true;
+}
+
 /** Wait for a started agent to exit, record the turn, freeze the bottle. */
 async function completeTurn(
   meta: BottleMeta,
@@ -524,8 +556,11 @@ async function completeTurn(
   // Kept warm only when the waiter's turn ended by itself (not killed: out of memory
   // is told only by the container's end) and nothing of it is left running. Until the
   // turn is written down as ended, a restart finishes it again (its end is still said).
+  // A grant scoped to this turn ends with it (I9): a bottle whose gate serves one is not
+  // kept warm, and what it shows the agent and the operator is its own configuration again.
+  const drift = turnGrantEnded(meta, env);
   const warm =
-    !end.exited && exitCode < 128 && (options.warmMs ?? 0) > 0
+    !drift && !end.exited && exitCode < 128 && (options.warmMs ?? 0) > 0
       ? await keepWarm(meta, p, agentId, current.turn, options).catch(() => undefined)
       : undefined;
   meta.turns.push(endedTurn(current, exitCode, parsed));

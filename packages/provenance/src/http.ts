@@ -1,4 +1,5 @@
 import type { KeyObject } from 'node:crypto';
+import { jsonText } from '@bb/wall';
 import { verifyChain, verifyRecord } from './sign';
 import { type RunFilter, type RunRecordStore, recordStatus } from './store';
 
@@ -9,8 +10,9 @@ export interface ProvenanceHandlerOptions {
   keyId: string;
 }
 
+/** JSON whose strings (summaries, details: the agent's words) hold nothing a terminal acts on (I8). */
 const json = (status: number, value: unknown) =>
-  new Response(`${JSON.stringify(value, null, 2)}\n`, {
+  new Response(`${jsonText(value, 2)}\n`, {
     status,
     headers: { 'content-type': 'application/json; charset=utf-8' },
   });

@@ -15,9 +15,8 @@
  */
 
 /** The characters no medium shows as themselves: controls, invisible and bidirectional marks, tags. */
-// biome-ignore lint/suspicious/noMisleadingCharacterClass: each code point is listed alone on purpose (U+034F, the invisible combining grapheme joiner, among them)
 export const UNPRINTABLE =
-  /[\u0000-\u0008\u000b-\u001f\u007f-\u00a0\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\ufff9-\ufffb\u{e0000}-\u{e007f}]/gu;
+  /[\u0000-\u0008\u000b-\u001f\u007f-\u00a0\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\ufff9-\ufffb\u{e0000}-\u{e007f}]|\u034f/gu;
 
 const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
 

@@ -194,13 +194,16 @@ describe.skipIf(!docker.ok)(
       );
       expect(seen.map((s) => s.url)).toContain('/second');
       expect(seen.map((s) => s.url)).not.toContain('/first');
-      // Scope "turn": the next turn starts from the manifest again.
+      // Scope "turn": at the turn's end the bottle shows its manifest's allowlist again
+      // (the next turns start from it: e2e/test/redteam/grants.test.ts).
       expect(
         JSON.parse(
-          rt.meta(run) &&
-            (await import('node:fs')).readFileSync(join(run.dir, 'proxy', 'rules.json'), 'utf8'),
+          (await import('node:fs')).readFileSync(
+            join(run.dir, 'current-config', 'allowlist.json'),
+            'utf8',
+          ),
         ).allow,
-      ).toContain(target);
+      ).toEqual(['registry.npmjs.org']);
     });
 
     it('cred-proxy-block: a new route with a new secret is approved over the ceiling, and the key never reaches the agent', async () => {

@@ -1,0 +1,191 @@
+// I9, a grant is exactly what was approved, for exactly its scope: a hostile agent
+// asks for a new host and for a credential route, a busy operator approves both for
+// "this turn", and the agent tries them again in its next turn, on every path that
+// turn can take (its paused containers kept warm, or made anew). Nothing approved for
+// the first turn answers in the second: the proxy refuses the host, the route is gone
+// (the upstream hears no key), and what the agent and the operator read as the
+// bottle's configuration is the manifest's again.
+import { createServer, type Server } from 'node:http';
+import { bottleRemediator, supervisedBottles } from '@bb/headless';
+import { defaultPolicy, type Policy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedTeam, type Step } from './harness';
+
+const docker = await probeDocker();
+const KEY = 'sk-grant-scope-key-7e21c9d04b';
+const NEW_KEY = 'sk-grant-scope-new-key-93af1b';
+
+/** Send a raw HTTP request through a bottle port, answer into a workspace file. */
+const http = (port: number, head: string, out: string) =>
+  `node -e "const s=require('net').connect(${port},'127.0.0.1',()=>s.write(process.argv[1].replace(/~/g,'\\r\\n')));let b='';s.on('data',d=>b+=d);s.on('close',()=>require('fs').writeFileSync('/workspace/${out}',b));s.on('error',e=>require('fs').writeFileSync('/workspace/${out}','error '+e.message))" "${head}"`;
+const edit = (file: string, expr: string, out: string) =>
+  `node -e "const fs=require('fs');const c=JSON.parse(fs.readFileSync('/etc/bot-bottle/current-config/${file}','utf8'));${expr};fs.writeFileSync('/tmp/${out}',JSON.stringify(c,null,2))"`;
+const ask = (args: string, out: string) =>
+  `node /opt/bb/bb-supervise.mjs ${args} > /workspace/${out}; echo $? > /workspace/${out}.code`;
+
+describe.skipIf(!docker.ok)('red team: a grant ends with its scope (I9)', () => {
+  const rt = new RedTeam();
+  let upstream: Server;
+  let port = 0;
+  const seen: Array<{ url: string; key: unknown }> = [];
+  let policy: Policy;
+
+  beforeAll(async () => {
+    await rt.start();
+    upstream = createServer((req, res) => {
+      seen.push({ url: req.url ?? '', key: req.headers['x-api-key'] });
+      res.end(`upstream answered ${req.url}\n`);
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    port = (upstream.address() as { port: number }).port;
+    // The operator offers SUP_NEW_KEY for bottles, to no host yet: the approval overrides.
+    policy = {
+      ...defaultPolicy(),
+      egressCeiling: [`127.0.0.1:${port}`],
+      credentialHosts: { SUP_NEW_KEY: [] },
+    };
+    rt.bottle('guarded', {
+      image: BASE_IMAGE,
+      egress: { allow: ['registry.npmjs.org'] },
+      credentials: [
+        {
+          route: '/model',
+          upstream: `http://127.0.0.1:${port}/model`,
+          headers: { 'x-api-key': 'env:SUP_KEY' },
+        },
+      ],
+    });
+  });
+  afterAll(async () => {
+    upstream?.close();
+    await rt.stop();
+  });
+
+  /** The busy operator: approves the next two requests for this turn, whatever they are. */
+  const operator = async () => {
+    // A desk made anew at each look, as \`bb supervise\` is run anew.
+    const desk = () =>
+      new SuperviseDesk({
+        store: new SuperviseStore(rt.db),
+        bottles: supervisedBottles(rt.env),
+        policy,
+        remediator: bottleRemediator({
+          backend: rt.backend,
+          env: { ...rt.env, SUP_NEW_KEY: NEW_KEY },
+        }),
+      });
+    const approved: string[] = [];
+    for (let i = 0; i < 1200 && approved.length < 2; i++) {
+      const d = desk();
+      const [r] = d.list({ status: 'pending' });
+      if (r) {
+        const o = await d.approve(r.id, {
+          by: 'alice',
+          scope: 'turn',
+          override: true,
+          expect: { baseHash: r.baseHash, candidateHash: r.candidateHash },
+        });
+        expect(o.remediation, JSON.stringify(o)).toMatchObject({ ok: true });
+        approved.push(r.kind);
+      } else await new Promise((res) => setTimeout(res, 100));
+    }
+    return approved;
+  };
+
+  const target = () => `127.0.0.1:${port}`;
+  const firstTurn = (): Step[] => [
+    { do: 'sh', cmd: edit('allowlist.json', `c.allow.push('${target()}')`, 'allow.json') },
+    {
+      do: 'sh',
+      cmd: ask(
+        'pipelock-block --file /tmp/allow.json --why "the test service on this port serves the fixtures I need" --wait 120',
+        'a1.json',
+      ),
+    },
+    {
+      do: 'sh',
+      cmd: http(
+        3128,
+        `GET http://${target()}/t1 HTTP/1.1~Host: ${target()}~Connection: close~~`,
+        't1-host.txt',
+      ),
+    },
+    {
+      do: 'sh',
+      cmd: edit(
+        'routes.json',
+        `c.routes.push({prefix:'/svc',upstream:'http://127.0.0.1:${port}/svc',headers:{'x-api-key':'env:SUP_NEW_KEY'}})`,
+        'routes.json',
+      ),
+    },
+    {
+      do: 'sh',
+      cmd: ask(
+        'cred-proxy-block --file /tmp/routes.json --why "the svc API lists the items I must fix" --wait 120',
+        'a2.json',
+      ),
+    },
+    {
+      do: 'sh',
+      cmd: http(3129, 'GET /svc/t1 HTTP/1.1~Host: x~Connection: close~~', 't1-route.txt'),
+    },
+  ];
+  const secondTurn = (): Step[] => [
+    {
+      do: 'sh',
+      cmd: http(
+        3128,
+        `GET http://${target()}/t2 HTTP/1.1~Host: ${target()}~Connection: close~~`,
+        't2-host.txt',
+      ),
+    },
+    {
+      do: 'sh',
+      cmd: http(3129, 'GET /svc/t2 HTTP/1.1~Host: x~Connection: close~~', 't2-route.txt'),
+    },
+    {
+      do: 'sh',
+      cmd: 'cat /etc/bot-bottle/current-config/allowlist.json /etc/bot-bottle/current-config/routes.json > /workspace/t2-config.txt; node /opt/bb/bb-supervise.mjs config > /workspace/t2-sidecar.txt',
+    },
+  ];
+
+  for (const path of ['warm', 'cold'] as const)
+    it(`an approval for one turn is gone in the next (${path})`, async () => {
+      const warmMs = path === 'warm' ? 120_000 : 0;
+      const from = seen.length;
+      const heard = () => seen.slice(from);
+      const env = { SUP_KEY: KEY, SUP_NEW_KEY: NEW_KEY };
+      const decided = operator();
+      const run = await rt.launch([firstTurn(), secondTurn()], {
+        name: `grant${path}`,
+        bottles: ['guarded'],
+        env,
+        warmMs,
+      });
+      expect(await decided).toEqual(['allowlist', 'routes']);
+      // The attack ran: both grants answered in their turn.
+      expect(await rt.readWorkspace(run, 't1-host.txt')).toMatch(
+        /^HTTP\/1.1 200[\s\S]*answered \/t1/,
+      );
+      expect(await rt.readWorkspace(run, 't1-route.txt')).toMatch(
+        /^HTTP\/1.1 200[\s\S]*answered \/svc\/t1/,
+      );
+      expect(heard()).toContainEqual({ url: '/svc/t1', key: NEW_KEY });
+
+      const next = await rt.resume(run, 'Go on.', { env, warmMs, steps: secondTurn().length });
+      // The host the operator allowed for one turn is refused again.
+      expect(await rt.readWorkspace(next, 't2-host.txt')).toMatch(/^HTTP\/1.1 403/);
+      // The route is gone: no key went anywhere in the second turn.
+      expect(await rt.readWorkspace(next, 't2-route.txt')).toMatch(/^HTTP\/1.1 404/);
+      expect(heard().map((s) => s.url)).not.toContain('/svc/t2');
+      expect(heard().map((s) => s.url)).not.toContain('/t2');
+      // What the agent and its sidecar read is the manifest's configuration again.
+      for (const f of ['t2-config.txt', 't2-sidecar.txt']) {
+        const text = (await rt.readWorkspace(next, f))!;
+        expect(text, f).toContain('registry.npmjs.org');
+        expect(text, f).not.toContain(`"${target()}"`);
+        expect(text, f).not.toContain('/svc');
+      }
+    }, 240_000);
+});

@@ -2,6 +2,7 @@
 // the host's mirror of it and borrows its objects, read-only. A hostile agent can
 // neither change what other bottles read from there, nor make the gate push what it
 // borrows as if it were its own work, nor make the host read objects it points at.
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -91,4 +92,74 @@ describe.skipIf(!docker.ok)('red team: the repository mirror', () => {
     expect(JSON.stringify(open)).toMatch(/incomplete/);
     expect(await rt.refs('acme/widgets')).not.toContain(`refs/heads/${rt.meta(run).branch}`);
   });
+
+  it('a secret force-pushed away on the forge is gone from the mirror: no later bottle reads it, none pushes it back (I10)', async () => {
+    // Someone pushes a secret to the default branch; a bottle launches meanwhile (so the
+    // mirror fetches it); the maintainers force-push it away and the forge forgets it.
+    const forge = rt.gitea.git.dirOf('acme', 'widgets');
+    const git = (args: string[], input?: string) =>
+      execFileSync('git', ['-C', forge, ...args], {
+        input,
+        env: {
+          ...process.env,
+          GIT_AUTHOR_NAME: 'Bob',
+          GIT_AUTHOR_EMAIL: 'bob@example.test',
+          GIT_COMMITTER_NAME: 'Bob',
+          GIT_COMMITTER_EMAIL: 'bob@example.test',
+        },
+      })
+        .toString()
+        .trim();
+    const base = git(['rev-parse', 'refs/heads/main']);
+    const blob = git(
+      ['hash-object', '-w', '--stdin'],
+      'AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYLEAKED\n',
+    );
+    const tree = git(['mktree'], `${git(['ls-tree', base])}\n100644 blob ${blob}\tsecret.env\n`);
+    const leaked = git(['commit-tree', tree, '-p', base, '-m', 'add config']);
+    git(['update-ref', 'refs/heads/main', leaked]);
+    const early = await rt.launch([
+      [{ do: 'sh', cmd: 'cat secret.env' }],
+      [
+        { do: 'write', path: 'fix.txt', content: 'fixed\n' },
+        { do: 'commit', message: 'Fix' },
+        { do: 'call', method: 'open_pr', params: { title: 'Fix' }, mayFail: true },
+      ],
+    ]);
+    expect(early.steps[0]?.['stdout']).toContain('LEAKED');
+    const mirror = rt.meta(early).mirror!;
+    git(['update-ref', 'refs/heads/main', base]);
+    git(['reflog', 'expire', '--expire=now', '--all']);
+    git(['gc', '-q', '--prune=now']);
+    expect(() => git(['cat-file', '-e', leaked])).toThrow();
+
+    // A later bottle knows the commit's id (an old notification, a log) and goes for it.
+    const later = await rt.launch([
+      [
+        {
+          do: 'sh',
+          cmd: `git cat-file -p ${leaked}:secret.env; git cat-file --batch-all-objects --batch-check | grep -c blob`,
+          mayFail: true,
+        },
+        { do: 'sh', cmd: `git merge --ff-only ${leaked} && git log -1 --format=%H`, mayFail: true },
+        { do: 'call', method: 'open_pr', params: { title: 'Sync' }, mayFail: true },
+      ],
+    ]);
+    expect(rt.meta(later).mirror).toBe(mirror);
+    // It cannot read the secret, or build on it.
+    expect(JSON.stringify(later.steps)).not.toContain('LEAKED');
+    expect(later.steps[1]?.['code']).not.toBe(0);
+    // The mirror holds nothing the forge's default branch does not reach.
+    expect(() =>
+      execFileSync('git', [`--git-dir=${mirror}`, 'cat-file', '-e', leaked], { stdio: 'ignore' }),
+    ).toThrow();
+
+    // The bottle that started from the secret cannot push it back either.
+    // (its history is gone from what it borrows: its git fails where it needs the secret's commit)
+    const back = await rt.resume(early, 'Go on.');
+    expect(back.steps.length).toBeGreaterThan(0);
+    expect(back.steps.find((x) => x['method'] === 'open_pr')?.['ok']).not.toBe(true);
+    expect(() => git(['cat-file', '-e', leaked])).toThrow();
+    expect(JSON.stringify(await rt.refs('acme/widgets'))).not.toContain(rt.meta(early).branch);
+  }, 240_000);
 });

@@ -143,8 +143,21 @@ export interface Backend {
     options?: {
       onProgress?: (line: string) => void;
       labels?: Record<string, string>;
-      /** What the build may take: memory, CPUs, time, and the image's size. */
-      limits?: { memoryBytes?: number; cpus?: number; timeoutMs?: number; maxImageBytes?: number };
+      /**
+       * What the build may take: memory, CPUs, time and the image's size; with
+       * `diskBytes`, what its steps may write and how many processes they may have,
+       * bounded while they run (a backend that cannot bound them refuses).
+       */
+      limits?: {
+        memoryBytes?: number;
+        cpus?: number;
+        timeoutMs?: number;
+        maxImageBytes?: number;
+        diskBytes?: number;
+        pidsLimit?: number;
+      };
+      /** A host directory of ours for the build's scratch files. @default the system's temp */
+      workDir?: string;
     },
   ): Promise<void>;
   /** Remove the images `buildImage` made whose labels include all of `labels`. Idempotent. */

@@ -212,6 +212,28 @@ function refillPool(bytes: number, env: Record<string, string | undefined>): voi
   })().catch(() => {});
 }
 
+/**
+ * A scratch filesystem of `bytes` (and its inodes) at `mountpoint`, from a new
+ * sparse image at `file`: what is written below it stops there.
+ */
+export async function mountScratchDisk(
+  file: string,
+  mountpoint: string,
+  bytes: number,
+): Promise<void> {
+  await formatImage(file, bytes);
+  mkdirSync(mountpoint, { recursive: true, mode: 0o700 });
+  await tool('mount', ['-o', 'loop,nosuid,nodev', file, mountpoint], FIX);
+}
+
+/** Unmount a scratch filesystem (detached lazily when something still holds it). */
+export async function unmountScratchDisk(mountpoint: string): Promise<void> {
+  if (!mounted(mountpoint)) return;
+  await run('umount', [mountpoint], { env: minimalEnv() }).catch(() =>
+    run('umount', ['-l', mountpoint], { env: minimalEnv() }),
+  );
+}
+
 /** Mount the bottle's disk image when it has one and it is not mounted (after a reboot). */
 export async function mountDisk(p: BottlePaths): Promise<void> {
   if (!existsSync(p.diskImage) || mounted(p.disk)) return;

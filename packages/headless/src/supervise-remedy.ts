@@ -6,6 +6,7 @@ import type { Remediator, SupervisedBottles } from '@bb/supervise';
 import { readFileNoFollow, writeFileNoFollow } from '@bb/wall';
 import { z } from 'zod';
 import type { Backend } from './backend';
+import { diskQuota } from './disk';
 import { routeSecrets } from './gate';
 import { bbHome } from './home';
 import {
@@ -199,9 +200,13 @@ export async function rebuildBottle(
       limits: {
         memoryBytes: buildMemory(meta, env),
         cpus: 1,
-        timeoutMs: 15 * 60_000,
+        timeoutMs: buildTimeout(env),
         maxImageBytes: meta.diskBytes ?? 16 * 1024 ** 3,
+        // What its steps write is bounded while they run, as the bottle's own disk is.
+        diskBytes: meta.diskBytes ?? diskQuota(undefined, env) ?? 10 * 1024 ** 3,
+        pidsLimit: 1024,
       },
+      workDir: join(bbHome(env), 'builds'),
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     });
   } catch (err) {
@@ -291,6 +296,19 @@ function newRoutesOnly(text: string, currentFile: string): string {
     headers: Object.fromEntries(Object.entries(r.headers).filter(([, ref]) => !held.has(ref))),
   }));
   return JSON.stringify({ routes });
+}
+
+/** How long a rebuild may take (`BB_BUILD_TIMEOUT`, seconds). @default 15 min */
+function buildTimeout(env: Record<string, string | undefined>): number {
+  const raw = env['BB_BUILD_TIMEOUT'];
+  if (raw === undefined || raw === '') return 15 * 60_000;
+  const s = Number(raw);
+  if (!Number.isFinite(s) || s <= 0)
+    throw new BbError(
+      'INVALID_INPUT',
+      `BB_BUILD_TIMEOUT=${JSON.stringify(raw)} is not a number of seconds; unset it for 15 minutes`,
+    );
+  return Math.round(s * 1000);
 }
 
 /** The memory a bottle's image build may use: its own limit, as its manifest says. */

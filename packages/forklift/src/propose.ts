@@ -1,8 +1,7 @@
 import { BbError } from '@bb/errors';
 import type { Forge } from '@bb/forge';
 import { forgeGitEnv } from '@bb/forge-sidecar';
-import { UNPRINTABLE } from '@bb/supervise';
-import { readFileNoFollow, runGit } from '@bb/wall';
+import { markdownFence, readFileNoFollow, runGit, UNPRINTABLE } from '@bb/wall';
 
 /** Push `sha` from a repository of ours to `branch` of the fork, the token in git's environment only. */
 export async function push(
@@ -35,9 +34,7 @@ export function readReport(harness: string): string[] {
 
 /** `text` under a heading, in a fence longer than any run of backticks in it: shown, never rendered. */
 export function fenced(heading: string, text: string): string[] {
-  const body = plain(text).trimEnd();
-  const fence = '`'.repeat(Math.max(3, ...[...body.matchAll(/`+/g)].map((m) => m[0].length + 1)));
-  return ['', heading, '', `${fence}text`, body, fence];
+  return ['', heading, '', ...markdownFence(text).split('\n')];
 }
 
 /** Text the agent wrote, without the control characters a terminal or a renderer would act on. */

@@ -14,10 +14,10 @@ import { RedTeam } from './harness';
 const docker = await probeDocker();
 const root = process.getuid?.() === 0;
 
-/** Processes on this machine whose command line is exactly `argv`. */
+/** Processes on this machine whose command line is `argv` (or starts with it). */
 function running(argv: string): number {
   const out = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
-  return out.split('\n').filter((l) => l.trim() === argv).length;
+  return out.split('\n').filter((l) => l.trim() === argv || l.startsWith(`${argv} `)).length;
 }
 
 describe.skipIf(!docker.ok || !root)('red team: a rebuild is bounded while it runs', () => {
@@ -108,4 +108,17 @@ describe.skipIf(!docker.ok || !root)('red team: a rebuild is bounded while it ru
     await new Promise((r) => setTimeout(r, 2000));
     expect(running('sleep 6127')).toBe(0);
   }, 240_000);
+
+  it('every build engine is gone afterwards: no daemon, mount, cgroup or file left', async () => {
+    const { existsSync, readdirSync, readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const builds = join(rt.home, 'builds');
+    expect(existsSync(builds) ? readdirSync(builds) : []).toEqual([]);
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(builds);
+    expect(readdirSync('/run').filter((f) => f.startsWith('bb-build-'))).toEqual([]);
+    for (const tree of ['/sys/fs/cgroup/pids', '/sys/fs/cgroup'])
+      if (existsSync(tree))
+        expect(readdirSync(tree).filter((f) => f.startsWith('bb-build-'))).toEqual([]);
+    expect(running('dockerd --config-file')).toBe(0);
+  });
 });

@@ -119,7 +119,13 @@ describe.skipIf(!docker.ok)('red team: the repository mirror', () => {
     const leaked = git(['commit-tree', tree, '-p', base, '-m', 'add config']);
     git(['update-ref', 'refs/heads/main', leaked]);
     const early = await rt.launch([
-      [{ do: 'sh', cmd: 'cat secret.env' }],
+      // It also copies everything it borrows into its own store, to keep it past any prune.
+      [
+        {
+          do: 'sh',
+          cmd: 'cat secret.env; git repack -a -d -q && git count-objects -v | grep ^in-pack',
+        },
+      ],
       [
         { do: 'write', path: 'fix.txt', content: 'fixed\n' },
         { do: 'commit', message: 'Fix' },
@@ -155,10 +161,12 @@ describe.skipIf(!docker.ok)('red team: the repository mirror', () => {
     ).toThrow();
 
     // The bottle that started from the secret cannot push it back either.
-    // (its history is gone from what it borrows: its git fails where it needs the secret's commit)
-    const back = await rt.resume(early, 'Go on.');
-    expect(back.steps.length).toBeGreaterThan(0);
-    expect(back.steps.find((x) => x['method'] === 'open_pr')?.['ok']).not.toBe(true);
+    // It kept its own copies, so its git works; the gate still pushes nothing built on a
+    // commit the forge no longer has.
+    const back = await rt.resume(early, 'Go on.', { steps: 3 });
+    const open = back.steps.find((x) => x['method'] === 'open_pr');
+    expect(open?.['ok'], JSON.stringify(open)).toBe(false);
+    expect(String(open?.['error'])).toMatch(/no longer on the forge: its history was rewritten/);
     expect(() => git(['cat-file', '-e', leaked])).toThrow();
     expect(JSON.stringify(await rt.refs('acme/widgets'))).not.toContain(rt.meta(early).branch);
   }, 240_000);

@@ -35,12 +35,15 @@ import { minimalEnv } from '@bb/wall';
 import type Docker from 'dockerode';
 import { canMountDisks, mountScratchDisk, unmountScratchDisk } from './disk';
 
-/** The cgroup v1 hierarchies a build's cgroup is made in (cgroupfs driver). */
-const CGROUP_V1 = '/sys/fs/cgroup';
+/** Where the cgroup filesystem is (v1 hierarchies below it, or the v2 unified tree). */
+const CGROUPS = '/sys/fs/cgroup';
+/** cgroup v2 (one unified tree) rather than v1 (a hierarchy per controller). */
+const unified = () => existsSync(join(CGROUPS, 'cgroup.controllers'));
 
 /** Whether builds can be bounded while they run on this machine: root, dockerd, loop mounts. */
 export function canBuildBounded(): boolean {
   if (!canMountDisks()) return false;
+  if (!unified() && !existsSync(join(CGROUPS, 'pids'))) return false;
   try {
     execFileSync('sh', ['-c', 'command -v dockerd'], { stdio: 'ignore', env: minimalEnv() });
     return true;
@@ -75,6 +78,7 @@ export interface BuildEngineOptions {
 export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngine> {
   const id = randomBytes(4).toString('hex');
   mkdirSync(o.dir, { recursive: true, mode: 0o700 });
+  await reclaimBuildEngines(join(o.dir, '..'));
   const image = join(o.dir, 'disk.img');
   const root = join(o.dir, 'root');
   // Short: containerd's sockets live below the exec root (a socket path has 108 bytes).
@@ -83,31 +87,34 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
   const cgroup = `bb-build-${id}`;
   let child: ChildProcess | undefined;
   let closed = false;
-  const cgroups = makeCgroup(cgroup, o.pidsLimit, o.memoryBytes);
   const close = async () => {
     if (closed) return;
     closed = true;
-    killCgroup(cgroup);
-    if (child?.pid) await stopProcess(child, 20_000);
-    killCgroup(cgroup);
-    await unmountScratchDisk(root).catch(() => {});
-    removeCgroup(cgroup);
-    rmSync(exec, { recursive: true, force: true });
-    rmSync(sock, { force: true });
-    rmSync(`${exec}.pid`, { force: true });
-    rmSync(o.dir, { recursive: true, force: true });
+    // Held until it is all gone: a one-shot process (`bb supervise approve`) waits for it.
+    child?.ref();
+    await tearDown({ pid: child?.pid, exec, cgroup, root, dir: o.dir }, child);
   };
+  if (!makeCgroup(cgroup, o.pidsLimit, o.memoryBytes))
+    throw new BbError(
+      'BACKEND_ERROR',
+      'a bounded build needs a cgroup of its own (pids and memory controllers, v1 or v2) and could not make one; run as root, or set BB_BUILD_BOUNDED=off',
+    );
   try {
     o.onProgress?.(
       `a build engine of its own: ${Math.round(o.diskBytes / 1024 ** 2)} MiB of disk, ${o.pidsLimit} processes`,
     );
     await mountScratchDisk(image, root, o.diskBytes);
     mkdirSync(exec, { recursive: true, mode: 0o700 });
+    // Its own configuration: nothing of the host's daemon.json (a data root, hosts, a
+    // systemd cgroup driver, live restore) applies to it.
+    writeFileSync(join(o.dir, 'daemon.json'), '{}\n', { mode: 0o600 });
     const log = openSync(join(o.dir, 'dockerd.log'), 'a', 0o600);
     try {
       child = spawn(
         'dockerd',
         [
+          '--config-file',
+          join(o.dir, 'daemon.json'),
           '--data-root',
           join(root, 'data'),
           '--exec-root',
@@ -123,6 +130,8 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
           '--bridge=none',
           '--ip-forward=false',
           '--userland-proxy=false',
+          '--exec-opt',
+          'native.cgroupdriver=cgroupfs',
         ],
         { stdio: ['ignore', log, log], detached: true, env: minimalEnv() },
       );
@@ -130,6 +139,13 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
       closeSync(log);
     }
     child.unref();
+    // What a later build (or a restarted orchestrator) needs to clean up after this one
+    // if this process dies first: its owner, its daemon, its roots and its cgroup.
+    writeFileSync(
+      join(o.dir, 'engine.json'),
+      JSON.stringify({ owner: process.pid, pid: child.pid, exec, cgroup, root }),
+      { mode: 0o600 },
+    );
     const { default: DockerClient } = await import('dockerode');
     const docker = new DockerClient({ socketPath: sock });
     const deadline = Date.now() + 30_000;
@@ -153,7 +169,7 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
     }
     return {
       docker,
-      cgroupParent: cgroups ? `/${cgroup}` : undefined,
+      cgroupParent: `/${cgroup}`,
       killSteps: () => killCgroup(cgroup),
       close,
     };
@@ -165,7 +181,15 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
 
 /** Copy an image from one engine to another (as `docker save | docker load`). */
 export async function copyImage(from: Docker, to: Docker, ref: string): Promise<void> {
-  const saved = await from.getImage(ref).get();
+  const saved = await from
+    .getImage(ref)
+    .get()
+    .catch((err: Error) => {
+      throw new BbError(
+        'NOT_FOUND',
+        `image ${ref} is not on the engine (${err.message.split('\n')[0]}): build or pull it there first`,
+      );
+    });
   const loading = await to.loadImage(saved as unknown as NodeJS.ReadableStream, { quiet: true });
   await new Promise<void>((resolve, reject) => {
     to.modem.followProgress(loading, (err: Error | null, out: Array<{ error?: string }>) => {
@@ -176,18 +200,34 @@ export async function copyImage(from: Docker, to: Docker, ref: string): Promise<
   });
 }
 
-/** Make the build's cgroup in the pids and memory hierarchies; false when they are not there. */
+/** The directories of the build's cgroup: one per v1 controller, or one in the v2 tree. */
+function cgroupDirs(name: string): Array<{ dir: string; pids: boolean }> {
+  if (unified()) return [{ dir: join(CGROUPS, name), pids: true }];
+  return [
+    { dir: join(CGROUPS, 'pids', name), pids: true },
+    { dir: join(CGROUPS, 'memory', name), pids: false },
+  ];
+}
+
+/** Make the build's cgroup with its caps; false when it cannot be made. */
 function makeCgroup(name: string, pids: number, memory: number): boolean {
-  const pidsDir = join(CGROUP_V1, 'pids', name);
-  const memDir = join(CGROUP_V1, 'memory', name);
-  if (!existsSync(join(CGROUP_V1, 'pids', 'pids.max')) && !existsSync(join(CGROUP_V1, 'pids')))
-    return false;
   try {
-    mkdirSync(pidsDir);
-    writeFileSync(join(pidsDir, 'pids.max'), String(pids));
-    if (existsSync(join(CGROUP_V1, 'memory'))) {
-      mkdirSync(memDir);
-      writeFileSync(join(memDir, 'memory.limit_in_bytes'), String(memory));
+    if (unified()) {
+      // Children of the root get the controllers only when the root hands them down.
+      writeFileSync(join(CGROUPS, 'cgroup.subtree_control'), '+pids +memory');
+      const dir = join(CGROUPS, name);
+      mkdirSync(dir);
+      writeFileSync(join(dir, 'pids.max'), String(pids));
+      writeFileSync(join(dir, 'memory.max'), String(memory));
+      writeFileSync(join(dir, 'cgroup.subtree_control'), '+pids +memory');
+      return true;
+    }
+    const [p, m] = cgroupDirs(name);
+    mkdirSync(p!.dir);
+    writeFileSync(join(p!.dir, 'pids.max'), String(pids));
+    if (m && existsSync(join(m.dir, '..'))) {
+      mkdirSync(m.dir);
+      writeFileSync(join(m.dir, 'memory.limit_in_bytes'), String(memory));
     }
     return true;
   } catch {
@@ -198,7 +238,12 @@ function makeCgroup(name: string, pids: number, memory: number): boolean {
 
 /** Every process of the build's cgroup (and of the containers below it), killed. */
 function killCgroup(name: string): void {
-  const base = join(CGROUP_V1, 'pids', name);
+  const base = cgroupDirs(name)[0]!.dir;
+  // cgroup v2 kills a whole tree at once where the kernel has cgroup.kill.
+  if (unified() && existsSync(join(base, 'cgroup.kill')))
+    try {
+      writeFileSync(join(base, 'cgroup.kill'), '1');
+    } catch {}
   const walk = (dir: string): number[] => {
     if (!existsSync(dir)) return [];
     let pids: number[] = [];
@@ -218,8 +263,7 @@ function killCgroup(name: string): void {
 }
 
 function removeCgroup(name: string): void {
-  for (const ctl of ['pids', 'memory']) {
-    const dir = join(CGROUP_V1, ctl, name);
+  for (const { dir } of cgroupDirs(name)) {
     const rm = (d: string) => {
       for (const e of safeReaddir(d)) if (e.isDirectory()) rm(join(d, e.name));
       try {
@@ -228,6 +272,69 @@ function removeCgroup(name: string): void {
     };
     if (existsSync(dir)) rm(dir);
   }
+}
+
+interface EngineRecord {
+  owner?: number;
+  pid?: number | undefined;
+  exec: string;
+  cgroup: string;
+  root: string;
+  dir: string;
+}
+
+/** Everything of one engine gone: its steps, its daemon, its filesystem, its cgroup, its files. */
+async function tearDown(e: EngineRecord, child?: ChildProcess): Promise<void> {
+  killCgroup(e.cgroup);
+  if (child?.pid) await stopProcess(child, 20_000);
+  else if (e.pid) await stopPid(e.pid, 20_000);
+  killCgroup(e.cgroup);
+  await unmountScratchDisk(e.root).catch(() => {});
+  removeCgroup(e.cgroup);
+  rmSync(e.exec, { recursive: true, force: true });
+  rmSync(`${e.exec}.sock`, { force: true });
+  rmSync(`${e.exec}.pid`, { force: true });
+  rmSync(e.dir, { recursive: true, force: true });
+}
+
+const alive = (pid: number | undefined) => {
+  if (!pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * Tear down the build engines below `root` whose owner died (an orchestrator killed
+ * mid-build): their steps must not run on past their time limit. Engines of live
+ * owners are left alone.
+ */
+export function reclaimBuildEngines(root: string): Promise<void> {
+  const work: Array<Promise<void>> = [];
+  for (const e of safeReaddir(root)) {
+    if (!e.isDirectory()) continue;
+    const dir = join(root, e.name);
+    let rec: EngineRecord;
+    try {
+      rec = {
+        ...(JSON.parse(readFileSync(join(dir, 'engine.json'), 'utf8')) as EngineRecord),
+        dir,
+      };
+    } catch {
+      continue;
+    }
+    if (alive(rec.owner)) continue;
+    if (
+      !/^\/run\/bb-build-[0-9a-f]{8}$/.test(rec.exec) ||
+      !/^bb-build-[0-9a-f]{8}$/.test(rec.cgroup)
+    )
+      continue;
+    work.push(tearDown({ ...rec, root: join(dir, 'root') }).catch(() => {}));
+  }
+  return Promise.all(work).then(() => {});
 }
 
 function safeReaddir(dir: string) {
@@ -248,11 +355,28 @@ async function stopProcess(child: ChildProcess, ms: number): Promise<void> {
   if (child.exitCode !== null) return;
   const ended = new Promise<void>((r) => child.once('exit', () => r()));
   group('SIGTERM');
-  const timer = new Promise<'late'>((r) => setTimeout(() => r('late'), ms).unref());
+  const timer = new Promise<'late'>((r) => setTimeout(() => r('late'), ms));
   if ((await Promise.race([ended, timer])) === 'late') {
     group('SIGKILL');
-    await Promise.race([ended, new Promise((r) => setTimeout(r, 5000).unref())]);
+    await Promise.race([ended, new Promise((r) => setTimeout(r, 5000))]);
   }
+}
+
+/** The same for a daemon this process did not start (found from its record). */
+async function stopPid(pid: number, ms: number): Promise<void> {
+  const send = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-pid, sig);
+    } catch {
+      try {
+        process.kill(pid, sig);
+      } catch {}
+    }
+  };
+  send('SIGTERM');
+  for (let waited = 0; alive(pid) && waited < ms; waited += 100)
+    await new Promise((r) => setTimeout(r, 100));
+  if (alive(pid)) send('SIGKILL');
 }
 
 function tail(file: string): string {

@@ -371,6 +371,12 @@ export class DockerBackend implements Backend {
             'BACKEND_ERROR',
             `building ${tag}: a rebuild runs what an agent wrote, bounded while it runs (disk, processes), which needs root and dockerd on this machine; run the orchestrator as root with Docker installed, or set BB_BUILD_BOUNDED=off to build on the engine with memory and time limits only`,
           );
+        const network = process.env['BB_BUILD_NETWORK'] ?? 'none';
+        if (network !== 'none')
+          throw new BbError(
+            'INVALID_INPUT',
+            `building ${tag}: BB_BUILD_NETWORK=${network} names a network of the engine, which a bounded build's own engine does not have; unset it (no network), or set BB_BUILD_BOUNDED=off as well`,
+          );
         const bases = baseImages(dockerfile);
         let baseBytes = 0;
         for (const b of bases)
@@ -381,7 +387,10 @@ export class DockerBackend implements Backend {
               .catch(() => ({ Size: 0 }))
           ).Size;
         engine = await startBuildEngine({
-          dir: join(options.workDir ?? join(tmpdir(), 'bb-builds'), `${Date.now()}-${process.pid}`),
+          dir: join(
+            options.workDir ?? join(tmpdir(), 'bb-builds'),
+            `${Date.now()}-${process.pid}-${Math.random().toString(16).slice(2, 8)}`,
+          ),
           // Its layers are stored unpacked (the base's size), then what the steps may write.
           diskBytes: Math.ceil(baseBytes * 1.1) + limits.diskBytes + 256 * 1024 ** 2,
           pidsLimit: limits.pidsLimit,

@@ -43,6 +43,7 @@ export {
   type TurnOutcome,
   unmountBottleDisk,
 } from './bottles';
+export { canBuildBounded, reclaimBuildEngines } from './build-engine';
 export { canMountDisks, DEFAULT_DISK, diskQuota } from './disk';
 export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
 export {

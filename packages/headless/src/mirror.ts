@@ -1,5 +1,15 @@
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { BbError, redactString, registerSecret } from '@bb/errors';
 import { forgeKinds, type GitRemote } from '@bb/forge';
@@ -157,11 +167,21 @@ async function fetchInto(
     );
   };
   await initMirror(dir);
-  const was = readDefault(dir);
-  await fetch(dir, forge, env, timeoutMs).catch(fail);
-  // The ref the fetch just wrote, read as the file it is (the mirror is the host's alone).
-  const loose = readDefault(dir);
-  if (was && was !== loose && !(await isAncestor(dir, was, loose))) await prune(dir, timeoutMs);
+  // One fetch (and prune) at a time across processes too: a CLI and a service, or two
+  // replicas, on one BB_HOME.
+  const loose = await withMirrorLock(dir, timeoutMs, async () => {
+    // A prune that did not finish (a timeout, a crash) is done before anything else.
+    if (existsSync(join(dir, PRUNE_PENDING))) await prune(dir, timeoutMs);
+    const was = readDefault(dir);
+    await fetch(dir, forge, env, timeoutMs).catch(fail);
+    // The ref the fetch just wrote, read as the file it is (the mirror is the host's alone).
+    const now = readDefault(dir);
+    if (was && was !== now && !(await isAncestor(dir, was, now))) {
+      writeFileSync(join(dir, PRUNE_PENDING), `${was}\n`);
+      await prune(dir, timeoutMs);
+    }
+    return now;
+  });
   if (loose) return loose;
   // An empty repository has no default branch yet: the bottle starts from nothing.
   const head = await runGit(
@@ -221,6 +241,51 @@ async function prune(dir: string, timeoutMs: number): Promise<void> {
   await git(['repack', '-a', '-d', '-q']);
   await git(['prune', '--expire=now']);
   for (const d of [join(dir, 'objects'), join(dir, 'objects', 'pack')]) chmodSync(d, 0o755);
+  rmSync(join(dir, PRUNE_PENDING), { force: true });
+}
+
+/** Marks a mirror whose rewritten history is not pruned yet. */
+const PRUNE_PENDING = 'bb-prune-pending';
+
+/**
+ * Run `fn` holding the mirror's lock file (its holder's pid in it; a dead holder's
+ * lock is taken over), waiting for another process's fetch at most `timeoutMs`.
+ */
+async function withMirrorLock<T>(dir: string, timeoutMs: number, fn: () => Promise<T>): Promise<T> {
+  const lock = join(dir, 'bb-fetch.lock');
+  const deadline = Date.now() + Math.max(timeoutMs, 60_000);
+  for (;;) {
+    try {
+      const fd = openSync(lock, 'wx', 0o600);
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const holder = Number(readFileSync(lock, 'utf8').trim() || '0');
+      let held = holder > 0;
+      try {
+        if (held) process.kill(holder, 0);
+      } catch {
+        held = false;
+      }
+      if (!held) {
+        rmSync(lock, { force: true });
+        continue;
+      }
+      if (Date.now() > deadline)
+        throw new BbError(
+          'TIMEOUT',
+          `the mirror ${dir} is being fetched by process ${holder}, which did not finish in time`,
+        );
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    rmSync(lock, { force: true });
+  }
 }
 
 /** Where the forge's default branch (its HEAD) lands in a mirror. */

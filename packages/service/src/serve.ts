@@ -2,12 +2,14 @@ import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname, totalmem } from 'node:os';
+import { join } from 'node:path';
 import { BbError, errorMessage, redact, registerSecret } from '@bb/errors';
 import { type ForgeEvent, type ForgeKind, registerForgeKind } from '@bb/forge';
 import {
   type Backend,
   bottleRemediator,
   LOCAL_BACKEND_WARNING,
+  reclaimBuildEngines,
   supervisedBottles,
 } from '@bb/headless';
 import {
@@ -214,6 +216,10 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
       msg: `listening on ${config.BB_HOST}: the webhook is open (it is signed), the dashboard and the APIs are closed until BB_API_TOKEN is set`,
     });
 
+  // Image builds a killed orchestrator left running on engines of their own stop now.
+  await reclaimBuildEngines(join(home, 'builds')).catch((err) =>
+    log.warn({ msg: 'could not clean up an earlier build engine', error: errorMessage(err) }),
+  );
   const report = await reconcile(orchestrator, { store, runner, log: (e) => log.info(e) });
   log.info({ msg: 'reconciled with the backend', ...report });
 

@@ -69,6 +69,7 @@ const LOCAL_NAMES = new Set([
   'kubernetes.default',
   'instance-data',
   'localtest.me',
+  'lvh.me',
 ]);
 const LOCAL_SUFFIXES = [
   '.localhost',
@@ -78,6 +79,7 @@ const LOCAL_SUFFIXES = [
   '.home.arpa',
   '.svc',
   '.localtest.me',
+  '.lvh.me',
 ];
 
 /** This machine's own names (its host name, short and long). */
@@ -86,8 +88,16 @@ function ownNames(): string[] {
   return [h, h.split('.')[0]!];
 }
 
-/** An internal IPv4 address a name spells out (`127.0.0.1.nip.io`, `10-0-0-1.sslip.io`). */
+/**
+ * An internal IPv4 address a name spells out (`127.0.0.1.nip.io`, `10-0-0-1.sslip.io`,
+ * or in hex, `7f000001.nip.io`).
+ */
 function spelledAddress(h: string): string | undefined {
+  for (const m of h.matchAll(/(?:^|[.-])([0-9a-f]{8})(?=[.-]|$)/g)) {
+    const n = Number.parseInt(m[1]!, 16);
+    const ip = [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+    if (isInternalAddress(ip)) return ip;
+  }
   for (const m of h.matchAll(
     /(?:^|[.-])(\d{1,3})[.-](\d{1,3})[.-](\d{1,3})[.-](\d{1,3})(?=[.-]|$)/g,
   )) {

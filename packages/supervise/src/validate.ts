@@ -198,7 +198,12 @@ export function validateProposal(kind: ProposalKind, text: string, ctx: Validati
         problems.push(`Dockerfile line ${ins.line}: ${ins.keyword} is not allowed`);
       // The host keys what it stops and removes on labels of its own (I10): an image may
       // carry none of them, nor a label whose name a variable decides.
-      if (ins.keyword === 'LABEL' && (ins.args.includes('$') || RESERVED_LABEL.test(ins.args)))
+      // Quotes and backslashes are taken out first: Docker joins `b\b.slug` and `"b"b.slug`
+      // into `bb.slug`.
+      if (
+        ins.keyword === 'LABEL' &&
+        (ins.args.includes('$') || RESERVED_LABEL.test(ins.args.replace(/["'\\]/g, '')))
+      )
         problems.push(
           `Dockerfile line ${ins.line}: LABEL may not set bot-bottle's own labels (bb.*, forklift.*) or use a variable`,
         );

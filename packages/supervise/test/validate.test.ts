@@ -270,6 +270,8 @@ describe('the analyser names what an operator must look at', () => {
       '127.0.0.1.nip.io',
       'app.10-0-0-5.sslip.io',
       'localtest.me',
+      'app.lvh.me',
+      '7f000001.nip.io',
       hostname(),
     ];
     const all = analyse(
@@ -323,6 +325,9 @@ describe('the analyser names what an operator must look at', () => {
       'LABEL forklift.run=x',
       'LABEL $KEY=victim',
       'LABEL bb.role netns',
+      'LABEL b\\b.slug=victim',
+      'LABEL "b"b.role=gate',
+      "LABEL x=1 'b'b.managed-by=orchestrator",
     ])
       expect(refused('dockerfile', `FROM bb-base:latest\n${line}\n`), line).toMatch(
         /may not set bot-bottle's own labels/,

@@ -387,8 +387,18 @@ export async function importHead(options: ImportOptions): Promise<string> {
     await copyLooseObjects(options.workspace, quarantine, options.into, budget);
     await copyPacks(options.workspace, quarantine, budget, env, timeoutMs);
     const known = [...refsOf(options.into)];
-    for (const e of options.exclude ?? [])
-      if (isSha(e) && !known.includes(e) && (await hasObject(options.into, e, env))) known.push(e);
+    for (const e of options.exclude ?? []) {
+      if (!isSha(e) || known.includes(e)) continue;
+      if (await hasObject(options.into, e, env)) known.push(e);
+      // The stores borrowed hold what the forge's refs reach (a mirror pruned when they
+      // are rewritten): a starting commit they no longer hold was taken off the forge,
+      // and work built on it would carry it back, whatever copies the agent kept (I10).
+      else if ((options.alternates ?? []).length > 0)
+        throw new BbError(
+          'CONFLICT',
+          `the commit this work started from (${e.slice(0, 12)}) is no longer on the forge: its history was rewritten there (a force-push), and nothing built on it is pushed; start again from the forge's current branch`,
+        );
+    }
     let needed: string[];
     try {
       needed = (

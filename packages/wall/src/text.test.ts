@@ -73,6 +73,8 @@ describe('agent-authored text', () => {
       '<img src=x onerror=alert(1)><script>alert(1)</script>',
       '[click](https://evil.example) ![i](https://evil.example/p.png) <https://evil.example>',
       'https://evil.example www.evil.example mail me@evil.example @admin',
+      'closes #12, see acme/private#7 and !3; ping @org/team',
+      'math $\\Huge{x}$ and $$y$$, emoji :smile: and :+1:',
       '**bold** _em_ `code` ~~gone~~ &amp; &#x3C;',
       '| a | b |\n|---|---|\n| c | d |',
       '- item\n+ item\n1. one\n2) two\n> quote\n    indented code\n\n\nafter blank lines',
@@ -82,13 +84,16 @@ describe('agent-authored text', () => {
     ];
     for (const text of attacks) {
       const html = md.render(forMarkdown(text)).trim();
-      // One paragraph, its only elements hard line breaks.
+      // One paragraph, its only elements hard line breaks and code spans.
       expect(html.startsWith('<p>') && html.endsWith('</p>')).toBe(true);
-      expect(html.slice(3, -4).replace(/<br>\n?/g, '')).not.toMatch(/<|>/);
+      expect(html.slice(3, -4).replace(/<br>\n?|<\/?code>/g, '')).not.toMatch(/<|>/);
+      // Mentions and references only ever inside code, where a forge does not act on them.
+      expect(html.replace(/<code>[^<]*<\/code>/g, '')).not.toMatch(/@\w|[#!]\d/);
       // What the reader sees is exactly the text (made printable, left-trimmed per line).
       const seen = html
         .slice(3, -4)
         .replace(/<br>\n?/g, '\n')
+        .replace(/<\/?code>/g, '')
         .replace(/&lt;/g, '<')
         .replace(/&gt;/g, '>')
         .replace(/&quot;/g, '"')

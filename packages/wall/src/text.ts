@@ -14,9 +14,13 @@
  * line and paragraph separators, the byte-order mark, Unicode tag characters.
  */
 
-/** The characters no medium shows as themselves: controls, invisible and bidirectional marks, tags. */
+/**
+ * The characters no medium shows as themselves: controls, invisible and
+ * bidirectional marks, fillers, variation selectors (a payload can hide in them,
+ * one byte each), tags.
+ */
 export const UNPRINTABLE =
-  /[\u0000-\u0008\u000b-\u001f\u007f-\u00a0\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\ufff9-\ufffb\u{e0000}-\u{e007f}]|\u034f/gu;
+  /[\u0000-\u0008\u000b-\u001f\u007f-\u00a0\u00ad\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]|\u034f/gu;
 
 const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
 
@@ -88,24 +92,38 @@ export function forHtml(value: unknown): string {
  * tables, mentions) is backslash-escaped; a line that would start a block
  * (heading, list, quote, fence, rule, setext underline) has its first mark
  * escaped and lines lose their indentation (no code block); scheme and `www.`
- * autolinks are broken; newlines become hard line breaks (`\\` at the line's end)
- * inside the one paragraph, so a blank line cannot start a block either.
+ * autolinks are broken; math (`$`) and emoji codes (`:name:`) are escaped.
+ * Mentions (`@name`) and issue references (`#12`, `owner/repo#12`, `!12`) are
+ * put in code spans, since a forge finds those in the text with its escapes
+ * removed (Gitea notifies and cross-references them) but never inside code.
+ * Newlines become hard line breaks (`\\` at the line's end) inside the one
+ * paragraph, so a blank line cannot start a block either.
  */
 export function forMarkdown(text: string): string {
   return forTerminal(text)
     .replace(/\s+$/, '')
     .split('\n')
-    .map((line) =>
-      line
-        .replace(/^[ \t]+/, '')
-        .replace(/[\\`*_[\]<>&|~!@]/g, (c) => `\\${c}`)
-        .replace(/:(?=\/\/)/g, '\\:')
-        .replace(/\b(www)\./gi, '$1\\.')
+    .map((line) => {
+      // Mentions and references first, as code spans of their own (backtick-free).
+      const parts = line.replace(/^[ \t]+/, '').split(REFERENCE);
+      return parts
+        .map((part, i) =>
+          i % 2 === 1
+            ? `\`${part}\``
+            : part
+                .replace(/[\\`*_[\]<>&|~!@$]/g, (c) => `\\${c}`)
+                .replace(/:(?=\/\/|[a-z0-9_+-]+:)/gi, '\\:')
+                .replace(/\b(www)\./gi, '$1\\.'),
+        )
+        .join('')
         .replace(/^([#>+=-])/, '\\$1')
-        .replace(/^(\d+)([.)])/, '$1\\$2'),
-    )
+        .replace(/^(\d+)([.)])/, '$1\\$2');
+    })
     .join('\\\n');
 }
+
+/** A mention or an issue reference a forge acts on: `@name`, `#12`, `owner/repo#12`, `!12`. */
+const REFERENCE = /((?:[\w.-]+\/[\w.-]+)?[#!]\d+|@[\w.-]+)/;
 
 /** One block of Markdown showing `text` verbatim: a code fence longer than any run of backticks in it. */
 export function markdownFence(text: string, info = 'text'): string {

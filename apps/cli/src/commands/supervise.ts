@@ -14,7 +14,7 @@ import {
   SuperviseDesk,
   SuperviseStore,
 } from '@bb/supervise';
-import { forTerminalDeep, jsonText, forTerminal as printable } from '@bb/wall';
+import { forTerminalDeep, forTerminalLine, jsonText, forTerminal as printable } from '@bb/wall';
 import { type CliDeps, makeBackend, openLocal } from '../deps';
 import { bold, type CliIo, dim, green, parse, red, UsageError, yellow } from '../io';
 import { SUPERVISE_USAGE } from '../usage';
@@ -117,7 +117,7 @@ export function colourDiff(io: CliIo, diff: string): string {
 
 function listLine(r: RequestView): string {
   const high = r.findings.filter((f) => f.severity === 'high').length;
-  return `${r.id}  ${r.status.padEnd(9)} ${r.slug.padEnd(24)} ${r.kind.padEnd(10)} ${age(r.createdAt).padStart(4)}  ${high ? `${high} high ` : ''}${r.justification.slice(0, 60)}`;
+  return `${r.id}  ${r.status.padEnd(9)} ${r.slug.padEnd(24)} ${r.kind.padEnd(10)} ${age(r.createdAt).padStart(4)}  ${high ? `${high} high ` : ''}${forTerminalLine(r.justification).slice(0, 60)}`;
 }
 
 /** JSON for machines, with nothing a terminal would act on (lossless: the strings parse back whole). */

@@ -5,7 +5,6 @@
 // the whole time: no exec into, and no attach to, any container of these bottles.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { bottleRemediator, destroy, homeLabel, readMeta, supervisedBottles } from '@bb/headless';
 import {
@@ -18,30 +17,30 @@ import {
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedTeam, type Step } from './redteam/harness';
+import {
+  askSupervise,
+  editConfig,
+  RedTeam,
+  rawHttp,
+  type Step,
+  startUpstream,
+} from './redteam/harness';
 
 const docker = await probeDocker();
 const KEY = 'sk-supervise-e2e-key-8d1f3a2c77';
 const NEW_KEY = 'sk-supervise-e2e-new-key-41be09d2';
 
-/** Send a raw HTTP request through a bottle port and append the answer to a workspace file. */
-const http = (port: number, head: string, out: string) =>
-  `node -e "const s=require('net').connect(${port},'127.0.0.1',()=>s.write(process.argv[1].replace(/~/g,'\\r\\n')));let b='';s.on('data',d=>b+=d);s.on('close',()=>require('fs').appendFileSync('/workspace/${out}',b+'\\n=====\\n'));s.on('error',e=>require('fs').appendFileSync('/workspace/${out}','error '+e.message+'\\n=====\\n'))" "${head}"`;
-
-/** Edit a current-config JSON file with a node expression on `c`, into /tmp/<name>. */
-const editConfig = (file: string, expr: string, name: string) =>
-  `node -e "const fs=require('fs');const c=JSON.parse(fs.readFileSync('/etc/bot-bottle/current-config/${file}','utf8'));${expr};fs.writeFileSync('/tmp/${name}',JSON.stringify(c,null,2))"`;
-
-const supervise = (args: string, out: string) =>
-  `node /opt/bb/bb-supervise.mjs ${args} > /workspace/${out}; echo $? > /workspace/${out}.code`;
+/** A raw HTTP request through a bottle port, its answer appended to a workspace file. */
+const http = (port: number, head: string, out: string) => rawHttp(port, head, out, true);
+const supervise = askSupervise;
 
 describe.skipIf(!docker.ok)(
   'supervise: stuck agents are unblocked without entering their bottle',
   () => {
     const rt = new RedTeam();
-    let upstream: Server;
+    let upstream: Awaited<ReturnType<typeof startUpstream>>;
     let port = 0;
-    const seen: Array<{ url: string; key: unknown }> = [];
+    let seen: Array<{ url: string; key: unknown }> = [];
     let events: ChildProcess;
     let eventLog = '';
     let policy: Policy;
@@ -72,12 +71,10 @@ describe.skipIf(!docker.ok)(
 
     beforeAll(async () => {
       await rt.start();
-      upstream = createServer((req, res) => {
-        seen.push({ url: req.url ?? '', key: req.headers['x-api-key'] });
-        res.end(`upstream answered ${req.url}\n`);
-      });
-      await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-      port = (upstream.address() as { port: number }).port;
+      const up = await startUpstream();
+      upstream = up;
+      port = up.port;
+      seen = up.seen;
       // The operator's ceiling opens the test service; anything else needs an override.
       policy = {
         ...defaultPolicy(),

@@ -5,11 +5,10 @@
 // that never ends are each stopped while they run: the write fails inside the step,
 // the forks fail, the step is killed at the time limit with nothing left running.
 import { execFileSync } from 'node:child_process';
-import { bottleRemediator, supervisedBottles } from '@bb/headless';
-import { defaultPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
+import { defaultPolicy } from '@bb/supervise';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedTeam } from './harness';
+import { busyOperator, RedTeam } from './harness';
 
 const docker = await probeDocker();
 const root = process.getuid?.() === 0;
@@ -36,29 +35,18 @@ describe.skipIf(!docker.ok || !root)('red team: a rebuild is bounded while it ru
   ): Promise<{ ok: boolean; detail: string; ms: number }> {
     const b64 = Buffer.from(dockerfile).toString('base64');
     let outcome: { ok: boolean; detail: string; ms: number } | undefined;
-    let over = false;
-    const operator = (async () => {
-      for (let i = 0; i < 1200 && !over; i++) {
-        const desk = new SuperviseDesk({
-          store: new SuperviseStore(rt.db),
-          bottles: supervisedBottles(rt.env),
-          policy: defaultPolicy(),
-          remediator: bottleRemediator({ backend: rt.backend, env: { ...rt.env, ...env } }),
-        });
-        const [r] = desk.list({ status: 'pending' });
-        if (r) {
-          const t0 = Date.now();
-          const o = await desk.approve(r.id, { by: 'alice' });
-          outcome = {
-            ok: o.remediation?.ok ?? false,
-            detail: o.remediation?.detail ?? '',
-            ms: Date.now() - t0,
-          };
-          return;
-        }
-        await new Promise((res) => setTimeout(res, 100));
-      }
-    })();
+    const operator = busyOperator(
+      () => rt.desk(defaultPolicy(), env),
+      async (desk, r) => {
+        const t0 = Date.now();
+        const o = await desk.approve(r.id, { by: 'alice' });
+        outcome = {
+          ok: o.remediation?.ok ?? false,
+          detail: o.remediation?.detail ?? '',
+          ms: Date.now() - t0,
+        };
+      },
+    );
     await rt.launch(
       [
         [
@@ -74,8 +62,8 @@ describe.skipIf(!docker.ok || !root)('red team: a rebuild is bounded while it ru
       ],
       { bottles: ['small'], partial: true },
     );
-    over = true;
-    await operator;
+    operator.stop();
+    await operator.done;
     expect(outcome, 'the operator approved a rebuild').toBeDefined();
     return outcome!;
   }

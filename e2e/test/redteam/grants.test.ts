@@ -1,44 +1,36 @@
-// I9, a grant is exactly what was approved, for exactly its scope: a hostile agent
-// asks for a new host and for a credential route, a busy operator approves both for
-// "this turn", and the agent tries them again in its next turn, on every path that
-// turn can take (its paused containers kept warm, or made anew). Nothing approved for
-// the first turn answers in the second: the proxy refuses the host, the route is gone
-// (the upstream hears no key), and what the agent and the operator read as the
-// bottle's configuration is the manifest's again.
-import { createServer, type Server } from 'node:http';
-import { bottleRemediator, supervisedBottles } from '@bb/headless';
-import { defaultPolicy, type Policy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
+import { defaultPolicy, type Policy } from '@bb/supervise';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedTeam, type Step } from './harness';
+import {
+  askSupervise,
+  busyOperator,
+  editConfig,
+  RedTeam,
+  rawHttp,
+  type Step,
+  startUpstream,
+} from './harness';
 
 const docker = await probeDocker();
 const KEY = 'sk-grant-scope-key-7e21c9d04b';
 const NEW_KEY = 'sk-grant-scope-new-key-93af1b';
 
-/** Send a raw HTTP request through a bottle port, answer into a workspace file. */
-const http = (port: number, head: string, out: string) =>
-  `node -e "const s=require('net').connect(${port},'127.0.0.1',()=>s.write(process.argv[1].replace(/~/g,'\\r\\n')));let b='';s.on('data',d=>b+=d);s.on('close',()=>require('fs').writeFileSync('/workspace/${out}',b));s.on('error',e=>require('fs').writeFileSync('/workspace/${out}','error '+e.message))" "${head}"`;
-const edit = (file: string, expr: string, out: string) =>
-  `node -e "const fs=require('fs');const c=JSON.parse(fs.readFileSync('/etc/bot-bottle/current-config/${file}','utf8'));${expr};fs.writeFileSync('/tmp/${out}',JSON.stringify(c,null,2))"`;
-const ask = (args: string, out: string) =>
-  `node /opt/bb/bb-supervise.mjs ${args} > /workspace/${out}; echo $? > /workspace/${out}.code`;
+const http = rawHttp;
+const edit = editConfig;
+const ask = askSupervise;
 
 describe.skipIf(!docker.ok)('red team: a grant ends with its scope (I9)', () => {
   const rt = new RedTeam();
-  let upstream: Server;
+  let upstream: Awaited<ReturnType<typeof startUpstream>>;
   let port = 0;
-  const seen: Array<{ url: string; key: unknown }> = [];
+  let seen: Array<{ url: string; key: unknown }> = [];
   let policy: Policy;
 
   beforeAll(async () => {
     await rt.start();
-    upstream = createServer((req, res) => {
-      seen.push({ url: req.url ?? '', key: req.headers['x-api-key'] });
-      res.end(`upstream answered ${req.url}\n`);
-    });
-    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-    port = (upstream.address() as { port: number }).port;
+    upstream = await startUpstream();
+    port = upstream.port;
+    seen = upstream.seen;
     // The operator offers SUP_NEW_KEY for bottles, to no host yet: the approval overrides.
     policy = {
       ...defaultPolicy(),
@@ -64,22 +56,10 @@ describe.skipIf(!docker.ok)('red team: a grant ends with its scope (I9)', () => 
 
   /** The busy operator: approves the next two requests for this turn, whatever they are. */
   const operator = async () => {
-    // A desk made anew at each look, as \`bb supervise\` is run anew.
-    const desk = () =>
-      new SuperviseDesk({
-        store: new SuperviseStore(rt.db),
-        bottles: supervisedBottles(rt.env),
-        policy,
-        remediator: bottleRemediator({
-          backend: rt.backend,
-          env: { ...rt.env, SUP_NEW_KEY: NEW_KEY },
-        }),
-      });
     const approved: string[] = [];
-    for (let i = 0; i < 1200 && approved.length < 2; i++) {
-      const d = desk();
-      const [r] = d.list({ status: 'pending' });
-      if (r) {
+    await busyOperator(
+      () => rt.desk(policy, { SUP_NEW_KEY: NEW_KEY }),
+      async (d, r) => {
         const o = await d.approve(r.id, {
           by: 'alice',
           scope: 'turn',
@@ -88,8 +68,9 @@ describe.skipIf(!docker.ok)('red team: a grant ends with its scope (I9)', () => 
         });
         expect(o.remediation, JSON.stringify(o)).toMatchObject({ ok: true });
         approved.push(r.kind);
-      } else await new Promise((res) => setTimeout(res, 100));
-    }
+      },
+      2,
+    ).done;
     return approved;
   };
 

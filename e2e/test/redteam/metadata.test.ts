@@ -10,11 +10,10 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bottleRemediator, destroy, HOME_LABEL, homeLabel, supervisedBottles } from '@bb/headless';
-import { defaultPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
+import { destroy, HOME_LABEL, homeLabel } from '@bb/headless';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedTeam } from './harness';
+import { busyOperator, RedTeam } from './harness';
 
 const docker = await probeDocker();
 
@@ -85,23 +84,12 @@ describe.skipIf(!docker.ok)("red team: an image's metadata steers no host action
     const b64 = Buffer.from(dockerfile).toString('base64');
     // The busy operator approves whatever arrives, for the bottle.
     let decided: unknown;
-    let over = false;
-    const operator = (async () => {
-      for (let i = 0; i < 400 && !over; i++) {
-        const desk = new SuperviseDesk({
-          store: new SuperviseStore(rt.db),
-          bottles: supervisedBottles(rt.env),
-          policy: defaultPolicy(),
-          remediator: bottleRemediator({ backend: rt.backend, env: rt.env }),
-        });
-        const [r] = desk.list({ status: 'pending' });
-        if (r) {
-          decided = await desk.approve(r.id, { by: 'alice', scope: 'bottle' }).catch((e) => e);
-          return;
-        }
-        await new Promise((res) => setTimeout(res, 100));
-      }
-    })();
+    const operator = busyOperator(
+      () => rt.desk(),
+      async (desk, r) => {
+        decided = await desk.approve(r.id, { by: 'alice', scope: 'bottle' }).catch((e) => e);
+      },
+    );
     const run = await rt.launch(
       [
         [
@@ -116,8 +104,8 @@ describe.skipIf(!docker.ok)("red team: an image's metadata steers no host action
       ],
       { partial: true },
     );
-    over = true;
-    await operator;
+    operator.stop();
+    await operator.done;
     // The attack ran: the agent asked, and heard why not.
     const answer = (await rt.readWorkspace(run, 'answer.txt'))!;
     expect(answer).toMatch(/LABEL may not set bot-bottle's own labels/);

@@ -2,6 +2,27 @@
  * What a backend runs. Plain data: no Docker (or Kubernetes) types, so any
  * backend can take it.
  */
+/** How `Backend.buildImage` builds. */
+export interface BuildImageOptions {
+  onProgress?: (line: string) => void;
+  labels?: Record<string, string>;
+  /**
+   * What the build may take: memory, CPUs, time and the image's size; with
+   * `diskBytes`, what its steps may write and how many processes they may have,
+   * bounded while they run (a backend that cannot bound them refuses).
+   */
+  limits?: {
+    memoryBytes?: number;
+    cpus?: number;
+    timeoutMs?: number;
+    maxImageBytes?: number;
+    diskBytes?: number;
+    pidsLimit?: number;
+  };
+  /** A host directory of ours for the build's scratch files. @default the system's temp */
+  workDir?: string;
+}
+
 export interface BottleSpec {
   /** A unique name, e.g. `bb-implementer-k3x9q-agent`. */
   name: string;
@@ -137,29 +158,7 @@ export interface Backend {
    * host. `onProgress` gets the build's lines. Throws `INVALID_INPUT` with the
    * build's own words when it fails.
    */
-  buildImage?(
-    dockerfile: string,
-    tag: string,
-    options?: {
-      onProgress?: (line: string) => void;
-      labels?: Record<string, string>;
-      /**
-       * What the build may take: memory, CPUs, time and the image's size; with
-       * `diskBytes`, what its steps may write and how many processes they may have,
-       * bounded while they run (a backend that cannot bound them refuses).
-       */
-      limits?: {
-        memoryBytes?: number;
-        cpus?: number;
-        timeoutMs?: number;
-        maxImageBytes?: number;
-        diskBytes?: number;
-        pidsLimit?: number;
-      };
-      /** A host directory of ours for the build's scratch files. @default the system's temp */
-      workDir?: string;
-    },
-  ): Promise<void>;
+  buildImage?(dockerfile: string, tag: string, options?: BuildImageOptions): Promise<void>;
   /** Remove the images `buildImage` made whose labels include all of `labels`. Idempotent. */
   removeImages?(labels: Record<string, string>): Promise<void>;
   /**

@@ -9,6 +9,7 @@ import {
   type BottleInfo,
   type BottleSpec,
   type BottleState,
+  type BuildImageOptions,
   HOST_LABELS,
   NETNS_LABEL,
   VERSION_LABEL,
@@ -336,19 +337,7 @@ export class DockerBackend implements Backend {
   async buildImage(
     dockerfile: string,
     tag: string,
-    options: {
-      onProgress?: (line: string) => void;
-      labels?: Record<string, string>;
-      limits?: {
-        memoryBytes?: number;
-        cpus?: number;
-        timeoutMs?: number;
-        maxImageBytes?: number;
-        diskBytes?: number;
-        pidsLimit?: number;
-      };
-      workDir?: string;
-    } = {},
+    options: BuildImageOptions = {},
   ): Promise<void> {
     const limits = {
       memoryBytes: options.limits?.memoryBytes ?? 2 * 1024 ** 3,

@@ -10,6 +10,8 @@ export {
   type BottleInfo,
   type BottleSpec,
   type BottleState,
+  type BuildImageOptions,
+  HOST_LABELS,
   NETNS_LABEL,
   VERSION_LABEL,
   type WaitResult,

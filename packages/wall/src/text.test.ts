@@ -35,6 +35,10 @@ describe('agent-authored text', () => {
     expect(out).toContain('tag\\u{e0041}\\u{e0042}');
     expect(forTerminal('line one\n\tline two')).toBe('line one\n\tline two');
     expect(forTerminalLine('a\nb\tc\u001b')).toBe('a\\nb\\tc\\x1b');
+    // Where a payload hides one byte per character: variation selectors, fillers, the CGJ.
+    for (const c of ['\ufe0f', '\u{e0100}', '\u{e01ef}', '\u180b', '\u034f', '\u2800', '\uffa0'])
+      expect(hasUnprintable(`x${c}y`), c.codePointAt(0)!.toString(16)).toBe(true);
+    expect(hasUnprintable('plain words, "quotes" and émoji ✓')).toBe(false);
   });
 
   it('JSON for a terminal holds no unprintable byte and parses back to the same value', () => {

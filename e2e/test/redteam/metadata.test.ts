@@ -75,8 +75,23 @@ describe.skipIf(!docker.ok)("red team: an image's metadata steers no host action
     expect(await rt.readWorkspace(run, 'hijacked.txt')).toBeUndefined();
     // Frozen at the turn's end: the victim is untouched.
     expect(await running()).toBe('running');
+    // An image the host did not build (an operator's, another agent's) that carries this
+    // bottle's labels is not the bottle's to remove.
+    const ctx = mkdtempSync(join(tmpdir(), 'bb-rt-claim-'));
+    writeFileSync(
+      join(ctx, 'Dockerfile'),
+      `FROM ${BASE_IMAGE}\nLABEL bb.slug=${run.slug} ${HOME_LABEL}=${homeLabel(rt.env)}\n`,
+    );
+    const claim = `bb-rt-claim:${process.pid}`;
+    const built = spawnSync('docker', ['build', '-q', '-t', claim, ctx], {
+      env: { ...process.env, DOCKER_BUILDKIT: '0' },
+    });
+    rmSync(ctx, { recursive: true, force: true });
+    expect(built.status, built.stderr.toString()).toBe(0);
     await destroy(run.slug, { backend: rt.backend, env: rt.env });
     expect(await running()).toBe('running');
+    expect(spawnSync('docker', ['image', 'inspect', claim]).status).toBe(0);
+    spawnSync('docker', ['rmi', '-f', claim]);
   }, 180_000);
 
   it('an approved Dockerfile cannot give the bottle a label that names another container', async () => {

@@ -161,6 +161,8 @@ export interface Backend {
   buildImage?(dockerfile: string, tag: string, options?: BuildImageOptions): Promise<void>;
   /** Remove the images `buildImage` made whose labels include all of `labels`. Idempotent. */
   removeImages?(labels: Record<string, string>): Promise<void>;
+  /** Remove one image by its name (a tag of it only, when it has others). Idempotent. */
+  removeImage?(ref: string): Promise<void>;
   /**
    * A running holder of an empty network namespace (no network, loopback only),
    * made ahead of time, for one bottle's `netns`: making the namespace is most of

@@ -28,8 +28,6 @@ import {
   bottlePaths,
   type ForgeWiring,
   GATE_USER,
-  HOME_LABEL,
-  homeLabel,
   readMeta,
   writeMeta,
 } from './layout';
@@ -311,8 +309,12 @@ export async function destroy(slug: string, options: BottleOptions): Promise<voi
     await options.backend.destroy(c.id);
     await destroyHolder(options.backend, c.labels[NETNS_LABEL]);
   }
-  // Images rebuilt for it (a capability approval) go with it.
-  await options.backend.removeImages?.({ 'bb.slug': slug, [HOME_LABEL]: homeLabel(env) });
+  // Images rebuilt for it (a capability approval) go with it: those its meta names (I10).
+  const meta = readMeta(slug, env);
+  const rebuilt = new Set(meta?.rebuilt ?? []);
+  // A bottle rebuilt before these were kept names its latest one as its image.
+  if (meta?.image.startsWith(`bb-rebuilt-${slug}:`)) rebuilt.add(meta.image);
+  for (const tag of rebuilt) await options.backend.removeImage?.(tag);
   removeSecrets(slug, env);
   const p = bottlePaths(slug, env);
   await unmountDisk(p);

@@ -459,6 +459,16 @@ export class DockerBackend implements Backend {
         });
   }
 
+  async removeImage(ref: string): Promise<void> {
+    const docker = await this.#docker;
+    await docker
+      .getImage(ref)
+      .remove({ force: true })
+      .catch((err: { statusCode?: number }) => {
+        if (err.statusCode !== 404) throw this.#error(err, `image ${ref}`, {});
+      });
+  }
+
   async freeze(id: string): Promise<void> {
     await this.#call(id, (c) => c.pause());
   }

@@ -28,6 +28,11 @@ export interface BottleMeta {
   image: string;
   /** The image the bottle was launched with (a capability rebuild changes `image`, not this). */
   baseImage?: string;
+  /**
+   * The images rebuilt for it (capability approvals), by tag: removed with it, and
+   * only these (never an image found by its labels, which anyone's image can carry).
+   */
+  rebuilt?: string[];
   status: 'running' | 'frozen';
   sessionId: string | null;
   /** The turn the current session began with (a rotation starts a new one). @default 1 */

@@ -216,6 +216,7 @@ export async function rebuildBottle(
   atomicWrite(join(bottlePaths(slug, env).currentConfig, 'Dockerfile'), dockerfile);
   const fresh = readMeta(slug, env) ?? meta;
   fresh.image = tag;
+  fresh.rebuilt = [...(fresh.rebuilt ?? []), tag];
   writeMeta(fresh, env);
   writeFileNoFollow(
     bottlePaths(slug, env).supervise,

@@ -299,6 +299,12 @@ describe('forge sidecar wire protocol and bad input', () => {
       error: { code: -32601, data: { kind: 'method_not_found' } },
     });
     expect(JSON.parse((await rpc(h, [])).text)).toMatchObject({ error: { code: -32600 } });
+    // Its own methods only: nothing a JavaScript object inherits answers.
+    for (const method of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf'])
+      expect(
+        JSON.parse((await rpc(h, { jsonrpc: '2.0', method, id: 'p', params: {} })).text),
+        method,
+      ).toMatchObject({ id: 'p', error: { code: -32601, data: { kind: 'method_not_found' } } });
   });
 
   it('rejects numbers as strings, negative and huge numbers, and extra fields with -32602 and the issues', async () => {

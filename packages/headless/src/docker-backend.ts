@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { BbError, isBbError } from '@bb/errors';
 import type Docker from 'dockerode';
 import pkg from '../package.json' with { type: 'json' };
@@ -15,7 +12,7 @@ import {
   VERSION_LABEL,
   type WaitResult,
 } from './backend';
-import { type BuildEngine, canBuildBounded, copyImage, startBuildEngine } from './build-engine';
+import { buildImageOn } from './image-build';
 
 export interface DockerBackendOptions {
   /** A dockerode client to use. @default one from DOCKER_HOST (or the local socket) */
@@ -339,100 +336,9 @@ export class DockerBackend implements Backend {
     tag: string,
     options: BuildImageOptions = {},
   ): Promise<void> {
-    const limits = {
-      memoryBytes: options.limits?.memoryBytes ?? 2 * 1024 ** 3,
-      cpus: options.limits?.cpus ?? 1,
-      timeoutMs: options.limits?.timeoutMs ?? 15 * 60_000,
-      maxImageBytes: options.limits?.maxImageBytes ?? 16 * 1024 ** 3,
-      diskBytes: options.limits?.diskBytes,
-      pidsLimit: options.limits?.pidsLimit ?? 1024,
-    };
-    // The Dockerfile alone is the context: nothing of the host's goes into the build.
-    const context = mkdtempSync(join(tmpdir(), 'bb-build-'));
-    const main = await this.#docker;
-    let engine: BuildEngine | undefined;
-    try {
-      writeFileSync(join(context, 'Dockerfile'), dockerfile);
-      // Bounded while it runs: on an engine and a filesystem of its own (build-engine.ts).
-      if (limits.diskBytes !== undefined && process.env['BB_BUILD_BOUNDED'] !== 'off') {
-        if (!canBuildBounded())
-          throw new BbError(
-            'BACKEND_ERROR',
-            `building ${tag}: a rebuild runs what an agent wrote, bounded while it runs (disk, processes), which needs root and dockerd on this machine; run the orchestrator as root with Docker installed, or set BB_BUILD_BOUNDED=off to build on the engine with memory and time limits only`,
-          );
-        const network = process.env['BB_BUILD_NETWORK'] ?? 'none';
-        if (network !== 'none')
-          throw new BbError(
-            'INVALID_INPUT',
-            `building ${tag}: BB_BUILD_NETWORK=${network} names a network of the engine, which a bounded build's own engine does not have; unset it (no network), or set BB_BUILD_BOUNDED=off as well`,
-          );
-        const bases = baseImages(dockerfile);
-        let baseBytes = 0;
-        for (const b of bases)
-          baseBytes += (
-            await main
-              .getImage(b)
-              .inspect()
-              .catch(() => ({ Size: 0 }))
-          ).Size;
-        engine = await startBuildEngine({
-          dir: join(
-            options.workDir ?? join(tmpdir(), 'bb-builds'),
-            `${Date.now()}-${process.pid}-${Math.random().toString(16).slice(2, 8)}`,
-          ),
-          // Its layers are stored unpacked (the base's size), then what the steps may write.
-          diskBytes: Math.ceil(baseBytes * 1.1) + limits.diskBytes + 256 * 1024 ** 2,
-          pidsLimit: limits.pidsLimit,
-          memoryBytes: limits.memoryBytes,
-          ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-        });
-        for (const b of bases) {
-          options.onProgress?.(`copying ${b} into the build engine`);
-          await copyImage(main, engine.docker, b);
-        }
-      } else if (limits.diskBytes !== undefined)
-        options.onProgress?.(
-          'BB_BUILD_BOUNDED=off: this build is bounded in memory and time only, not in disk',
-        );
-      await runBuild(engine?.docker ?? main, context, tag, {
-        labels: { ...options.labels, [VERSION_LABEL]: pkg.version },
-        limits,
-        cgroupParent: engine?.cgroupParent,
-        onTimeout: () => engine?.killSteps(),
-        ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-        error: (err) => this.#error(err, `building ${tag}`, {}),
-      });
-      if (engine) {
-        options.onProgress?.(`copying ${tag} out of the build engine`);
-        await copyImage(engine.docker, main, tag);
-      }
-      // An image that declares volumes would give its containers disk outside their quota.
-      const info = await main.getImage(tag).inspect();
-      const volumes = Object.keys(info.Config?.Volumes ?? {});
-      if (info.Size > limits.maxImageBytes) {
-        await main
-          .getImage(tag)
-          .remove({ force: true })
-          .catch(() => {});
-        throw new BbError(
-          'INVALID_INPUT',
-          `building ${tag}: the image is ${Math.round(info.Size / 1024 ** 2)} MiB, over the ${Math.round(limits.maxImageBytes / 1024 ** 2)} MiB a bottle's image may take`,
-        );
-      }
-      if (volumes.length) {
-        await main
-          .getImage(tag)
-          .remove({ force: true })
-          .catch(() => {});
-        throw new BbError(
-          'INVALID_INPUT',
-          `building ${tag}: the image declares volumes (${volumes.join(', ')}), which bottles may not have`,
-        );
-      }
-    } finally {
-      await engine?.close();
-      rmSync(context, { recursive: true, force: true });
-    }
+    await buildImageOn(await this.#docker, dockerfile, tag, options, (err) =>
+      this.#error(err, `building ${tag}`, {}),
+    );
   }
 
   async removeImages(labels: Record<string, string>): Promise<void> {
@@ -662,102 +568,4 @@ export function demux(buf: Buffer): string {
     return Buffer.concat(parts).toString('utf8');
   }
   return buf.toString('utf8');
-}
-
-/** The images a Dockerfile's stages start from (its own stage names left out). */
-function baseImages(dockerfile: string): string[] {
-  const stages = new Set<string>();
-  const out: string[] = [];
-  for (const m of dockerfile.matchAll(
-    /^[ \t]*FROM[ \t]+((?:--\S+[ \t]+)*)(\S+)(?:[ \t]+AS[ \t]+(\S+))?/gim,
-  )) {
-    const image = m[2]!;
-    if (!stages.has(image.toLowerCase()) && !out.includes(image)) out.push(image);
-    if (m[3]) stages.add(m[3].toLowerCase());
-  }
-  return out;
-}
-
-/**
- * One build through an engine's API: the classic builder, no network unless the
- * operator names one, the steps' memory and CPU bounded, stopped at its time
- * limit (the stream cut and `onTimeout` called, which kills the steps), and its
- * tag removed when it fails.
- */
-async function runBuild(
-  docker: Docker,
-  context: string,
-  tag: string,
-  o: {
-    labels: Record<string, string>;
-    limits: { memoryBytes: number; cpus: number; timeoutMs: number };
-    cgroupParent?: string | undefined;
-    onTimeout?: () => void;
-    onProgress?: (line: string) => void;
-    error: (err: unknown) => Error;
-  },
-): Promise<void> {
-  let stream: NodeJS.ReadableStream;
-  try {
-    stream = await docker.buildImage({ context, src: ['Dockerfile'] }, {
-      t: tag,
-      labels: o.labels,
-      rm: true,
-      forcerm: true,
-      // No network for RUN steps unless the operator names one.
-      networkmode: process.env['BB_BUILD_NETWORK'] ?? 'none',
-      // The classic builder: the one the Dockerfile was checked against.
-      version: '1',
-      // Bounded like a bottle: the steps run what the agent wrote.
-      memory: o.limits.memoryBytes,
-      memswap: o.limits.memoryBytes,
-      cpuperiod: 100_000,
-      cpuquota: Math.round(o.limits.cpus * 100_000),
-      ...(o.cgroupParent ? { cgroupparent: o.cgroupParent } : {}),
-    } as Docker.ImageBuildOptions);
-  } catch (err) {
-    throw o.error(err);
-  }
-  const lines: string[] = [];
-  // A build that runs past its time is stopped, and leaves nothing behind.
-  const timer = setTimeout(() => {
-    o.onTimeout?.();
-    (stream as unknown as { destroy?: (e?: Error) => void }).destroy?.(
-      new BbError(
-        'TIMEOUT',
-        `building ${tag} took longer than ${Math.round(o.limits.timeoutMs / 1000)} s`,
-      ),
-    );
-  }, o.limits.timeoutMs);
-  await new Promise<void>((resolve, reject) => {
-    stream.on('error', reject);
-    docker.modem.followProgress(
-      stream,
-      (err: Error | null, out: Array<{ error?: string; errorDetail?: { message?: string } }>) => {
-        const failed = err ?? out.find((e) => e.error);
-        if (!failed) return resolve();
-        const why = err ? err.message : (failed as { error: string }).error;
-        reject(
-          new BbError(
-            'INVALID_INPUT',
-            `building ${tag} failed: ${why}\n${lines.slice(-15).join('')}`,
-          ),
-        );
-      },
-      (ev: { stream?: string; status?: string }) => {
-        const line = ev.stream ?? (ev.status ? `${ev.status}\n` : '');
-        if (!line) return;
-        lines.push(line);
-        o.onProgress?.(line.trimEnd());
-      },
-    );
-  })
-    .finally(() => clearTimeout(timer))
-    .catch(async (err) => {
-      await docker
-        .getImage(tag)
-        .remove({ force: true })
-        .catch(() => {});
-      throw err;
-    });
 }

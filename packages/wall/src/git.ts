@@ -497,7 +497,6 @@ function charge(budget: Budget, what: keyof Budget, n: number, name: string): vo
     );
 }
 
-/** The refs of a repository of ours (its imported commits), read as files. */
 /** The object stores a repository of ours names in `objects/info/alternates`. */
 function readAlternates(repo: string): string[] {
   try {
@@ -572,6 +571,7 @@ function notReachable(
   });
 }
 
+/** The refs of a repository of ours (its imported commits), read as files. */
 function refsOf(repo: string): string[] {
   const dir = join(repo, 'refs', 'bb', 'imported');
   if (!existsSync(dir)) return [];

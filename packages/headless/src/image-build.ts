@@ -94,25 +94,18 @@ export async function buildImageOn(
     // An image that declares volumes would give its containers disk outside their quota.
     const info = await main.getImage(tag).inspect();
     const volumes = Object.keys(info.Config?.Volumes ?? {});
-    if (info.Size > limits.maxImageBytes) {
+    const refused =
+      info.Size > limits.maxImageBytes
+        ? `the image is ${Math.round(info.Size / 1024 ** 2)} MiB, over the ${Math.round(limits.maxImageBytes / 1024 ** 2)} MiB a bottle's image may take`
+        : volumes.length
+          ? `the image declares volumes (${volumes.join(', ')}), which bottles may not have`
+          : undefined;
+    if (refused) {
       await main
         .getImage(tag)
         .remove({ force: true })
         .catch(() => {});
-      throw new BbError(
-        'INVALID_INPUT',
-        `building ${tag}: the image is ${Math.round(info.Size / 1024 ** 2)} MiB, over the ${Math.round(limits.maxImageBytes / 1024 ** 2)} MiB a bottle's image may take`,
-      );
-    }
-    if (volumes.length) {
-      await main
-        .getImage(tag)
-        .remove({ force: true })
-        .catch(() => {});
-      throw new BbError(
-        'INVALID_INPUT',
-        `building ${tag}: the image declares volumes (${volumes.join(', ')}), which bottles may not have`,
-      );
+      throw new BbError('INVALID_INPUT', `building ${tag}: ${refused}`);
     }
   } finally {
     await engine?.close();

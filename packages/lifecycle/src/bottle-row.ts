@@ -1,5 +1,7 @@
-import type { BottleStorage } from '@bb/headless';
+import type { BottleRunner, BottleStorage } from '@bb/headless';
 import type { ForgeState, ForgeStateStore } from '@bb/state';
+import type { RowWriter } from './session';
+import { readTurnLog } from './turn-log';
 
 export interface BottleRow {
   owner: string;
@@ -47,4 +49,45 @@ export async function saveBottleRow(
     createdAt: existing?.createdAt ?? now,
     updatedAt: now,
   });
+}
+
+/**
+ * How the orchestrator's sessions write their rows: only while this process
+ * holds the issue (one that stalled past its lease, and may have lost it, asks
+ * again first and writes nothing if it did).
+ */
+export function sessionRows(
+  o: { store: ForgeStateStore; runner: BottleRunner; botLogin: string },
+  stillHolds: (key: string) => Promise<boolean>,
+  log: (entry: Record<string, unknown>) => void,
+): RowWriter {
+  return {
+    async write(s, status) {
+      if (!(await stillHolds(s.key))) {
+        log({
+          msg: 'row not written: another orchestrator holds the issue',
+          key: s.key,
+          slug: s.slug,
+          status,
+        });
+        return;
+      }
+      await saveBottleRow(
+        o.store,
+        {
+          owner: s.owner,
+          repo: s.repo,
+          issue: s.issue,
+          slug: s.slug,
+          agent: s.agent,
+          backendName: o.runner.backendName,
+          botLogin: o.botLogin,
+          prNumber: s.state.prs.at(-1) ?? null,
+          status,
+          lastCheckinAt: readTurnLog(o.runner.storage, s.slug).lastCheckinAt,
+        },
+        o.runner.storage,
+      );
+    },
+  };
 }

@@ -7,7 +7,8 @@ import { type EventInbox, type ForgeStateStore, type InboxEvent, resolveBbHome }
 import type { Capacity } from './capacity';
 import type { IssueLeases } from './issue-leases';
 import { issueKey, issueOf, parseIssueKey } from './routing';
-import { type Bottle, eventWork, fromRow, keyOf, type Work } from './work';
+import type { Sessions } from './session';
+import { eventWork, keyOf, type Work } from './work';
 
 /** What taking an issue over found (see `Orchestrator.adoptIssue`). */
 export interface AdoptReport {
@@ -34,18 +35,14 @@ export interface FleetHost {
   runner: BottleRunner;
   env: Record<string, string | undefined>;
   capacity: Capacity;
-  /** What this process knows of each issue's bottle. */
-  bottles: Map<string, Bottle>;
-  /** Bottles being started here. */
-  starting: Set<string>;
+  /** What this process holds of each issue's bottle. */
+  sessions: Sessions;
   /** Inbox events on this process's queues (or waiting for a retry), by id. */
   queued: Set<number>;
   push(key: string, work: Work): void;
   /** Items of `key` queued or running. */
   pending(key: string): number;
   watch(slug: string, startedAt: number): void;
-  watching(slug: string): boolean;
-  stopWatching(slug: string): void;
   closed(): boolean;
   log(entry: Record<string, unknown>): void;
 }
@@ -137,7 +134,7 @@ export class Fleet {
           took = await this.#takeIssue(key, claim.takenFrom?.holder);
         } catch (err) {
           // Half taken is not taken: the next claim starts again from the store.
-          this.#h.bottles.delete(key);
+          this.#h.sessions.delete(key);
           await this.leases.release(key).catch(() => {});
           throw err;
         } finally {
@@ -183,10 +180,10 @@ export class Fleet {
     const { owner, repo, issue } = parseIssueKey(key);
     const row = await this.#h.store.get(owner, repo, issue);
     if (!row || row.status === 'destroyed') {
-      this.#h.bottles.delete(key);
+      this.#h.sessions.delete(key);
       return out;
     }
-    this.#h.bottles.set(key, fromRow(row));
+    this.#h.sessions.fromRow(row);
     const runner = this.#h.runner;
     if (runner.cool && runner.storage.meta(row.slug)?.warm && !this.#h.capacity.isWarm(row.slug)) {
       // Left warm by an orchestrator that is gone (or this one before a restart).
@@ -201,8 +198,7 @@ export class Fleet {
         });
       }
     }
-    if (row.status !== 'running' || this.#h.watching(row.slug) || this.#h.starting.has(row.slug))
-      return out;
+    if (row.status !== 'running' || this.#h.sessions.busy(row.slug)) return out;
     const meta = runner.storage.meta(row.slug);
     if (!meta && !existsSync(this.launchMark(row.slug)) && from && from !== this.leases.holder) {
       // No trace of it here: its orchestrator launched it on another machine (or in
@@ -244,7 +240,7 @@ export class Fleet {
       }
       await this.#h.store.delete(owner, repo, issue);
       rmSync(this.launchMark(row.slug), { force: true });
-      this.#h.bottles.delete(key);
+      this.#h.sessions.delete(key);
       out.neverStarted = row.slug;
       this.#h.log({
         msg: 'bottle never started: removed, issue launchable again',
@@ -328,12 +324,10 @@ export class Fleet {
 
   /** Stop working on `key` here (its lease is someone else's). */
   letGo(key: string): void {
-    const b = this.#h.bottles.get(key);
-    if (b?.slug) {
-      this.#h.stopWatching(b.slug);
-      this.#h.capacity.release(b.slug);
-    }
-    this.#h.bottles.delete(key);
+    const s = this.#h.sessions.get(key);
+    if (s?.slug) this.#h.capacity.release(s.slug);
+    // Its turn's watch stops with it.
+    this.#h.sessions.delete(key);
     this.leases.forget(key);
   }
 
@@ -342,10 +336,10 @@ export class Fleet {
    * bottle, nothing queued or starting, no event waiting here.
    */
   async maybeRelease(key: string): Promise<void> {
-    const b = this.#h.bottles.get(key);
-    if (b && (b.state.status === 'running' || b.state.status === 'frozen')) return;
-    if (b?.slug && (this.#h.starting.has(b.slug) || this.#h.watching(b.slug))) return;
-    if (b && b.deferred.length > 0) return;
+    const s = this.#h.sessions.get(key);
+    if (s && (s.state.status === 'running' || s.state.status === 'frozen')) return;
+    if (s && (s.starting || s.monitor)) return;
+    if (s && s.deferred.length > 0) return;
     if (this.#h.pending(key) > 1 || this.#h.capacity.isWaiting(key)) return;
     if ((this.retrying.get(key) ?? 0) > 0) return;
     // What this process knew of it stays for status; the next claim reads the store again.

@@ -15,6 +15,14 @@ export {
 } from '@bb/headless';
 export { type BottleRow, saveBottleRow } from './bottle-row';
 export { Capacity, type CapacityOptions } from './capacity';
+export {
+  type BottleView,
+  type Decision,
+  decide,
+  type FactNeed,
+  type Facts,
+  type IssueFacts,
+} from './decide';
 export { installedCommit } from './installed-commit';
 export { type FleetOptions, IssueLeases, soloFleet } from './issue-leases';
 export {

@@ -278,6 +278,26 @@ describe('Orchestrator', () => {
     expect(t.row(untargeted)).toBeUndefined();
   });
 
+  it('reads the issue once per launch: the read that targeted it gives the agent its title and body', async () => {
+    const t = setup();
+    const n = t.issue('make the widget blue');
+    let reads = 0;
+    const world = t.world;
+    t.setForge((owner, repo) => {
+      const f = new MemoryForge({ owner, repo, as: 'bb-bot', world });
+      const readIssue = f.readIssue.bind(f);
+      f.readIssue = async (i) => {
+        reads++;
+        return readIssue(i);
+      };
+      return f;
+    });
+    await t.orch.accept(t.ev.targeted(n));
+    await until('launched', () => t.runner.isRunning(t.slugOf(n)));
+    expect(reads).toBe(1);
+    expect(t.runner.launches[0]?.prompt).toContain('make the widget blue');
+  });
+
   it('reconciles a bottle killed before its agent started: removed, and the issue launches again from the inbox', async () => {
     const t = setup();
     const n = t.issue();

@@ -1,0 +1,132 @@
+import type { Forge, ForgeKind, ForgeSite } from '@bb/forge';
+import type { BottleRunner, SessionLimits } from '@bb/headless';
+import type { EventInbox, ForgeStateStore } from '@bb/state';
+import type { Capacity, CapacityOptions } from './capacity';
+import type { Ack } from './decide';
+import type { Fleet } from './fleet';
+import type { FleetOptions } from './issue-leases';
+import type { LifecycleContext } from './machine';
+import type { ProvenanceOptions, RecordTurnOptions } from './record-turn';
+import type { BottleSession, Fired, Sessions } from './session';
+import type { WarmBottles } from './warm-bottles';
+import type { Work } from './work';
+
+export interface OrchestratorOptions {
+  /** The forge kind (its bottle branches) and its site (what bottles are wired to). */
+  forge: { kind: ForgeKind; site: ForgeSite };
+  /** The forge for a repository, as the bot. @default the site's, with `token` */
+  forgeFor?: (owner: string, repo: string) => Forge;
+  /** The bot's token (given to each bottle's sidecar only) and its login. */
+  token: string;
+  botLogin: string;
+  /** Org whose assigned members launch agents. @default 'bot-bottle' */
+  org?: string;
+  store: ForgeStateStore;
+  /** The durable inbox (and delivery ledger): every accepted event until its effect happened. */
+  inbox: EventInbox;
+  /** Bottles: `headlessRunner` for real ones. */
+  runner: BottleRunner;
+  provenance: ProvenanceOptions;
+  env: Record<string, string | undefined>;
+  /** Issues whose decisions run at once (decisions are quick: turns never hold a slot). @default 64 */
+  concurrency?: number;
+  /** Start-up work and running bottles, limited apart. */
+  capacity?: CapacityOptions;
+  /** A running agent with no check-in for this long is stopped. @default 30 min */
+  watchdogTimeoutMs?: number;
+  /** How often the watchdog looks. @default 60 s */
+  watchdogIntervalMs?: number;
+  /** How long an agent that signalled done may take to exit. @default 10 s */
+  doneGraceMs?: number;
+  /** How often a turn's queue is read. @default 500 ms */
+  pollMs?: number;
+  /** How often a turn's sidecar is looked at. @default 3 s */
+  gateCheckMs?: number;
+  /** Waits before an event that failed is tried again; after the last it is given up. @default 2 s, 10 s, 1 min, 5 min, 15 min */
+  retryMs?: number[];
+  /** Resume a bottle when a human pushes to its PR. @default false */
+  resumeOnHumanPush?: boolean;
+  /**
+   * Only comments and reviews that mention `@<botLogin>` wake an agent (besides
+   * coming from someone with write access or a member of `org`). @default false
+   */
+  mentionOnly?: boolean;
+  /** Say on the issue, once, why a targeted issue could not launch. @default true */
+  feedback?: boolean;
+  /** Acknowledge the comment or review that woke an agent with a 👀 reaction. @default true */
+  acknowledge?: boolean;
+  /** An issue that waits this long for room to run is told so on the forge (once). @default 10 min */
+  capacityNoticeMs?: number;
+  /**
+   * When an agent's session is rotated (per agent; its manifest's `session` by
+   * default): the next turn starts a fresh session seeded with a summary.
+   */
+  sessionLimits?: (agent: string) => SessionLimits;
+  /**
+   * The supervise plane (a `SuperviseDesk` of `@bb/supervise`): while a bottle
+   * waits for the operator its watchdog is paused; a turn's requests go into its
+   * record; a destroyed bottle's pending requests are cancelled.
+   */
+  supervise?: SupervisePlane | undefined;
+  /** The longest a turn's watchdog stays paused for the operator, in all. @default 24 h */
+  superviseMaxPauseMs?: number;
+  /**
+   * Several orchestrators sharing one database: each issue is worked on by the
+   * holder of its lease. @default this orchestrator alone (leases in memory)
+   */
+  fleet?: FleetOptions;
+  log?: (entry: Record<string, unknown>) => void;
+}
+
+/** What the orchestrator needs of the supervise plane. */
+export interface SupervisePlane {
+  awaitingOperator(slug: string): boolean;
+  auditTurn?(
+    slug: string,
+    startedAt: string,
+  ): ReturnType<NonNullable<RecordTurnOptions['supervise']>>;
+  cancelAll?(slug: string, reason: string): unknown;
+}
+
+/** Something a person should know about an issue (why it did not launch), for status and the dashboard. */
+export interface Notice {
+  key: string;
+  at: string;
+  message: string;
+}
+
+/** Waits before an event that failed is tried again (see `OrchestratorOptions.retryMs`). */
+export const RETRY_MS = [2_000, 10_000, 60_000, 300_000, 900_000];
+
+/**
+ * What the orchestrator's parts share: its options, its sessions and the
+ * services around them. Each part (events, actions, turn ends, the watchdog,
+ * intake) is a set of functions of this.
+ */
+export interface Core {
+  readonly o: OrchestratorOptions;
+  forgeFor(owner: string, repo: string): Forge;
+  readonly sessions: Sessions;
+  readonly capacity: Capacity;
+  readonly warm: WarmBottles;
+  readonly fleet: Fleet;
+  /** Inbox events on this process's queues (or waiting to be retried), by id. */
+  readonly queued: Set<number>;
+  readonly retryMs: number[];
+  readonly ctx: LifecycleContext;
+  closed(): boolean;
+  push(key: string, work: Work): void;
+  /** Run `fn` after `ms`, unless the orchestrator is closed by then. */
+  later(ms: number, fn: () => void | Promise<void>): void;
+  /** Start watching a running turn. */
+  watch(slug: string, startedAt?: number): void;
+  /** Room came free: whoever waited for it tries again. */
+  freed(): void;
+  /** Tell the person who asked, once, why nothing runs. */
+  feedback(key: string, message: string, once?: string): Promise<void>;
+  /** React 👀 to what woke the agent. */
+  acknowledge(key: string, target: Ack): void;
+  /** Stop a session's agent for `fired`; its turn ends through its monitor. */
+  fire(session: BottleSession, fired: Fired): Promise<void>;
+  log(entry: Record<string, unknown>): void;
+}

@@ -309,3 +309,39 @@ describe('the Gitea-compatible test server', () => {
     expect(await forge.getPrForIssue(1)).toBeUndefined();
   });
 });
+
+describe('the test server starting', () => {
+  it('answers nothing, /version included, until its seeded repositories exist', async () => {
+    // A free port, so the poll can begin before start() resolves.
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const repos = Array.from({ length: 25 }, (_, i) => ({ owner: 'alice', name: `r${i}` }));
+    const starting = createGiteaTestServer({
+      port,
+      world: { users: [{ login: 'alice', tokens: ['t-alice'] }], repos },
+    });
+    const base = `http://127.0.0.1:${port}/api/v1`;
+    const early: number[] = [];
+    let seen: number | undefined;
+    for (let i = 0; i < 2000 && seen === undefined; i++) {
+      const answer = await fetch(`${base}/version`).catch(() => undefined);
+      if (answer?.status === 200) seen = 200;
+      else if (answer) early.push(answer.status);
+      else await new Promise((r) => setTimeout(r, 2));
+    }
+    // The moment /version answers, the last repository seeded is there.
+    const last = await fetch(`${base}/repos/alice/r24`, {
+      headers: { authorization: 'token t-alice' },
+    });
+    const s = await starting;
+    try {
+      expect(seen).toBe(200);
+      expect(last.status).toBe(200);
+      for (const status of early) expect(status).toBe(503);
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -148,6 +148,7 @@ export class GiteaTestServer {
     try {
       await s.seed(options.world ?? {});
       for (const h of options.hooks ?? []) s.addHook(h);
+      s.#ready = true;
     } catch (err) {
       await s.close();
       throw err;
@@ -176,6 +177,8 @@ export class GiteaTestServer {
   }
 
   #gitRequests = 0;
+  /** Seeded: requests are answered. */
+  #ready = false;
 
   get deliveries(): Delivery[] {
     return this.sender.deliveries;
@@ -692,6 +695,16 @@ export class GiteaTestServer {
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', this.#base);
+    // Listening is not ready: until its world is seeded it answers nothing (as Gitea
+    // does while it starts), `/version` included, so a poll for it cannot race the seed.
+    if (!this.#ready) {
+      res
+        .writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' })
+        .end(
+          `${JSON.stringify({ message: 'the server is starting: its world is being seeded' })}\n`,
+        );
+      return;
+    }
     try {
       const git =
         /^\/([^/]+)\/([^/]+?)(?:\.git)?\/(info\/refs|git-upload-pack|git-receive-pack)$/.exec(

@@ -2,19 +2,7 @@ import { errorMessage, isBbError } from '@bb/errors';
 import pkg from '../package.json' with { type: 'json' };
 import type { CliDeps } from './deps';
 import { type CliIo, EXIT, UsageError } from './io';
-import {
-  DEMO_USAGE,
-  DESTROY_USAGE,
-  DOCTOR_USAGE,
-  FORGE_USAGE,
-  GC_USAGE,
-  ORCHESTRATE_USAGE,
-  PROVENANCE_USAGE,
-  RESUME_USAGE,
-  START_USAGE,
-  STATE_USAGE,
-  SUPERVISE_USAGE,
-} from './usage';
+import { COMMANDS } from './usage';
 
 export { type CliIo, EXIT } from './io';
 
@@ -25,18 +13,7 @@ const HELP = `bb ${version}: let a forge drive AI coding agents in isolated Dock
 Usage: bb <command> [options]
 
 Commands:
-  demo          run the whole story locally, narrated (test forge, orchestrator, a bottle)
-  start         start a bottle for an agent and run one headless turn
-  resume        continue a frozen bottle's session with a new prompt
-  orchestrate   forge-driven bottles: start, resume, status, serve (the orchestrator)
-  provenance    show and verify signed run records
-  supervise     decide what stuck agents ask for: routes, allowlist, Dockerfile
-  forklift      sync this fork with its upstream (an agent merges; the host verifies)
-  destroy       remove a bottle (containers, disk, directory); records stay
-  gc            destroy frozen bottles idle for a while (default 30 days)
-  forge         set up the forge: bb forge hook install
-  state         move state to PostgreSQL: bb state migrate --to postgres://…
-  doctor        check Docker, the base image, configuration and the forge
+${COMMANDS.map((c) => `  ${c.name.padEnd(13)} ${c.summary}`).join('\n')}
   help          show this help, or a command's: bb help <command>
 
 Options:
@@ -55,19 +32,9 @@ Environment:
   BB_DEBUG=1     print stack traces of unexpected errors
 `;
 
-const USAGES: Record<string, string> = {
-  demo: DEMO_USAGE,
-  start: START_USAGE,
-  resume: RESUME_USAGE,
-  orchestrate: ORCHESTRATE_USAGE,
-  provenance: PROVENANCE_USAGE,
-  doctor: DOCTOR_USAGE,
-  destroy: DESTROY_USAGE,
-  gc: GC_USAGE,
-  forge: FORGE_USAGE,
-  supervise: SUPERVISE_USAGE,
-  state: STATE_USAGE,
-};
+const USAGES: Record<string, string> = Object.fromEntries(
+  COMMANDS.flatMap((c) => (c.usage ? [[c.name, c.usage]] : [])),
+);
 
 /** Run `bb` with `argv` (without node and script). Returns the exit code. */
 export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Promise<number> {

@@ -274,3 +274,87 @@ Options:
 
 Exit: 0 done; 1 failed (nothing decided, or decided but not applied); 2 usage.
 `;
+
+/** A `bb` command: its name, one line for `bb --help`, and its usage (absent: its package prints it). */
+export interface CommandInfo {
+  name: string;
+  summary: string;
+  usage?: string;
+  /** Usages of its subcommands, shown as its synopses in the docs. */
+  subcommands?: string[];
+}
+
+/**
+ * Every `bb` command, in the order `bb --help` lists them. The help, `bb help
+ * <command>` and the command tables of the README and docs/cli.md are made from
+ * this (the tables by `pnpm --filter @bb/cli docs`, checked by `npm test`).
+ */
+export const COMMANDS: readonly CommandInfo[] = [
+  {
+    name: 'demo',
+    summary: 'run the whole story locally, narrated (test forge, orchestrator, a bottle)',
+    usage: DEMO_USAGE,
+  },
+  {
+    name: 'start',
+    summary: 'start a bottle for an agent and run one headless turn',
+    usage: START_USAGE,
+  },
+  {
+    name: 'resume',
+    summary: "continue a frozen bottle's session with a new prompt",
+    usage: RESUME_USAGE,
+  },
+  {
+    name: 'orchestrate',
+    summary: 'forge-driven bottles: start, resume, status, serve (the orchestrator)',
+    usage: ORCHESTRATE_USAGE,
+    subcommands: [
+      ORCHESTRATE_START_USAGE,
+      ORCHESTRATE_RESUME_USAGE,
+      ORCHESTRATE_STATUS_USAGE,
+      ORCHESTRATE_SERVE_USAGE,
+    ],
+  },
+  { name: 'provenance', summary: 'show and verify signed run records', usage: PROVENANCE_USAGE },
+  {
+    name: 'supervise',
+    summary: 'decide what stuck agents ask for: routes, allowlist, Dockerfile',
+    usage: SUPERVISE_USAGE,
+  },
+  {
+    name: 'forklift',
+    summary: 'sync this fork with its upstream (an agent merges; the host verifies)',
+  },
+  {
+    name: 'destroy',
+    summary: 'remove a bottle (containers, disk, directory); records stay',
+    usage: DESTROY_USAGE,
+  },
+  {
+    name: 'gc',
+    summary: 'destroy frozen bottles idle for a while (default 30 days)',
+    usage: GC_USAGE,
+  },
+  { name: 'forge', summary: 'set up the forge: bb forge hook install', usage: FORGE_USAGE },
+  {
+    name: 'state',
+    summary: 'move state to PostgreSQL: bb state migrate --to postgres://…',
+    usage: STATE_USAGE,
+  },
+  {
+    name: 'doctor',
+    summary: 'check Docker, the base image, configuration and the forge',
+    usage: DOCTOR_USAGE,
+  },
+];
+
+/** The synopsis lines of a usage text (its `Usage:` block), each as `bb …`. */
+export function synopses(usage: string): string[] {
+  const block = usage.slice(0, usage.indexOf('\n\n') === -1 ? undefined : usage.indexOf('\n\n'));
+  return block
+    .split('\n')
+    .map((l) => l.replace(/^Usage:\s*/, '').trim())
+    .filter(Boolean)
+    .map((l) => (l.startsWith('bb ') ? l : `bb ${l}`));
+}

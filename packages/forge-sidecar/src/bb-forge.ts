@@ -1,20 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { errorMessage, isBbError } from '@bb/errors';
 import { ForgeSidecarClient } from './client';
+import { METHOD_NAMES, METHODS, type MethodName, type ParamsOf } from './contract';
 
 const USAGE = `usage: bb-forge <command> [args]
 
 Talk to the forge through this bottle's sidecar ($BB_SIDECAR_SOCKET, default /run/bb/forge.sock).
 
-  read-issue N              print issue N as JSON
-  read-pr N                 print PR N as JSON
-  comments N                print the comments of issue or PR N
-  reviews N                 print the reviews of PR N with their inline comments (file, line)
-  comment N TEXT|-          comment on issue or PR N (- reads the text from stdin)
-  describe N TEXT|-         replace the description of issue or PR N
-  open-pr TITLE [BODY|-]    push your branch and open the PR for your issue
-  push                      push new commits to your branch
-  done STATUS SUMMARY       signal that you are done (STATUS: success, failure or blocked)
+${METHOD_NAMES.map((m) => {
+  const { command, args, help } = METHODS[m].cli;
+  return `  ${`${command} ${args}`.trim().padEnd(24)}  ${help}`;
+}).join('\n')}
 
 Exit codes: 0 ok, 1 refused or failed (the reason is printed), 2 usage.
 `;
@@ -25,6 +21,52 @@ function text(arg: string | undefined, readStdin: () => string): string | undefi
 
 function num(arg: string | undefined): number | undefined {
   return arg !== undefined && /^[1-9]\d*$/.test(arg) ? Number(arg) : undefined;
+}
+
+type Parsed<M extends MethodName> = ParamsOf<M> | { usage: string };
+type Text = () => string;
+
+/** Each method's arguments as `bb-forge` takes them (a usage error names what is wrong). */
+const ARGV: {
+  [M in MethodName]: (a: string | undefined, b: string | undefined, stdin: Text) => Parsed<M>;
+} = {
+  read_issue: (a) => numbered('read-issue', a),
+  read_pr: (a) => numbered('read-pr', a),
+  read_comments: (a) => numbered('comments', a),
+  read_reviews: (a) => numbered('reviews', a),
+  post_comment: (a, b, stdin) => withText('comment', a, b, stdin),
+  update_description: (a, b, stdin) => withText('describe', a, b, stdin),
+  open_pr: (a, b, stdin) =>
+    a ? { title: a, body: text(b, stdin) ?? '' } : { usage: 'open-pr needs a title' },
+  push: () => ({}),
+  signal_done: (a, b) =>
+    a !== 'success' && a !== 'failure' && a !== 'blocked'
+      ? {
+          usage: `done needs a status of success, failure or blocked, got ${JSON.stringify(a ?? '')}`,
+        }
+      : b
+        ? { status: a, summary: b }
+        : { usage: 'done needs a summary' },
+};
+
+function numbered(cmd: string, a: string | undefined): Parsed<'read_issue'> {
+  const n = num(a);
+  return n === undefined
+    ? { usage: `${cmd} needs an issue or PR number, got ${JSON.stringify(a ?? '')}` }
+    : { number: n };
+}
+
+function withText(
+  cmd: string,
+  a: string | undefined,
+  b: string | undefined,
+  stdin: Text,
+): Parsed<'post_comment'> {
+  const n = num(a);
+  const body = text(b, stdin);
+  return n === undefined || body === undefined
+    ? { usage: `${cmd} needs a number and a text (or - for stdin)` }
+    : { number: n, body };
 }
 
 /** Run bb-forge with `argv`; returns the exit code. */
@@ -47,62 +89,14 @@ export async function runBbForge(
     io.out(USAGE);
     return cmd ? 0 : 2;
   }
+  const method = METHOD_NAMES.find((m) => METHODS[m].cli.command === cmd);
+  if (!method) return usage(`unknown command ${JSON.stringify(cmd)}`);
+  const params = ARGV[method](a, b, readStdin);
+  if ('usage' in params) return usage(params.usage);
   const client = io.client ?? new ForgeSidecarClient();
-  const print = (v: unknown) => io.out(`${JSON.stringify(v, null, 2)}\n`);
   try {
-    switch (cmd) {
-      case 'read-issue':
-      case 'read-pr':
-      case 'reviews':
-      case 'comments': {
-        const n = num(a);
-        if (n === undefined)
-          return usage(`${cmd} needs an issue or PR number, got ${JSON.stringify(a ?? '')}`);
-        print(
-          cmd === 'read-issue'
-            ? await client.readIssue(n)
-            : cmd === 'read-pr'
-              ? await client.readPr(n)
-              : cmd === 'reviews'
-                ? await client.readReviews(n)
-                : await client.readComments(n),
-        );
-        return 0;
-      }
-      case 'comment':
-      case 'describe': {
-        const n = num(a);
-        const body = text(b, readStdin);
-        if (n === undefined || body === undefined)
-          return usage(`${cmd} needs a number and a text (or - for stdin)`);
-        print(
-          cmd === 'comment'
-            ? await client.postComment(n, body)
-            : await client.updateDescription(n, body),
-        );
-        return 0;
-      }
-      case 'open-pr': {
-        if (!a) return usage('open-pr needs a title');
-        const body = text(b, readStdin) ?? '';
-        print(await client.openPr({ title: a, body }));
-        return 0;
-      }
-      case 'push':
-        print(await client.push());
-        return 0;
-      case 'done': {
-        if (a !== 'success' && a !== 'failure' && a !== 'blocked')
-          return usage(
-            `done needs a status of success, failure or blocked, got ${JSON.stringify(a ?? '')}`,
-          );
-        if (!b) return usage('done needs a summary');
-        print(await client.signalDone(a, b));
-        return 0;
-      }
-      default:
-        return usage(`unknown command ${JSON.stringify(cmd)}`);
-    }
+    io.out(`${JSON.stringify(await client.call(method as string, params), null, 2)}\n`);
+    return 0;
   } catch (err) {
     io.err(`bb-forge: ${isBbError(err) ? `${err.code}: ` : ''}${errorMessage(err)}\n`);
     return 1;

@@ -1,8 +1,7 @@
-import type { Comment, Issue, PullRequest, Review, ReviewComment } from '@bb/forge';
 import { Pool } from 'undici';
 import { fromWireError, type WireError } from './codes';
+import type { MethodName, ParamsOf, ResultOf } from './contract';
 import { LineClient, untilListening } from './line-client';
-import type { DoneSignal } from './queue';
 
 export interface ForgeSidecarClientOptions {
   /** The sidecar's socket. @default process.env.BB_SIDECAR_SOCKET ?? '/run/bb/forge.sock' */
@@ -46,18 +45,22 @@ export class ForgeSidecarClient {
   }
 
   /**
-   * Call any method; resolves with its result or throws the typed error. Calls go
-   * as newline-delimited JSON-RPC on kept connections (no HTTP on either side).
+   * Call a method of the contract (`contract.ts`); resolves with its result or
+   * throws the typed error. Calls go as newline-delimited JSON-RPC on kept
+   * connections (no HTTP on either side). Any other name is sent as it is (the
+   * sidecar answers `method_not_found`).
    */
-  async call<T = unknown>(method: string, params: Record<string, unknown> = {}): Promise<T> {
+  call<M extends MethodName>(method: M, params: ParamsOf<M>): Promise<ResultOf<M>>;
+  call<T = unknown>(method: string, params?: Record<string, unknown>): Promise<T>;
+  async call(method: string, params: Record<string, unknown> = {}): Promise<unknown> {
     const id = ++this.#id;
     const body = (await this.#lines.call(
       id,
       { jsonrpc: '2.0', id, method, params },
       this.#timeout,
-    )) as { result?: T; error?: WireError };
+    )) as { result?: unknown; error?: WireError };
     if (body.error) throw fromWireError(body.error);
-    return body.result as T;
+    return body.result;
   }
 
   async health(): Promise<{ ok: boolean; issue: number; scope: number[]; turn?: number }> {
@@ -74,32 +77,32 @@ export class ForgeSidecarClient {
     return untilListening(this.socketPath, this.#connectWait, () => this.#client.request(options));
   }
 
-  readIssue(number: number): Promise<Issue> {
+  readIssue(number: number) {
     return this.call('read_issue', { number });
   }
-  readPr(number: number): Promise<PullRequest> {
+  readPr(number: number) {
     return this.call('read_pr', { number });
   }
-  readComments(number: number): Promise<Comment[]> {
+  readComments(number: number) {
     return this.call('read_comments', { number });
   }
   /** The reviews of PR `number`, oldest first, each with its inline comments. */
-  readReviews(number: number): Promise<Array<Review & { comments: ReviewComment[] }>> {
+  readReviews(number: number) {
     return this.call('read_reviews', { number });
   }
-  postComment(number: number, body: string): Promise<Comment> {
+  postComment(number: number, body: string) {
     return this.call('post_comment', { number, body });
   }
-  updateDescription(number: number, body: string): Promise<{ ok: true }> {
+  updateDescription(number: number, body: string) {
     return this.call('update_description', { number, body });
   }
-  openPr(input: { title: string; body?: string; base?: string }): Promise<PullRequest> {
+  openPr(input: ParamsOf<'open_pr'>) {
     return this.call('open_pr', input);
   }
-  push(): Promise<{ sha: string }> {
+  push() {
     return this.call('push', {});
   }
-  signalDone(status: DoneSignal['status'], summary: string): Promise<{ ok: true }> {
+  signalDone(status: ParamsOf<'signal_done'>['status'], summary: string) {
     return this.call('signal_done', { status, summary });
   }
 

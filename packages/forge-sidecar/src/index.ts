@@ -13,6 +13,12 @@ export { ForgeSidecarClient, type ForgeSidecarClientOptions } from './client';
 export { ERROR_TABLE, fromWireError, toWireError, type WireCode, type WireError } from './codes';
 export { loadSidecarEnv, readSidecarToken, type SidecarEnv, SidecarEnvSchema } from './config';
 export {
+  DONE_STATUSES,
+  METHODS,
+  type ParamsOf,
+  type ResultOf,
+} from './contract';
+export {
   createGitGate,
   forgeGitEnv,
   type GitGate,

@@ -1,67 +1,12 @@
 import { BbError, errorMessage, isBbError } from '@bb/errors';
 import type { ScopedForge } from '@bb/forge';
-import { z } from 'zod';
+import type { z } from 'zod';
+import { type MethodName, PARAMS, WRITE_METHODS } from './contract';
 import { type GitGate, pushCommit, remoteDefaultBranch } from './git-push';
 import { MAX_LINE_BYTES, type OpLog, type OpOutcome } from './op-log';
 import type { CheckinThrottle, DoneSignal, QueueWriter } from './queue';
 
-const MAX_INT = 2_147_483_647;
-const number = z
-  .number({ error: 'number must be a number (not a string)' })
-  .int('number must be a whole number')
-  .positive('number must be positive')
-  .max(MAX_INT, 'number is too large');
-const body = z
-  .string({ error: 'body must be a string' })
-  .max(65_535, 'body is longer than 65535 characters');
-
-/** The parameters of every method, checked before anything else happens. */
-export const PARAMS = {
-  read_issue: z.object({ number }).strict(),
-  read_pr: z.object({ number }).strict(),
-  read_comments: z.object({ number }).strict(),
-  read_reviews: z.object({ number }).strict(),
-  post_comment: z.object({ number, body: body.min(1, 'body must not be empty') }).strict(),
-  update_description: z.object({ number, body }).strict(),
-  open_pr: z
-    .object({
-      title: z
-        .string({ error: 'title must be a string' })
-        .min(1, 'title must not be empty')
-        .max(255),
-      body: body.default(''),
-      base: z
-        .string()
-        .regex(/^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$/, 'base must be a branch name')
-        .refine((b) => !b.includes('..') && !b.endsWith('.lock'), 'base must be a branch name')
-        .optional(),
-    })
-    .strict(),
-  push: z.object({}).strict(),
-  signal_done: z
-    .object({
-      status: z.enum(['success', 'failure', 'blocked'], {
-        error: 'status must be success, failure or blocked',
-      }),
-      summary: z
-        .string({ error: 'summary must be a string' })
-        .min(1, 'summary must not be empty')
-        .max(4000),
-    })
-    .strict(),
-} as const;
-
-export type MethodName = keyof typeof PARAMS;
-export const METHOD_NAMES = Object.keys(PARAMS) as MethodName[];
-
-/** Methods that change something; after `signal_done` each answers `ALREADY_DONE`. */
-export const WRITE_METHODS: ReadonlySet<MethodName> = new Set([
-  'post_comment',
-  'update_description',
-  'open_pr',
-  'push',
-  'signal_done',
-]);
+export { METHOD_NAMES, type MethodName, PARAMS, WRITE_METHODS } from './contract';
 
 export interface MethodContext {
   forge: ScopedForge;

@@ -1,3 +1,5 @@
+import { METHOD_NAMES } from './contract';
+
 /**
  * The forge prompt overlay: instructions added to an agent's prompt when it runs
  * in a forge-driven bottle. Forge-agnostic: it names the sidecar's operations,
@@ -6,7 +8,7 @@
 export const FORGE_PROMPT_OVERLAY = `You are working on one issue of a repository, inside an isolated environment with no network.
 
 How to reach the forge (the issue tracker and code host):
-- Use only the forge tools (MCP tools read_issue, read_pr, read_comments, read_reviews, post_comment, update_description, open_pr, push, signal_done), or the \`bb-forge\` command if you have no MCP tools. There is no token for you to use and no other way out.
+- Use only the forge tools (MCP tools ${METHOD_NAMES.join(', ')}), or the \`bb-forge\` command if you have no MCP tools. There is no token for you to use and no other way out.
 - You may read any issue, PR or comment of the repository.
 - You may write (comment, edit a description) only on your assigned issue and the pull requests you open for it. Other writes are refused.
 

@@ -8,6 +8,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { runBbForge } from '../src/bb-forge';
 import { ForgeSidecarClient } from '../src/client';
+import { METHOD_NAMES, METHODS } from '../src/contract';
 import { createForgeMcpServer } from '../src/mcp-bridge';
 import { FORGE_PROMPT_OVERLAY } from '../src/prompt';
 import { type Harness, startHarness, TOKEN } from './harness';
@@ -116,6 +117,34 @@ describe('MCP bridge, driven by the MCP SDK client', () => {
       arguments: { status: 'blocked', summary: 'need input' },
     });
     expect(done.isError).toBeFalsy();
+    await mcp.close();
+    await sidecarClient.close();
+  });
+});
+
+describe('the contract, written once', () => {
+  it('every method is served, bridged with its description, named in the prompt and a bb-forge command', async () => {
+    h = await startHarness();
+    const sidecarClient = new ForgeSidecarClient({ socketPath: h.env['BB_SIDECAR_SOCKET']! });
+    const server = createForgeMcpServer(sidecarClient);
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const mcp = new Client({ name: 'test', version: '1.0.0' });
+    await mcp.connect(clientSide);
+    const tools = new Map((await mcp.listTools()).tools.map((t) => [t.name, t]));
+    const help = io();
+    await runBbForge(['--help'], help.io);
+    for (const m of METHOD_NAMES) {
+      // Served: a call with a wrong parameter is refused by its own schema, not as unknown.
+      await expect(sidecarClient.call(m, { unexpected: 1 })).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+      });
+      expect(tools.get(m)?.description).toBe(METHODS[m].description);
+      expect(FORGE_PROMPT_OVERLAY).toContain(m);
+      expect(help.out.join('')).toContain(`  ${METHODS[m].cli.command} `);
+    }
+    expect([...tools.keys()].sort()).toEqual([...METHOD_NAMES].sort());
+    await expect(sidecarClient.call('delete_repo', {})).rejects.toThrow(/not found/i);
     await mcp.close();
     await sidecarClient.close();
   });

@@ -1,4 +1,4 @@
-import { BbError } from '@bb/errors';
+import { BbError, isBbError } from '@bb/errors';
 import {
   ApiException,
   CoreV1Api,
@@ -61,7 +61,7 @@ const SLUG_LABEL = 'bb.slug';
 
 /** An API error as a `BbError` that names what was being done. */
 function apiError(err: unknown, what: string): BbError {
-  if (err instanceof BbError) return err;
+  if (isBbError(err)) return err;
   if (err instanceof ApiException) {
     const reason = (() => {
       try {

@@ -2,7 +2,7 @@
 // bb-egress: run the egress and credential proxies for one bottle.
 //   BB_EGRESS_RULES=rules.json BB_CRED_ROUTES=routes.json BB_EGRESS_SOCKET=... BB_CRED_SOCKET=... BB_EGRESS_LOG=... bb-egress
 // SIGHUP reloads both files (a bad file keeps the old configuration).
-import { BbError, errorMessage } from '@bb/errors';
+import { errorMessage, isBbError } from '@bb/errors';
 import { runProxiesFromEnv } from './proxies-main';
 
 try {
@@ -13,5 +13,5 @@ try {
   process.once('SIGINT', stop);
 } catch (err) {
   process.stderr.write(`bb-egress: ${errorMessage(err)}\n`);
-  process.exit(err instanceof BbError && err.code === 'INVALID_INPUT' ? 2 : 1);
+  process.exit(isBbError(err, 'INVALID_INPUT') ? 2 : 1);
 }

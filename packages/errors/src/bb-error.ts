@@ -1,26 +1,43 @@
 import { redactString } from './redact';
 
 /**
- * The string codes bot-bottle packages use. Packages may use other codes too;
- * these are the ones with an agreed meaning across packages (and, for the forge
- * sidecar, an agreed JSON-RPC number).
+ * Every code a `BbError` may carry, each with what it means to the caller (what
+ * to do about it). The list is closed: a new code is added here, with its
+ * meaning, or it does not compile. The forge sidecar's wire table maps those an
+ * agent may see to JSON-RPC numbers.
  */
-export type BbErrorCode =
-  | 'INVALID_INPUT'
-  | 'NOT_FOUND'
-  | 'CONFLICT'
-  | 'SCOPE_DENIED'
-  | 'FORGE_UNAVAILABLE'
-  | 'FORGE_ERROR'
-  | 'UNAUTHORIZED'
-  | 'STATE_CORRUPT'
-  | 'STATE_TOO_NEW'
-  | 'STATE_UNWRITABLE'
-  | 'STATE_BUSY'
-  | 'BACKEND_UNAVAILABLE'
-  | 'TIMEOUT'
-  | 'INTERNAL'
-  | (string & {});
+export const BB_ERROR_CODES = {
+  INVALID_INPUT: 'a value given is wrong; the message names it and what to give instead',
+  NOT_FOUND: 'what was named does not exist (an issue, a bottle, an image, a file)',
+  CONFLICT: 'the change collides with the current state (a slug taken, a chain moved on)',
+  SCOPE_DENIED: "the write is outside the bottle's issue and its PRs",
+  FORGE_UNAVAILABLE: 'the forge could not be reached or answered 5xx; try again later',
+  FORGE_ERROR: 'the forge refused the request (4xx); the message says why',
+  UNAUTHORIZED: "the forge does not accept the token; check the bot's token",
+  FORBIDDEN: "the forge denies the token this action; check the bot's permissions",
+  PUSH_FAILED: 'a git push was refused or cut short',
+  ALREADY_DONE: 'the turn already signalled done; writes wait for the next turn',
+  OUTCOME_UNKNOWN: 'the forge did not answer a write: read before you retry',
+  AUDIT_UNAVAILABLE: 'the op log cannot be written, so nothing is sent (fail closed)',
+  PARSE_ERROR: 'a JSON-RPC line was not JSON',
+  INVALID_REQUEST: 'a JSON-RPC request was malformed',
+  METHOD_NOT_FOUND: 'the method is not one the gate serves',
+  STATE_CORRUPT: 'the state database is damaged; restore it from a backup',
+  STATE_TOO_NEW: 'the state database was written by a newer bot-bottle; upgrade',
+  STATE_UNWRITABLE: 'the state database cannot be opened or written (disk, permissions, server)',
+  STATE_BUSY: 'the state database is locked by another writer; try again',
+  BACKEND_UNAVAILABLE: 'the container engine (or cluster) does not answer',
+  BACKEND_ERROR: 'the container engine refused or failed an operation',
+  UNSAFE_PATH: 'a path from the bottle is a link, escapes its root, or is not a plain file',
+  TOO_LARGE: 'something from the bottle is over its size limit',
+  TIMEOUT: 'the operation ran out of time; it may or may not have happened',
+  ABORTED: 'the operation was cancelled (a shutdown, Ctrl-C)',
+  UNSUPPORTED: 'this backend, forge or engine cannot do what was asked',
+  INTERNAL: 'a defect: the message is logged in full on the server only',
+} as const;
+
+/** The codes of {@link BB_ERROR_CODES}. */
+export type BbErrorCode = keyof typeof BB_ERROR_CODES;
 
 export interface BbErrorOptions<D> {
   cause?: unknown;

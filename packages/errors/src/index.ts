@@ -9,6 +9,7 @@
  * still matches.
  */
 export {
+  BB_ERROR_CODES,
   BbError,
   type BbErrorCode,
   type BbErrorOptions,

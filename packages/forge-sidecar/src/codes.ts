@@ -1,4 +1,4 @@
-import { BbError, type BbErrorCode, isBbError } from '@bb/errors';
+import { BB_ERROR_CODES, BbError, type BbErrorCode, isBbError } from '@bb/errors';
 
 /** The wire form of an error: `{ code, message, data: { code, kind, details } }`. */
 export interface WireError {
@@ -29,13 +29,13 @@ export const ERROR_TABLE = {
   ALREADY_DONE: { wire: -32009, kind: 'already_done' },
   OUTCOME_UNKNOWN: { wire: -32010, kind: 'outcome_unknown' },
   AUDIT_UNAVAILABLE: { wire: -32011, kind: 'audit_unavailable' },
-} as const satisfies Record<string, { wire: number; kind: string }>;
+} as const satisfies Partial<Record<BbErrorCode, { wire: number; kind: string }>>;
 
 export type WireCode = keyof typeof ERROR_TABLE;
 
 /** Map any thrown value to a wire error. Unknown errors reveal nothing. */
 export function toWireError(err: unknown): { wire: WireError; internal: boolean } {
-  if (isBbError(err) && err.code in ERROR_TABLE && err.code !== 'INTERNAL') {
+  if (isBbError(err) && Object.hasOwn(ERROR_TABLE, err.code) && err.code !== 'INTERNAL') {
     const entry = ERROR_TABLE[err.code as WireCode];
     return {
       wire: {
@@ -54,13 +54,19 @@ export function toWireError(err: unknown): { wire: WireError; internal: boolean 
 
 /** Rebuild the typed error a server sent. */
 export function fromWireError(e: WireError): BbError {
-  const code = (e.data?.code as BbErrorCode | undefined) ?? codeOfNumber(e.code);
+  // A code this build does not know is the server's defect to report, not a new code.
+  const said = e.data?.code;
+  const code =
+    said !== undefined && Object.hasOwn(BB_ERROR_CODES, said)
+      ? (said as BbErrorCode)
+      : codeOfNumber(e.code);
   return new BbError(code, e.message, {
     data: { wireCode: e.code, kind: e.data?.kind, details: e.data?.details },
   });
 }
 
 function codeOfNumber(n: number): BbErrorCode {
-  for (const [code, entry] of Object.entries(ERROR_TABLE)) if (entry.wire === n) return code;
+  for (const [code, entry] of Object.entries(ERROR_TABLE))
+    if (entry.wire === n) return code as WireCode;
   return 'INTERNAL';
 }

@@ -1,4 +1,4 @@
-import { BbError } from '@bb/errors';
+import { BbError, isBbError } from '@bb/errors';
 import type { GitRemote } from '@bb/forge';
 import { ensureBareRepo, importHead, runGit, wallGitEnv, withAlternates } from '@bb/wall';
 
@@ -50,7 +50,7 @@ export function createGitGate(options: {
         ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}),
       });
     } catch (err) {
-      if (err instanceof BbError && (err.code === 'UNSAFE_PATH' || err.code === 'TOO_LARGE'))
+      if (isBbError(err, 'UNSAFE_PATH') || isBbError(err, 'TOO_LARGE'))
         throw new BbError('INVALID_INPUT', `the workspace cannot be pushed: ${err.message}`);
       throw err;
     }
@@ -135,7 +135,7 @@ export async function pushCommit(
       },
     );
   } catch (err) {
-    if (err instanceof BbError) throw err;
+    if (isBbError(err)) throw err;
     const text = (err as Error).message;
     if (/non-fast-forward|fetch first|rejected/.test(text)) {
       throw new BbError(

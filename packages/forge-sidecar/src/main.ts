@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { BbError, errorMessage, redactString, registerSecret } from '@bb/errors';
+import { BbError, errorMessage, isBbError, redactString, registerSecret } from '@bb/errors';
 import { type Forge, type ForgeKind, type ForgeSite, forgeKinds, ScopedForge } from '@bb/forge';
 import { loadSidecarEnv, readSidecarToken, type SidecarEnv } from './config';
 import { createGitGate } from './git-push';
@@ -166,7 +166,7 @@ export async function sidecarMain(): Promise<void> {
     running = await runSidecarFromEnv({ env: process.env, logger: log });
   } catch (err) {
     process.stderr.write(`bb-forge-sidecar: ${errorMessage(err)}\n`);
-    process.exit(err instanceof BbError && err.code === 'INVALID_INPUT' ? 2 : 1);
+    process.exit(isBbError(err, 'INVALID_INPUT') ? 2 : 1);
   }
   const stop = (signal: string) => {
     log.info({ signal }, 'shutting down');

@@ -10,7 +10,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { dirname } from 'node:path';
-import { BbError, redactString } from '@bb/errors';
+import { BbError, isBbError, redactString } from '@bb/errors';
 
 /**
  * `started`: a forge write about to be attempted (written, and flushed, before
@@ -138,7 +138,7 @@ export class OpLog {
         throw err;
       }
     } catch (err) {
-      if (err instanceof BbError) throw err;
+      if (isBbError(err)) throw err;
       throw new BbError(
         'AUDIT_UNAVAILABLE',
         `the op log ${this.path} cannot be written (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); nothing was done`,

@@ -4,7 +4,7 @@
 // and SIGINT close every surface.
 // bb-gate clone: clone the workspace a pod bottle launches with, then exit
 // (see cloneWorkspaceFromEnv).
-import { BbError, errorMessage } from '@bb/errors';
+import { errorMessage, isBbError } from '@bb/errors';
 import { cloneWorkspaceFromEnv } from './gate-clone';
 import { runGateFromEnv } from './gate-main';
 
@@ -27,5 +27,5 @@ try {
   process.once('SIGINT', stop);
 } catch (err) {
   process.stderr.write(`bb-gate: ${errorMessage(err)}\n`);
-  process.exit(err instanceof BbError && err.code === 'INVALID_INPUT' ? 2 : 1);
+  process.exit(isBbError(err, 'INVALID_INPUT') ? 2 : 1);
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { runProxiesFromEnv } from '@bb/egress';
 import { type GateSurface, startGateLink } from '@bb/egress/bridge';
-import { BbError } from '@bb/errors';
+import { BbError, isBbError } from '@bb/errors';
 import { runSidecarFromEnv } from '@bb/forge-sidecar';
 import { runSuperviseFromEnv } from '@bb/supervise';
 
@@ -78,7 +78,7 @@ export async function runGateFromEnv(
     await Promise.allSettled(up.map((s) => s.close()));
     const reason = (settled[failed] as PromiseRejectedResult).reason as Error;
     throw new BbError(
-      reason instanceof BbError ? reason.code : 'BACKEND_ERROR',
+      isBbError(reason) ? reason.code : 'BACKEND_ERROR',
       `the gate's ${names[failed]} surface did not start: ${reason.message}`,
       { cause: reason },
     );

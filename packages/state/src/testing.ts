@@ -10,7 +10,7 @@
  *
  * `vitest` is an optional peer dependency, needed only here.
  */
-import { isBbError } from '@bb/errors';
+import { type BbErrorCode, isBbError } from '@bb/errors';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DeliveryLedger } from './delivery-ledger';
 import type { ForgeState } from './forge-state';
@@ -59,7 +59,7 @@ export function conformanceSetup<T>(options: ConformanceOptions<T>) {
  * returns a promise that rejects: both are how an implementation may refuse.
  * For other packages' conformance suites too.
  */
-export async function expectCode(fn: () => unknown, code: string): Promise<void> {
+export async function expectCode(fn: () => unknown, code: BbErrorCode): Promise<void> {
   let thrown: unknown;
   try {
     await fn();

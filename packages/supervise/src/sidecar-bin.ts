@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // bb-supervise-sidecar: a bottle's supervise sidecar (see SuperviseSidecar).
 //   BB_SUPERVISE_SOCKET BB_SUPERVISE_DIR BB_CURRENT_CONFIG BB_SLUG [BB_SUPERVISE_POLICY] [BB_SOCKET_MODE]
-import { BbError, errorMessage } from '@bb/errors';
+import { errorMessage, isBbError } from '@bb/errors';
 import { runSuperviseFromEnv } from './main';
 
 try {
@@ -11,5 +11,5 @@ try {
   process.once('SIGINT', stop);
 } catch (err) {
   process.stderr.write(`bb-supervise-sidecar: ${errorMessage(err)}\n`);
-  process.exit(err instanceof BbError && err.code === 'INVALID_INPUT' ? 2 : 1);
+  process.exit(isBbError(err, 'INVALID_INPUT') ? 2 : 1);
 }

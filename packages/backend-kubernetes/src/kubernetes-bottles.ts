@@ -1,4 +1,5 @@
 import { BbError, isBbError } from '@bb/errors';
+import { LABEL } from '@bb/names';
 import {
   ApiException,
   CoreV1Api,
@@ -57,7 +58,7 @@ export function kubeConfigFor(server: string, token?: string): KubeConfig {
   return kc;
 }
 
-const SLUG_LABEL = 'bb.slug';
+const SLUG_LABEL = LABEL.slug;
 
 /** An API error as a `BbError` that names what was being done. */
 function apiError(err: unknown, what: string): BbError {
@@ -312,7 +313,7 @@ export class KubernetesBottles {
       for (const c of claims.items) of(c.metadata?.labels?.[SLUG_LABEL] ?? '').claim = true;
       for (const p of pods.items) {
         const s = of(p.metadata?.labels?.[SLUG_LABEL] ?? '');
-        if (p.metadata?.labels?.['bb.role'] === 'gate') s.gate = p.status?.phase;
+        if (p.metadata?.labels?.[LABEL.role] === 'gate') s.gate = p.status?.phase;
         else {
           s.agent = p.status?.phase;
           s.exitCode = exitCodeOf(p);

@@ -1,4 +1,5 @@
 import { BbError } from '@bb/errors';
+import { LABEL } from '@bb/names';
 import type {
   V1NetworkPolicy,
   V1PersistentVolumeClaim,
@@ -104,8 +105,8 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
       `state claim ${JSON.stringify(spec.stateClaim)} is not a claim name: lower-case letters, digits, dots and dashes`,
     );
   const n = names(spec.slug);
-  const base = { ...spec.labels, 'bb.slug': spec.slug };
-  const meta = (name: string, role: string) => ({ name, labels: { ...base, 'bb.role': role } });
+  const base = { ...spec.labels, [LABEL.slug]: spec.slug };
+  const meta = (name: string, role: string) => ({ name, labels: { ...base, [LABEL.role]: role } });
   const user = spec.agent.user ?? { uid: 1000, gid: 1000 };
   if (user.uid === 0)
     throw new BbError('INVALID_INPUT', 'the agent never runs as root (uid 0): give another uid');
@@ -138,12 +139,12 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
     kind: 'Service',
     metadata: meta(n.service, 'gate'),
     spec: {
-      selector: { 'bb.slug': spec.slug, 'bb.role': 'gate' },
+      selector: { [LABEL.slug]: spec.slug, [LABEL.role]: 'gate' },
       ports: [{ name: 'gate', port: GATE_PORT, targetPort: GATE_PORT, protocol: 'TCP' }],
     },
   };
-  const agentSelector = { matchLabels: { 'bb.slug': spec.slug, 'bb.role': 'agent' } };
-  const gateSelector = { matchLabels: { 'bb.slug': spec.slug, 'bb.role': 'gate' } };
+  const agentSelector = { matchLabels: { [LABEL.slug]: spec.slug, [LABEL.role]: 'agent' } };
+  const gateSelector = { matchLabels: { [LABEL.slug]: spec.slug, [LABEL.role]: 'gate' } };
   // The agent reaches its gate's port and nothing else; nothing reaches the agent.
   const agentPolicy: V1NetworkPolicy = {
     apiVersion: 'networking.k8s.io/v1',

@@ -30,6 +30,7 @@ import {
   writeMeta,
   writeTurnFile,
 } from '@bb/headless';
+import { LABEL } from '@bb/names';
 import type { KubeBottleStatus, KubernetesBottles } from './kubernetes-bottles';
 import { type KubeBottleSpec, RUNTIME_DIR } from './manifests';
 
@@ -252,7 +253,7 @@ export function kubernetesRunner(
             : 'created',
       exitCode: exitCode ?? null,
       oomKilled: false,
-      labels: { ...labels, 'bb.slug': s.slug, 'bb.role': role },
+      labels: { ...labels, [LABEL.slug]: s.slug, [LABEL.role]: role },
       isolation: {
         network: 'policy',
         capDrop: ['ALL'],

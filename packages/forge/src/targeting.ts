@@ -1,9 +1,7 @@
-/** The label that names the agent: `bot-bottle:<agent>`. */
-export const AGENT_LABEL_PREFIX = 'bot-bottle:';
-/** The label that overrides the agent's default bottle: `bot-bottle-bottle:<bottle>`. */
-export const BOTTLE_LABEL_PREFIX = 'bot-bottle-bottle:';
-/** Agent and bottle names. */
-export const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+import { AGENT_LABEL_PREFIX, BOTTLE_LABEL_PREFIX, NAME_PATTERN } from '@bb/names';
+
+/** The issue labels and the name rule, from `@bb/names`. */
+export { AGENT_LABEL_PREFIX, BOTTLE_LABEL_PREFIX, NAME_PATTERN };
 
 export interface TargetingInput {
   labels: readonly string[];

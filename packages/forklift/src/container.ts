@@ -10,6 +10,7 @@ import {
   removeSecrets,
   startProxyGate,
 } from '@bb/headless';
+import { LABEL } from '@bb/names';
 import { chownTreeNoFollow } from '@bb/wall';
 import { type AgentChoice, agentRun, IN_CONTAINER } from './agent';
 import { runBounded, watchDisk } from './disk';
@@ -97,7 +98,7 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
           runtime,
           image: o.image,
           slug: o.name,
-          labels: { ...o.labels, 'bb.role': 'forklift-proxy' },
+          labels: { ...o.labels, [LABEL.role]: 'forklift-proxy' },
           dirs: { proxy, sock, state },
           allowlist: JSON.stringify({ allow: o.choice.allow }),
           routes: JSON.stringify({ routes }),
@@ -112,7 +113,7 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
       env: { HOME: IN_CONTAINER.home, ...(proxied ? PROXY_ENV : {}), ...run.env },
       user: `${AGENT_USER.uid}:${AGENT_USER.gid}`,
       workdir: IN_CONTAINER.workspace,
-      labels: { ...o.labels, 'bb.role': 'forklift-agent' },
+      labels: { ...o.labels, [LABEL.role]: 'forklift-agent' },
       network: 'none',
       readOnlyRootfs: true,
       tmpfs: { '/tmp': 'rw,size=1g' },

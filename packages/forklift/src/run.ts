@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { BbError, errorMessage, registerSecret } from '@bb/errors';
 import { type Forge, GiteaForge } from '@bb/forge';
 import type { Backend } from '@bb/headless';
+import { LABEL } from '@bb/names';
 import {
   diskUsage,
   importHead,
@@ -187,7 +188,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     .replace(/[^a-z0-9_.-]/g, '-')
     .slice(0, 100);
   // Forklift's own label: no orchestrator sharing the engine takes these containers for its bottles.
-  const labels = { 'bb.slug': name, 'forklift.run': name };
+  const labels = { [LABEL.slug]: name, 'forklift.run': name };
   const base = {
     project,
     upstream,
@@ -264,7 +265,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         command: rules.test,
         dir: join(runDir, 'tested'),
         name: `${name}-tests`,
-        labels: { ...labels, 'bb.role': 'forklift-tests' },
+        labels: { ...labels, [LABEL.role]: 'forklift-tests' },
         timeoutMs: o.testTimeoutMs ?? 5 * 60_000,
         diskBytes: o.diskBytes ?? 10 * 1024 ** 3,
       });

@@ -2,6 +2,8 @@
  * What a backend runs. Plain data: no Docker (or Kubernetes) types, so any
  * backend can take it.
  */
+import { LABEL } from '@bb/names';
+
 /** How `Backend.buildImage` builds. */
 export interface BuildImageOptions {
   onProgress?: (line: string) => void;
@@ -174,10 +176,10 @@ export interface Backend {
 }
 
 /** The label on an agent naming the holder whose network namespace it joined (`BottleSpec.netns`). */
-export const NETNS_LABEL = 'bb.netns';
+export const NETNS_LABEL = LABEL.netns;
 
 /** The label every bottle carries with the bot-bottle version that made it. */
-export const VERSION_LABEL = 'bb.version';
+export const VERSION_LABEL = LABEL.version;
 
 /**
  * Every container label the host reads to decide what to stop, remove, mount or
@@ -187,12 +189,12 @@ export const VERSION_LABEL = 'bb.version';
  * under these keys is always what the host wrote (I10).
  */
 export const HOST_LABELS: readonly string[] = [
-  'bb.slug',
-  'bb.role',
-  'bb.home',
-  'bb.managed-by',
+  LABEL.slug,
+  LABEL.role,
+  LABEL.home,
+  LABEL.managedBy,
   NETNS_LABEL,
   VERSION_LABEL,
-  'bb.supervise-request',
+  LABEL.superviseRequest,
   'forklift.run',
 ];

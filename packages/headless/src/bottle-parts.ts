@@ -17,6 +17,7 @@ import {
 import { join } from 'node:path';
 import { BbError, redactString } from '@bb/errors';
 import { ForgeSidecarClient } from '@bb/forge-sidecar';
+import { LABEL, NAME_PATTERN } from '@bb/names';
 import { type Owner, writeFileNoFollow } from '@bb/wall';
 import { type Backend, NETNS_LABEL } from './backend';
 import { unmountDisk } from './disk';
@@ -122,7 +123,7 @@ export interface LaunchOptions extends BottleOptions {
   defaultHead?: () => Promise<string | undefined>;
   /**
    * Extra labels for the bottle's containers, kept for later turns (e.g.
-   * `{ 'bb.managed-by': 'orchestrator' }`, which the orchestrator's restart
+   * `{ [LABEL.managedBy]: 'orchestrator' }`, which the orchestrator's restart
    * reconcile looks for). Keys `bb.slug`, `bb.role`, `bb.home`, `bb.netns` and `bb.version` are reserved (dropped).
    */
   labels?: Record<string, string>;
@@ -151,7 +152,7 @@ export interface ResumeOptions extends BottleOptions {
   prHead?: () => Promise<string | undefined>;
 }
 
-export const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+export const SLUG = NAME_PATTERN;
 
 /** The bottle's users, when the host can give ownership (root, a container backend). */
 export function owners(backend: Backend): { agent?: Owner; gate?: Owner } {
@@ -270,7 +271,7 @@ export async function createTurnGate(
 async function destroyHolder(backend: Backend, holder: string | undefined): Promise<void> {
   if (!holder) return;
   const info = await backend.inspect(holder).catch(() => undefined);
-  if (info?.labels['bb.role'] !== 'netns') return;
+  if (info?.labels[LABEL.role] !== 'netns') return;
   await backend.destroy(info.id).catch(() => {});
 }
 
@@ -279,14 +280,14 @@ export async function freeze(slug: string, options: BottleOptions): Promise<void
   const env = options.env ?? process.env;
   const p = bottlePaths(slug, env);
   // The agent's container first (the list is by name): nothing of it may reach the gate after.
-  for (const c of await options.backend.list({ 'bb.slug': slug })) {
+  for (const c of await options.backend.list({ [LABEL.slug]: slug })) {
     // A paused (warm) container is killed where it stands: a stop would let it run on first.
     if (c.state === 'running') await options.backend.stop(c.id, 5000);
     // The holder of the namespace its agent joined goes with it.
     await destroyHolder(options.backend, c.labels[NETNS_LABEL]);
     if (existsSync(p.logs))
       writeFileSync(
-        join(p.logs, `${c.labels['bb.role'] ?? 'bottle'}-${Date.now()}.log`),
+        join(p.logs, `${c.labels[LABEL.role] ?? 'bottle'}-${Date.now()}.log`),
         redactString(await options.backend.logs(c.id)),
       );
     await options.backend.destroy(c.id);
@@ -305,7 +306,7 @@ export async function freeze(slug: string, options: BottleOptions): Promise<void
 /** Remove a bottle's containers, its disk and its state directory. Idempotent. */
 export async function destroy(slug: string, options: BottleOptions): Promise<void> {
   const env = options.env ?? process.env;
-  for (const c of await options.backend.list({ 'bb.slug': slug })) {
+  for (const c of await options.backend.list({ [LABEL.slug]: slug })) {
     await options.backend.destroy(c.id);
     await destroyHolder(options.backend, c.labels[NETNS_LABEL]);
   }

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, registerSecret } from '@bb/errors';
 import { checkBottleBranch, checkSiteEnv, forgeKinds } from '@bb/forge';
+import { homeLayout, LABEL } from '@bb/names';
 import { chownTreeNoFollow, readHeadAsData } from '@bb/wall';
 import {
   type BottleOptions,
@@ -24,7 +25,6 @@ import {
 } from './bottle-parts';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
 import { type CreatedGate, syncsPr } from './gate';
-import { bbHome } from './home';
 import { type BottleMeta, bottlePaths, IN_BOTTLE, readMeta, writeMeta } from './layout';
 import { loadAgentManifest, loadBottleManifest } from './manifests';
 import { initMirror, mirrorDir, syncMirror } from './mirror';
@@ -113,7 +113,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
   const images = [...new Set([first.image, ...(options.forge ? [sidecarImage] : [])])];
   // Asked of the engine together; a name conflict is reported before a missing image.
   const [taken, ...checked] = await Promise.allSettled([
-    options.backend.list({ 'bb.slug': slug }),
+    options.backend.list({ [LABEL.slug]: slug }),
     ...images.map((image) => options.backend.ensureImage(image)),
   ]);
   if (taken!.status === 'rejected') throw taken!.reason;
@@ -267,7 +267,7 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   const env = options.env ?? process.env;
   const meta = readMeta(options.slug, env);
   if (!meta)
-    throw new BbError('NOT_FOUND', `no bottle ${options.slug} in ${join(bbHome(env), 'bottles')}`);
+    throw new BbError('NOT_FOUND', `no bottle ${options.slug} in ${homeLayout(env).bottles}`);
   if (meta.status !== 'frozen')
     throw new BbError(
       'CONFLICT',

@@ -1,4 +1,5 @@
 import { BbError, isBbError } from '@bb/errors';
+import { LABEL } from '@bb/names';
 import type Docker from 'dockerode';
 import pkg from '../package.json' with { type: 'json' };
 import {
@@ -139,7 +140,7 @@ export class DockerBackend implements Backend {
           User: '65534:65534',
           Labels: {
             ...Object.fromEntries(HOST_LABELS.map((k) => [k, ''])),
-            'bb.role': 'netns',
+            [LABEL.role]: 'netns',
             [VERSION_LABEL]: pkg.version,
           },
           HostConfig: {
@@ -192,7 +193,7 @@ export class DockerBackend implements Backend {
         'INVALID_INPUT',
         `bottle name ${JSON.stringify(spec.name)} is not a valid container name`,
       );
-    if (!spec.labels['bb.slug'] || !spec.labels['bb.role']) {
+    if (!spec.labels[LABEL.slug] || !spec.labels[LABEL.role]) {
       throw new BbError(
         'INVALID_INPUT',
         `bottle ${spec.name} needs the labels bb.slug and bb.role`,

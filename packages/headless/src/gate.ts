@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { isReservedSecret } from '@bb/egress';
 import { BbError, redactString, registerSecret } from '@bb/errors';
 import { checkSiteEnv } from '@bb/forge';
+import { LABEL } from '@bb/names';
 import { loadPolicy } from '@bb/supervise';
 import { type Backend, type BottleSpec, NETNS_LABEL, VERSION_LABEL } from './backend';
 import { bbHome } from './home';
@@ -39,7 +40,13 @@ export interface GateOptions {
   onProgress?: ((message: string) => void) | undefined;
 }
 
-const RESERVED_LABELS = new Set(['bb.slug', 'bb.role', HOME_LABEL, NETNS_LABEL, VERSION_LABEL]);
+const RESERVED_LABELS: ReadonlySet<string> = new Set([
+  LABEL.slug,
+  LABEL.role,
+  HOME_LABEL,
+  NETNS_LABEL,
+  VERSION_LABEL,
+]);
 
 export function bottleLabels(
   meta: BottleMeta,
@@ -50,7 +57,7 @@ export function bottleLabels(
   const extra = Object.fromEntries(
     Object.entries(meta.labels ?? {}).filter(([k]) => !RESERVED_LABELS.has(k)),
   );
-  return { ...extra, 'bb.slug': meta.slug, 'bb.role': role, [HOME_LABEL]: homeLabel(env) };
+  return { ...extra, [LABEL.slug]: meta.slug, [LABEL.role]: role, [HOME_LABEL]: homeLabel(env) };
 }
 
 const isolated = (backend: Backend) => backend.mapsMounts;

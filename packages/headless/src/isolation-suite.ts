@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import { LABEL } from '@bb/names';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Backend, BottleSpec } from './backend';
 
@@ -69,7 +70,7 @@ export function describeIsolationConformance(
         image: options.image,
         cmd: ['sh', '-c', script],
         user: '1000:1000',
-        labels: { 'bb.slug': slug, 'bb.role': 'agent' },
+        labels: { [LABEL.slug]: slug, [LABEL.role]: 'agent' },
         network: 'none',
         readOnlyRootfs: true,
         tmpfs: { '/tmp': 'rw,size=16m' },

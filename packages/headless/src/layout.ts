@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { legacyForgeWiring } from '@bb/forge';
+import { homeLayout, LABEL } from '@bb/names';
 import type { Backend } from './backend';
 import { bbHome } from './home';
 
@@ -155,7 +156,7 @@ export function bottleDir(
   slug: string,
   env: Record<string, string | undefined> = process.env,
 ): string {
-  return join(bbHome(env), 'bottles', slug);
+  return homeLayout(env).bottle(slug);
 }
 
 export function bottlePaths(
@@ -239,7 +240,7 @@ export function mirrorObjectsFor(backend: Backend, meta: BottleMeta): string | u
 }
 
 /** The label naming the `BB_HOME` a bottle belongs to (see `homeLabel`). */
-export const HOME_LABEL = 'bb.home';
+export const HOME_LABEL = LABEL.home;
 
 /**
  * The `bb.home` label value of bottles made under this `BB_HOME`: a short hash
@@ -275,7 +276,7 @@ export function writeMeta(meta: BottleMeta, env: Record<string, string | undefin
 
 /** Slugs of the bottles under `$BB_HOME/bottles`. */
 export function listBottles(env: Record<string, string | undefined> = process.env): string[] {
-  const d = join(bbHome(env), 'bottles');
+  const d = homeLayout(env).bottles;
   return existsSync(d)
     ? readdirSync(d)
         .filter((s) => existsSync(join(d, s, 'meta.json')))

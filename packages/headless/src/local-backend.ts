@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { BbError } from '@bb/errors';
+import { LABEL } from '@bb/names';
 import pkg from '../package.json' with { type: 'json' };
 import {
   type Backend,
@@ -47,7 +48,7 @@ export class LocalBackend implements Backend {
   }
 
   async create(spec: BottleSpec): Promise<string> {
-    if (!spec.labels['bb.slug'] || !spec.labels['bb.role']) {
+    if (!spec.labels[LABEL.slug] || !spec.labels[LABEL.role]) {
       throw new BbError(
         'INVALID_INPUT',
         `bottle ${spec.name} needs the labels bb.slug and bb.role`,

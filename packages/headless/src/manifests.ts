@@ -1,13 +1,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
+import { homeLayout, NAME_PATTERN, NAME_RULE } from '@bb/names';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { bbHome } from './home';
 
 /** Agent and bottle names, as labels name them. */
-export const MANIFEST_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
-const name = z.string().regex(MANIFEST_NAME, 'must match ^[a-z0-9][a-z0-9._-]{0,62}$');
+export const MANIFEST_NAME = NAME_PATTERN;
+const name = z.string().regex(MANIFEST_NAME, `must match ${NAME_RULE}`);
 
 /** An agent: which CLI runs, as whom it commits, which bottle it uses by default. */
 export const AgentManifestSchema = z
@@ -114,7 +114,7 @@ export type BottleManifest = z.infer<typeof BottleManifestSchema>;
 
 /** `$BB_HOME/config`, with `BB_HOME` defaulting to `~/.bot-bottle`. */
 export function configDir(env: Record<string, string | undefined> = process.env): string {
-  return join(bbHome(env), 'config');
+  return homeLayout(env).config;
 }
 
 /** Memory limit in bytes from a manifest value. */
@@ -136,7 +136,7 @@ function load<T>(
   if (!MANIFEST_NAME.test(manifestName)) {
     throw new BbError(
       'INVALID_INPUT',
-      `${what} name ${JSON.stringify(manifestName)} is not valid: names match ^[a-z0-9][a-z0-9._-]{0,62}$`,
+      `${what} name ${JSON.stringify(manifestName)} is not valid: names match ${NAME_RULE}`,
     );
   }
   const dir = join(configDir(env), kind);

@@ -13,8 +13,8 @@ import {
 import { join } from 'node:path';
 import { BbError, redactString, registerSecret } from '@bb/errors';
 import { forgeKinds, type GitRemote } from '@bb/forge';
+import { homeLayout } from '@bb/names';
 import { runGit, wallGitEnv } from '@bb/wall';
-import { bbHome } from './home';
 import type { ForgeWiring } from './layout';
 
 /**
@@ -29,7 +29,7 @@ import type { ForgeWiring } from './layout';
  */
 export function mirrorDir(cloneUrl: string, env: Record<string, string | undefined>): string {
   const id = createHash('sha256').update(cloneUrl).digest('hex').slice(0, 20);
-  return join(bbHome(env), 'mirrors', `${id}.git`);
+  return homeLayout(env).mirror(id);
 }
 
 /**

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { settledCode as code } from '@bb/errors';
+import { LABEL } from '@bb/names';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ForgeWiring } from './layout';
 import type { BottleRunner } from './runner';
@@ -131,7 +132,7 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
           forge: await forge(),
         });
         const parts = async () =>
-          (await runner.ours()).filter((c) => c.labels['bb.slug'] === slug).length;
+          (await runner.ours()).filter((c) => c.labels[LABEL.slug] === slug).length;
         expect(await parts(), 'its parts are listed').toBeGreaterThan(0);
         expect((await runner.containers(slug)).length).toBeGreaterThan(0);
         await runner.finishTurn(slug);

@@ -1,3 +1,4 @@
+import { LABEL, MANAGED_LABEL } from '@bb/names';
 import type { Backend, BottleInfo } from './backend';
 import type { TurnOutcome } from './bottle-parts';
 import { cool, destroy, finishTurn, startLaunch, startResume, stopAgent } from './bottles';
@@ -70,7 +71,7 @@ export interface SessionLimits {
 }
 
 /** The label on every container the orchestrator launches. */
-export const MANAGED_LABEL = { 'bb.managed-by': 'orchestrator' } as const;
+export { MANAGED_LABEL };
 
 /** The real runner: bottles through `@bb/headless` on a backend. */
 export function headlessRunner(o: {
@@ -112,7 +113,7 @@ export function headlessRunner(o: {
     stopAgent: (slug, timeoutMs) => stopAgent(slug, opts, timeoutMs),
     destroy: (slug) => destroy(slug, opts),
     cool: (slug) => cool(slug, opts),
-    containers: (slug) => o.backend.list({ 'bb.slug': slug }),
+    containers: (slug) => o.backend.list({ [LABEL.slug]: slug }),
     ours: () => o.backend.list({ ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(o.env) }),
     takeResumeRequest: (slug) => takeResumeRequest(slug, o.env),
     sessionLimits(agent) {

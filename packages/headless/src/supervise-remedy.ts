@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
+import { homeLayout, LABEL } from '@bb/names';
 import type { Remediator, SupervisedBottles } from '@bb/supervise';
 import { readFileNoFollow, writeFileNoFollow } from '@bb/wall';
 import { z } from 'zod';
@@ -58,7 +59,7 @@ export async function reloadBottleProxies(
 ): Promise<RemedyResult> {
   const env = options.env ?? process.env;
   const meta = readMeta(slug, env);
-  if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
+  if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${homeLayout(env).bottles}`);
   const p = bottlePaths(slug, env);
   if (meta.status !== 'running') {
     // The turn it was asked for has ended: only a lasting approval means anything now.
@@ -72,8 +73,8 @@ export async function reloadBottleProxies(
     return { ok: true, detail: `kept for ${slug}'s next turn (the bottle is frozen)` };
   }
   // The gate serves the proxies when the turn started with rules or routes (their socket is there).
-  const gate = (await options.backend.list({ 'bb.slug': slug })).find(
-    (c) => c.labels['bb.role'] === 'gate' && c.state === 'running',
+  const gate = (await options.backend.list({ [LABEL.slug]: slug })).find(
+    (c) => c.labels[LABEL.role] === 'gate' && c.state === 'running',
   );
   if (!gate || !existsSync(join(p.sock, 'cred.sock')))
     throw new BbError(
@@ -187,7 +188,7 @@ export async function rebuildBottle(
 ): Promise<RemedyResult> {
   const env = options.env ?? process.env;
   const meta = readMeta(slug, env);
-  if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
+  if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${homeLayout(env).bottles}`);
   if (!options.backend.buildImage)
     throw new BbError('INVALID_INPUT', `the ${options.backend.name} backend cannot build images`);
   const n = meta.turns.length + (meta.current ? 1 : 0);
@@ -195,7 +196,11 @@ export async function rebuildBottle(
   options.onProgress?.(`building ${tag}`);
   try {
     await options.backend.buildImage(dockerfile, tag, {
-      labels: { 'bb.slug': slug, [HOME_LABEL]: homeLabel(env), 'bb.supervise-request': requestId },
+      labels: {
+        [LABEL.slug]: slug,
+        [HOME_LABEL]: homeLabel(env),
+        [LABEL.superviseRequest]: requestId,
+      },
       // The build runs what the agent wrote: no more than its bottle may take.
       limits: {
         memoryBytes: buildMemory(meta, env),
@@ -243,8 +248,8 @@ export async function settleRebuild(
 ): Promise<void> {
   const deadline = Date.now() + (options.graceMs ?? 20_000);
   for (;;) {
-    const agents = (await options.backend.list({ 'bb.slug': slug })).filter(
-      (c) => c.labels['bb.role'] === 'agent' && (c.state === 'running' || c.state === 'paused'),
+    const agents = (await options.backend.list({ [LABEL.slug]: slug })).filter(
+      (c) => c.labels[LABEL.role] === 'agent' && (c.state === 'running' || c.state === 'paused'),
     );
     if (!agents.length) return;
     if (Date.now() > deadline) {

@@ -13,6 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { settledCode as code } from '@bb/errors';
+import { LABEL } from '@bb/names';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Backend, BottleSpec } from './backend';
 
@@ -46,7 +47,7 @@ export function describeBackendConformance(name: string, options: BackendConform
         name: `bb-${slug}-agent`,
         image: options.image,
         cmd: ['sh', '-c', script],
-        labels: { 'bb.slug': slug, 'bb.role': 'agent' },
+        labels: { [LABEL.slug]: slug, [LABEL.role]: 'agent' },
         network: 'none',
         ...over,
       };
@@ -115,14 +116,14 @@ export function describeBackendConformance(name: string, options: BackendConform
       const s = spec('exit 0');
       const id = await run(b, s);
       const other = await run(b, spec('exit 0'));
-      const found = await b.list({ 'bb.slug': s.labels['bb.slug']! });
+      const found = await b.list({ [LABEL.slug]: s.labels[LABEL.slug]! });
       expect(found.map((f) => f.id)).toEqual([id]);
       expect(found[0]!.labels).toMatchObject({
-        'bb.slug': s.labels['bb.slug'],
-        'bb.role': 'agent',
+        [LABEL.slug]: s.labels[LABEL.slug],
+        [LABEL.role]: 'agent',
       });
-      expect(found[0]!.labels['bb.version']).toMatch(/^\d+\.\d+\.\d+/);
-      expect((await b.list({ 'bb.role': 'agent' })).map((f) => f.id)).toEqual(
+      expect(found[0]!.labels[LABEL.version]).toMatch(/^\d+\.\d+\.\d+/);
+      expect((await b.list({ [LABEL.role]: 'agent' })).map((f) => f.id)).toEqual(
         expect.arrayContaining([id, other]),
       );
     });
@@ -150,7 +151,7 @@ export function describeBackendConformance(name: string, options: BackendConform
       await b.destroy(id);
       expect(await code(b.start(id))).toBe('NOT_FOUND');
       expect(await code(b.logs(id))).toBe('NOT_FOUND');
-      expect(await b.list({ 'bb.slug': 'no-such-slug' })).toEqual([]);
+      expect(await b.list({ [LABEL.slug]: 'no-such-slug' })).toEqual([]);
     });
 
     test('a name already in use is a CONFLICT; a spec without bb labels is INVALID_INPUT', async () => {

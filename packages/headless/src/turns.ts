@@ -7,6 +7,7 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, isBbError, redactString } from '@bb/errors';
 import { BASE_FILE } from '@bb/forge-sidecar';
+import { homeLayout, LABEL } from '@bb/names';
 import { loadPolicy } from '@bb/supervise';
 import { readHeadAsData, writeFileNoFollow } from '@bb/wall';
 import type { BottleSpec } from './backend';
@@ -609,8 +610,8 @@ async function keepWarm(
   // Paused first: whatever is in it stops where it is, then it is counted.
   await backend.freeze(agentId);
   if ((await backend.processes!(agentId)) > IDLE_PROCESSES) return undefined;
-  const gate = (await backend.list({ 'bb.slug': meta.slug })).find(
-    (c) => c.labels['bb.role'] === GATE_ROLE && c.state === 'running',
+  const gate = (await backend.list({ [LABEL.slug]: meta.slug })).find(
+    (c) => c.labels[LABEL.role] === GATE_ROLE && c.state === 'running',
   );
   // What its gate may write to, asked before it is paused: the next turn's PR must be in it.
   const scope = meta.forge ? (await gateHealth(p).catch(() => undefined))?.scope : undefined;
@@ -643,7 +644,7 @@ async function keepWarm(
 export async function finishTurn(slug: string, options: BottleOptions): Promise<TurnOutcome> {
   const env = options.env ?? process.env;
   const meta = readMeta(slug, env);
-  if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${join(bbHome(env), 'bottles')}`);
+  if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${homeLayout(env).bottles}`);
   // The last turn's end, as the meta has it.
   const lastEnd = (): TurnOutcome => {
     const last = meta.turns.at(-1);
@@ -670,12 +671,12 @@ export async function finishTurn(slug: string, options: BottleOptions): Promise<
     await freeze(slug, options);
     return lastEnd();
   }
-  const containers = await options.backend.list({ 'bb.slug': slug });
+  const containers = await options.backend.list({ [LABEL.slug]: slug });
   // A warm resume cut short between its word and unpausing them: the turn was given
   // (its command is there), so its containers go on.
   for (const c of containers)
     if (c.state === 'paused') await options.backend.rehydrate(c.id).catch(() => {});
-  const agentC = containers.find((c) => c.labels['bb.role'] === 'agent');
+  const agentC = containers.find((c) => c.labels[LABEL.role] === 'agent');
   if (!agentC) {
     meta.turns.push({
       ...meta.current,
@@ -716,7 +717,7 @@ export async function stopAgent(
   options: BottleOptions,
   timeoutMs = 5000,
 ): Promise<void> {
-  for (const c of await options.backend.list({ 'bb.slug': slug }))
-    if (c.labels['bb.role'] === 'agent' && (c.state === 'running' || c.state === 'paused'))
+  for (const c of await options.backend.list({ [LABEL.slug]: slug }))
+    if (c.labels[LABEL.role] === 'agent' && (c.state === 'running' || c.state === 'paused'))
       await options.backend.stop(c.id, timeoutMs);
 }

@@ -1,9 +1,9 @@
 import { existsSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { errorMessage } from '@bb/errors';
 import type { ForgeEvent, ForgeKind } from '@bb/forge';
 import type { BottleRunner } from '@bb/headless';
-import { type EventInbox, type ForgeStateStore, type InboxEvent, resolveBbHome } from '@bb/state';
+import { homeLayout, LABEL } from '@bb/names';
+import type { EventInbox, ForgeStateStore, InboxEvent } from '@bb/state';
 import type { Capacity } from './capacity';
 import type { IssueLeases } from './issue-leases';
 import { issueKey, issueOf, parseIssueKey } from './routing';
@@ -168,7 +168,7 @@ export class Fleet {
 
   /** Where a launch marks its slug before the row names it (see `#launch`). */
   launchMark(slug: string): string {
-    return join(resolveBbHome(this.#h.env), 'launching', slug);
+    return homeLayout(this.#h.env).launchMark(slug);
   }
 
   /** An issue just claimed: its bottle as the store and the backend have it. */
@@ -219,8 +219,8 @@ export class Fleet {
       !meta?.preparing &&
       ours.some(
         (c) =>
-          c.labels['bb.slug'] === row.slug &&
-          c.labels['bb.role'] === 'agent' &&
+          c.labels[LABEL.slug] === row.slug &&
+          c.labels[LABEL.role] === 'agent' &&
           c.state !== 'created',
       );
     if (

@@ -1,4 +1,5 @@
 import type { BottleRunner } from '@bb/headless';
+import { LABEL } from '@bb/names';
 import type { ForgeStateStore } from '@bb/state';
 import type { Orchestrator } from './orchestrator';
 import { issueKey } from './routing';
@@ -48,7 +49,7 @@ export async function reconcile(
       const ours = await o.runner.ours();
       const slugs = new Set((await o.store.all()).map((r) => r.slug));
       for (const slug of new Set(
-        ours.map((c) => c.labels['bb.slug']).filter((s): s is string => !!s),
+        ours.map((c) => c.labels[LABEL.slug]).filter((s): s is string => !!s),
       )) {
         if (slugs.has(slug)) continue;
         await o.runner.destroy(slug);

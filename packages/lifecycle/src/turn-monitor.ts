@@ -1,6 +1,7 @@
 import { errorMessage, isBbError } from '@bb/errors';
 import type { BottleRunner } from '@bb/headless';
 import { GATE_ROLE, type TurnOutcome } from '@bb/headless';
+import { LABEL } from '@bb/names';
 import { drainTurn, readTurnLog } from './turn-log';
 
 /** What a running turn tells the orchestrator, each on its issue's queue. */
@@ -169,9 +170,9 @@ export class TurnMonitor {
       const cs = await this.#o.runner.containers(this.slug);
       // An agent that exited is ending its turn the ordinary way, and the freeze that
       // follows stops the gate: only a gate lost under a working agent counts.
-      const agent = cs.find((c) => c.labels['bb.role'] === 'agent');
+      const agent = cs.find((c) => c.labels[LABEL.role] === 'agent');
       if (agent?.state !== 'running') return;
-      const gate = cs.find((c) => c.labels['bb.role'] === GATE_ROLE);
+      const gate = cs.find((c) => c.labels[LABEL.role] === GATE_ROLE);
       if (!gate) detail = "the gate container (the forge sidecar's) was removed";
       else if (gate.state === 'exited')
         detail = `the gate (the forge sidecar's) exited (${gate.exitCode ?? 'no code'})`;

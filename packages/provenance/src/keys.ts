@@ -18,6 +18,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
+import { homeLayout } from '@bb/names';
 
 export interface SigningKey {
   privateKey: KeyObject;
@@ -41,7 +42,7 @@ export function keyIdOf(publicKey: KeyObject): string {
  * refused.
  */
 export function loadOrCreateSigningKey(bbHome: string): SigningKey {
-  const dir = join(bbHome, 'keys');
+  const dir = homeLayout({}, bbHome).keys;
   const file = join(dir, 'provenance-ed25519.pem');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   if (!existsSync(file)) {

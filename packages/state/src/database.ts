@@ -1,7 +1,7 @@
 import { closeSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { BbError, isBbError } from '@bb/errors';
+import { bbHome, homeLayout } from '@bb/names';
 import Database from 'better-sqlite3';
 
 /** How hard SQLite works to make each commit survive. */
@@ -29,15 +29,14 @@ export interface Migration {
   up: string | ((db: Database.Database) => void);
 }
 
-/** `$BB_HOME`, defaulting to `~/.bot-bottle`. */
+/** `$BB_HOME`, defaulting to `~/.bot-bottle` (`bbHome` of `@bb/names`). */
 export function resolveBbHome(env: Record<string, string | undefined> = process.env): string {
-  const home = env['BB_HOME'];
-  return resolve(home && home.length > 0 ? home : join(homedir(), '.bot-bottle'));
+  return bbHome(env);
 }
 
 /** `$BB_HOME/bot-bottle.db`. */
 export function defaultDatabasePath(env: Record<string, string | undefined> = process.env): string {
-  return join(resolveBbHome(env), 'bot-bottle.db');
+  return homeLayout(env).database;
 }
 
 const SQLITE_HEADER = 'SQLite format 3\u0000';

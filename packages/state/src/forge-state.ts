@@ -1,4 +1,5 @@
 import { BbError } from '@bb/errors';
+import { NAME_PATTERN, NAME_RULE } from '@bb/names';
 import { z } from 'zod';
 
 /** A name a forge accepts for an owner or a repository. */
@@ -24,7 +25,7 @@ export type ForgeStateKey = z.infer<typeof ForgeStateKeySchema>;
 
 /** One forge-managed bottle: which issue it serves, which agent runs in it, and where it is. */
 export const ForgeStateSchema = ForgeStateKeySchema.extend({
-  slug: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'must match ^[a-z0-9][a-z0-9._-]{0,62}$'),
+  slug: z.string().regex(NAME_PATTERN, `must match ${NAME_RULE}`),
   agentName: z.string().min(1).max(63),
   bottleNames: z.array(z.string().min(1).max(63)),
   backendName: z.string().min(1).max(63),
@@ -42,7 +43,7 @@ export const ForgeStateSchema = ForgeStateKeySchema.extend({
 export type ForgeState = z.infer<typeof ForgeStateSchema>;
 
 const NAME = /^[A-Za-z0-9_.-]{1,100}$/;
-const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+const SLUG = NAME_PATTERN;
 const STRICT_ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?(Z|[+-]\d{2}:\d{2})$/;
 const STATUS = new Set(['running', 'frozen', 'destroyed']);
 const shortName = (v: unknown) => typeof v === 'string' && v.length >= 1 && v.length <= 63;

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { BbError } from '@bb/errors';
+import { homeLayout } from '@bb/names';
 import { z } from 'zod';
 
 /**
@@ -46,7 +46,7 @@ export type Policy = z.infer<typeof PolicySchema>;
 export const defaultPolicy = (): Policy => PolicySchema.parse({});
 
 export function policyPath(home: string): string {
-  return join(home, 'config', 'supervise.json');
+  return homeLayout({}, home).supervisePolicy;
 }
 
 /** Read the operator's policy, or the defaults when there is none. Names the file and field on error. */

@@ -3,13 +3,14 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import { type BottleMeta, destroy, readMeta } from '@bb/headless';
+import { NAME_PATTERN } from '@bb/names';
 import { parseDuration } from '@bb/service';
 import type { ForgeState } from '@bb/state';
 import { type CliDeps, type CliState, makeBackend, openState } from '../deps';
 import { backendName, type CliIo, parse, UsageError } from '../io';
 import { DESTROY_USAGE, GC_USAGE } from '../usage';
 
-const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+const SLUG = NAME_PATTERN;
 
 /** Mark a managed bottle's row destroyed (a running orchestrator reads it on its next event). */
 async function markDestroyed(store: CliState['store'], row: ForgeState): Promise<void> {

@@ -19,6 +19,7 @@ import {
   LOCAL_BACKEND_WARNING,
   LocalBackend,
 } from '@bb/headless';
+import { homeLayout } from '@bb/names';
 import {
   loadOrCreateSigningKey,
   ProvenanceStore,
@@ -242,13 +243,16 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
       `bottles: ${backend.name}${backend.name === 'docker' ? ` (image ${agentKind === 'claude' ? agentsImage : image}, agent without network)` : ''}`,
     );
 
-    mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-    mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-    writeFileSync(join(home, 'config', 'bottles', 'default.json'), JSON.stringify({ image }));
+    mkdirSync(homeLayout({}, home).agents, { recursive: true });
+    mkdirSync(homeLayout({}, home).bottleManifests, { recursive: true });
+    writeFileSync(
+      join(homeLayout({}, home).bottleManifests, 'default.json'),
+      JSON.stringify({ image }),
+    );
     if (agentKind === 'claude') {
       model = await createScriptedModelServer({ script: [{ say: 'waiting for the issue' }] });
       writeFileSync(
-        join(home, 'config', 'agents', 'demo.json'),
+        join(homeLayout({}, home).agents, 'demo.json'),
         JSON.stringify({
           provider: 'claude',
           model: 'scripted-model',
@@ -258,7 +262,7 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
         }),
       );
       writeFileSync(
-        join(home, 'config', 'bottles', 'claude.json'),
+        join(homeLayout({}, home).bottleManifests, 'claude.json'),
         JSON.stringify({
           image: agentsImage,
           credentials: [
@@ -272,7 +276,7 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
       );
     } else {
       writeFileSync(
-        join(home, 'config', 'agents', 'demo.json'),
+        join(homeLayout({}, home).agents, 'demo.json'),
         JSON.stringify(DEMO_AGENT, null, 2),
       );
     }

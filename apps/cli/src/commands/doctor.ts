@@ -12,6 +12,7 @@ import {
   loadAgentManifest,
   loadBottleManifest,
 } from '@bb/headless';
+import { LABEL } from '@bb/names';
 import { loadConfig } from '@bb/service';
 import { resolveBbHome } from '@bb/state';
 import { loadPolicy, policyPath } from '@bb/supervise';
@@ -114,7 +115,7 @@ async function engineChecks(io: CliIo, docker: Backend): Promise<DoctorCheck[]> 
 async function platformCheck(io: CliIo, name: string): Promise<DoctorCheck> {
   try {
     const runner = await backendKinds.runner(name, { env: io.env, token: '', warmMs: 0 });
-    const bottles = new Set((await runner.ours()).map((c) => c.labels['bb.slug'])).size;
+    const bottles = new Set((await runner.ours()).map((c) => c.labels[LABEL.slug])).size;
     return {
       check: `${name} backend`,
       ok: true,

@@ -1,3 +1,4 @@
+import { LABEL } from '@bb/names';
 import { describe, expect, it } from 'vitest';
 import type { KubeBottleSpec } from '../manifests';
 import type { FakeKubernetesApi } from './fake-api-server';
@@ -75,10 +76,10 @@ export function describeKubernetesIsolation(name: string, options: KubernetesIso
       await b.launch(spec(slug));
       const calls = b.api.calls.slice(before);
       const mine = (o: { metadata: { labels?: Record<string, string> } }) =>
-        o.metadata.labels?.['bb.slug'] === slug;
+        o.metadata.labels?.[LABEL.slug] === slug;
       const pods = b.api.objects('pods', b.namespace).filter(mine);
-      const gates = pods.filter((p) => p.metadata.labels?.['bb.role'] === 'gate');
-      const agents = pods.filter((p) => p.metadata.labels?.['bb.role'] !== 'gate');
+      const gates = pods.filter((p) => p.metadata.labels?.[LABEL.role] === 'gate');
+      const agents = pods.filter((p) => p.metadata.labels?.[LABEL.role] !== 'gate');
       return {
         b,
         calls,
@@ -128,7 +129,7 @@ export function describeKubernetesIsolation(name: string, options: KubernetesIso
           if (name === undefined) continue;
           expect(name, `volume ${String(v['name'])}`).not.toBe(SHARED_STATE);
           const claim = claims.find((c) => c.metadata.name === name);
-          expect(claim?.metadata.labels?.['bb.slug'], `claim ${String(name)}'s bottle`).toBe(slug);
+          expect(claim?.metadata.labels?.[LABEL.slug], `claim ${String(name)}'s bottle`).toBe(slug);
         }
     });
 
@@ -189,10 +190,10 @@ export function describeKubernetesIsolation(name: string, options: KubernetesIso
               const sel = peer['podSelector'];
               // It selects this bottle's gate, and would select no other pod of the namespace.
               expect(selectorSelects(sel, gate), `${p.metadata.name} selects the gate`).toBe(true);
-              expect(at(sel, 'matchLabels', 'bb.slug'), `${p.metadata.name}: this bottle's`).toBe(
-                gate['bb.slug'],
+              expect(at(sel, 'matchLabels', LABEL.slug), `${p.metadata.name}: this bottle's`).toBe(
+                gate[LABEL.slug],
               );
-              expect(at(sel, 'matchLabels', 'bb.role')).toBe('gate');
+              expect(at(sel, 'matchLabels', LABEL.role)).toBe('gate');
             }
           }
         }

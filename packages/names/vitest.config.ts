@@ -1,0 +1,3 @@
+import { definePackageConfig } from '@bb/tooling/vitest';
+
+export default definePackageConfig();

@@ -45,12 +45,12 @@ describe('published @bb/state, used from outside the repository', () => {
     const project = join(work, 'third-party');
     const modules = join(project, 'node_modules');
     mkdirSync(modules, { recursive: true });
-    install(pack(join(repo, 'packages', 'errors')), 'errors', modules);
-    install(pack(join(repo, 'packages', 'state')), 'state', modules);
-    // Third-party dependencies come from the registry in real life; here, link the
-    // copies this repository already installed.
+    // @bb/state and the @bb packages it depends on; third-party dependencies come from
+    // the registry in real life: here, the copies this repository already installed.
+    installWithDeps('state', modules);
     const req = createRequire(join(repo, 'packages', 'state', 'package.json'));
     for (const dep of ['better-sqlite3', 'zod', 'vitest']) {
+      if (existsSync(join(modules, dep))) continue;
       const dir = realpathSync(dirname(req.resolve(`${dep}/package.json`)));
       symlinkSync(dir, join(modules, dep), 'dir');
     }

@@ -1,4 +1,4 @@
-// Every code block of docs/guides/ compiles against the published packages: a
+// Every TypeScript block of docs/ and docs/guides/ compiles against the published packages: a
 // guide promises code a third party can start from. What a guide leaves to its
 // reader (their fixture helpers, their own module) is declared here, as the
 // reader writes it; a listing of one of our interfaces is checked to be it.
@@ -8,11 +8,19 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..', '..');
-const guides = join(root, 'docs', 'guides');
+const docs = join(root, 'docs');
 
 /** What the reader writes for each guide: lines after its blocks, and files beside it. */
 const READER: Record<string, { after?: string; files?: Record<string, string> }> = {
-  'writing-a-forge.md': {
+  'agent-clis.md': {
+    after: `
+import type { AgentProvider } from '@bb/headless';
+declare const invocation: AgentProvider['invocation'];
+declare const parseResult: AgentProvider['parseResult'];
+declare const recordedOutput: string;
+`,
+  },
+  'guides/writing-a-forge.md': {
     after: `
 import type { WebhookFixture } from '@bb/forge/testing';
 declare function seedScratchRepository(): Promise<{
@@ -24,7 +32,7 @@ declare function seedScratchRepository(): Promise<{
 declare function loadMyRecordedDeliveries(): WebhookFixture[];
 `,
   },
-  'writing-a-state-store.md': {
+  'guides/writing-a-state-store.md': {
     // The listing of ForgeStateStore is the real interface: each is assignable to the other.
     after: `
 declare const listed: ForgeStateStore;
@@ -59,20 +67,25 @@ function compile(dir: string, file: string): string[] {
     });
 }
 
-const files = readdirSync(guides).filter((f) => f.endsWith('.md'));
+// Every markdown file of docs/ and docs/guides/, by its path under docs/.
+const files = ['', 'guides/'].flatMap((d) =>
+  readdirSync(join(docs, d))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `${d}${f}`),
+);
 
-describe('the guides', () => {
+describe('the docs', () => {
   it('are all here, and the ones with code say what their reader writes', () => {
     expect(files.length).toBeGreaterThan(0);
     for (const f of files) {
-      const blocks = readFileSync(join(guides, f), 'utf8').match(/```(?:ts|typescript)\n/g) ?? [];
+      const blocks = readFileSync(join(docs, f), 'utf8').match(/```(?:ts|typescript)\n/g) ?? [];
       if (blocks.length > 0 && !READER[f]) expect.fail(`${f} has code: add it to READER`);
     }
   });
 
   for (const f of files) {
     const blocks = [
-      ...readFileSync(join(guides, f), 'utf8').matchAll(/```(?:ts|typescript)\n([\s\S]*?)```/g),
+      ...readFileSync(join(docs, f), 'utf8').matchAll(/```(?:ts|typescript)\n([\s\S]*?)```/g),
     ].map((m) => m[1]!);
     if (blocks.length === 0) continue;
     it(`${f}: its ${blocks.length} TypeScript blocks compile against the packages`, () => {

@@ -150,8 +150,8 @@ function runOutside(project: string, modules: string) {
   return { status: res.status, output: `${res.stdout}\n${res.stderr}` };
 }
 
-describe('published @bb/forge and @bb/headless, used from outside the repository', () => {
-  it("runs the forge and backend suites against a third party's trivial forge and backend", () => {
+describe('published @bb/forge and @bb/headless, plugged into from outside the repository', () => {
+  it("registers a third party's forge kind, backend and agent provider by name, and runs their suites", () => {
     const project = join(work, 'third-party-plugs');
     const modules = join(project, 'node_modules');
     mkdirSync(modules, { recursive: true });
@@ -171,10 +171,11 @@ describe('published @bb/forge and @bb/headless, used from outside the repository
     );
     writeFileSync(
       join(project, 'plugs.test.js'),
-      `import { defaultBottleBranches } from '@bb/forge';
+      `import { defaultBottleBranches, forgeKinds, registerForgeKind } from '@bb/forge';
 import { describeForgeConformance, MemoryForge, MemoryForgeWorld, memoryWebhooks } from '@bb/forge/testing';
-import { LocalBackend } from '@bb/headless';
-import { describeBackendConformance } from '@bb/headless/testing';
+import { AgentManifestSchema, backendKinds, LocalBackend, providerFor, PROXY_API_KEY, registerProvider } from '@bb/headless';
+import { describeBackendConformance, describeProviderConformance } from '@bb/headless/testing';
+import { expect, test } from 'vitest';
 
 // A third party's forge: an in-memory one with a kind of its own.
 class MyForge extends MemoryForge {}
@@ -204,14 +205,50 @@ describeForgeConformance('MyForge', {
   },
 });
 
-// A third party's backend: the local one under another name.
+// A third party's backend: the local one under another name, registered by name.
 class MyBackend extends LocalBackend {}
 describeBackendConformance('MyBackend', { create: () => new MyBackend({ warn: () => {} }), image: 'unused' });
+backendKinds.register('mine', () => new MyBackend({ warn: () => {} }));
+
+// A third party's agent CLI: one registry call, then manifests and forklift take its name.
+const mine = registerProvider({
+  name: 'mine',
+  modelApis: ['openai'],
+  invocation: (input) => ({
+    cmd: ['mine', '--json', ...(input.sessionId ? ['--session', input.sessionId] : []), '--', input.prompt],
+    env: input.modelApi ? { MINE_API: input.modelApi.baseUrl, MINE_KEY: PROXY_API_KEY } : {},
+    files: {},
+  }),
+  parseResult(stdout, exitCode) {
+    const line = stdout.split('\\n').find((l) => l.startsWith('{"done"'));
+    const done = line ? JSON.parse(line) : undefined;
+    const ok = exitCode === 0 && !!done;
+    return { sessionId: done?.session, ok, ...(ok ? { tokens: done.read } : { error: 'no done line' }) };
+  },
+});
+describeProviderConformance('mine', {
+  provider: mine,
+  recorded: { stdout: '{"done":true,"session":"m-1","read":321}\\n', exitCode: 0, sessionId: 'm-1', tokens: 321 },
+});
+
+// And each is found by name where bot-bottle looks for it.
+registerForgeKind(kind);
+test('the registered forge kind, backend and provider are found by name', () => {
+  expect(forgeKinds.get('mine')).toBe(kind);
+  expect(backendKinds.names()).toContain('mine');
+  expect(providerFor('mine')).toBe(mine);
+  expect(AgentManifestSchema.parse({ provider: 'mine', git: { name: 'Mine', email: 'mine@example.test' } }).provider).toBe('mine');
+});
 `,
     );
     const { status, output } = runOutside(project, modules);
     expect(status, output).toBe(0);
-    for (const suite of ['Forge conformance: MyForge', 'Backend conformance: MyBackend'])
+    for (const suite of [
+      'Forge conformance: MyForge',
+      'Backend conformance: MyBackend',
+      'Provider conformance: mine',
+      'the registered forge kind, backend and provider are found by name',
+    ])
       expect(output).toContain(suite);
     // Everything ran but what an in-memory forge cannot do (a real git push), which
     // shows as skipped with its reason.

@@ -63,7 +63,7 @@ const IMAGE = await (async () => {
 })();
 const LIMIT_MS = 8 * 60_000;
 const TOKEN = 'forksync-bench-token-0001';
-const real = process.env['FORKSYNC_AGENT'] as Exclude<AgentName, 'script'> | undefined;
+const real = process.env['FORKSYNC_AGENT'] as AgentName | undefined;
 
 const AS = {
   GIT_AUTHOR_NAME: 'Bench',

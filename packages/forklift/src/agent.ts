@@ -1,15 +1,23 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
-import { AgentScriptSchema, bridgePrelude, modelApiUrl, providerFor } from '@bb/headless';
+import {
+  AgentScriptSchema,
+  bridgePrelude,
+  type ModelApiKind,
+  modelApiUrl,
+  providerFor,
+  providerNames,
+} from '@bb/headless';
 
-/** The agents forklift runs: bot-bottle's providers. */
-export const AGENT_NAMES = ['claude', 'codex', 'pi', 'script'] as const;
-export type AgentName = (typeof AGENT_NAMES)[number];
+/** The agents forklift runs: bot-bottle's registered providers (`registerProvider`). */
+export const agentNames = (): string[] => providerNames();
+/** A registered provider's name. */
+export type AgentName = string;
 
 /** The model API the credential proxy forwards to, and the headers it adds (secret references only). */
 export interface ModelRoute {
-  kind: 'anthropic' | 'openai';
+  kind: ModelApiKind;
   upstream: string;
   headers: Record<string, string>;
 }
@@ -68,21 +76,19 @@ export const IN_CONTAINER = {
  * Returns the route and the extra secrets the proxy reads (the bearer header).
  */
 export function modelRouteFromEnv(
-  name: Exclude<AgentName, 'script'>,
+  name: AgentName,
   env: Record<string, string | undefined>,
 ): { route: ModelRoute; secrets: Record<string, string> } {
-  const anthropic = !!env['ANTHROPIC_API_KEY'];
-  const openai = !!env['OPENAI_API_KEY'];
-  const kind =
-    name === 'claude'
-      ? 'anthropic'
-      : name === 'codex'
-        ? 'openai'
-        : anthropic
-          ? 'anthropic'
-          : openai
-            ? 'openai'
-            : 'anthropic';
+  // The provider says which model APIs its CLI speaks: the first whose key is set, else its first.
+  const apis = providerFor(name).modelApis;
+  const has = (k: ModelApiKind) =>
+    !!env[k === 'anthropic' ? 'ANTHROPIC_API_KEY' : 'OPENAI_API_KEY'];
+  const kind = apis.find(has) ?? apis[0];
+  if (!kind)
+    throw new BbError(
+      'INVALID_INPUT',
+      `--agent ${name} calls no model API: it needs no model route (give its steps with --script if it is the script agent)`,
+    );
   const key = kind === 'anthropic' ? 'ANTHROPIC_API_KEY' : 'OPENAI_API_KEY';
   if (!env[key])
     throw new BbError(

@@ -1,11 +1,11 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { errorMessage } from '@bb/errors';
-import { type Backend, DockerBackend, memoryBytes } from '@bb/headless';
+import { type Backend, DockerBackend, memoryBytes, namesInWords } from '@bb/headless';
 import {
-  AGENT_NAMES,
   type AgentChoice,
   type AgentName,
+  agentNames,
   DEFAULT_ALLOW,
   modelRouteFromEnv,
   readScript,
@@ -13,7 +13,7 @@ import {
 import { OUTCOMES, runForklift, runsDir } from './run';
 import { listRuns, saveResult } from './runs';
 
-export const FORKLIFT_USAGE = `Usage: forklift [--agent claude|codex|pi|script] [--model M] [--timeout 8m] [--image IMAGE] [--json]
+export const FORKLIFT_USAGE = `Usage: forklift [--agent ${agentNames().join('|')}] [--model M] [--timeout 8m] [--image IMAGE] [--json]
        forklift runs [--json]
 
 Keep a fork in sync with its upstream. Run it in the fork's checkout (remotes origin
@@ -157,8 +157,8 @@ export async function runForkliftCli(
     return 2;
   }
   const agentName = String(v['agent'] ?? 'claude');
-  if (!(AGENT_NAMES as readonly string[]).includes(agentName)) {
-    io.stderr(`forklift: --agent ${agentName}: use claude, codex, pi or script\n`);
+  if (!agentNames().includes(agentName)) {
+    io.stderr(`forklift: --agent ${agentName}: use ${namesInWords(agentNames())}\n`);
     return 2;
   }
   if ((agentName === 'script') !== (v['script'] !== undefined)) {
@@ -203,8 +203,8 @@ export async function runForkliftCli(
         model,
       };
     else {
-      const m = modelRouteFromEnv(agentName as Exclude<AgentName, 'script'>, io.env);
-      choice = { name: agentName as AgentName, model, modelRoute: m.route, allow };
+      const m = modelRouteFromEnv(agentName, io.env);
+      choice = { name: agentName, model, modelRoute: m.route, allow };
       agentSecrets = m.secrets;
     }
   } catch (err) {

@@ -5,9 +5,9 @@
  * remotes, verifies the result as data, and only then pushes and opens the PR.
  */
 export {
-  AGENT_NAMES,
   type AgentChoice,
   type AgentName,
+  agentNames,
   DEFAULT_ALLOW,
   type ModelRoute,
   modelRouteFromEnv,

@@ -4,6 +4,7 @@ import { BbError } from '@bb/errors';
 import { homeLayout, NAME_PATTERN, NAME_RULE } from '@bb/names';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { providerNames } from './providers';
 
 /** Agent and bottle names, as labels name them. */
 export const MANIFEST_NAME = NAME_PATTERN;
@@ -12,8 +13,10 @@ const name = z.string().regex(MANIFEST_NAME, `must match ${NAME_RULE}`);
 /** An agent: which CLI runs, as whom it commits, which bottle it uses by default. */
 export const AgentManifestSchema = z
   .object({
-    provider: z.enum(['claude', 'codex', 'pi', 'script'], {
-      error: 'must be one of claude, codex, pi, script',
+    // Any registered provider (claude, codex, pi and script come built in).
+    provider: z.string().superRefine((name, ctx) => {
+      if (!providerNames().includes(name))
+        ctx.addIssue({ code: 'custom', message: `must be one of ${providerNames().join(', ')}` });
     }),
     model: z.string().min(1).optional(),
     bottles: z.array(name).min(1, 'name at least one bottle').default(['default']),

@@ -4,7 +4,8 @@
  * (`describeBackendConformance`), the isolation suite every backend that
  * says it isolates must pass too (`describeIsolationConformance`), and the
  * suite every `BottleRunner` must pass, a platform's own or `headlessRunner`
- * over an engine (`describeRunnerConformance`).
+ * over an engine (`describeRunnerConformance`), and the suite every agent
+ * provider must pass (`describeProviderConformance`).
  *
  * ```ts
  * describeBackendConformance('my backend', { create: () => new MyBackend(), image: 'bb-base:latest' });
@@ -21,6 +22,10 @@ export {
   describeIsolationConformance,
   type IsolationConformanceOptions,
 } from './isolation-suite';
+export {
+  describeProviderConformance,
+  type ProviderConformanceOptions,
+} from './providers/suite';
 export { describeRunnerConformance, type RunnerConformanceOptions } from './runner-suite';
 
 export interface BackendConformanceOptions {

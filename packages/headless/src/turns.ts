@@ -63,7 +63,7 @@ import {
   memoryBytes,
 } from './manifests';
 import { awaitWorkspaceScript, PR_BUNDLE, takeBundleScript, WORKSPACE_READY } from './pr-sync';
-import { providerFor } from './providers';
+import { modelApiFor, providerFor } from './providers';
 import {
   allowedBases,
   type BottleConfig,
@@ -130,14 +130,11 @@ function planTurn(
   const config = effectiveConfig(meta, bottles, env);
   const proxies = needsProxies(config);
   const supervised = supervises(env);
-  const routeFor = (kind: 'anthropic' | 'openai') =>
-    (JSON.parse(config.routes) as { routes: Array<{ prefix: string }> }).routes.find(
-      (c) => c.prefix === `/${kind}`,
-    )
-      ? modelApiUrl(kind)
-      : undefined;
-  const anthropicUrl = routeFor('anthropic');
-  const openaiUrl = routeFor('openai');
+  // The first model API the provider speaks that the bottle's credential routes offer.
+  const routes = (JSON.parse(config.routes) as { routes: Array<{ prefix: string }> }).routes;
+  const modelApi = modelApiFor(provider, (kind) =>
+    routes.some((c) => c.prefix === `/${kind}`) ? modelApiUrl(kind) : undefined,
+  );
   const invocation = provider.invocation({
     prompt,
     sessionId: meta.sessionId ?? undefined,
@@ -146,13 +143,7 @@ function planTurn(
     runtimeDir: P.runtime,
     socket: P.socket,
     ...(supervised ? { superviseSocket: P.superviseSocket } : {}),
-    ...(anthropicUrl || openaiUrl
-      ? {
-          modelApi: anthropicUrl
-            ? { kind: 'anthropic' as const, baseUrl: anthropicUrl }
-            : { kind: 'openai' as const, baseUrl: openaiUrl! },
-        }
-      : {}),
+    ...(modelApi ? { modelApi } : {}),
     ...(agent.retries !== undefined ? { retries: agent.retries } : {}),
   });
   // Before the agent: the PR branch's bundle is taken in (a resumed forge bottle), and

@@ -19,6 +19,20 @@ describe('describeRunnerConformance', () => {
   }, 120_000);
 });
 
+describe('describeProviderConformance', () => {
+  it('fails on a provider that shells its prompt, continues the latest session, trusts any exit 0 and hands over a key', () => {
+    const run = runFixtureSuite(pkg, 'test/fixtures/careless-provider.fixture.ts');
+    expect(run.exitCode).not.toBe(0);
+    expect(run.failed).toEqual([
+      'the prompt is one argv element, exactly as given',
+      'resumes the exact session by its id, never the latest',
+      'garbled output, or a failing exit, is never a success',
+      'reaches its model API through the bridge with a placeholder key only',
+    ]);
+    expect(run.passed).toEqual(['reads a recorded turn: its session id, success and usage']);
+  }, 120_000);
+});
+
 describe('describeBackendConformance', () => {
   it('fails on a deliberately broken backend', () => {
     const run = runFixtureSuite(pkg, 'test/fixtures/broken-backend.fixture.ts');

@@ -7,7 +7,7 @@ import {
   providerFor,
   scriptProvider,
   type TurnInput,
-} from './providers';
+} from './index';
 
 const input = (over: Partial<TurnInput> = {}): TurnInput => ({
   prompt: 'fix it',

@@ -1,7 +1,3 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { errorMessage } from '@bb/errors';
 import {
   type DecisionScope,
@@ -14,17 +10,12 @@ import { Box, render, Text, useApp, useInput } from 'ink';
 import { createElement as h, type ReactNode, useEffect, useRef, useState } from 'react';
 import type { CliDeps } from '../deps';
 import type { CliIo } from '../io';
-import { openDesk, safeView } from './supervise';
+import { age, editInEditor, openDesk, safeView } from './supervise-desk';
 
 /** What the inbox asks its caller to do once it has let go of the terminal. */
 type Exit =
   | { type: 'quit' }
   | { type: 'modify'; view: RequestView; scope: DecisionScope; override: boolean };
-
-const age = (iso: string) => {
-  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
-  return s < 90 ? `${s}s` : s < 5400 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`;
-};
 
 function Inbox(props: {
   desk: SuperviseDesk;
@@ -232,18 +223,11 @@ async function modify(
   desk: SuperviseDesk,
   e: Extract<Exit, { type: 'modify' }>,
 ): Promise<string> {
-  const editor = io.env['VISUAL'] || io.env['EDITOR'];
-  if (!editor) return 'set EDITOR (or VISUAL) to modify a proposal';
-  const dir = mkdtempSync(join(tmpdir(), 'bb-modify-'));
-  const f = join(dir, e.view.file);
   try {
-    writeFileSync(f, e.view.candidate);
-    const r = spawnSync('sh', ['-c', `${editor} "$1"`, 'sh', f], {
-      stdio: 'inherit',
-      env: io.env as NodeJS.ProcessEnv,
-    });
-    if (r.status !== 0) return `${editor} exited ${r.status}: nothing decided`;
-    const edited = existsSync(f) ? readFileSync(f, 'utf8') : e.view.candidate;
+    const r = editInEditor(io, e.view.file, e.view.candidate);
+    if (!r) return 'set EDITOR (or VISUAL) to modify a proposal';
+    if (r.status !== 0) return `${r.editor} exited ${r.status}: nothing decided`;
+    const edited = r.text;
     const out = await desk.approve(e.view.id, {
       by: 'operator',
       scope: e.view.kind === 'dockerfile' && e.scope === 'turn' ? 'bottle' : e.scope,
@@ -254,7 +238,5 @@ async function modify(
     return `${out.request.status} ${e.view.id}: ${out.remediation?.detail ?? ''}`;
   } catch (err) {
     return errorMessage(err);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
   }
 }

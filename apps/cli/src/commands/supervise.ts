@@ -1,58 +1,23 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { BbError } from '@bb/errors';
-import { bottleRemediator, readMeta, supervisedBottles } from '@bb/headless';
+import { readMeta } from '@bb/headless';
 import {
   type DecisionScope,
   KINDS,
-  loadPolicy,
   type RequestStatus,
   type RequestView,
   SCOPES,
-  SuperviseDesk,
-  SuperviseStore,
 } from '@bb/supervise';
-import { forTerminalDeep, forTerminalLine, jsonText, forTerminal as printable } from '@bb/wall';
-import { type CliDeps, makeBackend, openLocal } from '../deps';
+import { forTerminalLine, jsonText, forTerminal as printable } from '@bb/wall';
+import type { CliDeps } from '../deps';
 import { bold, type CliIo, dim, green, parse, red, UsageError, yellow } from '../io';
 import { SUPERVISE_USAGE } from '../usage';
+import { age, editInEditor, openDesk, safeView } from './supervise-desk';
 import { manifestChange } from './supervise-manifest';
-
-/** The desk over this BB_HOME's database and bottles; close the state when done. */
-export function openDesk(io: CliIo, deps: CliDeps) {
-  const state = openLocal(io);
-  const backend = makeBackend(io, 'docker', deps);
-  const desk = new SuperviseDesk({
-    store: new SuperviseStore(state.database),
-    bottles: supervisedBottles(io.env),
-    policy: loadPolicy(state.home),
-    remediator: bottleRemediator({
-      backend,
-      env: io.env,
-      // A build's lines are the agent's words: shown printable, never interpreted.
-      onProgress: (l) => io.isTTY && io.stderr(dim(io, `${printable(l)}\n`)),
-    }),
-  });
-  return { desk, state, close: () => state.close() };
-}
 
 const operator = (io: CliIo, by: unknown) =>
   (typeof by === 'string' && by) || io.env['BB_OPERATOR'] || io.env['USER'] || 'operator';
-
-const age = (iso: string, now = Date.now()) => {
-  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
-  return s < 90 ? `${s}s` : s < 5400 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`;
-};
-
-/**
- * A request with every string made printable: the agent wrote most of them, and
- * an escape sequence in a justification must not redraw what the operator sees.
- */
-export function safeView<T>(v: T): T {
-  return forTerminalDeep(v);
-}
 
 /** One request as terminal text: what, why, the evidence, the findings and the diff. */
 export function renderRequest(io: CliIo, unsafe: RequestView): string {
@@ -294,26 +259,18 @@ async function editCommand(
     if (typeof values['file'] === 'string')
       text = readFileSync(resolve(io.cwd, values['file']), 'utf8');
     else {
-      const editor = io.env['VISUAL'] || io.env['EDITOR'];
-      if (!editor)
+      const edited = editInEditor(io, KINDS[which].file, current);
+      if (!edited)
         throw new BbError(
           'INVALID_INPUT',
           'set EDITOR (or VISUAL), or give the new file with --file',
         );
-      const dir = mkdtempSync(join(tmpdir(), 'bb-edit-'));
-      const f = join(dir, KINDS[which].file);
-      try {
-        writeFileSync(f, current);
-        const r = spawnSync('sh', ['-c', `${editor} "$1"`, 'sh', f], {
-          stdio: 'inherit',
-          env: io.env as NodeJS.ProcessEnv,
-        });
-        if (r.status !== 0)
-          throw new BbError('INVALID_INPUT', `${editor} exited ${r.status}: nothing was changed`);
-        text = existsSync(f) ? readFileSync(f, 'utf8') : current;
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      if (edited.status !== 0)
+        throw new BbError(
+          'INVALID_INPUT',
+          `${edited.editor} exited ${edited.status}: nothing was changed`,
+        );
+      text = edited.text;
     }
     if (text === current) {
       io.stdout(`no change to ${slug}'s ${KINDS[which].file}\n`);

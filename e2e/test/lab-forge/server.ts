@@ -144,6 +144,26 @@ export class LabServer {
     await this.#emit(owner, repo, author, 'change.closed', { change: change(item.pr) });
   }
 
+  /** A delivery of `type` as Lab would sign it with `secret` (a webhook fixture), not sent. */
+  signed(owner: string, repo: string, actor: string, type: string, extra: object, secret: string) {
+    const body = JSON.stringify({
+      type,
+      id: randomUUID(),
+      repo: `${owner}/${repo}`,
+      actor: this.world.user(actor),
+      at: this.world.tick(),
+      ...extra,
+    });
+    return {
+      headers: {
+        'content-type': 'application/json',
+        'x-lab-delivery': randomUUID(),
+        'x-lab-signature': labSignature(secret, body),
+      },
+      body,
+    };
+  }
+
   close(): Promise<void> {
     return new Promise((r) => {
       this.#server.close(() => {

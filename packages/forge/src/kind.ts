@@ -102,6 +102,12 @@ export interface ForgeKind {
    * bad or missing variable and what to set it to.
    */
   fromEnv(env: Record<string, string | undefined>): ForgeSite;
+  /**
+   * The site whose web pages are at `webBase` (e.g. `https://gitea.example.com`),
+   * for a tool that knows a repository only by its remote URL (forklift). A kind
+   * without it is configured by its variables (`fromEnv`) there too.
+   */
+  siteAt?(webBase: string): ForgeSite;
   /** How deliveries are verified and read. */
   readonly webhook: WebhookScheme;
   /** A bottle's branch for `agent` working on issue `issue`. */

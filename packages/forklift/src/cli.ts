@@ -4,7 +4,6 @@ import { errorMessage } from '@bb/errors';
 import { type Backend, DockerBackend, memoryBytes, namesInWords } from '@bb/headless';
 import {
   type AgentChoice,
-  type AgentName,
   agentNames,
   DEFAULT_ALLOW,
   modelRouteFromEnv,
@@ -51,6 +50,8 @@ Options:
 
 Environment:
   FORKLIFT_TOKEN (or FORGE_TOKEN)  the forge token for the push and the PR (host only)
+  FORKLIFT_FORGE_KIND the fork's forge kind (default FORGE_KIND, else gitea); any
+                      registered kind, configured by its own variables
   FORKLIFT_API        the forge API (default <origin>/api/v1, Gitea)
   ANTHROPIC_API_KEY   claude's and pi's model key, OPENAI_API_KEY codex's: held by the
                       credential proxy, never in the agent's container

@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { BbError, errorMessage, registerSecret } from '@bb/errors';
-import { type Forge, GiteaForge } from '@bb/forge';
+import { type Forge, forgeKinds } from '@bb/forge';
 import type { Backend } from '@bb/headless';
 import { LABEL } from '@bb/names';
 import {
@@ -53,7 +53,7 @@ export interface ForkliftOptions {
   maxImportBytes?: number;
   /** The forge token for the push and the PR (never given to the agent). */
   token: string;
-  /** The fork's forge. @default GiteaForge at FORKLIFT_API or <origin web base>/api/v1 */
+  /** The fork's forge. @default the kind registry's (see `forkForge`): Gitea at FORKLIFT_API or <origin web base>/api/v1 */
   forgeFor?: (remote: RemoteRepo) => Forge;
   /** The branch both sides are merged on. @default main */
   branch?: string;
@@ -212,7 +212,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     const forkMd = await host(['show', `${fork}:FORK.md`]).catch(() => '');
     // The fork's rules as its maintainer wrote them on origin: the agent's copy of FORK.md counts for nothing.
     const rules = parseForkMd(forkMd);
-    const forge = (o.forgeFor ?? defaultForge(o))(origin);
+    const forge = (o.forgeFor ?? forkForge(o))(origin);
     // The token's git never runs in a repository with someone's config or hooks: pushes go
     // from a bare repository of ours that reads the checkout's objects.
     const verify = join(runDir, 'verify.git');
@@ -583,12 +583,22 @@ function operatorEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv
   return { ...(rest as NodeJS.ProcessEnv), GIT_TERMINAL_PROMPT: '0' };
 }
 
-function defaultForge(o: ForkliftOptions) {
-  return (r: RemoteRepo): Forge =>
-    new GiteaForge({
-      baseUrl: o.env['FORKLIFT_API'] || `${r.webBase}/api/v1`,
-      token: o.token,
-      owner: r.owner,
-      repo: r.repo,
-    });
+/**
+ * The fork's forge from the kind registry: `FORKLIFT_FORGE_KIND` (else `FORGE_KIND`,
+ * else the default kind). Its site is where `FORKLIFT_API` says (Gitea's API URL),
+ * else where the origin remote's web base is (`siteAt`), else the kind's own variables.
+ */
+export function forkForge(o: Pick<ForkliftOptions, 'env' | 'token'>) {
+  const name = o.env['FORKLIFT_FORGE_KIND'] || o.env['FORGE_KIND'] || forgeKinds.defaultKind;
+  const kind = forgeKinds.get(name);
+  return (r: RemoteRepo): Forge => {
+    const api = o.env['FORKLIFT_API'];
+    const site =
+      api && kind.name === 'gitea'
+        ? kind.fromEnv({ FORGE_GITEA_API: api })
+        : !api && kind.siteAt
+          ? kind.siteAt(r.webBase)
+          : kind.fromEnv(o.env);
+    return site.forgeFor({ owner: r.owner, repo: r.repo, token: o.token });
+  };
 }

@@ -153,6 +153,9 @@ export const giteaKind: ForgeKind = {
   summary:
     'Gitea or Forgejo; FORGE_GITEA_API is its API URL, e.g. https://gitea.example.com/api/v1',
   fromEnv: (env) => new GiteaSite(apiUrlFrom(env)),
+  // Gitea's API is under the web root.
+  siteAt: (webBase) =>
+    new GiteaSite(apiUrlFrom({ FORGE_GITEA_API: `${webBase.replace(/\/$/, '')}/api/v1` })),
   webhook: {
     path: '/webhooks/gitea',
     deliveryId: (headers: WebhookHeaders) =>

@@ -51,7 +51,6 @@ const LONG: Record<string, string> = {
   'packages/headless/src/turns.ts': 'a bottle turn: its plan, its start and its end',
   'packages/egress/src/egress-connection.ts':
     'one egress connection: CONNECT, TLS peeking and relaying',
-  'packages/state/src/testing.ts': 'the state conformance suites, sharing their fixtures',
   'packages/forklift/src/run.ts': "forklift's one run, from fork to verified PR",
   'packages/headless/src/docker-backend.ts': 'the Docker backend: one engine, its calls',
   'packages/supervise/src/desk.ts': "the operator's desk: decide, apply, audit",

@@ -1,7 +1,7 @@
 import { Pool } from 'undici';
-import { fromWireError, type WireError } from './codes';
 import type { MethodName, ParamsOf, ResultOf } from './contract';
-import { LineClient, untilListening } from './line-client';
+import { untilListening } from './line-client';
+import { RpcSocketClient } from './rpc-client';
 
 export interface ForgeSidecarClientOptions {
   /** The sidecar's socket. @default process.env.BB_SIDECAR_SOCKET ?? '/run/bb/forge.sock' */
@@ -25,22 +25,24 @@ export interface ForgeSidecarClientOptions {
 export class ForgeSidecarClient {
   readonly socketPath: string;
   readonly #client: Pool;
-  readonly #lines: LineClient;
-  readonly #timeout: number;
+  readonly #rpc: RpcSocketClient;
   readonly #connectWait: number;
-  #id = 0;
 
   constructor(options: ForgeSidecarClientOptions = {}) {
     this.socketPath =
       options.socketPath ?? process.env['BB_SIDECAR_SOCKET'] ?? '/run/bb/forge.sock';
-    this.#timeout = options.timeoutMs ?? 120_000;
     this.#connectWait = options.connectWaitMs ?? 30_000;
-    this.#lines = new LineClient(this.socketPath, options.connections ?? 4, this.#connectWait);
+    this.#rpc = new RpcSocketClient({
+      socketPath: this.socketPath,
+      timeoutMs: options.timeoutMs ?? 120_000,
+      connections: options.connections ?? 4,
+      connectWaitMs: this.#connectWait,
+    });
     this.#client = new Pool('http://sidecar', {
       socketPath: this.socketPath,
       connections: options.connections ?? 4,
-      headersTimeout: this.#timeout,
-      bodyTimeout: this.#timeout,
+      headersTimeout: options.timeoutMs ?? 120_000,
+      bodyTimeout: options.timeoutMs ?? 120_000,
     });
   }
 
@@ -52,15 +54,8 @@ export class ForgeSidecarClient {
    */
   call<M extends MethodName>(method: M, params: ParamsOf<M>): Promise<ResultOf<M>>;
   call<T = unknown>(method: string, params?: Record<string, unknown>): Promise<T>;
-  async call(method: string, params: Record<string, unknown> = {}): Promise<unknown> {
-    const id = ++this.#id;
-    const body = (await this.#lines.call(
-      id,
-      { jsonrpc: '2.0', id, method, params },
-      this.#timeout,
-    )) as { result?: unknown; error?: WireError };
-    if (body.error) throw fromWireError(body.error);
-    return body.result;
+  call(method: string, params: Record<string, unknown> = {}): Promise<unknown> {
+    return this.#rpc.call(method, params);
   }
 
   async health(): Promise<{ ok: boolean; issue: number; scope: number[]; turn?: number }> {
@@ -107,7 +102,7 @@ export class ForgeSidecarClient {
   }
 
   close(): Promise<void> {
-    this.#lines.close();
+    this.#rpc.close();
     return this.#client.close();
   }
 }

@@ -25,6 +25,7 @@ export {
   pushCommit,
   remoteDefaultBranch,
 } from './git-push';
+export type { Peer, Unreachable } from './line-client';
 export {
   BASE_FILE,
   forgeSiteFromEnv,
@@ -60,6 +61,14 @@ export {
   type QueueReaderOptions,
   QueueWriter,
 } from './queue';
+export { RpcSocketClient, type RpcSocketClientOptions } from './rpc-client';
+export {
+  type RpcLogger,
+  type RpcMethod,
+  type RpcServerOptions,
+  type RunningRpcServer,
+  serveRpc,
+} from './rpc-server';
 export {
   type RunningSidecar,
   type SidecarLogger,

@@ -4,11 +4,34 @@ import { BbError } from '@bb/errors';
 /** A connection with no call for this long is closed by the client (the sidecar waits 5 min). */
 const IDLE_MS = 60_000;
 
+/** The error for a server that cannot be reached at `socketPath`. */
+export type Unreachable = (socketPath: string, err: unknown) => BbError;
+
+/** Whom a client talks to, for its errors: `the forge sidecar`, and its error when unreachable. */
+export interface Peer {
+  name: string;
+  unreachable: Unreachable;
+}
+
+const forgeUnreachable: Unreachable = (socketPath, err) =>
+  new BbError(
+    'FORGE_UNAVAILABLE',
+    `cannot reach the forge sidecar at ${socketPath}: ${(err as Error).message}`,
+    { cause: err },
+  );
+
+const FORGE_SIDECAR: Peer = { name: 'the forge sidecar', unreachable: forgeUnreachable };
+
 type Pending = {
   resolve: (line: Record<string, unknown>) => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
+  /** The request left this process (its write completed): the server may have it. */
+  sent: boolean;
 };
+
+/** A request the connection lost before writing it: nothing reached the server, so it may go again. */
+class NotSent extends Error {}
 
 /**
  * `attempt`, again while the sidecar's socket is missing or refuses connections
@@ -19,6 +42,7 @@ export async function untilListening<T>(
   socketPath: string,
   waitMs: number,
   attempt: () => Promise<T>,
+  unreachable: Unreachable = forgeUnreachable,
 ): Promise<T> {
   const deadline = Date.now() + waitMs;
   for (;;) {
@@ -30,11 +54,7 @@ export async function untilListening<T>(
         await new Promise((r) => setTimeout(r, 5));
         continue;
       }
-      throw new BbError(
-        'FORGE_UNAVAILABLE',
-        `cannot reach the forge sidecar at ${socketPath}: ${(err as Error).message}`,
-        { cause: err },
-      );
+      throw unreachable(socketPath, err);
     }
   }
 }
@@ -50,6 +70,7 @@ class LineConnection {
   constructor(
     readonly socketPath: string,
     readonly connectWaitMs: number,
+    readonly peer: Peer,
   ) {}
 
   get busy(): number {
@@ -59,18 +80,23 @@ class LineConnection {
   /** Connected, retrying while the socket is missing or refuses (nothing was sent). */
   #connect(): Promise<Socket> {
     if (this.#socket && !this.#socket.destroyed) return Promise.resolve(this.#socket);
-    this.#ready ??= untilListening(this.socketPath, this.connectWaitMs, async () => {
-      const s = await new Promise<Socket>((resolve, reject) => {
-        const c = connect(this.socketPath);
-        c.once('connect', () => {
-          c.off('error', reject);
-          resolve(c);
+    this.#ready ??= untilListening(
+      this.socketPath,
+      this.connectWaitMs,
+      async () => {
+        const s = await new Promise<Socket>((resolve, reject) => {
+          const c = connect(this.socketPath);
+          c.once('connect', () => {
+            c.off('error', reject);
+            resolve(c);
+          });
+          c.once('error', reject);
         });
-        c.once('error', reject);
-      });
-      this.#adopt(s);
-      return s;
-    }).finally(() => {
+        this.#adopt(s);
+        return s;
+      },
+      this.peer.unreachable,
+    ).finally(() => {
       this.#ready = undefined;
     });
     return this.#ready;
@@ -107,10 +133,14 @@ class LineConnection {
       for (const [id, p] of pending) {
         pending.delete(id);
         clearTimeout(p.timer);
+        if (!p.sent) {
+          p.reject(new NotSent());
+          continue;
+        }
         p.reject(
           new BbError(
             'FORGE_UNAVAILABLE',
-            `the forge sidecar at ${this.socketPath} closed the connection before it answered${err ? ` (${err.message})` : ''}`,
+            `${this.peer.name} at ${this.socketPath} closed the connection before it answered${err ? ` (${err.message})` : ''}`,
           ),
         );
       }
@@ -145,11 +175,14 @@ class LineConnection {
       const timer = setTimeout(() => {
         pending.delete(id);
         if (pending.size === 0) s.unref();
-        reject(new BbError('TIMEOUT', `the forge sidecar did not answer within ${timeoutMs} ms`));
+        reject(new BbError('TIMEOUT', `${this.peer.name} did not answer within ${timeoutMs} ms`));
       }, timeoutMs);
-      pending.set(id, { resolve, reject, timer });
+      const p: Pending = { resolve, reject, timer, sent: false };
+      pending.set(id, p);
       s.ref();
-      s.write(line);
+      s.write(line, (err) => {
+        if (!err) p.sent = true;
+      });
     });
   }
 
@@ -160,8 +193,9 @@ class LineConnection {
 }
 
 /**
- * Connections to the forge sidecar speaking newline-delimited JSON-RPC, each
- * call on the least busy of them (up to `connections`, opened as needed).
+ * Connections to a gate (the forge or the supervise sidecar) speaking
+ * newline-delimited JSON-RPC, each call on the least busy of them (up to
+ * `connections`, opened as needed).
  */
 export class LineClient {
   readonly #conns: LineConnection[] = [];
@@ -170,16 +204,30 @@ export class LineClient {
     readonly socketPath: string,
     readonly connections: number,
     readonly connectWaitMs: number,
+    readonly peer: Peer = FORGE_SIDECAR,
   ) {}
 
   call(id: number, request: unknown, timeoutMs: number): Promise<Record<string, unknown>> {
     let pick = this.#conns.find((c) => c.busy === 0);
     if (!pick && this.#conns.length < this.connections) {
-      pick = new LineConnection(this.socketPath, this.connectWaitMs);
+      pick = new LineConnection(this.socketPath, this.connectWaitMs, this.peer);
       this.#conns.push(pick);
     }
     pick ??= this.#conns.reduce((a, b) => (b.busy < a.busy ? b : a));
-    return pick.send(id, `${JSON.stringify(request)}\n`, timeoutMs);
+    const line = `${JSON.stringify(request)}\n`;
+    // A kept connection the server closed a moment ago (it restarted) fails the write:
+    // nothing was sent, so the call goes once more, on a new connection.
+    return pick.send(id, line, timeoutMs).catch((err) => {
+      if (!(err instanceof NotSent)) throw err;
+      return pick.send(id, line, timeoutMs).catch((again) => {
+        if (again instanceof NotSent)
+          throw new BbError(
+            'FORGE_UNAVAILABLE',
+            `${this.peer.name} at ${this.socketPath} closed the connection before the call was sent`,
+          );
+        throw again;
+      });
+    });
   }
 
   close(): void {

@@ -5,7 +5,8 @@ export interface LineServing {
   /** The largest line (one request or batch) accepted; a longer one ends the connection. */
   maxLineBytes: number;
   /** The answer to one parsed line: a response, a batch of them, or none (notifications). */
-  answer(payload: unknown): Promise<unknown | null>;
+  /** The answer to one parsed line; `signal` aborts when the connection closes. */
+  answer(payload: unknown, signal: AbortSignal): Promise<unknown | null>;
   /** The answer to a line that is not JSON. */
   parseError(): unknown;
   /** The answer to a line over `maxLineBytes` (sent before the connection ends). */
@@ -41,6 +42,9 @@ export interface LineConnection {
  * 4 MiB of them end the connection; 5 min with nothing in flight end it too.
  */
 export function serveLines(socket: Socket, o: LineServing): LineConnection {
+  // Its calls are told when the connection closes (a waiting call stops waiting).
+  const gone = new AbortController();
+  socket.once('close', () => gone.abort());
   let held: Buffer[] = [];
   let heldBytes = 0;
   let inFlight = 0;
@@ -76,7 +80,7 @@ export function serveLines(socket: Socket, o: LineServing): LineConnection {
     const weight = Array.isArray(payload) ? Math.max(1, payload.length) : 1;
     inFlight += weight;
     const work = o
-      .answer(payload)
+      .answer(payload, gone.signal)
       .then(
         (out) => {
           if (out !== null) send(out);

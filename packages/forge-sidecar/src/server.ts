@@ -1,29 +1,13 @@
-import { chmodSync, chownSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, createServer as createNetServer, type Socket } from 'node:net';
-import { dirname } from 'node:path';
-import { BbError, errorMessage } from '@bb/errors';
 import type { ScopedForge } from '@bb/forge';
-import { listenUnixSocket } from '@bb/wall';
-import {
-  JSONRPCErrorException,
-  type JSONRPCRequest,
-  type JSONRPCResponse,
-  JSONRPCServer,
-} from 'json-rpc-2.0';
-import { ERROR_TABLE, toWireError } from './codes';
+import { ERROR_TABLE } from './codes';
 import type { GitGate } from './git-push';
-import { type LineConnection, serveLines } from './line-transport';
 import { callMethod, METHOD_NAMES, type MethodContext } from './methods';
 import type { OpLog } from './op-log';
 import { CheckinThrottle, type QueueWriter } from './queue';
+import { type RpcLogger, type RpcMethod, serveRpc } from './rpc-server';
 
 /** Where the sidecar writes its own diagnostics (never the token). */
-export interface SidecarLogger {
-  info(obj: Record<string, unknown>, msg: string): void;
-  warn(obj: Record<string, unknown>, msg: string): void;
-  error(obj: Record<string, unknown>, msg: string): void;
-}
+export type SidecarLogger = RpcLogger;
 
 export interface SidecarOptions {
   forge: ScopedForge;
@@ -61,19 +45,13 @@ export interface RunningSidecar {
 
 const silent: SidecarLogger = { info() {}, warn() {}, error() {} };
 
-/** A connection that sends nothing this long after it opens is closed. */
-const FIRST_BYTE_MS = 10_000;
-/** Connections served at once (more are refused until one closes). */
-const MAX_CONNECTIONS = 64;
-
 /**
- * Start the forge sidecar: JSON-RPC 2.0 on a Unix socket, as newline-delimited
- * JSON (what `ForgeSidecarClient` speaks) or over HTTP (`POST /rpc`, `GET
- * /healthz`), told apart by a connection's first byte.
+ * Start the forge sidecar: the contract's methods (`contract.ts`) as JSON-RPC 2.0
+ * on a Unix socket (`serveRpc`: newline-delimited JSON, what `ForgeSidecarClient`
+ * speaks, or HTTP `POST /rpc` and `GET /healthz`).
  */
 export async function startSidecar(options: SidecarOptions): Promise<RunningSidecar> {
   const log = options.logger ?? silent;
-  const maxBody = options.maxBodyBytes ?? 1024 * 1024;
   const ctx: MethodContext = {
     turn: options.turn ?? (() => 0),
     forge: options.forge,
@@ -83,201 +61,31 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
     git: options.git,
     branch: options.branch,
   };
-
-  const rpc = new JSONRPCServer({
-    errorListener: (message, data) => log.error({ err: errorMessage(data) }, message),
-  });
-  for (const name of METHOD_NAMES) {
-    rpc.addMethod(name, async (params: unknown) => {
-      try {
-        return (await callMethod(ctx, name, params)) ?? null;
-      } catch (err) {
-        const { wire, internal } = toWireError(err);
-        if (internal)
-          log.error(
-            { method: name, err: errorMessage(err), stack: (err as Error).stack },
-            'internal error in a sidecar method',
-          );
-        else log.info({ method: name, code: wire.data?.code }, 'call refused or failed');
-        throw new JSONRPCErrorException(wire.message, wire.code, wire.data);
-      }
-    });
-  }
-  rpc.mapErrorToJSONRPCErrorResponse = (id, error) => {
-    if (error instanceof JSONRPCErrorException)
-      return { jsonrpc: '2.0', id, error: error.toObject() };
-    return { jsonrpc: '2.0', id, error: toWireError(error).wire };
-  };
-
-  const handleOne = async (req: unknown): Promise<JSONRPCResponse | null> => {
-    if (!isRequestShape(req)) {
-      const id =
-        typeof req === 'object' && req !== null && isId((req as { id?: unknown }).id)
-          ? (req as { id: string | number | null }).id
-          : null;
-      return errorResponse(
-        id,
-        'INVALID_REQUEST',
-        'Invalid Request: expected {"jsonrpc":"2.0","method":string,"params"?,"id"?}',
-      );
-    }
-    if (!rpc.hasMethod(req.method)) {
-      if (req.id === undefined) return null;
-      return errorResponse(
-        req.id,
-        'METHOD_NOT_FOUND',
-        `Method not found: ${JSON.stringify(req.method).slice(0, 80)}; methods are ${METHOD_NAMES.join(', ')}`,
-      );
-    }
-    const res = (await rpc.receive(req)) as JSONRPCResponse | null;
-    return req.id === undefined ? null : res;
-  };
-
-  const inFlight = new Set<Promise<unknown>>();
-  const server: Server = createServer({ connectionsCheckingInterval: 2000 }, (req, res) => {
-    const p = handle(req, res).catch((err) => {
-      log.error({ err: errorMessage(err) }, 'request failed');
-      if (!res.headersSent) res.writeHead(500).end();
-      else res.destroy();
-    });
-    inFlight.add(p);
-    void p.finally(() => inFlight.delete(p));
-  });
-  // Slow or vanished clients must not hold the sidecar.
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 120_000;
-  server.keepAliveTimeout = 5_000;
-  server.on('clientError', (_err, socket) => socket.destroy());
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0];
-    if (req.method === 'GET' && path === '/healthz') {
-      return json(res, 200, {
-        ok: true,
-        issue: options.forge.issue,
-        scope: options.forge.scope,
-        turn: ctx.turn(),
-      });
-    }
-    if (path !== '/rpc')
-      return json(res, 404, { error: 'not found: use POST /rpc or GET /healthz' });
-    if (req.method !== 'POST') return json(res, 405, { error: 'use POST /rpc' });
-    const declared = Number(req.headers['content-length'] ?? 0);
-    const tooLarge = () => {
-      res.writeHead(413, { connection: 'close', 'content-type': 'application/json' });
-      const msg = `request body over ${maxBody} bytes`;
-      res.end(JSON.stringify(errorResponse(null, 'INVALID_REQUEST', msg)));
-      req.destroy();
-    };
-    // Refuse a declared oversize body before reading any of it.
-    if (declared > maxBody) return tooLarge();
-    const raw = await readBody(req, maxBody);
-    if (raw === 'too-large') return tooLarge();
-    if (raw === 'aborted') return;
-    let payload: unknown;
-    try {
-      payload = JSON.parse(raw.toString('utf8'));
-    } catch {
-      return json(res, 200, parseError());
-    }
-    const out = await answer(payload);
-    return out === null ? end(res, 204) : json(res, 200, out);
-  }
-
-  /** The answer to one request or batch (either transport): none for notifications alone. */
-  async function answer(payload: unknown): Promise<JSONRPCResponse | JSONRPCResponse[] | null> {
-    if (!Array.isArray(payload)) return handleOne(payload);
-    if (payload.length === 0)
-      return errorResponse(null, 'INVALID_REQUEST', 'Invalid Request: empty batch');
-    if (payload.length > 100)
-      return errorResponse(
-        null,
-        'INVALID_REQUEST',
-        'Invalid Request: batches hold at most 100 calls',
-      );
-    const out = (await Promise.all(payload.map(handleOne))).filter(
-      (r): r is JSONRPCResponse => r !== null,
-    );
-    return out.length === 0 ? null : out;
-  }
-  const parseError = () =>
-    errorResponse(null, 'PARSE_ERROR', 'Parse error: the body is not valid JSON');
-
-  // One socket, two ways in: a connection whose first byte opens JSON (`{` or `[`)
-  // speaks newline-delimited JSON-RPC (the client's way: no HTTP on either side);
-  // any other is HTTP (POST /rpc, GET /healthz), handed to the HTTP server. A
-  // connection that says nothing for 10 s is closed; at most 64 are open at once.
-  const accepted = new Set<Socket>();
-  const lines = new Set<LineConnection>();
-  let closingDown = false;
-  // The HTTP server is handed connections, never listens itself: start its checks of
-  // slow requests (headersTimeout, requestTimeout) as listening would.
-  server.emit('listening');
-  const front = createNetServer({ allowHalfOpen: true }, (socket) => {
-    accepted.add(socket);
-    socket.on('close', () => accepted.delete(socket));
-    socket.on('error', () => socket.destroy());
-    if (closingDown) {
-      socket.destroy();
-      return;
-    }
-    socket.setTimeout(FIRST_BYTE_MS, () => socket.destroy());
-    socket.once('data', (first: Buffer) => {
-      socket.setTimeout(0);
-      socket.pause();
-      socket.unshift(first);
-      if (closingDown) socket.destroy();
-      else if (first[0] === 0x7b || first[0] === 0x5b) {
-        const line = serveLines(socket, {
-          maxLineBytes: maxBody,
-          answer,
-          parseError,
-          tooLarge: () =>
-            errorResponse(null, 'INVALID_REQUEST', `request line over ${maxBody} bytes`),
-          track: (work) => {
-            inFlight.add(work);
-            void work.finally(() => inFlight.delete(work));
-          },
-        });
-        lines.add(line);
-        socket.on('close', () => lines.delete(line));
-      } else server.emit('connection', socket);
-      socket.resume();
-    });
-  });
-  front.maxConnections = MAX_CONNECTIONS;
-
-  const socketMode = options.socketMode ?? 0o600;
-  await prepareSocket(options.socketPath, options.socketOwner, socketMode & 0o066 ? 0o755 : 0o700);
-  await listenUnixSocket(front, options.socketPath, {
-    mode: socketMode,
-    ...(options.socketOwner ? { owner: options.socketOwner } : {}),
+  const methods = new Map<string, RpcMethod>(
+    METHOD_NAMES.map((name) => [name, (params) => callMethod(ctx, name, params)]),
+  );
+  const server = await serveRpc({
+    name: 'forge sidecar',
+    socketPath: options.socketPath,
+    methods,
+    maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
+    socketOwner: options.socketOwner,
+    ...(options.socketMode !== undefined ? { socketMode: options.socketMode } : {}),
+    health: () => ({
+      ok: true,
+      issue: options.forge.issue,
+      scope: options.forge.scope,
+      turn: ctx.turn(),
+    }),
+    log,
   });
   log.info({ socket: options.socketPath, issue: options.forge.issue }, 'forge sidecar listening');
-
   let closing: Promise<void> | undefined;
   return {
     socketPath: options.socketPath,
-
     close: () => {
       closing ??= (async () => {
-        closingDown = true;
-        const closed = new Promise<void>((r) => front.close(() => r()));
-        // No new call starts: line connections read no more, idle HTTP ones go.
-        for (const line of lines) line.stop();
-        server.closeIdleConnections();
-        // Every call started finishes (and is logged) before anything is cut.
-        while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
-        server.closeAllConnections();
-        // Stops its checks (it never listened: the error it reports is that).
-        server.close(() => {});
-        for (const socket of accepted) socket.destroy();
-        await closed;
-        try {
-          unlinkSync(options.socketPath);
-        } catch {
-          // already gone
-        }
+        await server.close();
         ctx.checkins.flush();
         options.opLog.sync();
         log.info({}, 'forge sidecar stopped');
@@ -285,128 +93,6 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
       return closing;
     },
   };
-}
-
-function isId(v: unknown): v is string | number | null {
-  return v === null || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
-}
-
-function isRequestShape(v: unknown): v is JSONRPCRequest {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
-  const r = v as Record<string, unknown>;
-  return (
-    r['jsonrpc'] === '2.0' &&
-    typeof r['method'] === 'string' &&
-    (r['id'] === undefined || isId(r['id'])) &&
-    (r['params'] === undefined || (typeof r['params'] === 'object' && r['params'] !== null))
-  );
-}
-
-function errorResponse(
-  id: string | number | null,
-  code: keyof typeof ERROR_TABLE,
-  message: string,
-): JSONRPCResponse {
-  const entry = ERROR_TABLE[code];
-  return {
-    jsonrpc: '2.0',
-    id,
-    error: { code: entry.wire, message, data: { code, kind: entry.kind } },
-  };
-}
-
-function json(res: ServerResponse, status: number, value: unknown): void {
-  const text = JSON.stringify(value);
-  res.writeHead(status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
-  });
-  res.end(text);
-}
-
-function end(res: ServerResponse, status: number): void {
-  res.writeHead(status).end();
-}
-
-function readBody(req: IncomingMessage, max: number): Promise<Buffer | 'too-large' | 'aborted'> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let done = false;
-    req.on('data', (c: Buffer) => {
-      if (done) return;
-      size += c.length;
-      if (size > max) {
-        done = true;
-        resolve('too-large');
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => {
-      if (!done) {
-        done = true;
-        resolve(Buffer.concat(chunks));
-      }
-    });
-    req.on('error', () => {
-      if (!done) {
-        done = true;
-        resolve('aborted');
-      }
-    });
-    req.on('aborted', () => {
-      if (!done) {
-        done = true;
-        resolve('aborted');
-      }
-    });
-  });
-}
-
-/** Make the socket's directory (0700), and clear a stale socket, refusing a live one. */
-async function prepareSocket(
-  socketPath: string,
-  owner: { uid: number; gid: number } | undefined,
-  dirMode: number,
-): Promise<void> {
-  const dir = dirname(socketPath);
-  mkdirSync(dir, { recursive: true, mode: dirMode });
-  // Only the owner of a shared directory may (and must) set its mode.
-  try {
-    chmodSync(dir, dirMode);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EPERM') throw err;
-  }
-  if (owner) chownSync(dir, owner.uid, owner.gid);
-  let st: ReturnType<typeof lstatSync> | undefined;
-  try {
-    st = lstatSync(socketPath);
-  } catch {
-    return;
-  }
-  if (!st.isSocket()) {
-    throw new BbError(
-      'INVALID_INPUT',
-      `${socketPath} exists and is not a socket; not removing it. Choose another BB_SIDECAR_SOCKET.`,
-    );
-  }
-  // A socket left by a dead sidecar refuses connections; a live one accepts them.
-  const live = await new Promise<boolean>((resolve) => {
-    const s = connect(socketPath);
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
-  if (live) {
-    throw new BbError(
-      'CONFLICT',
-      `another process is serving ${socketPath}; stop it or choose another BB_SIDECAR_SOCKET`,
-    );
-  }
-  unlinkSync(socketPath);
 }
 
 export { ERROR_TABLE };

@@ -202,24 +202,9 @@ export class LabServer {
   }
 
   async #emit(owner: string, repo: string, actor: string, type: string, extra: object) {
-    const body = JSON.stringify({
-      type,
-      id: randomUUID(),
-      repo: `${owner}/${repo}`,
-      actor: this.world.user(actor),
-      at: this.world.tick(),
-      ...extra,
-    });
     for (const h of this.hooks) {
-      const res = await fetch(h.url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-lab-delivery': randomUUID(),
-          'x-lab-signature': labSignature(h.secret, body),
-        },
-        body,
-      }).catch(() => undefined);
+      const { headers, body } = this.signed(owner, repo, actor, type, extra, h.secret);
+      const res = await fetch(h.url, { method: 'POST', headers, body }).catch(() => undefined);
       await res?.text();
       this.deliveries.push({ type, status: res?.status ?? 0 });
     }

@@ -83,15 +83,21 @@ describe('bb-forge', () => {
   });
 });
 
+/** A sidecar (the harness's), its client, and the MCP bridge over it, driven by the MCP SDK's client. */
+async function bridged() {
+  h = await startHarness();
+  const sidecarClient = new ForgeSidecarClient({ socketPath: h.env['BB_SIDECAR_SOCKET']! });
+  const server = createForgeMcpServer(sidecarClient);
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const mcp = new Client({ name: 'test', version: '1.0.0' });
+  await mcp.connect(clientSide);
+  return { mcp, sidecarClient };
+}
+
 describe('MCP bridge, driven by the MCP SDK client', () => {
   it('lists the forge tools and forwards calls, scope errors included', async () => {
-    h = await startHarness();
-    const sidecarClient = new ForgeSidecarClient({ socketPath: h.env['BB_SIDECAR_SOCKET']! });
-    const server = createForgeMcpServer(sidecarClient);
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await server.connect(serverSide);
-    const mcp = new Client({ name: 'test', version: '1.0.0' });
-    await mcp.connect(clientSide);
+    const { mcp, sidecarClient } = await bridged();
     const tools = (await mcp.listTools()).tools.map((t) => t.name).sort();
     expect(tools).toEqual([
       'open_pr',
@@ -124,13 +130,7 @@ describe('MCP bridge, driven by the MCP SDK client', () => {
 
 describe('the contract, written once', () => {
   it('every method is served, bridged with its description, named in the prompt and a bb-forge command', async () => {
-    h = await startHarness();
-    const sidecarClient = new ForgeSidecarClient({ socketPath: h.env['BB_SIDECAR_SOCKET']! });
-    const server = createForgeMcpServer(sidecarClient);
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await server.connect(serverSide);
-    const mcp = new Client({ name: 'test', version: '1.0.0' });
-    await mcp.connect(clientSide);
+    const { mcp, sidecarClient } = await bridged();
     const tools = new Map((await mcp.listTools()).tools.map((t) => [t.name, t]));
     const help = io();
     await runBbForge(['--help'], help.io);

@@ -160,5 +160,17 @@ export function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home
     setForge: (f: typeof forgeFor) => {
       forgeFor = f;
     },
+    /** Run `before` ahead of every read of an issue (it may throw, as a failing forge would). */
+    beforeReadIssue: (before: (n: number) => void) => {
+      forgeFor = (owner, repo) => {
+        const f = new MemoryForge({ owner, repo, as: 'bb-bot', world });
+        const readIssue = f.readIssue.bind(f);
+        f.readIssue = async (i) => {
+          before(i);
+          return readIssue(i);
+        };
+        return f;
+      };
+    },
   };
 }

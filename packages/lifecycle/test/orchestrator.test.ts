@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import { BbError } from '@bb/errors';
-import { MemoryForge } from '@bb/forge/testing';
 import { describe, expect, it } from 'vitest';
 import { Orchestrator } from '../src/orchestrator';
 import { reconcile } from '../src/reconcile';
@@ -176,15 +175,8 @@ describe('Orchestrator', () => {
     const t = setup();
     const n = t.issue();
     let reads = 0;
-    const world = t.world;
-    t.setForge((owner, repo) => {
-      const f = new MemoryForge({ owner, repo, as: 'bb-bot', world });
-      const readIssue = f.readIssue.bind(f);
-      f.readIssue = async (i) => {
-        if (++reads === 1) throw new BbError('FORGE_UNAVAILABLE', 'Gitea answered 502');
-        return readIssue(i);
-      };
-      return f;
+    t.beforeReadIssue(() => {
+      if (++reads === 1) throw new BbError('FORGE_UNAVAILABLE', 'Gitea answered 502');
     });
     t.runner.failNext('launch');
     await t.orch.accept(t.ev.targeted(n));
@@ -282,15 +274,8 @@ describe('Orchestrator', () => {
     const t = setup();
     const n = t.issue('make the widget blue');
     let reads = 0;
-    const world = t.world;
-    t.setForge((owner, repo) => {
-      const f = new MemoryForge({ owner, repo, as: 'bb-bot', world });
-      const readIssue = f.readIssue.bind(f);
-      f.readIssue = async (i) => {
-        reads++;
-        return readIssue(i);
-      };
-      return f;
+    t.beforeReadIssue(() => {
+      reads++;
     });
     await t.orch.accept(t.ev.targeted(n));
     await until('launched', () => t.runner.isRunning(t.slugOf(n)));

@@ -2,7 +2,9 @@ import { errorMessage } from '@bb/errors';
 import type { ForgeEvent } from '@bb/forge';
 import type { InboxEvent } from '@bb/state';
 import type { Core } from './core';
+import type { AdoptReport } from './fleet';
 import { issueKey, issueOf, prOf } from './routing';
+import type { SerialQueue } from './serial-queue';
 import type { BottleSession } from './session';
 import { eventWork, type Work } from './work';
 
@@ -164,4 +166,42 @@ export function retryEvent(
     else retrying.delete(key);
     core.push(key, { ...work, attempt: work.attempt + 1 });
   });
+}
+
+/**
+ * Claim an issue this process does not hold, for `work` on its queue; whether
+ * the work goes on here now (not when another holds it, when it was handled
+ * meanwhile, or when older events came with the issue and go first).
+ */
+export async function adoptFor(
+  core: Core,
+  key: string,
+  work: Work,
+  queue: SerialQueue<Work>,
+): Promise<boolean> {
+  let adopted: AdoptReport | undefined;
+  try {
+    adopted = await core.fleet.adoptIssue(key);
+  } catch (err) {
+    // The store or the engine did not answer: the work is tried again later.
+    core.log({ msg: 'could not take the issue', key, error: errorMessage(err) });
+    if (work.type === 'event') retryEvent(core, key, work);
+    return false;
+  }
+  if (!adopted) {
+    if (work.type === 'event') core.queued.delete(work.inbox.id);
+    return false;
+  }
+  if (work.type !== 'event') return true;
+  // Handled meanwhile by whoever held the issue before: nothing left to do.
+  if (!adopted.open.has(work.inbox.id)) {
+    core.queued.delete(work.inbox.id);
+    return false;
+  }
+  // Older events came with the issue: this one waits for its turn among them.
+  if (adopted.replayed > 0) {
+    queue.push(key, work);
+    return false;
+  }
+  return true;
 }

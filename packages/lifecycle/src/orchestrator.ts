@@ -6,7 +6,7 @@ import { type Core, type Notice, type OrchestratorOptions, RETRY_MS } from './co
 import { handleEvent } from './events';
 import { Feedback } from './feedback';
 import { type AdoptReport, Fleet } from './fleet';
-import { acceptEvent, retryEvent, retryWaiting, takeOlder } from './intake';
+import { acceptEvent, adoptFor, retryEvent, retryWaiting, takeOlder } from './intake';
 import { IssueLeases, soloFleet } from './issue-leases';
 import type { LifecycleContext, LifecycleState } from './machine';
 import { SerialQueue } from './serial-queue';
@@ -14,7 +14,7 @@ import { Sessions } from './session';
 import { turnWork } from './turn-end';
 import { TurnMonitor } from './turn-monitor';
 import { WarmBottles } from './warm-bottles';
-import { checkWatchdog, fire, onReport } from './watchdog';
+import { checkWatchdog, everyInterval, fire, onReport } from './watchdog';
 import type { Work } from './work';
 
 export type { Notice, OrchestratorOptions, SupervisePlane } from './core';
@@ -212,20 +212,10 @@ export class Orchestrator {
    * holds; reading the shared inbox for events other orchestrators accepted.
    */
   startWatchdog(): void {
-    const every = (ms: number, what: string, fn: () => Promise<void>) => {
-      let busy = false;
-      const t = setInterval(() => {
-        if (busy) return;
-        busy = true;
-        fn()
-          .catch((err) => this.#o.log?.({ msg: `${what} failed`, error: errorMessage(err) }))
-          .finally(() => {
-            busy = false;
-          });
-      }, ms);
-      t.unref();
-      return t;
-    };
+    const every = (ms: number, what: string, fn: () => Promise<void>) =>
+      everyInterval(ms, fn, (err) =>
+        this.#o.log?.({ msg: `${what} failed`, error: errorMessage(err) }),
+      );
     this.#watchdogTimer ??= every(this.#o.watchdogIntervalMs ?? 60_000, 'watchdog', () =>
       this.checkWatchdog(),
     );
@@ -290,7 +280,8 @@ export class Orchestrator {
   async #handle(key: string, work: Work): Promise<void> {
     if (work.type === 'retry_waiting') return retryWaiting(this.#core);
     // Only the holder of an issue's lease works on it; this process claims it when free.
-    if (!this.#fleet.leases.holds(key) && !(await this.#adoptFor(key, work))) return;
+    if (!this.#fleet.leases.holds(key) && !(await adoptFor(this.#core, key, work, this.queue)))
+      return;
     if (work.type === 'claim') return this.#release(key);
     if (work.type === 'turn') {
       await turnWork(this.#core, key, work.report);
@@ -324,35 +315,6 @@ export class Orchestrator {
       settled,
     });
     await this.#release(key);
-  }
-
-  /** Claim an issue this process does not hold, for `work`; whether the work goes on here now. */
-  async #adoptFor(key: string, work: Work): Promise<boolean> {
-    let adopted: AdoptReport | undefined;
-    try {
-      adopted = await this.adoptIssue(key);
-    } catch (err) {
-      // The store or the engine did not answer: the work is tried again later.
-      this.#o.log?.({ msg: 'could not take the issue', key, error: errorMessage(err) });
-      if (work.type === 'event') retryEvent(this.#core, key, work);
-      return false;
-    }
-    if (!adopted) {
-      if (work.type === 'event') this.#queued.delete(work.inbox.id);
-      return false;
-    }
-    if (work.type !== 'event') return true;
-    // Handled meanwhile by whoever held the issue before: nothing left to do.
-    if (!adopted.open.has(work.inbox.id)) {
-      this.#queued.delete(work.inbox.id);
-      return false;
-    }
-    // Older events came with the issue: this one waits for its turn among them.
-    if (adopted.replayed > 0) {
-      this.queue.push(key, work);
-      return false;
-    }
-    return true;
   }
 
   /** `Fleet.maybeRelease`, whose failure only costs the lease's time. */

@@ -114,3 +114,26 @@ export async function checkWatchdog(core: Core, now: number): Promise<void> {
   }
   await expireParked(core);
 }
+
+/**
+ * Run `fn` every `ms` (unref'd), never two at once: a pass still running when
+ * the next is due is not doubled. Failures go to `failed`.
+ */
+export function everyInterval(
+  ms: number,
+  fn: () => Promise<void>,
+  failed: (err: unknown) => void,
+): NodeJS.Timeout {
+  let busy = false;
+  const t = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    fn()
+      .catch(failed)
+      .finally(() => {
+        busy = false;
+      });
+  }, ms);
+  t.unref();
+  return t;
+}

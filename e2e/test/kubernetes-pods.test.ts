@@ -196,7 +196,7 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
     ).json()) as { content: string };
     expect(Buffer.from(file.content, 'base64').toString()).toBe('hello from a pod\n');
     // What the gate logged and relayed, on the claim the orchestrator reads.
-    expect(runner.storage.hasOperations(slug)).toBe(true);
+    expect(await runner.storage.hasOperations(slug)).toBe(true);
     const relayed: string[] = [];
     await runner.storage.drainQueue(slug, (e) => {
       relayed.push(e.type === 'op' ? `op ${String(e.data['method'])}` : e.type);

@@ -116,10 +116,10 @@ describe('kubernetesRunner', () => {
     const ending = r.finishTurn('impl-eeee6');
     await r.stopAgent('impl-eeee6', 1000);
     expect(await ending).toMatchObject({ exitCode: 137, vanished: true, ok: false });
-    expect(r.storage.meta('impl-eeee6')).toMatchObject({ status: 'frozen', current: null });
+    expect(await r.storage.meta('impl-eeee6')).toMatchObject({ status: 'frozen', current: null });
     expect((await r.containers('impl-eeee6')).length).toBe(0);
     await r.destroy('impl-eeee6');
-    expect(r.storage.meta('impl-eeee6')).toBeUndefined();
+    expect(await r.storage.meta('impl-eeee6')).toBeUndefined();
   });
 });
 

@@ -71,7 +71,7 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
           const first = await runner.finishTurn(slug);
           expect(first, first.output).toMatchObject({ slug, exitCode: 0, ok: true });
           expect(first.sessionId, 'the turn has a session').toBeTruthy();
-          const meta = runner.storage.meta(slug);
+          const meta = await runner.storage.meta(slug);
           expect(meta?.status).toBe('frozen');
           expect(meta?.turns.map((t) => [t.turn, t.ok])).toEqual([[1, true]]);
           const relayed: string[] = [];
@@ -79,12 +79,12 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
             relayed.push(e.type);
           });
           expect(relayed, "the gate's done signal").toContain('done');
-          expect(runner.storage.hasOperations(slug), 'the gate logged its calls').toBe(true);
+          expect(await runner.storage.hasOperations(slug), 'the gate logged its calls').toBe(true);
           await runner.startResume({ slug, prompt: 'second' });
           const second = await runner.finishTurn(slug);
           expect(second, second.output).toMatchObject({ exitCode: 0, ok: true });
           expect(second.sessionId, 'the same session').toBe(first.sessionId);
-          expect(runner.storage.meta(slug)?.turns.map((t) => t.turn)).toEqual([1, 2]);
+          expect((await runner.storage.meta(slug))?.turns.map((t) => t.turn)).toEqual([1, 2]);
         } finally {
           await runner.destroy(slug);
         }
@@ -112,7 +112,7 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
           await runner.stopAgent(slug, 1000);
           const outcome = await ending;
           expect(outcome.ok, 'a stopped turn did not succeed').toBe(false);
-          expect(runner.storage.meta(slug)?.status).toBe('frozen');
+          expect((await runner.storage.meta(slug))?.status).toBe('frozen');
         } finally {
           await runner.destroy(slug);
         }
@@ -139,7 +139,7 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
         await runner.destroy(slug);
         expect(await parts()).toBe(0);
         expect(await runner.containers(slug)).toEqual([]);
-        expect(runner.storage.meta(slug), 'its state is gone').toBeUndefined();
+        expect(await runner.storage.meta(slug), 'its state is gone').toBeUndefined();
         expect(await code(runner.destroy(slug))).toBe('resolved');
       },
       turnMs * 2,

@@ -31,30 +31,32 @@ export interface TurnEvidence {
  * recorded of the bottle, the events its gate queued, its op log, and the
  * orchestrator's own notes on the running turn. The orchestrator never reads a
  * bottle through a host path; a backend whose bottles keep their state
- * elsewhere (a volume on a cluster) gives its own storage.
+ * elsewhere (a volume on a cluster, an object store) gives its own storage.
+ * Every method is asynchronous, so a storage may sit behind a network;
+ * `describeBottleStorageConformance` (`@bb/headless/testing`) is what one must do.
  *
  * Everything here is written by the gate or the host, never by the agent; the
  * workspace is not part of it (provenance scans only what the gate took in).
  */
 export interface BottleStorage {
   /** What headless recorded of the bottle, or `undefined` when there is none. */
-  meta(slug: string): BottleMeta | undefined;
+  meta(slug: string): Promise<BottleMeta | undefined>;
   /**
    * Take every event the gate queued, oldest first, each once: `take` runs (and
-   * what it records is durable) before the event is removed.
+   * what it records is durable: its promise resolved) before the event is removed.
    */
-  drainQueue(slug: string, take: (e: QueueEvent) => void): Promise<void>;
+  drainQueue(slug: string, take: (e: QueueEvent) => void | Promise<void>): Promise<void>;
   /** Whether the gate logged any operation (then the bottle holds evidence to keep). */
-  hasOperations(slug: string): boolean;
+  hasOperations(slug: string): Promise<boolean>;
   /** Whether the gate's forge socket is up (its sidecar listens), where the storage can tell. */
-  gateListening?(slug: string): boolean;
+  gateListening?(slug: string): Promise<boolean>;
   /** The orchestrator's own note `name` on the bottle (text), or `undefined`. */
-  readNote(slug: string, name: string): string | undefined;
+  readNote(slug: string, name: string): Promise<string | undefined>;
   /** Write note `name` whole (a crash leaves the old one or the new one). */
-  writeNote(slug: string, name: string, text: string): void;
-  removeNote(slug: string, name: string): void;
+  writeNote(slug: string, name: string, text: string): Promise<void>;
+  removeNote(slug: string, name: string): Promise<void>;
   /** The files the turn's provenance record is built from. */
-  evidence(slug: string): TurnEvidence;
+  evidence(slug: string): Promise<TurnEvidence>;
 }
 
 const NOTE = /^[a-z][a-z0-9-]{0,31}$/;
@@ -77,16 +79,16 @@ export function importedCommits(pushRepo: string): string[] {
 export function hostBottleStorage(env: Record<string, string | undefined>): BottleStorage {
   const paths = (slug: string) => bottlePaths(slug, env);
   return {
-    meta: (slug) => readMeta(slug, env),
+    meta: async (slug) => readMeta(slug, env),
     async drainQueue(slug, take) {
       await new QueueReader(paths(slug).queue).drain(take);
     },
-    hasOperations(slug) {
+    async hasOperations(slug) {
       const ops = join(paths(slug).state, 'ops.jsonl');
       return existsSync(ops) && statSync(ops).size > 0;
     },
-    gateListening: (slug) => existsSync(join(paths(slug).sock, 'forge.sock')),
-    readNote(slug, name) {
+    gateListening: async (slug) => existsSync(join(paths(slug).sock, 'forge.sock')),
+    async readNote(slug, name) {
       const file = join(paths(slug).dir, noteName(name));
       try {
         return readFileSync(file, 'utf8');
@@ -94,15 +96,15 @@ export function hostBottleStorage(env: Record<string, string | undefined>): Bott
         return undefined;
       }
     },
-    writeNote(slug, name, text) {
+    async writeNote(slug, name, text) {
       const file = join(paths(slug).dir, noteName(name));
       writeFileSync(`${file}.tmp`, text);
       renameSync(`${file}.tmp`, file);
     },
-    removeNote(slug, name) {
+    async removeNote(slug, name) {
       rmSync(join(paths(slug).dir, noteName(name)), { force: true });
     },
-    evidence(slug) {
+    async evidence(slug) {
       const p = paths(slug);
       const pushRepo = join(p.state, 'push.git');
       const mirror = readMeta(slug, env)?.mirror;

@@ -27,6 +27,11 @@ export {
   type ProviderConformanceOptions,
 } from './providers/suite';
 export { describeRunnerConformance, type RunnerConformanceOptions } from './runner-suite';
+export {
+  type BottleStorageConformanceOptions,
+  type BottleStorageWorld,
+  describeBottleStorageConformance,
+} from './storage-suite';
 
 export interface BackendConformanceOptions {
   create: () => Backend | Promise<Backend>;

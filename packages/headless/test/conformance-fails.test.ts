@@ -19,6 +19,24 @@ describe('describeRunnerConformance', () => {
   }, 120_000);
 });
 
+describe('describeBottleStorageConformance', () => {
+  it('fails on a storage that answers at once, shares notes between bottles and loses an event it failed to take', () => {
+    const run = runFixtureSuite(pkg, 'test/fixtures/careless-storage.fixture.ts');
+    expect(run.exitCode).not.toBe(0);
+    expect(run.failed).toEqual([
+      'every answer is a promise (a storage behind a network is used the same way)',
+      'notes are kept whole, per bottle, by a checked name, and forgotten',
+      'each queued event is taken once, oldest first; one whose taking failed stays',
+    ]);
+    expect(run.passed).toEqual(
+      expect.arrayContaining([
+        'meta is what was recorded, and nothing for a bottle that is not there',
+        "sees the gate's operations",
+      ]),
+    );
+  }, 120_000);
+});
+
 describe('describeProviderConformance', () => {
   it('fails on a provider that shells its prompt, continues the latest session, trusts any exit 0 and hands over a key', () => {
     const run = runFixtureSuite(pkg, 'test/fixtures/careless-provider.fixture.ts');

@@ -7,6 +7,7 @@ import { QueueWriter } from '@bb/forge-sidecar';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type BottleMeta, bottlePaths, writeMeta } from '../src/layout';
 import { hostBottleStorage } from '../src/storage';
+import { describeBottleStorageConformance } from '../src/storage-suite';
 
 const homes: string[] = [];
 afterEach(() => {
@@ -22,14 +23,42 @@ function bottle(slug = 'impl-1') {
   return { env, p, slug, storage: hostBottleStorage(env) };
 }
 
+describeBottleStorageConformance('hostBottleStorage', {
+  create: () => {
+    const home = mkdtempSync(join(tmpdir(), 'bb-storage-'));
+    homes.push(home);
+    const env = { BB_HOME: home };
+    const dirs = (slug: string) => {
+      const p = bottlePaths(slug, env);
+      for (const d of [p.dir, p.queue, p.state, p.sock]) mkdirSync(d, { recursive: true });
+      return p;
+    };
+    const writers = new Map<string, QueueWriter>();
+    return {
+      storage: hostBottleStorage(env),
+      addBottle: (slug, agent) => {
+        dirs(slug);
+        writeMeta({ slug, agent, turns: [] } as unknown as BottleMeta, env);
+      },
+      queue: (slug, type, data) => {
+        const w = writers.get(slug) ?? new QueueWriter(dirs(slug).queue, slug);
+        writers.set(slug, w);
+        w.write(type, data);
+      },
+      logOperation: (slug) =>
+        writeFileSync(join(dirs(slug).state, 'ops.jsonl'), '{"method":"read_issue"}\n'),
+    };
+  },
+});
+
 describe('hostBottleStorage', () => {
-  it("reads the bottle's meta, and nothing for a bottle that is not there", () => {
+  it("reads the bottle's meta, and nothing for a bottle that is not there", async () => {
     const { env, slug, storage } = bottle();
-    expect(storage.meta(slug)).toBeUndefined();
+    expect(await storage.meta(slug)).toBeUndefined();
     const meta = { slug, agent: 'a', turns: [], mirror: '/m.git' } as unknown as BottleMeta;
     writeMeta(meta, env);
-    expect(storage.meta(slug)).toMatchObject({ slug, agent: 'a' });
-    expect(storage.meta('other')).toBeUndefined();
+    expect(await storage.meta(slug)).toMatchObject({ slug, agent: 'a' });
+    expect(await storage.meta('other')).toBeUndefined();
   });
 
   it('takes each queued event once, oldest first', async () => {
@@ -48,33 +77,33 @@ describe('hostBottleStorage', () => {
     expect(seen).toEqual(['op', 'done']);
   });
 
-  it('keeps notes whole, by a checked name, and forgets them', () => {
+  it('keeps notes whole, by a checked name, and forgets them', async () => {
     const { slug, storage } = bottle();
-    expect(storage.readNote(slug, 'turn')).toBeUndefined();
-    storage.writeNote(slug, 'turn', '{"done":null}');
-    storage.writeNote(slug, 'turn', '{"done":{"status":"success"}}');
-    expect(storage.readNote(slug, 'turn')).toBe('{"done":{"status":"success"}}');
-    storage.removeNote(slug, 'turn');
-    expect(storage.readNote(slug, 'turn')).toBeUndefined();
+    expect(await storage.readNote(slug, 'turn')).toBeUndefined();
+    await storage.writeNote(slug, 'turn', '{"done":null}');
+    await storage.writeNote(slug, 'turn', '{"done":{"status":"success"}}');
+    expect(await storage.readNote(slug, 'turn')).toBe('{"done":{"status":"success"}}');
+    await storage.removeNote(slug, 'turn');
+    expect(await storage.readNote(slug, 'turn')).toBeUndefined();
     for (const bad of ['../meta', 'a/b', 'Turn', ''])
-      expect(() => storage.writeNote(slug, bad, 'x')).toThrow(/note name/);
+      await expect(storage.writeNote(slug, bad, 'x')).rejects.toThrow(/note name/);
   });
 
-  it('says whether the gate logged anything and listens, and where the evidence is', () => {
+  it('says whether the gate logged anything and listens, and where the evidence is', async () => {
     const { env, p, slug, storage } = bottle();
-    expect(storage.hasOperations(slug)).toBe(false);
+    expect(await storage.hasOperations(slug)).toBe(false);
     writeFileSync(join(p.state, 'ops.jsonl'), '');
-    expect(storage.hasOperations(slug)).toBe(false);
+    expect(await storage.hasOperations(slug)).toBe(false);
     writeFileSync(join(p.state, 'ops.jsonl'), '{"method":"read_issue"}\n');
-    expect(storage.hasOperations(slug)).toBe(true);
-    expect(storage.gateListening?.(slug)).toBe(false);
+    expect(await storage.hasOperations(slug)).toBe(true);
+    expect(await storage.gateListening?.(slug)).toBe(false);
     symlinkSync('/nonexistent', join(p.sock, 'forge.sock'));
-    expect(storage.gateListening?.(slug)).toBe(false);
+    expect(await storage.gateListening?.(slug)).toBe(false);
     rmSync(join(p.sock, 'forge.sock'));
     writeFileSync(join(p.sock, 'forge.sock'), '');
-    expect(storage.gateListening?.(slug)).toBe(true);
+    expect(await storage.gateListening?.(slug)).toBe(true);
     writeMeta({ slug, turns: [], mirror: '/mirrors/r.git' } as unknown as BottleMeta, env);
-    expect(storage.evidence(slug)).toEqual({
+    expect(await storage.evidence(slug)).toEqual({
       dir: p.dir,
       pushRepo: join(p.state, 'push.git'),
       objectDirs: [join(p.state, 'push.git', 'objects'), '/mirrors/r.git/objects'],

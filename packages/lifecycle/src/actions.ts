@@ -189,7 +189,7 @@ export async function resumeBottle(core: Core, s: BottleSession, prompt: string)
 async function rotation(core: Core, s: BottleSession, prompt: string): Promise<string | undefined> {
   const { runner } = core.o;
   const limits = core.o.sessionLimits?.(s.agent) ?? runner.sessionLimits?.(s.agent) ?? {};
-  const meta = runner.storage.meta(s.slug);
+  const meta = await runner.storage.meta(s.slug);
   if (!meta || (!limits.maxTurns && !limits.maxTokens)) return undefined;
   const inSession = meta.turns.length - (meta.sessionStart ?? 1) + 1;
   const read = meta.turns.at(-1)?.tokens;
@@ -211,8 +211,8 @@ async function rotation(core: Core, s: BottleSession, prompt: string): Promise<s
     summaries,
     now: prompt,
   });
-  writeTurnLog(runner.storage, s.slug, {
-    ...readTurnLog(runner.storage, s.slug),
+  await writeTurnLog(runner.storage, s.slug, {
+    ...(await readTurnLog(runner.storage, s.slug)),
     rotated: { reason, previousTurns: inSession, summary: rotated.summary },
   });
   core.log({ msg: 'session rotated', key: s.key, slug: s.slug, previousTurns: inSession });

@@ -31,7 +31,7 @@ export async function saveBottleRow(
 ): Promise<void> {
   const now = new Date().toISOString();
   const existing = await store.get(row.owner, row.repo, row.issue);
-  const meta = storage.meta(row.slug);
+  const meta = await storage.meta(row.slug);
   await store.upsert({
     owner: row.owner,
     repo: row.repo,
@@ -84,7 +84,7 @@ export function sessionRows(
           botLogin: o.botLogin,
           prNumber: s.state.prs.at(-1) ?? null,
           status,
-          lastCheckinAt: readTurnLog(o.runner.storage, s.slug).lastCheckinAt,
+          lastCheckinAt: (await readTurnLog(o.runner.storage, s.slug)).lastCheckinAt,
         },
         o.runner.storage,
       );

@@ -10,6 +10,9 @@ import { issueKey, issueOf, parseIssueKey } from './routing';
 import type { Sessions } from './session';
 import { eventWork, keyOf, type Work } from './work';
 
+/** How long a take-over pass waits for the claims it queued. */
+const CLAIM_WAIT_MS = 10_000;
+
 /** What taking an issue over found (see `Orchestrator.adoptIssue`). */
 export interface AdoptReport {
   /** Open events put back on the issue's queue. */
@@ -185,7 +188,11 @@ export class Fleet {
     }
     this.#h.sessions.fromRow(row);
     const runner = this.#h.runner;
-    if (runner.cool && runner.storage.meta(row.slug)?.warm && !this.#h.capacity.isWarm(row.slug)) {
+    if (
+      runner.cool &&
+      (await runner.storage.meta(row.slug))?.warm &&
+      !this.#h.capacity.isWarm(row.slug)
+    ) {
       // Left warm by an orchestrator that is gone (or this one before a restart).
       try {
         if (await runner.cool(row.slug)) out.cooled = row.slug;
@@ -199,7 +206,7 @@ export class Fleet {
       }
     }
     if (row.status !== 'running' || this.#h.sessions.busy(row.slug)) return out;
-    const meta = runner.storage.meta(row.slug);
+    const meta = await runner.storage.meta(row.slug);
     if (!meta && !existsSync(this.launchMark(row.slug)) && from && from !== this.leases.holder) {
       // No trace of it here: its orchestrator launched it on another machine (or in
       // another BB_HOME). Not this process's to watch, and never to remove.
@@ -225,7 +232,7 @@ export class Fleet {
       );
     if (
       !meta ||
-      (meta.turns.length === 0 && !agentRan && !runner.storage.hasOperations(row.slug))
+      (meta.turns.length === 0 && !agentRan && !(await runner.storage.hasOperations(row.slug)))
     ) {
       // Killed before its agent: nothing happened worth keeping. Launchable again;
       // the event that launched it is still open in the inbox and comes back.
@@ -275,9 +282,23 @@ export class Fleet {
       }
       if (e.issue && !this.leases.holds(e.issue) && !others.has(e.issue)) want.add(e.issue);
     }
+    // Each claim is waited for (a pass ends with what it took over watched), a while at most.
+    const claims: Promise<void>[] = [];
     for (const key of want)
       if (!this.isForeign(key) && this.#h.pending(key) === 0)
-        this.#h.push(key, { type: 'claim', occurredAt: '' });
+        claims.push(
+          new Promise<void>((done) => this.#h.push(key, { type: 'claim', occurredAt: '', done })),
+        );
+    if (claims.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(claims),
+      new Promise<void>((r) => {
+        timer = setTimeout(r, CLAIM_WAIT_MS);
+        timer.unref();
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   /**

@@ -264,7 +264,10 @@ export class Orchestrator {
   }
 
   #push(key: string, work: Work): void {
-    if (this.#closed) return;
+    if (this.#closed) {
+      if (work.type === 'claim') work.done?.();
+      return;
+    }
     if (work.type === 'event') this.#queued.add(work.inbox.id);
     this.queue.push(key, work);
   }
@@ -278,6 +281,14 @@ export class Orchestrator {
   // ---- dispatching ----
 
   async #handle(key: string, work: Work): Promise<void> {
+    try {
+      await this.#dispatch(key, work);
+    } finally {
+      if (work.type === 'claim') work.done?.();
+    }
+  }
+
+  async #dispatch(key: string, work: Work): Promise<void> {
     if (work.type === 'retry_waiting') return retryWaiting(this.#core);
     // Only the holder of an issue's lease works on it; this process claims it when free.
     if (!this.#fleet.leases.holds(key) && !(await adoptFor(this.#core, key, work, this.queue)))

@@ -62,14 +62,14 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
   const storage = o.storage ?? hostBottleStorage(o.env);
   const slug = o.slug;
   await drainTurn(storage, slug);
-  const log = readTurnLog(storage, slug);
+  const log = await readTurnLog(storage, slug);
   const prs = [...new Set([...o.prs, ...log.prs])];
   const pushed = log.pushed;
   // The first done of a turn is the one that counts (the sidecar refuses a second).
   const done: RecordedTurn['done'] = log.done;
   const head = log.head;
   const fired = o.fired ?? log.fired;
-  const meta = storage.meta(slug);
+  const meta = await storage.meta(slug);
   const p = o.provenance;
   const earlier = (await p.store.chain(o.slug)).map((r) => r.record);
   // A bottle killed before its first turn ended still records turn 1, never 0.
@@ -78,14 +78,14 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
   if (last && last.turn === turn && !meta?.current) {
     // This turn was recorded already (a restart between the record and the row):
     // once is the record; the second ask gets the first answer.
-    clearTurnLog(storage, slug);
+    await clearTurnLog(storage, slug);
     return {
       done: last.done,
       prs: [...new Set([...prs, ...(last.forge?.prs ?? [])])],
       record: last,
     };
   }
-  const evidence = storage.evidence(slug);
+  const evidence = await storage.evidence(slug);
   const record = await buildRunRecord({
     stateDir: evidence.dir,
     scan: {
@@ -131,6 +131,6 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     gitCommit: p.gitCommit,
   });
   await p.store.append(signRecord(record, p.key));
-  clearTurnLog(storage, slug);
+  await clearTurnLog(storage, slug);
   return { done, prs, record };
 }

@@ -76,7 +76,7 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
   core.capacity.release(s.slug);
   // Kept warm: what it holds counts until it is cooled, at the latest when its window ends.
   if (outcome.warm) core.warm.hold(s.slug, outcome.warm);
-  const stopped = s.fired ?? readTurnLog(runner.storage, s.slug).fired;
+  const stopped = s.fired ?? (await readTurnLog(runner.storage, s.slug)).fired;
   s.fired = undefined;
   s.pause = undefined;
   // A request the turn left waiting has no one to answer: the next turn asks again if it must.
@@ -93,7 +93,8 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
       forge: { owner: s.owner, repo: s.repo, issue: s.issue },
       prs: s.state.prs,
       outcome,
-      startedAt: runner.storage.meta(s.slug)?.turns.at(-1)?.startedAt ?? new Date().toISOString(),
+      startedAt:
+        (await runner.storage.meta(s.slug))?.turns.at(-1)?.startedAt ?? new Date().toISOString(),
       fired,
       provenance: core.o.provenance,
       ...(core.o.supervise?.auditTurn

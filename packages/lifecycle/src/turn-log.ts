@@ -29,8 +29,8 @@ const EMPTY: TurnLog = { done: null, prs: [], pushed: [] };
 
 const NOTE = 'turn';
 
-export function readTurnLog(storage: BottleStorage, slug: string): TurnLog {
-  const text = storage.readNote(slug, NOTE);
+export async function readTurnLog(storage: BottleStorage, slug: string): Promise<TurnLog> {
+  const text = await storage.readNote(slug, NOTE);
   if (text === undefined) return structuredClone(EMPTY);
   try {
     return { ...structuredClone(EMPTY), ...(JSON.parse(text) as TurnLog) };
@@ -39,13 +39,13 @@ export function readTurnLog(storage: BottleStorage, slug: string): TurnLog {
   }
 }
 
-export function writeTurnLog(storage: BottleStorage, slug: string, log: TurnLog): void {
-  storage.writeNote(slug, NOTE, JSON.stringify(log));
+export function writeTurnLog(storage: BottleStorage, slug: string, log: TurnLog): Promise<void> {
+  return storage.writeNote(slug, NOTE, JSON.stringify(log));
 }
 
 /** Forget the turn (once its record is written). */
-export function clearTurnLog(storage: BottleStorage, slug: string): void {
-  storage.removeNote(slug, NOTE);
+export function clearTurnLog(storage: BottleStorage, slug: string): Promise<void> {
+  return storage.removeNote(slug, NOTE);
 }
 
 /** What a drain found that the orchestrator must act on. */
@@ -64,9 +64,9 @@ export interface TurnNews {
  * (written before each queue file goes), and say what is new.
  */
 export async function drainTurn(storage: BottleStorage, slug: string): Promise<TurnNews> {
-  const log = readTurnLog(storage, slug);
+  const log = await readTurnLog(storage, slug);
   const news: TurnNews = { prs: [], done: false, checkedIn: false };
-  await storage.drainQueue(slug, (e: QueueEvent) => {
+  await storage.drainQueue(slug, async (e: QueueEvent) => {
     const prNumber = e.data['prNumber'];
     if (e.type === 'op' && typeof prNumber === 'number' && !log.prs.includes(prNumber)) {
       log.prs.push(prNumber);
@@ -91,7 +91,7 @@ export async function drainTurn(storage: BottleStorage, slug: string): Promise<T
         log.head = { hash: e.data['opLogHead'], seq: Number(e.data['opLogSeq']) };
     }
     // Durable before the queue file is removed.
-    writeTurnLog(storage, slug, log);
+    await writeTurnLog(storage, slug, log);
   });
   return news;
 }

@@ -51,9 +51,11 @@ export class TurnMonitor {
     this.startedAt = options.startedAt ?? Date.now();
   }
 
-  /** The sidecar's last check-in (ms), or the turn's start. */
-  get lastCheckin(): number {
-    const at = Date.parse(readTurnLog(this.#o.runner.storage, this.slug).lastCheckinAt ?? '');
+  /** The sidecar's last check-in (ms) as the turn log says, or the turn's start. */
+  async lastCheckin(): Promise<number> {
+    const at = Date.parse(
+      (await readTurnLog(this.#o.runner.storage, this.slug)).lastCheckinAt ?? '',
+    );
     return Number.isNaN(at) ? this.startedAt : Math.max(at, this.startedAt);
   }
 
@@ -163,7 +165,7 @@ export class TurnMonitor {
 
   async #checkGate(): Promise<void> {
     if (this.#ended || this.#gateReported) return;
-    const meta = this.#o.runner.storage.meta(this.slug);
+    const meta = await this.#o.runner.storage.meta(this.slug);
     if (!meta?.forge) return;
     let detail: string | undefined;
     try {
@@ -178,7 +180,7 @@ export class TurnMonitor {
         detail = `the gate (the forge sidecar's) exited (${gate.exitCode ?? 'no code'})`;
       else if (
         gate.state === 'running' &&
-        this.#o.runner.storage.gateListening?.(this.slug) === false
+        (await this.#o.runner.storage.gateListening?.(this.slug)) === false
       )
         detail = 'the forge sidecar socket was removed';
     } catch {

@@ -18,7 +18,7 @@ export async function fire(core: Core, s: BottleSession, fired: Fired): Promise<
   s.fired = fired;
   const storage = core.o.runner.storage;
   try {
-    writeTurnLog(storage, s.slug, { ...readTurnLog(storage, s.slug), fired });
+    await writeTurnLog(storage, s.slug, { ...(await readTurnLog(storage, s.slug)), fired });
   } catch {
     // the bottle's directory is gone: the record says vanished
   }
@@ -75,7 +75,8 @@ export async function checkWatchdog(core: Core, now: number): Promise<void> {
         continue;
       }
     }
-    const silent = now - Math.max(s.monitor?.lastCheckin ?? now, s.pause?.last ?? 0);
+    const checkin = s.monitor ? await s.monitor.lastCheckin().catch(() => now) : now;
+    const silent = now - Math.max(checkin, s.pause?.last ?? 0);
     if (silent > timeout)
       await fire(core, s, {
         reason: 'silence',
@@ -101,7 +102,7 @@ export async function checkWatchdog(core: Core, now: number): Promise<void> {
     // A warm bottle nobody counts (its turn's end was never taken in) is not left
     // paused past its window.
     if (row.status === 'frozen' && runner.cool && !counted.has(row.slug)) {
-      const warm = runner.storage.meta(row.slug)?.warm;
+      const warm = (await runner.storage.meta(row.slug))?.warm;
       if (warm && Date.parse(warm.until) <= now && !core.warm.cooling(row.slug))
         await runner.cool(row.slug).catch((err) =>
           core.log({

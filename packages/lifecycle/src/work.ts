@@ -6,8 +6,11 @@ import type { TurnReport } from './turn-monitor';
 /** A unit of work on an issue's queue: an accepted forge event, or what a turn reported. */
 export type Work =
   | { type: 'event'; inbox: InboxEvent; event: ForgeEvent; attempt: number }
-  /** Take the issue's lease when nobody holds it (a bottle or events left by another). */
-  | { type: 'claim'; occurredAt: string }
+  /**
+   * Take the issue's lease when nobody holds it (a bottle or events left by
+   * another); `done` is called once the claim was handled, whatever came of it.
+   */
+  | { type: 'claim'; occurredAt: string; done?: () => void }
   | { type: 'turn'; report: TurnReport; occurredAt: string }
   | { type: 'retry_waiting'; occurredAt: string };
 

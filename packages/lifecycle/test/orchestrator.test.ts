@@ -117,7 +117,7 @@ describe('Orchestrator', () => {
     const launchedAt = t.row(n)!.lastCheckinAt;
     t.runner.agent(slug).checkin();
     await until('check-in on the row', () => t.row(n)!.lastCheckinAt !== launchedAt);
-    expect(t.row(n)!.lastCheckinAt).toBe(readTurnLog(t.runner.storage, slug).lastCheckinAt);
+    expect(t.row(n)!.lastCheckinAt).toBe((await readTurnLog(t.runner.storage, slug)).lastCheckinAt);
     await t.orch.accept(t.ev.comment(44, 'on a PR the agent never opens'));
     expect(t.store.openEvents().map((e) => e.state)).toEqual(['parked']);
     t.runner.agent(slug).exit(0);
@@ -246,7 +246,7 @@ describe('Orchestrator', () => {
     t.runner.agent(q).checkin();
     await until(
       'check-in read',
-      () => readTurnLog(t.runner.storage, q).lastCheckinAt !== undefined,
+      async () => (await readTurnLog(t.runner.storage, q)).lastCheckinAt !== undefined,
     );
     await t.orch.checkWatchdog();
     expect(t.runner.isRunning(q)).toBe(true);
@@ -255,7 +255,7 @@ describe('Orchestrator', () => {
     await until('silence fired', () => t.row(quiet)?.status === 'frozen');
     expect(t.records(q)[0]?.watchdogFired).toMatchObject({ reason: 'silence' });
     expect(t.row(quiet)?.lastCheckinAt).toBe(
-      readTurnLog(t.runner.storage, q).lastCheckinAt ?? t.row(quiet)?.lastCheckinAt,
+      (await readTurnLog(t.runner.storage, q)).lastCheckinAt ?? t.row(quiet)?.lastCheckinAt,
     );
   });
 

@@ -34,7 +34,7 @@ function runnerWith(containers: () => BottleInfo[]): BottleRunner {
     // The host's storage of an empty BB_HOME (no gate socket listens), for a bottle with a forge.
     storage: {
       ...hostBottleStorage({ BB_HOME: dir }),
-      meta: () => ({ forge: { owner: 'acme' } }) as unknown as BottleMeta,
+      meta: async () => ({ forge: { owner: 'acme' } }) as unknown as BottleMeta,
     },
     memoryOf: () => 0,
   };

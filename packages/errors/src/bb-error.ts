@@ -19,6 +19,7 @@ export const BB_ERROR_CODES = {
   ALREADY_DONE: 'the turn already signalled done; writes wait for the next turn',
   OUTCOME_UNKNOWN: 'the forge did not answer a write: read before you retry',
   AUDIT_UNAVAILABLE: 'the op log cannot be written, so nothing is sent (fail closed)',
+  GATE_UNAVAILABLE: "a bottle's gate (its supervise sidecar) went away before it answered",
   PARSE_ERROR: 'a JSON-RPC line was not JSON',
   INVALID_REQUEST: 'a JSON-RPC request was malformed',
   METHOD_NOT_FOUND: 'the method is not one the gate serves',

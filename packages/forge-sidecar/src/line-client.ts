@@ -1,5 +1,5 @@
 import { connect, type Socket } from 'node:net';
-import { BbError } from '@bb/errors';
+import { BbError, type BbErrorCode } from '@bb/errors';
 
 /** A connection with no call for this long is closed by the client (the sidecar waits 5 min). */
 const IDLE_MS = 60_000;
@@ -11,6 +11,8 @@ export type Unreachable = (socketPath: string, err: unknown) => BbError;
 export interface Peer {
   name: string;
   unreachable: Unreachable;
+  /** The code of a call whose connection was lost before its answer. @default FORGE_UNAVAILABLE */
+  lost?: BbErrorCode;
 }
 
 const forgeUnreachable: Unreachable = (socketPath, err) =>
@@ -139,7 +141,7 @@ class LineConnection {
         }
         p.reject(
           new BbError(
-            'FORGE_UNAVAILABLE',
+            this.peer.lost ?? 'FORGE_UNAVAILABLE',
             `${this.peer.name} at ${this.socketPath} closed the connection before it answered${err ? ` (${err.message})` : ''}`,
           ),
         );
@@ -222,7 +224,7 @@ export class LineClient {
       return pick.send(id, line, timeoutMs).catch((again) => {
         if (again instanceof NotSent)
           throw new BbError(
-            'FORGE_UNAVAILABLE',
+            this.peer.lost ?? 'FORGE_UNAVAILABLE',
             `${this.peer.name} at ${this.socketPath} closed the connection before the call was sent`,
           );
         throw again;

@@ -50,6 +50,8 @@ export interface RpcServerOptions {
   socketMode?: number;
   /** The answer to `GET /healthz`; without it there is no such route. */
   health?: () => unknown;
+  /** The most calls one batch may hold (1: batches are refused). @default 100 */
+  maxBatch?: number;
   /** Each call's end: its method, and the code it failed with (`undefined`: it succeeded). */
   onCall?: (method: string, failed: string | undefined) => void;
   log: RpcLogger;
@@ -69,6 +71,10 @@ export async function serveRpc(options: RpcServerOptions): Promise<RunningRpcSer
   const { log, methods } = options;
   const maxBody = options.maxBodyBytes;
   const names = [...methods.keys()];
+  const maxBatch = options.maxBatch ?? 100;
+  // Aborted when the server closes: a call that waits (supervise's) stops waiting.
+  const stopping = new AbortController();
+  const callSignal = (caller: AbortSignal) => AbortSignal.any([caller, stopping.signal]);
   const rpc = new JSONRPCServer<{ signal: AbortSignal }>({
     errorListener: (message, data) => log.error({ err: errorMessage(data) }, message),
   });
@@ -117,7 +123,7 @@ export async function serveRpc(options: RpcServerOptions): Promise<RunningRpcSer
         `Method not found: ${JSON.stringify(req.method).slice(0, 80)}; methods are ${names.join(', ')}`,
       );
     }
-    const res = (await rpc.receive(req, { signal })) as JSONRPCResponse | null;
+    const res = (await rpc.receive(req, { signal: callSignal(signal) })) as JSONRPCResponse | null;
     return req.id === undefined ? null : res;
   };
 
@@ -138,6 +144,12 @@ export async function serveRpc(options: RpcServerOptions): Promise<RunningRpcSer
   server.on('clientError', (_err, socket) => socket.destroy());
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Closing: no new call starts (a kept connection cannot hold the close open).
+    if (closingDown) {
+      res.writeHead(503, { connection: 'close', 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: `the ${options.name} is stopping` }));
+      return;
+    }
     const path = (req.url ?? '/').split('?')[0];
     if (req.method === 'GET' && path === '/healthz' && options.health)
       return json(res, 200, options.health());
@@ -180,11 +192,13 @@ export async function serveRpc(options: RpcServerOptions): Promise<RunningRpcSer
     if (!Array.isArray(payload)) return handleOne(payload, signal);
     if (payload.length === 0)
       return errorResponse(null, 'INVALID_REQUEST', 'Invalid Request: empty batch');
-    if (payload.length > 100)
+    if (payload.length > maxBatch)
       return errorResponse(
         null,
         'INVALID_REQUEST',
-        'Invalid Request: batches hold at most 100 calls',
+        maxBatch === 1
+          ? 'Invalid Request: batches are not served here; send one call at a time'
+          : `Invalid Request: batches hold at most ${maxBatch} calls`,
       );
     const out = (await Promise.all(payload.map((p) => handleOne(p, signal)))).filter(
       (r): r is JSONRPCResponse => r !== null,
@@ -248,6 +262,7 @@ export async function serveRpc(options: RpcServerOptions): Promise<RunningRpcSer
     close: () => {
       closing ??= (async () => {
         closingDown = true;
+        stopping.abort();
         const closed = new Promise<void>((r) => front.close(() => r()));
         // No new call starts: line connections read no more, idle HTTP ones go.
         for (const line of lines) line.stop();

@@ -7,7 +7,7 @@ import { rotationPrompt } from './conversation';
 import type { Core } from './core';
 import { INITIAL, type LifecycleAction } from './machine';
 import type { BottleSession } from './session';
-import { readTurnLog, writeTurnLog } from './turn-log';
+import { updateTurnLog } from './turn-log';
 import { eventWork } from './work';
 
 /** The title and body, when the event that launches it already read them. */
@@ -143,9 +143,9 @@ export async function resumeBottle(core: Core, s: BottleSession, prompt: string)
   core.capacity.tryRun(s.slug, runner.memoryOf(s.agent));
   // Until its turn has started, the watchdog must not take the row for a turn it lost.
   s.starting = true;
-  await s.commit({ ...s.state, status: 'running' });
   const pr = s.state.prs.at(-1);
   try {
+    await s.commit({ ...s.state, status: 'running' });
     const fresh = await rotation(core, s, prompt);
     await core.capacity.starting(() =>
       runner.startResume({
@@ -164,8 +164,15 @@ export async function resumeBottle(core: Core, s: BottleSession, prompt: string)
     // (they are still open in the inbox) and are tried again.
     core.capacity.release(s.slug);
     core.freed();
-    await s.commit({ ...s.state, status: 'frozen', pending: [] });
     s.starting = false;
+    await s.commit({ ...s.state, status: 'frozen', pending: [] }).catch((e) =>
+      core.log({
+        msg: 'could not write the row',
+        key: s.key,
+        slug: s.slug,
+        error: errorMessage(e),
+      }),
+    );
     core.log({ msg: 'resume failed', key: s.key, slug: s.slug, error: errorMessage(err) });
     const waiting = new Set(s.deferred.splice(0));
     if (waiting.size > 0)
@@ -211,10 +218,10 @@ async function rotation(core: Core, s: BottleSession, prompt: string): Promise<s
     summaries,
     now: prompt,
   });
-  await writeTurnLog(runner.storage, s.slug, {
-    ...(await readTurnLog(runner.storage, s.slug)),
+  await updateTurnLog(runner.storage, s.slug, (log) => ({
+    ...log,
     rotated: { reason, previousTurns: inSession, summary: rotated.summary },
-  });
+  }));
   core.log({ msg: 'session rotated', key: s.key, slug: s.slug, previousTurns: inSession });
   return rotated.prompt;
 }

@@ -59,6 +59,8 @@ export {
   readTurnLog,
   type TurnLog,
   type TurnNews,
+  updateTurnLog,
+  withTurnLog,
   writeTurnLog,
 } from './turn-log';
 export { TurnMonitor, type TurnMonitorOptions, type TurnReport } from './turn-monitor';

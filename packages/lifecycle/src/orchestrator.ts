@@ -194,7 +194,10 @@ export class Orchestrator {
   /** Start watching a running turn (after a launch, a resume, or a restart). */
   watch(slug: string, startedAt = Date.now()): void {
     const s = this.#sessions.bySlug(slug);
-    if (!s || s.monitor || this.#closed) return;
+    if (!s || this.#closed) return;
+    // A monitor whose turn ended and was not taken in is no watch: it is replaced.
+    if (s.monitor && !s.monitor.ended) return;
+    s.monitor?.close();
     s.monitor = new TurnMonitor({
       runner: this.#o.runner,
       slug,

@@ -76,10 +76,19 @@ export class BottleSession {
     this.#state = state;
   }
 
-  /** Move to `state` and write the row with its status; resolves once written. */
-  commit(state: LifecycleState): Promise<void> {
+  /**
+   * Move to `state` and write the row with its status; resolves once written.
+   * A write that fails puts the state back (memory never says what the row does not).
+   */
+  async commit(state: LifecycleState): Promise<void> {
+    const before = this.#state;
     this.#state = state;
-    return this.save();
+    try {
+      await this.save();
+    } catch (err) {
+      if (this.#state === state) this.#state = before;
+      throw err;
+    }
   }
 
   /**

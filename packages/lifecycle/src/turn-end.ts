@@ -65,6 +65,8 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
   const { runner } = core.o;
   if (s.state.status !== 'running') {
     core.log({ msg: 'turn end for a bottle not running: ignored', key: s.key, slug: s.slug });
+    // The monitor that reported it is done: a later turn is watched afresh.
+    if (s.monitor?.ended) s.unwatch();
     // Nobody will resume it from here: it is not left paused.
     if (outcome.warm) await runner.cool?.(s.slug).catch(() => {});
     return;

@@ -29,6 +29,43 @@ const EMPTY: TurnLog = { done: null, prs: [], pushed: [] };
 
 const NOTE = 'turn';
 
+/** Changes to a bottle's turn log, one after another (a read-modify-write is never interleaved). */
+const locks = new WeakMap<BottleStorage, Map<string, Promise<unknown>>>();
+
+/** Run `fn` alone among the turn-log changes of `slug` in `storage`. */
+export function withTurnLog<T>(
+  storage: BottleStorage,
+  slug: string,
+  fn: () => Promise<T>,
+): Promise<T> {
+  let bySlug = locks.get(storage);
+  if (!bySlug) {
+    bySlug = new Map();
+    locks.set(storage, bySlug);
+  }
+  const before = bySlug.get(slug) ?? Promise.resolve();
+  const run = before.catch(() => {}).then(fn);
+  const held = run.catch(() => {});
+  bySlug.set(slug, held);
+  void held.then(() => {
+    if (bySlug.get(slug) === held) bySlug.delete(slug);
+  });
+  return run;
+}
+
+/** Change the turn log with `change` (read, changed, written whole, alone). */
+export function updateTurnLog(
+  storage: BottleStorage,
+  slug: string,
+  change: (log: TurnLog) => TurnLog,
+): Promise<TurnLog> {
+  return withTurnLog(storage, slug, async () => {
+    const next = change(await readTurnLog(storage, slug));
+    await writeTurnLog(storage, slug, next);
+    return next;
+  });
+}
+
 export async function readTurnLog(storage: BottleStorage, slug: string): Promise<TurnLog> {
   const text = await storage.readNote(slug, NOTE);
   if (text === undefined) return structuredClone(EMPTY);
@@ -45,7 +82,7 @@ export function writeTurnLog(storage: BottleStorage, slug: string, log: TurnLog)
 
 /** Forget the turn (once its record is written). */
 export function clearTurnLog(storage: BottleStorage, slug: string): Promise<void> {
-  return storage.removeNote(slug, NOTE);
+  return withTurnLog(storage, slug, () => storage.removeNote(slug, NOTE));
 }
 
 /** What a drain found that the orchestrator must act on. */
@@ -63,7 +100,11 @@ export interface TurnNews {
  * Read every event the sidecar queued, fold it into the bottle's turn log
  * (written before each queue file goes), and say what is new.
  */
-export async function drainTurn(storage: BottleStorage, slug: string): Promise<TurnNews> {
+export function drainTurn(storage: BottleStorage, slug: string): Promise<TurnNews> {
+  return withTurnLog(storage, slug, () => drainAlone(storage, slug));
+}
+
+async function drainAlone(storage: BottleStorage, slug: string): Promise<TurnNews> {
   const log = await readTurnLog(storage, slug);
   const news: TurnNews = { prs: [], done: false, checkedIn: false };
   await storage.drainQueue(slug, async (e: QueueEvent) => {

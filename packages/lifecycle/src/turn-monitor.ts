@@ -49,15 +49,29 @@ export class TurnMonitor {
     this.#o = options;
     this.slug = options.slug;
     this.startedAt = options.startedAt ?? Date.now();
+    this.#lastRead = this.startedAt;
   }
 
-  /** The sidecar's last check-in (ms) as the turn log says, or the turn's start. */
+  /**
+   * The sidecar's last check-in (ms) as the turn log says, or the turn's start.
+   * When the log cannot be read, the last one read (never "now": silence is not hidden).
+   */
   async lastCheckin(): Promise<number> {
-    const at = Date.parse(
-      (await readTurnLog(this.#o.runner.storage, this.slug)).lastCheckinAt ?? '',
-    );
-    return Number.isNaN(at) ? this.startedAt : Math.max(at, this.startedAt);
+    try {
+      const log = await readTurnLog(this.#o.runner.storage, this.slug);
+      const at = Date.parse(log.lastCheckinAt ?? '');
+      this.#lastRead = Number.isNaN(at) ? this.startedAt : Math.max(at, this.startedAt);
+    } catch (err) {
+      this.#o.log?.({
+        msg: 'could not read the turn log',
+        slug: this.slug,
+        error: errorMessage(err),
+      });
+    }
+    return this.#lastRead;
   }
+
+  #lastRead: number;
 
   get ended(): boolean {
     return this.#ended;

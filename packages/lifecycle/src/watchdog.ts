@@ -8,7 +8,7 @@ import { errorMessage } from '@bb/errors';
 import type { Core } from './core';
 import { expireParked } from './intake';
 import type { BottleSession, Fired } from './session';
-import { readTurnLog, writeTurnLog } from './turn-log';
+import { updateTurnLog } from './turn-log';
 import type { TurnReport } from './turn-monitor';
 import { keyOf } from './work';
 
@@ -18,7 +18,7 @@ export async function fire(core: Core, s: BottleSession, fired: Fired): Promise<
   s.fired = fired;
   const storage = core.o.runner.storage;
   try {
-    await writeTurnLog(storage, s.slug, { ...(await readTurnLog(storage, s.slug)), fired });
+    await updateTurnLog(storage, s.slug, (log) => ({ ...log, fired }));
   } catch {
     // the bottle's directory is gone: the record says vanished
   }
@@ -75,7 +75,8 @@ export async function checkWatchdog(core: Core, now: number): Promise<void> {
         continue;
       }
     }
-    const checkin = s.monitor ? await s.monitor.lastCheckin().catch(() => now) : now;
+    // A storage that does not answer is not a check-in: the last one read stands.
+    const checkin = s.monitor ? await s.monitor.lastCheckin() : now;
     const silent = now - Math.max(checkin, s.pause?.last ?? 0);
     if (silent > timeout)
       await fire(core, s, {

@@ -21,6 +21,7 @@ export class SuperviseClient {
       socketPath: this.socketPath,
       peer: {
         name: 'the supervise sidecar',
+        lost: 'GATE_UNAVAILABLE',
         unreachable: (socketPath, err) =>
           new BbError(
             'NOT_FOUND',

@@ -31,8 +31,9 @@ export async function serveSupervise(
     socketPath,
     methods,
     maxBodyBytes: MAX_BODY,
-    // A handful of waiting calls is all an agent needs; more is a flood.
+    // A handful of waiting calls is all an agent needs; more is a flood (and no batches).
     maxConnections: 32,
+    maxBatch: 1,
     // Long enough for the longest wait a call may ask for, plus slack.
     requestTimeoutMs: 11 * 60_000,
     socketMode: options.mode ?? 0o600,

@@ -1,6 +1,7 @@
 import type { QueueEventType } from '@bb/forge-sidecar';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect } from 'vitest';
 import type { BottleStorage } from './storage';
+import { suiteTest } from './suite-test';
 
 /** A storage, and how its bottles come to hold what gates and headless write. */
 export interface BottleStorageWorld {
@@ -40,11 +41,7 @@ export function describeBottleStorageConformance(
       current = await options.create();
       return current;
     };
-    const test = (title: string, fn: () => Promise<void>) => {
-      if (options.skip?.tests.includes(title))
-        it.skip(`${title} (skipped: ${options.skip.reason})`, () => {});
-      else it(title, fn, 30_000);
-    };
+    const test = suiteTest(options.skip, 30_000);
 
     test('every answer is a promise (a storage behind a network is used the same way)', async () => {
       const { storage, addBottle } = await make();

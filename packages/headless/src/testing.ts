@@ -15,8 +15,9 @@
 import { randomUUID } from 'node:crypto';
 import { settledCode as code } from '@bb/errors';
 import { LABEL } from '@bb/names';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect } from 'vitest';
 import type { Backend, BottleSpec } from './backend';
+import { suiteTest } from './suite-test';
 
 export {
   describeIsolationConformance,
@@ -46,11 +47,7 @@ export function describeBackendConformance(name: string, options: BackendConform
     afterEach(async () => {
       for (const m of made.splice(0)) await m.backend.destroy(m.id).catch(() => {});
     });
-    const test = (title: string, fn: () => Promise<void>) => {
-      if (options.skip?.tests.includes(title))
-        it.skip(`${title} (skipped: ${options.skip.reason})`, () => {});
-      else it(title, fn, 30_000);
-    };
+    const test = suiteTest(options.skip, 30_000);
     const spec = (script: string, over: Partial<BottleSpec> = {}): BottleSpec => {
       const slug = `conf-${randomUUID().slice(0, 8)}`;
       return {

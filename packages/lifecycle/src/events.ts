@@ -10,7 +10,7 @@ import { carryOut } from './actions';
 import type { Core } from './core';
 import { type Decision, decide, type Facts } from './decide';
 import { gatherFacts } from './facts';
-import { transition } from './machine';
+import { INITIAL, transition } from './machine';
 import { parseIssueKey } from './routing';
 import type { BottleSession } from './session';
 
@@ -33,7 +33,7 @@ export async function handleEvent(
     const view = {
       issue: parseIssueKey(key).issue,
       known: !!known,
-      state: known?.state ?? { status: 'none' as const, prs: [], pending: [] },
+      state: known?.state ?? INITIAL,
       heads: known?.heads,
     };
     d = decide(event, facts, view, policy);

@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
+import { suiteTest } from '../suite-test';
 import { type AgentProvider, PROXY_API_KEY, type TurnInput } from './provider';
 
 export interface ProviderConformanceOptions {
@@ -43,10 +44,7 @@ const GARBLED = [
 export function describeProviderConformance(name: string, o: ProviderConformanceOptions): void {
   const p = o.provider;
   describe(`Provider conformance: ${name}`, () => {
-    const test = (title: string, fn: () => void) => {
-      if (o.skip?.tests.includes(title)) it.skip(`${title} (skipped: ${o.skip.reason})`, () => {});
-      else it(title, fn);
-    };
+    const test = suiteTest(o.skip);
 
     test('the prompt is one argv element, exactly as given', () => {
       for (const prompt of [

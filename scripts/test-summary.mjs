@@ -21,6 +21,7 @@ let failed = 0;
 let skipped = 0;
 const rows = [];
 const refused = [];
+const failures = [];
 const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.json')) : [];
 for (const f of files) {
   const r = JSON.parse(readFileSync(join(dir, f), 'utf8'));
@@ -33,7 +34,21 @@ for (const f of files) {
   rows.push(`  ${f.replace(/\.json$/, '').padEnd(16)} ${p} passed, ${x} failed, ${s} skipped`);
   for (const file of r.testResults ?? [])
     for (const t of file.assertionResults ?? []) {
-      if (t.status === 'passed' || t.status === 'failed') continue;
+      if (t.status === 'failed') {
+        // The test's name, its file and the first lines of why: a CI log that shows only
+        // its end still says what broke.
+        const why = (t.failureMessages ?? [])
+          .join('\n')
+          .split('\n')
+          .filter((l) => l.trim())
+          .slice(0, 4)
+          .map((l) => `      ${l.trim().slice(0, 300)}`)
+          .join('\n');
+        const where = (file.name ?? '').replace(`${root}/`, '');
+        failures.push(`  ${where}: ${t.fullName} (${Math.round(t.duration ?? 0)} ms)\n${why}`);
+        continue;
+      }
+      if (t.status === 'passed') continue;
       if (allowed.some((a) => a.test === t.fullName)) continue;
       refused.push(`  ${f.replace(/\.json$/, '')}: ${t.fullName}`);
     }
@@ -42,6 +57,10 @@ const missing = expected.filter((name) => !files.includes(`${name}.json`));
 console.log('\nTest results by package:');
 for (const r of rows) console.log(r);
 for (const m of missing) console.log(`  ${m.padEnd(16)} NO REPORT (its tests did not run)`);
+if (failures.length > 0) {
+  console.log(`\n${failures.length} test(s) failed:`);
+  for (const f of failures) console.log(f);
+}
 if (requireAll && refused.length > 0) {
   console.log(
     `\n${refused.length} test(s) skipped where every test must run (BB_REQUIRE_DOCKER=1). Make what they need available, or name them in .ci/allowed-skips.json with the reason they can never run here:`,

@@ -13,7 +13,11 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function summary(env: Record<string, string>, allowed: unknown[] = []) {
+function summary(
+  env: Record<string, string>,
+  allowed: unknown[] = [],
+  failed: Array<{ fullName: string; failureMessages: string[] }> = [],
+) {
   const dir = mkdtempSync(join(tmpdir(), 'bb-skips-'));
   dirs.push(dir);
   const reports = join(dir, 'reports');
@@ -23,7 +27,7 @@ function summary(env: Record<string, string>, allowed: unknown[] = []) {
     join(reports, 'e2e.json'),
     JSON.stringify({
       numPassedTests: 1,
-      numFailedTests: 0,
+      numFailedTests: failed.length,
       numPendingTests: 1,
       numTodoTests: 0,
       testResults: [
@@ -32,6 +36,7 @@ function summary(env: Record<string, string>, allowed: unknown[] = []) {
           assertionResults: [
             { fullName: 'runs', status: 'passed' },
             { fullName: skippedName, status: 'skipped' },
+            ...failed.map((f) => ({ ...f, status: 'failed', duration: 31000 })),
           ],
         },
       ],
@@ -64,5 +69,20 @@ describe('the test summary', () => {
       { test: 'red team: a rebuild is bounded (skipped: needs root)', why: 'test' },
     ]);
     expect(named.code).toBe(0);
+  });
+
+  it('names each failed test with the start of its failure, so a log cut to its end says what broke', () => {
+    const r = summary({}, [], [
+      {
+        fullName: 'a killed turn is recorded once',
+        failureMessages: ['Error: Test timed out in 30000ms.\n    at somewhere (kill.test.ts:1:1)'],
+      },
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('1 test(s) failed:');
+    expect(r.out).toContain('build.test.ts: a killed turn is recorded once (31000 ms)');
+    expect(r.out).toContain('Error: Test timed out in 30000ms.');
+    // The summary's own line stays last.
+    expect(r.out.trim().split('\n').at(-1)).toBe('tests: 1 passed, 1 failed, 1 skipped');
   });
 });

@@ -11,21 +11,21 @@ import {
   bottlePaths,
   effectiveConfig,
   endedTurn,
-  forgeSidecarEnv,
   GATE_USER,
   HOME_LABEL,
   homeLabel,
   hostBottleStorage,
+  type InsidePaths,
   loadAgentManifest,
   loadBottleManifest,
   MANAGED_LABEL,
+  type MountRole,
   memoryBytes,
-  modelApiUrl,
-  needsProxies,
-  PROXY_ENV,
+  planBottle,
   providerFor,
   readMeta,
   routeSecrets,
+  secretValue,
   type TurnOutcome,
   writeMeta,
   writeTurnFile,
@@ -48,6 +48,44 @@ export const IN_POD = {
   queue: '/queue',
   state: '/state',
 } as const;
+
+/** The same places as the plan names them (the proxies' files are in the gate's Secret). */
+const IN_POD_PLAN: InsidePaths = {
+  home: IN_POD.home,
+  workspace: IN_POD.workspace,
+  runtime: IN_POD.runtime,
+  socket: IN_POD.socket,
+  socketDir: '/tmp',
+  secrets: IN_POD.secrets,
+  queue: IN_POD.queue,
+  state: IN_POD.state,
+  proxy: IN_POD.secrets,
+  superviseSocket: '/tmp/bb/supervise.sock',
+  supervise: '/supervise',
+  currentConfig: '/etc/bot-bottle/current-config',
+  mirror: '',
+  turns: '',
+};
+
+/**
+ * What the pods give a plan's mounts (manifests.ts): the runtime, the home and
+ * workspace on the bottle's claim, the sockets (the bridge's and the gate's own),
+ * the gate's Secret (its keys, and the proxies' files), queue and state on the
+ * shared claim. `currentConfig` is the agent's read-only view of its bottle's
+ * configuration; with no supervise sidecar here it has nothing to propose
+ * against, and is not given.
+ */
+const POD_ROLES: ReadonlySet<MountRole> = new Set<MountRole>([
+  'runtime',
+  'home',
+  'workspace',
+  'sockets',
+  'secrets',
+  'proxy',
+  'queue',
+  'state',
+  'currentConfig',
+]);
 
 export interface KubernetesRunnerOptions {
   bottles: KubernetesBottles;
@@ -97,8 +135,8 @@ export function kubernetesRunner(
   const manifests = (agent: string, names?: string[]) => {
     const a = loadAgentManifest(agent, env).manifest;
     const list = names ?? a.bottles;
-    const bottle = loadBottleManifest(list[0]!, env).manifest;
-    return { agent: a, bottles: list, bottle };
+    const bottleManifests = list.map((n) => loadBottleManifest(n, env).manifest);
+    return { agent: a, bottles: list, bottle: bottleManifests[0]!, bottleManifests };
   };
   const imageOf = (b: BottleManifest, name: string) => {
     if (!b.image)
@@ -117,35 +155,41 @@ export function kubernetesRunner(
     const m = manifests(meta.agent, meta.bottles);
     // The bottles' egress allowlist and credential routes (with what an operator
     // approved for the whole bottle in their place), as a Docker bottle's.
-    const config = effectiveConfig(
+    const plan = planBottle({
       meta,
-      meta.bottles.map((n) => loadBottleManifest(n, env).manifest),
-      env,
-    );
-    const proxies = needsProxies(config);
-    const routed = (kind: 'anthropic' | 'openai') =>
-      (JSON.parse(config.routes) as { routes: Array<{ prefix: string }> }).routes.some(
-        (r) => r.prefix === `/${kind}`,
-      );
-    const modelKind = routed('anthropic') ? 'anthropic' : routed('openai') ? 'openai' : undefined;
-    const invocation = providerFor(m.agent.provider).invocation({
+      agent: m.agent,
+      provider: providerFor(m.agent.provider),
+      bottles: m.bottleManifests,
       prompt,
-      sessionId: meta.sessionId ?? undefined,
-      model: m.agent.model,
-      home: IN_POD.home,
-      runtimeDir: IN_POD.runtime,
-      socket: IN_POD.socket,
-      ...(modelKind ? { modelApi: { kind: modelKind, baseUrl: modelApiUrl(modelKind) } } : {}),
-      ...(m.agent.retries !== undefined ? { retries: m.agent.retries } : {}),
+      config: effectiveConfig(meta, m.bottleManifests, env),
+      inside: IN_POD_PLAN,
+      forgeToken: true,
+      // No supervise sidecar on Kubernetes yet: nothing there rebuilds or reloads a bottle.
+      supervise: undefined,
+      sharedSockets: false,
+      mirror: false,
     });
+    const gate = plan.gate;
+    if (!gate)
+      throw new BbError(
+        'INVALID_INPUT',
+        `bottle ${meta.slug} has no forge and no proxies: on Kubernetes a bottle's agent reaches the world only through its gate`,
+      );
+    for (const mount of [...plan.agent.mounts, ...gate.mounts])
+      if (!POD_ROLES.has(mount.role))
+        throw new BbError(
+          'INTERNAL',
+          `a bottle's plan mounts ${mount.role}, which a Kubernetes bottle's pods do not give`,
+        );
     const forge = meta.forge;
     // What reaches the token's holder is checked here too, whoever wrote the meta.
     if (forge) checkSiteEnv(forge.kind, forge.site);
+    const proxies = !!plan.proxyFiles;
     return {
       slug: meta.slug,
       labels: { ...labels, ...meta.labels },
       agent: {
-        image: meta.image,
+        image: plan.agent.image,
         // The bridge gives the agent its gate's forge surface as a local socket (the gate is
         // another pod, at BB_GATE), then runs the turn's command and ends with it.
         command: [
@@ -157,74 +201,46 @@ export function kubernetesRunner(
             ? [`${BRIDGE_PORTS.egress}=gate:egress`, `${BRIDGE_PORTS.credentials}=gate:credentials`]
             : []),
           '--',
-          ...invocation.cmd,
+          ...plan.agent.cmd,
         ],
         env: {
-          ...m.bottle.env,
-          ...invocation.env,
-          HOME: IN_POD.home,
+          ...plan.agent.env,
           BB_SLUG: meta.slug,
-          BB_WORKSPACE_DIR: IN_POD.workspace,
           BB_GATE_KEY: linkKey,
-          ...(proxies ? PROXY_ENV : {}),
           // The turn's files in its home (a CLI's settings, the script agent's script),
           // written by the bridge as the agent before the command: nothing outside the
           // pod can write its claim.
-          BB_HOME_FILES: JSON.stringify({
-            ...invocation.files,
-            ...(m.agent.script !== undefined
-              ? { '.bb/script.json': JSON.stringify(m.agent.script) }
-              : {}),
-          }),
+          BB_HOME_FILES: JSON.stringify(plan.agent.files),
         },
-        // A Docker agent's limits: its manifest's, else 2 GiB (processes: the kubelet's
-        // podPidsLimit, which a cluster sets for every pod).
+        // Processes: the kubelet's podPidsLimit, which a cluster sets for every pod.
         resources: {
-          memoryBytes: memoryBytes(m.bottle.resources.memory) ?? DEFAULT_AGENT_MEMORY,
-          cpus: m.bottle.resources.cpus ?? DEFAULT_AGENT_CPUS,
+          memoryBytes: plan.agent.limits.memoryBytes,
+          cpus: plan.agent.limits.cpus ?? DEFAULT_AGENT_CPUS,
         },
       },
       gate: {
         image: o.gateImage,
-        command: ['node', `${IN_POD.runtime}/bb-gate.mjs`],
+        command: gate.cmd,
         // A launch's gate clones the workspace first (a resume finds it on the claim).
         ...(launch && forge ? { clone: m.agent.git } : {}),
         env: {
-          HOME: '/tmp',
-          BB_SLUG: meta.slug,
-          // Its sockets are its own (the agent reaches them over the gate's port).
-          BB_SOCKET_MODE: '600',
-          ...(forge ? forgeSidecarEnv(meta, forge, IN_POD) : {}),
+          ...gate.env,
           // Its push repository is on the claim every gate shares: bounded well below it.
           ...(forge ? { BB_GIT_DIR_MAX: String(o.pushRepoBytes ?? DEFAULT_PUSH_REPO_BYTES) } : {}),
           BB_GATE_KEY_FILE: `${IN_POD.secrets}/link-key`,
-          // Its egress and credential proxies: their files with its Secret's, the keys
-          // its routes name among them (resolved here, by the orchestrator).
-          ...(proxies
-            ? {
-                BB_EGRESS_RULES: `${IN_POD.secrets}/rules.json`,
-                BB_CRED_ROUTES: `${IN_POD.secrets}/routes.json`,
-                BB_CRED_SECRETS_FILE: `${IN_POD.secrets}/keys.json`,
-                BB_EGRESS_SOCKET: '/tmp/egress.sock',
-                BB_CRED_SOCKET: '/tmp/cred.sock',
-                BB_EGRESS_LOG: `${IN_POD.state}/egress.jsonl`,
-                BB_PROXY_STATUS: `${IN_POD.state}/proxy-status.json`,
-              }
-            : {}),
         },
-        // A Docker gate's: its git checks every object the agent pushes.
-        resources: { memoryBytes: 1024 ** 3, cpus: 1 },
+        resources: { memoryBytes: gate.limits.memoryBytes, cpus: 1 },
       },
+      // The gate's Secret: what the plan's references name, resolved here (by the orchestrator).
       secrets: {
-        token: o.token,
+        ...Object.fromEntries(
+          Object.entries(plan.secrets).map(([name, ref]) => [
+            name,
+            secretValue(ref, o.token, (routes) => routeSecrets(routes, env)),
+          ]),
+        ),
         'link-key': linkKey,
-        ...(proxies
-          ? {
-              'keys.json': JSON.stringify(routeSecrets(config.routes, env)),
-              'rules.json': config.allowlist,
-              'routes.json': config.routes,
-            }
-          : {}),
+        ...plan.proxyFiles,
       },
       stateClaim: o.stateClaim,
       ...(meta.diskBytes ? { storageBytes: meta.diskBytes } : {}),
@@ -389,9 +405,9 @@ export function kubernetesRunner(
     memoryOf(agent, names) {
       try {
         const mem = manifests(agent, names).bottle.resources.memory;
-        return memoryBytes(mem) ?? 2 * 1024 ** 3;
+        return memoryBytes(mem) ?? DEFAULT_AGENT_MEMORY;
       } catch {
-        return 2 * 1024 ** 3;
+        return DEFAULT_AGENT_MEMORY;
       }
     },
     sessionLimits(agent) {

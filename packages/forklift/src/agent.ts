@@ -3,9 +3,11 @@ import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import {
   AgentScriptSchema,
+  type BottlePlan,
   bridgePrelude,
+  type InsidePaths,
   type ModelApiKind,
-  modelApiUrl,
+  planBottle,
   providerFor,
   providerNames,
 } from '@bb/headless';
@@ -137,6 +139,8 @@ export function readScript(file: string): unknown[] {
 
 /** What the host places in `harness-state/` and runs in the container for `choice`. */
 export interface AgentRun {
+  /** The agent's plan: its command, variables and limits, its proxy gate's. */
+  plan: BottlePlan;
   /** Paths relative to harness-state/. */
   files: Record<string, string | Uint8Array>;
   cmd: string[];
@@ -145,42 +149,99 @@ export interface AgentRun {
   parseResult: (stdout: string, exitCode: number) => { ok: boolean; error?: string | undefined };
 }
 
+/** Where forklift's agent sees each part of its run (`planBottle`'s names for them). */
+const INSIDE: InsidePaths = {
+  home: IN_CONTAINER.home,
+  workspace: IN_CONTAINER.workspace,
+  runtime: IN_CONTAINER.bin,
+  socketDir: IN_CONTAINER.sock,
+  // The proxy gate's own: the agent never sees these.
+  secrets: '/run/bb-secrets',
+  proxy: '/var/bb/proxy',
+  state: '/var/bb/state',
+  // Nothing of a forge or of supervise: forklift's agent has neither.
+  queue: '/var/bb/queue',
+  superviseSocket: `${IN_CONTAINER.sock}/supervise.sock`,
+  supervise: '/var/bb/supervise',
+  currentConfig: '/etc/bot-bottle/current-config',
+  mirror: '',
+  turns: '',
+};
+
+/** What the agent's container is given: 4 GiB and 1024 processes, whatever the project builds. */
+const LIMITS = { memory: 4 * 1024 ** 3, pids: 1024 };
+
 /**
- * The agent's command in its container: the bridge to the proxies (when it has
- * them) started first, then the provider's headless invocation, with its files
- * in harness-state/home. No forge tool: forklift's agent has nothing to call.
+ * The plan of forklift's one turn: the provider's headless invocation for
+ * `choice`, its files in harness-state/home, and (with model access or an
+ * allowlist) a gate that runs the proxies alone. No forge and no supervise:
+ * forklift's agent has nothing to call.
+ */
+export function forkliftPlan(
+  choice: AgentChoice,
+  prompt: string,
+  slug: string,
+  image: string,
+): BottlePlan {
+  const routes = choice.modelRoute
+    ? [
+        {
+          prefix: `/${choice.modelRoute.kind}`,
+          upstream: choice.modelRoute.upstream,
+          headers: choice.modelRoute.headers,
+        },
+      ]
+    : [];
+  return planBottle({
+    meta: { slug, image, sessionId: null, forge: null, turns: [], branch: '' },
+    agent: {
+      model: choice.model,
+      ...(choice.name === 'script' ? { script: { turns: [{ steps: choice.script ?? [] }] } } : {}),
+    },
+    provider: providerFor(choice.name),
+    bottles: [{ env: {}, resources: LIMITS }],
+    prompt,
+    config: {
+      routes: JSON.stringify({ routes }),
+      allowlist: JSON.stringify({ allow: choice.allow }),
+      dockerfile: '',
+    },
+    inside: INSIDE,
+    forgeToken: false,
+    supervise: undefined,
+    sharedSockets: true,
+    mirror: false,
+  });
+}
+
+/**
+ * The agent's command in its container, from its plan: the bridge to the
+ * proxies (when it has them) started first, then the provider's headless
+ * invocation, with its files in harness-state/home.
  */
 export function agentRun(
   choice: AgentChoice,
   prompt: string,
-  proxied: boolean,
   /** bot-bottle's runtime files (`prepareRuntime`): the script agent and the bridge come from there. */
   runtime: string,
+  o: { slug: string; image: string },
 ): AgentRun {
   const provider = providerFor(choice.name);
-  const invocation = provider.invocation({
-    prompt,
-    home: IN_CONTAINER.home,
-    runtimeDir: IN_CONTAINER.bin,
-    ...(choice.model ? { model: choice.model } : {}),
-    ...(choice.modelRoute
-      ? { modelApi: { kind: choice.modelRoute.kind, baseUrl: modelApiUrl(choice.modelRoute.kind) } }
-      : {}),
-  });
+  const plan = forkliftPlan(choice, prompt, o.slug, o.image);
+  const proxied = !!plan.proxyFiles;
   const files: Record<string, string | Uint8Array> = {};
-  for (const [rel, content] of Object.entries(invocation.files)) files[`home/${rel}`] = content;
-  if (choice.name === 'script') {
+  for (const [rel, content] of Object.entries(plan.agent.files)) files[`home/${rel}`] = content;
+  if (choice.name === 'script')
     files['bin/script-agent.mjs'] = readFileSync(join(runtime, 'script-agent.mjs'));
-    files['home/.bb/script.json'] = JSON.stringify({ turns: [{ steps: choice.script ?? [] }] });
-  }
   if (proxied) files['bin/bb-bridge.mjs'] = readFileSync(join(runtime, 'bb-bridge.mjs'));
   // harness-state/run.sh: the bridge to the proxies, then the CLI (its argv after the script's name).
   files['run.sh'] =
     `#!/bin/sh\n${proxied ? `${bridgePrelude(IN_CONTAINER.bin, IN_CONTAINER.sock)}\n` : ''}exec "$@"\n`;
   return {
+    plan,
     files,
-    cmd: ['sh', `${IN_CONTAINER.harness}/run.sh`, ...invocation.cmd],
-    env: { ...invocation.env, BB_AGENT_HOME: IN_CONTAINER.home },
+    cmd: ['sh', `${IN_CONTAINER.harness}/run.sh`, ...plan.agent.cmd],
+    env: { ...plan.agent.env, BB_AGENT_HOME: IN_CONTAINER.home },
     parseResult: (stdout, code) => provider.parseResult(stdout, code),
   };
 }

@@ -5,7 +5,7 @@ import {
   AGENT_USER,
   type Backend,
   GATE_USER,
-  PROXY_ENV,
+  type MountRole,
   prepareRuntime,
   removeSecrets,
   startProxyGate,
@@ -16,6 +16,20 @@ import { type AgentChoice, agentRun, IN_CONTAINER } from './agent';
 import { runBounded, watchDisk } from './disk';
 
 const mib = (n: number) => Math.round(n / 1024 ** 2);
+
+/**
+ * The roles of a plan's agent mounts that forklift gives: its workspace, and
+ * harness-state holding its home, its proxies' sockets and the runtime files it
+ * needs (copied there). `currentConfig` is a bottle's view of its
+ * configuration for supervise, which forklift has not: not given.
+ */
+const HARNESS_ROLES: ReadonlySet<MountRole> = new Set<MountRole>([
+  'workspace',
+  'home',
+  'sockets',
+  'runtime',
+  'currentConfig',
+]);
 
 export interface AgentContainerOptions {
   backend: Backend;
@@ -55,14 +69,20 @@ export interface AgentOutcome {
  * by the host after `timeoutMs` whatever it does. Everything is removed after.
  */
 export async function runAgentContainer(o: AgentContainerOptions): Promise<AgentOutcome> {
-  const proxied = !!o.choice.modelRoute || o.choice.allow.length > 0;
+  const runtime = prepareRuntime(o.env);
+  const run = agentRun(o.choice, o.prompt, runtime, { slug: o.name, image: o.image });
+  const proxied = !!run.plan.gate;
+  for (const m of run.plan.agent.mounts)
+    if (!HARNESS_ROLES.has(m.role))
+      throw new BbError(
+        'INTERNAL',
+        `forklift's agent plan mounts ${m.role}, which forklift does not give`,
+      );
   if (proxied && process.getuid?.() !== 0)
     throw new BbError(
       'INVALID_INPUT',
       `the proxies of --agent ${o.choice.name} run as a user of their own (uid ${GATE_USER.uid}), which only root can hand their key and sockets to: run forklift as root`,
     );
-  const runtime = prepareRuntime(o.env);
-  const run = agentRun(o.choice, o.prompt, proxied, runtime);
   for (const [rel, content] of Object.entries({ 'prompt.md': o.prompt, ...run.files })) {
     mkdirSync(join(o.harness, rel, '..'), { recursive: true, mode: 0o755 });
     writeFileSync(join(o.harness, rel), content, { mode: 0o755 });
@@ -82,15 +102,6 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
         mkdirSync(d, { recursive: true, mode: 0o755 });
         if (root) chownSync(d, GATE_USER.uid, GATE_USER.gid);
       }
-      const routes = o.choice.modelRoute
-        ? [
-            {
-              prefix: `/${o.choice.modelRoute.kind}`,
-              upstream: o.choice.modelRoute.upstream,
-              headers: o.choice.modelRoute.headers,
-            },
-          ]
-        : [];
       ids.push(
         await startProxyGate({
           backend: o.backend,
@@ -100,8 +111,7 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
           slug: o.name,
           labels: { ...o.labels, [LABEL.role]: 'forklift-proxy' },
           dirs: { proxy, sock, state },
-          allowlist: JSON.stringify({ allow: o.choice.allow }),
-          routes: JSON.stringify({ routes }),
+          plan: run.plan,
           ...(o.onProgress ? { onProgress: o.onProgress } : {}),
         }),
       );
@@ -110,18 +120,19 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
       name: `${o.name}-agent`,
       image: o.image,
       cmd: run.cmd,
-      env: { HOME: IN_CONTAINER.home, ...(proxied ? PROXY_ENV : {}), ...run.env },
+      env: run.env,
       user: `${AGENT_USER.uid}:${AGENT_USER.gid}`,
       workdir: IN_CONTAINER.workspace,
       labels: { ...o.labels, [LABEL.role]: 'forklift-agent' },
       network: 'none',
       readOnlyRootfs: true,
       tmpfs: { '/tmp': 'rw,size=1g' },
+      // The plan's workspace, and its home, sockets and runtime, all in harness-state.
       mounts: [
         { source: o.workspace, target: IN_CONTAINER.workspace },
         { source: o.harness, target: IN_CONTAINER.harness },
       ],
-      resources: { memoryBytes: 4 * 1024 ** 3, pidsLimit: 1024 },
+      resources: run.plan.agent.limits,
     });
     ids.push(id);
     // The two mounts are the host's disk: what the agent writes there is measured as it

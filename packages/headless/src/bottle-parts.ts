@@ -21,7 +21,7 @@ import { LABEL, NAME_PATTERN } from '@bb/names';
 import { type Owner, writeFileNoFollow } from '@bb/wall';
 import { type Backend, NETNS_LABEL } from './backend';
 import { unmountDisk } from './disk';
-import { type CreatedGate, createGate, type GateOptions, TURN_FILE } from './gate';
+import { type CreatedGate, createGate, type GateOptions } from './gate';
 import {
   AGENT_USER,
   type BottleMeta,
@@ -32,16 +32,11 @@ import {
   readMeta,
   writeMeta,
 } from './layout';
-import type { BottleManifest } from './manifests';
 import { remoteBranchHead } from './mirror';
+import { type BottlePlan, TURN_FILE } from './plan';
 import { prepareRuntime } from './runtime';
 import { removeSecrets } from './secrets';
-import {
-  type BottleConfig,
-  effectiveConfig,
-  needsProxies,
-  writeCurrentConfig,
-} from './supervise-gate';
+import { writeCurrentConfig } from './supervise-gate';
 
 export interface TurnOutcome {
   slug: string;
@@ -236,31 +231,18 @@ export function gateOptions(options: BottleOptions, env: Record<string, string |
   };
 }
 
-/** Whether bottles get a supervise sidecar (`BB_SUPERVISE=off` turns it off). */
-export const supervises = (env: Record<string, string | undefined>) =>
-  env['BB_SUPERVISE'] !== 'off';
-
 /**
  * Create this turn's gate for a bottle, with the configuration it runs with
  * (written where the agent reads it and proposes changes against).
  */
 export async function createTurnGate(
   meta: BottleMeta,
-  bottles: BottleManifest[],
+  plan: BottlePlan,
   token: string | undefined,
   gate: GateOptions,
-  config: BottleConfig = effectiveConfig(meta, bottles, gate.env),
 ): Promise<CreatedGate | undefined> {
-  writeCurrentConfig(meta.slug, config, gate.env);
-  return createGate(
-    meta,
-    {
-      token,
-      supervise: supervises(gate.env),
-      proxies: needsProxies(config) ? config : undefined,
-    },
-    gate,
-  );
+  writeCurrentConfig(meta.slug, plan.config, gate.env);
+  return createGate(meta, plan, token, gate);
 }
 
 /**

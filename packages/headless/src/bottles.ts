@@ -24,10 +24,12 @@ import {
   type TurnOutcome,
 } from './bottle-parts';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
-import { type CreatedGate, syncsPr } from './gate';
+import type { CreatedGate } from './gate';
 import { type BottleMeta, bottlePaths, IN_BOTTLE, readMeta, writeMeta } from './layout';
 import { loadAgentManifest, loadBottleManifest } from './manifests';
 import { initMirror, mirrorDir, syncMirror } from './mirror';
+import { syncsPr } from './plan';
+import { hostPlan } from './plan-host';
 import { clearPrBundle } from './pr-sync';
 import { providerFor } from './providers';
 import { takeResumeRequest } from './supervise-remedy';
@@ -181,7 +183,13 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     const gate = gateOptions(options, env);
     // The gate's and the agent's containers are created while the disk is made (their
     // mounts are resolved when they start, after the disk is mounted).
-    const created = createTurnGate(meta, bottles, options.forge?.token, gate);
+    const plan = hostPlan(meta, agent, bottles, options.prompt, {
+      backend: options.backend,
+      runtime: gate.runtime,
+      env,
+      forgeToken: !!options.forge?.token,
+    });
+    const created = createTurnGate(meta, plan, options.forge?.token, gate);
     created.catch(() => {});
     disk = (async () => {
       if (ownDisk) await makeDisk(p, quota, env);

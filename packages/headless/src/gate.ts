@@ -4,8 +4,7 @@ import { isReservedSecret } from '@bb/egress';
 import { BbError, redactString, registerSecret } from '@bb/errors';
 import { checkSiteEnv } from '@bb/forge';
 import { LABEL } from '@bb/names';
-import { loadPolicy } from '@bb/supervise';
-import { type Backend, type BottleSpec, NETNS_LABEL, VERSION_LABEL } from './backend';
+import { type Backend, NETNS_LABEL, VERSION_LABEL } from './backend';
 import { bbHome } from './home';
 import {
   type BottleMeta,
@@ -14,14 +13,13 @@ import {
   GATE_USER,
   HOME_LABEL,
   homeLabel,
-  IN_BOTTLE,
   mirrorObjectsFor,
-  pathsFor,
   userSpec,
 } from './layout';
+import type { BottlePlan } from './plan';
+import { hostMounts, hostSources, insideFor, secretValue } from './plan-host';
 import { kindModule } from './runtime';
 import { removeSecret, removeSecrets, secretsRoot, writeSecret } from './secrets';
-import { allowedBases } from './supervise-gate';
 
 /**
  * The gate of a bottle: one process in one container beside the agent's, the
@@ -62,28 +60,8 @@ export function bottleLabels(
 
 const isolated = (backend: Backend) => backend.mapsMounts;
 
-/** Whether this turn's sidecar brings the PR branch to the checkout (a resumed turn with a PR). */
-export function syncsPr(meta: BottleMeta): boolean {
-  return (
-    !!meta.forge && meta.forge.pr !== undefined && meta.turns.length > 0 && meta.syncPr !== false
-  );
-}
-
 /** The `bb.role` label of a bottle's gate container (its agent's is `agent`). */
-/** The file in the gate's state directory where the host writes the turn it serves. */
-export const TURN_FILE = 'turn';
-
 export const GATE_ROLE = 'gate';
-
-/** What a bottle's gate serves this turn. */
-export interface GatePlan {
-  /** The forge token (a forge bottle): the forge sidecar runs. */
-  token?: string | undefined;
-  /** The supervise sidecar runs. */
-  supervise: boolean;
-  /** The egress and credential proxies run, with these files. */
-  proxies?: { routes: string; allowlist: string } | undefined;
-}
 
 /** A bottle's gate container, created and not yet started. */
 export interface CreatedGate {
@@ -94,172 +72,69 @@ export interface CreatedGate {
   secrets?: string | undefined;
 }
 
-/** Where a gate finds what its forge sidecar uses, inside its own container or pod. */
-export interface GatePaths {
-  secrets: string;
-  socket: string;
-  queue: string;
-  state: string;
-  workspace: string;
-}
-
 /**
- * The forge sidecar's variables in a bottle's gate, with the gate's own paths:
- * the one description of them, for a gate container (`createGate`) and a gate
- * pod (`@bb/backend-kubernetes`) alike. No secret: the token is named by its file.
- */
-export function forgeSidecarEnv(
-  meta: BottleMeta,
-  forge: NonNullable<BottleMeta['forge']>,
-  P: GatePaths,
-): Record<string, string> {
-  return {
-    // The kind's own variables (FORGE_<KIND>_…, checked by the caller): none stands for one set here.
-    ...forge.site,
-    FORGE_KIND: forge.kind,
-    FORGE_OWNER: forge.owner,
-    FORGE_REPO: forge.repo,
-    FORGE_ISSUE_NUMBER: String(forge.issue),
-    FORGE_PR_NUMBER: forge.pr ? String(forge.pr) : '',
-    // The file, never the token: nothing the engine shows holds it.
-    FORGE_TOKEN_FILE: `${P.secrets}/token`,
-    BB_SIDECAR_SOCKET: P.socket,
-    BB_QUEUE_DIR: P.queue,
-    BB_OPS_LOG: `${P.state}/ops.jsonl`,
-    BB_GIT_DIR: `${P.state}/push.git`,
-    // It holds what the agent pushes: no more than its own disk could.
-    BB_GIT_DIR_MAX: String(meta.diskBytes ?? 16 * 1024 ** 3),
-    BB_WORKSPACE: P.workspace,
-    BB_BRANCH: meta.branch,
-    // A resumed turn with a PR: the sidecar brings the PR branch to the checkout.
-    ...(syncsPr(meta) ? { BB_SYNC_PR: '1' } : {}),
-    // The launch's base: its history is the mirror's, never taken from the workspace.
-    ...(meta.baseCommit ? { BB_BASE_COMMIT: meta.baseCommit } : {}),
-    // The turn it serves, as the host writes it (a warm gate serves several).
-    BB_TURN_FILE: `${P.state}/${TURN_FILE}`,
-  };
-}
-
-/**
- * Create a bottle's gate: one container, one process (`bb-gate.mjs`) serving
- * the agent its forge sidecar, supervise sidecar and proxies, each on its own
- * socket in the bottle's socket directory. It is the only holder of the forge
- * token and the model keys, which it reads once from files on a tmpfs mounted
- * into it alone. Its mounts are resolved when it starts: start it only once
- * the bottle's disk is mounted. Undefined when the plan serves nothing.
+ * Create a bottle's gate from its turn's plan: one container, one process
+ * (`bb-gate.mjs`) serving the agent its forge sidecar, supervise sidecar and
+ * proxies, each on its own socket in the bottle's socket directory. It is the
+ * only holder of the forge token and the model keys, which it reads once from
+ * files on a tmpfs mounted into it alone. Its mounts are resolved when it
+ * starts: start it only once the bottle's disk is mounted. Undefined when the
+ * plan has no gate.
  */
 export async function createGate(
   meta: BottleMeta,
-  plan: GatePlan,
+  plan: BottlePlan,
+  token: string | undefined,
   o: GateOptions,
 ): Promise<CreatedGate | undefined> {
-  if (meta.forge && !plan.token)
+  if (meta.forge && !token)
     throw new BbError('INVALID_INPUT', 'a forge bottle needs the forge token to start its gate');
-  const forge = meta.forge && plan.token ? meta.forge : undefined;
+  const g = plan.gate;
+  const forge = g?.serves.forge ? meta.forge : null;
   // What reaches the token's holder is checked here too, whoever wrote the meta.
   if (forge) checkSiteEnv(forge.kind, forge.site);
-  if (!forge && !plan.supervise && !plan.proxies) return undefined;
+  if (!g) return undefined;
   const p = bottlePaths(meta.slug, o.env);
   const owner = isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined;
   removeSecrets(meta.slug, o.env);
   let secrets: string | undefined;
-  if (forge) secrets = writeSecret(meta.slug, 'gate', 'token', plan.token!, o.env, owner);
-  if (plan.proxies) {
-    writeFileSync(join(p.proxy, 'rules.json'), plan.proxies.allowlist);
-    writeFileSync(join(p.proxy, 'routes.json'), plan.proxies.routes);
-    // The gate alone holds the credentials: the `env:NAME` values its routes name.
-    const keys = routeSecrets(plan.proxies.routes, o.env);
-    secrets = writeSecret(meta.slug, 'gate', 'keys.json', JSON.stringify(keys), o.env, owner);
-  }
-  const P = pathsFor(o.backend, p, o.runtime, secrets ?? '');
-  const mirror = mirrorObjectsFor(o.backend, meta);
-  const sockets = [
-    ...(forge ? ['forge.sock'] : []),
-    ...(plan.supervise ? ['supervise.sock'] : []),
-    ...(plan.proxies ? ['egress.sock', 'cred.sock'] : []),
-  ];
+  for (const [name, ref] of Object.entries(plan.secrets))
+    secrets = writeSecret(
+      meta.slug,
+      'gate',
+      name,
+      secretValue(ref, token, (routes) => routeSecrets(routes, o.env)),
+      o.env,
+      owner,
+    );
+  for (const [name, content] of Object.entries(plan.proxyFiles ?? {}))
+    writeFileSync(join(p.proxy, name), content);
   // A socket a killed gate left behind must not pass for this one's.
-  for (const s of sockets) rmSync(join(p.sock, s), { force: true });
-  const env: Record<string, string> = {
-    HOME: '/tmp',
-    BB_SLUG: meta.slug,
-    // The agent is another user: it may connect, not remove.
-    BB_SOCKET_MODE: isolated(o.backend) ? '666' : '600',
+  for (const s of g.sockets) rmSync(join(p.sock, s), { force: true });
+  const runtimeInside = insideFor(o.backend, p, o.runtime, meta.slug, o.env).runtime;
+  const mirror = mirrorObjectsFor(o.backend, meta);
+  const env = {
+    ...g.env,
+    ...(forge ? kindModule(o.runtime, runtimeInside, forge.kind) : {}),
+    ...(forge && mirror ? { BB_GIT_ALTERNATE: mirror } : {}),
   };
-  const mounts: BottleSpec['mounts'] = [
-    { source: o.runtime, target: P.runtime, readOnly: true },
-    { source: p.sock, target: P.socketDir },
-  ];
-  if (secrets) mounts.push({ source: secrets, target: P.secrets, readOnly: true });
-  if (forge) {
-    Object.assign(env, {
-      ...forgeSidecarEnv(meta, forge, P),
-      ...kindModule(o.runtime, P.runtime, forge.kind),
-      ...(mirror ? { BB_GIT_ALTERNATE: mirror } : {}),
-    });
-    mounts.push(
-      { source: p.queue, target: P.queue },
-      // Read only: the sidecar reads the agent's commits as data and never writes there.
-      { source: p.workspace, target: P.workspace, readOnly: true },
-      ...(mirror && meta.mirror && isolated(o.backend)
-        ? [{ source: join(meta.mirror, 'objects'), target: mirror, readOnly: true }]
-        : []),
-    );
-  }
-  if (forge || plan.proxies) mounts.push({ source: p.state, target: P.state });
-  if (plan.supervise) {
-    const policy = loadPolicy(bbHome(o.env));
-    Object.assign(env, {
-      BB_SUPERVISE_SOCKET: P.superviseSocket,
-      BB_SUPERVISE_DIR: P.supervise,
-      BB_CURRENT_CONFIG: P.currentConfig,
-      BB_SUPERVISE_POLICY: JSON.stringify({
-        allowedBases: allowedBases(meta, o.env),
-        ttlMs: policy.ttlMs,
-        waitMs: policy.waitMs,
-        coolDownAfter: policy.coolDownAfter,
-        coolDownMs: policy.coolDownMs,
-      }),
-    });
-    mounts.push(
-      { source: p.supervise, target: P.supervise },
-      { source: p.currentConfig, target: P.currentConfig, readOnly: true },
-    );
-  }
-  if (plan.proxies) {
-    Object.assign(env, {
-      BB_EGRESS_RULES: `${P.proxy}/rules.json`,
-      BB_CRED_ROUTES: `${P.proxy}/routes.json`,
-      BB_CRED_SECRETS_FILE: `${P.secrets}/keys.json`,
-      BB_EGRESS_SOCKET: `${P.socketDir}/egress.sock`,
-      BB_CRED_SOCKET: `${P.socketDir}/cred.sock`,
-      BB_EGRESS_LOG: `${P.state}/egress.jsonl`,
-      BB_PROXY_STATUS: `${P.state}/proxy-status.json`,
-    });
-    mounts.push({ source: p.proxy, target: P.proxy, readOnly: true });
-  }
-  o.onProgress?.(`creating the gate (${sockets.map((s) => s.replace('.sock', '')).join(', ')})`);
+  o.onProgress?.(`creating the gate (${g.sockets.map((s) => s.replace('.sock', '')).join(', ')})`);
   const id = await o.backend.create({
     name: `bb-${meta.slug}-gate`,
     image: o.image,
-    cmd: ['node', `${P.runtime}/bb-gate.mjs`],
+    cmd: g.cmd,
     entrypoint: [],
     user: userSpec(GATE_USER),
     labels: bottleLabels(meta, GATE_ROLE, o.env),
     // The gate alone reaches the forge and the model; the agent has no network at all.
-    network: forge || plan.proxies ? 'host' : 'none',
+    network: g.network,
     readOnlyRootfs: true,
     tmpfs: { '/tmp': 'rw,size=64m' },
     env,
-    mounts,
-    // Its git checks every object the agent pushes, its proxies carry the agent's traffic:
-    // whatever that costs, it costs here.
-    resources: {
-      memoryBytes: ((forge ? 1024 : 128) + (plan.proxies ? 256 : 0)) * 1024 * 1024,
-      pidsLimit: 256,
-    },
+    mounts: hostMounts(g.mounts, hostSources(p, o.runtime, meta, o.env)),
+    resources: g.limits,
   });
-  return { id, sockets: sockets.map((s) => join(p.sock, s)), secrets };
+  return { id, sockets: g.sockets.map((s) => join(p.sock, s)), secrets };
 }
 
 /**
@@ -369,68 +244,67 @@ export interface ProxyGateOptions extends GateOptions {
   slug: string;
   labels: Record<string, string>;
   dirs: ProxyGateDirs;
-  /** The egress allowlist (JSON). */
-  allowlist: string;
-  /** The credential routes (JSON, `env:NAME` references only). */
-  routes: string;
+  /** The agent's plan (`planBottle`) with the proxies and nothing else in its gate. */
+  plan: BottlePlan;
 }
 
 /**
- * Start an egress and credential proxy gate for any agent container (a bottle's,
- * or forklift's): the only holder of the keys its routes name, serving on two
- * sockets in `dirs.sock`. Resolves its container id once it serves.
+ * Start the gate of a plan whose gate runs the proxies alone, for an agent
+ * container that is not a bottle's (forklift's): the only holder of the keys
+ * its routes name, serving on two sockets in `dirs.sock`. Resolves its
+ * container id once it serves.
  */
 export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
+  const g = o.plan.gate;
+  if (!g || g.serves.forge || g.serves.supervise || !o.plan.proxyFiles)
+    throw new BbError(
+      'INVALID_INPUT',
+      'a proxy gate serves the proxies alone: plan it with an allowlist or a route, no forge token and no supervise',
+    );
+  if (!isolated(o.backend))
+    throw new BbError(
+      'INVALID_INPUT',
+      `a proxy gate runs in a container: the ${o.backend.name} backend cannot give it its mounts`,
+    );
   o.onProgress?.('starting the egress and credential proxies');
-  writeFileSync(join(o.dirs.proxy, 'rules.json'), o.allowlist);
-  writeFileSync(join(o.dirs.proxy, 'routes.json'), o.routes);
+  for (const [name, content] of Object.entries(o.plan.proxyFiles))
+    writeFileSync(join(o.dirs.proxy, name), content);
+  const owner = process.getuid?.() === 0 ? GATE_USER : undefined;
+  let dir = '';
   // The proxy alone holds the credentials: the `env:NAME` values it needs, from this process's environment.
-  const secrets = routeSecrets(o.routes, o.env);
-  const dir = writeSecret(
-    o.slug,
-    'proxy',
-    'keys.json',
-    JSON.stringify(secrets),
-    o.env,
-    isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined,
-  );
-  const P = isolated(o.backend)
-    ? IN_BOTTLE
-    : { ...IN_BOTTLE, runtime: o.runtime, secrets: dir, socketDir: o.dirs.sock, ...o.dirs };
-  rmSync(join(o.dirs.sock, 'cred.sock'), { force: true });
-  rmSync(join(o.dirs.sock, 'egress.sock'), { force: true });
+  for (const [name, ref] of Object.entries(o.plan.secrets))
+    dir = writeSecret(
+      o.slug,
+      'proxy',
+      name,
+      secretValue(ref, undefined, (routes) => routeSecrets(routes, o.env)),
+      o.env,
+      owner,
+    );
+  for (const s of g.sockets) rmSync(join(o.dirs.sock, s), { force: true });
   const id = await o.backend.create({
     name: `bb-${o.slug}-proxy`,
     image: o.image,
-    cmd: ['node', `${P.runtime}/bb-egress.mjs`],
+    cmd: g.cmd,
     entrypoint: [],
     user: userSpec(GATE_USER),
     labels: o.labels,
-    network: 'host',
+    network: g.network,
     readOnlyRootfs: true,
     tmpfs: { '/tmp': 'rw,size=16m' },
-    env: {
-      HOME: '/tmp',
-      BB_EGRESS_RULES: `${P.proxy}/rules.json`,
-      BB_CRED_ROUTES: `${P.proxy}/routes.json`,
-      BB_CRED_SECRETS_FILE: `${P.secrets}/keys.json`,
-      BB_EGRESS_SOCKET: `${P.socketDir}/egress.sock`,
-      BB_CRED_SOCKET: `${P.socketDir}/cred.sock`,
-      BB_SOCKET_MODE: isolated(o.backend) ? '666' : '600',
-      BB_EGRESS_LOG: `${P.state}/egress.jsonl`,
-      BB_PROXY_STATUS: `${P.state}/proxy-status.json`,
-    },
-    mounts: [
-      { source: o.runtime, target: P.runtime, readOnly: true },
-      { source: dir, target: P.secrets, readOnly: true },
-      { source: o.dirs.proxy, target: P.proxy, readOnly: true },
-      { source: o.dirs.sock, target: P.socketDir },
-      { source: o.dirs.state, target: P.state },
-    ],
-    resources: { memoryBytes: 256 * 1024 * 1024, pidsLimit: 128 },
+    env: g.env,
+    mounts: hostMounts(g.mounts, {
+      runtime: o.runtime,
+      secrets: dir,
+      proxy: o.dirs.proxy,
+      sockets: o.dirs.sock,
+      state: o.dirs.state,
+    }),
+    resources: g.limits,
   });
   await o.backend.start(id);
-  await waitForSocket(o.backend, id, join(o.dirs.sock, 'cred.sock'), o.slug, 'proxy');
+  for (const s of g.sockets)
+    await waitForSocket(o.backend, id, join(o.dirs.sock, s), o.slug, 'proxy');
   removeSecret(dir, 'keys.json');
   return id;
 }
@@ -461,17 +335,6 @@ export function proxySocketsScript(socketDir: string): string {
 export function bridgePrelude(runtimeDir: string, socketDir: string): string {
   return `${proxySocketsScript(socketDir)}; BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${bridgeMappings(socketDir).join(' ')} & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
 }
-
-/** The agent's proxy variables: every outbound request through the bridge to the egress proxy. */
-export const PROXY_ENV: Readonly<Record<string, string>> = {
-  HTTPS_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,
-  HTTP_PROXY: `http://127.0.0.1:${BRIDGE_PORTS.egress}`,
-  NO_PROXY: '127.0.0.1,localhost',
-};
-
-/** The model API as the agent reaches it: the bridge to the credential proxy's route. */
-export const modelApiUrl = (kind: 'anthropic' | 'openai'): string =>
-  `http://127.0.0.1:${BRIDGE_PORTS.credentials}/${kind}`;
 
 /** Wait until a helper container's socket exists; fail with its own words if it exits first. */
 export async function waitForSocket(

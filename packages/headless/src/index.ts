@@ -50,11 +50,7 @@ export { canMountDisks, DEFAULT_DISK, diskQuota } from './disk';
 export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
 export {
   bridgePrelude,
-  forgeSidecarEnv,
   GATE_ROLE,
-  type GatePaths,
-  modelApiUrl,
-  PROXY_ENV,
   type ProxyGateDirs,
   type ProxyGateOptions,
   routeSecrets,
@@ -87,6 +83,26 @@ export {
   MANIFEST_NAME,
   memoryBytes,
 } from './manifests';
+export {
+  type AgentPlan,
+  type BottlePlan,
+  forgeSidecarEnv,
+  type GatePlanned,
+  type InsidePaths,
+  type MountRole,
+  modelApiUrl,
+  needsProxies,
+  type PlanInput,
+  type PlannedBottle,
+  type PlannedLimits,
+  type PlannedMount,
+  PROXY_ENV,
+  planBottle,
+  proxyGateEnv,
+  type SecretRef,
+  type SupervisePolicyPlan,
+} from './plan';
+export { secretValue } from './plan-host';
 export {
   type AgentProvider,
   claudeProvider,
@@ -122,7 +138,6 @@ export {
 export {
   type BottleConfig,
   effectiveConfig,
-  needsProxies,
   writeCurrentConfig,
 } from './supervise-gate';
 export {

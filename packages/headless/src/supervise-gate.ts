@@ -57,13 +57,6 @@ export function effectiveConfig(
   };
 }
 
-/** Whether the bottle needs its proxies (it has routes or an allowlist). */
-export function needsProxies(cfg: BottleConfig): boolean {
-  const routes = (JSON.parse(cfg.routes) as { routes: unknown[] }).routes;
-  const allow = (JSON.parse(cfg.allowlist) as { allow: unknown[] }).allow;
-  return routes.length > 0 || allow.length > 0;
-}
-
 /** Write the files the agent reads at /etc/bot-bottle/current-config (host-owned, read-only to it). */
 export function writeCurrentConfig(
   slug: string,

@@ -26,7 +26,6 @@ import {
   prepareDirs,
   type ResumeOptions,
   type StartedTurn,
-  supervises,
   type TurnOutcome,
   writeTurnFile,
 } from './bottle-parts';
@@ -37,11 +36,8 @@ import {
   bridgePrelude,
   type CreatedGate,
   GATE_ROLE,
-  modelApiUrl,
-  PROXY_ENV,
   proxySocketsScript,
   routeSecrets,
-  syncsPr,
 } from './gate';
 import { bbHome } from './home';
 import {
@@ -49,7 +45,6 @@ import {
   type BottleMeta,
   type BottlePaths,
   bottlePaths,
-  IN_BOTTLE,
   pathsFor,
   readMeta,
   userSpec,
@@ -60,16 +55,16 @@ import {
   type BottleManifest,
   loadAgentManifest,
   loadBottleManifest,
-  memoryBytes,
 } from './manifests';
-import { awaitWorkspaceScript, PR_BUNDLE, takeBundleScript, WORKSPACE_READY } from './pr-sync';
-import { modelApiFor, providerFor } from './providers';
+import { type BottlePlan, needsProxies, syncsPr } from './plan';
+import { hostMounts, hostPlan, hostSources, insideFor, supervises } from './plan-host';
+import { awaitWorkspaceScript, takeBundleScript, WORKSPACE_READY } from './pr-sync';
+import { providerFor } from './providers';
 import {
   allowedBases,
   type BottleConfig,
   effectiveConfig,
   grantDrift,
-  needsProxies,
   writeCurrentConfig,
 } from './supervise-gate';
 import { turnThenWaitScript } from './waiter';
@@ -95,6 +90,8 @@ export interface LaunchParts {
 
 /** What a turn's agent runs, and with what: the same whether its container is new or warm. */
 interface TurnPlan {
+  /** The bottle's plan for the turn: what this host maps onto its containers. */
+  bottle: BottlePlan;
   turn: number;
   /** Files written into the agent's home before it starts (a CLI's settings, the script). */
   files: Record<string, string>;
@@ -115,37 +112,23 @@ function planTurn(
   agent: AgentManifest,
   bottles: BottleManifest[],
   prompt: string,
-  _token: string | undefined,
+  token: string | undefined,
   options: BottleOptions,
   env: Record<string, string | undefined>,
   /** `underWaiter`: a warm bottle's waiter runs it (and serves its bridge). */
-  how: { launch: boolean; underWaiter: boolean },
+  how: { launch: boolean; underWaiter: boolean; waiter?: boolean },
 ): TurnPlan {
   const { backend } = options;
-  const p = bottlePaths(meta.slug, env);
   const gate = gateOptions(options, env);
-  const P = pathsFor(backend, p, gate.runtime, '');
-  const provider = providerFor(agent.provider);
-  // The manifests', with what an operator approved for the whole bottle in their place.
-  const config = effectiveConfig(meta, bottles, env);
-  const proxies = needsProxies(config);
-  const supervised = supervises(env);
-  // The first model API the provider speaks that the bottle's credential routes offer.
-  const routes = (JSON.parse(config.routes) as { routes: Array<{ prefix: string }> }).routes;
-  const modelApi = modelApiFor(provider, (kind) =>
-    routes.some((c) => c.prefix === `/${kind}`) ? modelApiUrl(kind) : undefined,
-  );
-  const invocation = provider.invocation({
-    prompt,
-    sessionId: meta.sessionId ?? undefined,
-    model: agent.model,
-    home: P.home,
-    runtimeDir: P.runtime,
-    socket: P.socket,
-    ...(supervised ? { superviseSocket: P.superviseSocket } : {}),
-    ...(modelApi ? { modelApi } : {}),
-    ...(agent.retries !== undefined ? { retries: agent.retries } : {}),
+  const plan = hostPlan(meta, agent, bottles, prompt, {
+    backend,
+    runtime: gate.runtime,
+    env,
+    forgeToken: !!token,
+    waiter: !!how.waiter,
   });
+  const P = insideFor(backend, bottlePaths(meta.slug, env), gate.runtime, meta.slug, env);
+  const proxies = !!plan.proxyFiles;
   // Before the agent: the PR branch's bundle is taken in (a resumed forge bottle), and
   // with proxies the in-bottle bridge (TCP on 127.0.0.1 to the mounted sockets) is
   // up (the waiter serves it for every turn; without one, the turn starts it).
@@ -157,43 +140,21 @@ function planTurn(
       ? [how.underWaiter ? proxySocketsScript(P.socketDir) : bridgePrelude(P.runtime, P.socketDir)]
       : []),
   ];
-  const argv =
-    prelude.length > 0
-      ? ['sh', '-c', `${prelude.join('\n')}\nexec "$@"`, 'bb-agent', ...invocation.cmd]
-      : invocation.cmd;
-  const agentEnv: Record<string, string> = {
-    ...Object.assign({}, ...bottles.map((b) => b.env)),
-    ...invocation.env,
-    HOME: P.home,
-    BB_SIDECAR_SOCKET: P.socket,
-    // The supervise tools as a command, for any agent's shell (MCP agents also have them as tools).
-    ...(supervised
-      ? {
-          BB_SUPERVISE_SOCKET: P.superviseSocket,
-          BB_SUPERVISE: `node ${P.runtime}/bb-supervise.mjs`,
-        }
-      : {}),
-    BB_WORKSPACE_DIR: P.workspace,
-    ...(syncsPr(meta)
-      ? { BB_PR_BUNDLE: `${P.socketDir}/${PR_BUNDLE}`, BB_PR_BRANCH: meta.branch }
-      : {}),
-    ...(proxies ? PROXY_ENV : {}),
-  };
+  const cmd = plan.agent.cmd;
   return {
-    turn: meta.turns.length + 1,
-    // The script agent's script is written each turn, like a real CLI's settings,
-    // so a script edited between turns takes effect.
-    files: {
-      ...invocation.files,
-      ...(agent.script !== undefined ? { '.bb/script.json': JSON.stringify(agent.script) } : {}),
-    },
-    config,
+    bottle: plan,
+    turn: plan.turn,
+    files: plan.agent.files,
+    config: plan.config,
     proxies,
-    argv,
+    argv:
+      prelude.length > 0
+        ? ['sh', '-c', `${prelude.join('\n')}\nexec "$@"`, 'bb-agent', ...cmd]
+        : cmd,
     prelude,
-    cmd: invocation.cmd,
-    env: agentEnv,
-    cwd: P.workspace,
+    cmd,
+    env: plan.agent.env,
+    cwd: plan.agent.workdir,
   };
 }
 
@@ -256,17 +217,17 @@ export async function startTurn(
   const plan = planTurn(meta, agent, bottles, prompt, token, options, env, {
     launch: !!workspaceReady,
     underWaiter: false,
+    waiter,
   });
-  const { config, turn } = plan;
+  const { turn } = plan;
   const startedAt = new Date().toISOString();
   let gateStarted: Promise<CreatedGate | undefined> | undefined;
   let created: Promise<string> | undefined;
   try {
     const nonce = turnNonce();
-    const bottle = bottles[0]!;
     const agentSpec: BottleSpec = {
       name: `bb-${meta.slug}-agent`,
-      image: meta.image,
+      image: plan.bottle.agent.image,
       cmd: waiter
         ? [
             'sh',
@@ -279,7 +240,7 @@ export async function startTurn(
       // The image may be the agent's own rebuild: its ENTRYPOINT runs nothing here.
       entrypoint: [],
       user: userSpec(AGENT_USER),
-      workdir: P.workspace,
+      workdir: plan.cwd,
       labels: bottleLabels(meta, 'agent', env),
       network: 'none',
       readOnlyRootfs: true,
@@ -301,25 +262,8 @@ export async function startTurn(
         : plan.env,
       // The waiter's turns leave orphans: an init reaps them.
       ...(waiter ? { init: true } : {}),
-      mounts: [
-        { source: gate.runtime, target: P.runtime, readOnly: true },
-        { source: p.sock, target: P.socketDir },
-        { source: p.workspace, target: P.workspace },
-        { source: p.home, target: P.home },
-        // Read only: the agent proposes changes to these files, it never writes them.
-        { source: p.currentConfig, target: P.currentConfig, readOnly: true },
-        // The repository's history, borrowed by the checkout: nobody's to change.
-        ...(meta.mirror && backend.mapsMounts
-          ? [{ source: join(meta.mirror, 'objects'), target: IN_BOTTLE.mirror, readOnly: true }]
-          : []),
-        // The turns' commands, the host's.
-        ...(waiter ? [{ source: p.turns, target: P.turns, readOnly: true }] : []),
-      ],
-      resources: {
-        memoryBytes: memoryBytes(bottle.resources.memory) ?? 2 * 1024 ** 3,
-        pidsLimit: bottle.resources.pids ?? 512,
-        ...(bottle.resources.cpus ? { cpus: bottle.resources.cpus } : {}),
-      },
+      mounts: hostMounts(plan.bottle.agent.mounts, hostSources(p, gate.runtime, meta, env)),
+      resources: plan.bottle.agent.limits,
     };
     if (workspaceReady) rmSync(join(p.sock, WORKSPACE_READY), { force: true });
     // Created while a launch's disk is made (its mounts are resolved when it starts), in
@@ -351,7 +295,7 @@ export async function startTurn(
     // Started early by launch (alongside the clone), or now.
     gateStarted =
       early ??
-      createTurnGate(meta, bottles, token, gate, config).then(async (g) => {
+      createTurnGate(meta, plan.bottle, token, gate).then(async (g) => {
         if (g) await backend.start(g.id);
         return g;
       });

@@ -72,12 +72,18 @@ describe('the test summary', () => {
   });
 
   it('names each failed test with the start of its failure, so a log cut to its end says what broke', () => {
-    const r = summary({}, [], [
-      {
-        fullName: 'a killed turn is recorded once',
-        failureMessages: ['Error: Test timed out in 30000ms.\n    at somewhere (kill.test.ts:1:1)'],
-      },
-    ]);
+    const r = summary(
+      {},
+      [],
+      [
+        {
+          fullName: 'a killed turn is recorded once',
+          failureMessages: [
+            'Error: Test timed out in 30000ms.\n    at somewhere (kill.test.ts:1:1)',
+          ],
+        },
+      ],
+    );
     expect(r.code).toBe(1);
     expect(r.out).toContain('1 test(s) failed:');
     expect(r.out).toContain('build.test.ts: a killed turn is recorded once (31000 ms)');

@@ -1,6 +1,6 @@
 // The layout holds: no import cycle inside a package's source, none between
-// packages, and no source file past 500 lines unless it is listed here with
-// why it is one concern.
+// packages, headless's layers import downward only, and no source file past 500
+// lines unless it is listed here with why it is one concern.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -48,11 +48,11 @@ const LONG: Record<string, string> = {
     'the Gitea-compatible test double: its model and dispatch (routes are in repo-routes.ts, reviews.ts, hooks.ts)',
   'packages/wall/src/git.ts':
     'git across the wall: every host-side git run on agent data, kept together so its rules are read at once',
-  'packages/headless/src/turns.ts': 'a bottle turn: its plan, its start and its end',
+  'packages/headless/src/bottle/turns.ts': 'a bottle turn: its plan, its start and its end',
   'packages/egress/src/egress-connection.ts':
     'one egress connection: CONNECT, TLS peeking and relaying',
   'packages/forklift/src/run.ts': "forklift's one run, from fork to verified PR",
-  'packages/headless/src/docker-backend.ts': 'the Docker backend: one engine, its calls',
+  'packages/headless/src/engine/docker-backend.ts': 'the Docker backend: one engine, its calls',
   'packages/supervise/src/desk.ts': "the operator's desk: decide, apply, audit",
 };
 
@@ -79,6 +79,37 @@ describe('the layout', () => {
     }
     expect(graph.size).toBeGreaterThan(100);
     expect(cycles(graph)).toEqual([]);
+  });
+
+  it("headless's layers import downward only: the engine and the providers know nothing of bottles, nor of each other", () => {
+    const src = join(root, 'packages', 'headless', 'src');
+    /** What each layer may import besides itself (the root's leaves are everyone's). */
+    const may: Record<string, string[]> = {
+      engine: [],
+      providers: [],
+      bottle: ['engine', 'providers'],
+    };
+    const leaves = new Set(['home.ts', 'suite-test.ts']);
+    const wrong: string[] = [];
+    for (const layer of Object.keys(may)) {
+      const files = sources(join(src, layer));
+      expect(files.length, layer).toBeGreaterThan(3);
+      for (const f of files)
+        for (const m of readFileSync(f, 'utf8').matchAll(/from\s+'(\.[^']+)'/g)) {
+          const to = relative(src, resolve(dirname(f), m[1]!));
+          if (to.startsWith('..')) continue; // the package.json
+          const top = to.split('/')[0]!;
+          if (
+            top === layer ||
+            may[layer]!.includes(top) ||
+            leaves.has(`${top}.ts`) ||
+            leaves.has(top)
+          )
+            continue;
+          wrong.push(`${relative(src, f)} imports ${to}`);
+        }
+    }
+    expect(wrong).toEqual([]);
   });
 
   it('no cycle between packages', () => {

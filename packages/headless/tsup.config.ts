@@ -6,8 +6,8 @@ export default defineConfig([
   // Mounted into bottles: the script agent, the gate (forge sidecar, supervise
   // sidecar and proxies in one process) and the waiter (a warm agent container's).
   bundleBuild({
-    'script-agent': 'src/script-agent-bin.ts',
-    'bb-gate': 'src/gate-bin.ts',
-    'bb-waiter': 'src/waiter-bin.ts',
+    'script-agent': 'src/providers/script-agent-bin.ts',
+    'bb-gate': 'src/bottle/gate-bin.ts',
+    'bb-waiter': 'src/bottle/waiter-bin.ts',
   }),
 ]);

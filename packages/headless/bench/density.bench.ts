@@ -14,9 +14,9 @@ import { createGiteaTestServer } from '@bb/forge/testing';
 import { reportBench } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
-import { NETNS_LABEL } from '../src/backend';
-import { destroy, startLaunch } from '../src/bottles';
-import { DockerBackend } from '../src/docker-backend';
+import { destroy, startLaunch } from '../src/bottle/bottles';
+import { NETNS_LABEL } from '../src/engine/backend';
+import { DockerBackend } from '../src/engine/docker-backend';
 
 const docker = await probeDocker();
 if (!docker.ok) {

@@ -8,9 +8,9 @@ import { closeGiteaPools } from '@bb/forge';
 import { createGiteaTestServer } from '@bb/forge/testing';
 import { reportBench } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
-import { destroy, launch, resume } from '../src/bottles';
-import { DockerBackend } from '../src/docker-backend';
-import { bottleDir, GATE_USER } from '../src/layout';
+import { destroy, launch, resume } from '../src/bottle/bottles';
+import { bottleDir, GATE_USER } from '../src/bottle/layout';
+import { DockerBackend } from '../src/engine/docker-backend';
 
 const docker = await probeDocker();
 if (!docker.ok) {

@@ -24,10 +24,10 @@ import {
   serveSupervise,
 } from '@bb/supervise';
 import { reportBench, waitForPath } from '@bb/tooling/bench';
-import type { Backend } from '../src/backend';
-import { type BottleMeta, bottlePaths, writeMeta } from '../src/layout';
-import { secretsDir } from '../src/secrets';
-import { reloadBottleProxies, supervisedBottles } from '../src/supervise-remedy';
+import { type BottleMeta, bottlePaths, writeMeta } from '../src/bottle/layout';
+import { secretsDir } from '../src/bottle/secrets';
+import { reloadBottleProxies, supervisedBottles } from '../src/bottle/supervise-remedy';
+import type { Backend } from '../src/engine/backend';
 
 const ROUNDS = 25;
 const SLUG = 'bench-sup01';

@@ -5,17 +5,7 @@
  * local-process backend for development; the conformance suite is in
  * `@bb/headless/testing`.
  */
-export {
-  type Backend,
-  type BottleInfo,
-  type BottleSpec,
-  type BottleState,
-  type BuildImageOptions,
-  HOST_LABELS,
-  NETNS_LABEL,
-  VERSION_LABEL,
-  type WaitResult,
-} from './backend';
+
 export {
   type BackendFactory,
   BackendRegistry,
@@ -24,8 +14,8 @@ export {
   type RunnerOptions,
   registerBackend,
   registerRunner,
-} from './backends';
-export { endedTurn, writeTurnFile } from './bottle-parts';
+} from './bottle/backends';
+export { endedTurn, writeTurnFile } from './bottle/bottle-parts';
 export {
   type BottleOptions,
   cool,
@@ -44,10 +34,7 @@ export {
   stopAgent,
   type TurnOutcome,
   unmountBottleDisk,
-} from './bottles';
-export { canBuildBounded, reclaimBuildEngines } from './build-engine';
-export { canMountDisks, DEFAULT_DISK, diskQuota } from './disk';
-export { DockerBackend, type DockerBackendOptions, demux } from './docker-backend';
+} from './bottle/bottles';
 export {
   bridgePrelude,
   GATE_ROLE,
@@ -55,7 +42,7 @@ export {
   type ProxyGateOptions,
   routeSecrets,
   startProxyGate,
-} from './gate';
+} from './bottle/gate';
 export {
   AGENT_USER,
   type BottleMeta,
@@ -70,8 +57,7 @@ export {
   listBottles,
   readMeta,
   writeMeta,
-} from './layout';
-export { LOCAL_BACKEND_WARNING, LocalBackend } from './local-backend';
+} from './bottle/layout';
 export {
   type AgentManifest,
   AgentManifestSchema,
@@ -82,7 +68,7 @@ export {
   loadBottleManifest,
   MANIFEST_NAME,
   memoryBytes,
-} from './manifests';
+} from './bottle/manifests';
 export {
   type AgentPlan,
   type BottlePlan,
@@ -101,8 +87,52 @@ export {
   proxyGateEnv,
   type SecretRef,
   type SupervisePolicyPlan,
-} from './plan';
-export { secretValue } from './plan-host';
+} from './bottle/plan';
+export { secretValue } from './bottle/plan-host';
+export {
+  type BottleRunner,
+  headlessRunner,
+  MANAGED_LABEL,
+  type SessionLimits,
+} from './bottle/runner';
+export { prepareRuntime } from './bottle/runtime';
+export { removeSecrets } from './bottle/secrets';
+export {
+  type BottleStorage,
+  hostBottleStorage,
+  importedCommits,
+  type TurnEvidence,
+} from './bottle/storage';
+export {
+  type BottleConfig,
+  effectiveConfig,
+  writeCurrentConfig,
+} from './bottle/supervise-gate';
+export {
+  bottleRemediator,
+  type RemedyOptions,
+  type RemedyResult,
+  rebuildBottle,
+  reloadBottleProxies,
+  supervisedBottles,
+  takeResumeRequest,
+} from './bottle/supervise-remedy';
+export { canKeepWarm } from './bottle/warm';
+export {
+  type Backend,
+  type BottleInfo,
+  type BottleSpec,
+  type BottleState,
+  type BuildImageOptions,
+  HOST_LABELS,
+  NETNS_LABEL,
+  VERSION_LABEL,
+  type WaitResult,
+} from './engine/backend';
+export { canBuildBounded, reclaimBuildEngines } from './engine/build-engine';
+export { canMountDisks, DEFAULT_DISK, diskQuota } from './engine/disk';
+export { DockerBackend, type DockerBackendOptions, demux } from './engine/docker-backend';
+export { LOCAL_BACKEND_WARNING, LocalBackend } from './engine/local-backend';
 export {
   type AgentProvider,
   claudeProvider,
@@ -120,33 +150,4 @@ export {
   type TurnInput,
   type TurnResult,
 } from './providers';
-export {
-  type BottleRunner,
-  headlessRunner,
-  MANAGED_LABEL,
-  type SessionLimits,
-} from './runner';
-export { prepareRuntime } from './runtime';
-export { type AgentScript, AgentScriptSchema } from './script-agent';
-export { removeSecrets } from './secrets';
-export {
-  type BottleStorage,
-  hostBottleStorage,
-  importedCommits,
-  type TurnEvidence,
-} from './storage';
-export {
-  type BottleConfig,
-  effectiveConfig,
-  writeCurrentConfig,
-} from './supervise-gate';
-export {
-  bottleRemediator,
-  type RemedyOptions,
-  type RemedyResult,
-  rebuildBottle,
-  reloadBottleProxies,
-  supervisedBottles,
-  takeResumeRequest,
-} from './supervise-remedy';
-export { canKeepWarm } from './warm';
+export { type AgentScript, AgentScriptSchema } from './providers/script-agent';

@@ -16,23 +16,23 @@ import { randomUUID } from 'node:crypto';
 import { settledCode as code } from '@bb/errors';
 import { LABEL } from '@bb/names';
 import { afterEach, describe, expect } from 'vitest';
-import type { Backend, BottleSpec } from './backend';
+import type { Backend, BottleSpec } from './engine/backend';
 import { suiteTest } from './suite-test';
 
-export {
-  describeIsolationConformance,
-  type IsolationConformanceOptions,
-} from './isolation-suite';
-export {
-  describeProviderConformance,
-  type ProviderConformanceOptions,
-} from './providers/suite';
-export { describeRunnerConformance, type RunnerConformanceOptions } from './runner-suite';
+export { describeRunnerConformance, type RunnerConformanceOptions } from './bottle/runner-suite';
 export {
   type BottleStorageConformanceOptions,
   type BottleStorageWorld,
   describeBottleStorageConformance,
-} from './storage-suite';
+} from './bottle/storage-suite';
+export {
+  describeIsolationConformance,
+  type IsolationConformanceOptions,
+} from './engine/isolation-suite';
+export {
+  describeProviderConformance,
+  type ProviderConformanceOptions,
+} from './providers/suite';
 
 export interface BackendConformanceOptions {
   create: () => Backend | Promise<Backend>;

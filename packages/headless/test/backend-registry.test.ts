@@ -5,10 +5,10 @@ import {
   backendKinds,
   type RunnerOptions,
   registerBackend,
-} from '../src/backends';
-import { LocalBackend } from '../src/local-backend';
-import type { BottleRunner } from '../src/runner';
-import { hostBottleStorage } from '../src/storage';
+} from '../src/bottle/backends';
+import type { BottleRunner } from '../src/bottle/runner';
+import { hostBottleStorage } from '../src/bottle/storage';
+import { LocalBackend } from '../src/engine/local-backend';
 
 describe('backends by name', () => {
   it('knows docker and local, and makes a registered one by its name', () => {

@@ -1,7 +1,7 @@
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { describe } from 'vitest';
-import { DockerBackend } from '../src/docker-backend';
-import { LocalBackend } from '../src/local-backend';
+import { DockerBackend } from '../src/engine/docker-backend';
+import { LocalBackend } from '../src/engine/local-backend';
 import { describeBackendConformance } from '../src/testing';
 
 const docker = await probeDocker();

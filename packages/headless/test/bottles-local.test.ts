@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { destroy, launch, resume } from '../src/bottles';
-import { bottleDir, readMeta } from '../src/layout';
-import { LOCAL_BACKEND_WARNING, LocalBackend } from '../src/local-backend';
+import { destroy, launch, resume } from '../src/bottle/bottles';
+import { bottleDir, readMeta } from '../src/bottle/layout';
+import { LOCAL_BACKEND_WARNING, LocalBackend } from '../src/engine/local-backend';
 
 const TOKEN = 'bb-claude-token-local-3b8d';
 let server: GiteaTestServer;

@@ -16,10 +16,10 @@ import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { destroy, launch, mountBottleDisk, resume } from '../src/bottles';
-import { canMountDisks } from '../src/disk';
-import { DockerBackend } from '../src/docker-backend';
-import { bottleDir, bottlePaths, type ForgeWiring, readMeta } from '../src/layout';
+import { destroy, launch, mountBottleDisk, resume } from '../src/bottle/bottles';
+import { bottleDir, bottlePaths, type ForgeWiring, readMeta } from '../src/bottle/layout';
+import { canMountDisks } from '../src/engine/disk';
+import { DockerBackend } from '../src/engine/docker-backend';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-for-bottles-5e1f';

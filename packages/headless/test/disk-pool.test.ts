@@ -4,8 +4,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { canMountDisks, diskPoolSize, makeDisk, unmountDisk } from '../src/disk';
-import { bottlePaths } from '../src/layout';
+import { bottlePaths } from '../src/bottle/layout';
+import { canMountDisks, diskPoolSize, makeDisk, unmountDisk } from '../src/engine/disk';
 
 const homes: string[] = [];
 const mounted: Array<ReturnType<typeof bottlePaths>> = [];

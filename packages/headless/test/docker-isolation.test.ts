@@ -3,8 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { BottleSpec } from '../src/backend';
-import { DockerBackend } from '../src/docker-backend';
+import type { BottleSpec } from '../src/engine/backend';
+import { DockerBackend } from '../src/engine/docker-backend';
 
 const docker = await probeDocker();
 const backend = new DockerBackend();

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isBbError } from '@bb/errors';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cloneWorkspaceFromEnv } from '../src/gate-clone';
+import { cloneWorkspaceFromEnv } from '../src/bottle/gate-clone';
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { isBbError } from '@bb/errors';
 import { freePort } from '@bb/tooling/net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { routeSecrets } from '../src/gate';
-import { runGateFromEnv } from '../src/gate-main';
+import { routeSecrets } from '../src/bottle/gate';
+import { runGateFromEnv } from '../src/bottle/gate-main';
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -2,7 +2,7 @@
 // recorded (none may run a command in a bottle or attach to one).
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { describe } from 'vitest';
-import { DockerBackend } from '../src/docker-backend';
+import { DockerBackend } from '../src/engine/docker-backend';
 import { describeIsolationConformance } from '../src/testing';
 import { recordedDocker } from './support/recorded-docker';
 

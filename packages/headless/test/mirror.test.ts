@@ -7,7 +7,7 @@ import { GiteaForge } from '@bb/forge';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { runGit, wallGitEnv } from '@bb/wall';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { remoteBranchHead, syncMirror } from '../src/mirror';
+import { remoteBranchHead, syncMirror } from '../src/bottle/mirror';
 
 const TOKEN = 'bb-token-mirror-test-0042';
 let server: GiteaTestServer;

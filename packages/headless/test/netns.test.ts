@@ -4,7 +4,7 @@
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DockerBackend } from '../src/docker-backend';
+import { DockerBackend } from '../src/engine/docker-backend';
 
 const docker = await probeDocker();
 

@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { prepareRuntime } from '../src/runtime';
+import { prepareRuntime } from '../src/bottle/runtime';
 
 describe('prepareRuntime', () => {
   const home = mkdtempSync(join(tmpdir(), 'bb-runtime-'));

@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { QueueWriter } from '@bb/forge-sidecar';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type BottleMeta, bottlePaths, writeMeta } from '../src/layout';
-import { hostBottleStorage } from '../src/storage';
-import { describeBottleStorageConformance } from '../src/storage-suite';
+import { type BottleMeta, bottlePaths, writeMeta } from '../src/bottle/layout';
+import { hostBottleStorage } from '../src/bottle/storage';
+import { describeBottleStorageConformance } from '../src/bottle/storage-suite';
 
 const homes: string[] = [];
 afterEach(() => {

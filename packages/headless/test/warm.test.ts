@@ -12,9 +12,17 @@ import { promisify } from 'node:util';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { cool, destroy, finishTurn, launch, resume, startLaunch, stopAgent } from '../src/bottles';
-import { DockerBackend } from '../src/docker-backend';
-import { bottlePaths, type ForgeWiring, readMeta } from '../src/layout';
+import {
+  cool,
+  destroy,
+  finishTurn,
+  launch,
+  resume,
+  startLaunch,
+  stopAgent,
+} from '../src/bottle/bottles';
+import { bottlePaths, type ForgeWiring, readMeta } from '../src/bottle/layout';
+import { DockerBackend } from '../src/engine/docker-backend';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-warm-token-for-bottles-77a1';

@@ -6,8 +6,9 @@
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import { loadPolicy } from '@bb/supervise';
-import type { Backend, BottleSpec } from './backend';
-import { bbHome } from './home';
+import type { Backend, BottleSpec } from '../engine/backend';
+import { bbHome } from '../home';
+import { providerFor } from '../providers';
 import { type BottleMeta, type BottlePaths, bottlePaths, pathsFor } from './layout';
 import type { AgentManifest, BottleManifest } from './manifests';
 import {
@@ -18,7 +19,6 @@ import {
   planBottle,
   type SecretRef,
 } from './plan';
-import { providerFor } from './providers';
 import { secretsDir } from './secrets';
 import { allowedBases, effectiveConfig } from './supervise-gate';
 

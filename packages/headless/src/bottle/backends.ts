@@ -1,7 +1,7 @@
 import { BbError } from '@bb/errors';
-import type { Backend } from './backend';
-import { DockerBackend } from './docker-backend';
-import { LocalBackend } from './local-backend';
+import type { Backend } from '../engine/backend';
+import { DockerBackend } from '../engine/docker-backend';
+import { LocalBackend } from '../engine/local-backend';
 import { type BottleRunner, headlessRunner } from './runner';
 
 /** How a named backend is made: from the environment, with a way to warn the operator. */

@@ -1,7 +1,7 @@
 import { BbError, isBbError } from '@bb/errors';
 import { LABEL } from '@bb/names';
 import type Docker from 'dockerode';
-import pkg from '../package.json' with { type: 'json' };
+import pkg from '../../package.json' with { type: 'json' };
 import {
   type Backend,
   type BottleInfo,

@@ -14,7 +14,7 @@ import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BbError } from '@bb/errors';
 import { forgeKinds } from '@bb/forge';
-import { bbHome } from './home';
+import { bbHome } from '../home';
 
 /** Copy the runtime files (the gate, bb-forge, the MCP bridges, the script agent, …) where bottles can read them. */
 export function prepareRuntime(env: Record<string, string | undefined>): string {
@@ -37,7 +37,7 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
   try {
     byName = join(dirname(require.resolve('@bb/headless/package.json')), 'dist', 'bundle');
   } catch {}
-  const own = [join(here, 'bundle'), join(here, '..', 'dist', 'bundle'), byName].find(
+  const own = [join(here, 'bundle'), join(here, '..', '..', 'dist', 'bundle'), byName].find(
     (d) =>
       d &&
       existsSync(join(d, 'script-agent.mjs')) &&

@@ -4,8 +4,8 @@ import { isReservedSecret } from '@bb/egress';
 import { BbError, redactString, registerSecret } from '@bb/errors';
 import { checkSiteEnv } from '@bb/forge';
 import { LABEL } from '@bb/names';
-import { type Backend, NETNS_LABEL, VERSION_LABEL } from './backend';
-import { bbHome } from './home';
+import { type Backend, NETNS_LABEL, VERSION_LABEL } from '../engine/backend';
+import { bbHome } from '../home';
 import {
   type BottleMeta,
   BRIDGE_PORTS,

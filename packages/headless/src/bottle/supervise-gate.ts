@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { loadPolicy } from '@bb/supervise';
 import { writeFileNoFollow } from '@bb/wall';
-import { bbHome } from './home';
+import { bbHome } from '../home';
 import { type BottleMeta, bottlePaths } from './layout';
 import type { BottleManifest } from './manifests';
 

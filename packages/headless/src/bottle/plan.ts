@@ -6,10 +6,11 @@
  * onto what they make; none of them derives a variable, a file or a limit of
  * its own.
  */
+
+import { type AgentProvider, modelApiFor } from '../providers';
 import { type BottleMeta, BRIDGE_PORTS, type IN_BOTTLE } from './layout';
 import { type AgentManifest, type BottleManifest, memoryBytes } from './manifests';
 import { PR_BUNDLE } from './pr-sync';
-import { type AgentProvider, modelApiFor } from './providers';
 import type { BottleConfig } from './supervise-gate';
 
 /** Where each part of a bottle is, as its processes see it. */

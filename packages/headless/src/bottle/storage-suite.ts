@@ -1,7 +1,7 @@
 import type { QueueEventType } from '@bb/forge-sidecar';
 import { afterEach, describe, expect } from 'vitest';
+import { suiteTest } from '../suite-test';
 import type { BottleStorage } from './storage';
-import { suiteTest } from './suite-test';
 
 /** A storage, and how its bottles come to hold what gates and headless write. */
 export interface BottleStorageWorld {

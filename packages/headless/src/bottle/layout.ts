@@ -3,8 +3,8 @@ import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from
 import { join } from 'node:path';
 import { legacyForgeWiring } from '@bb/forge';
 import { homeLayout, LABEL } from '@bb/names';
-import type { Backend } from './backend';
-import { bbHome } from './home';
+import type { Backend } from '../engine/backend';
+import { bbHome } from '../home';
 
 /** How a bottle reaches its forge. The token goes to the sidecar only and is never written down. */
 export interface ForgeWiring {

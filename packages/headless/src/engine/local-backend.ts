@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { BbError } from '@bb/errors';
 import { LABEL } from '@bb/names';
-import pkg from '../package.json' with { type: 'json' };
+import pkg from '../../package.json' with { type: 'json' };
 import {
   type Backend,
   type BottleInfo,

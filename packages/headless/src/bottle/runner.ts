@@ -1,5 +1,5 @@
 import { LABEL, MANAGED_LABEL } from '@bb/names';
-import type { Backend, BottleInfo } from './backend';
+import type { Backend, BottleInfo } from '../engine/backend';
 import type { TurnOutcome } from './bottle-parts';
 import { cool, destroy, finishTurn, startLaunch, startResume, stopAgent } from './bottles';
 import { type ForgeWiring, HOME_LABEL, homeLabel } from './layout';

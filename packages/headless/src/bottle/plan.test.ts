@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { providerFor } from '../providers';
 import { IN_BOTTLE } from './layout';
 import { type BottlePlan, type MountRole, type PlanInput, planBottle } from './plan';
-import { providerFor } from './providers';
 
 /** Roles holding what only the gate may hold or change: never the agent's. */
 const GATE_ONLY: MountRole[] = ['secrets', 'queue', 'state', 'proxy', 'supervise'];
@@ -31,7 +31,9 @@ const inputs = fc.record({
   envSecret: fc.constant('sk-live-must-not-appear'),
 });
 
-function input(x: fc.RecordValue<typeof inputs extends fc.Arbitrary<infer T> ? T : never>): PlanInput {
+type Drawn = typeof inputs extends fc.Arbitrary<infer T> ? T : never;
+
+function input(x: Drawn): PlanInput {
   return {
     meta: {
       slug: 'claude-abcde',
@@ -116,8 +118,7 @@ describe('planBottle', () => {
         expect(plan.gate.network).toBe(forgeServed || proxies ? 'host' : 'none');
         // Every path the gate is told of is in something it mounts (or its own /tmp).
         for (const [k, v] of pathsIn(plan.gate.env))
-          if (!v.startsWith('/tmp'))
-            expect(under(v, plan.gate.mounts), `${k}=${v}`).toBeDefined();
+          if (!v.startsWith('/tmp')) expect(under(v, plan.gate.mounts), `${k}=${v}`).toBeDefined();
         // The workspace is the agent's: the gate only reads it.
         const ws = plan.gate.mounts.find((m) => m.role === 'workspace');
         if (ws) expect(ws.readOnly).toBe(true);

@@ -2,7 +2,7 @@ import { chownSync, existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } fr
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import type { Owner } from '@bb/wall';
-import { bbHome } from './home';
+import { bbHome } from '../home';
 import { homeLabel } from './layout';
 
 /**

@@ -5,6 +5,8 @@ import { BbError, registerSecret } from '@bb/errors';
 import { checkBottleBranch, checkSiteEnv, forgeKinds } from '@bb/forge';
 import { homeLayout, LABEL } from '@bb/names';
 import { chownTreeNoFollow, readHeadAsData } from '@bb/wall';
+import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from '../engine/disk';
+import { providerFor } from '../providers';
 import {
   type BottleOptions,
   cloneTimeoutMs,
@@ -23,7 +25,6 @@ import {
   type StartedTurn,
   type TurnOutcome,
 } from './bottle-parts';
-import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from './disk';
 import type { CreatedGate } from './gate';
 import { type BottleMeta, bottlePaths, IN_BOTTLE, readMeta, writeMeta } from './layout';
 import { loadAgentManifest, loadBottleManifest } from './manifests';
@@ -31,7 +32,6 @@ import { initMirror, mirrorDir, syncMirror } from './mirror';
 import { syncsPr } from './plan';
 import { hostPlan } from './plan-host';
 import { clearPrBundle } from './pr-sync';
-import { providerFor } from './providers';
 import { takeResumeRequest } from './supervise-remedy';
 import { finishTurn, resumeWarm, startTurn } from './turns';
 import { prepareWorkspace } from './workspace';

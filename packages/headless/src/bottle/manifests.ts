@@ -4,7 +4,7 @@ import { BbError } from '@bb/errors';
 import { homeLayout, NAME_PATTERN, NAME_RULE } from '@bb/names';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { providerNames } from './providers';
+import { providerNames } from '../providers';
 
 /** Agent and bottle names, as labels name them. */
 export const MANIFEST_NAME = NAME_PATTERN;
@@ -120,14 +120,7 @@ export function configDir(env: Record<string, string | undefined> = process.env)
   return homeLayout(env).config;
 }
 
-/** Memory limit in bytes from a manifest value. */
-export function memoryBytes(value: number | string | undefined): number | undefined {
-  if (value === undefined || typeof value === 'number') return value;
-  const m = /^(\d+(?:\.\d+)?)([kmg])$/i.exec(value)!;
-  return Math.round(
-    Number(m[1]) * 1024 ** ({ k: 1, m: 2, g: 3 } as const)[m[2]!.toLowerCase() as 'k' | 'm' | 'g'],
-  );
-}
+export { memoryBytes } from '../engine/size';
 
 function load<T>(
   kind: 'agents' | 'bottles',

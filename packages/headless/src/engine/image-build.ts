@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import { baseImagesOf, parseDockerfile } from '@bb/supervise';
 import type Docker from 'dockerode';
-import pkg from '../package.json' with { type: 'json' };
+import pkg from '../../package.json' with { type: 'json' };
 import { type BuildImageOptions, VERSION_LABEL } from './backend';
 import { type BuildEngine, canBuildBounded, copyImage, startBuildEngine } from './build-engine';
 

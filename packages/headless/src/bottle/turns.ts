@@ -10,7 +10,9 @@ import { BASE_FILE } from '@bb/forge-sidecar';
 import { homeLayout, LABEL } from '@bb/names';
 import { loadPolicy } from '@bb/supervise';
 import { readHeadAsData, writeFileNoFollow } from '@bb/wall';
-import type { BottleSpec } from './backend';
+import type { BottleSpec } from '../engine/backend';
+import { bbHome } from '../home';
+import { providerFor } from '../providers';
 import {
   announcedCli,
   type BottleOptions,
@@ -39,7 +41,6 @@ import {
   proxySocketsScript,
   routeSecrets,
 } from './gate';
-import { bbHome } from './home';
 import {
   AGENT_USER,
   type BottleMeta,
@@ -59,7 +60,6 @@ import {
 import { type BottlePlan, needsProxies, syncsPr } from './plan';
 import { hostMounts, hostPlan, hostSources, insideFor, supervises } from './plan-host';
 import { awaitWorkspaceScript, takeBundleScript, WORKSPACE_READY } from './pr-sync';
-import { providerFor } from './providers';
 import {
   allowedBases,
   type BottleConfig,

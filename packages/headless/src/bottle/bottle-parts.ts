@@ -19,8 +19,8 @@ import { BbError, redactString } from '@bb/errors';
 import { ForgeSidecarClient } from '@bb/forge-sidecar';
 import { LABEL, NAME_PATTERN } from '@bb/names';
 import { type Owner, writeFileNoFollow } from '@bb/wall';
-import { type Backend, NETNS_LABEL } from './backend';
-import { unmountDisk } from './disk';
+import { type Backend, NETNS_LABEL } from '../engine/backend';
+import { unmountDisk } from '../engine/disk';
 import { type CreatedGate, createGate, type GateOptions } from './gate';
 import {
   AGENT_USER,

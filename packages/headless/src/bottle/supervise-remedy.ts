@@ -6,10 +6,10 @@ import { homeLayout, LABEL } from '@bb/names';
 import type { Remediator, SupervisedBottles } from '@bb/supervise';
 import { readFileNoFollow, writeFileNoFollow } from '@bb/wall';
 import { z } from 'zod';
-import type { Backend } from './backend';
-import { diskQuota } from './disk';
+import type { Backend } from '../engine/backend';
+import { diskQuota } from '../engine/disk';
+import { bbHome } from '../home';
 import { routeSecrets } from './gate';
-import { bbHome } from './home';
 import {
   type BottleMeta,
   bottlePaths,

@@ -16,10 +16,15 @@ import {
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { BbError } from '@bb/errors';
+import { bbHome } from '@bb/names';
 import { minimalEnv } from '@bb/wall';
-import { bbHome } from './home';
-import type { BottlePaths } from './layout';
-import { memoryBytes } from './manifests';
+import { memoryBytes } from './size';
+
+/** Where a bottle's disk image is, and where it is mounted (a bottle's `BottlePaths` has both). */
+export interface DiskPaths {
+  disk: string;
+  diskImage: string;
+}
 
 const run = promisify(execFile);
 
@@ -98,7 +103,7 @@ async function tool(cmd: string, args: string[], fix: string): Promise<void> {
  * left on device"; the host's disk, the op log and other bottles are untouched.
  */
 export async function makeDisk(
-  p: BottlePaths,
+  p: DiskPaths,
   bytes: number,
   env: Record<string, string | undefined> = process.env,
 ): Promise<void> {
@@ -235,7 +240,7 @@ export async function unmountScratchDisk(mountpoint: string): Promise<void> {
 }
 
 /** Mount the bottle's disk image when it has one and it is not mounted (after a reboot). */
-export async function mountDisk(p: BottlePaths): Promise<void> {
+export async function mountDisk(p: DiskPaths): Promise<void> {
   if (!existsSync(p.diskImage) || mounted(p.disk)) return;
   mkdirSync(p.disk, { recursive: true, mode: 0o755 });
   await tool(
@@ -246,7 +251,7 @@ export async function mountDisk(p: BottlePaths): Promise<void> {
 }
 
 /** Unmount the bottle's disk (before it is removed). */
-export async function unmountDisk(p: BottlePaths): Promise<void> {
+export async function unmountDisk(p: DiskPaths): Promise<void> {
   if (!mounted(p.disk)) return;
   try {
     await run('umount', [p.disk], { env: minimalEnv() });

@@ -13,8 +13,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFileNoFollow } from '@bb/wall';
-import pkg from '../package.json' with { type: 'json' };
-import type { Backend, WaitResult } from './backend';
+import pkg from '../../package.json' with { type: 'json' };
+import type { Backend, WaitResult } from '../engine/backend';
 import type { BottleMeta, BottlePaths } from './layout';
 import { type TurnCommand, turnCommandFile, turnEndFile } from './waiter';
 

@@ -44,8 +44,8 @@ function cycles(graph: Map<string, string[]>): string[][] {
 
 /** Files past 500 lines that stay whole, and why each is one concern. */
 const LONG: Record<string, string> = {
-  'packages/forge/src/testing/gitea-server/server.ts':
-    'the Gitea-compatible test double: its model and dispatch (routes are in repo-routes.ts, reviews.ts, hooks.ts)',
+  'packages/forge/src/testing/gitea-server/world.ts':
+    "the Gitea-compatible test double's world: its model and each change to it with the webhooks Gitea sends (the HTTP side is server.ts, the endpoints the route table in routes.ts)",
   'packages/wall/src/git.ts':
     'git across the wall: every host-side git run on agent data, kept together so its rules are read at once',
   'packages/headless/src/bottle/turns.ts': 'a bottle turn: its plan, its start and its end',

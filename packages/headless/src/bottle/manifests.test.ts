@@ -147,7 +147,9 @@ describe('bottle manifests', () => {
 
 describe('the example manifests in docs/examples', () => {
   it('are valid', () => {
-    const examples = { BB_HOME: join(import.meta.dirname, '..', '..', '..', '..', 'docs', 'examples') };
+    const examples = {
+      BB_HOME: join(import.meta.dirname, '..', '..', '..', '..', 'docs', 'examples'),
+    };
     expect(loadAgentManifest('implementer', examples).manifest.provider).toBe('claude');
     expect(loadAgentManifest('demo', examples).manifest.provider).toBe('script');
     expect(loadBottleManifest('default', examples).manifest.image).toBe('bb-base:latest');

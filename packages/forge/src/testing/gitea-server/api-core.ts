@@ -3,7 +3,16 @@
  * answer with, so each group of endpoints lives in a file of its own.
  */
 import type { GitStore } from './git';
-import type { HookModel, IssueModel, OrgModel, RepoModel, ReviewModel, UserModel } from './model';
+import type {
+  CommentModel,
+  HookModel,
+  IssueModel,
+  LabelModel,
+  OrgModel,
+  RepoModel,
+  ReviewModel,
+  UserModel,
+} from './model';
 import type { ShapeContext } from './shapes';
 
 export class ApiError extends Error {
@@ -47,6 +56,30 @@ export interface ApiCore {
     shape: (t: T) => unknown,
   ): { body: unknown; headers: Record<string, string> };
   review(repo: RepoModel, pr: IssueModel, as: string, input: NewReview): ReviewModel;
+  /** The repository's label of that name, made when it has none. */
+  label(repo: RepoModel, name: string, color?: string, description?: string): LabelModel;
+  /** A request's `labels` (names or ids) as names; 422 when not a list, 404 for an unknown id. */
+  labelNames(repo: RepoModel, value: unknown): string[];
+  newIssue(repo: RepoModel, author: string, input: NewIssue, notify: boolean): IssueModel;
+  comment(repo: RepoModel, issue: IssueModel, author: string, body: string): CommentModel;
+  setLabels(repo: RepoModel, issue: IssueModel, as: string, labels: string[]): void;
+  assign(repo: RepoModel, issue: IssueModel, as: string, assignees: string[]): void;
+  /** An issue's or PR's edit: title, body, assignees, state. */
+  editIssue(
+    repo: RepoModel,
+    issue: IssueModel,
+    as: string,
+    b: Record<string, unknown>,
+  ): Promise<void>;
+  openPr(repo: RepoModel, as: string, b: Record<string, unknown>): Promise<IssueModel>;
+  merge(repo: RepoModel, issue: IssueModel, as: string): Promise<string>;
+}
+
+export interface NewIssue {
+  title: string;
+  body?: string;
+  labels?: string[];
+  assignees?: string[];
 }
 
 /** A review as a person submits it. */
@@ -79,6 +112,14 @@ export interface RouteAnswer {
 export interface Route {
   /** Gitea's swagger path template, e.g. `/repos/{owner}/{repo}/branches`. */
   pattern: string;
+  /**
+   * The methods it answers; any other gets 405, or with `otherMethods: 'next'`
+   * is offered to the routes after it. `*`: all (the route says 405 itself,
+   * after what it checks first).
+   */
   methods: string[];
+  otherMethods?: 'next';
+  /** A further test of the path's parameters: a route that fails it is passed over. */
+  where?: (params: Record<string, string>) => boolean;
   handle(core: ApiCore, req: RouteRequest): RouteAnswer | Promise<RouteAnswer>;
 }

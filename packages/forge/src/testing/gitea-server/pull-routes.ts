@@ -1,0 +1,76 @@
+/**
+ * The test server's endpoints for pull requests: list and open them, read and
+ * edit one (by number, or by its base and head), and merge it.
+ */
+import { ApiError, type Route } from './api-core';
+import { pullJson } from './shapes';
+
+const ANY = ['*'];
+
+export const PULL_ROUTES: Route[] = [
+  {
+    pattern: '/repos/{owner}/{repo}/pulls',
+    methods: ANY,
+    async handle(core, req) {
+      const repo = req.repo();
+      if (req.method === 'GET') {
+        const state = req.url.searchParams.get('state') ?? 'open';
+        const items = [...repo.issues.values()]
+          .filter((i) => i.pull && (state === 'all' || i.state === state))
+          .sort((a, b) => b.number - a.number);
+        return core.page(req.url, items, (i) => pullJson(core.ctx(repo), i));
+      }
+      if (req.method !== 'POST') throw new ApiError(405, null);
+      const pr = await core.openPr(repo, req.needUser(), await req.readJson());
+      return { status: 201, body: pullJson(core.ctx(repo), pr) };
+    },
+  },
+  {
+    pattern: '/repos/{owner}/{repo}/pulls/{index}/merge',
+    methods: ANY,
+    async handle(core, req) {
+      const repo = req.repo();
+      const issue = repo.issues.get(Number(req.params['index']));
+      if (!issue?.pull) throw new ApiError(404, core.notFound());
+      if (req.method === 'GET')
+        return issue.pull.merged
+          ? { status: 204, body: null }
+          : { status: 404, body: core.notFound() };
+      if (req.method !== 'POST') throw new ApiError(405, null);
+      const as = req.needUser();
+      if (!core.canWrite(repo, as)) throw new ApiError(403, null);
+      await core.merge(repo, issue, as);
+      return { status: 200, body: null };
+    },
+  },
+  {
+    pattern: '/repos/{owner}/{repo}/pulls/{index}',
+    methods: ANY,
+    where: (p) => /^\d+$/.test(p['index']!),
+    async handle(core, req) {
+      const repo = req.repo();
+      const issue = repo.issues.get(Number(req.params['index']));
+      if (!issue?.pull) throw new ApiError(404, core.notFound());
+      if (req.method === 'GET') return { body: pullJson(core.ctx(repo), issue) };
+      if (req.method !== 'PATCH') throw new ApiError(405, null);
+      const as = req.needUser();
+      if (!core.canWrite(repo, as) && issue.author !== as) throw new ApiError(403, null);
+      await core.editIssue(repo, issue, as, await req.readJson());
+      return { status: 201, body: pullJson(core.ctx(repo), issue) };
+    },
+  },
+  {
+    pattern: '/repos/{owner}/{repo}/pulls/{base}/{head*}',
+    methods: ['GET'],
+    otherMethods: 'next',
+    handle(core, req) {
+      const repo = req.repo();
+      const { base, head } = req.params as { base: string; head: string };
+      const pr = [...repo.issues.values()].find(
+        (i) => i.pull && i.pull.baseRef === base && i.pull.headRef === head,
+      );
+      if (!pr) throw new ApiError(404, core.notFound());
+      return { body: pullJson(core.ctx(repo), pr) };
+    },
+  },
+];

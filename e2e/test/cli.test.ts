@@ -2,14 +2,13 @@
 // agent's exit code; `bb orchestrate start|resume|status` and `bb provenance`
 // drive a forge bottle against the Gitea-compatible test server.
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
 import { DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeHome, scriptAgent } from './support';
 
 const docker = await probeDocker();
 const BB = fileURLToPath(new URL('../../apps/cli/dist/bin.js', import.meta.url));
@@ -39,18 +38,9 @@ describe.skipIf(!docker.ok)('the bb binary on real Docker', () => {
   const backend = new DockerBackend();
 
   beforeAll(async () => {
-    home = mkdtempSync(join(tmpdir(), 'bb-cli-e2e-'));
-    mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-    mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-    const agent = (turns: unknown[]) =>
-      JSON.stringify({
-        provider: 'script',
-        git: { name: 'Agent', email: 'agent@example.test' },
-        script: { turns },
-      });
-    writeFileSync(
-      join(home, 'config', 'agents', 'local.json'),
-      agent([
+    const agent = (turns: unknown[]) => scriptAgent(turns, 'Agent');
+    home = makeHome('bb-cli-e2e-', {
+      local: agent([
         {
           steps: [
             { do: 'write', path: 'a.txt', content: 'a\n' },
@@ -60,10 +50,7 @@ describe.skipIf(!docker.ok)('the bb binary on real Docker', () => {
         },
         { steps: [{ do: 'write', path: 'b.txt', content: 'b\n' }] },
       ]),
-    );
-    writeFileSync(
-      join(home, 'config', 'agents', 'forgey.json'),
-      agent([
+      forgey: agent([
         {
           steps: [
             { do: 'read_issue' },
@@ -80,11 +67,7 @@ describe.skipIf(!docker.ok)('the bb binary on real Docker', () => {
           ],
         },
       ]),
-    );
-    writeFileSync(
-      join(home, 'config', 'bottles', 'default.json'),
-      JSON.stringify({ image: BASE_IMAGE }),
-    );
+    });
     gitea = await createGiteaTestServer({
       world: {
         users: [

@@ -1,9 +1,8 @@
 // Helpers shared by the end-to-end tests.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import type { GiteaWorldSeed } from '@bb/forge/test-server';
+import { scriptAgent as headlessScriptAgent, makeTestHome } from '@bb/headless/testing';
 import { BASE_IMAGE } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 
@@ -83,25 +82,12 @@ export function makeHome(
   agents: Record<string, unknown>,
   bottles: Record<string, unknown> = { default: { image: BASE_IMAGE } },
 ): string {
-  const home = mkdtempSync(join(tmpdir(), prefix));
-  for (const [kind, manifests] of [
-    ['agents', agents],
-    ['bottles', bottles],
-  ] as const) {
-    mkdirSync(join(home, 'config', kind), { recursive: true });
-    for (const [name, m] of Object.entries(manifests))
-      writeFileSync(join(home, 'config', kind, `${name}.json`), JSON.stringify(m));
-  }
-  return home;
+  return makeTestHome(prefix, { agents, bottles });
 }
 
 /** A script agent's manifest with these turns. */
 export function scriptAgent(turns: unknown[], name = 'Implementer') {
-  return {
-    provider: 'script',
-    git: { name, email: `${name.toLowerCase()}@example.test` },
-    script: { turns },
-  };
+  return headlessScriptAgent(turns, { name });
 }
 
 /**

@@ -29,6 +29,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer } from '@bb/forge/testing';
 import { type BottleMeta, DockerBackend, GATE_USER, HOME_LABEL, homeLabel } from '@bb/headless';
+import { makeTestHome, scriptAgent } from '@bb/headless/testing';
 import { reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { freePort } from '@bb/tooling/net';
@@ -59,16 +60,10 @@ const server = await createGiteaTestServer({
     ],
   },
 });
-const home = mkdtempSync(join(tmpdir(), 'bb-bench-life-'));
-mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-writeFileSync(
-  join(home, 'config', 'agents', 'bench.json'),
-  JSON.stringify({
-    provider: 'script',
-    git: { name: 'B', email: 'b@example.test' },
-    script: {
-      turns: [
+const home = makeTestHome('bb-bench-life-', {
+  agents: {
+    bench: scriptAgent(
+      [
         {
           steps: [
             { do: 'read_issue' },
@@ -80,13 +75,11 @@ writeFileSync(
         },
         { steps: [{ do: 'read_issue' }, { do: 'done', status: 'success', summary: 'ok' }] },
       ],
-    },
-  }),
-);
-writeFileSync(
-  join(home, 'config', 'bottles', 'default.json'),
-  JSON.stringify({ image: BASE_IMAGE }),
-);
+      { name: 'B' },
+    ),
+  },
+  image: BASE_IMAGE,
+});
 const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
 const backend = new DockerBackend();
 

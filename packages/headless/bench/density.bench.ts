@@ -7,8 +7,7 @@
 // The floor, measured in the same run, is the same two-container layout holding
 // nothing but idle node processes where bot-bottle's are: a separate-process gate
 // and bridge cannot cost less. Goal: <= 50 MB per bottle; bottles per GB reported.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createGiteaTestServer } from '@bb/forge/testing';
 import { reportBench } from '@bb/tooling/bench';
@@ -17,6 +16,7 @@ import Docker from 'dockerode';
 import { destroy, startLaunch } from '../src/bottle/bottles';
 import { NETNS_LABEL } from '../src/engine/backend';
 import { DockerBackend } from '../src/engine/docker-backend';
+import { makeTestHome, scriptAgent } from '../src/test-home';
 
 const docker = await probeDocker();
 if (!docker.ok) {
@@ -40,33 +40,24 @@ const server = await createGiteaTestServer({
     })),
   },
 });
-const home = mkdtempSync(join(tmpdir(), 'bb-bench-density-'));
-mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-writeFileSync(
-  join(home, 'config', 'agents', 'idle.json'),
-  JSON.stringify({
-    provider: 'script',
-    git: { name: 'B', email: 'b@example.test' },
-    script: { turns: [{ steps: [{ do: 'sleep', ms: 3_600_000 }] }] },
-  }),
-);
-// With proxies: an allowlist and a credential route, as a real agent's bottle has.
-writeFileSync(
-  join(home, 'config', 'bottles', 'default.json'),
-  JSON.stringify({
-    image: BASE_IMAGE,
-    egress: { allow: ['registry.npmjs.org'] },
-    credentials: [
-      {
-        route: '/anthropic',
-        upstream: 'https://api.anthropic.com',
-        headers: { 'x-api-key': 'env:BENCH_MODEL_KEY' },
-      },
-    ],
-    resources: { memory: '256m', pids: 128 },
-  }),
-);
+const home = makeTestHome('bb-bench-density-', {
+  agents: { idle: scriptAgent([{ steps: [{ do: 'sleep', ms: 3_600_000 }] }], { name: 'B' }) },
+  // With proxies: an allowlist and a credential route, as a real agent's bottle has.
+  bottles: {
+    default: {
+      image: BASE_IMAGE,
+      egress: { allow: ['registry.npmjs.org'] },
+      credentials: [
+        {
+          route: '/anthropic',
+          upstream: 'https://api.anthropic.com',
+          headers: { 'x-api-key': 'env:BENCH_MODEL_KEY' },
+        },
+      ],
+      resources: { memory: '256m', pids: 128 },
+    },
+  },
+});
 const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE, BENCH_MODEL_KEY: MODEL_KEY };
 const floorIds: string[] = [];
 const slugs: string[] = [];

@@ -1,8 +1,7 @@
 // launch-to-sidecar-ping (a script agent whose first act is read_issue) vs a bare
 // container of the same image doing the same ping against an already running
 // sidecar, in one run. Goal: <= 1.2x. Freeze and rehydrate (resume) are reported.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { closeGiteaPools } from '@bb/forge';
 import { createGiteaTestServer } from '@bb/forge/testing';
@@ -11,6 +10,7 @@ import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { destroy, launch, resume } from '../src/bottle/bottles';
 import { bottleDir, GATE_USER } from '../src/bottle/layout';
 import { DockerBackend } from '../src/engine/docker-backend';
+import { makeTestHome, scriptAgent } from '../src/test-home';
 
 const docker = await probeDocker();
 if (!docker.ok) {
@@ -27,21 +27,10 @@ const server = await createGiteaTestServer({
     issues: [{ repo: 'acme/widgets', title: 'Bench', author: 'alice', assignees: ['bot'] }],
   },
 });
-const home = mkdtempSync(join(tmpdir(), 'bb-bench-'));
-mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-writeFileSync(
-  join(home, 'config', 'agents', 'bench.json'),
-  JSON.stringify({
-    provider: 'script',
-    git: { name: 'B', email: 'b@example.test' },
-    script: { turns: [{ steps: [{ do: 'read_issue' }] }] },
-  }),
-);
-writeFileSync(
-  join(home, 'config', 'bottles', 'default.json'),
-  JSON.stringify({ image: BASE_IMAGE }),
-);
+const home = makeTestHome('bb-bench-', {
+  agents: { bench: scriptAgent([{ steps: [{ do: 'read_issue' }] }], { name: 'B' }) },
+  image: BASE_IMAGE,
+});
 const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
 const backend = new DockerBackend();
 const forge = {

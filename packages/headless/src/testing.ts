@@ -33,6 +33,7 @@ export {
   describeProviderConformance,
   type ProviderConformanceOptions,
 } from './providers/suite';
+export { makeTestHome, scriptAgent, type TestHomeManifests, writeManifests } from './test-home';
 
 export interface BackendConformanceOptions {
   create: () => Backend | Promise<Backend>;

@@ -1,13 +1,13 @@
 // The same bottle lifecycle on the local backend (plain processes, no isolation):
 // what the demo falls back to when no Docker engine answers.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { destroy, launch, resume } from '../src/bottle/bottles';
 import { bottleDir, readMeta } from '../src/bottle/layout';
 import { LOCAL_BACKEND_WARNING, LocalBackend } from '../src/engine/local-backend';
+import { makeTestHome, scriptAgent } from '../src/test-home';
 
 const TOKEN = 'bb-claude-token-local-3b8d';
 let server: GiteaTestServer;
@@ -24,16 +24,10 @@ beforeAll(async () => {
       ],
     },
   });
-  home = mkdtempSync(join(tmpdir(), 'bb-local-'));
-  mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-  mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-  writeFileSync(
-    join(home, 'config', 'agents', 'demo.json'),
-    JSON.stringify({
-      provider: 'script',
-      git: { name: 'Demo', email: 'demo@example.test' },
-      script: {
-        turns: [
+  home = makeTestHome('bb-local-', {
+    agents: {
+      demo: scriptAgent(
+        [
           {
             steps: [
               { do: 'read_issue' },
@@ -50,13 +44,11 @@ beforeAll(async () => {
             ],
           },
         ],
-      },
-    }),
-  );
-  writeFileSync(
-    join(home, 'config', 'bottles', 'default.json'),
-    JSON.stringify({ image: 'local' }),
-  );
+        { name: 'Demo' },
+      ),
+    },
+    bottles: { default: { image: 'local' } },
+  });
 });
 afterAll(async () => {
   await server?.close();

@@ -20,6 +20,7 @@ import { destroy, launch, mountBottleDisk, resume } from '../src/bottle/bottles'
 import { bottleDir, bottlePaths, type ForgeWiring, readMeta } from '../src/bottle/layout';
 import { canMountDisks } from '../src/engine/disk';
 import { DockerBackend } from '../src/engine/docker-backend';
+import { scriptAgent, writeManifests as writeTestManifests } from '../src/test-home';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-for-bottles-5e1f';
@@ -52,21 +53,11 @@ const SCRIPT = {
 let home: string;
 let server: GiteaTestServer;
 const env = () => ({ BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE });
-function writeManifests(script: unknown = SCRIPT, image = BASE_IMAGE) {
-  mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-  mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-  writeFileSync(
-    join(home, 'config', 'agents', 'implementer.json'),
-    JSON.stringify({
-      provider: 'script',
-      git: { name: 'Implementer', email: 'impl@example.test' },
-      script,
-    }),
-  );
-  writeFileSync(
-    join(home, 'config', 'bottles', 'default.json'),
-    JSON.stringify({ image, resources: { memory: '256m', pids: 128 } }),
-  );
+function writeManifests(script: { turns: unknown[] } = SCRIPT, image = BASE_IMAGE) {
+  writeTestManifests(home, {
+    agents: { implementer: scriptAgent(script.turns) },
+    bottles: { default: { image, resources: { memory: '256m', pids: 128 } } },
+  });
 }
 const wiring = (): ForgeWiring => ({
   kind: 'gitea',

@@ -3,7 +3,7 @@
 // instead (its window over, what it was made for changed, a turn that left
 // something running, a PR branch someone pushed to).
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -23,6 +23,7 @@ import {
 } from '../src/bottle/bottles';
 import { bottlePaths, type ForgeWiring, readMeta } from '../src/bottle/layout';
 import { DockerBackend } from '../src/engine/docker-backend';
+import { scriptAgent, writeManifests as writeTestManifests } from '../src/test-home';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-warm-token-for-bottles-77a1';
@@ -40,24 +41,16 @@ function writeManifests(
   resources: Record<string, unknown> = {},
   bottle: Record<string, unknown> = {},
 ) {
-  mkdirSync(join(home, 'config', 'agents'), { recursive: true });
-  mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
-  writeFileSync(
-    join(home, 'config', 'agents', 'implementer.json'),
-    JSON.stringify({
-      provider: 'script',
-      git: { name: 'Implementer', email: 'impl@example.test' },
-      script: { turns },
-    }),
-  );
-  writeFileSync(
-    join(home, 'config', 'bottles', 'default.json'),
-    JSON.stringify({
-      image: BASE_IMAGE,
-      resources: { memory: '256m', pids: 128, ...resources },
-      ...bottle,
-    }),
-  );
+  writeTestManifests(home, {
+    agents: { implementer: scriptAgent(turns) },
+    bottles: {
+      default: {
+        image: BASE_IMAGE,
+        resources: { memory: '256m', pids: 128, ...resources },
+        ...bottle,
+      },
+    },
+  });
 }
 const OPEN_PR = {
   steps: [

@@ -12,8 +12,8 @@
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { isBbError } from '@bb/errors';
-import { type ConformanceOptions, conformanceSetup, expectCode } from '@bb/state/testing';
-import { describe, expect } from 'vitest';
+import { type ConformanceOptions, conformanceSuite, expectCode } from '@bb/state/testing';
+import { expect } from 'vitest';
 import { keyIdOf, type SigningKey } from './keys';
 import { GENESIS_HASH, RECORD_VERSION, type RunRecord, type SignedRecord } from './record';
 import { signRecord } from './sign';
@@ -65,16 +65,13 @@ export function sampleRecord(
 }
 
 /** The behaviour every `RunRecordStore` must have. */
-export function describeRunStoreConformance<T extends RunRecordStore>(
-  name: string,
-  options: RunStoreConformanceOptions<T>,
-): void {
-  describe(`RunRecordStore conformance: ${name}`, () => {
-    const { make, test } = conformanceSetup(options);
+export const describeRunStoreConformance = conformanceSuite<RunRecordStore>(
+  'RunRecordStore',
+  ({ make, test }) => {
     const key = testSigningKey();
     /** Append turns 1..n of `slug`, each continuing the chain as the store reports it. */
     const appendTurns = async (
-      store: T,
+      store: RunRecordStore,
       slug: string,
       n: number,
       over: Partial<RunRecord> = {},
@@ -160,5 +157,5 @@ export function describeRunStoreConformance<T extends RunRecordStore>(
       expect((await store.list({ slug: 'l-5', status: 'success' })).total).toBe(3);
       expect((await store.list({ slug: 'nope' })).records).toEqual([]);
     });
-  });
-}
+  },
+);

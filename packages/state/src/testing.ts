@@ -13,6 +13,11 @@
 export { describeInboxConformance, describeRoutedInboxConformance } from './testing/inbox-suite';
 export { describeLeaseConformance } from './testing/lease-suite';
 export { describeLedgerConformance } from './testing/ledger-suite';
-export { type ConformanceOptions, conformanceSetup, expectCode } from './testing/setup';
+export {
+  type ConformanceOptions,
+  conformanceSetup,
+  conformanceSuite,
+  expectCode,
+} from './testing/setup';
 export { describeStoreConformance } from './testing/store-suite';
 export { sampleState } from './testing-data';

@@ -2,15 +2,12 @@ import { describe, expect, it } from 'vitest';
 import type { EventInbox } from '../inbox';
 import type { ForgeStateStore } from '../store';
 import { sampleState } from '../testing-data';
-import { type ConformanceOptions, conformanceSetup, expectCode } from './setup';
+import { type ConformanceOptions, conformanceSetup, conformanceSuite, expectCode } from './setup';
 
 /** The behaviour every `EventInbox` must have. */
-export function describeInboxConformance<T extends EventInbox>(
-  name: string,
-  options: ConformanceOptions<T>,
-): void {
-  describe(`EventInbox conformance: ${name}`, () => {
-    const { make, test } = conformanceSetup(options);
+export const describeInboxConformance = conformanceSuite<EventInbox>(
+  'EventInbox',
+  ({ make, test, options }) => {
     const ev = (issue: string | null, occurredAt: string, n = 1) => ({
       issue,
       occurredAt,
@@ -146,8 +143,8 @@ export function describeInboxConformance<T extends EventInbox>(
       await expectCode(() => inbox.settle(1, 'finished' as never), 'INVALID_INPUT');
       expect(await inbox.openEvents()).toEqual([]);
     });
-  });
-}
+  },
+);
 
 /**
  * The behaviour of an inbox that routes events by PR (`InboxInput.byPr`) from

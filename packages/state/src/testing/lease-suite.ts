@@ -1,6 +1,6 @@
-import { describe, expect } from 'vitest';
+import { expect } from 'vitest';
 import type { LeaseStore } from '../leases';
-import { type ConformanceOptions, conformanceSetup, expectCode } from './setup';
+import { conformanceSuite, expectCode } from './setup';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -8,13 +8,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * The behaviour every `LeaseStore` must have. Two leases run out during it
  * (about a second in all): the store's clock must be real time.
  */
-export function describeLeaseConformance<T extends LeaseStore>(
-  name: string,
-  options: ConformanceOptions<T>,
-): void {
-  describe(`LeaseStore conformance: ${name}`, () => {
-    const { make, test } = conformanceSetup(options);
-
+export const describeLeaseConformance = conformanceSuite<LeaseStore>(
+  'LeaseStore',
+  ({ make, test }) => {
     test('a free lease is taken; nobody else gets it until it runs out, then one does', async () => {
       const leases = await make();
       const first = await leases.claim('issue:acme/widgets#1', 'replica-a', 300);
@@ -106,5 +102,5 @@ export function describeLeaseConformance<T extends LeaseStore>(
       await expectCode(() => leases.release('x', ''), 'INVALID_INPUT');
       expect(await leases.leases()).toEqual([]);
     });
-  });
-}
+  },
+);

@@ -1,15 +1,11 @@
-import { describe, expect } from 'vitest';
+import { expect } from 'vitest';
 import type { DeliveryLedger } from '../delivery-ledger';
-import { type ConformanceOptions, conformanceSetup, expectCode } from './setup';
+import { conformanceSuite, expectCode } from './setup';
 
 /** The behaviour every `DeliveryLedger` must have. */
-export function describeLedgerConformance<T extends DeliveryLedger>(
-  name: string,
-  options: ConformanceOptions<T>,
-): void {
-  describe(`DeliveryLedger conformance: ${name}`, () => {
-    const { make, test } = conformanceSetup(options);
-
+export const describeLedgerConformance = conformanceSuite<DeliveryLedger>(
+  'DeliveryLedger',
+  ({ make, test }) => {
     test('a key is new once, then known', async () => {
       const ledger = await make();
       expect(
@@ -50,5 +46,5 @@ export function describeLedgerConformance<T extends DeliveryLedger>(
       await expectCode(() => ledger.recordDelivery('x'.repeat(513)), 'INVALID_INPUT');
       await expectCode(() => ledger.recordDelivery(42 as unknown as string), 'INVALID_INPUT');
     });
-  });
-}
+  },
+);

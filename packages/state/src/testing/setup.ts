@@ -1,6 +1,6 @@
 // What every conformance suite of this package (and others') is made with.
 import { type BbErrorCode, isBbError } from '@bb/errors';
-import { afterEach, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 
 export interface ConformanceOptions<T> {
   /** A fresh, empty instance per test. */
@@ -33,6 +33,22 @@ export function conformanceSetup<T>(options: ConformanceOptions<T>) {
     }
   };
   return { make, test };
+}
+
+/**
+ * A conformance suite for implementations of `X`: `describe('<kind> conformance:
+ * <name>')` around `body`, which gets a fresh instance per test (`make`), the
+ * skipping `test`, and the options. What `describe…Conformance` functions are.
+ */
+export function conformanceSuite<X>(
+  kind: string,
+  body: (s: ReturnType<typeof conformanceSetup<X>> & { options: ConformanceOptions<X> }) => void,
+): <T extends X>(name: string, options: ConformanceOptions<T>) => void {
+  return (name, options) => {
+    // What `create` makes is a T, and so an X; `dispose` is only handed what `create` made.
+    const o = options as unknown as ConformanceOptions<X>;
+    describe(`${kind} conformance: ${name}`, () => body({ ...conformanceSetup<X>(o), options: o }));
+  };
 }
 
 /**

@@ -1,17 +1,13 @@
-import { describe, expect } from 'vitest';
+import { expect } from 'vitest';
 import type { ForgeState } from '../forge-state';
 import type { ForgeStateStore } from '../store';
 import { sampleState } from '../testing-data';
-import { type ConformanceOptions, conformanceSetup, expectCode } from './setup';
+import { conformanceSuite, expectCode } from './setup';
 
 /** The behaviour every `ForgeStateStore` must have. */
-export function describeStoreConformance<T extends ForgeStateStore>(
-  name: string,
-  options: ConformanceOptions<T>,
-): void {
-  describe(`ForgeStateStore conformance: ${name}`, () => {
-    const { make, test } = conformanceSetup(options);
-
+export const describeStoreConformance = conformanceSuite<ForgeStateStore>(
+  'ForgeStateStore',
+  ({ make, test }) => {
     test('get returns undefined for a missing row', async () => {
       const store = await make();
       expect(await store.get('acme', 'widgets', 1)).toBeUndefined();
@@ -189,5 +185,5 @@ export function describeStoreConformance<T extends ForgeStateStore>(
       expect(all).toHaveLength(300);
       expect(all.map((s) => s.issueNumber)).toEqual(Array.from({ length: 300 }, (_, i) => i + 1));
     });
-  });
-}
+  },
+);

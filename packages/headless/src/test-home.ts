@@ -1,0 +1,53 @@
+/**
+ * A temporary `BB_HOME` with agent and bottle manifests, for tests, benchmarks
+ * and demos: the one place they are written the way `loadAgentManifest` and
+ * `loadBottleManifest` read them.
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { homeLayout } from '@bb/names';
+
+export interface TestHomeManifests {
+  /** Agent manifests by name (`$BB_HOME/config/agents/<name>.json`). */
+  agents?: Record<string, unknown>;
+  /** Bottle manifests by name. @default `{ default: { image } }` when `image` is given */
+  bottles?: Record<string, unknown>;
+  /** The image of the default bottle, when `bottles` is not given. */
+  image?: string;
+}
+
+/** Write (or overwrite) manifests into the home `home`. */
+export function writeManifests(home: string, m: TestHomeManifests): void {
+  const layout = homeLayout({ BB_HOME: home });
+  const bottles = m.bottles ?? (m.image ? { default: { image: m.image } } : {});
+  for (const [dir, manifests] of [
+    [layout.agents, m.agents ?? {}],
+    [layout.bottleManifests, bottles],
+  ] as const) {
+    mkdirSync(dir, { recursive: true });
+    for (const [name, manifest] of Object.entries(manifests))
+      writeFileSync(join(dir, `${name}.json`), JSON.stringify(manifest));
+  }
+}
+
+/** A new temporary `BB_HOME` (its name starts with `prefix`) holding these manifests. */
+export function makeTestHome(prefix: string, m: TestHomeManifests = {}): string {
+  const home = mkdtempSync(join(tmpdir(), prefix));
+  writeManifests(home, m);
+  return home;
+}
+
+/** A script agent's manifest that follows these turns (each `{ steps }`). */
+export function scriptAgent(
+  turns: unknown[],
+  o: { name?: string; email?: string } & Record<string, unknown> = {},
+): Record<string, unknown> {
+  const { name = 'Implementer', email, ...rest } = o;
+  return {
+    provider: 'script',
+    git: { name, email: email ?? `${name.toLowerCase().replace(/\W+/g, '-')}@example.test` },
+    ...rest,
+    script: { turns },
+  };
+}

@@ -69,6 +69,8 @@ describe('bb: help and usage', () => {
     [['launch-rockets'], /unknown command "launch-rockets"/, /Usage: bb <command>/],
     [['--frobnicate'], /unknown option "--frobnicate"/, /Usage: bb <command>/],
     [['start'], /name the agent to start/, /Usage: bb start/],
+    [['start', 'demo', 'more'], /unexpected argument "more"/, /Usage: bb start/],
+    [['gc', 'now'], /unexpected argument "now"/, /Usage: bb gc/],
     [['start', 'demo', '--prompt', 'hi'], /add --headless/, /Usage: bb start/],
     [['start', 'demo', '--headless'], /--prompt is required/, /Usage: bb start/],
     [

@@ -1,7 +1,7 @@
 import { errorMessage, isBbError } from '@bb/errors';
 import pkg from '../package.json' with { type: 'json' };
 import type { CliDeps } from './deps';
-import { type CliIo, EXIT, UsageError } from './io';
+import { type CliIo, EXIT, HelpShown, UsageError } from './io';
 import { COMMANDS } from './usage';
 
 export { type CliIo, EXIT } from './io';
@@ -102,6 +102,10 @@ export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Pro
         );
     }
   } catch (err) {
+    if (err instanceof HelpShown) {
+      io.stdout(err.usage);
+      return EXIT.OK;
+    }
     if (err instanceof UsageError) {
       io.stderr(`bb: ${err.message}\n\n${err.usage}`);
       return EXIT.USAGE;

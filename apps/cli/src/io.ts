@@ -32,28 +32,45 @@ export class UsageError extends Error {
   }
 }
 
+/** `--help` was given: `bb` prints the command's usage on stdout and exits 0. */
+export class HelpShown extends Error {
+  constructor(readonly usage: string) {
+    super('help');
+    this.name = 'HelpShown';
+  }
+}
+
 type Options = NonNullable<ParseArgsConfig['options']>;
 
-/** Parse a command's arguments; any problem is a `UsageError` carrying `usage`. */
+/**
+ * Parse a command's arguments; any problem is a `UsageError` carrying `usage`.
+ * `--help` (`-h`) ends the command with its usage (`HelpShown`). With
+ * `positionals`, more than that many arguments is a usage error.
+ */
 export function parse<O extends Options>(
   argv: string[],
   options: O,
   usage: string,
+  o: { positionals?: number } = {},
 ): { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
+  let r: { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] };
   try {
-    const r = parseArgs({
+    r = parseArgs({
       args: argv,
       options: { help: { type: 'boolean', short: 'h' }, ...options },
       allowPositionals: true,
       strict: true,
-    });
-    return r as {
-      values: Record<string, string | boolean | string[] | undefined>;
-      positionals: string[];
-    };
+    }) as typeof r;
   } catch (err) {
     throw new UsageError((err as Error).message, usage);
   }
+  if (r.values['help']) throw new HelpShown(usage);
+  if (o.positionals !== undefined && r.positionals.length > o.positionals)
+    throw new UsageError(
+      `unexpected argument ${JSON.stringify(r.positionals[o.positionals])}`,
+      usage,
+    );
+  return r;
 }
 
 /** Whether colour may be used: a terminal, and `NO_COLOR` unset or empty. */

@@ -23,10 +23,6 @@ export async function destroyCommand(argv: string[], io: CliIo, deps: CliDeps): 
     { force: { type: 'boolean' }, backend: { type: 'string' } },
     DESTROY_USAGE,
   );
-  if (values['help']) {
-    io.stdout(DESTROY_USAGE);
-    return 0;
-  }
   const [slug, extra] = positionals;
   if (!slug) throw new UsageError('name the bottle to destroy: bb destroy <slug>', DESTROY_USAGE);
   if (extra !== undefined)
@@ -79,7 +75,7 @@ function lastActive(row: ForgeState | undefined, meta: BottleMeta | undefined): 
 }
 
 export async function gcCommand(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
-  const { values, positionals } = parse(
+  const { values } = parse(
     argv,
     {
       'older-than': { type: 'string' },
@@ -87,13 +83,8 @@ export async function gcCommand(argv: string[], io: CliIo, deps: CliDeps): Promi
       backend: { type: 'string' },
     },
     GC_USAGE,
+    { positionals: 0 },
   );
-  if (values['help']) {
-    io.stdout(GC_USAGE);
-    return 0;
-  }
-  if (positionals.length)
-    throw new UsageError(`unexpected ${JSON.stringify(positionals[0])}`, GC_USAGE);
   const raw = (values['older-than'] as string | undefined) ?? '30d';
   const age = parseDuration(raw);
   if (age === undefined || age <= 0)

@@ -184,10 +184,6 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
     { keep: { type: 'boolean' }, backend: { type: 'string' }, agent: { type: 'string' } },
     DEMO_USAGE,
   );
-  if (values['help']) {
-    io.stdout(DEMO_USAGE);
-    return 0;
-  }
   const wanted = values['backend'] as string | undefined;
   if (wanted !== undefined && wanted !== 'docker' && wanted !== 'local')
     throw new BbError(

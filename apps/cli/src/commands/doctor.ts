@@ -292,10 +292,6 @@ export async function runDoctor(
 
 export async function doctorCommand(argv: string[], io: CliIo, docker?: Backend): Promise<number> {
   const { values } = parse(argv, { json: { type: 'boolean' } }, DOCTOR_USAGE);
-  if (values['help']) {
-    io.stdout(DOCTOR_USAGE);
-    return 0;
-  }
   const checks = await runDoctor(io, docker);
   if (values['json']) io.stdout(`${JSON.stringify(checks, null, 2)}\n`);
   else

@@ -5,17 +5,12 @@ import { type CliIo, needEnv, parse, UsageError } from '../io';
 import { FORGE_USAGE } from '../usage';
 
 async function installHook(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parse(
+  const { values } = parse(
     argv,
     { repo: { type: 'string' }, org: { type: 'string' }, url: { type: 'string' } },
     FORGE_USAGE,
+    { positionals: 0 },
   );
-  if (values['help']) {
-    io.stdout(FORGE_USAGE);
-    return 0;
-  }
-  if (positionals.length)
-    throw new UsageError(`unexpected ${JSON.stringify(positionals[0])}`, FORGE_USAGE);
   const repo = values['repo'] as string | undefined;
   const org = values['org'] as string | undefined;
   if (!repo === !org)

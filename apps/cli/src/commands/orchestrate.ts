@@ -140,10 +140,6 @@ async function start(argv: string[], io: CliIo, deps: CliDeps): Promise<number> 
     },
     ORCHESTRATE_START_USAGE,
   );
-  if (values['help']) {
-    io.stdout(ORCHESTRATE_START_USAGE);
-    return 0;
-  }
   const agent = need(values, 'agent', ORCHESTRATE_START_USAGE);
   const prompt = need(values, 'prompt', ORCHESTRATE_START_USAGE);
   const extraLabels = labels(values['container-label'], ORCHESTRATE_START_USAGE);
@@ -216,10 +212,6 @@ async function resumeCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<numb
     { slug: { type: 'string' }, prompt: { type: 'string' }, backend: { type: 'string' } },
     ORCHESTRATE_RESUME_USAGE,
   );
-  if (values['help']) {
-    io.stdout(ORCHESTRATE_RESUME_USAGE);
-    return 0;
-  }
   const slug = need(values, 'slug', ORCHESTRATE_RESUME_USAGE);
   const prompt = need(values, 'prompt', ORCHESTRATE_RESUME_USAGE);
   const backend = makeBackend(io, backendName(values['backend'], ORCHESTRATE_RESUME_USAGE), deps);
@@ -328,10 +320,6 @@ function replicasOf(leases: Lease[]): Array<{ holder: string; issues: number }> 
 
 async function status(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(argv, { json: { type: 'boolean' } }, ORCHESTRATE_STATUS_USAGE);
-  if (values['help']) {
-    io.stdout(ORCHESTRATE_STATUS_USAGE);
-    return 0;
-  }
   // Links when the forge is configured here (its variables set); none otherwise.
   let site: ForgeSite | undefined;
   try {
@@ -449,11 +437,7 @@ async function status(argv: string[], io: CliIo): Promise<number> {
 }
 
 async function serveCmd(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
-  const { values } = parse(argv, {}, ORCHESTRATE_SERVE_USAGE);
-  if (values['help']) {
-    io.stdout(ORCHESTRATE_SERVE_USAGE);
-    return 0;
-  }
+  parse(argv, {}, ORCHESTRATE_SERVE_USAGE);
   // A backend tests inject; otherwise the service makes the one BB_BACKEND names.
   const backend = deps.backend
     ? makeBackend(io, backendName(io.env['BB_BACKEND'], ORCHESTRATE_SERVE_USAGE), deps)

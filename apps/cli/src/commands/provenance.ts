@@ -71,15 +71,10 @@ export async function provenanceCommand(argv: string[], io: CliIo): Promise<numb
       ? { json: { type: 'boolean' }, md: { type: 'boolean' } }
       : { key: { type: 'string' } },
     PROVENANCE_USAGE,
+    { positionals: 1 },
   );
-  if (values['help']) {
-    io.stdout(PROVENANCE_USAGE);
-    return 0;
-  }
-  const [what, ...extra] = positionals;
+  const [what] = positionals;
   if (!what) throw new UsageError(`name the run or bottle to ${sub}`, PROVENANCE_USAGE);
-  if (extra.length)
-    throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`, PROVENANCE_USAGE);
   if (values['json'] && values['md'])
     throw new UsageError('choose one of --json and --md', PROVENANCE_USAGE);
 

@@ -22,15 +22,10 @@ export async function startCommand(argv: string[], io: CliIo, deps: CliDeps): Pr
       slug: { type: 'string' },
     },
     START_USAGE,
+    { positionals: 1 },
   );
-  if (values['help']) {
-    io.stdout(START_USAGE);
-    return 0;
-  }
-  const [agent, ...extra] = positionals;
+  const [agent] = positionals;
   if (!agent) throw new UsageError('name the agent to start', START_USAGE);
-  if (extra.length)
-    throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`, START_USAGE);
   headless(values, START_USAGE);
   const prompt = need(values, 'prompt', START_USAGE);
   const backend = makeBackend(io, backendName(values['backend'], START_USAGE), deps);
@@ -55,15 +50,10 @@ export async function resumeCommand(argv: string[], io: CliIo, deps: CliDeps): P
     argv,
     { headless: { type: 'boolean' }, prompt: { type: 'string' }, backend: { type: 'string' } },
     RESUME_USAGE,
+    { positionals: 1 },
   );
-  if (values['help']) {
-    io.stdout(RESUME_USAGE);
-    return 0;
-  }
-  const [slug, ...extra] = positionals;
+  const [slug] = positionals;
   if (!slug) throw new UsageError('name the bottle to resume', RESUME_USAGE);
-  if (extra.length)
-    throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`, RESUME_USAGE);
   headless(values, RESUME_USAGE);
   const prompt = need(values, 'prompt', RESUME_USAGE);
   const backend = makeBackend(io, backendName(values['backend'], RESUME_USAGE), deps);

@@ -18,17 +18,12 @@ export async function stateCommand(argv: string[], io: CliIo): Promise<number> {
       `no state command ${JSON.stringify(sub)}; try bb state migrate`,
       STATE_USAGE,
     );
-  const { values, positionals } = parse(
+  const { values } = parse(
     rest,
     { to: { type: 'string' }, from: { type: 'string' }, json: { type: 'boolean' } },
     STATE_USAGE,
+    { positionals: 0 },
   );
-  if (values['help']) {
-    io.stdout(STATE_USAGE);
-    return 0;
-  }
-  if (positionals.length)
-    throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`, STATE_USAGE);
   // From the environment by preference: a URL with a password in argv is visible to every
   // process on the machine.
   const to = typeof values['to'] === 'string' ? values['to'] : io.env['BB_DATABASE_URL'];

@@ -116,10 +116,6 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
     },
     SUPERVISE_USAGE,
   );
-  if (values['help']) {
-    io.stdout(SUPERVISE_USAGE);
-    return 0;
-  }
   const { desk, close } = openDesk(io, deps);
   try {
     const id = () => {

@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
@@ -16,15 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 const docker = await probeDocker();
-const bundles = join(
-  dirname(fileURLToPath(import.meta.url)),
-  '..',
-  '..',
-  'packages',
-  'forge-sidecar',
-  'dist',
-  'bundle',
-);
+const bundles = fileURLToPath(new URL('../../packages/forge-sidecar/dist/bundle', import.meta.url));
 const TOKEN = 'bb-claude-token-in-sidecar-only-91c2';
 
 describe.skipIf(!docker.ok)(

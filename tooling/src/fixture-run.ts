@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 
 export interface FixtureRun {
   exitCode: number;
@@ -55,4 +56,20 @@ export function runFixtureSuite(packageDir: string, file: string): FixtureRun {
   } finally {
     rmSync(out, { recursive: true, force: true });
   }
+}
+
+/**
+ * Run a fixture suite and expect it to fail, with these tests among its
+ * failures (`atLeast`) or exactly these. The run, for further checks.
+ */
+export function expectFixtureFails(
+  packageDir: string,
+  file: string,
+  want: { failed: string[]; atLeast?: boolean },
+): FixtureRun {
+  const run = runFixtureSuite(packageDir, file);
+  expect(run.exitCode, `${file} must fail`).not.toBe(0);
+  if (want.atLeast) expect(run.failed).toEqual(expect.arrayContaining(want.failed));
+  else expect(run.failed).toEqual(want.failed);
+  return run;
 }

@@ -27,13 +27,7 @@ const port = (server.address() as AddressInfo).port;
 const dir = mkdtempSync(join(tmpdir(), 'bb-egress-bench-'));
 const socket = join(dir, 'egress.sock');
 // The proxy runs as its own process (the bundled bb-egress), as it does beside a bottle.
-const bundle = join(
-  dirname(fileURLToPath(import.meta.url)),
-  '..',
-  'dist',
-  'bundle',
-  'bb-egress.mjs',
-);
+const bundle = fileURLToPath(new URL('../dist/bundle/bb-egress.mjs', import.meta.url));
 for (const f of [bundle, join(dirname(bundle), 'bb-relay')])
   if (!existsSync(f)) throw new Error(`${f} is missing: run pnpm build first`);
 // The target is listed by its address: the proxy lets a loopback address through only when a rule names it.

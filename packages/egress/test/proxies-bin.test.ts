@@ -3,17 +3,11 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
-const bundle = join(
-  dirname(fileURLToPath(import.meta.url)),
-  '..',
-  'dist',
-  'bundle',
-  'bb-egress.mjs',
-);
+const bundle = fileURLToPath(new URL('../dist/bundle/bb-egress.mjs', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'bb-egress-bin-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

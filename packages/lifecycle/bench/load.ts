@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 
@@ -14,15 +14,8 @@ import { Pool } from 'undici';
 const require = createRequire(createRequire(import.meta.url).resolve('@bb/state'));
 
 export const SECRET = 'bench-webhook-secret';
-const fixtures = join(
-  dirname(fileURLToPath(import.meta.url)),
-  '..',
-  '..',
-  'forge',
-  'test',
-  'fixtures',
-  'gitea',
-  'webhooks',
+const fixtures = fileURLToPath(
+  new URL('../../forge/test/fixtures/gitea/webhooks', import.meta.url),
 );
 const template = JSON.parse(
   readFileSync(join(fixtures, 'issue_comment.created.on_pull.json'), 'utf8'),
@@ -177,7 +170,7 @@ export async function loadInChild(
         '--import',
         'tsx',
         '--conditions=@bb/source',
-        join(dirname(fileURLToPath(import.meta.url)), 'load-child.ts'),
+        fileURLToPath(new URL('./load-child.ts', import.meta.url)),
         String(port),
         String(n),
         String(firstId),

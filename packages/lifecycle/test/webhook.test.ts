@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -16,15 +16,8 @@ import {
   type WebhookHandlerOptions,
 } from '../src/webhook';
 
-const fixtures = join(
-  dirname(fileURLToPath(import.meta.url)),
-  '..',
-  '..',
-  'forge',
-  'test',
-  'fixtures',
-  'gitea',
-  'webhooks',
+const fixtures = fileURLToPath(
+  new URL('../../forge/test/fixtures/gitea/webhooks', import.meta.url),
 );
 const SECRET = 'bb-webhook-secret';
 const scheme = giteaKind.webhook;

@@ -1,16 +1,14 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runFixtureSuite } from '@bb/tooling/fixture-run';
+import { expectFixtureFails } from '@bb/tooling/fixture-run';
 import { describe, expect, it } from 'vitest';
 
 const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 describe('the conformance suites', () => {
   it('fail on a deliberately broken store', () => {
-    const run = runFixtureSuite(pkg, 'test/fixtures/broken-store.fixture.ts');
-    expect(run.exitCode).not.toBe(0);
-    expect(run.failed).toEqual(
-      expect.arrayContaining([
+    const run = expectFixtureFails(pkg, 'test/fixtures/broken-store.fixture.ts', {
+      failed: [
         'upsert replaces every field but createdAt',
         'delete removes the row and is idempotent',
         'all() is ordered by owner, repo, issue number',
@@ -34,8 +32,9 @@ describe('the conformance suites', () => {
         'of many claimants of a free lease exactly one gets it',
         "an event about a live bottle's PR goes to its issue in the same step",
         "openEventsOf reads one issue's open events alone, in order (when the inbox has it)",
-      ]),
-    );
+      ],
+      atLeast: true,
+    });
     // What the broken store does right still passes: the suite is not failing blindly.
     expect(run.passed).toContain('get returns undefined for a missing row');
   });

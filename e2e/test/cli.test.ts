@@ -8,7 +8,7 @@ import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-serv
 import { DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeHome, scriptAgent } from './support';
+import { makeHome, prSteps, scriptAgent } from './support';
 
 const docker = await probeDocker();
 const BB = fileURLToPath(new URL('../../apps/cli/dist/bin.js', import.meta.url));
@@ -54,9 +54,7 @@ describe.skipIf(!docker.ok)('the bb binary on real Docker', () => {
         {
           steps: [
             { do: 'read_issue' },
-            { do: 'write', path: 'f.txt', content: 'f\n' },
-            { do: 'commit', message: 'F' },
-            { do: 'open_pr', title: 'Add f', body: '' },
+            ...prSteps({ path: 'f.txt', content: 'f\n', message: 'F', title: 'Add f', body: '' }),
             { do: 'done', status: 'success', summary: 'Added f.' },
           ],
         },

@@ -19,7 +19,7 @@ import type { SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { type Loop, startLoop } from './loop';
-import { forgeWorld, makeHome, scriptAgent, until } from './support';
+import { forgeWorld, makeHome, prSteps, scriptAgent, until } from './support';
 
 const run = promisify(execFile);
 const docker = await probeDocker();
@@ -86,9 +86,13 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
         {
           steps: [
             { do: 'comment', body: 'Turn {{turn}} heard: {{prompt}}' },
-            { do: 'write', path: 'fix.txt', content: 'fixed\n' },
-            { do: 'commit', message: 'Fix' },
-            { do: 'open_pr', title: 'Fix the thing', body: 'Changed fix.txt.' },
+            ...prSteps({
+              path: 'fix.txt',
+              content: 'fixed\n',
+              message: 'Fix',
+              title: 'Fix the thing',
+              body: 'Changed fix.txt.',
+            }),
             { do: 'done', status: 'success', summary: 'Opened the PR.' },
           ],
         },

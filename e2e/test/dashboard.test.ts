@@ -11,7 +11,7 @@ import { type RunningOrchestrator, serve } from '@bb/service';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forgeWorld, makeHome, probeChromium, scriptAgent } from './support';
+import { forgeWorld, makeHome, probeChromium, prSteps, scriptAgent } from './support';
 
 const docker = await probeDocker();
 const browserProbe = probeChromium();
@@ -33,9 +33,7 @@ describe.skipIf(!docker.ok || !browserProbe.ok)('the dashboard in headless Chrom
           steps: [
             { do: 'read_issue' },
             { do: 'sleep', ms: 4000 },
-            { do: 'write', path: 'a.txt', content: 'a\n' },
-            { do: 'commit', message: 'A' },
-            { do: 'open_pr', title: 'Add a', body: '' },
+            ...prSteps({ path: 'a.txt', content: 'a\n', message: 'A', title: 'Add a', body: '' }),
             { do: 'done', status: 'success', summary: 'Added a.' },
           ],
         },

@@ -18,7 +18,7 @@ import { DockerBackend, prepareRuntime, readMeta } from '@bb/headless';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { DockerKubelet } from './docker-kubelet';
-import { forgeWorld, makeHome, removeHome, scriptAgent } from './support';
+import { forgeWorld, makeHome, prSteps, removeHome, scriptAgent } from './support';
 
 const docker = await probeDocker();
 const SVC_KEY = 'svc-key-only-the-gate-holds-4242';
@@ -61,9 +61,13 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
           {
             steps: [
               { do: 'read_issue' },
-              { do: 'write', path: 'hello.txt', content: 'hello from a pod\n' },
-              { do: 'commit', message: 'Say hello' },
-              { do: 'open_pr', title: 'Say hello', body: 'From a pod.' },
+              ...prSteps({
+                path: 'hello.txt',
+                content: 'hello from a pod\n',
+                message: 'Say hello',
+                title: 'Say hello',
+                body: 'From a pod.',
+              }),
               { do: 'comment', body: 'Hello from a pod.' },
               { do: 'done', status: 'success', summary: 'Said hello.' },
             ],

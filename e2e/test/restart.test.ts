@@ -16,7 +16,7 @@ import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { freePort } from '@bb/tooling/net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forgeWorld, makeHome, scriptAgent, until } from './support';
+import { forgeWorld, makeHome, prSteps, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-restart-5150';
@@ -101,9 +101,13 @@ describe.skipIf(!docker.ok)('real Docker: the orchestrator process, killed and r
             { do: 'comment', body: 'Starting.' },
             // Long enough for the test to kill the orchestrator mid-run.
             { do: 'sleep', ms: 6000 },
-            { do: 'write', path: 'fix.txt', content: 'fixed\n' },
-            { do: 'commit', message: 'Fix' },
-            { do: 'open_pr', title: 'Fix it', body: 'Done.' },
+            ...prSteps({
+              path: 'fix.txt',
+              content: 'fixed\n',
+              message: 'Fix',
+              title: 'Fix it',
+              body: 'Done.',
+            }),
             { do: 'comment', body: 'PR is up.' },
             { do: 'done', status: 'success', summary: 'Opened the PR.' },
           ],

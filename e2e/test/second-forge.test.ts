@@ -13,7 +13,7 @@ import { build } from 'tsup';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { labKind } from './lab-forge/kind';
 import { LabServer } from './lab-forge/server';
-import { makeHome, removeHome, scriptAgent, until } from './support';
+import { makeHome, prSteps, removeHome, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'lab-bot-token-5150';
@@ -55,9 +55,13 @@ describe.skipIf(!docker.ok)('a second forge kind (Lab) end to end in real bottle
         {
           steps: [
             { do: 'read_issue' },
-            { do: 'write', path: 'fix.txt', content: 'fixed on Lab\n' },
-            { do: 'commit', message: 'Fix on Lab' },
-            { do: 'open_pr', title: 'Fix the lab thing', body: 'Done.' },
+            ...prSteps({
+              path: 'fix.txt',
+              content: 'fixed on Lab\n',
+              message: 'Fix on Lab',
+              title: 'Fix the lab thing',
+              body: 'Done.',
+            }),
             { do: 'comment', body: 'Change is up.' },
             { do: 'done', status: 'success', summary: 'Opened the change.' },
           ],

@@ -3,6 +3,9 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import type { GiteaWorldSeed } from '@bb/forge/test-server';
 import { scriptAgent as headlessScriptAgent, makeTestHome } from '@bb/headless/testing';
+
+export { prSteps } from '@bb/headless/testing';
+
 import { BASE_IMAGE } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 

@@ -13,7 +13,7 @@ import type { SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { type Loop, startLoop } from './loop';
-import { forgeWorld, makeHome, scriptAgent, until } from './support';
+import { forgeWorld, makeHome, prSteps, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-whole-loop-77';
@@ -34,9 +34,13 @@ describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
         {
           steps: [
             { do: 'read_issue' },
-            { do: 'write', path: 'fix.txt', content: 'fixed\n' },
-            { do: 'commit', message: 'Fix' },
-            { do: 'open_pr', title: 'Fix the thing', body: 'Done.' },
+            ...prSteps({
+              path: 'fix.txt',
+              content: 'fixed\n',
+              message: 'Fix',
+              title: 'Fix the thing',
+              body: 'Done.',
+            }),
             { do: 'comment', body: 'PR is up.' },
             { do: 'done', status: 'success', summary: 'Opened the PR.' },
           ],

@@ -29,7 +29,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer } from '@bb/forge/testing';
 import { type BottleMeta, DockerBackend, GATE_USER, HOME_LABEL, homeLabel } from '@bb/headless';
-import { makeTestHome, scriptAgent } from '@bb/headless/testing';
+import { makeTestHome, prSteps, scriptAgent } from '@bb/headless/testing';
 import { reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { freePort } from '@bb/tooling/net';
@@ -67,9 +67,13 @@ const home = makeTestHome('bb-bench-life-', {
         {
           steps: [
             { do: 'read_issue' },
-            { do: 'write', path: 'bench.txt', content: 'turn {{turn}}\n' },
-            { do: 'commit', message: 'bench' },
-            { do: 'open_pr', title: 'Bench', body: 'bench' },
+            ...prSteps({
+              path: 'bench.txt',
+              content: 'turn {{turn}}\n',
+              message: 'bench',
+              title: 'Bench',
+              body: 'bench',
+            }),
             { do: 'done', status: 'success', summary: 'ok' },
           ],
         },

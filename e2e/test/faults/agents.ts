@@ -1,5 +1,5 @@
 // The script agents the fault scenarios run.
-import { scriptAgent } from '../support';
+import { prSteps, scriptAgent } from '../support';
 
 const answer = {
   steps: [
@@ -16,9 +16,13 @@ export const worker = (sleepMs: number) =>
         { do: 'read_issue' },
         { do: 'comment', body: 'Starting.' },
         { do: 'sleep', ms: sleepMs },
-        { do: 'write', path: 'fix.txt', content: 'fixed\n' },
-        { do: 'commit', message: 'Fix' },
-        { do: 'open_pr', title: 'Fix it', body: 'Done.' },
+        ...prSteps({
+          path: 'fix.txt',
+          content: 'fixed\n',
+          message: 'Fix',
+          title: 'Fix it',
+          body: 'Done.',
+        }),
         { do: 'comment', body: 'PR is up.' },
         { do: 'done', status: 'success', summary: 'Opened the PR.' },
       ],
@@ -32,9 +36,13 @@ export const opener = (sleepMs: number) =>
     {
       steps: [
         { do: 'read_issue' },
-        { do: 'write', path: 'fix.txt', content: 'fixed\n' },
-        { do: 'commit', message: 'Fix' },
-        { do: 'open_pr', title: 'Fix it', body: 'Done.' },
+        ...prSteps({
+          path: 'fix.txt',
+          content: 'fixed\n',
+          message: 'Fix',
+          title: 'Fix it',
+          body: 'Done.',
+        }),
         { do: 'comment', body: 'Starting.' },
         { do: 'sleep', ms: sleepMs },
         { do: 'done', status: 'success', summary: 'Opened the PR early.' },

@@ -51,3 +51,18 @@ export function scriptAgent(
     script: { turns },
   };
 }
+
+/** The script agent's steps that write one file, commit it and open a PR with it. */
+export function prSteps(o: {
+  path: string;
+  content: string;
+  message: string;
+  title: string;
+  body: string;
+}): Array<Record<string, string>> {
+  return [
+    { do: 'write', path: o.path, content: o.content },
+    { do: 'commit', message: o.message },
+    { do: 'open_pr', title: o.title, body: o.body },
+  ];
+}

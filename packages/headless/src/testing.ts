@@ -33,7 +33,13 @@ export {
   describeProviderConformance,
   type ProviderConformanceOptions,
 } from './providers/suite';
-export { makeTestHome, scriptAgent, type TestHomeManifests, writeManifests } from './test-home';
+export {
+  makeTestHome,
+  prSteps,
+  scriptAgent,
+  type TestHomeManifests,
+  writeManifests,
+} from './test-home';
 
 export interface BackendConformanceOptions {
   create: () => Backend | Promise<Backend>;

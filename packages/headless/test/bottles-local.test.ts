@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { destroy, launch, resume } from '../src/bottle/bottles';
 import { bottleDir, readMeta } from '../src/bottle/layout';
 import { LOCAL_BACKEND_WARNING, LocalBackend } from '../src/engine/local-backend';
-import { makeTestHome, scriptAgent } from '../src/test-home';
+import { makeTestHome, prSteps, scriptAgent } from '../src/test-home';
 
 const TOKEN = 'bb-claude-token-local-3b8d';
 let server: GiteaTestServer;
@@ -31,9 +31,7 @@ beforeAll(async () => {
           {
             steps: [
               { do: 'read_issue' },
-              { do: 'write', path: 'a.txt', content: 'a\n' },
-              { do: 'commit', message: 'a' },
-              { do: 'open_pr', title: 'A', body: '' },
+              ...prSteps({ path: 'a.txt', content: 'a\n', message: 'a', title: 'A', body: '' }),
               { do: 'done', status: 'success', summary: 'a' },
             ],
           },

@@ -20,7 +20,7 @@ import { destroy, launch, mountBottleDisk, resume } from '../src/bottle/bottles'
 import { bottleDir, bottlePaths, type ForgeWiring, readMeta } from '../src/bottle/layout';
 import { canMountDisks } from '../src/engine/disk';
 import { DockerBackend } from '../src/engine/docker-backend';
-import { scriptAgent, writeManifests as writeTestManifests } from '../src/test-home';
+import { prSteps, scriptAgent, writeManifests as writeTestManifests } from '../src/test-home';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-for-bottles-5e1f';
@@ -32,9 +32,13 @@ const SCRIPT = {
       steps: [
         { do: 'read_issue' },
         { do: 'comment', body: 'Working on it: {{prompt}}' },
-        { do: 'write', path: 'fix.txt', content: 'fixed in turn {{turn}}\n' },
-        { do: 'commit', message: 'Fix the thing' },
-        { do: 'open_pr', title: 'Fix the thing', body: 'Done as asked.' },
+        ...prSteps({
+          path: 'fix.txt',
+          content: 'fixed in turn {{turn}}\n',
+          message: 'Fix the thing',
+          title: 'Fix the thing',
+          body: 'Done as asked.',
+        }),
         { do: 'done', status: 'success', summary: 'Opened the PR.' },
       ],
     },

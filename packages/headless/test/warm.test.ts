@@ -23,7 +23,7 @@ import {
 } from '../src/bottle/bottles';
 import { bottlePaths, type ForgeWiring, readMeta } from '../src/bottle/layout';
 import { DockerBackend } from '../src/engine/docker-backend';
-import { scriptAgent, writeManifests as writeTestManifests } from '../src/test-home';
+import { prSteps, scriptAgent, writeManifests as writeTestManifests } from '../src/test-home';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-warm-token-for-bottles-77a1';
@@ -56,9 +56,13 @@ const OPEN_PR = {
   steps: [
     // Something left running in the background: the turn's end takes it too.
     { do: 'sh', cmd: '(sleep 300 > /dev/null 2>&1 &)' },
-    { do: 'write', path: 'fix.txt', content: 'turn {{turn}}\n' },
-    { do: 'commit', message: 'Fix' },
-    { do: 'open_pr', title: 'Fix', body: 'fix' },
+    ...prSteps({
+      path: 'fix.txt',
+      content: 'turn {{turn}}\n',
+      message: 'Fix',
+      title: 'Fix',
+      body: 'fix',
+    }),
     { do: 'done', status: 'success', summary: 'Opened the PR.' },
   ],
 };

@@ -308,7 +308,8 @@ export async function destroy(slug: string, options: BottleOptions): Promise<voi
 export async function gateHealth(p: BottlePaths): Promise<{ scope: number[]; turn?: number }> {
   const client = new ForgeSidecarClient({
     socketPath: join(p.sock, 'forge.sock'),
-    connectWaitMs: 1000,
+    // A loaded host may take a moment to answer; a bottle not kept warm for want of it is frozen.
+    connectWaitMs: 5000,
   });
   try {
     return await client.health();

@@ -542,9 +542,16 @@ async function keepWarm(
 ): Promise<NonNullable<BottleMeta['warm']> | undefined> {
   const { backend } = options;
   if (!meta.warmKey || !canKeepWarm(backend)) return undefined;
-  // Paused first: whatever is in it stops where it is, then it is counted.
-  await backend.freeze(agentId);
-  if ((await backend.processes!(agentId)) > IDLE_PROCESSES) return undefined;
+  // Paused first: whatever is in it stops where it is, then it is counted. What the
+  // turn started may still be exiting (its waiter kills them all): it is given a moment
+  // (a loaded host is slow to reap), and only what stays is a reason to freeze instead.
+  for (let look = 0; ; look++) {
+    await backend.freeze(agentId);
+    if ((await backend.processes!(agentId)) <= IDLE_PROCESSES) break;
+    if (look === 4) return undefined;
+    await backend.rehydrate(agentId);
+    await new Promise((r) => setTimeout(r, 250));
+  }
   const gate = (await backend.list({ [LABEL.slug]: meta.slug })).find(
     (c) => c.labels[LABEL.role] === GATE_ROLE && c.state === 'running',
   );

@@ -76,7 +76,7 @@ describe('bb supervise', () => {
         slug: SLUG,
         dir: join(bottle, 'supervise'),
         currentConfig: join(bottle, 'current-config'),
-        allowedBases: [],
+        allowedBases: ['bb-base:latest'],
       }),
       join(home, 's.sock'),
     );
@@ -125,6 +125,20 @@ describe('bb supervise', () => {
         .allow,
     ).toEqual(['registry.npmjs.org', 'pypi.org', 'files.pythonhosted.org']);
     expect((await client.wait(b.request_id, 0)).status).toBe('approved');
+  });
+
+  it('approves a rebuild for the bottle when no scope is given, and refuses one for a turn', async () => {
+    const a = await client.propose(
+      'capability-block',
+      { dockerfile: 'FROM bb-base:latest\nRUN true\n', justification: 'needs a tool' },
+      0,
+    );
+    const turn = await bb('approve', a.request_id, '--scope', 'turn');
+    expect(turn.code).toBe(2);
+    expect(turn.err).toMatch(/stays for the bottle: approve it with scope bottle/);
+    // Unsaid, a rebuild is for the bottle: what stops it here is the missing engine, not the scope.
+    const unsaid = await bb('approve', a.request_id);
+    expect(unsaid.err).not.toMatch(/scope/);
   });
 
   it('rejects only with a reason; refuses unknown ids, scopes and a decided request, changing nothing', async () => {

@@ -256,9 +256,11 @@ agent continues in a new container on the same workspace and session.
                                decision to the proposal you reviewed (its hash, as
                                show prints it). --override exceeds the operator's
                                ceiling ($BB_HOME/config/supervise.json). --scope:
-                               turn (default) this turn only; bottle: every later
-                               turn of this bottle; manifest: also shows the
-                               bottle manifest's diff, written with --write-manifest
+                               turn (the default for routes and allowlists) this
+                               turn only; bottle (the default, and the only scope,
+                               for a rebuilt image) every later turn of this
+                               bottle; manifest: also shows the bottle manifest's
+                               diff, written with --write-manifest
   bb supervise reject <id> --reason TEXT [--json]
                                the agent is told TEXT verbatim
   bb supervise cancel <id>     withdraw a pending request

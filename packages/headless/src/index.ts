@@ -88,7 +88,7 @@ export {
   type SecretRef,
   type SupervisePolicyPlan,
 } from './bottle/plan';
-export { secretValue } from './bottle/plan-host';
+export { secretValue, supervises } from './bottle/plan-host';
 export {
   type BottleRunner,
   headlessRunner,

@@ -3,12 +3,21 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { errorMessage, isBbError } from '@bb/errors';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
+import { supervises } from '@bb/headless';
+import { SUPERVISE_PROMPT_OVERLAY } from '@bb/supervise';
 import { rotationPrompt } from './conversation';
 import type { Core } from './core';
 import { INITIAL, type LifecycleAction } from './machine';
 import type { BottleSession } from './session';
 import { updateTurnLog } from './turn-log';
 import { eventWork } from './work';
+
+/**
+ * What a new session is told first: how to reach the forge and, where bottles
+ * have the supervise sidecar, how to ask for what the environment refuses.
+ */
+export const promptOverlay = (env: Record<string, string | undefined>): string =>
+  supervises(env) ? `${FORGE_PROMPT_OVERLAY}${SUPERVISE_PROMPT_OVERLAY}` : FORGE_PROMPT_OVERLAY;
 
 /** The issue's title and body, when the event that launches it already read them. */
 export type IssueText = { title: string; body: string };
@@ -76,7 +85,7 @@ async function launchBottle(
   try {
     // The event that targeted the issue read it a moment ago: it is not read again.
     const read = known ?? (await forge.readIssue(issue));
-    const prompt = `${FORGE_PROMPT_OVERLAY}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
+    const prompt = `${promptOverlay(core.o.env ?? process.env)}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
     // The row first: a crash from here on leaves something reconcile can see. Before
     // the row, a mark in this BB_HOME: whoever takes the issue over knows the bottle
     // was launched here even if the crash came before its directory was made.
@@ -211,7 +220,7 @@ async function rotation(core: Core, s: BottleSession, prompt: string): Promise<s
     .slice(-inSession)
     .map((r) => r.record.done?.summary ?? `(turn ${r.record.turn} ended without a summary)`);
   const rotated = await rotationPrompt(core.forgeFor(s.owner, s.repo), {
-    overlay: FORGE_PROMPT_OVERLAY,
+    overlay: promptOverlay(core.o.env ?? process.env),
     issue: s.issue,
     pr: s.state.prs.at(-1),
     previousTurns: inSession,

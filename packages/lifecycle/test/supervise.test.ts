@@ -39,6 +39,23 @@ function plane() {
 }
 
 describe('orchestrator: the supervise plane', () => {
+  it("tells a new session's agent about the supervise tools, unless bottles have no supervise sidecar", async () => {
+    const on = setup({});
+    await on.orch.accept(on.ev.targeted(on.issue()));
+    await until('launched', () => on.runner.launches.length === 1);
+    const prompt = on.runner.launches[0]!.prompt;
+    for (const tool of ['capability-block', 'pipelock-block', 'cred-proxy-block'])
+      expect(prompt).toContain(tool);
+    expect(prompt).toMatch(/command not found/);
+    expect(prompt).toContain('$BB_SUPERVISE');
+    const off = setup({});
+    off.options.env['BB_SUPERVISE'] = 'off';
+    await off.orch.accept(off.ev.targeted(off.issue()));
+    await until('launched', () => off.runner.launches.length === 1);
+    expect(off.runner.launches[0]!.prompt).not.toContain('capability-block');
+    expect(off.runner.launches[0]!.prompt).toContain('signal_done');
+  });
+
   it('does not fire the watchdog while a request waits for the operator, and starts the clock again after', async () => {
     const s = plane();
     const t = setup({ watchdogTimeoutMs: 200, supervise: s.p });

@@ -149,8 +149,10 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
         io.stdout(`${colourDiff(io, printable(desk.show(id()).diff))}\n`);
         return 0;
       case 'approve': {
-        const scope = (values['scope'] as string | undefined) ?? 'turn';
-        if (!SCOPES.includes(scope as DecisionScope))
+        // Unsaid, each kind's own default: the turn for a proxy change, the bottle for a
+        // rebuilt image (which cannot be for one turn).
+        const scope = values['scope'] as string | undefined;
+        if (scope !== undefined && !SCOPES.includes(scope as DecisionScope))
           throw new UsageError(
             `--scope must be ${SCOPES.join(', ')} (got ${JSON.stringify(scope)})`,
             SUPERVISE_USAGE,
@@ -161,7 +163,7 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
         const req = desk.show(id());
         const out = await desk.approve(req.id, {
           by: operator(io, values['by']),
-          scope: scope as DecisionScope,
+          ...(scope ? { scope: scope as DecisionScope } : {}),
           edited,
           ...(expect ? { expect: { candidateHash: expect } } : {}),
           override: !!values['override'],
@@ -178,7 +180,7 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
         if (values['json']) json(io, { ...out, ...(manifest ? { manifest } : {}) });
         else {
           io.stdout(
-            `${out.remediation?.ok ? green(io, out.request.status) : red(io, `${out.request.status}, but not applied`)} ${out.request.id} (${out.request.slug}, scope ${scope}): ${printable(out.remediation?.detail ?? '')}\n`,
+            `${out.remediation?.ok ? green(io, out.request.status) : red(io, `${out.request.status}, but not applied`)} ${out.request.id} (${out.request.slug}, scope ${out.request.scope ?? scope}): ${printable(out.remediation?.detail ?? '')}\n`,
           );
           if (manifest)
             io.stdout(

@@ -75,17 +75,19 @@ const IN_POD_PLAN: InsidePaths = {
  * configuration; with no supervise sidecar here it has nothing to propose
  * against, and is not given.
  */
-const POD_ROLES: ReadonlySet<MountRole> = new Set<MountRole>([
-  'runtime',
-  'home',
-  'workspace',
-  'sockets',
-  'secrets',
-  'proxy',
-  'queue',
-  'state',
-  'currentConfig',
-]);
+const POD_ROLES: Record<'agent' | 'gate', ReadonlySet<MountRole>> = {
+  // The agent's pod: nothing of the gate's (its Secret, queue, state) is ever in it.
+  agent: new Set<MountRole>(['runtime', 'home', 'workspace', 'sockets', 'currentConfig']),
+  gate: new Set<MountRole>([
+    'runtime',
+    'workspace',
+    'sockets',
+    'secrets',
+    'proxy',
+    'queue',
+    'state',
+  ]),
+};
 
 export interface KubernetesRunnerOptions {
   bottles: KubernetesBottles;
@@ -175,12 +177,16 @@ export function kubernetesRunner(
         'INVALID_INPUT',
         `bottle ${meta.slug} has no forge and no proxies: on Kubernetes a bottle's agent reaches the world only through its gate`,
       );
-    for (const mount of [...plan.agent.mounts, ...gate.mounts])
-      if (!POD_ROLES.has(mount.role))
-        throw new BbError(
-          'INTERNAL',
-          `a bottle's plan mounts ${mount.role}, which a Kubernetes bottle's pods do not give`,
-        );
+    for (const [pod, mounts] of [
+      ['agent', plan.agent.mounts],
+      ['gate', gate.mounts],
+    ] as const)
+      for (const mount of mounts)
+        if (!POD_ROLES[pod].has(mount.role))
+          throw new BbError(
+            'INTERNAL',
+            `a bottle's plan mounts ${mount.role} in its ${pod}, which a Kubernetes bottle's ${pod} pod does not give`,
+          );
     const forge = meta.forge;
     // What reaches the token's holder is checked here too, whoever wrote the meta.
     if (forge) checkSiteEnv(forge.kind, forge.site);

@@ -325,11 +325,16 @@ describe('the test server starting', () => {
     const base = `http://127.0.0.1:${port}/api/v1`;
     const early: number[] = [];
     let seen: number | undefined;
-    for (let i = 0; i < 2000 && seen === undefined; i++) {
+    // Polled until it answers 200 (or a minute passes): seeding 25 repositories in git
+    // takes seconds on a loaded machine, however many polls fit in them.
+    const deadline = Date.now() + 60_000;
+    while (seen === undefined && Date.now() < deadline) {
       const answer = await fetch(`${base}/version`).catch(() => undefined);
       if (answer?.status === 200) seen = 200;
-      else if (answer) early.push(answer.status);
-      else await new Promise((r) => setTimeout(r, 2));
+      else {
+        if (answer) early.push(answer.status);
+        await new Promise((r) => setTimeout(r, 2));
+      }
     }
     // The moment /version answers, the last repository seeded is there.
     const last = await fetch(`${base}/repos/alice/r24`, {

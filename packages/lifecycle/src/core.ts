@@ -8,6 +8,7 @@ import type { FleetOptions } from './issue-leases';
 import type { LifecycleContext } from './machine';
 import type { ProvenanceOptions, RecordTurnOptions } from './record-turn';
 import type { BottleSession, Fired, Sessions } from './session';
+import type { ThreadDesk } from './supervise-thread';
 import type { WarmBottles } from './warm-bottles';
 import type { Work } from './work';
 
@@ -71,6 +72,13 @@ export interface OrchestratorOptions {
   /** The longest a turn's watchdog stays paused for the operator, in all. @default 24 h */
   superviseMaxPauseMs?: number;
   /**
+   * Who may decide supervise requests on the forge thread (`/bb approve`,
+   * `/bb reject`): these logins. @default the repository's admins (never the bot)
+   */
+  superviseDeciders?: string[] | undefined;
+  /** How often pending supervise requests are looked for to post on their issues. @default 2000 */
+  superviseThreadMs?: number;
+  /**
    * Several orchestrators sharing one database: each issue is worked on by the
    * holder of its lease. @default this orchestrator alone (leases in memory)
    */
@@ -86,7 +94,16 @@ export interface SupervisePlane {
     startedAt: string,
   ): ReturnType<NonNullable<RecordTurnOptions['supervise']>>;
   cancelAll?(slug: string, reason: string): unknown;
+  /** With these (a `SuperviseDesk` has them), requests are posted and decided on the forge thread. */
+  list?: ThreadDesk['list'];
+  show?: ThreadDesk['show'];
+  approve?: ThreadDesk['approve'];
+  reject?: ThreadDesk['reject'];
 }
+
+/** The plane as a desk the forge thread can use, when it is one. */
+export const threadDesk = (p: SupervisePlane | undefined): ThreadDesk | undefined =>
+  p?.list && p.show && p.approve && p.reject ? (p as ThreadDesk) : undefined;
 
 /** Something a person should know about an issue (why it did not launch), for status and the dashboard. */
 export interface Notice {

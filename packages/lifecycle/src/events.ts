@@ -7,12 +7,13 @@
 import type { ForgeEvent } from '@bb/forge';
 import type { InboxEvent } from '@bb/state';
 import { carryOut } from './actions';
-import type { Core } from './core';
+import { type Core, threadDesk } from './core';
 import { type Decision, decide, type Facts } from './decide';
 import { gatherFacts } from './facts';
 import { INITIAL, transition } from './machine';
 import { parseIssueKey } from './routing';
 import type { BottleSession } from './session';
+import { handleThreadCommand, isThreadCommand } from './supervise-thread';
 
 /** Handle one forge event; returns its inbox state after (done, or deferred when it waits). */
 export async function handleEvent(
@@ -23,6 +24,12 @@ export async function handleEvent(
 ): Promise<'done' | 'deferred'> {
   const known = core.sessions.get(key);
   if (known) await noticeRemoved(core, known);
+  // A supervise decision on the thread (`/bb approve …`) is the desk's: it never wakes the agent.
+  const desk = threadDesk(core.o.supervise);
+  if (desk && event.kind === 'comment_created' && isThreadCommand(event.comment.body)) {
+    await handleThreadCommand(core, desk, key, event.comment, event.number);
+    return 'done';
+  }
   const policy = {
     botLogin: core.o.botLogin,
     ...(core.o.resumeOnHumanPush ? { resumeOnHumanPush: true } : {}),

@@ -2,7 +2,7 @@ import { errorMessage } from '@bb/errors';
 import type { Forge, ForgeEvent } from '@bb/forge';
 import { sessionRows } from './bottle-row';
 import { Capacity } from './capacity';
-import { type Core, type Notice, type OrchestratorOptions, RETRY_MS } from './core';
+import { type Core, type Notice, type OrchestratorOptions, RETRY_MS, threadDesk } from './core';
 import { handleEvent } from './events';
 import { Feedback } from './feedback';
 import { type AdoptReport, Fleet } from './fleet';
@@ -11,6 +11,7 @@ import { IssueLeases, soloFleet } from './issue-leases';
 import type { LifecycleContext, LifecycleState } from './machine';
 import { SerialQueue } from './serial-queue';
 import { Sessions } from './session';
+import { announceRequests } from './supervise-thread';
 import { turnWork } from './turn-end';
 import { TurnMonitor } from './turn-monitor';
 import { WarmBottles } from './warm-bottles';
@@ -40,6 +41,7 @@ export class Orchestrator {
   /** Bottles kept warm between turns. */
   readonly #warm: WarmBottles;
   readonly queue: SerialQueue<Work>;
+  #threadTimer: NodeJS.Timeout | undefined;
   #watchdogTimer: NodeJS.Timeout | undefined;
   /** Retries waiting to be queued again (cleared by `close`; the inbox keeps their events). */
   readonly #timers = new Set<NodeJS.Timeout>();
@@ -222,6 +224,13 @@ export class Orchestrator {
     this.#watchdogTimer ??= every(this.#o.watchdogIntervalMs ?? 60_000, 'watchdog', () =>
       this.checkWatchdog(),
     );
+    const desk = threadDesk(this.#o.supervise);
+    if (desk)
+      this.#threadTimer ??= every(
+        this.#o.superviseThreadMs ?? 2000,
+        'posting supervise requests',
+        () => announceRequests(this.#core, desk),
+      );
     if (this.#fleetTimers.length === 0)
       this.#fleetTimers = [
         // Renewal alone on its timer: nothing slow in front of it.
@@ -234,6 +243,8 @@ export class Orchestrator {
   stopWatchdog(): void {
     if (this.#watchdogTimer) clearInterval(this.#watchdogTimer);
     this.#watchdogTimer = undefined;
+    if (this.#threadTimer) clearInterval(this.#threadTimer);
+    this.#threadTimer = undefined;
     for (const t of this.#fleetTimers) clearInterval(t);
     this.#fleetTimers = [];
   }

@@ -33,6 +33,18 @@ describe('orchestrator configuration', () => {
         BB_DONE_GRACE: '3s',
       }),
     ).toMatchObject({ BB_MEMORY_BUDGET: 12 * 1024 ** 3, BB_DONE_GRACE: 3000 });
+    const base = {
+      FORGE_GITEA_API: 'http://gitea.test/api/v1',
+      FORGE_TOKEN: 't',
+      FORGE_WEBHOOK_SECRET: 'a-long-secret',
+    };
+    expect(loadConfig(base).BB_SUPERVISE_DECIDERS).toBeUndefined();
+    expect(
+      loadConfig({ ...base, BB_SUPERVISE_DECIDERS: 'alice, carol' }).BB_SUPERVISE_DECIDERS,
+    ).toEqual(['alice', 'carol']);
+    expect(() => loadConfig({ ...base, BB_SUPERVISE_DECIDERS: 'alice,@bob' })).toThrow(
+      /BB_SUPERVISE_DECIDERS must be a comma-separated list of forge logins \(got "@bob"\)/,
+    );
     expect(parseDuration('90s')).toBe(90_000);
     expect(parseDuration('7d')).toBe(7 * 86_400_000);
     expect(parseDuration('1.5h')).toBe(5_400_000);

@@ -177,6 +177,26 @@ export const ConfigSchema = z.object({
   FORGE_FEEDBACK: toggle('FORGE_FEEDBACK', 'on'),
   /** React 👀 to the comment or review that woke an agent. */
   FORGE_ACKNOWLEDGE: toggle('FORGE_ACKNOWLEDGE', 'on'),
+  /**
+   * Who may decide supervise requests on the forge thread (`/bb approve`, `/bb
+   * reject`): a comma-separated list of logins. Unset: the repository's admins.
+   */
+  BB_SUPERVISE_DECIDERS: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === '') return undefined;
+      const logins = v.split(',').map((l) => l.trim());
+      const bad = logins.find((l) => !/^[A-Za-z0-9_.-]{1,100}$/.test(l));
+      if (bad !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `BB_SUPERVISE_DECIDERS must be a comma-separated list of forge logins (got ${JSON.stringify(bad)})`,
+        });
+        return z.NEVER;
+      }
+      return logins;
+    }),
   /** `docker` (default) or `local` (no isolation; development only). */
   /**
    * Where state lives: unset, the SQLite file in BB_HOME; `postgres://…`, that

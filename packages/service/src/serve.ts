@@ -172,7 +172,9 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     mentionOnly: config.FORGE_MENTION_ONLY,
     feedback: config.FORGE_FEEDBACK,
     acknowledge: config.FORGE_ACKNOWLEDGE,
+    // Requests are posted on their issues and decided there too (`/bb approve …`).
     supervise: desk,
+    superviseDeciders: config.BB_SUPERVISE_DECIDERS,
     fleet: {
       leases: state.leases,
       // Unique among orchestrators on this machine (no two listen on one port) and the

@@ -281,6 +281,8 @@ export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
       o.env,
       owner,
     );
+  if (!dir)
+    throw new BbError('INTERNAL', 'a proxy gate without its keys: the plan named no secret');
   for (const s of g.sockets) rmSync(join(o.dirs.sock, s), { force: true });
   const id = await o.backend.create({
     name: `bb-${o.slug}-proxy`,

@@ -1,0 +1,224 @@
+/**
+ * The supervise plane where the people are: a request a bottle makes is posted
+ * once on its issue (what the agent asked for, its reason quoted as the agent's
+ * words, the diff, the analyser's findings, the id and how to decide), and a
+ * person allowed to decide answers on the thread:
+ *
+ *   /bb approve <id> [--scope turn|bottle]
+ *   /bb reject <id> <reason>
+ *
+ * The decision is the desk's, bound to the proposal that was posted (its hash),
+ * recorded as made on the forge by that person, and answered on the thread.
+ * Who may decide: the logins the operator names, else the repository's admins;
+ * never the bot (the agent writes as the bot). Anything else is ignored and logged.
+ */
+import { errorMessage } from '@bb/errors';
+import type { Forge } from '@bb/forge';
+import type { DecisionOutcome, RequestView } from '@bb/supervise';
+import { forMarkdown, markdownFence } from '@bb/wall';
+import type { Core } from './core';
+import { parseIssueKey } from './routing';
+
+/** What the thread needs of the supervise desk (a `SuperviseDesk` has it). */
+export interface ThreadDesk {
+  list(filter: { status: 'pending' }): RequestView[];
+  show(id: string): RequestView;
+  approve(
+    id: string,
+    d: {
+      by: string;
+      scope?: 'turn' | 'bottle';
+      expect?: { candidateHash?: string };
+    },
+  ): Promise<DecisionOutcome>;
+  reject(id: string, reason: string, by: string): unknown;
+}
+
+/** The longest diff posted; the rest is on the host (`bb supervise show`). */
+const MAX_DIFF_LINES = 200;
+
+/** A `/bb …` command, or why it is not one. */
+export type ThreadCommand =
+  | { verb: 'approve'; id: string; scope?: 'turn' | 'bottle' }
+  | { verb: 'reject'; id: string; reason: string }
+  | { error: string };
+
+const ID = /^sr_[a-z0-9]{20}$/;
+
+/** Whether a comment is addressed to bot-bottle (`/bb` at its start). */
+export const isThreadCommand = (body: string): boolean => /^\s*\/bb\b/.test(body);
+
+/** Parse the first line of a `/bb` comment. */
+export function parseThreadCommand(body: string): ThreadCommand {
+  const line = body.trim().split('\n', 1)[0]!.trim();
+  const [, verb, id, ...rest] = line.split(/\s+/);
+  const usage = 'write `/bb approve <id> [--scope turn|bottle]` or `/bb reject <id> <reason>`';
+  if (verb !== 'approve' && verb !== 'reject') return { error: usage };
+  if (!id || !ID.test(id)) return { error: `name the request (an id such as sr_…): ${usage}` };
+  if (verb === 'reject') {
+    const reason = body
+      .trim()
+      .slice(body.trim().indexOf(id) + id.length)
+      .trim();
+    if (!reason) return { error: 'a rejection needs a reason: the agent is told it' };
+    return { verb, id, reason };
+  }
+  if (rest.length === 0) return { verb, id };
+  if (rest.length === 2 && rest[0] === '--scope' && (rest[1] === 'turn' || rest[1] === 'bottle'))
+    return { verb, id, scope: rest[1] };
+  return { error: `approve takes only --scope turn or --scope bottle: ${usage}` };
+}
+
+/** The comment that puts request `r` before the people on the thread. */
+export function requestComment(r: RequestView, deciders: string): string {
+  const diff = r.diff.split('\n');
+  const shown =
+    diff.length > MAX_DIFF_LINES
+      ? `${diff.slice(0, MAX_DIFF_LINES).join('\n')}\n… ${diff.length - MAX_DIFF_LINES} more lines: bb supervise show ${r.id}`
+      : r.diff;
+  const scope = r.kind === 'dockerfile' ? 'the bottle (a rebuilt image)' : 'this turn';
+  return [
+    `**The agent asks for a change to its ${r.kind === 'dockerfile' ? 'image' : r.kind}** (\`${r.tool}\`, request \`${r.id}\`).`,
+    '',
+    'Its reason, in its own words:',
+    '',
+    `> ${forMarkdown(r.justification)}`,
+    '',
+    markdownFence(shown, 'diff'),
+    ...(r.findings.length
+      ? ['', 'What the analyser found:', ...r.findings.map((f) => `- ${forMarkdown(f.message)}`)]
+      : []),
+    ...(r.beyondCeiling.length
+      ? [
+          '',
+          `It goes beyond the operator's ceiling (${forMarkdown(r.beyondCeiling.join('; '))}): only the operator can approve it, on the host.`,
+        ]
+      : []),
+    '',
+    `To decide, reply \`/bb approve ${r.id}\` (for ${scope}; \`--scope bottle\` keeps a proxy change for every later turn) or \`/bb reject ${r.id} <reason>\`. ${deciders} may decide. Proposal \`${r.candidateHash.slice(0, 12)}\`.`,
+  ].join('\n');
+}
+
+/**
+ * Post each pending request of a live bottle on its issue, once (the delivery
+ * ledger keeps it across restarts and replicas).
+ */
+export async function announceRequests(core: Core, desk: ThreadDesk): Promise<void> {
+  for (const r of desk.list({ status: 'pending' })) {
+    const s = core.sessions.bySlug(r.slug);
+    if (!s) continue;
+    const first = await core.o.inbox.accept(`bb:supervise:${r.id}`, {
+      issue: null,
+      occurredAt: new Date().toISOString(),
+      payload: { issue: s.key, request: r.id },
+      deliveryId: undefined,
+      kind: 'supervise-thread',
+      done: true,
+    });
+    if (!first) continue;
+    const forge = core.forgeFor(s.owner, s.repo);
+    try {
+      await forge.postComment(s.issue, requestComment(r, decidersInWords(core)));
+      core.log({ msg: 'supervise request posted', key: s.key, request: r.id });
+    } catch (err) {
+      core.log({
+        msg: 'could not post a supervise request',
+        key: s.key,
+        request: r.id,
+        error: errorMessage(err),
+      });
+    }
+  }
+}
+
+const decidersInWords = (core: Core): string =>
+  core.o.superviseDeciders?.length
+    ? core.o.superviseDeciders.map((l) => `@${l}`).join(', ')
+    : "The repository's admins";
+
+/** Whether `login` may decide this repository's requests. */
+async function mayDecide(core: Core, forge: Forge, login: string): Promise<boolean> {
+  if (login === core.o.botLogin) return false;
+  if (core.o.superviseDeciders?.length) return core.o.superviseDeciders.includes(login);
+  try {
+    return (await forge.permissionOf(login)) === 'admin';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A `/bb` comment on an issue (or its PR): carried out when its author may
+ * decide and it names a request of this issue's bottle; answered on the thread.
+ */
+export async function handleThreadCommand(
+  core: Core,
+  desk: ThreadDesk,
+  key: string,
+  comment: { author: string; body: string },
+  /** The issue or PR it was written on: the answer goes there. */
+  on: number,
+): Promise<void> {
+  const { owner, repo } = parseIssueKey(key);
+  const forge = core.forgeFor(owner, repo);
+  if (!(await mayDecide(core, forge, comment.author))) {
+    core.log({
+      msg: 'supervise command ignored',
+      key,
+      author: comment.author,
+      why: 'not a decider',
+    });
+    return;
+  }
+  const reply = (text: string) =>
+    forge
+      .postComment(on, text)
+      .catch((err: unknown) =>
+        core.log({ msg: 'could not answer a supervise command', key, error: errorMessage(err) }),
+      );
+  const cmd = parseThreadCommand(comment.body);
+  if ('error' in cmd) {
+    await reply(`@${comment.author}: ${cmd.error}`);
+    return;
+  }
+  const slug = core.sessions.get(key)?.slug;
+  let request: RequestView | undefined;
+  try {
+    request = desk.show(cmd.id);
+  } catch {}
+  if (!request || !slug || request.slug !== slug) {
+    await reply(`@${comment.author}: \`${cmd.id}\` is not a request of this issue's bottle.`);
+    return;
+  }
+  const by = `forge:${comment.author}`;
+  try {
+    if (cmd.verb === 'reject') {
+      desk.reject(cmd.id, cmd.reason, by);
+      core.log({ msg: 'supervise request rejected on the forge', key, request: cmd.id, by });
+      await reply(`Rejected \`${cmd.id}\` (@${comment.author}); the agent is told why.`);
+      return;
+    }
+    const out = await desk.approve(cmd.id, {
+      by,
+      ...(cmd.scope ? { scope: cmd.scope } : {}),
+      // The proposal that was posted: a different one under the same id is not approved.
+      expect: { candidateHash: request.candidateHash },
+    });
+    core.log({
+      msg: 'supervise request approved on the forge',
+      key,
+      request: cmd.id,
+      by,
+      applied: out.remediation?.ok ?? false,
+    });
+    await reply(
+      out.remediation?.ok
+        ? `Approved \`${cmd.id}\` (@${comment.author}, scope ${out.request.scope}): ${forMarkdown(out.remediation.detail)}. The agent carries on.`
+        : `Approved \`${cmd.id}\` (@${comment.author}), but applying it failed: ${forMarkdown(out.remediation?.detail ?? 'no remediation')}. The agent is told.`,
+    );
+  } catch (err) {
+    await reply(
+      `@${comment.author}: \`${cmd.id}\` was not decided: ${forMarkdown(errorMessage(err))}`,
+    );
+  }
+}

@@ -1,0 +1,173 @@
+// The supervise plane on the forge thread: a pending request is posted once on its
+// bottle's issue; a repository admin (or a named decider) decides it with a reply;
+// the bot, strangers and writers who may not decide are ignored, and no `/bb`
+// reply wakes the agent.
+import { MemoryForge } from '@bb/forge/testing';
+import type { RequestView } from '@bb/supervise';
+import { describe, expect, it } from 'vitest';
+import type { SupervisePlane } from '../src/index';
+import { parseThreadCommand } from '../src/supervise-thread';
+import { OWNER, REPO, setup, until } from './orchestrator-setup';
+
+const ID = 'sr_abcdefghij0123456789';
+
+function desk(slugOf: () => string) {
+  const decided: Array<{
+    verb: string;
+    id: string;
+    by: string;
+    scope?: string;
+    expect?: unknown;
+    reason?: string;
+  }> = [];
+  let status = 'pending';
+  const view = (): RequestView =>
+    ({
+      id: ID,
+      slug: slugOf(),
+      kind: 'allowlist',
+      tool: 'pipelock-block',
+      status,
+      justification: 'pip needs pypi.org. @alice #1 <b>hi</b>',
+      candidateHash: 'c'.repeat(64),
+      baseHash: 'b'.repeat(64),
+      diff: '--- allowlist.json\n+++ allowlist.json\n+  "pypi.org"',
+      findings: [{ severity: 'info', code: 'host-new', message: 'a new host: pypi.org' }],
+      beyondCeiling: [],
+    }) as unknown as RequestView;
+  const plane: SupervisePlane = {
+    awaitingOperator: () => status === 'pending',
+    list: () => (status === 'pending' && slugOf() ? [view()] : []),
+    show: (id) => {
+      if (id !== ID) throw new Error('no such request');
+      return view();
+    },
+    approve: async (id, d) => {
+      decided.push({ verb: 'approve', id, ...d });
+      status = 'approved';
+      return {
+        request: { ...view(), status: 'approved', scope: d.scope ?? 'turn' },
+        remediation: { ok: true, detail: 'reloaded' },
+      } as never;
+    },
+    reject: (id, reason, by) => {
+      decided.push({ verb: 'reject', id, by, reason });
+      status = 'rejected';
+    },
+  };
+  return { plane, decided };
+}
+
+describe('supervise requests on the forge thread', () => {
+  it('posts a pending request once, and an admin approves it with a reply that does not wake the agent', async () => {
+    let slug = '';
+    const d = desk(() => slug);
+    const t = setup({ supervise: d.plane, superviseThreadMs: 20 });
+    t.world.grant(OWNER, REPO, 'alice', 'admin');
+    const n = t.issue();
+    await t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.runningSlugs.length === 1);
+    slug = t.slugOf(n);
+    t.orch.startWatchdog();
+    const read = () =>
+      new MemoryForge({ owner: OWNER, repo: REPO, as: 'alice', world: t.world }).readComments(n);
+    await until('posted', async () => (await read()).some((c) => c.body.includes(ID)));
+    await new Promise((r) => setTimeout(r, 100));
+    const posted = (await read()).filter((c) => c.body.includes(`request \`${ID}\``));
+    expect(posted).toHaveLength(1);
+    expect(posted[0]!.author.login).toBe('bb-bot');
+    // The agent's words are shown as its words: no mention, reference or HTML goes through.
+    expect(posted[0]!.body).toContain('`@alice`');
+    expect(posted[0]!.body).toContain('`#1`');
+    expect(posted[0]!.body).not.toContain('<b>');
+    expect(posted[0]!.body).toMatch(/```diff\n[^`]*"pypi\.org"/);
+    expect(posted[0]!.body).toContain(`/bb approve ${ID}`);
+
+    const turnsBefore = t.runner.calls.length;
+    const approve = t.ev.comment(n, `/bb approve ${ID} --scope bottle`);
+    if (approve.kind === 'comment_created') approve.on = 'issue';
+    await t.orch.accept(approve);
+    await until('decided', () => d.decided.length === 1);
+    expect(d.decided[0]).toMatchObject({
+      verb: 'approve',
+      id: ID,
+      by: 'forge:alice',
+      scope: 'bottle',
+      expect: { candidateHash: 'c'.repeat(64) },
+    });
+    await until('answered', async () =>
+      (await read()).some((c) => c.body.startsWith(`Approved \`${ID}\``)),
+    );
+    // A decision is not a message to the agent: nothing was resumed or queued.
+    expect(t.runner.calls.slice(turnsBefore).filter((c) => c.startsWith('resume'))).toEqual([]);
+  });
+
+  it('ignores /bb from the bot, from writers who are not admins and from strangers; names the deciders when asked', async () => {
+    let slug = '';
+    const d = desk(() => slug);
+    const t = setup({ supervise: d.plane });
+    const n = t.issue();
+    await t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.runningSlugs.length === 1);
+    slug = t.slugOf(n);
+    const as = (author: string, body: string) => {
+      const e = t.ev.comment(n, body);
+      if (e.kind === 'comment_created') {
+        e.comment.author = author;
+        e.on = 'issue';
+      }
+      return e;
+    };
+    // alice may write, not administer: not a decider by default.
+    await t.orch.accept(as('alice', `/bb approve ${ID}`));
+    await t.orch.accept(as('bb-bot', `/bb approve ${ID}`));
+    await t.orch.accept(as('mallory', `/bb reject ${ID} no`));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(d.decided).toEqual([]);
+    const ignored = t.logs.filter((l) => l['msg'] === 'supervise command ignored');
+    expect(ignored.map((l) => l['author'])).toEqual(['alice', 'bb-bot', 'mallory']);
+    expect(t.runner.calls.filter((c) => c.startsWith('resume'))).toEqual([]);
+
+    // A named decider may, and must give a reason to reject.
+    const named = setup({ supervise: d.plane, superviseDeciders: ['carol'] });
+    const m = named.issue();
+    await named.orch.accept(named.ev.targeted(m));
+    await until('running', () => named.runner.runningSlugs.length === 1);
+    slug = named.slugOf(m);
+    const by = (author: string, body: string) => {
+      const e = named.ev.comment(m, body);
+      if (e.kind === 'comment_created') {
+        e.comment.author = author;
+        e.on = 'issue';
+      }
+      return e;
+    };
+    await named.orch.accept(by('carol', `/bb reject ${ID}`));
+    await named.orch.accept(by('carol', `/bb reject ${ID} not pypi, use the mirror`));
+    await until('rejected', () => d.decided.length === 1);
+    expect(d.decided[0]).toMatchObject({
+      verb: 'reject',
+      by: 'forge:carol',
+      reason: 'not pypi, use the mirror',
+    });
+  });
+
+  it('reads only the commands it knows', () => {
+    expect(parseThreadCommand(`/bb approve ${ID}`)).toEqual({ verb: 'approve', id: ID });
+    expect(parseThreadCommand(`/bb approve ${ID} --scope turn`)).toEqual({
+      verb: 'approve',
+      id: ID,
+      scope: 'turn',
+    });
+    expect(parseThreadCommand(`/bb approve ${ID} --scope manifest`)).toHaveProperty('error');
+    expect(parseThreadCommand(`/bb approve ${ID} --override`)).toHaveProperty('error');
+    expect(parseThreadCommand('/bb approve sr_short')).toHaveProperty('error');
+    expect(parseThreadCommand(`/bb reject ${ID}`)).toHaveProperty('error');
+    expect(parseThreadCommand(`/bb reject ${ID} too broad\nsee the docs`)).toEqual({
+      verb: 'reject',
+      id: ID,
+      reason: 'too broad\nsee the docs',
+    });
+    expect(parseThreadCommand('/bb destroy')).toHaveProperty('error');
+  });
+});

@@ -10,23 +10,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type CliIo, runCli } from '@bb/cli';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
-import {
-  bottlePaths,
-  DockerBackend,
-  destroy,
-  HOME_LABEL,
-  homeLabel,
-  listBottles,
-  mountBottleDisk,
-  unmountBottleDisk,
-} from '@bb/headless';
+import { bottlePaths, DockerBackend, mountBottleDisk, unmountBottleDisk } from '@bb/headless';
 import { ProvenanceStore } from '@bb/provenance';
 import { createScriptedModelServer, type ScriptedModelServer } from '@bb/scripted-model';
 import { type RunningOrchestrator, serve } from '@bb/service';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forgeWorld, probeAgentsImage, removeHome, until } from './support';
+import { destroyHome, forgeWorld, probeAgentsImage, until } from './support';
 
 const docker = await probeDocker();
 const { ok: hasImage, image: AGENTS_IMAGE } = await probeAgentsImage(docker.ok);
@@ -153,14 +144,7 @@ describe.skipIf(!hasImage)('supervise with the real Claude Code CLI, through the
     await gitea?.close();
     await model?.close();
     svc?.close();
-    // Destroyed, so their disks are unmounted before the home goes.
-    for (const slug of listBottles({ BB_HOME: home }))
-      await destroy(slug, { backend, env: { BB_HOME: home } }).catch(() => {});
-    for (const c of await backend
-      .list({ [HOME_LABEL]: homeLabel({ BB_HOME: home }) })
-      .catch(() => []))
-      await backend.destroy(c.id).catch(() => {});
-    await removeHome(home);
+    await destroyHome(home, backend);
   });
 
   it('claude asks for a route over MCP, waits across an orchestrator restart, is approved and reaches it in the same turn', async () => {

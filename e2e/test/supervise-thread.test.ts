@@ -8,13 +8,13 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
-import { DockerBackend, destroy, HOME_LABEL, homeLabel, listBottles } from '@bb/headless';
+import { DockerBackend } from '@bb/headless';
 import { type RunningOrchestrator, serve } from '@bb/service';
 import { BbDatabase } from '@bb/state';
 import { SuperviseStore } from '@bb/supervise';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeHome, removeHome, scriptAgent, until } from './support';
+import { destroyHome, makeHome, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-thread-93ab';
@@ -99,13 +99,7 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
   afterAll(async () => {
     await orch?.close();
     await gitea?.close();
-    for (const slug of listBottles({ BB_HOME: home }))
-      await destroy(slug, { backend, env: { BB_HOME: home } }).catch(() => {});
-    for (const c of await backend
-      .list({ [HOME_LABEL]: homeLabel({ BB_HOME: home }) })
-      .catch(() => []))
-      await backend.destroy(c.id).catch(() => {});
-    await removeHome(home);
+    await destroyHome(home, backend);
   });
 
   it('posts the request on the issue; an admin approves it by replying, a mere writer cannot', async () => {

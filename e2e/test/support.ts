@@ -2,12 +2,12 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import type { GiteaWorldSeed } from '@bb/forge/test-server';
+import { type Backend, destroy, HOME_LABEL, homeLabel, listBottles } from '@bb/headless';
 import { scriptAgent as headlessScriptAgent, makeTestHome } from '@bb/headless/testing';
-
-export { prSteps } from '@bb/headless/testing';
-
 import { BASE_IMAGE } from '@bb/tooling/docker';
 import Docker from 'dockerode';
+
+export { prSteps } from '@bb/headless/testing';
 
 /** Poll `fn` every 100 ms until it returns something truthy; fail after `ms`. */
 export async function until<T>(
@@ -113,6 +113,20 @@ export function forgeWorld(botToken: string): GiteaWorldSeed {
       { owner: 'acme', name: 'widgets', collaborators: ['bb-claude'], admins: ['bb-claude'] },
     ],
   };
+}
+
+/**
+ * Remove every bottle of a test's BB_HOME (so their disks are unmounted) and any
+ * container of it left on the engine, then the home itself.
+ */
+export async function destroyHome(home: string, backend: Backend): Promise<void> {
+  for (const slug of listBottles({ BB_HOME: home }))
+    await destroy(slug, { backend, env: { BB_HOME: home } }).catch(() => {});
+  for (const c of await backend
+    .list({ [HOME_LABEL]: homeLabel({ BB_HOME: home }) })
+    .catch(() => []))
+    await backend.destroy(c.id).catch(() => {});
+  await removeHome(home);
 }
 
 /**

@@ -3,6 +3,7 @@ import type { ScopedForge } from '@bb/forge';
 import type { z } from 'zod';
 import { type MethodName, PARAMS, WRITE_METHODS } from './contract';
 import { type GitGate, pushCommit, remoteDefaultBranch } from './git-push';
+import { hostOnlyText } from './host-text';
 import { MAX_LINE_BYTES, type OpLog, type OpOutcome } from './op-log';
 import type { CheckinThrottle, DoneSignal, QueueWriter } from './queue';
 
@@ -172,7 +173,19 @@ interface Answer {
 async function run(ctx: MethodContext, method: MethodName, params: unknown): Promise<Answer> {
   const f = ctx.forge;
   const p = parse(method, params);
-  if (WRITE_METHODS.has(method)) assertOpen(ctx, method);
+  if (WRITE_METHODS.has(method)) {
+    assertOpen(ctx, method);
+    // Text a person reads on the thread: nothing of it may pass for the orchestrator's.
+    const q = p as { body?: unknown; title?: unknown };
+    for (const text of [q.title, q.body]) {
+      const what = typeof text === 'string' ? hostOnlyText(text) : undefined;
+      if (what)
+        throw new BbError(
+          'INVALID_INPUT',
+          `${method} refused: the text contains ${what}, which only bot-bottle itself writes on a thread; leave it out`,
+        );
+    }
+  }
   switch (method) {
     case 'read_issue': {
       const n = (p as { number: number }).number;

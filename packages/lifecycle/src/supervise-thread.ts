@@ -12,7 +12,7 @@
  * Who may decide: the logins the operator names, else the repository's admins;
  * never the bot (the agent writes as the bot). Anything else is ignored and logged.
  */
-import { errorMessage } from '@bb/errors';
+import { errorMessage, isBbError } from '@bb/errors';
 import type { Forge } from '@bb/forge';
 import type { DecisionOutcome, RequestView } from '@bb/supervise';
 import { forMarkdown, markdownFence } from '@bb/wall';
@@ -34,8 +34,13 @@ export interface ThreadDesk {
   reject(id: string, reason: string, by: string): unknown;
 }
 
-/** The longest diff posted; the rest is on the host (`bb supervise show`). */
+/** The longest diff posted: a longer one is decided on the host (`bb supervise show`). */
 const MAX_DIFF_LINES = 200;
+const MAX_DIFF_CHARS = 20_000;
+
+/** Whether the thread cannot show all of a request's change (and so cannot approve it). */
+const tooLongToShow = (r: Pick<RequestView, 'diff'>): boolean =>
+  r.diff.length > MAX_DIFF_CHARS || r.diff.split('\n').length > MAX_DIFF_LINES;
 
 /** A `/bb …` command, or why it is not one. */
 export type ThreadCommand =
@@ -71,11 +76,10 @@ export function parseThreadCommand(body: string): ThreadCommand {
 
 /** The comment that puts request `r` before the people on the thread. */
 export function requestComment(r: RequestView, deciders: string): string {
-  const diff = r.diff.split('\n');
-  const shown =
-    diff.length > MAX_DIFF_LINES
-      ? `${diff.slice(0, MAX_DIFF_LINES).join('\n')}\n… ${diff.length - MAX_DIFF_LINES} more lines: bb supervise show ${r.id}`
-      : r.diff;
+  const cut = tooLongToShow(r);
+  const shown = cut
+    ? `${r.diff.split('\n').slice(0, MAX_DIFF_LINES).join('\n').slice(0, MAX_DIFF_CHARS)}\n…`
+    : r.diff;
   const scope = r.kind === 'dockerfile' ? 'the bottle (a rebuilt image)' : 'this turn';
   return [
     `**The agent asks for a change to its ${r.kind === 'dockerfile' ? 'image' : r.kind}** (\`${r.tool}\`, request \`${r.id}\`).`,
@@ -95,7 +99,9 @@ export function requestComment(r: RequestView, deciders: string): string {
         ]
       : []),
     '',
-    `To decide, reply \`/bb approve ${r.id}\` (for ${scope}; \`--scope bottle\` keeps a proxy change for every later turn) or \`/bb reject ${r.id} <reason>\`. ${deciders} may decide. Proposal \`${r.candidateHash.slice(0, 12)}\`.`,
+    cut
+      ? `The change is too long to show here in full: decide it on the host (\`bb supervise show ${r.id}\`), or reply \`/bb reject ${r.id} <reason>\`. ${deciders} may reject it here.`
+      : `To decide, reply \`/bb approve ${r.id}\` (for ${scope}; \`--scope bottle\` keeps a proxy change for every later turn) or \`/bb reject ${r.id} <reason>\`. ${deciders} may decide. Proposal \`${r.candidateHash.slice(0, 12)}\`.`,
   ].join('\n');
 }
 
@@ -107,20 +113,26 @@ export async function announceRequests(core: Core, desk: ThreadDesk): Promise<vo
   for (const r of desk.list({ status: 'pending' })) {
     const s = core.sessions.bySlug(r.slug);
     if (!s) continue;
-    const first = await core.o.inbox.accept(`bb:supervise:${r.id}`, {
-      issue: null,
-      occurredAt: new Date().toISOString(),
-      payload: { issue: s.key, request: r.id },
-      deliveryId: undefined,
-      kind: 'supervise-thread',
-      done: true,
-    });
+    const retry = unposted(core).has(r.id);
+    const first =
+      retry ||
+      (await core.o.inbox.accept(`bb:supervise:${r.id}`, {
+        issue: null,
+        occurredAt: new Date().toISOString(),
+        payload: { issue: s.key, request: r.id },
+        deliveryId: undefined,
+        kind: 'supervise-thread',
+        done: true,
+      }));
     if (!first) continue;
     const forge = core.forgeFor(s.owner, s.repo);
     try {
       await forge.postComment(s.issue, requestComment(r, decidersInWords(core)));
+      unposted(core).delete(r.id);
       core.log({ msg: 'supervise request posted', key: s.key, request: r.id });
     } catch (err) {
+      // Marked in the ledger already (never twice): this process tries again on its next pass.
+      unposted(core).add(r.id);
       core.log({
         msg: 'could not post a supervise request',
         key: s.key,
@@ -131,18 +143,36 @@ export async function announceRequests(core: Core, desk: ThreadDesk): Promise<vo
   }
 }
 
+/** Requests this process marked as posted but could not post (tried again on each pass). */
+const UNPOSTED = new WeakMap<Core, Set<string>>();
+const unposted = (core: Core): Set<string> => {
+  const set = UNPOSTED.get(core) ?? new Set<string>();
+  UNPOSTED.set(core, set);
+  return set;
+};
+
 const decidersInWords = (core: Core): string =>
   core.o.superviseDeciders?.length
     ? core.o.superviseDeciders.map((l) => `@${l}`).join(', ')
     : "The repository's admins";
 
 /** Whether `login` may decide this repository's requests. */
-async function mayDecide(core: Core, forge: Forge, login: string): Promise<boolean> {
-  if (login === core.o.botLogin) return false;
-  if (core.o.superviseDeciders?.length) return core.o.superviseDeciders.includes(login);
+async function mayDecide(core: Core, forge: Forge, login: string, key: string): Promise<boolean> {
+  // Logins as the forge compares them: without case.
+  const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+  if (same(login, core.o.botLogin)) return false;
+  if (core.o.superviseDeciders?.length) return core.o.superviseDeciders.some((d) => same(d, login));
   try {
     return (await forge.permissionOf(login)) === 'admin';
-  } catch {
+  } catch (err) {
+    // A forge that does not answer now: the comment is tried again later, not dropped.
+    if (isBbError(err, 'FORGE_UNAVAILABLE')) throw err;
+    if (isBbError(err, 'FORBIDDEN'))
+      core.log({
+        msg: 'cannot tell who may decide supervise requests',
+        key,
+        why: 'the bot may not read permissions (it must administer the repository), so only BB_SUPERVISE_DECIDERS could decide',
+      });
     return false;
   }
 }
@@ -161,7 +191,7 @@ export async function handleThreadCommand(
 ): Promise<void> {
   const { owner, repo } = parseIssueKey(key);
   const forge = core.forgeFor(owner, repo);
-  if (!(await mayDecide(core, forge, comment.author))) {
+  if (!(await mayDecide(core, forge, comment.author, key))) {
     core.log({
       msg: 'supervise command ignored',
       key,
@@ -196,6 +226,12 @@ export async function handleThreadCommand(
       desk.reject(cmd.id, cmd.reason, by);
       core.log({ msg: 'supervise request rejected on the forge', key, request: cmd.id, by });
       await reply(`Rejected \`${cmd.id}\` (@${comment.author}); the agent is told why.`);
+      return;
+    }
+    if (tooLongToShow(request)) {
+      await reply(
+        `@${comment.author}: \`${cmd.id}\` is too long to show here in full, so it is not approved here: decide it on the host (\`bb supervise show ${cmd.id}\`).`,
+      );
       return;
     }
     const out = await desk.approve(cmd.id, {

@@ -11,7 +11,10 @@ import { OWNER, REPO, setup, until } from './orchestrator-setup';
 
 const ID = 'sr_abcdefghij0123456789';
 
-function desk(slugOf: () => string) {
+function desk(
+  slugOf: () => string,
+  diff = '--- allowlist.json\n+++ allowlist.json\n+  "pypi.org"',
+) {
   const decided: Array<{
     verb: string;
     id: string;
@@ -31,7 +34,7 @@ function desk(slugOf: () => string) {
       justification: 'pip needs pypi.org. @alice #1 <b>hi</b>',
       candidateHash: 'c'.repeat(64),
       baseHash: 'b'.repeat(64),
-      diff: '--- allowlist.json\n+++ allowlist.json\n+  "pypi.org"',
+      diff,
       findings: [{ severity: 'info', code: 'host-new', message: 'a new host: pypi.org' }],
       beyondCeiling: [],
     }) as unknown as RequestView;
@@ -150,6 +153,48 @@ describe('supervise requests on the forge thread', () => {
       by: 'forge:carol',
       reason: 'not pypi, use the mirror',
     });
+  });
+
+  it('posts a request again when the forge failed; a change too long to show is not approved on the thread', async () => {
+    let slug = '';
+    const long = `--- a\n+++ b\n${Array.from({ length: 300 }, (_, i) => `+  "host${i}.example"`).join('\n')}`;
+    const d = desk(() => slug, long);
+    const t = setup({ supervise: d.plane, superviseThreadMs: 20, superviseDeciders: ['Carol'] });
+    const n = t.issue();
+    await t.orch.accept(t.ev.targeted(n));
+    await until('running', () => t.runner.runningSlugs.length === 1);
+    slug = t.slugOf(n);
+    // The forge refuses the first post: it is tried again.
+    let failures = 1;
+    t.setForge((owner, repo) => {
+      const f = new MemoryForge({ owner, repo, as: 'bb-bot', world: t.world });
+      const post = f.postComment.bind(f);
+      f.postComment = async (i, body) => {
+        if (failures-- > 0) throw new Error('forge down');
+        return post(i, body);
+      };
+      return f;
+    });
+    t.orch.startWatchdog();
+    const read = () =>
+      new MemoryForge({ owner: OWNER, repo: REPO, as: 'alice', world: t.world }).readComments(n);
+    await until('posted after the failure', async () =>
+      (await read()).some((c) => c.body.includes(ID)),
+    );
+    const posted = (await read()).find((c) => c.body.includes(ID))!.body;
+    expect(posted).toContain('too long to show here in full');
+    expect(posted).not.toContain('host299.example');
+    // A named decider, whatever the case of the login: the approval is refused all the same.
+    const e = t.ev.comment(n, `/bb approve ${ID}`);
+    if (e.kind === 'comment_created') {
+      e.comment.author = 'carol';
+      e.on = 'issue';
+    }
+    await t.orch.accept(e);
+    await until('answered', async () =>
+      (await read()).some((c) => c.body.includes('is not approved here')),
+    );
+    expect(d.decided).toEqual([]);
   });
 
   it('reads only the commands it knows', () => {

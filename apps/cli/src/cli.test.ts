@@ -388,7 +388,10 @@ describe('bb doctor', () => {
       expect(checks.find((c) => c.check === 'base image')?.ok).toBeNull();
       expect(checks.find((c) => c.check === 'supervise policy')).toMatchObject({
         ok: true,
-        detail: expect.stringMatching(/^none: the defaults/),
+        detail: expect.stringMatching(
+          /^none: the defaults.*Warning: with an empty egress ceiling, approving any new host needs --override/,
+        ),
+        fix: expect.stringMatching(/egressCeiling of .*supervise\.json/),
       });
       // A broken policy is named with the field, and the fix.
       mkdirSync(join(home, 'config'), { recursive: true });
@@ -407,6 +410,12 @@ describe('bb doctor', () => {
       expect(
         (await runDoctor(io(env).io, nowhere)).find((c) => c.check === 'supervise policy')?.detail,
       ).toMatch(/secrets offered to bottles: SVC_KEY \(not set here: SVC_KEY/);
+      writeFileSync(join(home, 'config', 'supervise.json'), '{"egressCeiling": ["pypi.org"]}');
+      const filled = (await runDoctor(io(env).io, nowhere)).find(
+        (c) => c.check === 'supervise policy',
+      );
+      expect(filled?.detail).not.toMatch(/Warning/);
+      expect(filled?.fix).toBeUndefined();
       rmSync(join(home, 'config', 'supervise.json'));
       expect(checks.find((c) => c.check === 'forge')).toMatchObject({
         ok: true,

@@ -141,6 +141,13 @@ describe('bb supervise', () => {
     expect(unsaid.err).not.toMatch(/scope/);
   });
 
+  it('says plainly that the inbox needs a terminal, instead of failing in its renderer', async () => {
+    const r = await bb('inbox');
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/bb supervise inbox needs a terminal; without one use bb supervise list/);
+    expect(r.err).not.toMatch(/at .*\.js:\d+/);
+  });
+
   it('rejects only with a reason; refuses unknown ids, scopes and a decided request, changing nothing', async () => {
     const a = await ask(['registry.npmjs.org', 'pypi.org']);
     const noReason = await bb('reject', a.request_id);

@@ -194,12 +194,22 @@ export async function runDoctor(
     const policy = loadPolicy(resolveBbHome(io.env));
     const declared = Object.keys(policy.credentialHosts);
     const missing = declared.filter((n) => !io.env[n]);
+    // An empty ceiling is valid, but every new host then needs the operator's --override
+    // (never possible on the issue thread): said, with how to fill it.
+    const empty = policy.egressCeiling.length === 0;
     checks.push({
       check: 'supervise policy',
       ok: true,
-      detail: existsSync(policyPath(resolveBbHome(io.env)))
-        ? `valid; ${policy.egressCeiling.length} egress ceiling entries, secrets offered to bottles: ${declared.join(', ') || 'none'}${missing.length ? ` (not set here: ${missing.join(', ')}; approve routes naming them where they are)` : ''}`
-        : 'none: the defaults (an empty ceiling; no secret offered to bottles)',
+      detail: `${
+        existsSync(policyPath(resolveBbHome(io.env)))
+          ? `valid; ${policy.egressCeiling.length} egress ceiling entries, secrets offered to bottles: ${declared.join(', ') || 'none'}${missing.length ? ` (not set here: ${missing.join(', ')}; approve routes naming them where they are)` : ''}`
+          : 'none: the defaults (an empty ceiling; no secret offered to bottles)'
+      }${empty ? '. Warning: with an empty egress ceiling, approving any new host needs --override on the host, and none can be approved on an issue' : ''}`,
+      ...(empty
+        ? {
+            fix: `list the hosts bottles may be given in egressCeiling of ${policyPath(resolveBbHome(io.env))} (docs/supervise.md)`,
+          }
+        : {}),
     });
   } catch (err) {
     checks.push({

@@ -96,6 +96,12 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
   }
   if (sub === undefined || sub === 'inbox') {
     if (!io.isTTY && sub === undefined) return superviseCommand(['list'], io, deps);
+    // The inbox draws on a terminal; without one it would fail deep in its renderer.
+    if (!io.isTTY)
+      throw new UsageError(
+        'bb supervise inbox needs a terminal; without one use bb supervise list, show, approve and reject',
+        SUPERVISE_USAGE,
+      );
     const { runInbox } = await import('./supervise-tui');
     return runInbox(io, deps);
   }

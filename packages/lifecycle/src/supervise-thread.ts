@@ -14,7 +14,7 @@
  */
 import { errorMessage, isBbError } from '@bb/errors';
 import type { Forge } from '@bb/forge';
-import type { DecisionOutcome, RequestView } from '@bb/supervise';
+import { type DecisionOutcome, REQUEST_ID, type RequestView } from '@bb/supervise';
 import { forMarkdown, markdownFence } from '@bb/wall';
 import type { Core } from './core';
 import { parseIssueKey } from './routing';
@@ -48,8 +48,6 @@ export type ThreadCommand =
   | { verb: 'reject'; id: string; reason: string }
   | { error: string };
 
-const ID = /^sr_[a-z0-9]{20}$/;
-
 /** Whether a comment is addressed to bot-bottle (`/bb` at its start). */
 export const isThreadCommand = (body: string): boolean => /^\s*\/bb\b/.test(body);
 
@@ -59,7 +57,8 @@ export function parseThreadCommand(body: string): ThreadCommand {
   const [, verb, id, ...rest] = line.split(/\s+/);
   const usage = 'write `/bb approve <id> [--scope turn|bottle]` or `/bb reject <id> <reason>`';
   if (verb !== 'approve' && verb !== 'reject') return { error: usage };
-  if (!id || !ID.test(id)) return { error: `name the request (an id such as sr_…): ${usage}` };
+  if (!id || !REQUEST_ID.test(id))
+    return { error: `name the request (an id such as sr_…): ${usage}` };
   if (verb === 'reject') {
     const reason = body
       .trim()

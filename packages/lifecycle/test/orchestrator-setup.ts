@@ -104,7 +104,13 @@ export function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home
       occurredAt: at(),
       issue: { number: n, title: 't', ...hint, state: 'open' },
     }),
-    comment: (pr: number, body: string, id = Math.floor(Math.random() * 1e9)): ForgeEvent => ({
+    /** A comment on PR `pr` by alice (or on issue `pr`, by `by.author`, with `by.on`). */
+    comment: (
+      pr: number,
+      body: string,
+      id = Math.floor(Math.random() * 1e9),
+      by: { author?: string; on?: 'issue' | 'pr' } = {},
+    ): ForgeEvent => ({
       kind: 'comment_created',
       key: `c:${id}`,
       deliveryId: undefined,
@@ -112,9 +118,9 @@ export function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home
       repo: REPO,
       sender,
       occurredAt: at(),
-      on: 'pr',
+      on: by.on ?? 'pr',
       number: pr,
-      comment: { id, author: 'alice', body },
+      comment: { id, author: by.author ?? 'alice', body },
     }),
     closed: (pr: number, head = 'feature'): ForgeEvent => ({
       kind: 'pr_closed',

@@ -87,9 +87,9 @@ describe('supervise requests on the forge thread', () => {
     expect(posted[0]!.body).toContain(`/bb approve ${ID}`);
 
     const turnsBefore = t.runner.calls.length;
-    const approve = t.ev.comment(n, `/bb approve ${ID} --scope bottle`);
-    if (approve.kind === 'comment_created') approve.on = 'issue';
-    await t.orch.accept(approve);
+    await t.orch.accept(
+      t.ev.comment(n, `/bb approve ${ID} --scope bottle`, undefined, { on: 'issue' }),
+    );
     await until('decided', () => d.decided.length === 1);
     expect(d.decided[0]).toMatchObject({
       verb: 'approve',
@@ -113,14 +113,8 @@ describe('supervise requests on the forge thread', () => {
     await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.runningSlugs.length === 1);
     slug = t.slugOf(n);
-    const as = (author: string, body: string) => {
-      const e = t.ev.comment(n, body);
-      if (e.kind === 'comment_created') {
-        e.comment.author = author;
-        e.on = 'issue';
-      }
-      return e;
-    };
+    const as = (author: string, body: string) =>
+      t.ev.comment(n, body, undefined, { author, on: 'issue' });
     // alice may write, not administer: not a decider by default.
     await t.orch.accept(as('alice', `/bb approve ${ID}`));
     await t.orch.accept(as('bb-bot', `/bb approve ${ID}`));
@@ -137,14 +131,8 @@ describe('supervise requests on the forge thread', () => {
     await named.orch.accept(named.ev.targeted(m));
     await until('running', () => named.runner.runningSlugs.length === 1);
     slug = named.slugOf(m);
-    const by = (author: string, body: string) => {
-      const e = named.ev.comment(m, body);
-      if (e.kind === 'comment_created') {
-        e.comment.author = author;
-        e.on = 'issue';
-      }
-      return e;
-    };
+    const by = (author: string, body: string) =>
+      named.ev.comment(m, body, undefined, { author, on: 'issue' });
     await named.orch.accept(by('carol', `/bb reject ${ID}`));
     await named.orch.accept(by('carol', `/bb reject ${ID} not pypi, use the mirror`));
     await until('rejected', () => d.decided.length === 1);
@@ -185,12 +173,9 @@ describe('supervise requests on the forge thread', () => {
     expect(posted).toContain('too long to show here in full');
     expect(posted).not.toContain('host299.example');
     // A named decider, whatever the case of the login: the approval is refused all the same.
-    const e = t.ev.comment(n, `/bb approve ${ID}`);
-    if (e.kind === 'comment_created') {
-      e.comment.author = 'carol';
-      e.on = 'issue';
-    }
-    await t.orch.accept(e);
+    await t.orch.accept(
+      t.ev.comment(n, `/bb approve ${ID}`, undefined, { author: 'carol', on: 'issue' }),
+    );
     await until('answered', async () =>
       (await read()).some((c) => c.body.includes('is not approved here')),
     );

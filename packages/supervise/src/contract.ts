@@ -83,9 +83,12 @@ export const TOOL_ARGS = {
   'capability-block': z.object({ dockerfile: fileText('dockerfile'), justification }).strict(),
 } as const;
 
+/** A supervise request's id, as the sidecar makes it: `sr_` and 20 random letters or digits. */
+export const REQUEST_ID = /^sr_[a-z0-9]{20}$/;
+
 export const WaitArgs = z
   .object({
-    request_id: z.string().regex(/^sr_[a-z0-9]{20}$/, 'a request id such as sr_…, from a proposal'),
+    request_id: z.string().regex(REQUEST_ID, 'a request id such as sr_…, from a proposal'),
     /** How long to wait for a decision before answering `pending`, within the server's bound. */
     wait_ms: z.number().int().min(0).max(600_000).optional(),
   })
@@ -118,7 +121,7 @@ export interface ToolAnswer {
 /** A request as the sidecar writes it for the host (`supervise/requests/<id>.json`). */
 export const RequestFileSchema = z
   .object({
-    id: z.string().regex(/^sr_[a-z0-9]{20}$/),
+    id: z.string().regex(REQUEST_ID),
     slug: z.string().min(1).max(80),
     kind: z.enum(['routes', 'allowlist', 'dockerfile']),
     tool: z.string().max(40),

@@ -6,6 +6,7 @@ import {
   type DecisionFile,
   DecisionFileSchema,
   MAX_FILE_BYTES,
+  REQUEST_ID,
   type RequestFile,
   RequestFileSchema,
 } from './contract';
@@ -83,7 +84,7 @@ export class Exchange {
     id: string,
     schema: { safeParse(v: unknown): { success: boolean; data?: T } },
   ): T | undefined {
-    if (!/^sr_[a-z0-9]{20}$/.test(id)) return undefined;
+    if (!REQUEST_ID.test(id)) return undefined;
     const key = `${dir}/${id}`;
     if (this.#cache.has(key)) return this.#cache.get(key) as T;
     const v = this.#parse(dir, id, schema);

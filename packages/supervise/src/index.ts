@@ -21,6 +21,7 @@ export {
   kindOfTool,
   type ProposalKind,
   printable,
+  REQUEST_ID,
   type RequestFile,
   type RequestStatus,
   SCOPES,

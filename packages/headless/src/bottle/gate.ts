@@ -4,6 +4,7 @@ import { isReservedSecret } from '@bb/egress';
 import { BbError, redactString, registerSecret } from '@bb/errors';
 import { checkSiteEnv } from '@bb/forge';
 import { LABEL } from '@bb/names';
+import type { Owner } from '@bb/wall';
 import { type Backend, NETNS_LABEL, VERSION_LABEL } from '../engine/backend';
 import { bbHome } from '../home';
 import {
@@ -97,18 +98,8 @@ export async function createGate(
   const p = bottlePaths(meta.slug, o.env);
   const owner = isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined;
   removeSecrets(meta.slug, o.env);
-  let secrets: string | undefined;
-  for (const [name, ref] of Object.entries(plan.secrets))
-    secrets = writeSecret(
-      meta.slug,
-      'gate',
-      name,
-      secretValue(ref, token, (routes) => routeSecrets(routes, o.env)),
-      o.env,
-      owner,
-    );
-  for (const [name, content] of Object.entries(plan.proxyFiles ?? {}))
-    writeFileSync(join(p.proxy, name), content);
+  writeProxyFiles(plan, p.proxy);
+  const secrets = writePlanSecrets(plan, meta.slug, 'gate', token, o.env, owner);
   // A socket a killed gate left behind must not pass for this one's.
   for (const s of g.sockets) rmSync(join(p.sock, s), { force: true });
   const runtimeInside = insideFor(o.backend, p, o.runtime, meta.slug, o.env).runtime;
@@ -135,6 +126,38 @@ export async function createGate(
     resources: g.limits,
   });
   return { id, sockets: g.sockets.map((s) => join(p.sock, s)), secrets };
+}
+
+/** The proxies' configuration of a plan, into its host folder (read only to the gate). */
+function writeProxyFiles(plan: BottlePlan, dir: string): void {
+  for (const [name, content] of Object.entries(plan.proxyFiles ?? {}))
+    writeFileSync(join(dir, name), content);
+}
+
+/**
+ * A plan's secrets, their values resolved here, into `role`'s secrets folder
+ * of the bottle (a tmpfs, read by the gate once): the folder, or undefined
+ * when the plan names none.
+ */
+function writePlanSecrets(
+  plan: BottlePlan,
+  slug: string,
+  role: 'gate' | 'proxy',
+  token: string | undefined,
+  env: Record<string, string | undefined>,
+  owner: Owner | undefined,
+): string | undefined {
+  let dir: string | undefined;
+  for (const [name, ref] of Object.entries(plan.secrets))
+    dir = writeSecret(
+      slug,
+      role,
+      name,
+      secretValue(ref, token, (routes) => routeSecrets(routes, env)),
+      env,
+      owner,
+    );
+  return dir;
 }
 
 /**
@@ -267,20 +290,10 @@ export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
       `a proxy gate runs in a container: the ${o.backend.name} backend cannot give it its mounts`,
     );
   o.onProgress?.('starting the egress and credential proxies');
-  for (const [name, content] of Object.entries(o.plan.proxyFiles))
-    writeFileSync(join(o.dirs.proxy, name), content);
-  const owner = process.getuid?.() === 0 ? GATE_USER : undefined;
-  let dir = '';
+  writeProxyFiles(o.plan, o.dirs.proxy);
   // The proxy alone holds the credentials: the `env:NAME` values it needs, from this process's environment.
-  for (const [name, ref] of Object.entries(o.plan.secrets))
-    dir = writeSecret(
-      o.slug,
-      'proxy',
-      name,
-      secretValue(ref, undefined, (routes) => routeSecrets(routes, o.env)),
-      o.env,
-      owner,
-    );
+  const owner = process.getuid?.() === 0 ? GATE_USER : undefined;
+  const dir = writePlanSecrets(o.plan, o.slug, 'proxy', undefined, o.env, owner);
   if (!dir)
     throw new BbError('INTERNAL', 'a proxy gate without its keys: the plan named no secret');
   for (const s of g.sockets) rmSync(join(o.dirs.sock, s), { force: true });

@@ -3,7 +3,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
 import { homeLayout, LABEL } from '@bb/names';
-import type { Remediator, SupervisedBottles } from '@bb/supervise';
+import { REQUEST_ID, type Remediator, type SupervisedBottles } from '@bb/supervise';
 import { readFileNoFollow, writeFileNoFollow } from '@bb/wall';
 import { z } from 'zod';
 import type { Backend } from '../engine/backend';
@@ -170,7 +170,7 @@ export function takeResumeRequest(
 }
 
 const ResumeRequestSchema = z
-  .object({ requestId: z.string().regex(/^sr_[a-z0-9]{20}$/), prompt: z.string().max(8192) })
+  .object({ requestId: z.string().regex(REQUEST_ID), prompt: z.string().max(8192) })
   .strict();
 
 /**

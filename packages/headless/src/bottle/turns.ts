@@ -88,23 +88,18 @@ export interface LaunchParts {
   workspace: Promise<void>;
 }
 
-/** What a turn's agent runs, and with what: the same whether its container is new or warm. */
+/**
+ * A turn as this host runs it, the same whether its container is new or warm:
+ * the bottle's plan, and the shell lines run before the agent's command.
+ */
 interface TurnPlan {
-  /** The bottle's plan for the turn: what this host maps onto its containers. */
+  /** The bottle's plan for the turn: its agent's command, variables, home files, workdir. */
   bottle: BottlePlan;
-  turn: number;
-  /** Files written into the agent's home before it starts (a CLI's settings, the script). */
-  files: Record<string, string>;
-  config: BottleConfig;
   proxies: boolean;
   /** The turn's command, its prelude included. */
   argv: string[];
-  /** The shell lines run before the agent's command, and that command. */
+  /** The shell lines run before the agent's command. */
   prelude: string[];
-  cmd: string[];
-  env: Record<string, string>;
-  /** Where the command runs, as the bottle sees it. */
-  cwd: string;
 }
 
 function planTurn(
@@ -143,18 +138,12 @@ function planTurn(
   const cmd = plan.agent.cmd;
   return {
     bottle: plan,
-    turn: plan.turn,
-    files: plan.agent.files,
-    config: plan.config,
     proxies,
     argv:
       prelude.length > 0
         ? ['sh', '-c', `${prelude.join('\n')}\nexec "$@"`, 'bb-agent', ...cmd]
         : cmd,
     prelude,
-    cmd,
-    env: plan.agent.env,
-    cwd: plan.agent.workdir,
   };
 }
 
@@ -177,11 +166,11 @@ function turnKey(
     meta,
     gateImage: gateImage(options, env),
     config: {
-      config: plan.config,
+      config: plan.bottle.config,
       resources: bottles[0]?.resources,
       secrets: plan.proxies
         ? createHash('sha256')
-            .update(JSON.stringify(routeSecrets(plan.config.routes, env)))
+            .update(JSON.stringify(routeSecrets(plan.bottle.config.routes, env)))
             .digest('hex')
         : null,
       policy: supervised
@@ -219,7 +208,7 @@ export async function startTurn(
     underWaiter: false,
     waiter,
   });
-  const { turn } = plan;
+  const { turn } = plan.bottle;
   const startedAt = new Date().toISOString();
   let gateStarted: Promise<CreatedGate | undefined> | undefined;
   let created: Promise<string> | undefined;
@@ -234,13 +223,13 @@ export async function startTurn(
             '-c',
             [...plan.prelude, turnThenWaitScript(P.runtime)].join('\n'),
             'bb-agent',
-            ...plan.cmd,
+            ...plan.bottle.agent.cmd,
           ]
         : plan.argv,
       // The image may be the agent's own rebuild: its ENTRYPOINT runs nothing here.
       entrypoint: [],
       user: userSpec(AGENT_USER),
-      workdir: plan.cwd,
+      workdir: plan.bottle.agent.workdir,
       labels: bottleLabels(meta, 'agent', env),
       network: 'none',
       readOnlyRootfs: true,
@@ -249,17 +238,17 @@ export async function startTurn(
       // their own environment).
       env: waiter
         ? {
-            ...plan.env,
+            ...plan.bottle.agent.env,
             BB_TURN_COMMANDS: P.turns,
             BB_TURN_STATUS: `${P.home}/${TURN_END_DIR}`,
             BB_AFTER_TURN: String(turn),
             BB_WAITER_KILL_ALL: '1',
             // This turn's own variables: none of them reaches a later turn.
-            BB_TURN_ENV: Object.keys(plan.env).join(' '),
+            BB_TURN_ENV: Object.keys(plan.bottle.agent.env).join(' '),
             BB_TURN_NONCE: nonce,
             ...(plan.proxies ? { BB_BRIDGE: bridgeMappings(P.socketDir).join(' ') } : {}),
           }
-        : plan.env,
+        : plan.bottle.agent.env,
       // The waiter's turns leave orphans: an init reaps them.
       ...(waiter ? { init: true } : {}),
       mounts: hostMounts(plan.bottle.agent.mounts, hostSources(p, gate.runtime, meta, env)),
@@ -283,7 +272,7 @@ export async function startTurn(
     if (launch) await launch.disk;
     // Into the agent's home, which it owns: never through a symlink it planted.
     const { agent: agentOwner } = owners(backend);
-    for (const [rel, content] of Object.entries(plan.files))
+    for (const [rel, content] of Object.entries(plan.bottle.agent.files))
       writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
     prepareDirs(p, backend);
     meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true, nonce } : {}) };
@@ -384,7 +373,7 @@ export async function resumeWarm(
   if (turnKey(meta, bottles, plan, options.forgeToken, options, env) !== w.key)
     return 'what its containers were made for changed (image, configuration, forge or token)';
   // A grant scoped to the last turn ended with it: its gate may not serve this one (I9).
-  const drift = grantDrift(meta.slug, plan.config, plan.proxies, env);
+  const drift = grantDrift(meta.slug, plan.bottle.config, plan.proxies, env);
   if (drift) return drift;
   // The PR this turn may write to must be in its gate's scope (it opened it, or was made with it).
   const n = meta.forge?.pr;
@@ -407,12 +396,12 @@ export async function resumeWarm(
     if (!there || there !== here) return 'its PR branch moved on the forge';
   }
   const { agent: agentOwner } = owners(backend);
-  for (const [rel, content] of Object.entries(plan.files))
+  for (const [rel, content] of Object.entries(plan.bottle.agent.files))
     writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
-  options.onProgress?.(`resuming warm bottle ${meta.slug} (turn ${plan.turn})`);
+  options.onProgress?.(`resuming warm bottle ${meta.slug} (turn ${plan.bottle.turn})`);
   const nonce = turnNonce();
   meta.current = {
-    turn: plan.turn,
+    turn: plan.bottle.turn,
     prompt: options.prompt,
     startedAt: new Date().toISOString(),
     waiter: true,
@@ -423,15 +412,15 @@ export async function resumeWarm(
   writeMeta(meta, env);
   // The gate's turn, then the waiter's command: both before either runs again, so the
   // agent's first call already finds the new turn (the gate reads it at each write).
-  if (meta.forge) writeTurnFile(p, plan.turn);
-  writeTurnCommand(p, plan.turn, {
+  if (meta.forge) writeTurnFile(p, plan.bottle.turn);
+  writeTurnCommand(p, plan.bottle.turn, {
     argv: plan.argv,
-    env: plan.env,
-    cwd: plan.cwd,
+    env: plan.bottle.agent.env,
+    cwd: plan.bottle.agent.workdir,
     nonce,
   });
   await Promise.all([w.agent, ...(w.gate ? [w.gate] : [])].map((id) => backend.rehydrate(id)));
-  return { slug: meta.slug, turn: plan.turn };
+  return { slug: meta.slug, turn: plan.bottle.turn };
 }
 
 /**

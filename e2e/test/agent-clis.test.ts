@@ -42,7 +42,7 @@ import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import { importHead, runGit, wallGitEnv, withAlternates } from '@bb/wall';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forgeWorld, probeAgentsImage, until } from './support';
+import { fileIssue, forgeWorld, probeAgentsImage, until } from './support';
 
 const docker = await probeDocker();
 const { ok: hasImage, image: AGENTS_IMAGE } = await probeAgentsImage(docker.ok);
@@ -267,12 +267,7 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
     async (cli) => {
       const model = models[cli]!;
       // Issues and PRs share numbers: the PR is the next one.
-      const n = gitea.createIssue('alice', 'acme/widgets', {
-        title: `Fix the thing (${cli})`,
-        body: 'It is broken.',
-        labels: [`bot-bottle:${cli}`],
-        assignees: ['bb-claude'],
-      });
+      const n = fileIssue(gitea, cli, `Fix the thing (${cli})`, 'It is broken.');
       model.setScript(scriptFor(cli, n, n + 1));
       const frozen = await until(
         `the ${cli} turn to end frozen with a PR`,
@@ -353,12 +348,7 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
   it('a model API failing with 500s ends the run promptly as a failure; the bottle stays frozen and resumable', async () => {
     const model = models.failing!;
     model.setScript([{ fail: 500 }]);
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Doomed',
-      body: 'The model is down.',
-      labels: ['bot-bottle:failing'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'failing', 'Doomed', 'The model is down.');
     const frozen = await until(
       'the failed turn to be recorded',
       () => {
@@ -398,12 +388,7 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
   it('pi exits 0 when the model API fails; the run is still recorded as a failure', async () => {
     const model = models['failing-pi']!;
     model.setScript([{ fail: 500 }]);
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Doomed too',
-      body: 'The model is down for pi.',
-      labels: ['bot-bottle:failing-pi'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'failing-pi', 'Doomed too', 'The model is down for pi.');
     const frozen = await until(
       'the failed pi turn to be recorded',
       () => {

@@ -10,16 +10,11 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { closeGiteaPools } from '@bb/forge';
-import type { GiteaTestServer } from '@bb/forge/testing';
-import type { DockerBackend } from '@bb/headless';
-import type { Orchestrator } from '@bb/lifecycle';
-import { loadOrCreateSigningKey, type ProvenanceStore, verifyChain } from '@bb/provenance';
-import type { SqliteForgeStateStore } from '@bb/state';
+import { loadOrCreateSigningKey, verifyChain } from '@bb/provenance';
 import { probeDocker } from '@bb/tooling/docker';
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { type Loop, startLoop } from './loop';
-import { forgeWorld, makeHome, prSteps, scriptAgent, until } from './support';
+import { describe, expect, it, onTestFailed } from 'vitest';
+import { useLoop } from './loop';
+import { fileIssue, forgeWorld, prSteps, scriptAgent, until } from './support';
 
 const run = promisify(execFile);
 const docker = await probeDocker();
@@ -62,17 +57,12 @@ async function humanPush(cloneUrl: string, branch: string, file: string): Promis
 }
 
 describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
-  let home: string;
-  let loop: Loop;
-  let gitea: GiteaTestServer;
-  let orch: Orchestrator;
-  let store: SqliteForgeStateStore;
-  let prov: ProvenanceStore;
-  let backend: DockerBackend;
-  let logs: Array<Record<string, unknown>>;
-
-  beforeAll(async () => {
-    home = makeHome('bb-conversation-', {
+  const world = forgeWorld(TOKEN);
+  world.users = [...(world.users ?? []), { login: 'eve', tokens: [EVE] }];
+  world.users = world.users.map((u) => (u.login === 'alice' ? { ...u, tokens: [ALICE] } : u));
+  const loop = useLoop({
+    prefix: 'bb-conversation-',
+    agents: {
       implementer: scriptAgent([
         // 1: a question, then blocked.
         {
@@ -145,33 +135,17 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
           ],
         },
       ]),
-    });
-    const world = forgeWorld(TOKEN);
-    world.users = [...(world.users ?? []), { login: 'eve', tokens: [EVE] }];
-    world.users = world.users.map((u) => (u.login === 'alice' ? { ...u, tokens: [ALICE] } : u));
-    loop = await startLoop({
-      home,
-      token: TOKEN,
-      secret: SECRET,
-      world,
-      options: { resumeOnHumanPush: true, doneGraceMs: 2000 },
-    });
-    ({ gitea, orch, store, prov, backend, logs } = loop);
-  });
-  afterAll(async () => {
-    await loop?.close();
-    await closeGiteaPools();
-    if (!process.env['BB_KEEP_HOME']) rmSync(home, { recursive: true, force: true });
+    },
+    token: TOKEN,
+    secret: SECRET,
+    world,
+    options: { resumeOnHumanPush: true, doneGraceMs: 2000 },
   });
 
   it('question → answer on the issue → PR → review with inline comments → a person’s push → approve → merge → destroyed', async () => {
+    const { home, gitea, orch, store, prov, backend, logs } = loop();
     onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Fix the thing',
-      body: 'It is broken.',
-      labels: ['bot-bottle:implementer'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'implementer', 'Fix the thing', 'It is broken.');
     const turns = (slug: string, k: number) =>
       until(`turn ${k} recorded`, () => (prov.chain(slug).length >= k ? true : undefined), 90_000);
     const issueComments = () => gitea.issue('acme/widgets', n).comments.map((c) => c.body);
@@ -276,12 +250,9 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   }, 300_000);
 
   it('removing the agent label stops a running bottle at once; it is recorded and kept frozen', async () => {
+    const { gitea, orch, store, prov, backend, logs } = loop();
     onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'A long one',
-      labels: ['bot-bottle:sleeper'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'sleeper', 'A long one');
     const slug = await until('the agent at work', async () => {
       const r = store.get('acme', 'widgets', n);
       if (r?.status !== 'running') return undefined;
@@ -307,12 +278,9 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   }, 180_000);
 
   it('closing an issue whose frozen bottle has no PR destroys the bottle', async () => {
+    const { home, gitea, store, prov, logs } = loop();
     onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Just a question',
-      labels: ['bot-bottle:asker'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'asker', 'Just a question');
     const row = await until('frozen without a PR', () => {
       const r = store.get('acme', 'widgets', n);
       return r?.status === 'frozen' && prov.chain(r.slug).length === 1 ? r : undefined;
@@ -327,12 +295,9 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   }, 120_000);
 
   it('a session rotates after the agent’s turn limit; the new one starts with the summary and is recorded as rotated', async () => {
+    const { gitea, orch, store, prov, logs } = loop();
     onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Rotate me',
-      labels: ['bot-bottle:rotator'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'rotator', 'Rotate me');
     const row = await until('turn one recorded', () => {
       const r = store.get('acme', 'widgets', n);
       return r?.status === 'frozen' && prov.chain(r.slug).length === 1 ? r : undefined;

@@ -11,7 +11,7 @@ import { type RunningOrchestrator, serve } from '@bb/service';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forgeWorld, makeHome, probeChromium, prSteps, scriptAgent } from './support';
+import { fileIssue, forgeWorld, makeHome, probeChromium, prSteps, scriptAgent } from './support';
 
 const docker = await probeDocker();
 const browserProbe = probeChromium();
@@ -77,12 +77,7 @@ describe.skipIf(!docker.ok || !browserProbe.ok)('the dashboard in headless Chrom
     await page.goto(`${orch.url}/`);
     expect(await page.locator('#bottles').textContent()).toContain('No bottles yet');
 
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Add a',
-      body: 'Please add a.',
-      labels: ['bot-bottle:implementer'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'implementer', 'Add a', 'Please add a.');
     // The page reloads itself; no reload from the test.
     const running = page.locator('#bottles tr.status-running');
     await running.waitFor({ timeout: 30_000 });

@@ -18,7 +18,15 @@ import { DockerBackend, prepareRuntime, readMeta } from '@bb/headless';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { DockerKubelet } from './docker-kubelet';
-import { forgeWorld, makeHome, prSteps, removeHome, scriptAgent } from './support';
+import {
+  fileIssue,
+  forgeWorld,
+  makeHome,
+  prTurn,
+  rememberTurn,
+  removeHome,
+  scriptAgent,
+} from './support';
 
 const docker = await probeDocker();
 const SVC_KEY = 'svc-key-only-the-gate-holds-4242';
@@ -58,26 +66,18 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
       'bb-k8s-pods-',
       {
         implementer: scriptAgent([
-          {
-            steps: [
-              { do: 'read_issue' },
-              ...prSteps({
-                path: 'hello.txt',
-                content: 'hello from a pod\n',
-                message: 'Say hello',
-                title: 'Say hello',
-                body: 'From a pod.',
-              }),
-              { do: 'comment', body: 'Hello from a pod.' },
-              { do: 'done', status: 'success', summary: 'Said hello.' },
-            ],
-          },
-          {
-            steps: [
-              { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
-              { do: 'done', status: 'success', summary: 'Remembered.' },
-            ],
-          },
+          prTurn({
+            pr: {
+              path: 'hello.txt',
+              content: 'hello from a pod\n',
+              message: 'Say hello',
+              title: 'Say hello',
+              body: 'From a pod.',
+            },
+            comment: 'Hello from a pod.',
+            summary: 'Said hello.',
+          }),
+          rememberTurn('Remembered.'),
         ]),
       },
       {
@@ -156,12 +156,7 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
     onTestFailed(() => console.error('kubelet:', kubelet.errors.join('\n')));
     const env = { BB_HOME: home };
     const runner = runnerFor(env);
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Say hello',
-      body: 'From a pod, please.',
-      labels: ['bot-bottle:implementer'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'implementer', 'Say hello', 'From a pod, please.');
     const slug = `implementer-${Date.now().toString(36).slice(-5)}`;
     await runner.startLaunch({
       agent: 'implementer',

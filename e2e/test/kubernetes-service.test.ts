@@ -15,7 +15,7 @@ import { QueueWriter } from '@bb/forge-sidecar';
 import { bottlePaths } from '@bb/headless';
 import { type RunningOrchestrator, serve } from '@bb/service';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { forgeWorld, makeHome, removeHome, scriptAgent, until } from './support';
+import { fileIssue, forgeWorld, makeHome, removeHome, scriptAgent, until } from './support';
 
 const TOKEN = 'bb-claude-token-k8s-6443';
 const SECRET = 'k8s-webhook-secret';
@@ -143,12 +143,7 @@ describe('the service on the kubernetes backend (fake API server)', () => {
     onTestFailed(() =>
       console.error('orchestrator log:', JSON.stringify(logs.slice(-40), null, 1)),
     );
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Fix the thing',
-      body: 'It is broken.',
-      labels: ['bot-bottle:implementer'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'implementer', 'Fix the thing', 'It is broken.');
     const launched = await until(
       'the agent pod',
       async () => {

@@ -1,10 +1,11 @@
 // The whole loop as the end-to-end tests run it: the Gitea-compatible test server
 // sends real signed webhooks over HTTP to an orchestrator with real SQLite state,
 // real bottles on the Docker engine and signed provenance (no secret scan).
+import { rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { GiteaForge, giteaKind } from '@bb/forge';
+import { closeGiteaPools, GiteaForge, giteaKind } from '@bb/forge';
 import {
   createGiteaTestServer,
   type GiteaTestServer,
@@ -21,6 +22,8 @@ import {
 import { loadOrCreateSigningKey, ProvenanceStore, type SecretScanner } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE } from '@bb/tooling/docker';
+import { afterAll, beforeAll } from 'vitest';
+import { makeHome } from './support';
 
 const noScan: SecretScanner = {
   scanCommits: async () => ({ tool: 'none', scanned: 'skipped in this test', findings: [] }),
@@ -104,5 +107,43 @@ export async function startLoop(o: {
       await gitea.close();
       db.close();
     },
+  };
+}
+
+/** A started loop and the BB_HOME it runs in. */
+export interface HomeLoop extends Loop {
+  home: string;
+}
+
+/**
+ * A loop for the enclosing `describe`: a home with these agents and a loop on it
+ * are made before its tests and closed (the home removed, unless BB_KEEP_HOME)
+ * after them. Call the function returned inside a test.
+ */
+export function useLoop(o: {
+  prefix: string;
+  agents: Record<string, unknown>;
+  token: string;
+  secret: string;
+  world: GiteaWorldSeed;
+  options?: Partial<OrchestratorOptions>;
+}): () => HomeLoop {
+  let loop: HomeLoop | undefined;
+  let home: string | undefined;
+  beforeAll(async () => {
+    home = makeHome(o.prefix, o.agents);
+    const { token, secret, world, options } = o;
+    loop = { ...(await startLoop({ home, token, secret, world, options })), home };
+  });
+  afterAll(async () => {
+    await loop?.close();
+    await closeGiteaPools();
+    if (!home) return;
+    if (process.env['BB_KEEP_HOME']) console.error(`kept ${home}`);
+    else rmSync(home, { recursive: true, force: true });
+  });
+  return () => {
+    if (!loop) throw new Error('the loop has not started: call this inside a test');
+    return loop;
   };
 }

@@ -16,7 +16,15 @@ import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { freePort } from '@bb/tooling/net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forgeWorld, makeHome, prSteps, scriptAgent, until } from './support';
+import {
+  fileIssue,
+  forgeWorld,
+  makeHome,
+  prTurn,
+  rememberTurn,
+  scriptAgent,
+  until,
+} from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-restart-5150';
@@ -95,29 +103,14 @@ describe.skipIf(!docker.ok)('real Docker: the orchestrator process, killed and r
   beforeAll(async () => {
     home = makeHome('bb-restart-', {
       implementer: scriptAgent([
-        {
-          steps: [
-            { do: 'read_issue' },
+        prTurn({
+          before: [
             { do: 'comment', body: 'Starting.' },
             // Long enough for the test to kill the orchestrator mid-run.
             { do: 'sleep', ms: 6000 },
-            ...prSteps({
-              path: 'fix.txt',
-              content: 'fixed\n',
-              message: 'Fix',
-              title: 'Fix it',
-              body: 'Done.',
-            }),
-            { do: 'comment', body: 'PR is up.' },
-            { do: 'done', status: 'success', summary: 'Opened the PR.' },
           ],
-        },
-        {
-          steps: [
-            { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
-            { do: 'done', status: 'success', summary: 'Answered.' },
-          ],
-        },
+        }),
+        rememberTurn(),
       ]),
     });
     port = await freePort();
@@ -137,12 +130,7 @@ describe.skipIf(!docker.ok)('real Docker: the orchestrator process, killed and r
 
   it('one bottle from 50 concurrent deliveries; kill -9, SIGTERM and missed deliveries recovered', async () => {
     // Filed while the orchestrator is down: Gitea's one delivery attempt fails.
-    const a = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Fix the thing',
-      body: 'It is broken.',
-      labels: ['bot-bottle:implementer'],
-      assignees: ['bb-claude'],
-    });
+    const a = fileIssue(gitea, 'implementer', 'Fix the thing', 'It is broken.');
     await gitea.settle();
     const original = gitea.deliveries.find((d) => d.eventType === 'issues')!;
     expect(original.status).toBeUndefined();
@@ -215,12 +203,7 @@ describe.skipIf(!docker.ok)('real Docker: the orchestrator process, killed and r
     expect(await backend.list({ 'bb.slug': slug })).toEqual([]);
     const pr = frozen.prNumber!;
     gitea.comment('alice', 'acme/widgets', pr, 'Please also handle empty widgets.');
-    const b = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Second thing',
-      body: 'Also broken.',
-      labels: ['bot-bottle:implementer'],
-      assignees: ['bb-claude'],
-    });
+    const b = fileIssue(gitea, 'implementer', 'Second thing', 'Also broken.');
     await gitea.settle();
     await start();
     await until('the sweep to resume the first bottle', () =>

@@ -13,7 +13,7 @@ import { build } from 'tsup';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { labKind } from './lab-forge/kind';
 import { LabServer } from './lab-forge/server';
-import { makeHome, prSteps, removeHome, scriptAgent, until } from './support';
+import { makeHome, prTurn, rememberTurn, removeHome, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'lab-bot-token-5150';
@@ -52,26 +52,12 @@ describe.skipIf(!docker.ok)('a second forge kind (Lab) end to end in real bottle
   beforeAll(async () => {
     home = makeHome('bb-lab-', {
       implementer: scriptAgent([
-        {
-          steps: [
-            { do: 'read_issue' },
-            ...prSteps({
-              path: 'fix.txt',
-              content: 'fixed on Lab\n',
-              message: 'Fix on Lab',
-              title: 'Fix the lab thing',
-              body: 'Done.',
-            }),
-            { do: 'comment', body: 'Change is up.' },
-            { do: 'done', status: 'success', summary: 'Opened the change.' },
-          ],
-        },
-        {
-          steps: [
-            { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
-            { do: 'done', status: 'success', summary: 'Answered.' },
-          ],
-        },
+        prTurn({
+          pr: { content: 'fixed on Lab\n', message: 'Fix on Lab', title: 'Fix the lab thing' },
+          comment: 'Change is up.',
+          summary: 'Opened the change.',
+        }),
+        rememberTurn(),
       ]),
     });
     out = mkdtempSync(join(tmpdir(), 'bb-lab-kind-'));

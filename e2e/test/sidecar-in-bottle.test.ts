@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { verifyOpLogFile } from '@bb/forge-sidecar';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
@@ -29,13 +29,7 @@ describe.skipIf(!docker.ok)(
 
     beforeAll(async () => {
       server = await createGiteaTestServer({
-        world: {
-          users: [{ login: 'alice' }, { login: 'bb-claude', tokens: [TOKEN] }],
-          orgs: [
-            { name: 'acme', members: ['alice'] },
-            { name: 'bot-bottle', members: ['bb-claude'] },
-          ],
-          repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
+        world: acmeWorld(TOKEN, {
           issues: [
             {
               repo: 'acme/widgets',
@@ -45,7 +39,7 @@ describe.skipIf(!docker.ok)(
             },
             { repo: 'acme/widgets', title: 'Not for the bot', author: 'alice' },
           ],
-        },
+        }),
       });
       dir = mkdtempSync(join(tmpdir(), 'bb-bottle-'));
       for (const d of ['sock', 'queue', 'state', 'workspace']) mkdirSync(join(dir, d));

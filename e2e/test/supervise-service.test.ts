@@ -17,7 +17,7 @@ import { type RunningOrchestrator, serve } from '@bb/service';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { destroyHome, forgeWorld, probeAgentsImage, until } from './support';
+import { destroyHome, fileIssue, forgeWorld, probeAgentsImage, until } from './support';
 
 const docker = await probeDocker();
 const { ok: hasImage, image: AGENTS_IMAGE } = await probeAgentsImage(docker.ok);
@@ -162,12 +162,7 @@ describe.skipIf(!hasImage)('supervise with the real Claude Code CLI, through the
       null,
       2,
     )}\n`;
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'List the items',
-      body: 'Read /svc/items.',
-      labels: ['bot-bottle:claude'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'claude', 'List the items', 'Read /svc/items.');
     model.setScript([
       {
         tools: [

@@ -7,14 +7,14 @@
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
+import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
 import { DockerBackend } from '@bb/headless';
 import { type RunningOrchestrator, serve } from '@bb/service';
 import { BbDatabase } from '@bb/state';
 import { SuperviseStore } from '@bb/supervise';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { destroyHome, makeHome, scriptAgent, until } from './support';
+import { destroyHome, fileIssue, makeHome, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-thread-93ab';
@@ -59,26 +59,13 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
       JSON.stringify({ egressCeiling: ['pypi.org'] }),
     );
     gitea = await createGiteaTestServer({
-      world: {
-        users: [
-          { login: 'alice', tokens: ['alice-token-thread-0001'] },
-          { login: 'mallory', tokens: ['mallory-token-thread-0001'] },
-          { login: 'bb-claude', tokens: [TOKEN] },
-        ],
-        orgs: [
-          { name: 'acme', members: ['alice'] },
-          { name: 'bot-bottle', members: ['bb-claude'] },
-        ],
-        // alice administers the repository; mallory may only write to it.
-        repos: [
-          {
-            owner: 'acme',
-            name: 'widgets',
-            collaborators: ['bb-claude', 'mallory'],
-            admins: ['bb-claude', 'alice'],
-          },
-        ],
-      },
+      // alice administers the repository; mallory may only write to it.
+      world: acmeWorld(TOKEN, {
+        aliceToken: 'alice-token-thread-0001',
+        users: [{ login: 'mallory', tokens: ['mallory-token-thread-0001'] }],
+        collaborators: ['mallory'],
+        admins: ['bb-claude', 'alice'],
+      }),
     });
     orch = await serve({
       env: {
@@ -103,12 +90,7 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
   });
 
   it('posts the request on the issue; an admin approves it by replying, a mere writer cannot', async () => {
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Make the tests install',
-      body: 'They need pypi.org.',
-      labels: ['bot-bottle:implementer'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'implementer', 'Make the tests install', 'They need pypi.org.');
     const bodies = () => gitea.issue('acme/widgets', n).comments.map((c) => c.body);
     const posted = await until(
       'the request on the issue',

@@ -6,24 +6,19 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { bottleRemediator, destroy, homeLabel, readMeta, supervisedBottles } from '@bb/headless';
-import {
-  defaultPolicy,
-  type Policy,
-  type RequestView,
-  SuperviseDesk,
-  SuperviseStore,
-} from '@bb/supervise';
+import { destroy, homeLabel, readMeta } from '@bb/headless';
+import type { Policy, RequestView, SuperviseDesk } from '@bb/supervise';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   askSupervise,
   editConfig,
+  guardedBench,
   RedTeam,
   rawHttp,
   type Step,
-  startUpstream,
+  type startUpstream,
 } from './redteam/harness';
 
 const docker = await probeDocker();
@@ -45,16 +40,7 @@ describe.skipIf(!docker.ok)(
     let eventLog = '';
     let policy: Policy;
 
-    const desk = () =>
-      new SuperviseDesk({
-        store: new SuperviseStore(rt.db),
-        bottles: supervisedBottles(rt.env),
-        policy,
-        remediator: bottleRemediator({
-          backend: rt.backend,
-          env: { ...rt.env, SUP_NEW_KEY: NEW_KEY },
-        }),
-      });
+    const desk = () => rt.desk(policy, { SUP_NEW_KEY: NEW_KEY });
 
     /** The operator: wait for the next pending request, then act on it. */
     const operator = async (
@@ -71,28 +57,9 @@ describe.skipIf(!docker.ok)(
 
     beforeAll(async () => {
       await rt.start();
-      const up = await startUpstream();
-      upstream = up;
-      port = up.port;
-      seen = up.seen;
-      // The operator's ceiling opens the test service; anything else needs an override.
-      policy = {
-        ...defaultPolicy(),
-        egressCeiling: [`127.0.0.1:${port}`],
-        // Declared for bottles, but for no host: sending it anywhere needs an override.
-        credentialHosts: { SUP_NEW_KEY: [] },
-      };
-      rt.bottle('guarded', {
-        image: BASE_IMAGE,
-        egress: { allow: ['registry.npmjs.org'] },
-        credentials: [
-          {
-            route: '/anthropic',
-            upstream: `http://127.0.0.1:${port}/anthropic`,
-            headers: { 'x-api-key': 'env:SUP_KEY' },
-          },
-        ],
-      });
+      ({ upstream, policy } = await guardedBench(rt, '/anthropic'));
+      port = upstream.port;
+      seen = upstream.seen;
       // Every exec or attach on this run's containers, as the engine reports it.
       events = spawn('docker', [
         'events',

@@ -1,13 +1,13 @@
 // Helpers shared by the end-to-end tests.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import type { GiteaWorldSeed } from '@bb/forge/test-server';
+import { acmeWorld, type GiteaTestServer, type GiteaWorldSeed } from '@bb/forge/test-server';
 import { type Backend, destroy, HOME_LABEL, homeLabel, listBottles } from '@bb/headless';
 import { scriptAgent as headlessScriptAgent, makeTestHome } from '@bb/headless/testing';
 import { BASE_IMAGE } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 
-export { prSteps } from '@bb/headless/testing';
+export { prSteps, prTurn, rememberTurn } from '@bb/headless/testing';
 
 /** Poll `fn` every 100 ms until it returns something truthy; fail after `ms`. */
 export async function until<T>(
@@ -98,21 +98,9 @@ export function scriptAgent(turns: unknown[], name = 'Implementer') {
  * acme/widgets; bb-claude (in the agent org bot-bottle, with `botToken`) is the bot.
  */
 export function forgeWorld(botToken: string): GiteaWorldSeed {
-  return {
-    users: [
-      { login: 'alice', tokens: ['alice-token-1234567890'] },
-      { login: 'bb-claude', tokens: [botToken] },
-    ],
-    orgs: [
-      { name: 'acme', members: ['alice'] },
-      { name: 'bot-bottle', members: ['bb-claude'] },
-    ],
-    // The bot administers the repository (docs/gitea-setup.md): Gitea tells only an
-    // admin who may write, which decides whose comments drive the agent.
-    repos: [
-      { owner: 'acme', name: 'widgets', collaborators: ['bb-claude'], admins: ['bb-claude'] },
-    ],
-  };
+  // The bot administers the repository (docs/gitea-setup.md): Gitea tells only an
+  // admin who may write, which decides whose comments drive the agent.
+  return acmeWorld(botToken, { aliceToken: 'alice-token-1234567890', admins: ['bb-claude'] });
 }
 
 /**
@@ -147,4 +135,22 @@ export async function removeHome(home: string): Promise<void> {
       await new Promise((r) => setTimeout(r, 200));
     }
   }
+}
+
+/**
+ * alice files an issue in acme/widgets for the bot's `agent`: labelled
+ * `bot-bottle:<agent>` and assigned to bb-claude. Its number.
+ */
+export function fileIssue(
+  gitea: GiteaTestServer,
+  agent: string,
+  title: string,
+  body?: string,
+): number {
+  return gitea.createIssue('alice', 'acme/widgets', {
+    title,
+    ...(body === undefined ? {} : { body }),
+    labels: [`bot-bottle:${agent}`],
+    assignees: ['bb-claude'],
+  });
 }

@@ -12,7 +12,7 @@ import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forgeWorld, makeHome, scriptAgent, until } from './support';
+import { fileIssue, forgeWorld, makeHome, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-watchdog-31';
@@ -93,11 +93,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
 
   it('stops an agent that goes silent and records watchdogFired: silence', async () => {
     const { orch, store, prov } = orchestrator(1500);
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Silent one',
-      labels: ['bot-bottle:sleeper'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'sleeper', 'Silent one');
     const t0 = Date.now();
     await target(orch, n);
     const row = await until('the silent bottle to be frozen', () => {
@@ -129,11 +125,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
 
   it('notices a deleted sidecar socket within seconds and stops the agent', async () => {
     const { orch, store, prov, home } = orchestrator(10 * 60_000);
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Unreachable one',
-      labels: ['bot-bottle:sleeper'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'sleeper', 'Unreachable one');
     await target(orch, n);
     const slug = await serving(store, home, n);
     const deletedAt = Date.now();
@@ -152,11 +144,7 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
 
   it('notices a killed gate within seconds and records watchdogFired: sidecar_death', async () => {
     const { orch, store, prov, home } = orchestrator(10 * 60_000);
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Lonely one',
-      labels: ['bot-bottle:sleeper'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'sleeper', 'Lonely one');
     await target(orch, n);
     const slug = await serving(store, home, n);
     const gate = (await backend.list({ 'bb.slug': slug })).find(

@@ -2,77 +2,37 @@
 // real signed webhooks to the orchestrator over HTTP; a script agent runs in a
 // bottle, opens a PR and signals done; a human comment resumes the same session;
 // the merge destroys the bottle. Provenance is recorded for each turn.
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { closeGiteaPools } from '@bb/forge';
-import type { GiteaTestServer } from '@bb/forge/testing';
-import { bottleDir, type DockerBackend } from '@bb/headless';
-import type { Orchestrator } from '@bb/lifecycle';
-import { loadOrCreateSigningKey, type ProvenanceStore, verifyChain } from '@bb/provenance';
-import type { SqliteForgeStateStore } from '@bb/state';
+import { bottleDir } from '@bb/headless';
+import { loadOrCreateSigningKey, verifyChain } from '@bb/provenance';
 import { probeDocker } from '@bb/tooling/docker';
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { type Loop, startLoop } from './loop';
-import { forgeWorld, makeHome, prSteps, scriptAgent, until } from './support';
+import { describe, expect, it, onTestFailed } from 'vitest';
+import { useLoop } from './loop';
+import { fileIssue, forgeWorld, prTurn, rememberTurn, scriptAgent, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-whole-loop-77';
 const SECRET = 'whole-loop-webhook-secret';
 describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
-  let home: string;
-  let loop: Loop;
-  let gitea: GiteaTestServer;
-  let orch: Orchestrator;
-  let store: SqliteForgeStateStore;
-  let prov: ProvenanceStore;
-  let backend: DockerBackend;
-  let logs: Array<Record<string, unknown>>;
-
-  beforeAll(async () => {
-    home = makeHome('bb-loop-', {
+  const loop = useLoop({
+    prefix: 'bb-loop-',
+    agents: {
       implementer: scriptAgent([
-        {
-          steps: [
-            { do: 'read_issue' },
-            ...prSteps({
-              path: 'fix.txt',
-              content: 'fixed\n',
-              message: 'Fix',
-              title: 'Fix the thing',
-              body: 'Done.',
-            }),
-            { do: 'comment', body: 'PR is up.' },
-            { do: 'done', status: 'success', summary: 'Opened the PR.' },
-          ],
-        },
-        {
-          steps: [
-            { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
-            // The PR it opened in turn one is still in its write scope.
-            { do: 'comment', number: 2, body: 'Handled on the PR.' },
-            { do: 'done', status: 'success', summary: 'Answered.' },
-          ],
-        },
+        prTurn({ pr: { title: 'Fix the thing' } }),
+        // The PR it opened in turn one is still in its write scope.
+        rememberTurn('Answered.', [{ do: 'comment', number: 2, body: 'Handled on the PR.' }]),
       ]),
-    });
-    loop = await startLoop({ home, token: TOKEN, secret: SECRET, world: forgeWorld(TOKEN) });
-    ({ gitea, orch, store, prov, backend, logs } = loop);
-  });
-  afterAll(async () => {
-    await loop?.close();
-    await closeGiteaPools();
-    if (!process.env['BB_KEEP_HOME']) rmSync(home, { recursive: true, force: true });
-    else console.error(`kept ${home}`);
+    },
+    token: TOKEN,
+    secret: SECRET,
+    world: forgeWorld(TOKEN),
   });
 
   it('issue → bottle → PR → done → frozen → comment → resumed → merged → destroyed', async () => {
+    const { home, gitea, orch, store, prov, backend, logs } = loop();
     onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
-    const n = gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Fix the thing',
-      body: 'It is broken.',
-      labels: ['bot-bottle:implementer'],
-      assignees: ['bb-claude'],
-    });
+    const n = fileIssue(gitea, 'implementer', 'Fix the thing', 'It is broken.');
     const frozen = await until('the first turn to end frozen with a PR', () => {
       const row = store.get('acme', 'widgets', n);
       return row?.status === 'frozen' && row.prNumber ? row : undefined;

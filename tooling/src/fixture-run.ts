@@ -4,10 +4,11 @@
  * to prove that a conformance suite fails on a deliberately broken implementation.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 
 export interface FixtureRun {
@@ -17,7 +18,25 @@ export interface FixtureRun {
   skipped: string[];
 }
 
-export function runFixtureSuite(packageDir: string, file: string): FixtureRun {
+/**
+ * Where a fixture is: a URL (`new URL('fixtures/x.fixture.ts', import.meta.url)`)
+ * or a path. Its package is the nearest folder above it with a `package.json`.
+ */
+export type FixtureFile = URL | string;
+
+function locate(fixture: FixtureFile): { packageDir: string; file: string } {
+  const path = fixture instanceof URL ? fileURLToPath(fixture) : fixture;
+  let dir = dirname(path);
+  while (!existsSync(join(dir, 'package.json'))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`no package.json above the fixture ${path}`);
+    dir = up;
+  }
+  return { packageDir: dir, file: relative(dir, path) };
+}
+
+export function runFixtureSuite(fixture: FixtureFile): FixtureRun {
+  const { packageDir, file } = locate(fixture);
   const require = createRequire(join(packageDir, 'package.json'));
   const vitestBin = join(require.resolve('vitest/package.json'), '..', 'vitest.mjs');
   const out = mkdtempSync(join(tmpdir(), 'bb-fixture-'));
@@ -60,16 +79,18 @@ export function runFixtureSuite(packageDir: string, file: string): FixtureRun {
 
 /**
  * Run a fixture suite and expect it to fail, with these tests among its
- * failures (`atLeast`) or exactly these. The run, for further checks.
+ * failures (`atLeast`) or exactly these, and these among its passes (what the
+ * broken build does right still passes: the suite does not fail blindly).
+ * The run, for further checks.
  */
 export function expectFixtureFails(
-  packageDir: string,
-  file: string,
-  want: { failed: string[]; atLeast?: boolean },
+  fixture: FixtureFile,
+  want: { failed: string[]; atLeast?: boolean; passed?: string[] },
 ): FixtureRun {
-  const run = runFixtureSuite(packageDir, file);
-  expect(run.exitCode, `${file} must fail`).not.toBe(0);
+  const run = runFixtureSuite(fixture);
+  expect(run.exitCode, `${String(fixture)} must fail`).not.toBe(0);
   if (want.atLeast) expect(run.failed).toEqual(expect.arrayContaining(want.failed));
   else expect(run.failed).toEqual(want.failed);
+  if (want.passed) expect(run.passed).toEqual(expect.arrayContaining(want.passed));
   return run;
 }

@@ -1,5 +1,5 @@
 // The script agents the fault scenarios run.
-import { prSteps, scriptAgent } from '../support';
+import { prTurn, scriptAgent } from '../support';
 
 const answer = {
   steps: [
@@ -11,42 +11,25 @@ const answer = {
 /** Comments "Starting.", works for `sleepMs`, then commits, opens a PR and signals done. */
 export const worker = (sleepMs: number) =>
   scriptAgent([
-    {
-      steps: [
-        { do: 'read_issue' },
+    prTurn({
+      before: [
         { do: 'comment', body: 'Starting.' },
         { do: 'sleep', ms: sleepMs },
-        ...prSteps({
-          path: 'fix.txt',
-          content: 'fixed\n',
-          message: 'Fix',
-          title: 'Fix it',
-          body: 'Done.',
-        }),
-        { do: 'comment', body: 'PR is up.' },
-        { do: 'done', status: 'success', summary: 'Opened the PR.' },
       ],
-    },
+    }),
     answer,
   ]);
 
 /** Opens its PR first, then works for `sleepMs` before it signals done. */
 export const opener = (sleepMs: number) =>
   scriptAgent([
-    {
-      steps: [
-        { do: 'read_issue' },
-        ...prSteps({
-          path: 'fix.txt',
-          content: 'fixed\n',
-          message: 'Fix',
-          title: 'Fix it',
-          body: 'Done.',
-        }),
+    prTurn({
+      after: [
         { do: 'comment', body: 'Starting.' },
         { do: 'sleep', ms: sleepMs },
-        { do: 'done', status: 'success', summary: 'Opened the PR early.' },
       ],
-    },
+      comment: null,
+      summary: 'Opened the PR early.',
+    }),
     answer,
   ]);

@@ -33,7 +33,7 @@ import {
 } from '@bb/headless';
 import type { RunRecord } from '@bb/provenance';
 import { BASE_IMAGE } from '@bb/tooling/docker';
-import { forgeWorld, makeHome, until } from '../support';
+import { fileIssue, forgeWorld, makeHome, until } from '../support';
 
 // The state package's own SQLite driver (the e2e package does not depend on it directly).
 const require = createRequire(createRequire(import.meta.url).resolve('@bb/state'));
@@ -418,12 +418,7 @@ export class Scenario {
   }
 
   issue(title: string, agent: string): number {
-    return this.gitea.createIssue('alice', 'acme/widgets', {
-      title,
-      body: `${title}.`,
-      labels: [`bot-bottle:${agent}`],
-      assignees: ['bb-claude'],
-    });
+    return fileIssue(this.gitea, agent, title, `${title}.`);
   }
 
   /** The containers of this home, by slug and role. */

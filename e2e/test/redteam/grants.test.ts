@@ -1,14 +1,15 @@
-import { defaultPolicy, type Policy } from '@bb/supervise';
-import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import type { Policy } from '@bb/supervise';
+import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   askSupervise,
   busyOperator,
   editConfig,
+  guardedBench,
   RedTeam,
   rawHttp,
   type Step,
-  startUpstream,
+  type startUpstream,
 } from './harness';
 
 const docker = await probeDocker();
@@ -28,26 +29,9 @@ describe.skipIf(!docker.ok)('red team: a grant ends with its scope (I9)', () => 
 
   beforeAll(async () => {
     await rt.start();
-    upstream = await startUpstream();
+    ({ upstream, policy } = await guardedBench(rt, '/model'));
     port = upstream.port;
     seen = upstream.seen;
-    // The operator offers SUP_NEW_KEY for bottles, to no host yet: the approval overrides.
-    policy = {
-      ...defaultPolicy(),
-      egressCeiling: [`127.0.0.1:${port}`],
-      credentialHosts: { SUP_NEW_KEY: [] },
-    };
-    rt.bottle('guarded', {
-      image: BASE_IMAGE,
-      egress: { allow: ['registry.npmjs.org'] },
-      credentials: [
-        {
-          route: '/model',
-          upstream: `http://127.0.0.1:${port}/model`,
-          headers: { 'x-api-key': 'env:SUP_KEY' },
-        },
-      ],
-    });
   });
   afterAll(async () => {
     upstream?.close();

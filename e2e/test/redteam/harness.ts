@@ -18,7 +18,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeGiteaPools } from '@bb/forge';
-import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import * as headless from '@bb/headless';
 import {
   type BottleMeta,
@@ -48,6 +48,7 @@ import {
   SuperviseStore,
 } from '@bb/supervise';
 import { BASE_IMAGE } from '@bb/tooling/docker';
+import { fileIssue } from '../support';
 
 export const TOKEN = 'bb-claude-redteam-token-5f3a9c2e71d4';
 
@@ -129,34 +130,15 @@ export class RedTeam {
     this.bottle('default', { image: BASE_IMAGE });
     await this.listener.start();
     this.gitea = await createGiteaTestServer({
-      world: {
-        users: [
-          { login: 'alice', tokens: ['alice-token-redteam-0001'] },
-          { login: 'bb-claude', tokens: [TOKEN] },
-        ],
-        orgs: [
-          { name: 'acme', members: ['alice'] },
-          { name: 'bot-bottle', members: ['bb-claude'] },
-        ],
-        repos: [
-          {
-            owner: 'acme',
-            name: 'widgets',
-            collaborators: ['bb-claude'],
-            admins: ['bb-claude'],
-            ...(Object.keys(seedFiles).length ? { files: seedFiles } : {}),
-          },
-          // Another repository the bot can write to: nothing a bottle of widgets does may reach it.
-          { owner: 'acme', name: 'other', collaborators: ['bb-claude'] },
-        ],
-      },
+      world: acmeWorld(TOKEN, {
+        aliceToken: 'alice-token-redteam-0001',
+        admins: ['bb-claude'],
+        ...(Object.keys(seedFiles).length ? { files: seedFiles } : {}),
+        // Another repository the bot can write to: nothing a bottle of widgets does may reach it.
+        repos: [{ owner: 'acme', name: 'other', collaborators: ['bb-claude'] }],
+      }),
     });
-    this.issue = this.gitea.createIssue('alice', 'acme/widgets', {
-      title: 'Fix the thing',
-      body: 'It is broken.',
-      labels: ['bot-bottle:implementer'],
-      assignees: ['bb-claude'],
-    });
+    this.issue = fileIssue(this.gitea, 'implementer', 'Fix the thing', 'It is broken.');
     this.db = BbDatabase.open({ path: join(this.home, 'bot-bottle.db') });
     this.prov = new ProvenanceStore(this.db);
     return this;
@@ -379,6 +361,36 @@ export async function startUpstream(): Promise<{
     seen,
     close: () => server.close(),
   };
+}
+
+/**
+ * The supervise tests' bench: an upstream service; the operator's ceiling opens it
+ * and declares `SUP_NEW_KEY` for no host (sending it anywhere needs an override);
+ * a bottle `guarded` that may reach one registry and routes `route` to the
+ * upstream with `SUP_KEY`.
+ */
+export async function guardedBench(
+  rt: RedTeam,
+  route: string,
+): Promise<{ upstream: Awaited<ReturnType<typeof startUpstream>>; policy: Policy }> {
+  const upstream = await startUpstream();
+  const policy: Policy = {
+    ...defaultPolicy(),
+    egressCeiling: [`127.0.0.1:${upstream.port}`],
+    credentialHosts: { SUP_NEW_KEY: [] },
+  };
+  rt.bottle('guarded', {
+    image: BASE_IMAGE,
+    egress: { allow: ['registry.npmjs.org'] },
+    credentials: [
+      {
+        route,
+        upstream: `http://127.0.0.1:${upstream.port}${route}`,
+        headers: { 'x-api-key': 'env:SUP_KEY' },
+      },
+    ],
+  });
+  return { upstream, policy };
 }
 
 /** A shell step: a raw HTTP request (`~` for CRLF) through a bottle port, its answer written to /workspace/<out>. */

@@ -1,13 +1,9 @@
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expectFixtureFails } from '@bb/tooling/fixture-run';
 import { describe, expect, it } from 'vitest';
 
-const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
-
 describe('describeKubernetesIsolation', () => {
   it('fails on a backend that takes shortcuts, test by test', () => {
-    const _run = expectFixtureFails(pkg, 'test/fixtures/leaky-kubernetes.fixture.ts', {
+    expectFixtureFails(new URL('fixtures/leaky-kubernetes.fixture.ts', import.meta.url), {
       failed: [
         "the agent's pods hold no Secret in any form and no service account token",
         "the agent's pods mount no claim but their own bottle's (never the state its gates share)",
@@ -19,13 +15,16 @@ describe('describeKubernetesIsolation', () => {
   }, 120_000);
 
   it('fails on a backend whose agent container looks right while its pod leaks', () => {
-    const run = expectFixtureFails(pkg, 'test/fixtures/sneaky-kubernetes.fixture.ts', {
-      failed: [
-        "the agent's pods hold no Secret in any form and no service account token",
-        "every container of the agent's pods runs non-root, read-only, unprivileged, within limits",
-        'every network policy that selects an agent lets it reach its own gate and nothing else',
-      ],
-    });
+    const run = expectFixtureFails(
+      new URL('fixtures/sneaky-kubernetes.fixture.ts', import.meta.url),
+      {
+        failed: [
+          "the agent's pods hold no Secret in any form and no service account token",
+          "every container of the agent's pods runs non-root, read-only, unprivileged, within limits",
+          'every network policy that selects an agent lets it reach its own gate and nothing else',
+        ],
+      },
+    );
     expect(run.passed).toEqual([
       "the agent's pods mount no claim but their own bottle's (never the state its gates share)",
       'nothing runs in, attaches to or forwards to a pod',

@@ -1,13 +1,9 @@
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { runFixtureSuite } from '@bb/tooling/fixture-run';
 import { describe, expect, it } from 'vitest';
 
-const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
-
 describe('describeFramingSuite', () => {
   it('fails a proxy that decides only the first request and splices the rest, test by test', () => {
-    const run = runFixtureSuite(pkg, 'test/fixtures/naive-splice.fixture.ts');
+    const run = runFixtureSuite(new URL('fixtures/naive-splice.fixture.ts', import.meta.url));
     expect(run.exitCode).not.toBe(0);
     expect(run.failed.sort()).toEqual(
       [

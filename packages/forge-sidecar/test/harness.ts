@@ -6,7 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Forge } from '@bb/forge';
-import { type ApiExchange, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import {
+  type ApiExchange,
+  acmeWorld,
+  createGiteaTestServer,
+  type GiteaTestServer,
+} from '@bb/forge/testing';
 import { ForgeSidecarClient } from '../src/client';
 import type { SidecarEnv } from '../src/config';
 import { runSidecarFromEnv } from '../src/main';
@@ -37,16 +42,8 @@ export async function startHarness(
 ): Promise<Harness> {
   const exchanges: ApiExchange[] = [];
   const server = await createGiteaTestServer({
-    world: {
-      users: [
-        { login: 'alice', tokens: [ALICE] },
-        { login: 'bb-claude', tokens: [TOKEN] },
-      ],
-      orgs: [
-        { name: 'acme', members: ['alice'] },
-        { name: 'bot-bottle', members: ['bb-claude'] },
-      ],
-      repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
+    world: acmeWorld(TOKEN, {
+      aliceToken: ALICE,
       issues: [
         {
           repo: 'acme/widgets',
@@ -57,7 +54,7 @@ export async function startHarness(
         },
         { repo: 'acme/widgets', title: 'Someone else’s issue', author: 'alice' },
       ],
-    },
+    }),
     onResponse: (x) => exchanges.push(x),
   });
   const dir = mkdtempSync(join(tmpdir(), 'bb-sidecar-'));

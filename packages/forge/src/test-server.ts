@@ -4,6 +4,7 @@
  * vitest-based conformance suite, for programs (such as `bb demo`) that run it
  * outside a test runner. Loopback only; a double of Gitea, not a forge to use.
  */
+export { type AcmeWorldOptions, acmeWorld } from './testing/gitea-server/acme-world';
 export { type Delivery, eventHeader } from './testing/gitea-server/hooks';
 export type {
   GiteaWorldSeed,

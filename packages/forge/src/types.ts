@@ -38,23 +38,12 @@ export const BranchRefSchema = z.object({
 export type BranchRef = z.infer<typeof BranchRefSchema>;
 
 /** A pull request: an issue's fields plus where it goes and whether it merged. */
-export const PullRequestSchema = z.object({
-  number: z.number().int().positive(),
-  title: z.string(),
-  body: z.string(),
-  state: z.enum(['open', 'closed']),
-  author: UserSchema,
-  labels: z.array(LabelSchema),
-  assignees: z.array(UserSchema),
-  url: z.string(),
+export const PullRequestSchema = IssueSchema.omit({ isPullRequest: true }).extend({
   head: BranchRefSchema,
   base: BranchRefSchema,
   merged: z.boolean(),
   mergedAt: time.nullable(),
   mergeCommitSha: z.string().nullable(),
-  createdAt: time,
-  updatedAt: time,
-  closedAt: time.nullable(),
 });
 export type PullRequest = z.infer<typeof PullRequestSchema>;
 

@@ -1,13 +1,9 @@
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expectFixtureFails, runFixtureSuite } from '@bb/tooling/fixture-run';
 import { describe, expect, it } from 'vitest';
 
-const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
-
 describe('describeForgeConformance', () => {
   it('fails on a deliberately broken forge, test by test', () => {
-    const run = expectFixtureFails(pkg, 'test/fixtures/broken-forge.fixture.ts', {
+    expectFixtureFails(new URL('fixtures/broken-forge.fixture.ts', import.meta.url), {
       failed: [
         'postComment posts as the forge user and readComments lists oldest first',
         'a plain issue is not a PR',
@@ -18,19 +14,19 @@ describe('describeForgeConformance', () => {
         "the kind's bottle branch names the issue and nothing else is one",
       ],
       atLeast: true,
+      passed: ['readIssue returns the issue with its labels and assignees'],
     });
-    expect(run.passed).toContain('readIssue returns the issue with its labels and assignees');
   });
 
   it('fails when gitRemote does not carry what a push needs', () => {
-    const run = expectFixtureFails(pkg, 'test/fixtures/broken-remote.fixture.ts', {
+    expectFixtureFails(new URL('fixtures/broken-remote.fixture.ts', import.meta.url), {
       failed: ['gitRemote takes a real push, and a PR opens from the branch pushed'],
+      passed: ['listOpenIssues lists the open issue with its labels and no PRs'],
     });
-    expect(run.passed).toContain('listOpenIssues lists the open issue with its labels and no PRs');
   }, 120_000);
 
   it('skips, visibly, what a world gives it nothing to check with; it never passes it', () => {
-    const run = runFixtureSuite(pkg, 'test/fixtures/bare-world.fixture.ts');
+    const run = runFixtureSuite(new URL('fixtures/bare-world.fixture.ts', import.meta.url));
     expect(run.exitCode).toBe(0);
     const needs = [
       'a merged PR reads as merged and closed',

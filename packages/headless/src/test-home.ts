@@ -66,3 +66,52 @@ export function prSteps(o: {
     { do: 'open_pr', title: o.title, body: o.body },
   ];
 }
+
+/** What {@link prTurn} does, around its PR. */
+export interface PrTurnOptions {
+  /** The PR's file, commit and text. @default fix.txt, "fixed", "Fix", "Fix it", "Done." */
+  pr?: Partial<Parameters<typeof prSteps>[0]>;
+  /** Steps after reading the issue, before the PR. */
+  before?: unknown[];
+  /** Steps after the PR, before its comment. */
+  after?: unknown[];
+  /** What it says on the issue, `null` for nothing. @default 'PR is up.' */
+  comment?: string | null;
+  /** @default 'Opened the PR.' */
+  summary?: string;
+}
+
+/**
+ * A script agent's turn that reads its issue, opens a PR changing one file, says
+ * so on the issue and signals success.
+ */
+export function prTurn(o: PrTurnOptions = {}): { steps: unknown[] } {
+  return {
+    steps: [
+      { do: 'read_issue' },
+      ...(o.before ?? []),
+      ...prSteps({
+        path: 'fix.txt',
+        content: 'fixed\n',
+        message: 'Fix',
+        title: 'Fix it',
+        body: 'Done.',
+        ...o.pr,
+      }),
+      ...(o.after ?? []),
+      ...(o.comment === null ? [] : [{ do: 'comment', body: o.comment ?? 'PR is up.' }]),
+      { do: 'done', status: 'success', summary: o.summary ?? 'Opened the PR.' },
+    ],
+  };
+}
+
+/** A script agent's turn that says which turn it is and the prompts it remembers. */
+export function rememberTurn(summary = 'Answered.', after: unknown[] = []): { steps: unknown[] } {
+  return {
+    steps: [
+      { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
+      ...after,
+      { do: 'done', status: 'success', summary },
+    ],
+  };
+}

@@ -35,7 +35,10 @@ export {
 } from './providers/suite';
 export {
   makeTestHome,
+  type PrTurnOptions,
   prSteps,
+  prTurn,
+  rememberTurn,
   scriptAgent,
   type TestHomeManifests,
   writeManifests,

@@ -12,7 +12,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -76,13 +76,7 @@ const wiring = (): ForgeWiring => ({
 describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () => {
   beforeAll(async () => {
     server = await createGiteaTestServer({
-      world: {
-        users: [{ login: 'alice' }, { login: 'bb-claude', tokens: [TOKEN] }],
-        orgs: [
-          { name: 'acme', members: ['alice'] },
-          { name: 'bot-bottle', members: ['bb-claude'] },
-        ],
-        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
+      world: acmeWorld(TOKEN, {
         issues: [
           {
             repo: 'acme/widgets',
@@ -92,7 +86,7 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
             assignees: ['bb-claude'],
           },
         ],
-      },
+      }),
     });
   });
   afterAll(() => server?.close());

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -108,6 +108,12 @@ async function humanPush(branch: string, file: string): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
 }
+/** Launch the implementer on this test's issue. */
+const launchAgent = (prompt: string, warmMs = WINDOW) =>
+  launch({ ...opts(warmMs), agent: 'implementer', prompt, forge: wiring(issue) });
+/** Resume `slug`'s agent with `prompt`, its PR `pr`. */
+const resumeAgent = (slug: string, prompt: string, pr: number, warmMs = WINDOW) =>
+  resume({ ...opts(warmMs), slug, prompt, forgeToken: TOKEN, pr });
 const containersOf = (slug: string) => backend.list({ 'bb.slug': slug });
 const prOf = (slug: string) => {
   const branch = readMeta(slug, env())!.branch;
@@ -119,14 +125,7 @@ const prOf = (slug: string) => {
 describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
   beforeAll(async () => {
     server = await createGiteaTestServer({
-      world: {
-        users: [{ login: 'alice' }, { login: 'bb-claude', tokens: [TOKEN] }],
-        orgs: [
-          { name: 'acme', members: ['alice'] },
-          { name: 'bot-bottle', members: ['bb-claude'] },
-        ],
-        repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-claude'] }],
-      },
+      world: acmeWorld(TOKEN),
     });
   });
   afterAll(() => server?.close());
@@ -138,12 +137,7 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
 
   it('keeps a bottle warm after its turn and runs the next turn in the same containers', async () => {
     writeManifests([OPEN_PR, ANSWER]);
-    const first = await launch({
-      ...opts(),
-      agent: 'implementer',
-      prompt: 'Fix it',
-      forge: wiring(issue),
-    });
+    const first = await launchAgent('Fix it');
     try {
       expect(first.ok).toBe(true);
       expect(first.warm?.bytes).toBeGreaterThan(0);
@@ -209,22 +203,11 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
       {},
       { egress: { allow: [`127.0.0.1:${port}`] } },
     );
-    const first = await launch({
-      ...opts(),
-      agent: 'implementer',
-      prompt: 'Go',
-      forge: wiring(issue),
-    });
+    const first = await launchAgent('Go');
     try {
       expect(first.ok).toBe(true);
       expect(first.warm).toBeTruthy();
-      const second = await resume({
-        ...opts(),
-        slug: first.slug,
-        prompt: 'Again',
-        forgeToken: TOKEN,
-        pr: prOf(first.slug),
-      });
+      const second = await resumeAgent(first.slug, 'Again', prOf(first.slug));
       expect(second.ok).toBe(true);
       expect(second.output).not.toContain('served by the bridge itself');
       // bb-relay served both ports (3128, 3129) in each turn: the turn's bridge's, then the waiter's.
@@ -237,37 +220,20 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
 
   it('cools instead of resuming warm when the window is over, the configuration changed or the PR branch moved', async () => {
     writeManifests([OPEN_PR, ANSWER]);
-    const first = await launch({
-      ...opts(1500),
-      agent: 'implementer',
-      prompt: 'Fix it',
-      forge: wiring(issue),
-    });
+    const first = await launchAgent('Fix it', 1500);
     try {
       const pr = prOf(first.slug);
       const before = (await containersOf(first.slug)).map((c) => c.id);
       await new Promise((r) => setTimeout(r, 1600));
       // Its window is over: a new pair of containers runs the turn.
-      const second = await resume({
-        ...opts(WINDOW),
-        slug: first.slug,
-        prompt: 'Once more',
-        forgeToken: TOKEN,
-        pr,
-      });
+      const second = await resumeAgent(first.slug, 'Once more', pr, WINDOW);
       expect(second.ok).toBe(true);
       const now = (await containersOf(first.slug)).map((c) => c.id);
       expect(now.some((id) => before.includes(id))).toBe(false);
 
       // Made for another memory limit: cooled, the turn in new containers.
       writeManifests([OPEN_PR, ANSWER], { memory: '384m' });
-      const third = await resume({
-        ...opts(),
-        slug: first.slug,
-        prompt: 'Again',
-        forgeToken: TOKEN,
-        pr,
-      });
+      const third = await resumeAgent(first.slug, 'Again', pr);
       expect(third.ok).toBe(true);
       const agent3 = (await containersOf(first.slug)).find((c) => c.labels['bb.role'] === 'agent')!;
       expect(now).not.toContain(agent3.id);
@@ -275,13 +241,7 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
 
       // Somebody pushed to the PR branch: the turn needs it brought over, so it runs cold.
       await humanPush(readMeta(first.slug, env())!.branch, 'other.txt');
-      const fourth = await resume({
-        ...opts(),
-        slug: first.slug,
-        prompt: 'Look at what alice pushed',
-        forgeToken: TOKEN,
-        pr,
-      });
+      const fourth = await resumeAgent(first.slug, 'Look at what alice pushed', pr);
       expect(fourth.ok).toBe(true);
       const agent4 = (await containersOf(first.slug)).find((c) => c.labels['bb.role'] === 'agent')!;
       expect(agent4.id).not.toBe(agent3.id);
@@ -306,12 +266,7 @@ describe.skipIf(!docker.ok)('real Docker: warm bottles', () => {
         ],
       },
     ]);
-    const first = await launch({
-      ...opts(),
-      agent: 'implementer',
-      prompt: 'Go',
-      forge: wiring(issue),
-    });
+    const first = await launchAgent('Go');
     try {
       expect(first.warm).toBeUndefined();
       expect(readMeta(first.slug, env())!.warm ?? null).toBeNull();

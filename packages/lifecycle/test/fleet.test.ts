@@ -40,13 +40,32 @@ function fleetOf(
 const launchesOf = (t: ReturnType<typeof setup>) =>
   t.runner.calls.filter((c) => c.startsWith('launch '));
 
+/** Two orchestrators over one database (the setup's own closed); an issue for them. */
+function twoOf(runnerB?: FakeRunner, pollMs?: { a?: number; b?: number }) {
+  const t = setup();
+  t.orch.close();
+  const fleet = fleetOf(t, runnerB, pollMs);
+  const n = t.issue();
+  return { t, ...fleet, n, key: issueKey(OWNER, REPO, n) };
+}
+
+/** `a` takes the issue and launches its bottle; its slug. */
+async function launchOnA(f: ReturnType<typeof twoOf>): Promise<string> {
+  await f.a.accept(f.t.ev.targeted(f.n));
+  await until('launched', () => launchesOf(f.t).length === 1);
+  return f.a.bottle(f.key)!.slug;
+}
+
+/** The agent of `slug` signals done (after opening PR `pr`) and exits. */
+function finish(t: ReturnType<typeof setup>, slug: string, pr?: number): void {
+  if (pr !== undefined) t.runner.agent(slug).openPr(pr);
+  t.runner.agent(slug).done();
+  t.runner.agent(slug).exit(0);
+}
+
 describe('orchestrators sharing one database', () => {
   it('work on an issue one at a time: events either accepts go to the holder, and one bottle is launched', async () => {
-    const t = setup();
-    t.orch.close();
-    const { a, b, logs } = fleetOf(t);
-    const n = t.issue();
-    const key = issueKey(OWNER, REPO, n);
+    const { t, a, b, logs, n, key } = twoOf();
     // The same change delivered to both (a replay with a new key reaches the other).
     await Promise.all([a.accept(t.ev.targeted(n)), b.accept(t.ev.targeted(n))]);
     await until('launched', () => launchesOf(t).length === 1);
@@ -54,9 +73,7 @@ describe('orchestrators sharing one database', () => {
     const other = holder === a ? b : a;
     expect(other.fleet.held).not.toContain(key);
     const slug = holder.bottle(key)!.slug;
-    t.runner.agent(slug).openPr(70);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    finish(t, slug, 70);
     await until('frozen', () => t.row(n)?.status === 'frozen');
     // A reply reaches the orchestrator that does not hold the issue: the holder resumes.
     await other.accept(t.ev.comment(70, 'one more thing'));
@@ -70,17 +87,11 @@ describe('orchestrators sharing one database', () => {
   });
 
   it("handles an issue's events in the forge's order, those another accepted and the holder has not read yet included", async () => {
-    const t = setup();
-    t.orch.close();
     // a reads what others accepted only at its next poll, which does not come here.
-    const { a, b, logs } = fleetOf(t, undefined, { a: 60_000 });
-    const n = t.issue();
-    await a.accept(t.ev.targeted(n));
-    await until('launched', () => launchesOf(t).length === 1);
-    const slug = a.bottle(issueKey(OWNER, REPO, n))!.slug;
-    t.runner.agent(slug).openPr(71);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    const f = twoOf(undefined, { a: 60_000 });
+    const { t, a, b, logs, n } = f;
+    const slug = await launchOnA(f);
+    finish(t, slug, 71);
     await until('frozen', () => t.row(n)?.status === 'frozen');
     const older = t.ev.comment(71, 'first, through b');
     const newer = t.ev.comment(71, 'then, through a');
@@ -101,15 +112,10 @@ describe('orchestrators sharing one database', () => {
   });
 
   it('take over from one that stops: within its lease time the other watches its running turn, records it and goes on', async () => {
-    const t = setup();
-    t.orch.close();
-    const { a, b, logs } = fleetOf(t);
-    const n = t.issue();
-    const key = issueKey(OWNER, REPO, n);
-    await a.accept(t.ev.targeted(n));
-    await until('launched', () => launchesOf(t).length === 1);
+    const f = twoOf();
+    const { t, a, b, logs, n, key } = f;
+    const slug = await launchOnA(f);
     expect(a.fleet.held).toContain(key);
-    const slug = a.bottle(key)!.slug;
     // a stops as a killed process would: no release, no more renewals.
     const stopped = Date.now();
     a.close();
@@ -119,9 +125,7 @@ describe('orchestrators sharing one database', () => {
     expect(logs.b.find((e) => e['msg'] === 'lease taken over')).toMatchObject({ key, from: 'a' });
     expect(b.running).toEqual([slug]);
     // The turn a started ends: b records it and freezes the bottle.
-    t.runner.agent(slug).openPr(71);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    finish(t, slug, 71);
     await until('frozen', () => t.row(n)?.status === 'frozen');
     await until('recorded', () => t.records(slug).length === 1);
     await b.accept(t.ev.comment(71, 'carry on'));
@@ -130,14 +134,9 @@ describe('orchestrators sharing one database', () => {
   });
 
   it('one that was paused past its lease lets the issue go, and does nothing more with it', async () => {
-    const t = setup();
-    t.orch.close();
-    const { a, b, logs } = fleetOf(t);
-    const n = t.issue();
-    const key = issueKey(OWNER, REPO, n);
-    await a.accept(t.ev.targeted(n));
-    await until('launched', () => launchesOf(t).length === 1);
-    const slug = a.bottle(key)!.slug;
+    const f = twoOf();
+    const { t, a, b, logs, key } = f;
+    const slug = await launchOnA(f);
     a.stopWatchdog();
     await until('taken over', () => b.fleet.held.includes(key), TTL * 5);
     // a wakes up: its renewal finds the lease gone; it stops watching the turn.
@@ -146,19 +145,14 @@ describe('orchestrators sharing one database', () => {
     expect(a.fleet.held).not.toContain(key);
     expect(a.running).toEqual([]);
     expect(b.running).toEqual([slug]);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    finish(t, slug);
     await until('recorded once', () => t.records(slug).length === 1);
     await new Promise((r) => setTimeout(r, 200));
     expect(t.records(slug)).toHaveLength(1);
   });
 
   it('one that stalled mid-launch past its lease writes nothing over the bottle its successor made', async () => {
-    const t = setup();
-    t.orch.close();
-    const { a, b, logs } = fleetOf(t);
-    const n = t.issue();
-    const key = issueKey(OWNER, REPO, n);
+    const { t, a, b, logs, n, key } = twoOf();
     let go!: () => void;
     t.runner.holdStart(new Promise<void>((r) => (go = r)));
     await a.accept(t.ev.targeted(n));
@@ -173,8 +167,7 @@ describe('orchestrators sharing one database', () => {
     // a wakes: its launch goes on, its agent works and stops; a writes no row.
     go();
     await until('a watching its bottle', () => a.running.includes(first));
-    t.runner.agent(first).done();
-    t.runner.agent(first).exit(0);
+    finish(t, first);
     await new Promise((r) => setTimeout(r, TTL));
     expect(t.row(n)?.slug).toBe(second);
     expect(t.row(n)?.status).toBe('running');
@@ -182,17 +175,12 @@ describe('orchestrators sharing one database', () => {
   });
 
   it('a bottle of another machine is left alone: not watched, not removed', async () => {
-    const t = setup();
-    t.orch.close();
     // b sees another BB_HOME: no trace of a's bottles.
     const elsewhere = mkdtempSync(join(tmpdir(), 'bb-elsewhere-'));
     cleanups.push(() => rmSync(elsewhere, { recursive: true, force: true }));
-    const { a, b, logs } = fleetOf(t, new FakeRunner(elsewhere));
-    const n = t.issue();
-    const key = issueKey(OWNER, REPO, n);
-    await a.accept(t.ev.targeted(n));
-    await until('launched', () => launchesOf(t).length === 1);
-    const slug = a.bottle(key)!.slug;
+    const f = twoOf(new FakeRunner(elsewhere));
+    const { t, a, b, logs, n, key } = f;
+    const slug = await launchOnA(f);
     a.close();
     await until(
       'b looked',

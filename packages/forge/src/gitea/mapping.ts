@@ -8,7 +8,8 @@ export interface GiteaUser {
 export interface GiteaLabel {
   name: string;
 }
-export interface GiteaIssue {
+/** What an issue and a pull request share. */
+interface GiteaIssueLike {
   number: number;
   title: string;
   body: string | null;
@@ -20,6 +21,8 @@ export interface GiteaIssue {
   created_at: string;
   updated_at: string;
   closed_at: string | null;
+}
+export interface GiteaIssue extends GiteaIssueLike {
   pull_request: unknown | null;
 }
 export interface GiteaBranch {
@@ -27,23 +30,12 @@ export interface GiteaBranch {
   sha: string;
   label?: string;
 }
-export interface GiteaPull {
-  number: number;
-  title: string;
-  body: string | null;
-  state: string;
-  user: GiteaUser;
-  labels: GiteaLabel[] | null;
-  assignees: GiteaUser[] | null;
-  html_url: string;
+export interface GiteaPull extends GiteaIssueLike {
   head: GiteaBranch;
   base: GiteaBranch;
   merged: boolean;
   merged_at: string | null;
   merge_commit_sha: string | null;
-  created_at: string;
-  updated_at: string;
-  closed_at: string | null;
 }
 export interface GiteaComment {
   id: number;

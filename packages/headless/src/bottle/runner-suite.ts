@@ -55,18 +55,18 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
       await made?.close?.();
     });
     const slugOf = (agent: string) => `${agent}-${randomBytes(3).toString('hex')}`;
+    /** Launch a fresh bottle of `agent`; its runner and slug. */
+    const launch = async (agent: 'conf-talk' | 'conf-slow', prompt: string) => {
+      const { runner, forge } = await world();
+      const slug = slugOf(agent);
+      await runner.startLaunch({ agent, slug, prompt, forge: await forge() });
+      return { runner, slug };
+    };
 
     it(
       'a launch runs the agent; its turn ends recorded and frozen, with what the gate relayed; a resume continues its session',
       async () => {
-        const { runner, forge } = await world();
-        const slug = slugOf('conf-talk');
-        await runner.startLaunch({
-          agent: 'conf-talk',
-          slug,
-          prompt: 'first',
-          forge: await forge(),
-        });
+        const { runner, slug } = await launch('conf-talk', 'first');
         try {
           const first = await runner.finishTurn(slug);
           expect(first, first.output).toMatchObject({ slug, exitCode: 0, ok: true });
@@ -95,14 +95,7 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
     it(
       'a stopped agent ends its turn, and a running or unknown bottle is not resumed',
       async () => {
-        const { runner, forge } = await world();
-        const slug = slugOf('conf-slow');
-        await runner.startLaunch({
-          agent: 'conf-slow',
-          slug,
-          prompt: 'wait',
-          forge: await forge(),
-        });
+        const { runner, slug } = await launch('conf-slow', 'wait');
         try {
           expect(await code(runner.startResume({ slug, prompt: 'again' }))).toBe('CONFLICT');
           expect(await code(runner.startResume({ slug: slugOf('conf-none'), prompt: 'x' }))).toBe(
@@ -123,14 +116,7 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
     it(
       'destroy removes every part and its state, and is harmless twice; ours lists the bottle while it exists',
       async () => {
-        const { runner, forge } = await world();
-        const slug = slugOf('conf-talk');
-        await runner.startLaunch({
-          agent: 'conf-talk',
-          slug,
-          prompt: 'first',
-          forge: await forge(),
-        });
+        const { runner, slug } = await launch('conf-talk', 'first');
         const parts = async () =>
           (await runner.ours()).filter((c) => c.labels[LABEL.slug] === slug).length;
         expect(await parts(), 'its parts are listed').toBeGreaterThan(0);

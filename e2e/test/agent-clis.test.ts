@@ -37,12 +37,12 @@ import {
   type ScriptedModelServer,
   type ScriptStep,
 } from '@bb/scripted-model';
-import { type RunningOrchestrator, serve } from '@bb/service';
+import type { RunningOrchestrator } from '@bb/service';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import { importHead, runGit, wallGitEnv, withAlternates } from '@bb/wall';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fileIssue, forgeWorld, probeAgentsImage, until } from './support';
+import { fileIssue, forgeWorld, probeAgentsImage, serveFor, until } from './support';
 
 const docker = await probeDocker();
 const { ok: hasImage, image: AGENTS_IMAGE } = await probeAgentsImage(docker.ok);
@@ -229,22 +229,14 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
     gitea = await createGiteaTestServer({
       world: forgeWorld(TOKEN),
     });
-    orch = await serve({
-      env: {
-        BB_HOME: home,
-        BB_BASE_IMAGE: process.env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
-        BB_PORT: '0',
-        FORGE_GITEA_API: gitea.apiUrl,
-        FORGE_TOKEN: TOKEN,
-        FORGE_WEBHOOK_SECRET: SECRET,
-        BB_SWEEP_INTERVAL: '0',
-        BB_TEST_MODEL_KEY: MODEL_KEY,
-        BB_TEST_MODEL_BEARER: `Bearer ${MODEL_KEY}`,
-      },
+    orch = await serveFor({
+      home,
+      gitea,
+      token: TOKEN,
+      secret: SECRET,
       backend,
-      logStream: { write: () => true } as unknown as NodeJS.WritableStream,
+      env: { BB_TEST_MODEL_KEY: MODEL_KEY, BB_TEST_MODEL_BEARER: `Bearer ${MODEL_KEY}` },
     });
-    gitea.addHook({ url: `${orch.url}/webhooks/gitea`, secret: SECRET });
     db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
   }, 60_000);
 

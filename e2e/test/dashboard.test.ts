@@ -7,11 +7,19 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
 import { DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
-import { type RunningOrchestrator, serve } from '@bb/service';
-import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import type { RunningOrchestrator } from '@bb/service';
+import { probeDocker } from '@bb/tooling/docker';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fileIssue, forgeWorld, makeHome, probeChromium, prSteps, scriptAgent } from './support';
+import {
+  fileIssue,
+  forgeWorld,
+  makeHome,
+  probeChromium,
+  prSteps,
+  scriptAgent,
+  serveFor,
+} from './support';
 
 const docker = await probeDocker();
 const browserProbe = probeChromium();
@@ -42,20 +50,7 @@ describe.skipIf(!docker.ok || !browserProbe.ok)('the dashboard in headless Chrom
     gitea = await createGiteaTestServer({
       world: forgeWorld(TOKEN),
     });
-    orch = await serve({
-      env: {
-        BB_HOME: home,
-        BB_BASE_IMAGE: BASE_IMAGE,
-        BB_PORT: '0',
-        FORGE_GITEA_API: gitea.apiUrl,
-        FORGE_TOKEN: TOKEN,
-        FORGE_WEBHOOK_SECRET: SECRET,
-        BB_SWEEP_INTERVAL: '0',
-      },
-      backend,
-      logStream: { write: () => true } as unknown as NodeJS.WritableStream,
-    });
-    gitea.addHook({ url: `${orch.url}/webhooks/gitea`, secret: SECRET });
+    orch = await serveFor({ home, gitea, token: TOKEN, secret: SECRET, backend });
     browser = await chromium.launch({
       executablePath: browserProbe.path,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],

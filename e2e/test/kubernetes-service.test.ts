@@ -13,9 +13,17 @@ import { type ApiCall, FakeKubernetesApi, publishedSchemas } from '@bb/backend-k
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
 import { QueueWriter } from '@bb/forge-sidecar';
 import { bottlePaths } from '@bb/headless';
-import { type RunningOrchestrator, serve } from '@bb/service';
+import type { RunningOrchestrator } from '@bb/service';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { fileIssue, forgeWorld, makeHome, removeHome, scriptAgent, until } from './support';
+import {
+  fileIssue,
+  forgeWorld,
+  makeHome,
+  removeHome,
+  scriptAgent,
+  serveFor,
+  until,
+} from './support';
 
 const TOKEN = 'bb-claude-token-k8s-6443';
 const SECRET = 'k8s-webhook-secret';
@@ -46,14 +54,12 @@ describe('the service on the kubernetes backend (fake API server)', () => {
     );
     api = await FakeKubernetesApi.start({ check: publishedSchemas });
     gitea = await createGiteaTestServer({ world: forgeWorld(TOKEN) });
-    orch = await serve({
+    orch = await serveFor({
+      home,
+      gitea,
+      token: TOKEN,
+      secret: SECRET,
       env: {
-        BB_HOME: home,
-        BB_PORT: '0',
-        FORGE_GITEA_API: gitea.apiUrl,
-        FORGE_TOKEN: TOKEN,
-        FORGE_WEBHOOK_SECRET: SECRET,
-        BB_SWEEP_INTERVAL: '0',
         BB_WARM_WINDOW: '0',
         BB_BACKEND: 'kubernetes',
         BB_K8S_API: api.url,
@@ -68,7 +74,6 @@ describe('the service on the kubernetes backend (fake API server)', () => {
         },
       } as unknown as NodeJS.WritableStream,
     });
-    gitea.addHook({ url: `${orch.url}/webhooks/gitea`, secret: SECRET });
   }, 60_000);
 
   afterAll(async () => {

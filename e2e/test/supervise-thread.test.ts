@@ -9,12 +9,12 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
 import { DockerBackend } from '@bb/headless';
-import { type RunningOrchestrator, serve } from '@bb/service';
+import type { RunningOrchestrator } from '@bb/service';
 import { BbDatabase } from '@bb/state';
 import { SuperviseStore } from '@bb/supervise';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { destroyHome, fileIssue, makeHome, scriptAgent, until } from './support';
+import { destroyHome, fileIssue, makeHome, scriptAgent, serveFor, until } from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-thread-93ab';
@@ -67,20 +67,7 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
         admins: ['bb-claude', 'alice'],
       }),
     });
-    orch = await serve({
-      env: {
-        BB_HOME: home,
-        BB_BASE_IMAGE: BASE_IMAGE,
-        BB_PORT: '0',
-        FORGE_GITEA_API: gitea.apiUrl,
-        FORGE_TOKEN: TOKEN,
-        FORGE_WEBHOOK_SECRET: SECRET,
-        BB_SWEEP_INTERVAL: '0',
-      },
-      backend,
-      logStream: { write: () => true } as unknown as NodeJS.WritableStream,
-    });
-    gitea.addHook({ url: `${orch.url}/webhooks/gitea`, secret: SECRET });
+    orch = await serveFor({ home, gitea, token: TOKEN, secret: SECRET, backend });
   }, 60_000);
 
   afterAll(async () => {

@@ -3,10 +3,11 @@
 // supervise sidecar over its socket, as an agent's would; the decisions land in
 // the database and reach the agent.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeFrozenBottle } from '@bb/headless/testing';
 import { BbDatabase } from '@bb/state';
 import {
   type RunningSuperviseServer,
@@ -50,32 +51,8 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
 
   beforeAll(async () => {
     home = mkdtempSync(join(tmpdir(), 'bb-tui-'));
-    const bottle = join(home, 'bottles', SLUG);
-    mkdirSync(join(bottle, 'current-config'), { recursive: true });
     // A frozen bottle: an approval is kept for its next turn (no proxy to reload).
-    writeFileSync(
-      join(bottle, 'meta.json'),
-      JSON.stringify({
-        slug: SLUG,
-        agent: 'impl',
-        bottles: ['default'],
-        backend: 'docker',
-        image: 'bb-base:latest',
-        status: 'frozen',
-        sessionId: 's1',
-        cwd: '/workspace',
-        branch: 'bb/impl-1',
-        forge: null,
-        turns: [],
-        createdAt: new Date().toISOString(),
-      }),
-    );
-    writeFileSync(
-      join(bottle, 'current-config', 'allowlist.json'),
-      '{"allow": ["registry.npmjs.org"]}\n',
-    );
-    writeFileSync(join(bottle, 'current-config', 'routes.json'), '{"routes": []}\n');
-    writeFileSync(join(bottle, 'current-config', 'Dockerfile'), 'FROM bb-base:latest\n');
+    const bottle = writeFrozenBottle(home, SLUG).dir;
     server = await serveSupervise(
       new SuperviseSidecar({
         slug: SLUG,

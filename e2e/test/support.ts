@@ -4,6 +4,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { acmeWorld, type GiteaTestServer, type GiteaWorldSeed } from '@bb/forge/test-server';
 import { type Backend, destroy, HOME_LABEL, homeLabel, listBottles } from '@bb/headless';
 import { scriptAgent as headlessScriptAgent, makeTestHome } from '@bb/headless/testing';
+import { type RunningOrchestrator, serve } from '@bb/service';
 import { BASE_IMAGE } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 
@@ -153,4 +154,38 @@ export function fileIssue(
     labels: [`bot-bottle:${agent}`],
     assignees: ['bb-claude'],
   });
+}
+
+/**
+ * `bb serve` in-process for a test: on loopback (any port), against the test
+ * forge with the bot's token, no sweep, quiet. Its webhooks are added to the
+ * forge unless `hook` is false.
+ */
+export async function serveFor(o: {
+  home: string;
+  gitea: GiteaTestServer;
+  token: string;
+  secret: string;
+  /** The service's own backend (from its environment) when left out. */
+  backend?: Backend;
+  env?: Record<string, string>;
+  logStream?: NodeJS.WritableStream;
+  hook?: boolean;
+}): Promise<RunningOrchestrator> {
+  const orch = await serve({
+    env: {
+      BB_HOME: o.home,
+      BB_BASE_IMAGE: BASE_IMAGE,
+      BB_PORT: '0',
+      FORGE_GITEA_API: o.gitea.apiUrl,
+      FORGE_TOKEN: o.token,
+      FORGE_WEBHOOK_SECRET: o.secret,
+      BB_SWEEP_INTERVAL: '0',
+      ...o.env,
+    },
+    ...(o.backend ? { backend: o.backend } : {}),
+    logStream: o.logStream ?? ({ write: () => true } as unknown as NodeJS.WritableStream),
+  });
+  if (o.hook !== false) o.gitea.addHook({ url: `${orch.url}/webhooks/gitea`, secret: o.secret });
+  return orch;
 }

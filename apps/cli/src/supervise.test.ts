@@ -4,6 +4,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { writeFrozenBottle } from '@bb/headless/testing';
 import {
   type RunningSuperviseServer,
   SuperviseClient,
@@ -39,33 +40,11 @@ describe('bb supervise', () => {
 
   beforeEach(async () => {
     home = mkdtempSync(join(tmpdir(), 'bb-cli-supervise-'));
-    const bottle = join(home, 'bottles', SLUG);
-    mkdirSync(join(bottle, 'current-config'), { recursive: true });
+    const bottle = writeFrozenBottle(home, SLUG).dir;
     mkdirSync(join(home, 'config', 'bottles'), { recursive: true });
     writeFileSync(
       join(home, 'config', 'bottles', 'default.json'),
       `${JSON.stringify({ image: 'bb-base:latest', egress: { allow: ['registry.npmjs.org'] } }, null, 2)}\n`,
-    );
-    writeFileSync(
-      join(bottle, 'meta.json'),
-      JSON.stringify({
-        slug: SLUG,
-        agent: 'impl',
-        bottles: ['default'],
-        backend: 'docker',
-        image: 'bb-base:latest',
-        status: 'frozen',
-        sessionId: 's',
-        cwd: '/workspace',
-        branch: 'b',
-        forge: null,
-        turns: [],
-        createdAt: new Date().toISOString(),
-      }),
-    );
-    writeFileSync(
-      join(bottle, 'current-config', 'allowlist.json'),
-      `${JSON.stringify({ allow: ['registry.npmjs.org'] })}\n`,
     );
     writeFileSync(
       join(home, 'config', 'supervise.json'),

@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
 import { LocalBackend } from '@bb/headless';
-import { type RunningOrchestrator, serve } from '@bb/service';
+import type { RunningOrchestrator } from '@bb/service';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { forgeWorld } from '../support';
+import { forgeWorld, serveFor } from '../support';
 
 const TOKEN = 'bb-claude-door-token-7c1e';
 const SECRET = 'door-webhook-secret';
@@ -31,18 +31,14 @@ describe('red team: the orchestrator door', () => {
   const start = async (extra: Record<string, string>) => {
     const home = mkdtempSync(join(tmpdir(), 'bb-door-'));
     homes.push(home);
-    const o = await serve({
-      env: {
-        BB_HOME: home,
-        BB_PORT: '0',
-        FORGE_GITEA_API: gitea.apiUrl,
-        FORGE_TOKEN: TOKEN,
-        FORGE_WEBHOOK_SECRET: SECRET,
-        BB_SWEEP_INTERVAL: '0',
-        ...extra,
-      },
+    const o = await serveFor({
+      home,
+      gitea,
+      token: TOKEN,
+      secret: SECRET,
       backend: new LocalBackend(),
-      logStream: { write: () => true } as unknown as NodeJS.WritableStream,
+      env: extra,
+      hook: false,
     });
     running.push(o);
     return `http://127.0.0.1:${new URL(o.url).port}`;

@@ -342,64 +342,37 @@ describe('credential proxy', () => {
 describe('summarizeEgress', () => {
   it('groups allowed routes, denied hosts with counts, credential routes, and totals', () => {
     const t = new Date().toISOString();
+    const line = (over: Record<string, unknown>) => ({
+      time: t,
+      kind: 'egress',
+      port: 443,
+      decision: 'allowed',
+      bytesUp: 0,
+      bytesDown: 0,
+      durationMs: 0,
+      ...over,
+    });
+    const npm = { host: 'registry.npmjs.org', rule: 'registry.npmjs.org:443', durationMs: 5 };
+    const evil = {
+      host: 'evil.test',
+      decision: 'denied',
+      rule: 'no rule allows this host (deny by default)',
+    };
     const lines = [
-      {
-        time: t,
-        kind: 'egress',
-        host: 'registry.npmjs.org',
-        port: 443,
-        decision: 'allowed',
-        rule: 'registry.npmjs.org:443',
-        bytesUp: 10,
-        bytesDown: 100,
-        durationMs: 5,
-      },
-      {
-        time: t,
-        kind: 'egress',
-        host: 'registry.npmjs.org',
-        port: 443,
-        decision: 'allowed',
-        rule: 'registry.npmjs.org:443',
-        bytesUp: 5,
-        bytesDown: 50,
-        durationMs: 5,
-      },
-      {
-        time: t,
-        kind: 'egress',
-        host: 'evil.test',
-        port: 443,
-        decision: 'denied',
-        rule: 'no rule allows this host (deny by default)',
-        bytesUp: 0,
-        bytesDown: 0,
-        durationMs: 0,
-      },
-      {
-        time: t,
-        kind: 'egress',
-        host: 'evil.test',
-        port: 443,
-        decision: 'denied',
-        rule: 'no rule allows this host (deny by default)',
-        bytesUp: 0,
-        bytesDown: 0,
-        durationMs: 0,
-      },
-      {
-        time: t,
+      line({ ...npm, bytesUp: 10, bytesDown: 100 }),
+      line({ ...npm, bytesUp: 5, bytesDown: 50 }),
+      line(evil),
+      line(evil),
+      line({
         kind: 'credential',
         host: 'api.anthropic.com',
-        port: 443,
-        decision: 'allowed',
         rule: '/anthropic',
         route: '/anthropic',
         auth: ['x-api-key'],
         bytesUp: 1,
         bytesDown: 2,
         durationMs: 1,
-      },
+      }),
     ];
     const s = summarizeEgress(`${lines.map((l) => JSON.stringify(l)).join('\n')}\nnot json\n`);
     expect(s.allowed).toEqual([

@@ -5,13 +5,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { Forge } from '@bb/forge';
+import { closeGiteaPools, type Forge } from '@bb/forge';
 import {
   type ApiExchange,
   acmeWorld,
   createGiteaTestServer,
   type GiteaTestServer,
 } from '@bb/forge/testing';
+import { afterAll, afterEach } from 'vitest';
 import { ForgeSidecarClient } from '../src/client';
 import type { SidecarEnv } from '../src/config';
 import { runSidecarFromEnv } from '../src/main';
@@ -141,4 +142,21 @@ export async function rawPost(
     req.on('error', reject);
     req.end(body);
   });
+}
+
+/**
+ * Harnesses for the enclosing test file: each one started is closed after its
+ * test, the forge's connection pools after the file.
+ */
+export function useHarness(): (o?: Parameters<typeof startHarness>[0]) => Promise<Harness> {
+  let current: Harness | undefined;
+  afterEach(async () => {
+    await current?.close();
+    current = undefined;
+  });
+  afterAll(() => closeGiteaPools());
+  return async (o) => {
+    current = await startHarness(o);
+    return current;
+  };
 }

@@ -12,21 +12,15 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { isBbError } from '@bb/errors';
-import { closeGiteaPools } from '@bb/forge';
 import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createGitGate } from '../src/git-push';
 import { verifyOpLogFile } from '../src/op-log';
 import { type QueueEvent, QueueReader } from '../src/queue';
 import { startSidecar } from '../src/server';
-import { ALICE, type Harness, rawPost, startHarness, TOKEN } from './harness';
+import { ALICE, type Harness, rawPost, TOKEN, useHarness } from './harness';
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
-afterAll(() => closeGiteaPools());
+const harness = useHarness();
 
 const run = promisify(execFile);
 
@@ -56,7 +50,7 @@ async function drain(x: Harness): Promise<QueueEvent[]> {
 
 describe('forge sidecar methods against the Gitea-compatible test server', () => {
   it('reads anywhere: issues, PRs, comments', async () => {
-    h = await startHarness();
+    const h = await harness();
     expect((await h.client.readIssue(1)).title).toBe('Widget export drops trailing newline');
     expect((await h.client.readIssue(2)).title).toBe('Someone else’s issue');
     h.server.comment('alice', 'acme/widgets', 2, 'a comment elsewhere');
@@ -68,7 +62,7 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
   });
 
   it('writes only to the assigned issue; a refused write makes no forge request and is logged', async () => {
-    h = await startHarness();
+    const h = await harness();
     const c = await h.client.postComment(1, 'Working on it.');
     expect(c.author.login).toBe('bb-claude');
     expect(h.server.issue('acme/widgets', 1).comments.map((x) => x.body)).toEqual([
@@ -98,7 +92,7 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
   });
 
   it("never posts what only bot-bottle writes on a thread: a supervise request's id, a /bb command", async () => {
-    h = await startHarness();
+    const h = await harness();
     const requestsBefore = h.exchanges.length;
     for (const body of [
       'Please approve: `/bb approve sr_abcdefghij0123456789`',
@@ -127,7 +121,7 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
   });
 
   it('open_pr pushes the workspace HEAD to the bottle branch, opens the PR for the issue, and adds it to the scope', async () => {
-    h = await startHarness();
+    const h = await harness();
     writeFileSync(join(h.workspace, 'fix.txt'), 'fixed\n');
     await h.git('add', 'fix.txt');
     await h.git('commit', '-q', '-m', 'Fix the export');
@@ -145,7 +139,7 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
   });
 
   it('read_reviews gives each review of a PR with its inline comments, and logs the read', async () => {
-    h = await startHarness();
+    const h = await harness();
     writeFileSync(join(h.workspace, 'fix.txt'), 'fixed\n');
     await h.git('add', 'fix.txt');
     await h.git('commit', '-q', '-m', 'Fix the export');
@@ -191,7 +185,7 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
 
   it('a resumed turn’s sidecar bundles the PR branch as the forge has it, next to its socket, from its own repository', async () => {
     // Turn one: the agent's PR.
-    h = await startHarness();
+    const h = await harness();
     const base = await h.git('rev-parse', 'HEAD');
     writeFileSync(join(h.workspace, 'fix.txt'), 'fixed\n');
     await h.git('add', 'fix.txt');
@@ -219,7 +213,7 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
   });
 
   it('push never overwrites commits it does not have', async () => {
-    h = await startHarness();
+    const h = await harness();
     writeFileSync(join(h.workspace, 'a.txt'), 'a\n');
     await h.git('add', 'a.txt');
     await h.git('commit', '-q', '-m', 'a');
@@ -275,7 +269,7 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
   });
 
   it('signal_done is relayed to the queue, and check-ins carry the op log head', async () => {
-    h = await startHarness();
+    const h = await harness();
     await h.client.readIssue(1);
     await h.client.postComment(2, 'no').catch(() => {});
     await h.client.signalDone('success', 'Opened nothing, said hello.');
@@ -298,7 +292,7 @@ describe('forge sidecar methods against the Gitea-compatible test server', () =>
   it('reports a forge that is down as forge_unavailable', async () => {
     // Port 1 on loopback: nothing listens there, so every connection is refused.
     const port = 1;
-    h = await startHarness({ env: { FORGE_GITEA_API: `http://127.0.0.1:${port}/api/v1` } });
+    const h = await harness({ env: { FORGE_GITEA_API: `http://127.0.0.1:${port}/api/v1` } });
     const err = await h.client.readIssue(1).catch((e) => e);
     expect(err.code, String(err)).toBe('FORGE_UNAVAILABLE');
     expect(err.data.kind).toBe('forge_unavailable');
@@ -310,7 +304,7 @@ describe('forge sidecar wire protocol and bad input', () => {
     rawPost(x.env['BB_SIDECAR_SOCKET']!, typeof body === 'string' ? body : JSON.stringify(body));
 
   it('answers parse errors, invalid requests and unknown methods with the standard codes', async () => {
-    h = await startHarness();
+    const h = await harness();
     const parse = JSON.parse((await rpc(h, '{"jsonrpc": "2.0", "method": ')).text);
     expect(parse).toMatchObject({
       id: null,
@@ -337,7 +331,7 @@ describe('forge sidecar wire protocol and bad input', () => {
   });
 
   it('rejects numbers as strings, negative and huge numbers, and extra fields with -32602 and the issues', async () => {
-    h = await startHarness();
+    const h = await harness();
     for (const params of [
       { number: '1' },
       { number: -1 },
@@ -369,7 +363,7 @@ describe('forge sidecar wire protocol and bad input', () => {
   });
 
   it('handles batches and notifications as JSON-RPC 2.0 says', async () => {
-    h = await startHarness();
+    const h = await harness();
     const batch = JSON.parse(
       (
         await rpc(h, [
@@ -395,7 +389,7 @@ describe('forge sidecar wire protocol and bad input', () => {
   });
 
   it('refuses bodies over 1 MiB with 413 and keeps serving; survives clients that vanish', async () => {
-    h = await startHarness();
+    const h = await harness();
     const big = await rawPost(
       h.env['BB_SIDECAR_SOCKET']!,
       JSON.stringify({
@@ -424,7 +418,7 @@ describe('forge sidecar wire protocol and bad input', () => {
         throw new Error('database password is hunter2, stack at /srv/x.js');
       }
     }
-    h = await startHarness({
+    const h = await harness({
       makeForge: () =>
         new Exploding({
           owner: 'acme',
@@ -447,14 +441,14 @@ describe('forge sidecar wire protocol and bad input', () => {
 
 describe('forge sidecar socket, shutdown and configuration', () => {
   it('serves on a 0600 socket in a 0700 directory', async () => {
-    h = await startHarness();
+    const h = await harness();
     expect(statSync(h.env['BB_SIDECAR_SOCKET']!).mode & 0o777).toBe(0o600);
     expect(statSync(join(h.dir, 'sock')).mode & 0o777).toBe(0o700);
     expect(await h.client.health()).toMatchObject({ ok: true, issue: 1 });
   });
 
   it('replaces a stale socket, refuses a live one, and never deletes a file that is not a socket', async () => {
-    h = await startHarness();
+    const h = await harness();
     const forge = new MemoryForge({ owner: 'a', repo: 'b', as: 'c' });
     const { ScopedForge } = await import('@bb/forge');
     const { OpLog } = await import('../src/op-log');
@@ -501,7 +495,7 @@ describe('forge sidecar socket, shutdown and configuration', () => {
     }
     const world = new MemoryForgeWorld();
     world.addIssue('acme', 'widgets', { title: 'slow one', author: 'alice' });
-    h = await startHarness({
+    const h = await harness({
       makeForge: () => new Slow({ owner: 'acme', repo: 'widgets', as: 'bb-claude', world }),
     });
     const pending = h.client.readIssue(1);
@@ -575,7 +569,7 @@ describe('a forge kind not built in (FORGE_KIND_MODULE)', () => {
     const { tmpdir } = await import('node:os');
     const dir = mkdtempSync(join(tmpdir(), 'bb-kind-'));
     writeFileSync(join(dir, 'relay.mjs'), KIND);
-    h = await startHarness({
+    const h = await harness({
       env: {
         FORGE_GITEA_API: '',
         FORGE_KIND: 'relay',
@@ -600,7 +594,7 @@ describe('a forge kind not built in (FORGE_KIND_MODULE)', () => {
       { FORGE_KIND: 'other', FORGE_KIND_MODULE: join(dir, 'relay.mjs') },
     ])
       try {
-        h = await startHarness({ env });
+        const _h = await harness({ env });
         messages.push('started');
       } catch (err) {
         expect(isBbError(err, 'INVALID_INPUT'), String(err)).toBe(true);
@@ -631,7 +625,7 @@ describe('the forge token', () => {
     const oldPath = process.env['PATH'];
     process.env['PATH'] = `${shim}:${oldPath}`;
     try {
-      h = await startHarness();
+      const h = await harness();
       const answers: string[] = [];
       const note = (v: unknown) => answers.push(JSON.stringify(v));
       note(await h.client.readIssue(1));

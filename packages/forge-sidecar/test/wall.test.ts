@@ -14,31 +14,27 @@ import {
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { closeGiteaPools, GiteaForge } from '@bb/forge';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { GiteaForge } from '@bb/forge';
+import { afterEach, describe, expect, it } from 'vitest';
 import { verifyOpLogFile } from '../src/op-log';
-import { type Harness, rawPost, startHarness, TOKEN } from './harness';
+import { type Harness, rawPost, TOKEN, useHarness } from './harness';
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
-afterAll(() => closeGiteaPools());
-const comments = () => h!.server.issue('acme/widgets', 1).comments.map((c) => c.body);
-const posts = () => h!.exchanges.filter((x) => x.method !== 'GET').length;
+const harness = useHarness();
+let h: Harness;
+const comments = () => h.server.issue('acme/widgets', 1).comments.map((c) => c.body);
+const posts = () => h.exchanges.filter((x) => x.method !== 'GET').length;
 
 describe('after signal_done', () => {
   it('every write answers ALREADY_DONE and makes no request; reads still work; the first done stands', async () => {
-    h = await startHarness();
+    h = await harness();
     await h.client.signalDone('failure', 'I could not.');
     const before = posts();
     for (const call of [
-      () => h!.client.postComment(1, 'late'),
-      () => h!.client.updateDescription(1, 'late'),
-      () => h!.client.push(),
-      () => h!.client.openPr({ title: 'late' }),
-      () => h!.client.signalDone('success', 'Actually fine.'),
+      () => h.client.postComment(1, 'late'),
+      () => h.client.updateDescription(1, 'late'),
+      () => h.client.push(),
+      () => h.client.openPr({ title: 'late' }),
+      () => h.client.signalDone('success', 'Actually fine.'),
     ])
       expect((await call().catch((e) => e)).code).toBe('ALREADY_DONE');
     expect(posts()).toBe(before);
@@ -54,7 +50,7 @@ describe('a gate serving several turns (a warm bottle)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'bb-turn-'));
     const turnFile = join(dir, 'turn');
     writeFileSync(turnFile, '1\n');
-    h = await startHarness({ env: { BB_TURN_FILE: turnFile } });
+    h = await harness({ env: { BB_TURN_FILE: turnFile } });
     expect((await h.client.health()).turn).toBe(1);
     await h.client.signalDone('success', 'Turn one done.');
     expect((await h.client.postComment(1, 'still turn one').catch((e) => e)).code).toBe(
@@ -82,7 +78,7 @@ describe('a gate serving several turns (a warm bottle)', () => {
 
 describe('the audit fails closed', () => {
   it('with the op log unwritable, a write is refused before any request', async () => {
-    h = await startHarness();
+    h = await harness();
     // The log opens on the first call: make its path unwritable before that.
     mkdirSync(h.env['BB_OPS_LOG']!);
     const before = posts();
@@ -93,7 +89,7 @@ describe('the audit fails closed', () => {
   });
 
   it('with the queue unwritable, a write is refused before any request', async () => {
-    h = await startHarness();
+    h = await harness();
     const q = h.env['BB_QUEUE_DIR']!;
     rmSync(q, { recursive: true, force: true });
     writeFileSync(q, 'not a directory');
@@ -107,7 +103,7 @@ describe('the audit fails closed', () => {
   });
 
   it('an op log at its size limit refuses further calls', async () => {
-    h = await startHarness({ env: { BB_OPS_LOG_MAX: '1000' } });
+    h = await harness({ env: { BB_OPS_LOG_MAX: '1000' } });
     let refused: { code?: string } | undefined;
     for (let i = 0; i < 20 && !refused; i++)
       await h.client.readIssue(1).catch((e) => (refused = e));
@@ -126,7 +122,7 @@ describe('a write the forge never answers', () => {
     silent = createServer(() => {});
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
     const port = (silent.address() as { port: number }).port;
-    h = await startHarness({
+    h = await harness({
       makeForge: (env) =>
         new GiteaForge({
           baseUrl: `http://127.0.0.1:${port}/api/v1`,
@@ -151,7 +147,7 @@ describe('the token', () => {
     const { tmpdir } = await import('node:os');
     const dir = mkdtempSync(join(tmpdir(), 'bb-tokfile-'));
     writeFileSync(join(dir, 'token'), `${TOKEN}\n`, { mode: 0o400 });
-    h = await startHarness({ env: { FORGE_TOKEN: '', FORGE_TOKEN_FILE: join(dir, 'token') } });
+    h = await harness({ env: { FORGE_TOKEN: '', FORGE_TOKEN_FILE: join(dir, 'token') } });
     expect((await h.client.postComment(1, 'from a file')).author.login).toBe('bb-claude');
     rmSync(dir, { recursive: true, force: true });
   });
@@ -159,8 +155,8 @@ describe('the token', () => {
 
 describe('races and limits a hostile agent plays', () => {
   const branchSha = () =>
-    h!.server.git
-      .git(h!.server.git.dirOf('acme', 'widgets'), [
+    h.server.git
+      .git(h.server.git.dirOf('acme', 'widgets'), [
         'rev-parse',
         '--verify',
         '-q',
@@ -170,7 +166,7 @@ describe('races and limits a hostile agent plays', () => {
       .catch(() => '');
 
   it('a push batched with signal_done does not reach the forge after done', async () => {
-    h = await startHarness();
+    h = await harness();
     writeFileSync(join(h.workspace, 'a.txt'), 'a\n');
     await h.git('add', 'a.txt');
     await h.git('commit', '-q', '-m', 'a');
@@ -196,13 +192,12 @@ describe('races and limits a hostile agent plays', () => {
 
   it('a write is not started unless its outcome line will fit in the op log', async () => {
     const MAX = 12_000;
-    h = await startHarness({ env: { BB_OPS_LOG_MAX: String(MAX) } });
+    h = await harness({ env: { BB_OPS_LOG_MAX: String(MAX) } });
     writeFileSync(join(h.workspace, 'b.txt'), 'b\n');
     await h.git('add', 'b.txt');
     await h.git('commit', '-q', '-m', 'b');
     // Refused calls with long, agent-chosen params fill the log close to its limit.
-    const size = () =>
-      existsSync(h!.env['BB_OPS_LOG']!) ? statSync(h!.env['BB_OPS_LOG']!).size : 0;
+    const size = () => (existsSync(h.env['BB_OPS_LOG']!) ? statSync(h.env['BB_OPS_LOG']!).size : 0);
     while (MAX - size() > 5000)
       await h.client
         .call('read_issue', { number: 1, ['k'.repeat(3000)]: 1 })
@@ -220,7 +215,7 @@ describe('races and limits a hostile agent plays', () => {
 
 describe('the relayed head', () => {
   it('covers every line, write outcomes included, once the sidecar stops', async () => {
-    h = await startHarness();
+    h = await harness();
     await h.client.postComment(1, 'one');
     await h.client.postComment(1, 'two');
     await h.sidecar.close();

@@ -50,6 +50,9 @@ describe('the Gitea-compatible test server', () => {
     received.length = 0;
   });
 
+  /** The bot's GiteaForge on acme/widgets of server `s`. */
+  const botForge = (s: GiteaTestServer) =>
+    new GiteaForge({ baseUrl: s.apiUrl, token: TOKENS.bot, owner: 'acme', repo: 'widgets' });
   const start = async () => {
     server = await createGiteaTestServer({
       world: WORLD,
@@ -122,12 +125,7 @@ describe('the Gitea-compatible test server', () => {
     expect(res.headers.get('link')).toBe(
       `<${s.apiUrl}/repos/acme/widgets/pulls?limit=1&page=2&state=all>; rel="next",<${s.apiUrl}/repos/acme/widgets/pulls?limit=1&page=3&state=all>; rel="last"`,
     );
-    const forge = new GiteaForge({
-      baseUrl: s.apiUrl,
-      token: TOKENS.bot,
-      owner: 'acme',
-      repo: 'widgets',
-    });
+    const forge = botForge(s);
     const all: number[] = [];
     for await (const pr of forge.client.paginate<{ number: number }>('/repos/acme/widgets/pulls', {
       state: 'all',
@@ -151,12 +149,7 @@ describe('the Gitea-compatible test server', () => {
 
   it('sends signed, Gitea-shaped webhooks for its own changes, which GiteaForge accepts', async () => {
     const s = await start();
-    const forge = new GiteaForge({
-      baseUrl: s.apiUrl,
-      token: TOKENS.bot,
-      owner: 'acme',
-      repo: 'widgets',
-    });
+    const forge = botForge(s);
     const n = s.createIssue('alice', 'acme/widgets', {
       title: 'New thing',
       body: 'do <it> & more',
@@ -219,12 +212,7 @@ describe('the Gitea-compatible test server', () => {
 
   it('sends review webhooks shaped like Gitea’s fixtures (headers, keys, review type), which GiteaForge parses', async () => {
     const s = await start();
-    const forge = new GiteaForge({
-      baseUrl: s.apiUrl,
-      token: TOKENS.bot,
-      owner: 'acme',
-      repo: 'widgets',
-    });
+    const forge = botForge(s);
     await pushBranch(s.cloneUrl('acme/widgets'), TOKENS.bot, 'bb/implementer-1');
     const pr = await forge.openPr({ head: 'bb/implementer-1', base: 'main', title: 'x', body: '' });
     await s.settle();
@@ -282,12 +270,7 @@ describe('the Gitea-compatible test server', () => {
 
   it('getPrForIssue finds the PR through the timeline, and through the branch name when the body does not link it', async () => {
     const s = await start();
-    const forge = new GiteaForge({
-      baseUrl: s.apiUrl,
-      token: TOKENS.bot,
-      owner: 'acme',
-      repo: 'widgets',
-    });
+    const forge = botForge(s);
     const a = s.createIssue('alice', 'acme/widgets', { title: 'A' });
     const b = s.createIssue('alice', 'acme/widgets', { title: 'B' });
     await pushBranch(s.cloneUrl('acme/widgets'), TOKENS.bot, `bb/implementer-${a}`);

@@ -7,6 +7,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { homeLayout } from '@bb/names';
+import { type BottlePaths, bottlePaths, writeMeta } from './bottle/layout';
 
 export interface TestHomeManifests {
   /** Agent manifests by name (`$BB_HOME/config/agents/<name>.json`). */
@@ -114,4 +115,43 @@ export function rememberTurn(summary = 'Answered.', after: unknown[] = []): { st
       { do: 'done', status: 'success', summary },
     ],
   };
+}
+
+/**
+ * A frozen bottle on disk as a turn leaves one, with no container: its meta and
+ * its current configuration (allowlist `allow`, no routes, a Dockerfile on
+ * `image`). Its paths.
+ */
+export function writeFrozenBottle(
+  home: string,
+  slug: string,
+  o: { allow?: string[]; image?: string; sessionId?: string; branch?: string } = {},
+): BottlePaths {
+  const env = { BB_HOME: home };
+  const paths = bottlePaths(slug, env);
+  const image = o.image ?? 'bb-base:latest';
+  mkdirSync(paths.currentConfig, { recursive: true });
+  writeMeta(
+    {
+      slug,
+      agent: 'impl',
+      bottles: ['default'],
+      backend: 'docker',
+      image,
+      status: 'frozen',
+      sessionId: o.sessionId ?? 's1',
+      cwd: '/workspace',
+      branch: o.branch ?? 'bb/impl-1',
+      forge: null,
+      turns: [],
+      createdAt: new Date().toISOString(),
+    },
+    env,
+  );
+  const config = (file: string, text: string) =>
+    writeFileSync(join(paths.currentConfig, file), text);
+  config('allowlist.json', `${JSON.stringify({ allow: o.allow ?? ['registry.npmjs.org'] })}\n`);
+  config('routes.json', `${JSON.stringify({ routes: [] })}\n`);
+  config('Dockerfile', `FROM ${image}\n`);
+  return paths;
 }

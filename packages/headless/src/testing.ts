@@ -41,6 +41,7 @@ export {
   rememberTurn,
   scriptAgent,
   type TestHomeManifests,
+  writeFrozenBottle,
   writeManifests,
 } from './test-home';
 

@@ -56,13 +56,6 @@ async function launchOnA(f: ReturnType<typeof twoOf>): Promise<string> {
   return f.a.bottle(f.key)!.slug;
 }
 
-/** The agent of `slug` signals done (after opening PR `pr`) and exits. */
-function finish(t: ReturnType<typeof setup>, slug: string, pr?: number): void {
-  if (pr !== undefined) t.runner.agent(slug).openPr(pr);
-  t.runner.agent(slug).done();
-  t.runner.agent(slug).exit(0);
-}
-
 describe('orchestrators sharing one database', () => {
   it('work on an issue one at a time: events either accepts go to the holder, and one bottle is launched', async () => {
     const { t, a, b, logs, n, key } = twoOf();
@@ -73,7 +66,7 @@ describe('orchestrators sharing one database', () => {
     const other = holder === a ? b : a;
     expect(other.fleet.held).not.toContain(key);
     const slug = holder.bottle(key)!.slug;
-    finish(t, slug, 70);
+    t.finish(slug, 70);
     await until('frozen', () => t.row(n)?.status === 'frozen');
     // A reply reaches the orchestrator that does not hold the issue: the holder resumes.
     await other.accept(t.ev.comment(70, 'one more thing'));
@@ -91,7 +84,7 @@ describe('orchestrators sharing one database', () => {
     const f = twoOf(undefined, { a: 60_000 });
     const { t, a, b, logs, n } = f;
     const slug = await launchOnA(f);
-    finish(t, slug, 71);
+    t.finish(slug, 71);
     await until('frozen', () => t.row(n)?.status === 'frozen');
     const older = t.ev.comment(71, 'first, through b');
     const newer = t.ev.comment(71, 'then, through a');
@@ -125,7 +118,7 @@ describe('orchestrators sharing one database', () => {
     expect(logs.b.find((e) => e['msg'] === 'lease taken over')).toMatchObject({ key, from: 'a' });
     expect(b.running).toEqual([slug]);
     // The turn a started ends: b records it and freezes the bottle.
-    finish(t, slug, 71);
+    t.finish(slug, 71);
     await until('frozen', () => t.row(n)?.status === 'frozen');
     await until('recorded', () => t.records(slug).length === 1);
     await b.accept(t.ev.comment(71, 'carry on'));
@@ -145,7 +138,7 @@ describe('orchestrators sharing one database', () => {
     expect(a.fleet.held).not.toContain(key);
     expect(a.running).toEqual([]);
     expect(b.running).toEqual([slug]);
-    finish(t, slug);
+    t.finish(slug);
     await until('recorded once', () => t.records(slug).length === 1);
     await new Promise((r) => setTimeout(r, 200));
     expect(t.records(slug)).toHaveLength(1);
@@ -167,7 +160,7 @@ describe('orchestrators sharing one database', () => {
     // a wakes: its launch goes on, its agent works and stops; a writes no row.
     go();
     await until('a watching its bottle', () => a.running.includes(first));
-    finish(t, first);
+    t.finish(first);
     await new Promise((r) => setTimeout(r, TTL));
     expect(t.row(n)?.slug).toBe(second);
     expect(t.row(n)?.status).toBe('running');

@@ -147,7 +147,22 @@ export function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home
   const row = (n: number) => store.get(OWNER, REPO, n);
   const slugOf = (n: number) => orch.bottle(issueKey(OWNER, REPO, n))?.slug ?? '';
   const records = (slug: string) => prov.chain(slug).map((r) => r.record);
+  /** A new targeted issue, accepted, its agent running: its number and slug. */
+  const launched = async (title?: string, agent?: string) => {
+    const n = issue(title, agent);
+    await orch.accept(ev.targeted(n));
+    await until('running', () => runner.isRunning(slugOf(n)));
+    return { n, slug: slugOf(n) };
+  };
+  /** The agent of `slug` signals done (after opening PR `pr`, when given) and exits 0. */
+  const finish = (slug: string, pr?: number) => {
+    if (pr !== undefined) runner.agent(slug).openPr(pr);
+    runner.agent(slug).done();
+    runner.agent(slug).exit(0);
+  };
   return {
+    launched,
+    finish,
     home,
     world,
     db,

@@ -58,10 +58,7 @@ describe('Orchestrator', () => {
 
   it('ends the turn after signal_done and a short grace, and the record says it signalled', async () => {
     const t = setup({ doneGraceMs: 100 });
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     t.runner.agent(slug).done('success', 'all fixed');
     // The agent lingers; the orchestrator stops it after the grace.
     await until('frozen', () => t.row(n)?.status === 'frozen');
@@ -75,10 +72,7 @@ describe('Orchestrator', () => {
 
   it('learns a PR as the agent opens it: a comment on it in turn one, parked until then, resumes the bottle after the turn', async () => {
     const t = setup();
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     // The human comments on the PR the agent is about to open, before anyone knows it is ours.
     expect(await t.orch.accept(t.ev.comment(12, 'please add a test'))).toBe(true);
     expect(t.store.openEvents().map((e) => e.state)).toEqual(['parked']);
@@ -91,8 +85,7 @@ describe('Orchestrator', () => {
     await t.orch.accept(t.ev.comment(12, 'and docs'));
     await t.orch.idle();
     expect(t.store.openEvents().map((e) => e.state)).toEqual(['deferred', 'deferred']);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    t.finish(slug);
     await until('resumed', () => t.runner.calls.some((c) => c.startsWith(`resume ${slug}`)));
     expect(t.runner.calls.find((c) => c.startsWith('resume'))).toBe(
       `resume ${slug} ${said(12, 'please add a test')}\n\n${said(12, 'and docs')}`,
@@ -110,10 +103,7 @@ describe('Orchestrator', () => {
 
   it('expires a parked event once no running bottle could claim its PR, and keeps the row’s check-in true', async () => {
     const t = setup();
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     const launchedAt = t.row(n)!.lastCheckinAt;
     t.runner.agent(slug).checkin();
     await until('check-in on the row', () => t.row(n)!.lastCheckinAt !== launchedAt);
@@ -128,10 +118,7 @@ describe('Orchestrator', () => {
 
   it('stops an agent whose PR is closed mid-turn, records the turn, then destroys the bottle', async () => {
     const t = setup();
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     t.runner.agent(slug).openPr(30);
     await until('PR learned', () => t.row(n)?.prNumber === 30);
     const began = Date.now();
@@ -146,10 +133,7 @@ describe('Orchestrator', () => {
 
   it('keeps comments that wait behind a running turn across a restart, and delivers them in order', async () => {
     const t = setup();
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     t.runner.agent(slug).openPr(5);
     await until('PR learned', () => t.row(n)?.prNumber === 5);
     await t.orch.accept(t.ev.comment(5, 'first'));
@@ -161,8 +145,7 @@ describe('Orchestrator', () => {
     cleanups.push(() => again.close());
     const report = await reconcile(again, { store: t.store, runner: t.runner });
     expect(report).toMatchObject({ reattached: [slug], replayed: 2, neverStarted: [] });
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    t.finish(slug);
     await until('resumed', () => t.runner.calls.some((c) => c.startsWith(`resume ${slug}`)));
     expect(t.runner.calls.filter((c) => c.startsWith('resume'))).toEqual([
       `resume ${slug} ${said(5, 'first')}\n\n${said(5, 'second')}`,
@@ -191,13 +174,8 @@ describe('Orchestrator', () => {
 
   it('keeps a bottle whose resume fails frozen with its comments, and tries again', async () => {
     const t = setup();
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
-    t.runner.agent(slug).openPr(3);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    const { n, slug } = await t.launched();
+    t.finish(slug, 3);
     await until('frozen', () => t.row(n)?.status === 'frozen' && t.row(n)?.prNumber === 3);
     t.runner.failNext('resume');
     await t.orch.accept(t.ev.comment(3, 'one more thing'));
@@ -211,10 +189,7 @@ describe('Orchestrator', () => {
 
   it('keeps the evidence of a failed turn: the bottle stays frozen with a record of the failure', async () => {
     const t = setup();
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     t.runner.agent(slug).comment();
     t.runner.agent(slug).exit(1);
     await until('frozen', () => t.row(n)?.status === 'frozen');
@@ -308,31 +283,22 @@ describe('Orchestrator', () => {
 
   it('watches again a bottle whose row says running but whose wait was lost', async () => {
     const t = setup();
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     t.orch.close();
     const again = new Orchestrator({ ...t.options, log: () => {} });
     cleanups.push(() => again.close());
     expect(again.running).toEqual([]);
     await again.checkWatchdog();
     expect(again.running).toEqual([slug]);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    t.finish(slug);
     await until('frozen', () => t.row(n)?.status === 'frozen');
   });
 
   it('counts a warm bottle in the budget, cools it when its window ends, and resumes it inside the window', async () => {
     const t = setup({ capacity: { memoryBudget: 8 * GiB } });
     t.runner.warm = { ms: 300, bytes: 100 * 1024 ** 2 };
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
-    t.runner.agent(slug).openPr(12);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    const { slug } = await t.launched();
+    t.finish(slug, 12);
     await until('warm', () => t.orch.capacity.warm().length === 1);
     expect(t.orch.capacity.warm()).toEqual([{ slug, bytes: 100 * 1024 ** 2 }]);
     expect(t.orch.capacity.used).toBe(100 * 1024 ** 2);
@@ -341,8 +307,7 @@ describe('Orchestrator', () => {
     await until('resumed', () => t.runner.calls.some((c) => c.startsWith(`resume ${slug}`)));
     expect(t.orch.capacity.warm()).toEqual([]);
     expect(t.orch.capacity.isRunning(slug)).toBe(true);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    t.finish(slug);
     await until('warm again', () => t.orch.capacity.warm().length === 1);
     // Nobody comments: when its window ends it is cooled, and counts no more.
     await until('cooled', () => t.runner.calls.includes(`cool ${slug}`));
@@ -384,12 +349,8 @@ describe('Orchestrator', () => {
   it('a restart cools the bottles the process before kept warm', async () => {
     const t = setup();
     t.runner.warm = { ms: 60_000, bytes: 1024 ** 2 };
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    const { slug } = await t.launched();
+    t.finish(slug);
     await until('warm', () => t.orch.capacity.warm().length === 1);
     t.orch.close();
     const again = new Orchestrator({ ...t.options, log: () => {} });

@@ -105,8 +105,7 @@ describe('orchestrator: the supervise plane', () => {
     await t.orch.accept(t.ev.targeted(n));
     await until('running', () => t.runner.runningSlugs.length === 1);
     const slug = t.slugOf(n);
-    t.runner.agent(slug).done();
-    t.runner.agent(slug).exit(0);
+    t.finish(slug);
     await until('frozen', () => t.row(n)?.status === 'frozen');
     // What the turn left waiting is cancelled before the record is made.
     expect(s.cancelled).toEqual([slug]);
@@ -151,10 +150,7 @@ describe('orchestrator: the supervise plane', () => {
   it("cancels a destroyed bottle's pending requests", async () => {
     const s = plane();
     const t = setup({ supervise: s.p });
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.isRunning(t.slugOf(n)));
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     s.waiting.add(slug);
     t.runner.agent(slug).openPr(31);
     await until('PR learned', () => t.row(n)?.prNumber === 31);

@@ -28,8 +28,8 @@ import {
 
 let dir: string;
 let ws: string;
-const git = (...args: string[]) =>
-  execFileSync('git', ['-C', ws, ...args], {
+const gitIn = (cwd: string, ...args: string[]) =>
+  execFileSync('git', ['-C', cwd, ...args], {
     env: {
       ...process.env,
       GIT_AUTHOR_NAME: 'a',
@@ -40,12 +40,15 @@ const git = (...args: string[]) =>
   })
     .toString()
     .trim();
-const commit = (file: string, content: string, msg = file) => {
-  writeFileSync(join(ws, file), content);
-  git('add', '-A');
-  git('commit', '-qm', msg);
-  return git('rev-parse', 'HEAD');
+const git = (...args: string[]) => gitIn(ws, ...args);
+/** Write `file` in the repository at `cwd` and commit everything; the new HEAD. */
+const commitIn = (cwd: string, file: string, content: string, msg = file) => {
+  writeFileSync(join(cwd, file), content);
+  gitIn(cwd, 'add', '-A');
+  gitIn(cwd, 'commit', '-qm', msg);
+  return gitIn(cwd, 'rev-parse', 'HEAD');
 };
+const commit = (file: string, content: string, msg = file) => commitIn(ws, file, content, msg);
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'wall-git-'));
@@ -95,26 +98,16 @@ describe('importHead', () => {
     // A repository of the agent's choosing, holding the base commit's objects.
     const other = join(dir, 'other');
     execFileSync('git', ['init', '-q', other]);
-    const run = (cwd: string, ...args: string[]) =>
-      execFileSync('git', ['-C', cwd, '-c', 'user.name=t', '-c', 'user.email=t@t', ...args])
-        .toString()
-        .trim();
-    writeFileSync(join(other, 'old.txt'), 'old\n');
-    run(other, 'add', '.');
-    run(other, 'commit', '-q', '-m', 'old');
+    commitIn(other, 'old.txt', 'old\n', 'old');
     rmSync(join(other, 'old.txt'));
-    writeFileSync(join(other, 'base.txt'), 'base\n');
-    run(other, 'add', '-A');
-    run(other, 'commit', '-q', '-m', 'base');
+    commitIn(other, 'base.txt', 'base\n', 'base');
     // The workspace borrows it and commits on top: its own store lacks the base.
     writeFileSync(join(ws, '.git/objects/info/alternates'), `${join(other, '.git/objects')}\n`);
-    run(ws, 'fetch', '-q', other, 'HEAD');
-    run(ws, 'reset', '-q', '--hard', 'FETCH_HEAD');
-    writeFileSync(join(ws, 'mine.txt'), 'mine\n');
-    run(ws, 'add', '.');
-    run(ws, 'commit', '-q', '-m', 'mine');
-    const sha = run(ws, 'rev-parse', 'HEAD');
-    const base = run(ws, 'rev-parse', 'HEAD~1');
+    gitIn(ws, 'fetch', '-q', other, 'HEAD');
+    gitIn(ws, 'reset', '-q', '--hard', 'FETCH_HEAD');
+    commitIn(ws, 'mine.txt', 'mine\n', 'mine');
+    const sha = gitIn(ws, 'rev-parse', 'HEAD');
+    const base = gitIn(ws, 'rev-parse', 'HEAD~1');
     await expect(importHead({ workspace: ws, into: join(dir, 'a.git') })).rejects.toThrow(
       /incomplete/,
     );
@@ -134,9 +127,9 @@ describe('importHead', () => {
 
     // A commit that restores what the base's history had (a revert) reuses the mirror's
     // objects without its workspace holding them: it imports.
-    run(ws, 'checkout', `${base}~1`, '--', 'old.txt');
-    run(ws, 'commit', '-q', '-m', 'restore old');
-    const restored = run(ws, 'rev-parse', 'HEAD');
+    gitIn(ws, 'checkout', `${base}~1`, '--', 'old.txt');
+    gitIn(ws, 'commit', '-q', '-m', 'restore old');
+    const restored = gitIn(ws, 'rev-parse', 'HEAD');
     expect(await importHead({ workspace: ws, into, exclude: [base], alternates: mirror })).toBe(
       restored,
     );
@@ -147,26 +140,16 @@ describe('importHead', () => {
     // (what a force-push on the forge left behind).
     const mirror = join(dir, 'mirror');
     execFileSync('git', ['init', '-q', mirror]);
-    const run = (cwd: string, ...args: string[]) =>
-      execFileSync('git', ['-C', cwd, '-c', 'user.name=t', '-c', 'user.email=t@t', ...args])
-        .toString()
-        .trim();
-    writeFileSync(join(mirror, 'base.txt'), 'base\n');
-    run(mirror, 'add', '.');
-    run(mirror, 'commit', '-q', '-m', 'base');
-    const base = run(mirror, 'rev-parse', 'HEAD');
-    writeFileSync(join(mirror, 'secret.env'), 'AWS_SECRET=leaked\n');
-    run(mirror, 'add', '.');
-    run(mirror, 'commit', '-q', '-m', 'oops');
-    const orphan = run(mirror, 'rev-parse', 'HEAD');
-    run(mirror, 'reset', '-q', '--hard', base);
+    commitIn(mirror, 'base.txt', 'base\n', 'base');
+    const base = gitIn(mirror, 'rev-parse', 'HEAD');
+    commitIn(mirror, 'secret.env', 'AWS_SECRET=leaked\n', 'oops');
+    const orphan = gitIn(mirror, 'rev-parse', 'HEAD');
+    gitIn(mirror, 'reset', '-q', '--hard', base);
     // The agent's checkout borrows the mirror, finds the orphan and merges it into its work.
     writeFileSync(join(ws, '.git/objects/info/alternates'), `${join(mirror, '.git/objects')}\n`);
-    run(ws, 'reset', '-q', '--hard', orphan);
-    writeFileSync(join(ws, 'mine.txt'), 'mine\n');
-    run(ws, 'add', '.');
-    run(ws, 'commit', '-q', '-m', 'mine');
-    expect(run(ws, 'show', 'HEAD~1:secret.env')).toBe('AWS_SECRET=leaked');
+    gitIn(ws, 'reset', '-q', '--hard', orphan);
+    commitIn(ws, 'mine.txt', 'mine\n', 'mine');
+    expect(gitIn(ws, 'show', 'HEAD~1:secret.env')).toBe('AWS_SECRET=leaked');
     const into = join(dir, 'push.git');
     const alternates = [join(mirror, '.git/objects')];
     await expect(importHead({ workspace: ws, into, exclude: [base], alternates })).rejects.toThrow(
@@ -179,7 +162,7 @@ describe('importHead', () => {
     ).rejects.toThrow();
     // Once the orphan is reachable again (the branch moved back to it), the same import passes.
     expect(await importHead({ workspace: ws, into, exclude: [base, orphan], alternates })).toBe(
-      run(ws, 'rev-parse', 'HEAD'),
+      gitIn(ws, 'rev-parse', 'HEAD'),
     );
   });
 

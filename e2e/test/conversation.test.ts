@@ -6,10 +6,10 @@
 // commit in its checkout (it pushes on top of it); approve, merge, destroyed.
 // A comment by someone without write access wakes nothing.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { pushCommit } from '@bb/forge/testing';
 import { loadOrCreateSigningKey, verifyChain } from '@bb/provenance';
 import { probeDocker } from '@bb/tooling/docker';
 import { describe, expect, it, onTestFailed } from 'vitest';
@@ -24,37 +24,8 @@ const EVE = 'eve-token-conversation-99';
 const SECRET = 'conversation-webhook-secret';
 
 /** A person pushes one commit adding `file` to `branch`, as a git client would. */
-async function humanPush(cloneUrl: string, branch: string, file: string): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'bb-human-'));
-  const env = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: dir, GIT_TERMINAL_PROMPT: '0' };
-  const git = async (...args: string[]) =>
-    (await run('git', args, { cwd: join(dir, 'w'), env })).stdout.trim();
-  try {
-    await run('git', ['clone', '-q', '-b', branch, cloneUrl, 'w'], { cwd: dir, env });
-    writeFileSync(join(dir, 'w', file), 'a human was here\n');
-    await git('add', file);
-    await git(
-      '-c',
-      'user.name=Alice',
-      '-c',
-      'user.email=alice@example.test',
-      'commit',
-      '-qm',
-      `Add ${file}`,
-    );
-    await git(
-      '-c',
-      `http.extraHeader=Authorization: token ${ALICE}`,
-      'push',
-      '-q',
-      'origin',
-      branch,
-    );
-    return await git('rev-parse', 'HEAD');
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
+const humanPush = (cloneUrl: string, branch: string, file: string) =>
+  pushCommit({ cloneUrl, token: ALICE, branch, file, content: 'a human was here\n' });
 
 describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   const world = forgeWorld(TOKEN);

@@ -12,7 +12,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { isBbError } from '@bb/errors';
-import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
+import { MemoryForge, MemoryForgeWorld, pushCommit } from '@bb/forge/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createGitGate } from '../src/git-push';
 import { verifyOpLogFile } from '../src/op-log';
@@ -25,19 +25,8 @@ const harness = useHarness();
 const run = promisify(execFile);
 
 /** A person (alice) pushes one commit adding `file` on top of `branch`; returns its id. */
-async function pushAs(x: Harness, branch: string, file: string): Promise<string> {
-  const dir = join(x.dir, `human-${Date.now()}`);
-  const env = { ...process.env, HOME: x.dir, GIT_CONFIG_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0' };
-  // Asynchronous: the forge answering these runs in this same process.
-  const git = async (...args: string[]) =>
-    (await run('git', args, { cwd: dir, env })).stdout.trim();
-  await run('git', ['clone', '-q', '-b', branch, x.server.cloneUrl('acme/widgets'), dir], { env });
-  writeFileSync(join(dir, file), 'a person was here\n');
-  await git('add', file);
-  await git('-c', 'user.name=Alice', '-c', 'user.email=alice@example.test', 'commit', '-qm', 'x');
-  await git('-c', `http.extraHeader=Authorization: token ${ALICE}`, 'push', '-q', 'origin', branch);
-  return git('rev-parse', 'HEAD');
-}
+const pushAs = (x: Harness, branch: string, file: string) =>
+  pushCommit({ cloneUrl: x.server.cloneUrl('acme/widgets'), token: ALICE, branch, file });
 
 const writes = (x: Harness) => x.exchanges.filter((e) => e.method !== 'GET').length;
 async function drain(x: Harness): Promise<QueueEvent[]> {

@@ -15,6 +15,7 @@ export type {
   SeedRepo,
   SeedUser,
 } from './testing/gitea-server/model';
+export { type PushCommitOptions, pushCommit } from './testing/gitea-server/push';
 export {
   type ApiExchange,
   createGiteaTestServer,

@@ -16,7 +16,7 @@ import Docker from 'dockerode';
 import { destroy, startLaunch } from '../src/bottle/bottles';
 import { NETNS_LABEL } from '../src/engine/backend';
 import { DockerBackend } from '../src/engine/docker-backend';
-import { makeTestHome, scriptAgent } from '../src/test-home';
+import { giteaWiring, makeTestHome, scriptAgent } from '../src/test-home';
 
 const docker = await probeDocker();
 if (!docker.ok) {
@@ -161,15 +161,7 @@ try {
       agent: 'idle',
       prompt: 'wait',
       slug: `density-${i}`,
-      forge: {
-        kind: 'gitea',
-        site: { FORGE_GITEA_API: server.apiUrl },
-        token: TOKEN,
-        owner: 'acme',
-        repo: 'widgets',
-        issue: i + 1,
-        cloneUrl: server.cloneUrl('acme/widgets'),
-      },
+      forge: giteaWiring(server, TOKEN, i + 1),
       backend,
       env,
     });

@@ -10,7 +10,7 @@ import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { destroy, launch, resume } from '../src/bottle/bottles';
 import { bottleDir, GATE_USER } from '../src/bottle/layout';
 import { DockerBackend } from '../src/engine/docker-backend';
-import { makeTestHome, scriptAgent } from '../src/test-home';
+import { giteaWiring, makeTestHome, scriptAgent } from '../src/test-home';
 
 const docker = await probeDocker();
 if (!docker.ok) {
@@ -33,15 +33,7 @@ const home = makeTestHome('bb-bench-', {
 });
 const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
 const backend = new DockerBackend();
-const forge = {
-  kind: 'gitea',
-  site: { FORGE_GITEA_API: server.apiUrl },
-  token: TOKEN,
-  owner: 'acme',
-  repo: 'widgets',
-  issue: 1,
-  cloneUrl: server.cloneUrl('acme/widgets'),
-};
+const forge = giteaWiring(server, TOKEN);
 const firstOpAt = (slug: string) =>
   Date.parse(
     JSON.parse(

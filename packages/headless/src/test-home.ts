@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { homeLayout } from '@bb/names';
-import { type BottlePaths, bottlePaths, writeMeta } from './bottle/layout';
+import { type BottlePaths, bottlePaths, type ForgeWiring, writeMeta } from './bottle/layout';
 
 export interface TestHomeManifests {
   /** Agent manifests by name (`$BB_HOME/config/agents/<name>.json`). */
@@ -154,4 +154,26 @@ export function writeFrozenBottle(
   config('routes.json', `${JSON.stringify({ routes: [] })}\n`);
   config('Dockerfile', `FROM ${image}\n`);
   return paths;
+}
+
+/**
+ * The forge wiring of a bottle for issue `issue` of `repo` (`owner/name`) on a
+ * Gitea-compatible test server, with the bot's `token`.
+ */
+export function giteaWiring(
+  server: { apiUrl: string; cloneUrl(repo: string): string },
+  token: string,
+  issue = 1,
+  repo = 'acme/widgets',
+): ForgeWiring {
+  const [owner = '', name = ''] = repo.split('/');
+  return {
+    kind: 'gitea',
+    site: { FORGE_GITEA_API: server.apiUrl },
+    token,
+    owner,
+    repo: name,
+    issue,
+    cloneUrl: server.cloneUrl(repo),
+  };
 }

@@ -34,6 +34,7 @@ export {
   type ProviderConformanceOptions,
 } from './providers/suite';
 export {
+  giteaWiring,
   makeTestHome,
   type PrTurnOptions,
   prSteps,

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { destroy, launch, resume } from '../src/bottle/bottles';
 import { bottleDir, readMeta } from '../src/bottle/layout';
 import { LOCAL_BACKEND_WARNING, LocalBackend } from '../src/engine/local-backend';
-import { makeTestHome, prSteps, scriptAgent } from '../src/test-home';
+import { giteaWiring, makeTestHome, prSteps, scriptAgent } from '../src/test-home';
 
 const TOKEN = 'bb-claude-token-local-3b8d';
 let server: GiteaTestServer;
@@ -59,15 +59,7 @@ describe('launch and resume on the local backend', () => {
     const backend = new LocalBackend({ warn: (m) => warnings.push(m) });
     expect(warnings).toEqual([LOCAL_BACKEND_WARNING]);
     const env = { BB_HOME: home };
-    const forge = {
-      kind: 'gitea',
-      site: { FORGE_GITEA_API: server.apiUrl },
-      token: TOKEN,
-      owner: 'acme',
-      repo: 'widgets',
-      issue: 1,
-      cloneUrl: server.cloneUrl('acme/widgets'),
-    };
+    const forge = giteaWiring(server, TOKEN);
     const first = await launch({ agent: 'demo', prompt: 'first prompt', forge, backend, env });
     expect(first, first.output).toMatchObject({ exitCode: 0, ok: true });
     expect(

@@ -20,7 +20,12 @@ import { destroy, launch, mountBottleDisk, resume } from '../src/bottle/bottles'
 import { bottleDir, bottlePaths, type ForgeWiring, readMeta } from '../src/bottle/layout';
 import { canMountDisks } from '../src/engine/disk';
 import { DockerBackend } from '../src/engine/docker-backend';
-import { prSteps, scriptAgent, writeManifests as writeTestManifests } from '../src/test-home';
+import {
+  giteaWiring,
+  prSteps,
+  scriptAgent,
+  writeManifests as writeTestManifests,
+} from '../src/test-home';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-claude-token-for-bottles-5e1f';
@@ -63,15 +68,7 @@ function writeManifests(script: { turns: unknown[] } = SCRIPT, image = BASE_IMAG
     bottles: { default: { image, resources: { memory: '256m', pids: 128 } } },
   });
 }
-const wiring = (): ForgeWiring => ({
-  kind: 'gitea',
-  site: { FORGE_GITEA_API: server.apiUrl },
-  token: TOKEN,
-  owner: 'acme',
-  repo: 'widgets',
-  issue: 1,
-  cloneUrl: server.cloneUrl('acme/widgets'),
-});
+const wiring = (): ForgeWiring => giteaWiring(server, TOKEN);
 
 describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () => {
   beforeAll(async () => {
@@ -386,37 +383,18 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
       ),
     ).toMatch(/^NOT_FOUND: no bottle named nothere/);
     writeManifests(SCRIPT, 'bb-missing-image:never');
-    expect(
-      await code(
-        launch({
-          agent: 'implementer',
-          prompt: 'x',
-          backend,
-          env: env(),
-          slug: 'implementer-noimg',
-        }),
-      ),
-    ).toMatch(/^NOT_FOUND: image bb-missing-image:never is not on this Docker engine/);
+    /** Launch the implementer as `slug`. */
+    const launchAs = (slug: string) =>
+      launch({ agent: 'implementer', prompt: 'x', backend, env: env(), slug });
+    expect(await code(launchAs('implementer-noimg'))).toMatch(
+      /^NOT_FOUND: image bb-missing-image:never is not on this Docker engine/,
+    );
     expect(existsSync(bottleDir('implementer-noimg', env()))).toBe(false);
     writeManifests({ turns: [{ steps: [] }] });
-    const ok = await launch({
-      agent: 'implementer',
-      prompt: 'x',
-      backend,
-      env: env(),
-      slug: 'implementer-taken',
-    });
-    expect(
-      await code(
-        launch({
-          agent: 'implementer',
-          prompt: 'x',
-          backend,
-          env: env(),
-          slug: 'implementer-taken',
-        }),
-      ),
-    ).toMatch(/^CONFLICT: a bottle named implementer-taken already exists/);
+    const ok = await launchAs('implementer-taken');
+    expect(await code(launchAs('implementer-taken'))).toMatch(
+      /^CONFLICT: a bottle named implementer-taken already exists/,
+    );
     expect(
       await code(resume({ slug: 'implementer-nope', prompt: 'x', backend, env: env() })),
     ).toMatch(/^NOT_FOUND: no bottle implementer-nope/);

@@ -8,6 +8,7 @@ import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { runGit, wallGitEnv } from '@bb/wall';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { remoteBranchHead, syncMirror } from '../src/bottle/mirror';
+import { giteaWiring } from '../src/test-home';
 
 const TOKEN = 'bb-token-mirror-test-0042';
 let server: GiteaTestServer;
@@ -25,15 +26,7 @@ afterAll(async () => {
   await server?.close();
   rmSync(home, { recursive: true, force: true });
 });
-const forge = () => ({
-  kind: 'gitea',
-  site: { FORGE_GITEA_API: server.apiUrl },
-  token: TOKEN,
-  owner: 'bot',
-  repo: 'widgets',
-  issue: 1,
-  cloneUrl: server.cloneUrl('bot/widgets'),
-});
+const forge = () => giteaWiring(server, TOKEN, 1, 'bot/widgets');
 
 describe('the repository mirror', () => {
   it('holds the default branch only, and says where a branch is by its exact name', async () => {

@@ -1,15 +1,14 @@
-// Warm bottles on a real Docker engine: a turn's containers paused instead of
-// removed, the next turn run in them by the waiter, and every reason to cool one
-// instead (its window over, what it was made for changed, a turn that left
-// something running, a PR branch someone pushed to).
-import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import {
+  acmeWorld,
+  createGiteaTestServer,
+  type GiteaTestServer,
+  pushCommit,
+} from '@bb/forge/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -23,7 +22,12 @@ import {
 } from '../src/bottle/bottles';
 import { bottlePaths, type ForgeWiring, readMeta } from '../src/bottle/layout';
 import { DockerBackend } from '../src/engine/docker-backend';
-import { prSteps, scriptAgent, writeManifests as writeTestManifests } from '../src/test-home';
+import {
+  giteaWiring,
+  prSteps,
+  scriptAgent,
+  writeManifests as writeTestManifests,
+} from '../src/test-home';
 
 const docker = await probeDocker();
 const TOKEN = 'bb-warm-token-for-bottles-77a1';
@@ -72,42 +76,16 @@ const ANSWER = {
     { do: 'done', status: 'success', summary: 'Answered.' },
   ],
 };
-const wiring = (n: number): ForgeWiring => ({
-  kind: 'gitea',
-  site: { FORGE_GITEA_API: server.apiUrl },
-  token: TOKEN,
-  owner: 'acme',
-  repo: 'widgets',
-  issue: n,
-  cloneUrl: server.cloneUrl('acme/widgets'),
-});
+const wiring = (n: number): ForgeWiring => giteaWiring(server, TOKEN, n);
 /** Somebody pushes one commit adding `file` to `branch`, as a git client would. */
-async function humanPush(branch: string, file: string): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'bb-human-'));
-  const genv = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: dir, GIT_TERMINAL_PROMPT: '0' };
-  const git = (...args: string[]) =>
-    promisify(execFile)('git', args, { cwd: join(dir, 'w'), env: genv });
-  try {
-    await promisify(execFile)(
-      'git',
-      ['clone', '-q', '-b', branch, server.cloneUrl('acme/widgets'), 'w'],
-      { cwd: dir, env: genv },
-    );
-    writeFileSync(join(dir, 'w', file), 'a person was here\n');
-    await git('add', file);
-    await git('-c', 'user.name=A', '-c', 'user.email=a@example.test', 'commit', '-qm', 'Add');
-    await git(
-      '-c',
-      `http.extraHeader=Authorization: token ${TOKEN}`,
-      'push',
-      '-q',
-      'origin',
-      branch,
-    );
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
+const humanPush = (branch: string, file: string) =>
+  pushCommit({
+    cloneUrl: server.cloneUrl('acme/widgets'),
+    token: TOKEN,
+    branch,
+    file,
+    content: 'a person was here\n',
+  });
 /** Launch the implementer on this test's issue. */
 const launchAgent = (prompt: string, warmMs = WINDOW) =>
   launch({ ...opts(warmMs), agent: 'implementer', prompt, forge: wiring(issue) });

@@ -7,7 +7,7 @@ import { BbError } from '@bb/errors';
 import type { ForgeEvent } from '@bb/forge';
 import { MemoryForge } from '@bb/forge/testing';
 import { describe, expect, it } from 'vitest';
-import { OWNER, REPO, setup, until } from './orchestrator-setup';
+import { OWNER, prRef, REPO, setup, until } from './orchestrator-setup';
 
 type T = ReturnType<typeof setup>;
 
@@ -151,16 +151,7 @@ describe('the forge conversation', () => {
       ...base('alice'),
       kind: 'review_submitted',
       key: `r:${review.id}`,
-      pr: {
-        number: pr,
-        title: 'Fix',
-        body: '',
-        state: 'open',
-        head: `bb/claude-${n}`,
-        headSha: 'b'.repeat(40),
-        base: 'main',
-        author: 'bb-bot',
-      },
+      pr: prRef(pr, { head: `bb/claude-${n}`, headSha: 'b'.repeat(40) }),
       state: 'changes_requested',
       author: 'alice',
       body: 'Two things.',
@@ -185,16 +176,7 @@ describe('the forge conversation', () => {
         ...base(who),
         kind: 'pr_synchronized',
         key: `s:${after}`,
-        pr: {
-          number: pr,
-          title: 'Fix',
-          body: '',
-          state: 'open',
-          head: `bb/claude-${n}`,
-          headSha: after,
-          base: 'main',
-          author: 'bb-bot',
-        },
+        pr: prRef(pr, { head: `bb/claude-${n}`, headSha: after }),
       })) && before;
     await push('bb-bot', '', '1'.repeat(40));
     await t.orch.idle();

@@ -34,6 +34,23 @@ afterEach(() => {
 /** What the agent is told of alice's comment on PR `pr`. */
 export const said = (pr: number, body: string) => `alice commented on your PR #${pr}:\n\n> ${body}`;
 
+/** A PR as events carry it: the bot's PR `number` from its bottle branch onto main. */
+export function prRef(
+  number: number,
+  over: { title?: string; state?: 'open' | 'closed'; head?: string; headSha?: string } = {},
+) {
+  return {
+    number,
+    title: over.title ?? 'Fix',
+    body: '',
+    state: over.state ?? 'open',
+    head: over.head ?? 'feature',
+    headSha: over.headSha ?? 'a'.repeat(40),
+    base: 'main',
+    author: 'bb-bot',
+  };
+}
+
 export function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home: string }) {
   const home = existing?.home ?? mkdtempSync(join(tmpdir(), 'bb-orch-'));
   const world = new MemoryForgeWorld();
@@ -130,16 +147,7 @@ export function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home
       repo: REPO,
       sender,
       occurredAt: at(),
-      pr: {
-        number: pr,
-        title: 'p',
-        body: '',
-        state: 'closed',
-        head,
-        headSha: 'a'.repeat(40),
-        base: 'main',
-        author: 'bb-bot',
-      },
+      pr: prRef(pr, { title: 'p', state: 'closed', head }),
       merged: false,
       mergeCommitSha: null,
     }),

@@ -290,6 +290,20 @@ describe('importHead', () => {
 });
 
 describe('logPatchAsData', () => {
+  /** Import the workspace's HEAD into a repository of ours; log it (or `tips`) since `exclude`. */
+  const logImported = async (
+    exclude: string[],
+    o: { tips?: string[]; maxFileBytes?: number } = {},
+  ) => {
+    const ours = join(dir, 'ours.git');
+    const tip = await importHead({ workspace: ws, into: ours });
+    return logPatchAsData({
+      objectDirs: [join(ours, 'objects')],
+      tips: o.tips ?? [tip],
+      exclude,
+      ...o,
+    });
+  };
   const SECRET = 'AKIAIOSFODNN7EXAMPLX';
   it('shows every file as text whatever the attributes, and runs no program', async () => {
     const base = commit('readme', 'hello\n');
@@ -310,13 +324,7 @@ describe('logPatchAsData', () => {
     // A replace ref that would show a clean commit in its place.
     const clean = git('commit-tree', `${base}^{tree}`, '-p', base, '-m', 'clean');
     git('replace', tip, clean);
-    const ours = join(dir, 'ours.git');
-    await importHead({ workspace: ws, into: ours });
-    const { patch } = await logPatchAsData({
-      objectDirs: [join(ours, 'objects')],
-      tips: [tip],
-      exclude: [base],
-    });
+    const { patch } = await logImported([base], { tips: [tip] });
     for (const s of ['a', 'b', 'c', 'd']) expect(patch).toContain(`${SECRET}-${s}`);
     expect(patch).not.toContain('hello');
     expect(existsSync(marker)).toBe(false);
@@ -324,17 +332,11 @@ describe('logPatchAsData', () => {
 
   it('ignores excluded commits it does not know, but never a tip that is not there', async () => {
     const a = commit('a.txt', 'a\n');
-    const ours = join(dir, 'ours.git');
-    await importHead({ workspace: ws, into: ours });
-    const { patch, range } = await logPatchAsData({
-      objectDirs: [join(ours, 'objects')],
-      tips: [a],
-      exclude: ['0'.repeat(40)],
-    });
+    const { patch, range } = await logImported(['0'.repeat(40)], { tips: [a] });
     expect(patch).toContain(`commit ${a}`);
     expect(range).toContain(a.slice(0, 12));
     await expect(
-      logPatchAsData({ objectDirs: [join(ours, 'objects')], tips: ['1'.repeat(40)] }),
+      logPatchAsData({ objectDirs: [join(dir, 'ours.git', 'objects')], tips: ['1'.repeat(40)] }),
     ).rejects.toThrow(/not there to be scanned/);
   });
 
@@ -348,13 +350,7 @@ describe('logPatchAsData', () => {
     writeFileSync(join(ws, 'evil.env'), `${SECRET}-merge\n`);
     git('add', '-A');
     git('commit', '-qm', 'merge');
-    const ours = join(dir, 'ours.git');
-    const tip = await importHead({ workspace: ws, into: ours });
-    const { patch } = await logPatchAsData({
-      objectDirs: [join(ours, 'objects')],
-      tips: [tip],
-      exclude: [base],
-    });
+    const { patch } = await logImported([base]);
     expect(patch).toContain(`${SECRET}-merge`);
   });
 
@@ -365,13 +361,7 @@ describe('logPatchAsData', () => {
     git('checkout', '-q', 'main');
     git('merge', '-q', '-s', 'ours', '-m', 'merge ours', 'side');
     git('commit', '-q', '--allow-empty', '-m', `note ${SECRET}-message`);
-    const ours = join(dir, 'ours.git');
-    const tip = await importHead({ workspace: ws, into: ours });
-    const { patch } = await logPatchAsData({
-      objectDirs: [join(ours, 'objects')],
-      tips: [tip],
-      exclude: [base],
-    });
+    const { patch } = await logImported([base]);
     expect(patch).toContain(`${SECRET}-side`);
     expect(patch).toContain(`${SECRET}-message`);
   });
@@ -383,14 +373,7 @@ describe('logPatchAsData', () => {
     git('add', '-A');
     git('commit', '-qm', 'big');
     const tip = git('rev-parse', 'HEAD');
-    const ours = join(dir, 'ours.git');
-    await importHead({ workspace: ws, into: ours });
-    const r = await logPatchAsData({
-      objectDirs: [join(ours, 'objects')],
-      tips: [tip],
-      exclude: [base],
-      maxFileBytes: 1024 * 1024,
-    });
+    const r = await logImported([base], { tips: [tip], maxFileBytes: 1024 * 1024 });
     expect(r.skipped.map((x) => x.path)).toEqual(['data.bin']);
     expect(r.patch).toContain(`${SECRET}-small`);
   });
@@ -399,14 +382,7 @@ describe('logPatchAsData', () => {
     const base = commit('readme', 'r\n');
     writeFileSync(join(ws, 'big.bin'), Buffer.alloc(2 * 1024 * 1024, 97));
     const tip = commit('small.txt', `${SECRET}\n`);
-    const ours = join(dir, 'ours.git');
-    await importHead({ workspace: ws, into: ours });
-    const r = await logPatchAsData({
-      objectDirs: [join(ours, 'objects')],
-      tips: [tip],
-      exclude: [base],
-      maxFileBytes: 1024 * 1024,
-    });
+    const r = await logImported([base], { tips: [tip], maxFileBytes: 1024 * 1024 });
     expect(r.skipped).toEqual([{ path: 'big.bin', bytes: 2 * 1024 * 1024 }]);
     expect(r.patch).toContain(SECRET);
     expect(r.patch).not.toContain('aaaaaaaa');

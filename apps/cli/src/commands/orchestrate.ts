@@ -78,14 +78,7 @@ function positiveInt(io: CliIo, name: string): number {
 async function finish(
   io: CliIo,
   state: CliState,
-  row: {
-    owner: string;
-    repo: string;
-    issue: number;
-    slug: string;
-    agent: string;
-    backend: Backend;
-  },
+  row: RowBase,
   prs: number[],
   out: TurnOutcome,
   startedAt: string,

@@ -1,9 +1,6 @@
 // The world the GiteaForge tests and the conformance suite run against: the same
 // people, org and repository as ../shared/gitea's fixtures.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { type Forge, giteaKind } from '../../src/index';
 import {
@@ -11,6 +8,7 @@ import {
   createGiteaTestServer,
   type ForgeConformanceWorld,
   type GiteaWorldSeed,
+  pushCommit,
 } from '../../src/testing/index';
 import { giteaWebhookFixtures } from './fixtures';
 
@@ -62,7 +60,7 @@ export const WORLD: GiteaWorldSeed = {
   ],
 };
 
-const run = promisify(execFile);
+const _run = promisify(execFile);
 
 /**
  * Push a branch with one new commit to `cloneUrl`, authenticating with `token`
@@ -75,43 +73,14 @@ export async function pushBranch(
   branch: string,
   file = 'CHANGE.md',
 ): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'bb-push-'));
-  const env = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: dir, GIT_TERMINAL_PROMPT: '0' };
-  const w = join(dir, 'w');
-  const git = async (cwd: string, ...args: string[]) =>
-    (await run('git', args, { cwd, env })).stdout.trim();
-  try {
-    await git(dir, 'clone', '--quiet', cloneUrl, 'w');
-    // Continue the branch when it exists, so the push is a fast-forward.
-    await git(w, 'checkout', '-q', '-B', branch, `origin/${branch}`).catch(() =>
-      git(w, 'checkout', '-q', '-B', branch),
-    );
-    writeFileSync(join(w, file), `change on ${branch} at ${Date.now()}\n`);
-    await git(w, 'add', file);
-    await git(
-      w,
-      '-c',
-      'user.name=Bot',
-      '-c',
-      'user.email=bot@example.test',
-      'commit',
-      '-q',
-      '-m',
-      `change on ${branch}`,
-    );
-    await git(
-      w,
-      '-c',
-      `http.extraHeader=Authorization: token ${token}`,
-      'push',
-      '-q',
-      'origin',
-      `HEAD:refs/heads/${branch}`,
-    );
-    return await git(w, 'rev-parse', 'HEAD');
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  return pushCommit({
+    cloneUrl,
+    token,
+    branch,
+    file,
+    author: 'Bot',
+    message: `change on ${branch}`,
+  });
 }
 
 /**

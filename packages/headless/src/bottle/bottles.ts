@@ -237,13 +237,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       });
     prepared.catch(() => {});
     return await startTurn(
-      meta,
-      agent,
-      bottles,
-      options.prompt,
-      options.forge?.token,
-      options,
-      env,
+      { meta, agent, bottles, prompt: options.prompt, token: options.forge?.token, options, env },
       { gate: early, disk, workspace: prepared },
     );
   } catch (err) {
@@ -336,7 +330,15 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   clearPrBundle(p.sock);
   meta.status = 'running';
   writeMeta(meta, env);
-  return startTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env);
+  return startTurn({
+    meta,
+    agent,
+    bottles,
+    prompt: options.prompt,
+    token: options.forgeToken,
+    options,
+    env,
+  });
 }
 
 /**

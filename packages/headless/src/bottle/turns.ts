@@ -102,17 +102,24 @@ interface TurnPlan {
   prelude: string[];
 }
 
+/** What one turn of a bottle runs with. */
+export interface TurnInput {
+  meta: BottleMeta;
+  agent: AgentManifest;
+  bottles: BottleManifest[];
+  prompt: string;
+  /** The forge token the turn's gate holds. */
+  token: string | undefined;
+  options: BottleOptions;
+  env: Record<string, string | undefined>;
+}
+
 function planTurn(
-  meta: BottleMeta,
-  agent: AgentManifest,
-  bottles: BottleManifest[],
-  prompt: string,
-  token: string | undefined,
-  options: BottleOptions,
-  env: Record<string, string | undefined>,
+  input: TurnInput,
   /** `underWaiter`: a warm bottle's waiter runs it (and serves its bridge). */
   how: { launch: boolean; underWaiter: boolean; waiter?: boolean },
 ): TurnPlan {
+  const { meta, agent, bottles, prompt, token, options, env } = input;
   const { backend } = options;
   const gate = gateOptions(options, env);
   const plan = hostPlan(meta, agent, bottles, prompt, {
@@ -183,16 +190,11 @@ function turnKey(
 }
 
 export async function startTurn(
-  meta: BottleMeta,
-  agent: AgentManifest,
-  bottles: BottleManifest[],
-  prompt: string,
-  token: string | undefined,
-  options: BottleOptions,
-  env: Record<string, string | undefined>,
+  input: TurnInput,
   /** A launch's parts, made alongside: the agent's container is created meanwhile. */
   launch?: LaunchParts,
 ): Promise<StartedTurn> {
+  const { meta, agent, bottles, prompt, token, options, env } = input;
   const early = launch?.gate;
   const workspaceReady = launch?.workspace;
   const { backend } = options;
@@ -203,7 +205,7 @@ export async function startTurn(
   // Kept warm after the turn: the agent's container runs the waiter, which runs the turn.
   const waiter = canKeepWarm(backend) && (options.warmMs ?? 0) > 0;
   // The container's own turn runs before its waiter starts (after it, the waiter waits).
-  const plan = planTurn(meta, agent, bottles, prompt, token, options, env, {
+  const plan = planTurn(input, {
     launch: !!workspaceReady,
     underWaiter: false,
     waiter,
@@ -366,10 +368,10 @@ export async function resumeWarm(
   const remote = pr ? prBranchHead(meta, options, env) : undefined;
   remote?.catch(() => {});
   if (pr) meta.syncPr = false;
-  const plan = planTurn(meta, agent, bottles, options.prompt, options.forgeToken, options, env, {
-    launch: false,
-    underWaiter: true,
-  });
+  const plan = planTurn(
+    { meta, agent, bottles, prompt: options.prompt, token: options.forgeToken, options, env },
+    { launch: false, underWaiter: true },
+  );
   if (turnKey(meta, bottles, plan, options.forgeToken, options, env) !== w.key)
     return 'what its containers were made for changed (image, configuration, forge or token)';
   // A grant scoped to the last turn ended with it: its gate may not serve this one (I9).

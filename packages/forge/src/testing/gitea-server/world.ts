@@ -321,27 +321,20 @@ export class GiteaWorld implements ApiCore {
     issue.assignees = [...new Set(assignees)];
     this.touch(repo, issue);
     const type = issue.pull ? 'pull_request_assign' : 'issue_assign';
-    for (const a of removed) {
+    const change = (assignee: string, removedAssignee: boolean) => {
       issue.timeline.push({
         id: this.id(),
         type: 'assignees',
         actor: as,
         createdAt: t,
-        assignee: a,
-        removedAssignee: true,
+        assignee,
+        ...(removedAssignee ? { removedAssignee } : {}),
       });
-      this.emit(repo, type, this.issuePayload(repo, issue, 'unassigned', as));
-    }
-    for (const a of added) {
-      issue.timeline.push({
-        id: this.id(),
-        type: 'assignees',
-        actor: as,
-        createdAt: t,
-        assignee: a,
-      });
-      this.emit(repo, type, this.issuePayload(repo, issue, 'assigned', as));
-    }
+      const action = removedAssignee ? 'unassigned' : 'assigned';
+      this.emit(repo, type, this.issuePayload(repo, issue, action, as));
+    };
+    for (const a of removed) change(a, true);
+    for (const a of added) change(a, false);
   }
 
   setState(

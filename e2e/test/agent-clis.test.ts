@@ -84,6 +84,12 @@ const TOOLS: Record<Cli, Tools> = {
 
 function scriptFor(cli: Cli, issue: number, pr: number): ScriptStep[] {
   const t = TOOLS[cli];
+  const comment = (n: number, body: string) => ({
+    tools: t.forge('post_comment', { number: n, body }, `comment ${n} '${body}'`),
+  });
+  const done = (summary: string) => ({
+    tools: t.forge('signal_done', { status: 'success', summary }, `done success '${summary}'`),
+  });
   return [
     { tools: t.forge('read_issue', { number: issue }, `read-issue ${issue}`) },
     {
@@ -93,13 +99,7 @@ function scriptFor(cli: Cli, issue: number, pr: number): ScriptStep[] {
         ),
       ],
     },
-    {
-      tools: t.forge(
-        'post_comment',
-        { number: issue, body: `${cli}: working on it.` },
-        `comment ${issue} '${cli}: working on it.'`,
-      ),
-    },
+    comment(issue, `${cli}: working on it.`),
     {
       tools: t.forge(
         'open_pr',
@@ -107,29 +107,11 @@ function scriptFor(cli: Cli, issue: number, pr: number): ScriptStep[] {
         `open-pr 'Fix the thing' 'Fixes #${issue}.'`,
       ),
     },
-    {
-      tools: t.forge(
-        'signal_done',
-        { status: 'success', summary: 'Opened the PR.' },
-        `done success 'Opened the PR.'`,
-      ),
-    },
+    done('Opened the PR.'),
     { say: 'The PR is open.' },
     // Turn two, after the human's comment.
-    {
-      tools: t.forge(
-        'post_comment',
-        { number: pr, body: `${cli}: handled your comment.` },
-        `comment ${pr} '${cli}: handled your comment.'`,
-      ),
-    },
-    {
-      tools: t.forge(
-        'signal_done',
-        { status: 'success', summary: 'Answered.' },
-        `done success 'Answered.'`,
-      ),
-    },
+    comment(pr, `${cli}: handled your comment.`),
+    done('Answered.'),
     { say: 'Answered.' },
   ];
 }

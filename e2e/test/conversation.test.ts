@@ -27,6 +27,21 @@ const SECRET = 'conversation-webhook-secret';
 const humanPush = (cloneUrl: string, branch: string, file: string) =>
   pushCommit({ cloneUrl, token: ALICE, branch, file, content: 'a human was here\n' });
 
+/** A turn that says what it heard, takes these steps and signals success. */
+const heard = (summary: string, steps: unknown[] = []) => ({
+  steps: [
+    { do: 'comment', body: 'Turn {{turn}} heard: {{prompt}}' },
+    ...steps,
+    { do: 'done', status: 'success', summary },
+  ],
+});
+/** Steps that change fix.txt to `content`, commit it and push. */
+const pushed = (content: string, message: string) => [
+  { do: 'write', path: 'fix.txt', content },
+  { do: 'commit', message },
+  { do: 'push' },
+];
+
 describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   const world = forgeWorld(TOKEN);
   world.users = [...(world.users ?? []), { login: 'eve', tokens: [EVE] }];
@@ -44,47 +59,24 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
           ],
         },
         // 2: the answer arrived on the issue; the PR.
-        {
-          steps: [
-            { do: 'comment', body: 'Turn {{turn}} heard: {{prompt}}' },
-            ...prSteps({
-              path: 'fix.txt',
-              content: 'fixed\n',
-              message: 'Fix',
-              title: 'Fix the thing',
-              body: 'Changed fix.txt.',
-            }),
-            { do: 'done', status: 'success', summary: 'Opened the PR.' },
-          ],
-        },
+        heard('Opened the PR.', [
+          ...prSteps({
+            path: 'fix.txt',
+            content: 'fixed\n',
+            message: 'Fix',
+            title: 'Fix the thing',
+            body: 'Changed fix.txt.',
+          }),
+        ]),
         // 3: the review with its inline comments.
-        {
-          steps: [
-            { do: 'comment', body: 'Turn {{turn}} heard: {{prompt}}' },
-            { do: 'write', path: 'fix.txt', content: 'fixed, with reasons\n' },
-            { do: 'commit', message: 'Address the review' },
-            { do: 'push' },
-            { do: 'done', status: 'success', summary: 'Addressed the review.' },
-          ],
-        },
+        heard('Addressed the review.', pushed('fixed, with reasons\n', 'Address the review')),
         // 4: a person's push: its commit is in the checkout, and pushing on top of it works.
-        {
-          steps: [
-            { do: 'comment', body: 'Turn {{turn}} heard: {{prompt}}' },
-            { do: 'sh', cmd: 'test -f HUMAN.md' },
-            { do: 'write', path: 'fix.txt', content: 'fixed, with reasons, and the human file\n' },
-            { do: 'commit', message: 'Build on the human commit' },
-            { do: 'push' },
-            { do: 'done', status: 'success', summary: 'Built on the human commit.' },
-          ],
-        },
+        heard('Built on the human commit.', [
+          { do: 'sh', cmd: 'test -f HUMAN.md' },
+          ...pushed('fixed, with reasons, and the human file\n', 'Build on the human commit'),
+        ]),
         // 5: approved.
-        {
-          steps: [
-            { do: 'comment', body: 'Turn {{turn}} heard: {{prompt}}' },
-            { do: 'done', status: 'success', summary: 'Thanked the reviewer.' },
-          ],
-        },
+        heard('Thanked the reviewer.'),
       ]),
       sleeper: scriptAgent([{ steps: [{ do: 'read_issue' }, { do: 'sleep', ms: 600_000 }] }]),
       rotator: {

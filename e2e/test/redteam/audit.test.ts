@@ -32,16 +32,16 @@ describe.skipIf(!docker.ok)('red team: the audit fails closed', () => {
   /** A first turn that only reads, so the bottle has an op log and a session. */
   const quietBottle = (second: Array<Record<string, unknown>>) =>
     rt.launch([[{ do: 'read_issue' }], second as never]);
+  /** A raw post_comment call that may be refused. */
+  const tryComment = (body: string) => ({
+    do: 'call',
+    method: 'post_comment',
+    params: { number: rt.issue, body },
+    mayFail: true,
+  });
 
   it('with the op log on a full filesystem, a comment is not posted', async () => {
-    const run = await quietBottle([
-      {
-        do: 'call',
-        method: 'post_comment',
-        params: { number: rt.issue, body: 'unlogged-1' },
-        mayFail: true,
-      },
-    ]);
+    const run = await quietBottle([tryComment('unlogged-1')]);
     const state = join(run.dir, 'state');
     let mounted = false;
     if (root) {
@@ -72,12 +72,7 @@ describe.skipIf(!docker.ok)('red team: the audit fails closed', () => {
     const run = await quietBottle([
       { do: 'write', path: 'x.txt', content: 'x\n' },
       { do: 'commit', message: 'X' },
-      {
-        do: 'call',
-        method: 'post_comment',
-        params: { number: rt.issue, body: 'unlogged-2' },
-        mayFail: true,
-      },
+      tryComment('unlogged-2'),
       { do: 'call', method: 'open_pr', params: { title: 'Unlogged' }, mayFail: true },
       {
         do: 'call',
@@ -97,14 +92,7 @@ describe.skipIf(!docker.ok)('red team: the audit fails closed', () => {
   });
 
   it('with the queue on a full filesystem, a comment is not posted', async () => {
-    const run = await quietBottle([
-      {
-        do: 'call',
-        method: 'post_comment',
-        params: { number: rt.issue, body: 'unrelayed-1' },
-        mayFail: true,
-      },
-    ]);
+    const run = await quietBottle([tryComment('unrelayed-1')]);
     const queue = join(run.dir, 'queue');
     let mounted = false;
     if (root) {

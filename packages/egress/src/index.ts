@@ -25,6 +25,7 @@ export {
   loadRoutes,
   RoutesFileSchema,
 } from './cred-proxy';
+export { failedToStart, serveUntilStopped } from './daemon';
 export { DENIAL_FIX, type Denial, denialBody } from './denial';
 export { createEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy';
 export {

@@ -44,46 +44,23 @@ describe('forklift without a forge', () => {
       });
       return { code, err };
     };
-    expect(await run(['--timeout', 'soon'])).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('--timeout soon is not a duration'),
-    });
-    expect(await run(['--agent', 'script', '--script', 'x.json'])).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('set FORKLIFT_TOKEN'),
-    });
     const t = { FORKLIFT_TOKEN: 't' };
-    expect(await run(['--agent', 'claude'], t)).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('--agent claude needs ANTHROPIC_API_KEY'),
-    });
-    expect(await run(['--agent', 'gpt'], t)).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('use claude, codex, pi or script'),
-    });
-    expect(await run(['--agent', 'script'], t)).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('needs --script FILE'),
-    });
-    expect(await run(['--agent', 'pi', '--script', 'x.json'], t)).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('--script is for --agent script'),
-    });
-    expect(await run(['--allow', '*.evil.test'], t)).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('--allow "*.evil.test" is not a host name'),
-    });
-    expect(await run(['--agent', 'script', '--script', 'x.json'], t)).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('--script /nonexistent/x.json'),
-    });
-    expect(await run(['--disk', '1k'], { FORKLIFT_TOKEN: 't' })).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('--disk 1k is not a size of at least 16m'),
-    });
-    expect(await run(['sync'])).toMatchObject({
-      code: 2,
-      err: expect.stringContaining('unexpected "sync"'),
-    });
+    const refused: Array<[string[], Record<string, string>, string]> = [
+      [['--timeout', 'soon'], {}, '--timeout soon is not a duration'],
+      [['--agent', 'script', '--script', 'x.json'], {}, 'set FORKLIFT_TOKEN'],
+      [['--agent', 'claude'], t, '--agent claude needs ANTHROPIC_API_KEY'],
+      [['--agent', 'gpt'], t, 'use claude, codex, pi or script'],
+      [['--agent', 'script'], t, 'needs --script FILE'],
+      [['--agent', 'pi', '--script', 'x.json'], t, '--script is for --agent script'],
+      [['--allow', '*.evil.test'], t, '--allow "*.evil.test" is not a host name'],
+      [['--agent', 'script', '--script', 'x.json'], t, '--script /nonexistent/x.json'],
+      [['--disk', '1k'], t, '--disk 1k is not a size of at least 16m'],
+      [['sync'], {}, 'unexpected "sync"'],
+    ];
+    for (const [args, env, says] of refused)
+      expect(await run(args, env), args.join(' ')).toMatchObject({
+        code: 2,
+        err: expect.stringContaining(says),
+      });
   });
 });

@@ -181,25 +181,19 @@ describe('lifecycle state machine', () => {
       { type: 'pr_closed', pr: 5, merged: false },
     ]);
     expect(r.actions).toEqual([{ type: 'launch' }, { type: 'freeze' }]);
-    const sync = run(
-      [
-        { type: 'targeted' },
-        { type: 'pr_opened', pr: 7, author: 'bb-claude' },
-        { type: 'agent_stopped' },
-        { type: 'pr_synchronized', pr: 7, author: 'bb-claude' },
-      ],
-      { ...ctx, resumeOnHumanPush: true },
-    );
-    expect(sync.actions).toEqual([{ type: 'launch' }, { type: 'freeze' }]);
-    const human = run(
-      [
-        { type: 'targeted' },
-        { type: 'pr_opened', pr: 7, author: 'bb-claude' },
-        { type: 'agent_stopped' },
-        { type: 'pr_synchronized', pr: 7, author: 'alice' },
-      ],
-      { ...ctx, resumeOnHumanPush: true },
-    );
+    /** A push by `author` to the bot's frozen PR, with resume-on-push on. */
+    const pushBy = (author: string) =>
+      run(
+        [
+          { type: 'targeted' },
+          { type: 'pr_opened', pr: 7, author: 'bb-claude' },
+          { type: 'agent_stopped' },
+          { type: 'pr_synchronized', pr: 7, author },
+        ],
+        { ...ctx, resumeOnHumanPush: true },
+      );
+    expect(pushBy('bb-claude').actions).toEqual([{ type: 'launch' }, { type: 'freeze' }]);
+    const human = pushBy('alice');
     expect(human.actions.at(-1)).toMatchObject({ type: 'resume' });
   });
 

@@ -3,13 +3,33 @@ import { type CliDeps, makeBackend } from '../deps';
 import { backendName, type CliIo, need, parse, progress, UsageError } from '../io';
 import { RESUME_USAGE, START_USAGE } from '../usage';
 
-function headless(values: Record<string, unknown>, usage: string): void {
+/**
+ * What `bb start` and `bb resume` share: the one name they take (`what` says
+ * which), a headless run, a prompt and the backend it runs on.
+ */
+function turnArgs(
+  values: Record<string, unknown>,
+  positionals: string[],
+  what: string,
+  usage: string,
+  io: CliIo,
+  deps: CliDeps,
+) {
+  const [name] = positionals;
+  if (!name) throw new UsageError(`name the ${what}`, usage);
   if (!values['headless'])
     throw new UsageError(
       'only headless runs exist so far: add --headless (interactive bottles are not built yet)',
       usage,
     );
+  const prompt = need(values, 'prompt', usage);
+  const backend = makeBackend(io, backendName(values['backend'], usage), deps);
+  return { name, prompt, backend };
 }
+
+/** The agent's output, ending in a newline. */
+const printOutput = (io: CliIo, output: string) =>
+  io.stdout(output.endsWith('\n') || output === '' ? output : `${output}\n`);
 
 export async function startCommand(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
   const { values, positionals } = parse(
@@ -24,11 +44,11 @@ export async function startCommand(argv: string[], io: CliIo, deps: CliDeps): Pr
     START_USAGE,
     { positionals: 1 },
   );
-  const [agent] = positionals;
-  if (!agent) throw new UsageError('name the agent to start', START_USAGE);
-  headless(values, START_USAGE);
-  const prompt = need(values, 'prompt', START_USAGE);
-  const backend = makeBackend(io, backendName(values['backend'], START_USAGE), deps);
+  const {
+    name: agent,
+    prompt,
+    backend,
+  } = turnArgs(values, positionals, 'agent to start', START_USAGE, io, deps);
   const out = await launch({
     agent,
     prompt,
@@ -38,7 +58,7 @@ export async function startCommand(argv: string[], io: CliIo, deps: CliDeps): Pr
     ...(values['bottle'] ? { bottles: values['bottle'] as string[] } : {}),
     ...(typeof values['slug'] === 'string' ? { slug: values['slug'] } : {}),
   });
-  io.stdout(out.output.endsWith('\n') || out.output === '' ? out.output : `${out.output}\n`);
+  printOutput(io, out.output);
   io.stderr(
     `bb: bottle ${out.slug} is frozen (agent exited ${out.exitCode}${out.error ? `: ${out.error}` : ''}); continue it with: bb resume ${out.slug} --headless --prompt '…'\n`,
   );
@@ -52,11 +72,11 @@ export async function resumeCommand(argv: string[], io: CliIo, deps: CliDeps): P
     RESUME_USAGE,
     { positionals: 1 },
   );
-  const [slug] = positionals;
-  if (!slug) throw new UsageError('name the bottle to resume', RESUME_USAGE);
-  headless(values, RESUME_USAGE);
-  const prompt = need(values, 'prompt', RESUME_USAGE);
-  const backend = makeBackend(io, backendName(values['backend'], RESUME_USAGE), deps);
+  const {
+    name: slug,
+    prompt,
+    backend,
+  } = turnArgs(values, positionals, 'bottle to resume', RESUME_USAGE, io, deps);
   const token = io.env['FORGE_TOKEN'];
   const out = await resume({
     slug,
@@ -66,7 +86,7 @@ export async function resumeCommand(argv: string[], io: CliIo, deps: CliDeps): P
     onProgress: progress(io),
     ...(token ? { forgeToken: token } : {}),
   });
-  io.stdout(out.output.endsWith('\n') || out.output === '' ? out.output : `${out.output}\n`);
+  printOutput(io, out.output);
   io.stderr(`bb: bottle ${out.slug} is frozen again (agent exited ${out.exitCode})\n`);
   return out.exitCode;
 }

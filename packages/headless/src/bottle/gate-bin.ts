@@ -4,7 +4,7 @@
 // and SIGINT close every surface.
 // bb-gate clone: clone the workspace a pod bottle launches with, then exit
 // (see cloneWorkspaceFromEnv).
-import { errorMessage, isBbError } from '@bb/errors';
+import { failedToStart, serveUntilStopped } from '@bb/egress';
 import { cloneWorkspaceFromEnv } from './gate-clone';
 import { runGateFromEnv } from './gate-main';
 
@@ -21,11 +21,7 @@ try {
   }
   const gate = await runGateFromEnv(process.env);
   log('gate serving', { surfaces: gate.surfaces });
-  process.on('SIGHUP', () => gate.reload());
-  const stop = () => void gate.close().then(() => process.exit(0));
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  serveUntilStopped(gate);
 } catch (err) {
-  process.stderr.write(`bb-gate: ${errorMessage(err)}\n`);
-  process.exit(isBbError(err, 'INVALID_INPUT') ? 2 : 1);
+  failedToStart('bb-gate', err);
 }

@@ -153,19 +153,27 @@ export class LocalBackend implements Backend {
   }
 
   async freeze(id: string): Promise<void> {
-    const b = this.#get(id);
-    if (b.state !== 'running')
-      throw new BbError('CONFLICT', `bottle ${b.spec.name} is ${b.state}, not running`);
-    this.#signal(b, 'SIGSTOP');
-    b.state = 'paused';
+    this.#move(id, 'running', 'SIGSTOP', 'paused');
   }
 
   async rehydrate(id: string): Promise<void> {
+    this.#move(id, 'paused', 'SIGCONT', 'running');
+  }
+
+  /** Stop or continue a bottle's processes: only from `from` (CONFLICT otherwise). */
+  #move(
+    id: string,
+    from: 'running' | 'paused',
+    signal: NodeJS.Signals,
+    to: 'running' | 'paused',
+  ): void {
     const b = this.#get(id);
-    if (b.state !== 'paused')
-      throw new BbError('CONFLICT', `bottle ${b.spec.name} is ${b.state}, not frozen`);
-    this.#signal(b, 'SIGCONT');
-    b.state = 'running';
+    if (b.state !== from) {
+      const want = from === 'running' ? 'running' : 'frozen';
+      throw new BbError('CONFLICT', `bottle ${b.spec.name} is ${b.state}, not ${want}`);
+    }
+    this.#signal(b, signal);
+    b.state = to;
   }
 
   async destroy(id: string): Promise<void> {

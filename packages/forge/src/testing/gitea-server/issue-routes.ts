@@ -3,11 +3,28 @@
  * one, its comments, its timeline, its labels, and the repository's labels.
  * Each route checks what Gitea checks, in Gitea's order, before its method.
  */
-import { ApiError, type Route } from './api-core';
-import { commentJson, issueJson, labelJson, timelineJson } from './shapes';
+import { type ApiCore, ApiError, type Route, type RouteRequest } from './api-core';
+import type { IssueModel, RepoModel } from './model';
+import { commentJson, issueJson, labelJson, type ShapeContext, timelineJson } from './shapes';
 
 const ANY = ['*'];
 const index = (p: Record<string, string>) => Number(p['index']);
+
+/** GET shows an issue (or PR) as `shape` has it; PATCH edits it, for a writer or its author. */
+export async function showOrEdit(
+  core: ApiCore,
+  req: RouteRequest,
+  repo: RepoModel,
+  issue: IssueModel,
+  shape: (ctx: ShapeContext, issue: IssueModel) => unknown,
+): Promise<{ status?: number; body: unknown }> {
+  if (req.method === 'GET') return { body: shape(core.ctx(repo), issue) };
+  if (req.method !== 'PATCH') throw new ApiError(405, null);
+  const as = req.needUser();
+  if (!core.canWrite(repo, as) && issue.author !== as) throw new ApiError(403, null);
+  await core.editIssue(repo, issue, as, await req.readJson());
+  return { status: 201, body: shape(core.ctx(repo), issue) };
+}
 
 export const ISSUE_ROUTES: Route[] = [
   {
@@ -52,12 +69,7 @@ export const ISSUE_ROUTES: Route[] = [
     async handle(core, req) {
       const repo = req.repo();
       const issue = core.issueOr404(repo, index(req.params));
-      if (req.method === 'GET') return { body: issueJson(core.ctx(repo), issue) };
-      if (req.method !== 'PATCH') throw new ApiError(405, null);
-      const as = req.needUser();
-      if (!core.canWrite(repo, as) && issue.author !== as) throw new ApiError(403, null);
-      await core.editIssue(repo, issue, as, await req.readJson());
-      return { status: 201, body: issueJson(core.ctx(repo), issue) };
+      return showOrEdit(core, req, repo, issue, issueJson);
     },
   },
   {

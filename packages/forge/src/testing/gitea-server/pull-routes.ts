@@ -3,6 +3,7 @@
  * edit one (by number, or by its base and head), and merge it.
  */
 import { ApiError, type Route } from './api-core';
+import { showOrEdit } from './issue-routes';
 import { pullJson } from './shapes';
 
 const ANY = ['*'];
@@ -51,12 +52,7 @@ export const PULL_ROUTES: Route[] = [
       const repo = req.repo();
       const issue = repo.issues.get(Number(req.params['index']));
       if (!issue?.pull) throw new ApiError(404, core.notFound());
-      if (req.method === 'GET') return { body: pullJson(core.ctx(repo), issue) };
-      if (req.method !== 'PATCH') throw new ApiError(405, null);
-      const as = req.needUser();
-      if (!core.canWrite(repo, as) && issue.author !== as) throw new ApiError(403, null);
-      await core.editIssue(repo, issue, as, await req.readJson());
-      return { status: 201, body: pullJson(core.ctx(repo), issue) };
+      return showOrEdit(core, req, repo, issue, pullJson);
     },
   },
   {

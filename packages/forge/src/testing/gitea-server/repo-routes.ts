@@ -20,20 +20,27 @@ function reactionJson(ctx: ShapeContext, r: ReactionModel) {
   };
 }
 
-/** Add `as`'s reaction (once per user and content): 201 when new, 200 when it was there. */
-function react(
+/**
+ * A reactions endpoint over `list`: GET lists them; POST adds the caller's
+ * (once per user and content), 201 when new, 200 when it was there.
+ */
+async function reactions(
   core: ApiCore,
+  req: RouteRequest,
+  repo: RepoModel,
   list: ReactionModel[],
-  as: string,
-  content: unknown,
-): { status: number; reaction: ReactionModel } {
+): Promise<{ status?: number; body: unknown }> {
+  const ctx = core.ctx(repo);
+  if (req.method === 'GET') return { body: list.map((r) => reactionJson(ctx, r)) };
+  const as = req.needUser();
+  const content = (await req.readJson())['content'];
   if (typeof content !== 'string' || !REACTIONS.includes(content))
     throw new ApiError(403, core.apiError(`'${String(content)}' is not an allowed reaction`));
   const had = list.find((r) => r.user === as && r.content === content);
-  if (had) return { status: 200, reaction: had };
+  if (had) return { status: 200, body: reactionJson(ctx, had) };
   const reaction = { user: as, content, createdAt: now() };
   list.push(reaction);
-  return { status: 201, reaction };
+  return { status: 201, body: reactionJson(ctx, reaction) };
 }
 
 function commentById(
@@ -305,16 +312,7 @@ export const REPO_ROUTES: Route[] = [
         .find((r) => String(r.id) === req.params['id']);
       const comment = review ?? commentById(core, repo, req.params['id']!).comment;
       comment.reactions ??= [];
-      const ctx = core.ctx(repo);
-      if (req.method === 'GET') return { body: comment.reactions.map((r) => reactionJson(ctx, r)) };
-      const as = req.needUser();
-      const { status, reaction } = react(
-        core,
-        comment.reactions,
-        as,
-        (await req.readJson())['content'],
-      );
-      return { status, body: reactionJson(ctx, reaction) };
+      return reactions(core, req, repo, comment.reactions);
     },
   },
   {
@@ -323,16 +321,7 @@ export const REPO_ROUTES: Route[] = [
     async handle(core, req) {
       const repo = req.repo();
       const issue = core.issueOr404(repo, Number(req.params['index']));
-      const ctx = core.ctx(repo);
-      if (req.method === 'GET') return { body: issue.reactions.map((r) => reactionJson(ctx, r)) };
-      const as = req.needUser();
-      const { status, reaction } = react(
-        core,
-        issue.reactions,
-        as,
-        (await req.readJson())['content'],
-      );
-      return { status, body: reactionJson(ctx, reaction) };
+      return reactions(core, req, repo, issue.reactions);
     },
   },
   {

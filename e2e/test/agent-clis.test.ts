@@ -234,6 +234,16 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
 
   const row = (n: number) => new SqliteForgeStateStore({ database: db }).get('acme', 'widgets', n);
   const chain = (slug: string) => new ProvenanceStore(db).chain(slug);
+  /** Issue `n`'s row once its first turn is frozen and recorded. */
+  const firstTurnRecorded = (n: number, what: string) =>
+    until(
+      what,
+      () => {
+        const r = row(n);
+        return r?.status === 'frozen' && chain(r.slug).length === 1 ? r : undefined;
+      },
+      120_000,
+    );
   const bodies = (n: number) => gitea.issue('acme/widgets', n).comments.map((c) => c.body);
 
   it.each(['claude', 'codex', 'pi'] as const)(
@@ -323,14 +333,7 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
     const model = models.failing!;
     model.setScript([{ fail: 500 }]);
     const n = fileIssue(gitea, 'failing', 'Doomed', 'The model is down.');
-    const frozen = await until(
-      'the failed turn to be recorded',
-      () => {
-        const r = row(n);
-        return r?.status === 'frozen' && chain(r.slug).length === 1 ? r : undefined;
-      },
-      120_000,
-    );
+    const frozen = await firstTurnRecorded(n, 'the failed turn to be recorded');
     const [rec] = chain(frozen.slug);
     expect(rec!.record.exitCode).not.toBe(0);
     expect(rec!.record.done).toBeNull();
@@ -363,14 +366,7 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
     const model = models['failing-pi']!;
     model.setScript([{ fail: 500 }]);
     const n = fileIssue(gitea, 'failing-pi', 'Doomed too', 'The model is down for pi.');
-    const frozen = await until(
-      'the failed pi turn to be recorded',
-      () => {
-        const r = row(n);
-        return r?.status === 'frozen' && chain(r.slug).length === 1 ? r : undefined;
-      },
-      120_000,
-    );
+    const frozen = await firstTurnRecorded(n, 'the failed pi turn to be recorded');
     const meta = readMeta(frozen.slug, { BB_HOME: home });
     // pi itself exited 0 ...
     expect(meta?.turns[0]).toMatchObject({ exitCode: 0, ok: false });

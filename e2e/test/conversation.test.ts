@@ -10,7 +10,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { pushCommit } from '@bb/forge/testing';
-import { loadOrCreateSigningKey, verifyChain } from '@bb/provenance';
+import { loadOrCreateSigningKey, type ProvenanceStore, verifyChain } from '@bb/provenance';
+import type { SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
 import { describe, expect, it, onTestFailed } from 'vitest';
 import { useLoop } from './loop';
@@ -41,6 +42,18 @@ const pushed = (content: string, message: string) => [
   { do: 'commit', message },
   { do: 'push' },
 ];
+
+/** Issue `n`'s row once its first turn is frozen and recorded. */
+const firstTurnRecorded = (
+  store: SqliteForgeStateStore,
+  prov: ProvenanceStore,
+  n: number,
+  what: string,
+) =>
+  until(what, () => {
+    const r = store.get('acme', 'widgets', n);
+    return r?.status === 'frozen' && prov.chain(r.slug).length === 1 ? r : undefined;
+  });
 
 describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   const world = forgeWorld(TOKEN);
@@ -244,10 +257,7 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
     const { home, gitea, store, prov, logs } = loop();
     onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
     const n = fileIssue(gitea, 'asker', 'Just a question');
-    const row = await until('frozen without a PR', () => {
-      const r = store.get('acme', 'widgets', n);
-      return r?.status === 'frozen' && prov.chain(r.slug).length === 1 ? r : undefined;
-    });
+    const row = await firstTurnRecorded(store, prov, n, 'frozen without a PR');
     expect(row.prNumber).toBeNull();
     gitea.setState('alice', 'acme/widgets', n, 'closed');
     await until('destroyed', () =>
@@ -261,10 +271,7 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
     const { gitea, orch, store, prov, logs } = loop();
     onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
     const n = fileIssue(gitea, 'rotator', 'Rotate me');
-    const row = await until('turn one recorded', () => {
-      const r = store.get('acme', 'widgets', n);
-      return r?.status === 'frozen' && prov.chain(r.slug).length === 1 ? r : undefined;
-    });
+    const row = await firstTurnRecorded(store, prov, n, 'turn one recorded');
     const sessions = () =>
       gitea
         .issue('acme/widgets', n)

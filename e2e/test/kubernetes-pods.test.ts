@@ -131,6 +131,18 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
       stateClaim: 'bb-bottle-state',
       turnTimeoutMs: 60_000,
     });
+  /** A fresh bottle of `agent` for issue `n`, launched on pods: its runner and slug. */
+  const launchPod = async (
+    env: Record<string, string>,
+    agent: string,
+    n: number,
+    prompt: string,
+  ) => {
+    const runner = runnerFor(env);
+    const slug = `${agent}-${Date.now().toString(36).slice(-5)}`;
+    await runner.startLaunch({ agent, slug, prompt, forge: wiring(n) });
+    return { runner, slug };
+  };
   /** Issue `n` of acme/widgets, as the bottle's gate is wired to it. */
   const wiring = (n: number) => ({
     kind: 'gitea',
@@ -155,15 +167,8 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
   it('runs a turn whose agent reaches the forge only through its gate, and resumes its session in new pods', async () => {
     onTestFailed(() => console.error('kubelet:', kubelet.errors.join('\n')));
     const env = { BB_HOME: home };
-    const runner = runnerFor(env);
     const n = fileIssue(gitea, 'implementer', 'Say hello', 'From a pod, please.');
-    const slug = `implementer-${Date.now().toString(36).slice(-5)}`;
-    await runner.startLaunch({
-      agent: 'implementer',
-      slug,
-      prompt: 'Say hello on the issue.',
-      forge: wiring(n),
-    });
+    const { runner, slug } = await launchPod(env, 'implementer', n, 'Say hello on the issue.');
     const first = await runner.finishTurn(slug);
     expect(kubelet.errors).toEqual([]);
     expect(first, first.output).toMatchObject({ exitCode: 0, ok: true });
@@ -222,15 +227,8 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
   it("gives the agent its credential routes through the gate's port, the key added by the gate alone", async () => {
     onTestFailed(() => console.error('kubelet:', kubelet.errors.join('\n')));
     const env = { BB_HOME: home, SVC_KEY };
-    const runner = runnerFor(env);
     const n = gitea.createIssue('alice', 'acme/widgets', { title: 'Probe', body: 'x' });
-    const slug = `prober-${Date.now().toString(36).slice(-5)}`;
-    await runner.startLaunch({
-      agent: 'prober',
-      slug,
-      prompt: 'Call the service.',
-      forge: wiring(n),
-    });
+    const { runner, slug } = await launchPod(env, 'prober', n, 'Call the service.');
     // The key is in the gate's Secret, nowhere in the agent's pod.
     const agentPod = (api.objects('pods', NS) as Array<{ metadata: { name: string } }>).find(
       (p) => p.metadata.name === `bb-${slug}-agent`,

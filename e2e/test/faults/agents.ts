@@ -8,26 +8,21 @@ const answer = {
   ],
 };
 
+/** Says "Starting." on the issue, then works for `ms`. */
+const starting = (ms: number) => [
+  { do: 'comment', body: 'Starting.' },
+  { do: 'sleep', ms },
+];
+
 /** Comments "Starting.", works for `sleepMs`, then commits, opens a PR and signals done. */
 export const worker = (sleepMs: number) =>
-  scriptAgent([
-    prTurn({
-      before: [
-        { do: 'comment', body: 'Starting.' },
-        { do: 'sleep', ms: sleepMs },
-      ],
-    }),
-    answer,
-  ]);
+  scriptAgent([prTurn({ before: starting(sleepMs) }), answer]);
 
 /** Opens its PR first, then works for `sleepMs` before it signals done. */
 export const opener = (sleepMs: number) =>
   scriptAgent([
     prTurn({
-      after: [
-        { do: 'comment', body: 'Starting.' },
-        { do: 'sleep', ms: sleepMs },
-      ],
+      after: starting(sleepMs),
       comment: null,
       summary: 'Opened the PR early.',
     }),

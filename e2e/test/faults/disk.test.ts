@@ -66,9 +66,7 @@ describe.skipIf(!docker.ok)('faults: BB_HOME is full', () => {
   it('a turn that fails on a full disk keeps its bottle and op log, and is recorded once there is room; nothing accepted is lost', async () => {
     onTestFailed(() => console.error(s.logText()));
     const n = s.issue('Disk fills up', 'worker');
-    await until('the agent to work', () =>
-      s.comments(n).includes('Starting.') ? true : undefined,
-    );
+    await s.started(n);
     const slug = s.row(n)!.slug;
     const filler = fill(s.home);
     // A change made while the disk is full is not acknowledged.
@@ -95,9 +93,7 @@ describe.skipIf(!docker.ok)('faults: BB_HOME is full', () => {
     expect(record!.opLog.entries.length).toBeGreaterThan(0);
     expect(existsSync(join(s.home, 'bottles', slug, 'state', 'ops.jsonl'))).toBe(true);
     // The refused delivery's issue is found by the sweep and launched.
-    await until('the issue filed while full to run', () =>
-      s.comments(later).includes('Starting.') ? true : undefined,
-    );
+    await s.started(later, 'the issue filed while full to run');
     expect(s.comments(n).filter((c) => c === 'Starting.')).toHaveLength(1);
   }, 150_000);
 });

@@ -21,9 +21,7 @@ describe.skipIf(!docker.ok)('faults: the engine connection drops', () => {
   it('a turn whose engine connection dropped for seconds still ends frozen, recorded once', async () => {
     onTestFailed(() => console.error(s.logText()));
     const n = s.issue('Engine blinks', 'worker');
-    await until('the agent to work', () =>
-      s.comments(n).includes('Starting.') ? true : undefined,
-    );
+    await s.started(n);
     s.engine!.drop();
     await new Promise((r) => setTimeout(r, 8000));
     s.engine!.restore();

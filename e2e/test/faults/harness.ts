@@ -421,6 +421,11 @@ export class Scenario {
     return fileIssue(this.gitea, agent, title, `${title}.`);
   }
 
+  /** Wait until issue `n`'s agent said "Starting." (it is at work). */
+  async started(n: number, what = 'the agent to work', ms?: number): Promise<void> {
+    await until(what, () => (this.comments(n).includes('Starting.') ? true : undefined), ms);
+  }
+
   /** The containers of this home, by slug and role. */
   async containers(): Promise<Array<{ slug: string; role: string; state: string }>> {
     return (await this.backend.list({ [HOME_LABEL]: homeLabel({ BB_HOME: this.home }) })).map(

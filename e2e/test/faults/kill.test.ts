@@ -66,9 +66,7 @@ describe.skipIf(!docker.ok)('faults: the orchestrator is killed', () => {
     onTestFailed(() => console.error(sc.logText()));
     await sc.start();
     const n = sc.issue('Killed mid-turn', 'opener');
-    await until('the agent to open its PR and comment', () =>
-      sc.comments(n).includes('Starting.') ? true : undefined,
-    );
+    await sc.started(n, 'the agent to open its PR and comment');
     const pr = sc.gitea.issue('acme/widgets', n + 1).pull ? n + 1 : undefined;
     expect(pr).toBeDefined();
     // A human answers on the PR while the agent still works; then the orchestrator dies.

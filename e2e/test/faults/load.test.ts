@@ -69,11 +69,7 @@ describe.skipIf(!docker.ok)('faults: many issues at once', () => {
       90_000,
     );
     const destroyedIn = Date.now() - t0;
-    await until(
-      'the new issue’s agent at work',
-      () => (s.comments(fresh).includes('Starting.') ? true : undefined),
-      90_000,
-    );
+    await s.started(fresh, 'the new issue’s agent at work', 90_000);
     const startedIn = Date.now() - t0;
     // The long turns sleep ten minutes: a minute proves nothing waited for them,
     // with room for a loaded two-core machine starting a bottle beside eight.

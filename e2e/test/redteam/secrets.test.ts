@@ -16,6 +16,18 @@ import { RedTeam, TOKEN } from './harness';
 const docker = await probeDocker();
 const MODEL_KEY = 'sk-redteam-model-key-93b1f0c2d7e4a6';
 
+/** The agent and its gate, and `secret` in neither's configuration nor on either's disk. */
+function expectTwoWithout(
+  seen: Array<{ role: string; inspect: string; disk: string }>,
+  secret: string,
+): void {
+  expect(seen.map((s) => s.role).sort()).toEqual(['agent', 'gate']);
+  for (const s of seen) {
+    expect(s.inspect).not.toContain(secret);
+    expect(s.disk).not.toContain(secret);
+  }
+}
+
 describe.skipIf(!docker.ok)('red team: secrets at rest', () => {
   const rt = new RedTeam();
   const engine = new Docker();
@@ -83,21 +95,13 @@ describe.skipIf(!docker.ok)('red team: secrets at rest', () => {
   it('the forge token is not in the gate container configuration', async () => {
     const seen = await whileRunning();
     // Two containers: the agent and its gate (forge and supervise sidecars in one process).
-    expect(seen.map((s) => s.role).sort()).toEqual(['agent', 'gate']);
-    for (const s of seen) {
-      expect(s.inspect).not.toContain(TOKEN);
-      expect(s.disk).not.toContain(TOKEN);
-    }
+    expectTwoWithout(seen, TOKEN);
   });
 
   it('the model key is not in the gate container configuration', async () => {
     const seen = await whileRunning(['keyed']);
     // The proxies join the same gate: still two containers.
-    expect(seen.map((s) => s.role).sort()).toEqual(['agent', 'gate']);
-    for (const s of seen) {
-      expect(s.inspect).not.toContain(MODEL_KEY);
-      expect(s.disk).not.toContain(MODEL_KEY);
-    }
+    expectTwoWithout(seen, MODEL_KEY);
   });
 
   it('the gate (sidecars and proxies) does not run as the agent user', async () => {

@@ -68,22 +68,19 @@ export async function evaluateTargeting(
   const bottles: string[] = [];
   let invalid = false;
 
+  /** A label of `prefix`: its name into `into`, or why it is refused. */
+  const take = (label: string, prefix: string, into: string[]) => {
+    const name = label.slice(prefix.length);
+    const problem = checkName(name);
+    if (problem) {
+      reasons.push(`label ${JSON.stringify(label)} rejected: ${problem}`);
+      invalid = true;
+    } else into.push(name);
+  };
   for (const label of issue.labels) {
-    if (label.startsWith(BOTTLE_LABEL_PREFIX)) {
-      const name = label.slice(BOTTLE_LABEL_PREFIX.length);
-      const problem = checkName(name);
-      if (problem) {
-        reasons.push(`label ${JSON.stringify(label)} rejected: ${problem}`);
-        invalid = true;
-      } else bottles.push(name);
-    } else if (label.startsWith(AGENT_LABEL_PREFIX)) {
-      const name = label.slice(AGENT_LABEL_PREFIX.length);
-      const problem = checkName(name);
-      if (problem) {
-        reasons.push(`label ${JSON.stringify(label)} rejected: ${problem}`);
-        invalid = true;
-      } else agents.push(name);
-    } else if (
+    if (label.startsWith(BOTTLE_LABEL_PREFIX)) take(label, BOTTLE_LABEL_PREFIX, bottles);
+    else if (label.startsWith(AGENT_LABEL_PREFIX)) take(label, AGENT_LABEL_PREFIX, agents);
+    else if (
       looksLikePrefix(label, AGENT_LABEL_PREFIX) ||
       looksLikePrefix(label, BOTTLE_LABEL_PREFIX)
     ) {

@@ -67,9 +67,7 @@ describe('supervise requests on the forge thread', () => {
     const d = desk(() => slug);
     const t = setup({ supervise: d.plane, superviseThreadMs: 20 });
     t.world.grant(OWNER, REPO, 'alice', 'admin');
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.runningSlugs.length === 1);
+    const { n } = await t.launched();
     slug = t.slugOf(n);
     t.orch.startWatchdog();
     const read = () =>
@@ -109,9 +107,7 @@ describe('supervise requests on the forge thread', () => {
     let slug = '';
     const d = desk(() => slug);
     const t = setup({ supervise: d.plane });
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.runningSlugs.length === 1);
+    const { n } = await t.launched();
     slug = t.slugOf(n);
     const as = (author: string, body: string) =>
       t.ev.comment(n, body, undefined, { author, on: 'issue' });
@@ -127,9 +123,7 @@ describe('supervise requests on the forge thread', () => {
 
     // A named decider may, and must give a reason to reject.
     const named = setup({ supervise: d.plane, superviseDeciders: ['carol'] });
-    const m = named.issue();
-    await named.orch.accept(named.ev.targeted(m));
-    await until('running', () => named.runner.runningSlugs.length === 1);
+    const { n: m } = await named.launched();
     slug = named.slugOf(m);
     const by = (author: string, body: string) =>
       named.ev.comment(m, body, undefined, { author, on: 'issue' });
@@ -148,9 +142,7 @@ describe('supervise requests on the forge thread', () => {
     const long = `--- a\n+++ b\n${Array.from({ length: 300 }, (_, i) => `+  "host${i}.example"`).join('\n')}`;
     const d = desk(() => slug, long);
     const t = setup({ supervise: d.plane, superviseThreadMs: 20, superviseDeciders: ['Carol'] });
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.runningSlugs.length === 1);
+    const { n } = await t.launched();
     slug = t.slugOf(n);
     // The forge refuses the first post: it is tried again.
     let failures = 1;

@@ -59,10 +59,7 @@ describe('orchestrator: the supervise plane', () => {
   it('does not fire the watchdog while a request waits for the operator, and starts the clock again after', async () => {
     const s = plane();
     const t = setup({ watchdogTimeoutMs: 200, supervise: s.p });
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.runningSlugs.length === 1);
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     s.waiting.add(slug);
     await new Promise((r) => setTimeout(r, 300));
     await t.orch.checkWatchdog();
@@ -80,10 +77,7 @@ describe('orchestrator: the supervise plane', () => {
   it('pauses the watchdog for the operator at most superviseMaxPauseMs in a turn', async () => {
     const s = plane();
     const t = setup({ watchdogTimeoutMs: 200, supervise: s.p, superviseMaxPauseMs: 300 });
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.runningSlugs.length === 1);
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     // A request that never gets an answer (or one after another).
     s.waiting.add(slug);
     await t.orch.checkWatchdog();
@@ -101,10 +95,7 @@ describe('orchestrator: the supervise plane', () => {
   it("puts the turn's requests and decisions into its record", async () => {
     const s = plane();
     const t = setup({ supervise: s.p });
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.runningSlugs.length === 1);
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     t.finish(slug);
     await until('frozen', () => t.row(n)?.status === 'frozen');
     // What the turn left waiting is cancelled before the record is made.
@@ -127,10 +118,7 @@ describe('orchestrator: the supervise plane', () => {
       asked.delete(slug);
       return a;
     };
-    const n = t.issue();
-    await t.orch.accept(t.ev.targeted(n));
-    await until('running', () => t.runner.runningSlugs.length === 1);
-    const slug = t.slugOf(n);
+    const { n, slug } = await t.launched();
     asked.set(slug, {
       requestId: 'sr_bbbbbbbbbbbbbbbbbbbb',
       prompt: 'the operator approved your capability-block request',

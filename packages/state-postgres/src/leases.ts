@@ -31,11 +31,7 @@ export const PG_LEASE_SQL = {
  * machines share the work of one database with no common clock of their own.
  */
 export class PostgresLeaseStore implements LeaseStore {
-  readonly database: PostgresDatabase;
-
-  private constructor(database: PostgresDatabase) {
-    this.database = database;
-  }
+  private constructor(readonly database: PostgresDatabase) {}
 
   static async open(database: PostgresDatabase): Promise<PostgresLeaseStore> {
     await database.migrate('leases', LEASES_PG_MIGRATIONS);

@@ -20,11 +20,7 @@ const HEAD =
  * a chain cannot fork it.
  */
 export class PostgresRunRecordStore implements RunRecordStore {
-  readonly database: PostgresDatabase;
-
-  private constructor(database: PostgresDatabase) {
-    this.database = database;
-  }
+  private constructor(readonly database: PostgresDatabase) {}
 
   static async open(database: PostgresDatabase): Promise<PostgresRunRecordStore> {
     await database.migrate('provenance', RUNS_PG_MIGRATIONS);

@@ -126,11 +126,7 @@ export function rowValues(r: Row): unknown[] {
  * Create it with `PostgresForgeStateStore.open(db)`: it migrates its tables.
  */
 export class PostgresForgeStateStore implements ForgeStateStore, DeliveryLedger, EventInbox {
-  readonly database: PostgresDatabase;
-
-  private constructor(database: PostgresDatabase) {
-    this.database = database;
-  }
+  private constructor(readonly database: PostgresDatabase) {}
 
   static async open(database: PostgresDatabase): Promise<PostgresForgeStateStore> {
     await database.migrate('state', STATE_PG_MIGRATIONS);

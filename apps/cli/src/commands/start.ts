@@ -44,15 +44,11 @@ export async function startCommand(argv: string[], io: CliIo, deps: CliDeps): Pr
     START_USAGE,
     { positionals: 1 },
   );
-  const {
-    name: agent,
-    prompt,
-    backend,
-  } = turnArgs(values, positionals, 'agent to start', START_USAGE, io, deps);
+  const turn = turnArgs(values, positionals, 'agent to start', START_USAGE, io, deps);
   const out = await launch({
-    agent,
-    prompt,
-    backend,
+    agent: turn.name,
+    prompt: turn.prompt,
+    backend: turn.backend,
     env: io.env,
     onProgress: progress(io),
     ...(values['bottle'] ? { bottles: values['bottle'] as string[] } : {}),
@@ -72,16 +68,12 @@ export async function resumeCommand(argv: string[], io: CliIo, deps: CliDeps): P
     RESUME_USAGE,
     { positionals: 1 },
   );
-  const {
-    name: slug,
-    prompt,
-    backend,
-  } = turnArgs(values, positionals, 'bottle to resume', RESUME_USAGE, io, deps);
+  const turn = turnArgs(values, positionals, 'bottle to resume', RESUME_USAGE, io, deps);
   const token = io.env['FORGE_TOKEN'];
   const out = await resume({
-    slug,
-    prompt,
-    backend,
+    slug: turn.name,
+    prompt: turn.prompt,
+    backend: turn.backend,
     env: io.env,
     onProgress: progress(io),
     ...(token ? { forgeToken: token } : {}),

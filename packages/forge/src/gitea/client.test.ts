@@ -136,7 +136,7 @@ describe('GiteaClient', () => {
   });
 
   it('refuses bad base URLs and credentials in the URL', () => {
-    expect(() => new GiteaClient({ baseUrl: 'not a url' })).toThrow(/not a URL/);
+    expect(() => new GiteaClient({ baseUrl: 'not a url' })).toThrow(/must be the Gitea API URL/);
     expect(() => new GiteaClient({ baseUrl: 'ftp://x' })).toThrow(/http/);
     expect(() => new GiteaClient({ baseUrl: 'http://u:p@x' })).toThrow(/FORGE_TOKEN/);
   });

@@ -106,7 +106,7 @@ export function giteaApiBase(baseUrl: string): URL {
   } catch {
     throw new BbError(
       'INVALID_INPUT',
-      `FORGE_GITEA_API ${JSON.stringify(baseUrl)} is not a URL; use e.g. https://gitea.example.com/api/v1`,
+      `FORGE_GITEA_API must be the Gitea API URL, e.g. https://gitea.example.com/api/v1 (got ${JSON.stringify(baseUrl)})`,
     );
   }
   if (base.protocol !== 'http:' && base.protocol !== 'https:') {

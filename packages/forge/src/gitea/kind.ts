@@ -27,17 +27,7 @@ function apiUrlFrom(env: Record<string, string | undefined>): string {
       'INVALID_INPUT',
       `${GITEA_API_VAR} is required: the Gitea API URL, e.g. https://gitea.example.com/api/v1`,
     );
-  let url: URL;
-  try {
-    url = new URL(v);
-  } catch {
-    throw new BbError(
-      'INVALID_INPUT',
-      `${GITEA_API_VAR} must be the Gitea API URL, e.g. https://gitea.example.com/api/v1 (got ${JSON.stringify(v)})`,
-    );
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new BbError('INVALID_INPUT', `${GITEA_API_VAR} must be an http(s) URL`);
+  giteaApiBase(v);
   return v;
 }
 

@@ -154,6 +154,17 @@ function orgAdmin(core: ApiCore, org: string, login: string): boolean {
   return (core.orgs.get(org)?.members.has(login) ?? false) || !!core.users.get(login)?.isAdmin;
 }
 
+/** A hooks endpoint of one level: GET lists its hooks, POST adds one (201). */
+async function hooksAt(
+  core: ApiCore,
+  req: RouteRequest,
+  level: 'organization' | 'repository',
+): Promise<{ status?: number; body: unknown }> {
+  if (req.method === 'GET')
+    return { body: core.hooks.filter((h) => h.level === level).map(hookJson) };
+  return { status: 201, body: hookJson(newHook(core, req, level, await req.readJson())) };
+}
+
 export const REPO_ROUTES: Route[] = [
   {
     pattern: '/repos/{owner}/{repo}/branches',
@@ -361,12 +372,7 @@ export const REPO_ROUTES: Route[] = [
       if (!core.orgs.has(org)) throw new ApiError(404, core.notFound('GetOrgByName'));
       const as = req.needUser();
       if (!orgAdmin(core, org, as)) throw new ApiError(403, null);
-      if (req.method === 'GET')
-        return { body: core.hooks.filter((h) => h.level === 'organization').map(hookJson) };
-      return {
-        status: 201,
-        body: hookJson(newHook(core, req, 'organization', await req.readJson())),
-      };
+      return hooksAt(core, req, 'organization');
     },
   },
   {
@@ -376,12 +382,7 @@ export const REPO_ROUTES: Route[] = [
       const repo = req.repo();
       const as = req.needUser();
       if (!core.isRepoAdmin(repo, as)) throw new ApiError(403, null);
-      if (req.method === 'GET')
-        return { body: core.hooks.filter((h) => h.level === 'repository').map(hookJson) };
-      return {
-        status: 201,
-        body: hookJson(newHook(core, req, 'repository', await req.readJson())),
-      };
+      return hooksAt(core, req, 'repository');
     },
   },
   {

@@ -13,7 +13,7 @@ import { pushCommit } from '@bb/forge/testing';
 import { loadOrCreateSigningKey, type ProvenanceStore, verifyChain } from '@bb/provenance';
 import type { SqliteForgeStateStore } from '@bb/state';
 import { probeDocker } from '@bb/tooling/docker';
-import { describe, expect, it, onTestFailed } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { useLoop } from './loop';
 import { fileIssue, forgeWorld, prSteps, scriptAgent, until } from './support';
 
@@ -120,7 +120,6 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
 
   it('question → answer on the issue → PR → review with inline comments → a person’s push → approve → merge → destroyed', async () => {
     const { home, gitea, orch, store, prov, backend, logs } = loop();
-    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
     const n = fileIssue(gitea, 'implementer', 'Fix the thing', 'It is broken.');
     const turns = (slug: string, k: number) =>
       until(`turn ${k} recorded`, () => (prov.chain(slug).length >= k ? true : undefined), 90_000);
@@ -226,8 +225,7 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   }, 300_000);
 
   it('removing the agent label stops a running bottle at once; it is recorded and kept frozen', async () => {
-    const { gitea, orch, store, prov, backend, logs } = loop();
-    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
+    const { gitea, orch, store, prov, backend } = loop();
     const n = fileIssue(gitea, 'sleeper', 'A long one');
     const slug = await until('the agent at work', async () => {
       const r = store.get('acme', 'widgets', n);
@@ -254,8 +252,7 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   }, 180_000);
 
   it('closing an issue whose frozen bottle has no PR destroys the bottle', async () => {
-    const { home, gitea, store, prov, logs } = loop();
-    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
+    const { home, gitea, store, prov } = loop();
     const n = fileIssue(gitea, 'asker', 'Just a question');
     const row = await firstTurnRecorded(store, prov, n, 'frozen without a PR');
     expect(row.prNumber).toBeNull();
@@ -268,8 +265,7 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   }, 120_000);
 
   it('a session rotates after the agent’s turn limit; the new one starts with the summary and is recorded as rotated', async () => {
-    const { gitea, orch, store, prov, logs } = loop();
-    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
+    const { gitea, orch, store, prov } = loop();
     const n = fileIssue(gitea, 'rotator', 'Rotate me');
     const row = await firstTurnRecorded(store, prov, n, 'turn one recorded');
     const sessions = () =>

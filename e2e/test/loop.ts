@@ -22,7 +22,7 @@ import {
 import { loadOrCreateSigningKey, ProvenanceStore, type SecretScanner } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { BASE_IMAGE } from '@bb/tooling/docker';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, onTestFailed } from 'vitest';
 import { makeHome } from './support';
 
 const noScan: SecretScanner = {
@@ -118,7 +118,8 @@ export interface HomeLoop extends Loop {
 /**
  * A loop for the enclosing `describe`: a home with these agents and a loop on it
  * are made before its tests and closed (the home removed, unless BB_KEEP_HOME)
- * after them. Call the function returned inside a test.
+ * after them. Call the function returned inside a test (a failing test then
+ * prints the orchestrator's log).
  */
 export function useLoop(o: {
   prefix: string;
@@ -144,6 +145,8 @@ export function useLoop(o: {
   });
   return () => {
     if (!loop) throw new Error('the loop has not started: call this inside a test');
+    const { logs } = loop;
+    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
     return loop;
   };
 }

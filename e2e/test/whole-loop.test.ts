@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { bottleDir } from '@bb/headless';
 import { loadOrCreateSigningKey, verifyChain } from '@bb/provenance';
 import { probeDocker } from '@bb/tooling/docker';
-import { describe, expect, it, onTestFailed } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { useLoop } from './loop';
 import { fileIssue, forgeWorld, prTurn, rememberTurn, scriptAgent, until } from './support';
 
@@ -31,7 +31,6 @@ describe.skipIf(!docker.ok)('real Docker: webhooks in, bottles out', () => {
 
   it('issue → bottle → PR → done → frozen → comment → resumed → merged → destroyed', async () => {
     const { home, gitea, orch, store, prov, backend, logs } = loop();
-    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
     const n = fileIssue(gitea, 'implementer', 'Fix the thing', 'It is broken.');
     const frozen = await until('the first turn to end frozen with a PR', () => {
       const row = store.get('acme', 'widgets', n);

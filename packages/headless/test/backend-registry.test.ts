@@ -10,6 +10,17 @@ import type { BottleRunner } from '../src/bottle/runner';
 import { hostBottleStorage } from '../src/bottle/storage';
 import { LocalBackend } from '../src/engine/local-backend';
 
+/** What `fn` throws, which must be INVALID_INPUT: its message. */
+function invalidInput(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    expect(isBbError(err, 'INVALID_INPUT')).toBe(true);
+    return (err as Error).message;
+  }
+  throw new Error('it threw nothing');
+}
+
 describe('backends by name', () => {
   it('knows docker and local, and makes a registered one by its name', () => {
     expect(backendKinds.names()).toEqual(expect.arrayContaining(['docker', 'local']));
@@ -28,13 +39,7 @@ describe('backends by name', () => {
   it('names the known backends for an unknown one, and refuses a second under a taken name', () => {
     const r = new BackendRegistry();
     r.register('docker', () => new LocalBackend());
-    let msg = '';
-    try {
-      r.make('k8s', { env: {} });
-    } catch (err) {
-      expect(isBbError(err, 'INVALID_INPUT')).toBe(true);
-      msg = (err as Error).message;
-    }
+    const msg = invalidInput(() => r.make('k8s', { env: {} }));
     expect(msg).toMatch(/BB_BACKEND "k8s" is not a known backend: use one of docker/);
     expect(() => r.register('docker', () => new LocalBackend())).toThrow(/registered already/);
     expect(() => r.register('Not Ok', () => new LocalBackend())).toThrow(/lower-case/);
@@ -73,13 +78,7 @@ describe('platforms that run whole bottles', () => {
     const make = () => platform('cluster');
     r.registerRunner('cluster', make);
     r.registerRunner('cluster', make);
-    let msg = '';
-    try {
-      r.make('cluster', { env: {} });
-    } catch (err) {
-      expect(isBbError(err, 'INVALID_INPUT')).toBe(true);
-      msg = (err as Error).message;
-    }
+    const msg = invalidInput(() => r.make('cluster', { env: {} }));
     expect(msg).toMatch(
       /backend cluster runs whole bottles .*bb orchestrate serve.*use docker or local/,
     );

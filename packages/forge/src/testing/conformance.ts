@@ -84,6 +84,12 @@ export function describeForgeConformance(name: string, options: ForgeConformance
       current = await options.create();
       return current;
     };
+    /** Push the issue's bottle branch and open a PR from it: the PR. */
+    const openBottlePr = async (w: ForgeConformanceWorld, title: string, body: string) => {
+      const head = `bb/implementer-${w.issue}`;
+      await w.pushBranch(head);
+      return w.forge.openPr({ head, base: w.base, title, body });
+    };
     // A test whose world lacks what it needs is skipped with the reason shown, never
     // passed without checking anything.
     const test = (
@@ -120,9 +126,7 @@ export function describeForgeConformance(name: string, options: ForgeConformance
 
     test('listOpenIssues lists the open issue with its labels and no PRs', async () => {
       const w = await make();
-      const head = `bb/implementer-${w.issue}`;
-      await w.pushBranch(head);
-      const pr = await w.forge.openPr({ head, base: w.base, title: 'A PR', body: '' });
+      const pr = await openBottlePr(w, 'A PR', '');
       const open = await w.forge.listOpenIssues();
       const mine = open.find((i) => i.number === w.issue);
       expect(mine?.labels.map((l) => l.name)).toContain(w.issueLabel);
@@ -160,18 +164,11 @@ export function describeForgeConformance(name: string, options: ForgeConformance
 
     test('openPr opens a PR that is linked to its issue and readable as a PR', async () => {
       const w = await make();
-      const head = `bb/implementer-${w.issue}`;
-      await w.pushBranch(head);
-      const pr = await w.forge.openPr({
-        head,
-        base: w.base,
-        title: 'Fix it',
-        body: `Fixes #${w.issue}\n\nDetails.`,
-      });
+      const pr = await openBottlePr(w, 'Fix it', `Fixes #${w.issue}\n\nDetails.`);
       expect(pr.state).toBe('open');
       expect(pr.merged).toBe(false);
       expect(pr.mergedAt).toBeNull();
-      expect(pr.head.ref).toBe(head);
+      expect(pr.head.ref).toBe(`bb/implementer-${w.issue}`);
       expect(pr.base.ref).toBe(w.base);
       expect(pr.author.login).toBe(w.bot);
       const again = await w.forge.readPr(pr.number);
@@ -208,14 +205,7 @@ export function describeForgeConformance(name: string, options: ForgeConformance
     test('a merged PR reads as merged and closed', async (skip) => {
       const w = await make();
       if (!w.merge) return skip('the world has no merge helper (ForgeConformanceWorld.merge)');
-      const head = `bb/implementer-${w.issue}`;
-      await w.pushBranch(head);
-      const pr = await w.forge.openPr({
-        head,
-        base: w.base,
-        title: 'merge me',
-        body: `Fixes #${w.issue}`,
-      });
+      const pr = await openBottlePr(w, 'merge me', `Fixes #${w.issue}`);
       await w.merge(pr.number);
       const merged = await w.forge.readPr(pr.number);
       expect(merged.merged).toBe(true);
@@ -227,9 +217,7 @@ export function describeForgeConformance(name: string, options: ForgeConformance
 
     test('readReviews lists submitted reviews oldest first; readReviewComments their inline comments', async () => {
       const w = await make();
-      const head = `bb/implementer-${w.issue}`;
-      await w.pushBranch(head);
-      const pr = await w.forge.openPr({ head, base: w.base, title: 'Review me', body: '' });
+      const pr = await openBottlePr(w, 'Review me', '');
       expect(await w.forge.readReviews(pr.number)).toEqual([]);
       await w.review(pr.number, {
         state: 'changes_requested',

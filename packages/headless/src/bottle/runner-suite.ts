@@ -62,12 +62,24 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
       await runner.startLaunch({ agent, slug, prompt, forge: await forge() });
       return { runner, slug };
     };
+    /** Launch a bottle, check it with `check`, and destroy it whatever happens. */
+    const withBottle = async (
+      agent: 'conf-talk' | 'conf-slow',
+      prompt: string,
+      check: (runner: BottleRunner, slug: string) => Promise<void>,
+    ) => {
+      const { runner, slug } = await launch(agent, prompt);
+      try {
+        await check(runner, slug);
+      } finally {
+        await runner.destroy(slug);
+      }
+    };
 
     it(
       'a launch runs the agent; its turn ends recorded and frozen, with what the gate relayed; a resume continues its session',
-      async () => {
-        const { runner, slug } = await launch('conf-talk', 'first');
-        try {
+      () =>
+        withBottle('conf-talk', 'first', async (runner, slug) => {
           const first = await runner.finishTurn(slug);
           expect(first, first.output).toMatchObject({ slug, exitCode: 0, ok: true });
           expect(first.sessionId, 'the turn has a session').toBeTruthy();
@@ -85,18 +97,14 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
           expect(second, second.output).toMatchObject({ exitCode: 0, ok: true });
           expect(second.sessionId, 'the same session').toBe(first.sessionId);
           expect((await runner.storage.meta(slug))?.turns.map((t) => t.turn)).toEqual([1, 2]);
-        } finally {
-          await runner.destroy(slug);
-        }
-      },
+        }),
       turnMs * 3,
     );
 
     it(
       'a stopped agent ends its turn, and a running or unknown bottle is not resumed',
-      async () => {
-        const { runner, slug } = await launch('conf-slow', 'wait');
-        try {
+      () =>
+        withBottle('conf-slow', 'wait', async (runner, slug) => {
           expect(await code(runner.startResume({ slug, prompt: 'again' }))).toBe('CONFLICT');
           expect(await code(runner.startResume({ slug: slugOf('conf-none'), prompt: 'x' }))).toBe(
             'NOT_FOUND',
@@ -106,10 +114,7 @@ export function describeRunnerConformance(name: string, options: RunnerConforman
           const outcome = await ending;
           expect(outcome.ok, 'a stopped turn did not succeed').toBe(false);
           expect((await runner.storage.meta(slug))?.status).toBe('frozen');
-        } finally {
-          await runner.destroy(slug);
-        }
-      },
+        }),
       turnMs * 2,
     );
 

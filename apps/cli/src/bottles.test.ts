@@ -9,21 +9,12 @@ import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
 import { sampleState } from '@bb/state/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EXIT, runCli } from './cli';
+import { captureIo as io } from './test-io';
 
 const homes: string[] = [];
 afterEach(() => {
   for (const h of homes.splice(0)) rmSync(h, { recursive: true, force: true });
 });
-
-function io(env: Record<string, string | undefined>) {
-  const out: string[] = [];
-  const err: string[] = [];
-  return {
-    out: () => out.join(''),
-    err: () => err.join(''),
-    io: { env, cwd: '/', stdout: (t: string) => out.push(t), stderr: (t: string) => err.push(t) },
-  };
-}
 
 const deps = { backend: () => new LocalBackend({ warn: () => {} }) };
 const days = (n: number) => new Date(Date.now() - n * 86_400_000).toISOString();
@@ -83,12 +74,12 @@ describe('bb destroy', () => {
     ]);
     const a = io({ BB_HOME: w.home });
     expect(await runCli(['destroy', w.slugs[0]!], a.io, deps)).toBe(EXIT.OK);
-    expect(a.out()).toBe('destroyed implementer-1 (acme/widgets#1)\n');
+    expect(a.out).toBe('destroyed implementer-1 (acme/widgets#1)\n');
     expect(existsSync(join(w.home, 'bottles', w.slugs[0]!))).toBe(false);
     expect(w.status(1)).toBe('destroyed');
     const b = io({ BB_HOME: w.home });
     expect(await runCli(['destroy', w.slugs[1]!], b.io, deps)).toBe(1);
-    expect(b.err()).toMatch(/implementer-2 is running: .*--force/);
+    expect(b.err).toMatch(/implementer-2 is running: .*--force/);
     expect(existsSync(join(w.home, 'bottles', w.slugs[1]!))).toBe(true);
     expect(
       await runCli(['destroy', w.slugs[1]!, '--force'], io({ BB_HOME: w.home }).io, deps),
@@ -96,12 +87,12 @@ describe('bb destroy', () => {
     expect(w.status(2)).toBe('destroyed');
     const c = io({ BB_HOME: w.home });
     expect(await runCli(['destroy', 'nope-12345'], c.io, deps)).toBe(1);
-    expect(c.err()).toMatch(/no bottle nope-12345/);
+    expect(c.err).toMatch(/no bottle nope-12345/);
     expect(await runCli(['destroy'], io({ BB_HOME: w.home }).io, deps)).toBe(EXIT.USAGE);
     // A path is never a slug: nothing outside $BB_HOME/bottles is reached.
     const outside = io({ BB_HOME: w.home });
     expect(await runCli(['destroy', '../..'], outside.io, deps)).toBe(EXIT.USAGE);
-    expect(outside.err()).toMatch(/"\.\.\/\.\." is not a bottle slug/);
+    expect(outside.err).toMatch(/"\.\.\/\.\." is not a bottle slug/);
     expect(existsSync(w.home)).toBe(true);
   });
 });
@@ -115,15 +106,12 @@ describe('bb gc', () => {
     ]);
     const dry = io({ BB_HOME: w.home });
     expect(await runCli(['gc', '--dry-run'], dry.io, deps)).toBe(EXIT.OK);
-    expect(dry.out()).toMatch(
-      /^would destroy implementer-1 \(acme\/widgets#1, no PR\), idle since /,
-    );
+    expect(dry.out).toMatch(/^would destroy implementer-1 \(acme\/widgets#1, no PR\), idle since /);
     expect(existsSync(join(w.home, 'bottles', 'implementer-1'))).toBe(true);
     const t = io({ BB_HOME: w.home });
     expect(await runCli(['gc', '--older-than', '1d'], t.io, deps)).toBe(EXIT.OK);
     expect(
-      t
-        .out()
+      t.out
         .split('\n')
         .filter(Boolean)
         .map((l) => l.split(' ')[1]),
@@ -132,7 +120,7 @@ describe('bb gc', () => {
     expect(existsSync(join(w.home, 'bottles', 'implementer-3'))).toBe(true);
     const bare = io({ BB_HOME: w.home });
     expect(await runCli(['gc', '--older-than', '14'], bare.io, deps)).toBe(EXIT.USAGE);
-    expect(bare.err()).toMatch(/--older-than needs a duration with a unit such as 14d.*"14"/);
+    expect(bare.err).toMatch(/--older-than needs a duration with a unit such as 14d.*"14"/);
   });
 });
 
@@ -156,7 +144,7 @@ describe('bb forge hook install', () => {
       expect(
         await runCli(['forge', 'hook', 'install', '--repo', 'acme/widgets', '--url', url], a.io),
       ).toBe(EXIT.OK);
-      expect(a.out()).toMatch(/^created webhook \d+ of acme\/widgets/);
+      expect(a.out).toMatch(/^created webhook \d+ of acme\/widgets/);
       expect(server.hooks.map((h) => [h.url, h.secret, h.events, h.active])).toEqual([
         [url, 'a-long-secret', ['issues', 'issue_comment', 'pull_request'], true],
       ]);
@@ -164,7 +152,7 @@ describe('bb forge hook install', () => {
       expect(
         await runCli(['forge', 'hook', 'install', '--repo', 'acme/widgets', '--url', url], b.io),
       ).toBe(EXIT.OK);
-      expect(b.out()).toMatch(/^updated webhook/);
+      expect(b.out).toMatch(/^updated webhook/);
       expect(server.hooks.map((h) => h.secret)).toEqual(['a-rotated-secret']);
       // A user who does not administer the repository is refused by Gitea, and told so.
       server.tokens.set('alice-token-12345', 'alice');
@@ -172,7 +160,7 @@ describe('bb forge hook install', () => {
       expect(
         await runCli(['forge', 'hook', 'install', '--repo', 'acme/widgets', '--url', url], c.io),
       ).toBe(1);
-      expect(c.err()).toMatch(/403/);
+      expect(c.err).toMatch(/403/);
       expect(await runCli(['forge', 'hook', 'install', '--url', url], io(env).io)).toBe(EXIT.USAGE);
     } finally {
       await server.close();

@@ -15,25 +15,7 @@ import { sampleState } from '@bb/state/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, runCli } from './cli';
 import { runDoctor } from './commands/doctor';
-
-function io(env: Record<string, string | undefined> = {}, cwd = '/') {
-  const out: string[] = [];
-  const err: string[] = [];
-  return {
-    get out() {
-      return out.join('');
-    },
-    get err() {
-      return err.join('');
-    },
-    io: {
-      env,
-      cwd,
-      stdout: (t: string) => out.push(t),
-      stderr: (t: string) => err.push(t),
-    },
-  };
-}
+import { captureIo as io } from './test-io';
 
 const noScan: SecretScanner = {
   scanCommits: async () => ({ tool: 'none', scanned: 'not scanned', findings: [] }),

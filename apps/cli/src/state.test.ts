@@ -11,19 +11,10 @@ import { openPostgresState, PostgresDatabase, redactUrl } from '@bb/state-postgr
 import { postgresSkipReason, startPostgres, type TestPostgres } from '@bb/state-postgres/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, runCli } from './cli';
+import { captureIo as io } from './test-io';
 
 // Missing PostgreSQL skips with the reason shown; under BB_REQUIRE_DOCKER=1 it fails instead.
 const skipped = postgresSkipReason();
-
-function io(env: Record<string, string | undefined>) {
-  const out: string[] = [];
-  const err: string[] = [];
-  return {
-    out: () => out.join(''),
-    err: () => err.join(''),
-    io: { env, cwd: '/', stdout: (t: string) => out.push(t), stderr: (t: string) => err.push(t) },
-  };
-}
 
 describe.skipIf(!!skipped)(
   `bb state migrate (real PostgreSQL)${skipped ? ` (skipped: ${skipped})` : ''}`,
@@ -74,16 +65,16 @@ describe.skipIf(!!skipped)(
       new SqliteLeaseStore(live).claim('issue:acme/widgets#1', 'bb-1', 60_000);
       const busy = io({ BB_HOME: home, BB_DATABASE_URL: url });
       expect(await runCli(['state', 'migrate'], busy.io)).toBe(EXIT.FAILURE);
-      expect(busy.err()).toMatch(/an orchestrator \(bb-1\) is working on .*stop it first/);
+      expect(busy.err).toMatch(/an orchestrator \(bb-1\) is working on .*stop it first/);
       new SqliteLeaseStore(live).release('issue:acme/widgets#1', 'bb-1');
       live.close();
       // The URL from the environment (no password in argv).
       const t = io({ BB_HOME: home, BB_DATABASE_URL: url });
       const code = await runCli(['state', 'migrate'], t.io);
-      expect(t.err() + t.out()).not.toContain('hunter2-secret');
-      expect(code, t.err()).toBe(EXIT.OK);
-      expect(t.err()).toMatch(/forge_state: 2 rows/);
-      expect(t.err()).toMatch(/provenance_records: 3 rows/);
+      expect(t.err + t.out).not.toContain('hunter2-secret');
+      expect(code, t.err).toBe(EXIT.OK);
+      expect(t.err).toMatch(/forge_state: 2 rows/);
+      expect(t.err).toMatch(/provenance_records: 3 rows/);
 
       const target = await openPostgresState({ url });
       try {
@@ -117,8 +108,8 @@ describe.skipIf(!!skipped)(
       // Again into the same (now full) database: refused, nothing changed.
       const again = io({ BB_HOME: home });
       expect(await runCli(['state', 'migrate', '--to', url], again.io)).toBe(EXIT.FAILURE);
-      expect(again.err()).toMatch(/already has rows in forge_state/);
-      expect(again.err()).not.toContain('hunter2-secret');
+      expect(again.err).toMatch(/already has rows in forge_state/);
+      expect(again.err).not.toContain('hunter2-secret');
       const check = await PostgresDatabase.open({ url });
       try {
         const n = await check.query<{ n: string }>(
@@ -134,13 +125,13 @@ describe.skipIf(!!skipped)(
     it('says what is wrong with a bad URL, a missing file, or a missing --to', async () => {
       const bad = io({ BB_HOME: home });
       expect(await runCli(['state', 'migrate', '--to', 'mysql://x@y/z'], bad.io)).not.toBe(EXIT.OK);
-      expect(bad.err()).toMatch(/not a postgres:\/\/ URL/);
+      expect(bad.err).toMatch(/not a postgres:\/\/ URL/);
       const none = io({ BB_HOME: join(home, 'nowhere') });
       expect(await runCli(['state', 'migrate', '--to', pg.url], none.io)).toBe(EXIT.FAILURE);
-      expect(none.err()).toMatch(/no SQLite state at .*nowhere/);
+      expect(none.err).toMatch(/no SQLite state at .*nowhere/);
       const usage = io({ BB_HOME: home });
       expect(await runCli(['state', 'migrate'], usage.io)).toBe(EXIT.USAGE);
-      expect(usage.err()).toMatch(/set BB_DATABASE_URL/);
+      expect(usage.err).toMatch(/set BB_DATABASE_URL/);
       // Secrets in other URL parameters are never shown either.
       expect(redactUrl('postgres://bb:pw@db:5432/x?password=p2&sslpassword=p3&schema=s')).toBe(
         'postgres://bb@db:5432/x?schema=s',

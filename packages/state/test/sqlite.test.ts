@@ -48,6 +48,16 @@ function codeOf(fn: () => unknown): string | undefined {
   return undefined;
 }
 
+/** What opening the store at `path` throws (undefined when it opens). */
+function openFails(path: string): unknown {
+  try {
+    new SqliteForgeStateStore({ path }).close();
+  } catch (e) {
+    return e;
+  }
+  return undefined;
+}
+
 describe('SqliteForgeStateStore on disk', () => {
   it('keeps rows across close and reopen', () => {
     const path = join(dir, 'bot-bottle.db');
@@ -89,12 +99,7 @@ describe('SqliteForgeStateStore on disk', () => {
     const path = join(dir, 'bot-bottle.db');
     writeFileSync(path, 'this is my shopping list, not a database\n');
     const before = readFileSync(path);
-    let err: unknown;
-    try {
-      new SqliteForgeStateStore({ path });
-    } catch (e) {
-      err = e;
-    }
+    const err = openFails(path);
     expect(isBbError(err, 'STATE_CORRUPT')).toBe(true);
     expect((err as Error).message).toContain(path);
     expect(readFileSync(path).equals(before)).toBe(true);
@@ -118,12 +123,7 @@ describe('SqliteForgeStateStore on disk', () => {
     store.upsert(sampleState(1));
     store.database.db.prepare("UPDATE bb_schema SET version = 99 WHERE component = 'state'").run();
     store.close();
-    let err: unknown;
-    try {
-      new SqliteForgeStateStore({ path });
-    } catch (e) {
-      err = e;
-    }
+    const err = openFails(path);
     expect(isBbError(err, 'STATE_TOO_NEW')).toBe(true);
     expect((err as Error).message).toMatch(/schema version 99.*knows versions up to 3/);
     const db = new Database(path, { readonly: true });

@@ -25,6 +25,13 @@ const ALLOW = JSON.stringify({ allow: ['registry.npmjs.org'] }, null, 2);
 const WANT = JSON.stringify({ allow: ['registry.npmjs.org', 'pypi.org'] }, null, 2);
 const WHY = 'pip install needs pypi.org for the test dependencies';
 
+/** The agent asks for one more host with the usual justification. */
+const askToAllow = (client: SuperviseClient, host: string) =>
+  client.propose('pipelock-block', {
+    allowlist: JSON.stringify({ allow: [host] }),
+    justification: WHY,
+  });
+
 describe('supervise: propose, decide, answer', () => {
   let root: string;
   let bottle: string;
@@ -330,12 +337,7 @@ describe('supervise: propose, decide, answer', () => {
       now += 1000;
     }
     expect(d.list().at(-1)!.rejections).toBe(3);
-    const err = await client
-      .propose('pipelock-block', {
-        allowlist: JSON.stringify({ allow: ['x.example.com'] }),
-        justification: WHY,
-      })
-      .catch((e) => e);
+    const err = await askToAllow(client, 'x.example.com').catch((e) => e);
     expect(isBbError(err, 'CONFLICT')).toBe(true);
     expect((err as Error).message).toMatch(/you are looping/);
     now += 10 * 60_000;
@@ -394,12 +396,7 @@ describe('supervise: propose, decide, answer', () => {
         ).request_id,
       );
     expect(ids.size).toBe(5);
-    const err = await client
-      .propose('pipelock-block', {
-        allowlist: JSON.stringify({ allow: ['h9.example.com'] }),
-        justification: WHY,
-      })
-      .catch((e) => e);
+    const err = await askToAllow(client, 'h9.example.com').catch((e) => e);
     expect(isBbError(err, 'CONFLICT')).toBe(true);
     expect((err as Error).message).toMatch(/5 of your requests already wait/);
     expect(desk().list()).toHaveLength(5);

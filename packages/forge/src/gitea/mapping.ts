@@ -57,7 +57,8 @@ export function toUser(u: GiteaUser): User {
 
 const state = (s: string): 'open' | 'closed' => (s === 'closed' ? 'closed' : 'open');
 
-export function toIssue(i: GiteaIssue): Issue {
+/** What an issue and a PR map to alike. */
+function issueLike(i: GiteaIssueLike): Omit<Issue, 'isPullRequest'> {
   return {
     number: i.number,
     title: i.title,
@@ -66,7 +67,6 @@ export function toIssue(i: GiteaIssue): Issue {
     author: toUser(i.user),
     labels: (i.labels ?? []).map((l) => ({ name: l.name })),
     assignees: (i.assignees ?? []).map(toUser),
-    isPullRequest: i.pull_request !== null && i.pull_request !== undefined,
     url: i.html_url,
     createdAt: i.created_at,
     updatedAt: i.updated_at,
@@ -74,24 +74,21 @@ export function toIssue(i: GiteaIssue): Issue {
   };
 }
 
+export function toIssue(i: GiteaIssue): Issue {
+  return {
+    ...issueLike(i),
+    isPullRequest: i.pull_request !== null && i.pull_request !== undefined,
+  };
+}
+
 export function toPullRequest(p: GiteaPull): PullRequest {
   return {
-    number: p.number,
-    title: p.title,
-    body: p.body ?? '',
-    state: state(p.state),
-    author: toUser(p.user),
-    labels: (p.labels ?? []).map((l) => ({ name: l.name })),
-    assignees: (p.assignees ?? []).map(toUser),
-    url: p.html_url,
+    ...issueLike(p),
     head: { ref: p.head.ref, sha: p.head.sha },
     base: { ref: p.base.ref, sha: p.base.sha },
     merged: p.merged,
     mergedAt: p.merged_at,
     mergeCommitSha: p.merge_commit_sha,
-    createdAt: p.created_at,
-    updatedAt: p.updated_at,
-    closedAt: p.closed_at,
   };
 }
 

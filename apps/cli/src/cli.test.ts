@@ -287,6 +287,13 @@ describe('bb orchestrate status and bb provenance', () => {
 
 describe('bb doctor', () => {
   let gitea: GiteaTestServer;
+  /** A service's configuration against the test forge, for the member bot. */
+  const doctorEnv = (home: string) => ({
+    BB_HOME: home,
+    FORGE_GITEA_API: gitea.apiUrl,
+    FORGE_TOKEN: 'bot-token-1234567890',
+    FORGE_WEBHOOK_SECRET: 'a-long-secret',
+  });
   beforeAll(async () => {
     gitea = await createGiteaTestServer({
       world: {
@@ -321,10 +328,7 @@ describe('bb doctor', () => {
     const api = await FakeKubernetesApi.start();
     const home = mkdtempSync(join(tmpdir(), 'bb-doc-k8s-'));
     const env = {
-      BB_HOME: home,
-      FORGE_GITEA_API: gitea.apiUrl,
-      FORGE_TOKEN: 'bot-token-1234567890',
-      FORGE_WEBHOOK_SECRET: 'a-long-secret',
+      ...doctorEnv(home),
       BB_BACKEND: 'kubernetes',
       BB_K8S_API: api.url,
       BB_K8S_STATE_CLAIM: 'bb-bottle-state',
@@ -351,12 +355,7 @@ describe('bb doctor', () => {
 
   it('names each failure with its fix, and passes the forge checks for a member bot', async () => {
     const home = mkdtempSync(join(tmpdir(), 'bb-doc-'));
-    const env = {
-      BB_HOME: home,
-      FORGE_GITEA_API: gitea.apiUrl,
-      FORGE_TOKEN: 'bot-token-1234567890',
-      FORGE_WEBHOOK_SECRET: 'a-long-secret',
-    };
+    const env = doctorEnv(home);
     try {
       // An engine that is not there.
       const nowhere = new DockerBackend({

@@ -30,6 +30,9 @@ type Op =
   | { kind: 'openPr' }
   | { kind: 'read'; n: number };
 
+/** A PR from issue 3's bottle branch onto main, with this body. */
+const bottlePr = (body: string) => ({ head: 'bb/implementer-3', base: 'main', title: 't', body });
+
 describe('ScopedForge', () => {
   it('a write reaches the inner forge iff its target is in scope at that moment (property)', async () => {
     const op: fc.Arbitrary<Op> = fc.oneof(
@@ -54,12 +57,7 @@ describe('ScopedForge', () => {
           }
           if (o.kind === 'openPr') {
             try {
-              const pr = await scoped.openPr({
-                head: 'bb/implementer-3',
-                base: 'main',
-                title: 't',
-                body: 'b',
-              });
+              const pr = await scoped.openPr(bottlePr('b'));
               scope.add(pr.number);
             } catch (err) {
               expect(isBbError(err, 'CONFLICT')).toBe(true);
@@ -99,12 +97,7 @@ describe('ScopedForge', () => {
     await expect(
       scoped.openPr({ head: 'other', base: 'main', title: 't', body: '' }),
     ).rejects.toMatchObject({ code: 'SCOPE_DENIED' });
-    const pr = await scoped.openPr({
-      head: 'bb/implementer-3',
-      base: 'main',
-      title: 't',
-      body: 'Made it work.',
-    });
+    const pr = await scoped.openPr(bottlePr('Made it work.'));
     expect(pr.body).toBe('Made it work.\n\nFixes #3');
     expect(scoped.inScope(pr.number)).toBe(true);
     expect(await scoped.getPrForIssue(3)).toBe(pr.number);
@@ -113,12 +106,7 @@ describe('ScopedForge', () => {
   it('keeps a body that already mentions the issue, and not a longer number', async () => {
     const { world, scoped } = setup();
     world.pushBranch('acme', 'widgets', 'bb/implementer-3');
-    const pr = await scoped.openPr({
-      head: 'bb/implementer-3',
-      base: 'main',
-      title: 't',
-      body: 'Resolves #3.',
-    });
+    const pr = await scoped.openPr(bottlePr('Resolves #3.'));
     expect(pr.body).toBe('Resolves #3.');
     const { world: w2, scoped: s2 } = setup();
     w2.pushBranch('acme', 'widgets', 'bb/implementer-3');

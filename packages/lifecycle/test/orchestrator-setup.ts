@@ -7,7 +7,7 @@ import type { Forge, ForgeEvent } from '@bb/forge';
 import { MemoryForge, MemoryForgeWorld } from '@bb/forge/testing';
 import { ProvenanceStore } from '@bb/provenance';
 import { BbDatabase, SqliteForgeStateStore } from '@bb/state';
-import { afterEach } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import { Orchestrator, type OrchestratorOptions } from '../src/orchestrator';
 import { issueKey } from '../src/routing';
 import { fakeOrchestratorOptions } from './fake-orchestrator';
@@ -168,7 +168,15 @@ export function setup(over: Partial<OrchestratorOptions> = {}, existing?: { home
     runner.agent(slug).done();
     runner.agent(slug).exit(0);
   };
+  /** 250 ms more of silence, and the watchdog stops issue `n`'s agent: frozen, recorded as silence. */
+  const silenceFires = async (n: number, slug: string, what = 'silence fired') => {
+    await new Promise((r) => setTimeout(r, 250));
+    await orch.checkWatchdog();
+    await until(what, () => row(n)?.status === 'frozen');
+    expect(records(slug)[0]?.watchdogFired).toMatchObject({ reason: 'silence' });
+  };
   return {
+    silenceFires,
     launched,
     finish,
     home,

@@ -225,10 +225,7 @@ describe('Orchestrator', () => {
     );
     await t.orch.checkWatchdog();
     expect(t.runner.isRunning(q)).toBe(true);
-    await new Promise((r) => setTimeout(r, 250));
-    await t.orch.checkWatchdog();
-    await until('silence fired', () => t.row(quiet)?.status === 'frozen');
-    expect(t.records(q)[0]?.watchdogFired).toMatchObject({ reason: 'silence' });
+    await t.silenceFires(quiet, q);
     expect(t.row(quiet)?.lastCheckinAt).toBe(
       (await readTurnLog(t.runner.storage, q)).lastCheckinAt ?? t.row(quiet)?.lastCheckinAt,
     );

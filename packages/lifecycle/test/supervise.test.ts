@@ -68,10 +68,7 @@ describe('orchestrator: the supervise plane', () => {
     s.waiting.delete(slug);
     await t.orch.checkWatchdog();
     expect(t.runner.isRunning(slug)).toBe(true);
-    await new Promise((r) => setTimeout(r, 250));
-    await t.orch.checkWatchdog();
-    await until('silence fired', () => t.row(n)?.status === 'frozen');
-    expect(t.records(slug)[0]?.watchdogFired).toMatchObject({ reason: 'silence' });
+    await t.silenceFires(n, slug);
   });
 
   it('pauses the watchdog for the operator at most superviseMaxPauseMs in a turn', async () => {
@@ -86,10 +83,7 @@ describe('orchestrator: the supervise plane', () => {
     expect(t.runner.isRunning(slug)).toBe(true);
     await new Promise((r) => setTimeout(r, 300));
     await t.orch.checkWatchdog();
-    await new Promise((r) => setTimeout(r, 250));
-    await t.orch.checkWatchdog();
-    await until('silence fired despite the wait', () => t.row(n)?.status === 'frozen');
-    expect(t.records(slug)[0]?.watchdogFired).toMatchObject({ reason: 'silence' });
+    await t.silenceFires(n, slug, 'silence fired despite the wait');
   });
 
   it("puts the turn's requests and decisions into its record", async () => {

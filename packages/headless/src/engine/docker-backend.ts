@@ -342,21 +342,31 @@ export class DockerBackend implements Backend {
     );
   }
 
-  async removeImages(labels: Record<string, string>): Promise<void> {
-    const docker = await this.#docker;
-    let images: Docker.ImageInfo[];
+  /** What the engine lists of `what` with these labels, within the look-up bound. */
+  async #listed<T>(
+    what: 'images' | 'containers',
+    list: (filters: { label: string[] }) => Promise<T[]>,
+    labels: Record<string, string>,
+  ): Promise<T[]> {
     try {
-      images = await bounded(
-        docker.listImages({
-          filters: { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
-        }),
+      return await bounded(
+        list({ label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) }),
         LOOK_MS,
-        'listing images',
+        `listing ${what}`,
       );
     } catch (err) {
       if (isBbError(err)) throw err;
-      throw this.#error(err, 'images', {});
+      throw this.#error(err, what, {});
     }
+  }
+
+  async removeImages(labels: Record<string, string>): Promise<void> {
+    const docker = await this.#docker;
+    const images = await this.#listed(
+      'images',
+      (filters) => docker.listImages({ filters }),
+      labels,
+    );
     for (const i of images)
       await docker
         .getImage(i.Id)
@@ -403,20 +413,12 @@ export class DockerBackend implements Backend {
   }
 
   async list(labels: Record<string, string>): Promise<BottleInfo[]> {
-    let found: Docker.ContainerInfo[];
-    try {
-      found = await bounded(
-        (await this.#docker).listContainers({
-          all: true,
-          filters: { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
-        }),
-        LOOK_MS,
-        'listing containers',
-      );
-    } catch (err) {
-      if (isBbError(err)) throw err;
-      throw this.#error(err, 'containers', {});
-    }
+    const docker = await this.#docker;
+    const found = await this.#listed(
+      'containers',
+      (filters) => docker.listContainers({ all: true, filters }),
+      labels,
+    );
     const out: BottleInfo[] = [];
     for (const c of found) {
       const info = await this.inspect(c.Id);

@@ -50,6 +50,17 @@ describe('the Gitea-compatible test server', () => {
     received.length = 0;
   });
 
+  /** The bot pushes issue `n`'s bottle branch on `s` and opens a PR from it. */
+  const botPr = async (
+    s: GiteaTestServer,
+    forge: GiteaForge,
+    n: number,
+    title: string,
+    body: string,
+  ) => {
+    await pushBranch(s.cloneUrl('acme/widgets'), TOKENS.bot, `bb/implementer-${n}`);
+    return forge.openPr({ head: `bb/implementer-${n}`, base: 'main', title, body });
+  };
   /** The bot's GiteaForge on acme/widgets of server `s`. */
   const botForge = (s: GiteaTestServer) =>
     new GiteaForge({ baseUrl: s.apiUrl, token: TOKENS.bot, owner: 'acme', repo: 'widgets' });
@@ -157,13 +168,7 @@ describe('the Gitea-compatible test server', () => {
     s.setLabels('alice', 'acme/widgets', n, ['bot-bottle:implementer']);
     s.assign('alice', 'acme/widgets', n, ['bb-claude']);
     await forge.postComment(n, 'on it');
-    await pushBranch(s.cloneUrl('acme/widgets'), TOKENS.bot, `bb/implementer-${n}`);
-    const pr = await forge.openPr({
-      head: `bb/implementer-${n}`,
-      base: 'main',
-      title: 'Do it',
-      body: `Fixes #${n}`,
-    });
+    const pr = await botPr(s, forge, n, 'Do it', `Fixes #${n}`);
     s.comment('alice', 'acme/widgets', pr.number, 'looks good, one more thing');
     await pushBranch(s.cloneUrl('acme/widgets'), TOKENS.bot, `bb/implementer-${n}`, 'MORE.md');
     await s.mergePr('alice', 'acme/widgets', pr.number);
@@ -273,20 +278,8 @@ describe('the Gitea-compatible test server', () => {
     const forge = botForge(s);
     const a = s.createIssue('alice', 'acme/widgets', { title: 'A' });
     const b = s.createIssue('alice', 'acme/widgets', { title: 'B' });
-    await pushBranch(s.cloneUrl('acme/widgets'), TOKENS.bot, `bb/implementer-${a}`);
-    await pushBranch(s.cloneUrl('acme/widgets'), TOKENS.bot, `bb/implementer-${b}`);
-    const pa = await forge.openPr({
-      head: `bb/implementer-${a}`,
-      base: 'main',
-      title: 'A',
-      body: `Closes #${a}`,
-    });
-    const pb = await forge.openPr({
-      head: `bb/implementer-${b}`,
-      base: 'main',
-      title: 'B',
-      body: 'no link here',
-    });
+    const pa = await botPr(s, forge, a, 'A', `Closes #${a}`);
+    const pb = await botPr(s, forge, b, 'B', 'no link here');
     expect(await forge.getPrForIssue(a)).toBe(pa.number);
     expect(await forge.getPrForIssue(b)).toBe(pb.number);
     expect(await forge.getPrForIssue(1)).toBeUndefined();

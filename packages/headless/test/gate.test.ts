@@ -9,6 +9,7 @@ import { freePort } from '@bb/tooling/net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { routeSecrets } from '../src/bottle/gate';
 import { runGateFromEnv } from '../src/bottle/gate-main';
+import { withUpstream } from './support-upstream';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -55,9 +56,7 @@ async function through(socketPath: string, path: string): Promise<string> {
 
 describe('the gate', () => {
   it('serves supervise and both proxies from one process, and closes them all', async () => {
-    const { http } = await import('./support-upstream');
-    const up = await http();
-    try {
+    await withUpstream(async (up) => {
       const { dir, env } = gateEnv(
         [{ prefix: '/svc', upstream: up.url, headers: { 'x-key': 'env:SVC_KEY' } }],
         { SVC_KEY: 'svc-key-in-the-secrets-file' },
@@ -72,9 +71,7 @@ describe('the gate', () => {
       await gate.close();
       for (const s of ['supervise.sock', 'egress.sock', 'cred.sock'])
         expect(existsSync(join(dir, 'sock', s)), s).toBe(false);
-    } finally {
-      await up.close();
-    }
+    });
   });
 
   it("never resolves a route's secret from its own environment or filesystem", async () => {
@@ -98,9 +95,7 @@ describe('the gate', () => {
   });
 
   it('takes a file reference from its secrets file, as the host read it', async () => {
-    const { http } = await import('./support-upstream');
-    const up = await http();
-    try {
+    await withUpstream(async (up) => {
       const { dir, env } = gateEnv(
         [{ prefix: '/f', upstream: up.url, headers: { 'x-key': 'file:/operator/key' } }],
         { 'file:/operator/key': 'the-operator-file-key' },
@@ -109,15 +104,11 @@ describe('the gate', () => {
       expect(await through(join(dir, 'sock', 'cred.sock'), '/f/y')).toBe('ok');
       expect(up.keys).toEqual(['the-operator-file-key']);
       await gate.close();
-    } finally {
-      await up.close();
-    }
+    });
   });
 
   it("serves its surfaces on its TCP port to a connection with the bottle's key, and starts nothing without a key", async () => {
-    const { http } = await import('./support-upstream');
-    const up = await http();
-    try {
+    await withUpstream(async (up) => {
       const { dir, env } = gateEnv([{ prefix: '/svc', upstream: up.url, headers: {} }]);
       const { connect } = await import('node:net');
       const port = String(await freePort());
@@ -145,9 +136,7 @@ describe('the gate', () => {
       expect(await ask(`bb-gate credentials ${key}\n`)).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
       expect(await ask(`bb-gate credentials ${'0'.repeat(48)}\n`)).toBe('');
       await gate.close();
-    } finally {
-      await up.close();
-    }
+    });
   });
 
   it('refuses to start with nothing to serve', async () => {

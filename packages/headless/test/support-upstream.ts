@@ -15,3 +15,15 @@ export async function http(): Promise<{ url: string; keys: string[]; close(): Pr
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }
+
+/** Run `fn` with an upstream from {@link http}, closed afterwards whatever happens. */
+export async function withUpstream(
+  fn: (up: Awaited<ReturnType<typeof http>>) => Promise<void>,
+): Promise<void> {
+  const up = await http();
+  try {
+    await fn(up);
+  } finally {
+    await up.close();
+  }
+}

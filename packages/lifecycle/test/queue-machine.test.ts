@@ -11,6 +11,12 @@ import {
 import { SerialQueue } from '../src/serial-queue';
 
 const ctx: LifecycleContext = { botLogin: 'bb-claude' };
+/** Launched; PR `pr` opened by `author`; the agent's turn over. */
+const launchedWithPr = (pr: number, author: string): LifecycleInput[] => [
+  { type: 'targeted' },
+  { type: 'pr_opened', pr, author },
+  { type: 'agent_stopped' },
+];
 const run = (inputs: LifecycleInput[], c = ctx) => {
   let state = INITIAL;
   const actions: LifecycleAction[] = [];
@@ -64,9 +70,7 @@ describe('SerialQueue', () => {
 describe('lifecycle state machine', () => {
   it('runs the whole story: launch, done, human comment resumes, merge destroys', () => {
     const r = run([
-      { type: 'targeted' },
-      { type: 'pr_opened', pr: 18, author: 'bb-claude' },
-      { type: 'agent_stopped' },
+      ...launchedWithPr(18, 'bb-claude'),
       { type: 'pr_comment', pr: 18, author: 'bb-claude', body: 'PR is up' },
       { type: 'pr_comment', pr: 18, author: 'alice', body: 'add a test' },
       { type: 'agent_stopped' },
@@ -124,12 +128,7 @@ describe('lifecycle state machine', () => {
       { type: 'destroy' },
     ]);
     expect(
-      run([
-        { type: 'targeted' },
-        { type: 'pr_opened', pr: 3, author: 'bb-claude' },
-        { type: 'agent_stopped' },
-        { type: 'issue_closed', openPr: true },
-      ]).actions,
+      run([...launchedWithPr(3, 'bb-claude'), { type: 'issue_closed', openPr: true }]).actions,
     ).toEqual([{ type: 'launch' }, { type: 'freeze' }]);
   });
 
@@ -174,24 +173,17 @@ describe('lifecycle state machine', () => {
 
   it('ignores other PRs and the bot’s own pushes', () => {
     const r = run([
-      { type: 'targeted' },
-      { type: 'pr_opened', pr: 5, author: 'alice' },
-      { type: 'agent_stopped' },
+      ...launchedWithPr(5, 'alice'),
       { type: 'pr_comment', pr: 5, author: 'alice', body: 'x' },
       { type: 'pr_closed', pr: 5, merged: false },
     ]);
     expect(r.actions).toEqual([{ type: 'launch' }, { type: 'freeze' }]);
     /** A push by `author` to the bot's frozen PR, with resume-on-push on. */
     const pushBy = (author: string) =>
-      run(
-        [
-          { type: 'targeted' },
-          { type: 'pr_opened', pr: 7, author: 'bb-claude' },
-          { type: 'agent_stopped' },
-          { type: 'pr_synchronized', pr: 7, author },
-        ],
-        { ...ctx, resumeOnHumanPush: true },
-      );
+      run([...launchedWithPr(7, 'bb-claude'), { type: 'pr_synchronized', pr: 7, author }], {
+        ...ctx,
+        resumeOnHumanPush: true,
+      });
     expect(pushBy('bb-claude').actions).toEqual([{ type: 'launch' }, { type: 'freeze' }]);
     const human = pushBy('alice');
     expect(human.actions.at(-1)).toMatchObject({ type: 'resume' });

@@ -30,126 +30,84 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
       `printf '#!/bin/sh\\necho pwned > ${marker(name)}\\ncat > /dev/null\\necho "[GNUPG:] SIG_CREATED D 1 8 00 1 X" >&2\\nprintf -- "-----BEGIN PGP SIGNATURE-----\\\\n\\\\nAAAA\\\\n-----END PGP SIGNATURE-----\\\\n"\\n' > evil.sh && chmod +x evil.sh`,
     );
 
-  it('diff.external in the repository config runs nothing on the host', async () => {
-    const run = await rt.launch([
-      [
-        evilScript('EXTERNAL_RAN'),
-        { do: 'write', path: 'a.txt', content: 'a\n' },
-        { do: 'commit', message: 'A' },
-        sh('git config diff.external ./evil.sh'),
-        { do: 'push' },
-      ],
-    ]);
+  /** A turn that writes evil.sh (it leaves `name` on the host if it ever runs there), takes `steps` and pushes; the host records it. */
+  const runsNothingOnHost = async (name: string, steps: Step[]) => {
+    const run = await rt.launch([[evilScript(name), ...steps, { do: 'push' }]]);
     await rt.record(run);
-    expect(existsSync(marker('EXTERNAL_RAN'))).toBe(false);
-  });
-
-  it('log.showSignature with gpg.program runs nothing on the host', async () => {
-    const run = await rt.launch([
-      [
-        evilScript('GPG_RAN'),
-        { do: 'write', path: 'a.txt', content: 'a\n' },
-        sh('git add -A && git -c gpg.program=./evil.sh -c user.signingkey=x commit -qS -m signed'),
-        sh('git config log.showSignature true && git config gpg.program ./evil.sh'),
-        { do: 'push' },
-      ],
-    ]);
-    // The signing itself ran evil.sh in the bottle; only the host's copy matters.
-    await rt.record(run);
-    expect(existsSync(marker('GPG_RAN'))).toBe(false);
-  });
-
-  it('an included config file cannot switch on signature checks that run a program', async () => {
-    const run = await rt.launch([
-      [
-        evilScript('INCLUDED_GPG_RAN'),
-        { do: 'write', path: 'a.txt', content: 'a\n' },
-        sh('git add -A && git -c gpg.program=./evil.sh -c user.signingkey=x commit -qS -m signed'),
-        sh(
-          `printf '[log]\\n\\tshowSignature = true\\n[gpg]\\n\\tprogram = ./evil.sh\\n' > .git/extra.cfg && git config include.path extra.cfg`,
-        ),
-        { do: 'push' },
-      ],
-    ]);
-    await rt.record(run);
-    expect(existsSync(marker('INCLUDED_GPG_RAN'))).toBe(false);
-  });
-
-  it('a diff driver in .gitattributes does not hide a secret from the scan', async () => {
-    const run = await rt.launch([
-      [
-        sh(`printf '*.env diff=plain\\n' > .gitattributes && git config diff.plain.textconv cat`),
-        ...commitSecret('prod.env'),
-        { do: 'push' },
-      ],
-    ]);
+    expect(existsSync(marker(name))).toBe(false);
+  };
+  /** A turn that takes `steps` and pushes: the host's scan of it names `file`. */
+  const scanFinds = async (file: string, steps: Step[]) => {
+    const run = await rt.launch([[...steps, { do: 'push' }]]);
     const { record } = await rt.record(run);
-    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
-  });
+    expect(record.secretScan.findings.map((f) => f.file)).toContain(file);
+  };
+  const signedCommit = [
+    { do: 'write', path: 'a.txt', content: 'a\n' },
+    sh('git add -A && git -c gpg.program=./evil.sh -c user.signingkey=x commit -qS -m signed'),
+  ] as Step[];
 
-  it('a -diff attribute does not hide a secret from the scan', async () => {
-    const run = await rt.launch([
-      [
-        sh(`printf 'prod.env -diff\\n' > .gitattributes`),
-        ...commitSecret('prod.env'),
-        { do: 'push' },
-      ],
-    ]);
-    const { record } = await rt.record(run);
-    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
-  });
+  it('diff.external in the repository config runs nothing on the host', () =>
+    runsNothingOnHost('EXTERNAL_RAN', [
+      { do: 'write', path: 'a.txt', content: 'a\n' },
+      { do: 'commit', message: 'A' },
+      sh('git config diff.external ./evil.sh'),
+    ]));
 
-  it('a NUL byte does not hide a secret from the scan', async () => {
-    const run = await rt.launch([
-      [
-        sh(`printf '\\000\\n${SECRET_FILE.replaceAll('\n', '\\n')}' > prod.env`),
-        { do: 'commit', message: 'Add settings' },
-        { do: 'push' },
-      ],
-    ]);
-    const { record } = await rt.record(run);
-    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
-  });
+  // The signing itself runs evil.sh in the bottle; only the host's copy matters.
+  it('log.showSignature with gpg.program runs nothing on the host', () =>
+    runsNothingOnHost('GPG_RAN', [
+      ...signedCommit,
+      sh('git config log.showSignature true && git config gpg.program ./evil.sh'),
+    ]));
 
-  it('a replace ref does not swap a secret commit for a clean one in the scan', async () => {
-    const run = await rt.launch([
-      [
-        ...commitSecret('prod.env'),
-        sh(
-          'clean=$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m "Add settings") && git replace HEAD "$clean"',
-        ),
-        { do: 'push' },
-      ],
-    ]);
-    const { record } = await rt.record(run);
-    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
-  });
+  it('an included config file cannot switch on signature checks that run a program', () =>
+    runsNothingOnHost('INCLUDED_GPG_RAN', [
+      ...signedCommit,
+      sh(
+        `printf '[log]\\n\\tshowSignature = true\\n[gpg]\\n\\tprogram = ./evil.sh\\n' > .git/extra.cfg && git config include.path extra.cfg`,
+      ),
+    ]));
 
-  it('a secret a merge adds itself (in neither parent) is not hidden by the merge', async () => {
-    const run = await rt.launch([
-      [
-        sh(
-          `git checkout -q -b side && echo s > side.txt && git add side.txt && git commit -qm side && git checkout -q - && echo m > main.txt && git add main.txt && git commit -qm main && git merge -q --no-commit side; printf '${SECRET_FILE.replaceAll('\n', '\\n')}' > prod.env && git add -A && git commit -qm merge`,
-        ),
-        { do: 'push' },
-      ],
-    ]);
-    const { record } = await rt.record(run);
-    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
-  });
+  it('a diff driver in .gitattributes does not hide a secret from the scan', () =>
+    scanFinds('prod.env', [
+      sh(`printf '*.env diff=plain\\n' > .gitattributes && git config diff.plain.textconv cat`),
+      ...commitSecret('prod.env'),
+    ]));
 
-  it('a merge that drops a side branch (merge -s ours) does not hide the branch', async () => {
-    const run = await rt.launch([
-      [
-        sh('git checkout -q -b side'),
-        ...commitSecret('creds.env'),
-        sh('git checkout -q - && git merge -q -s ours -m merged side'),
-        { do: 'push' },
-      ],
-    ]);
-    const { record } = await rt.record(run);
-    expect(record.secretScan.findings.map((f) => f.file)).toContain('creds.env');
-  });
+  it('a -diff attribute does not hide a secret from the scan', () =>
+    scanFinds('prod.env', [
+      sh(`printf 'prod.env -diff\\n' > .gitattributes`),
+      ...commitSecret('prod.env'),
+    ]));
+
+  it('a NUL byte does not hide a secret from the scan', () =>
+    scanFinds('prod.env', [
+      sh(`printf '\\000\\n${SECRET_FILE.replaceAll('\n', '\\n')}' > prod.env`),
+      { do: 'commit', message: 'Add settings' },
+    ]));
+
+  it('a replace ref does not swap a secret commit for a clean one in the scan', () =>
+    scanFinds('prod.env', [
+      ...commitSecret('prod.env'),
+      sh(
+        'clean=$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m "Add settings") && git replace HEAD "$clean"',
+      ),
+    ]));
+
+  it('a secret a merge adds itself (in neither parent) is not hidden by the merge', () =>
+    scanFinds('prod.env', [
+      sh(
+        `git checkout -q -b side && echo s > side.txt && git add side.txt && git commit -qm side && git checkout -q - && echo m > main.txt && git add main.txt && git commit -qm main && git merge -q --no-commit side; printf '${SECRET_FILE.replaceAll('\n', '\\n')}' > prod.env && git add -A && git commit -qm merge`,
+      ),
+    ]));
+
+  it('a merge that drops a side branch (merge -s ours) does not hide the branch', () =>
+    scanFinds('creds.env', [
+      sh('git checkout -q -b side'),
+      ...commitSecret('creds.env'),
+      sh('git checkout -q - && git merge -q -s ours -m merged side'),
+    ]));
 
   it('a secret in a commit message is scanned', async () => {
     const run = await rt.launch([
@@ -164,18 +122,12 @@ describe.skipIf(!docker.ok)('red team: the secret scan across the wall', () => {
     expect(record.secretScan.findings.length).toBeGreaterThan(0);
   });
 
-  it('an inline gitleaks:allow marker does not switch the scan off', async () => {
-    const run = await rt.launch([
-      [
-        sh(
-          `printf 'AWS_KEY = "AKIAIOSFODNN7EXAMPLX" # gitleaks:allow\\naws_secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" # gitleaks:allow\\n' > prod.env && git add -A && git commit -qm settings`,
-        ),
-        { do: 'push' },
-      ],
-    ]);
-    const { record } = await rt.record(run);
-    expect(record.secretScan.findings.map((f) => f.file)).toContain('prod.env');
-  });
+  it('an inline gitleaks:allow marker does not switch the scan off', () =>
+    scanFinds('prod.env', [
+      sh(
+        `printf 'AWS_KEY = "AKIAIOSFODNN7EXAMPLX" # gitleaks:allow\\naws_secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" # gitleaks:allow\\n' > prod.env && git add -A && git commit -qm settings`,
+      ),
+    ]));
 
   it('moving HEAD away after pushing does not hide the pushed secret', async () => {
     const run = await rt.launch([

@@ -103,7 +103,7 @@ interface TurnPlan {
 }
 
 /** What one turn of a bottle runs with. */
-export interface TurnInput {
+export interface TurnStart {
   meta: BottleMeta;
   agent: AgentManifest;
   bottles: BottleManifest[];
@@ -115,7 +115,7 @@ export interface TurnInput {
 }
 
 function planTurn(
-  input: TurnInput,
+  input: TurnStart,
   /** `underWaiter`: a warm bottle's waiter runs it (and serves its bridge). */
   how: { launch: boolean; underWaiter: boolean; waiter?: boolean },
 ): TurnPlan {
@@ -190,7 +190,7 @@ function turnKey(
 }
 
 export async function startTurn(
-  input: TurnInput,
+  input: TurnStart,
   /** A launch's parts, made alongside: the agent's container is created meanwhile. */
   launch?: LaunchParts,
 ): Promise<StartedTurn> {

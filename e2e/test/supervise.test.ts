@@ -234,6 +234,72 @@ describe.skipIf(!docker.ok)(
       ).toContain('/svc');
     });
 
+    it('a bottle whose manifest names no host and no route is unblocked in the same turn', async () => {
+      const target = `127.0.0.1:${port}`;
+      const get = (bridge: number, path: string, out: string) =>
+        http(bridge, `GET ${path} HTTP/1.1~Host: ${target}~Connection: close~~`, out);
+      // The default bottle: its image, nothing allowed, no credential route.
+      const agent = rt.launch(
+        [
+          [
+            { do: 'sh', cmd: get(3128, `http://${target}/bare-first`, 'before.txt') },
+            {
+              do: 'sh',
+              cmd: editConfig('allowlist.json', `c.allow.push('${target}')`, 'allow.json'),
+            },
+            {
+              do: 'sh',
+              cmd: supervise(
+                `pipelock-block --file /tmp/allow.json --why 'the fixtures are on ${target}' --wait 120`,
+                'a1.json',
+              ),
+            },
+            { do: 'sh', cmd: get(3128, `http://${target}/bare-second`, 'after.txt') },
+            {
+              do: 'sh',
+              cmd: editConfig(
+                'routes.json',
+                `c.routes.push({prefix:'/svc',upstream:'http://${target}/svc',headers:{'x-api-key':'env:SUP_NEW_KEY'}})`,
+                'routes.json',
+              ),
+            },
+            {
+              do: 'sh',
+              cmd: supervise(
+                "cred-proxy-block --file /tmp/routes.json --why 'the svc API lists the items' --wait 120",
+                'a2.json',
+              ),
+            },
+            { do: 'sh', cmd: get(3129, '/svc/bare', 'svc.txt') },
+          ],
+        ],
+        { name: 'bare', bottles: ['default'], env: { SUP_NEW_KEY: NEW_KEY } },
+      );
+      for (const kind of ['allowlist', 'routes'])
+        await operator(async (d, r) => {
+          expect(r.kind).toBe(kind);
+          const o = await d.approve(r.id, {
+            by: 'alice',
+            scope: 'turn',
+            override: true,
+            expect: { baseHash: r.baseHash, candidateHash: r.candidateHash },
+          });
+          expect(o.remediation, JSON.stringify(o)).toMatchObject({ ok: true });
+        });
+      const run = await agent;
+      const before = (await rt.readWorkspace(run, 'before.txt'))!;
+      expect(before).toMatch(/^HTTP\/1.1 403/);
+      expect(before).toContain('"tool":"pipelock-block"');
+      expect(await rt.readWorkspace(run, 'after.txt')).toMatch(
+        /^HTTP\/1.1 200[\s\S]*upstream answered \/bare-second/,
+      );
+      expect(await rt.readWorkspace(run, 'svc.txt')).toMatch(
+        /^HTTP\/1.1 200[\s\S]*upstream answered \/svc\/bare/,
+      );
+      expect(seen).toContainEqual({ url: '/svc/bare', key: NEW_KEY });
+      expect(seen.map((x) => x.url)).not.toContain('/bare-first');
+    });
+
     it("rejected and modified: the agent hears the reason verbatim, or gets the operator's file", async () => {
       const rejected = launch(
         [

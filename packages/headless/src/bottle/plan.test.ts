@@ -108,14 +108,17 @@ describe('planBottle', () => {
       fc.property(inputs, (x) => {
         const plan = planBottle(input(x));
         const forgeServed = x.forge && x.token;
-        const proxies = x.allow.length > 0 || x.routes.length > 0;
-        expect(!!plan.gate).toBe(forgeServed || x.supervise || proxies);
+        // A supervised bottle runs its proxies with nothing allowed yet: an approval reloads them.
+        const proxies = x.allow.length > 0 || x.routes.length > 0 || x.supervise;
+        expect(!!plan.gate).toBe(forgeServed || proxies);
         if (!plan.gate) return;
         expect(plan.gate.serves).toEqual({ forge: forgeServed, supervise: x.supervise, proxies });
         expect(!!plan.secrets['token']).toBe(forgeServed);
         expect(!!plan.secrets['keys.json']).toBe(proxies);
-        // Only the forge and the proxies reach out; supervise alone needs no network.
+        // Only the forge and the proxies reach out.
         expect(plan.gate.network).toBe(forgeServed || proxies ? 'host' : 'none');
+        // The agent's traffic goes to its proxies exactly when they run.
+        expect(plan.agent.env['HTTPS_PROXY'] !== undefined).toBe(proxies);
         // Every path the gate is told of is in something it mounts (or its own /tmp).
         for (const [k, v] of pathsIn(plan.gate.env))
           if (!v.startsWith('/tmp')) expect(under(v, plan.gate.mounts), `${k}=${v}`).toBeDefined();

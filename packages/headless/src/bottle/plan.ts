@@ -222,9 +222,12 @@ const MIB = 1024 * 1024;
 export function planBottle(i: PlanInput): BottlePlan {
   const { meta, inside: P, config } = i;
   const turn = meta.turns.length + 1;
-  const proxies = needsProxies(config);
   const forge = meta.forge && i.forgeToken ? meta.forge : undefined;
   const supervise = i.supervise;
+  // A supervised bottle runs its proxies even with nothing to allow yet (they refuse
+  // everything, saying which tool asks): an approved host or route then applies in the
+  // same turn, by reloading them, whatever its manifest named.
+  const proxies = needsProxies(config) || !!supervise;
   const routes = parseRoutes(config.routes);
   // The first model API the provider speaks that the bottle's credential routes offer.
   const modelApi = modelApiFor(i.provider, (kind) =>

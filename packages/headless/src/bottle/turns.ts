@@ -441,7 +441,7 @@ function turnGrantEnded(meta: BottleMeta, env: Record<string, string | undefined
   } catch {
     return true;
   }
-  if (!grantDrift(meta.slug, cfg, needsProxies(cfg), env)) return false;
+  if (!grantDrift(meta.slug, cfg, needsProxies(cfg) || supervises(env), env)) return false;
   writeCurrentConfig(meta.slug, cfg, env);
   return true;
 }

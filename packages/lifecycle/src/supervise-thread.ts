@@ -5,6 +5,7 @@
  * person allowed to decide answers on the thread:
  *
  *   /bb approve <id> [--scope turn|bottle]
+ *   /bb modify <id> [--scope turn|bottle]   (the whole new file in a code block below)
  *   /bb reject <id> <reason>
  *
  * The decision is the desk's, bound to the proposal that was posted (its hash),
@@ -28,6 +29,8 @@ export interface ThreadDesk {
     d: {
       by: string;
       scope?: 'turn' | 'bottle';
+      /** The decider's own version of the file, approved in the proposal's place. */
+      edited?: string;
       expect?: { candidateHash?: string };
     },
   ): Promise<DecisionOutcome>;
@@ -45,18 +48,29 @@ const tooLongToShow = (r: Pick<RequestView, 'diff'>): boolean =>
 /** A `/bb …` command, or why it is not one. */
 export type ThreadCommand =
   | { verb: 'approve'; id: string; scope?: 'turn' | 'bottle' }
+  | { verb: 'modify'; id: string; file: string; scope?: 'turn' | 'bottle' }
   | { verb: 'reject'; id: string; reason: string }
   | { error: string };
+
+/** The longest file a `/bb modify` may carry (a longer one is edited on the host). */
+const MAX_FILE_CHARS = 20_000;
+
+/** The first fenced code block of a comment (``` or ~~~, any info string), or undefined. */
+function firstCodeBlock(body: string): string | undefined {
+  const m = /^[ \t]*(`{3,}|~{3,})[^\n]*\n([\s\S]*?)^[ \t]*\1[ \t]*$/m.exec(body);
+  return m ? m[2]! : undefined;
+}
 
 /** Whether a comment is addressed to bot-bottle (`/bb` at its start). */
 export const isThreadCommand = (body: string): boolean => /^\s*\/bb\b/.test(body);
 
-/** Parse the first line of a `/bb` comment. */
+/** Parse a `/bb` comment: its first line, and for `modify` the code block after it. */
 export function parseThreadCommand(body: string): ThreadCommand {
   const line = body.trim().split('\n', 1)[0]!.trim();
   const [, verb, id, ...rest] = line.split(/\s+/);
-  const usage = 'write `/bb approve <id> [--scope turn|bottle]` or `/bb reject <id> <reason>`';
-  if (verb !== 'approve' && verb !== 'reject') return { error: usage };
+  const usage =
+    'write `/bb approve <id> [--scope turn|bottle]`, `/bb modify <id>` with the whole new file in a code block, or `/bb reject <id> <reason>`';
+  if (verb !== 'approve' && verb !== 'reject' && verb !== 'modify') return { error: usage };
   if (!id || !REQUEST_ID.test(id))
     return { error: `name the request (an id such as sr_…): ${usage}` };
   if (verb === 'reject') {
@@ -67,10 +81,20 @@ export function parseThreadCommand(body: string): ThreadCommand {
     if (!reason) return { error: 'a rejection needs a reason: the agent is told it' };
     return { verb, id, reason };
   }
-  if (rest.length === 0) return { verb, id };
+  let scope: 'turn' | 'bottle' | undefined;
   if (rest.length === 2 && rest[0] === '--scope' && (rest[1] === 'turn' || rest[1] === 'bottle'))
-    return { verb, id, scope: rest[1] };
-  return { error: `approve takes only --scope turn or --scope bottle: ${usage}` };
+    scope = rest[1];
+  else if (rest.length > 0)
+    return { error: `${verb} takes only --scope turn or --scope bottle: ${usage}` };
+  if (verb === 'approve') return scope ? { verb, id, scope } : { verb, id };
+  const file = firstCodeBlock(body.slice(body.indexOf(line) + line.length));
+  if (file === undefined)
+    return {
+      error: `a modification carries the whole new file in a code block (\`\`\` … \`\`\`) after \`/bb modify ${id}\``,
+    };
+  if (file.length > MAX_FILE_CHARS)
+    return { error: `that file is too long to take from a comment: edit it on the host` };
+  return scope ? { verb, id, file, scope } : { verb, id, file };
 }
 
 /** The comment that puts request `r` before the people on the thread. */
@@ -100,7 +124,7 @@ export function requestComment(r: RequestView, deciders: string): string {
     '',
     cut
       ? `The change is too long to show here in full: decide it on the host (\`bb supervise show ${r.id}\`), or reply \`/bb reject ${r.id} <reason>\`. ${deciders} may reject it here.`
-      : `To decide, reply \`/bb approve ${r.id}\` (for ${scope}; \`--scope bottle\` keeps a proxy change for every later turn) or \`/bb reject ${r.id} <reason>\`. ${deciders} may decide. Proposal \`${r.candidateHash.slice(0, 12)}\`.`,
+      : `To decide, reply \`/bb approve ${r.id}\` (for ${scope}; \`--scope bottle\` keeps a proxy change for every later turn), \`/bb modify ${r.id}\` with your version of the whole file in a code block, or \`/bb reject ${r.id} <reason>\`. ${deciders} may decide. Proposal \`${r.candidateHash.slice(0, 12)}\`.`,
   ].join('\n');
 }
 
@@ -227,29 +251,34 @@ export async function handleThreadCommand(
       await reply(`Rejected \`${cmd.id}\` (@${comment.author}); the agent is told why.`);
       return;
     }
-    if (tooLongToShow(request)) {
+    if (cmd.verb === 'approve' && tooLongToShow(request)) {
       await reply(
         `@${comment.author}: \`${cmd.id}\` is too long to show here in full, so it is not approved here: decide it on the host (\`bb supervise show ${cmd.id}\`).`,
       );
       return;
     }
+    const modified = cmd.verb === 'modify';
     const out = await desk.approve(cmd.id, {
       by,
       ...(cmd.scope ? { scope: cmd.scope } : {}),
-      // The proposal that was posted: a different one under the same id is not approved.
+      ...(modified ? { edited: cmd.file } : {}),
+      // The proposal that was posted: a different one under the same id is not decided.
       expect: { candidateHash: request.candidateHash },
     });
     core.log({
-      msg: 'supervise request approved on the forge',
+      msg: modified
+        ? 'supervise request modified on the forge'
+        : 'supervise request approved on the forge',
       key,
       request: cmd.id,
       by,
       applied: out.remediation?.ok ?? false,
     });
+    const what = modified ? 'Approved, as modified,' : 'Approved';
     await reply(
       out.remediation?.ok
-        ? `Approved \`${cmd.id}\` (@${comment.author}, scope ${out.request.scope}): ${forMarkdown(out.remediation.detail)}. The agent carries on.`
-        : `Approved \`${cmd.id}\` (@${comment.author}), but applying it failed: ${forMarkdown(out.remediation?.detail ?? 'no remediation')}. The agent is told.`,
+        ? `${what} \`${cmd.id}\` (@${comment.author}, scope ${out.request.scope}): ${forMarkdown(out.remediation.detail)}. The agent carries on${modified ? ' with your file' : ''}.`
+        : `${what} \`${cmd.id}\` (@${comment.author}), but applying it failed: ${forMarkdown(out.remediation?.detail ?? 'no remediation')}. The agent is told.`,
     );
   } catch (err) {
     await reply(

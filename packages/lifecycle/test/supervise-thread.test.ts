@@ -22,6 +22,7 @@ function desk(
     scope?: string;
     expect?: unknown;
     reason?: string;
+    edited?: string;
   }> = [];
   let status = 'pending';
   const view = (): RequestView =>
@@ -174,7 +175,56 @@ describe('supervise requests on the forge thread', () => {
     expect(d.decided).toEqual([]);
   });
 
+  it('takes a modified file from a code block in the reply, bound to the proposal that was posted', async () => {
+    let slug = '';
+    const d = desk(() => slug);
+    const t = setup({ supervise: d.plane, superviseThreadMs: 20 });
+    t.world.grant(OWNER, REPO, 'alice', 'admin');
+    const { n } = await t.launched();
+    slug = t.slugOf(n);
+    const read = () =>
+      new MemoryForge({ owner: OWNER, repo: REPO, as: 'alice', world: t.world }).readComments(n);
+    const mine = '{\n  "allow": ["pypi.org:443"]\n}\n';
+    await t.orch.accept(
+      t.ev.comment(
+        n,
+        `/bb modify ${ID}\nOnly TLS, please:\n\n\`\`\`json\n${mine}\`\`\`\n`,
+        undefined,
+        {
+          on: 'issue',
+        },
+      ),
+    );
+    await until('decided', () => d.decided.length === 1);
+    expect(d.decided[0]).toMatchObject({
+      verb: 'approve',
+      id: ID,
+      by: 'forge:alice',
+      edited: mine,
+      expect: { candidateHash: 'c'.repeat(64) },
+    });
+    await until('answered', async () =>
+      (await read()).some((c) => c.body.startsWith(`Approved, as modified, \`${ID}\``)),
+    );
+    // Without the file, nothing is decided and the reply says what is missing.
+    await t.orch.accept(t.ev.comment(n, `/bb modify ${ID}`, undefined, { on: 'issue' }));
+    await until('told', async () =>
+      (await read()).some((c) => c.body.includes('carries the whole new file in a code block')),
+    );
+    expect(d.decided).toHaveLength(1);
+  });
+
   it('reads only the commands it knows', () => {
+    expect(parseThreadCommand(`/bb modify ${ID} --scope bottle\n~~~\na\nb\n~~~`)).toEqual({
+      verb: 'modify',
+      id: ID,
+      file: 'a\nb\n',
+      scope: 'bottle',
+    });
+    expect(parseThreadCommand(`/bb modify ${ID}\nno block here`)).toHaveProperty('error');
+    expect(
+      parseThreadCommand(`/bb modify ${ID}\n\`\`\`\n${'x'.repeat(20_001)}\n\`\`\``),
+    ).toHaveProperty('error');
     expect(parseThreadCommand(`/bb approve ${ID}`)).toEqual({ verb: 'approve', id: ID });
     expect(parseThreadCommand(`/bb approve ${ID} --scope turn`)).toEqual({
       verb: 'approve',

@@ -144,7 +144,7 @@ describe.skipIf(!docker.ok)('real Docker: launch, freeze, resume, destroy', () =
     expect(first, first.output).toMatchObject({ exitCode: 0, ok: true });
     expect(first.sessionId).toMatch(/^[0-9a-f-]{36}$/);
     expect(progress.join('\n')).toMatch(
-      /creating the gate \(forge, supervise\)[\s\S]*fetching acme\/widgets[\s\S]*freezing/,
+      /creating the gate \(forge, supervise, egress, cred\)[\s\S]*fetching acme\/widgets[\s\S]*freezing/,
     );
     // The gate starts and the agent's container is made while the repository is cloned.
     expect(progress).toEqual(

@@ -76,6 +76,12 @@ export interface OrchestratorOptions {
    * `/bb reject`): these logins. @default the repository's admins (never the bot)
    */
   superviseDeciders?: string[] | undefined;
+  /**
+   * Auto mode: a request the analyser finds harmless (a proxy change inside the
+   * ceiling, nothing above `info`: `autoApprovable`) is approved at once, recorded
+   * as decided by `auto`, and announced on its issue. @default false
+   */
+  superviseAuto?: boolean;
   /** How often pending supervise requests are looked for to post on their issues. @default 2000 */
   superviseThreadMs?: number;
   /**

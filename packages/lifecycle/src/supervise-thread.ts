@@ -15,7 +15,7 @@
  */
 import { errorMessage, isBbError } from '@bb/errors';
 import type { Forge } from '@bb/forge';
-import { type DecisionOutcome, REQUEST_ID, type RequestView } from '@bb/supervise';
+import { autoApprovable, type DecisionOutcome, REQUEST_ID, type RequestView } from '@bb/supervise';
 import { forMarkdown, markdownFence } from '@bb/wall';
 import type { Core } from './core';
 import { parseIssueKey } from './routing';
@@ -97,24 +97,32 @@ export function parseThreadCommand(body: string): ThreadCommand {
   return scope ? { verb, id, file, scope } : { verb, id, file };
 }
 
+/** As much of `r`'s diff as a comment shows. */
+const shownDiff = (r: Pick<RequestView, 'diff'>): string =>
+  tooLongToShow(r)
+    ? `${r.diff.split('\n').slice(0, MAX_DIFF_LINES).join('\n').slice(0, MAX_DIFF_CHARS)}\n…`
+    : r.diff;
+
+/** What a comment shows of a request: the agent's reason as its words, the diff, the findings. */
+const proposalLines = (r: RequestView): string[] => [
+  '',
+  'Its reason, in its own words:',
+  '',
+  `> ${forMarkdown(r.justification)}`,
+  '',
+  markdownFence(shownDiff(r), 'diff'),
+  ...(r.findings.length
+    ? ['', 'What the analyser found:', ...r.findings.map((f) => `- ${forMarkdown(f.message)}`)]
+    : []),
+];
+
 /** The comment that puts request `r` before the people on the thread. */
 export function requestComment(r: RequestView, deciders: string): string {
   const cut = tooLongToShow(r);
-  const shown = cut
-    ? `${r.diff.split('\n').slice(0, MAX_DIFF_LINES).join('\n').slice(0, MAX_DIFF_CHARS)}\n…`
-    : r.diff;
   const scope = r.kind === 'dockerfile' ? 'the bottle (a rebuilt image)' : 'this turn';
   return [
     `**The agent asks for a change to its ${r.kind === 'dockerfile' ? 'image' : r.kind}** (\`${r.tool}\`, request \`${r.id}\`).`,
-    '',
-    'Its reason, in its own words:',
-    '',
-    `> ${forMarkdown(r.justification)}`,
-    '',
-    markdownFence(shown, 'diff'),
-    ...(r.findings.length
-      ? ['', 'What the analyser found:', ...r.findings.map((f) => `- ${forMarkdown(f.message)}`)]
-      : []),
+    ...proposalLines(r),
     ...(r.beyondCeiling.length
       ? [
           '',
@@ -125,6 +133,52 @@ export function requestComment(r: RequestView, deciders: string): string {
     cut
       ? `The change is too long to show here in full: decide it on the host (\`bb supervise show ${r.id}\`), or reply \`/bb reject ${r.id} <reason>\`. ${deciders} may reject it here.`
       : `To decide, reply \`/bb approve ${r.id}\` (for ${scope}; \`--scope bottle\` keeps a proxy change for every later turn), \`/bb modify ${r.id}\` with your version of the whole file in a code block, or \`/bb reject ${r.id} <reason>\`. ${deciders} may decide. Proposal \`${r.candidateHash.slice(0, 12)}\`.`,
+  ].join('\n');
+}
+
+/**
+ * In auto mode, approve `r` when the analyser finds it harmless; the outcome, or
+ * undefined when it waits for a person (a failed approval waits too).
+ */
+async function autoDecide(
+  core: Core,
+  desk: ThreadDesk,
+  r: RequestView,
+  key: string,
+): Promise<DecisionOutcome | undefined> {
+  if (!core.o.superviseAuto || !autoApprovable(r)) return undefined;
+  try {
+    const out = await desk.approve(r.id, {
+      by: 'auto',
+      expect: { candidateHash: r.candidateHash },
+    });
+    core.log({
+      msg: 'supervise request approved automatically',
+      key,
+      request: r.id,
+      applied: out.remediation?.ok ?? false,
+    });
+    return out;
+  } catch (err) {
+    core.log({
+      msg: 'supervise request left for a person',
+      key,
+      request: r.id,
+      why: errorMessage(err),
+    });
+    return undefined;
+  }
+}
+
+/** The comment that says auto mode approved request `r`, and what came of it. */
+export function autoComment(r: RequestView, out: DecisionOutcome): string {
+  return [
+    `**Approved automatically** (\`BB_SUPERVISE_AUTO\`): the agent's change to its ${r.kind} (\`${r.tool}\`, request \`${r.id}\`), which the analyser found harmless and within the operator's ceiling.`,
+    ...proposalLines(r),
+    '',
+    out.remediation?.ok
+      ? `Applied for ${out.request.scope === 'bottle' ? 'the bottle' : 'this turn'}: ${forMarkdown(out.remediation.detail)}.`
+      : `Applying it failed: ${forMarkdown(out.remediation?.detail ?? 'no remediation')}. The agent is told.`,
   ].join('\n');
 }
 
@@ -149,8 +203,12 @@ export async function announceRequests(core: Core, desk: ThreadDesk): Promise<vo
       }));
     if (!first) continue;
     const forge = core.forgeFor(s.owner, s.repo);
+    const auto = retry ? undefined : await autoDecide(core, desk, r, s.key);
     try {
-      await forge.postComment(s.issue, requestComment(r, decidersInWords(core)));
+      await forge.postComment(
+        s.issue,
+        auto ? autoComment(r, auto) : requestComment(r, decidersInWords(core)),
+      );
       unposted(core).delete(r.id);
       core.log({ msg: 'supervise request posted', key: s.key, request: r.id });
     } catch (err) {

@@ -14,6 +14,7 @@ const ID = 'sr_abcdefghij0123456789';
 function desk(
   slugOf: () => string,
   diff = '--- allowlist.json\n+++ allowlist.json\n+  "pypi.org"',
+  findings = [{ severity: 'info', code: 'host-new', message: 'a new host: pypi.org' }],
 ) {
   const decided: Array<{
     verb: string;
@@ -36,7 +37,7 @@ function desk(
       candidateHash: 'c'.repeat(64),
       baseHash: 'b'.repeat(64),
       diff,
-      findings: [{ severity: 'info', code: 'host-new', message: 'a new host: pypi.org' }],
+      findings,
       beyondCeiling: [],
     }) as unknown as RequestView;
   const plane: SupervisePlane = {
@@ -212,6 +213,41 @@ describe('supervise requests on the forge thread', () => {
       (await read()).some((c) => c.body.includes('carries the whole new file in a code block')),
     );
     expect(d.decided).toHaveLength(1);
+  });
+
+  it('auto mode approves a harmless request at once and says so on the issue; a dangerous one waits for a person', async () => {
+    const read = (t: ReturnType<typeof setup>, n: number) =>
+      new MemoryForge({ owner: OWNER, repo: REPO, as: 'alice', world: t.world }).readComments(n);
+    let slug = '';
+    const d = desk(() => slug);
+    const t = setup({ supervise: d.plane, superviseThreadMs: 20, superviseAuto: true });
+    const { n } = await t.launched();
+    slug = t.slugOf(n);
+    t.orch.startWatchdog();
+    await until('decided', () => d.decided.length === 1);
+    expect(d.decided[0]).toMatchObject({
+      verb: 'approve',
+      id: ID,
+      by: 'auto',
+      expect: { candidateHash: 'c'.repeat(64) },
+    });
+    await until('announced', async () =>
+      (await read(t, n)).some((c) => c.body.startsWith('**Approved automatically**')),
+    );
+    expect((await read(t, n)).some((c) => c.body.includes(`/bb approve ${ID}`))).toBe(false);
+
+    let other = '';
+    const risky = desk(() => other, undefined, [
+      { severity: 'high', code: 'internal-address', message: '10.0.0.5 is a private address' },
+    ]);
+    const u = setup({ supervise: risky.plane, superviseThreadMs: 20, superviseAuto: true });
+    const m = (await u.launched()).n;
+    other = u.slugOf(m);
+    u.orch.startWatchdog();
+    await until('posted for a person', async () =>
+      (await read(u, m)).some((c) => c.body.includes(`/bb approve ${ID}`)),
+    );
+    expect(risky.decided).toEqual([]);
   });
 
   it('reads only the commands it knows', () => {

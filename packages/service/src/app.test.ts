@@ -39,6 +39,8 @@ describe('orchestrator configuration', () => {
       FORGE_WEBHOOK_SECRET: 'a-long-secret',
     };
     expect(loadConfig(base).BB_SUPERVISE_DECIDERS).toBeUndefined();
+    expect(loadConfig(base).BB_SUPERVISE_AUTO).toBe(false);
+    expect(loadConfig({ ...base, BB_SUPERVISE_AUTO: 'on' }).BB_SUPERVISE_AUTO).toBe(true);
     expect(
       loadConfig({ ...base, BB_SUPERVISE_DECIDERS: 'alice, carol' }).BB_SUPERVISE_DECIDERS,
     ).toEqual(['alice', 'carol']);

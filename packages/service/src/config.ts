@@ -197,6 +197,12 @@ export const ConfigSchema = z.object({
       }
       return logins;
     }),
+  /**
+   * Auto mode: a supervise request the analyser finds harmless (a proxy change within
+   * the operator's ceiling, nothing above info) is approved at once, decided by
+   * `auto`, and announced on its issue; anything else waits for a person.
+   */
+  BB_SUPERVISE_AUTO: toggle('BB_SUPERVISE_AUTO', 'off'),
   /** `docker` (default) or `local` (no isolation; development only). */
   /**
    * Where state lives: unset, the SQLite file in BB_HOME; `postgres://…`, that

@@ -175,6 +175,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     // Requests are posted on their issues and decided there too (`/bb approve …`).
     supervise: desk,
     superviseDeciders: config.BB_SUPERVISE_DECIDERS,
+    superviseAuto: config.BB_SUPERVISE_AUTO,
     fleet: {
       leases: state.leases,
       // Unique among orchestrators on this machine (no two listen on one port) and the

@@ -325,3 +325,21 @@ function safeUrl(s: string): URL | undefined {
   }
 }
 const safeHost = (s: string) => safeUrl(s)?.hostname.replace(/^\[(.*)\]$/, '$1');
+
+/**
+ * Whether auto mode (`BB_SUPERVISE_AUTO=on`) may approve a request on its own: a
+ * change to the proxies (never a rebuild, whose steps run on the host's engine) in
+ * which the analyser finds nothing above `info` and nothing beyond the operator's
+ * ceiling. Anything else waits for a person.
+ */
+export function autoApprovable(r: {
+  kind: ProposalKind;
+  findings: Finding[];
+  beyondCeiling: string[];
+}): boolean {
+  return (
+    r.kind !== 'dockerfile' &&
+    r.beyondCeiling.length === 0 &&
+    r.findings.every((f) => f.severity === 'info')
+  );
+}

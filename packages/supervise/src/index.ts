@@ -7,7 +7,7 @@
  * proxies reload in place or the image is rebuilt. Nothing ever enters the bottle.
  */
 
-export { analyse, type Finding } from './analyse';
+export { analyse, autoApprovable, type Finding } from './analyse';
 export { BB_SUPERVISE_USAGE, runBbSupervise } from './bb-supervise';
 export { beyondCeiling } from './ceiling';
 export { SuperviseClient, type SuperviseClientOptions } from './client';

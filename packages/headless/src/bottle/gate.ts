@@ -348,7 +348,10 @@ export function proxySocketsScript(socketDir: string): string {
  * agent's command.
  */
 export function bridgePrelude(runtimeDir: string, socketDir: string): string {
-  return `${proxySocketsScript(socketDir)}; BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${bridgeMappings(socketDir).join(' ')} & i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
+  // Started from a subshell that exits at once, so the bridge's parent is the container's
+  // init, which reaps it: a warm container's waiter (the shell's heir) could not, and its
+  // end of turn would wait on the unreaped bridge.
+  return `${proxySocketsScript(socketDir)}; (BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${bridgeMappings(socketDir).join(' ')} &); i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
 }
 
 /** Wait until a helper container's socket exists; fail with its own words if it exits first. */

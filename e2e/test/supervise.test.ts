@@ -238,10 +238,13 @@ describe.skipIf(!docker.ok)(
       const target = `127.0.0.1:${port}`;
       const get = (bridge: number, path: string, out: string) =>
         http(bridge, `GET ${path} HTTP/1.1~Host: ${target}~Connection: close~~`, out);
-      // The default bottle: its image, nothing allowed, no credential route.
+      // The default bottle: its image, nothing allowed, no credential route. Its agent
+      // starts without waiting for the standby bridge: this one waits for the port.
+      const bridgeUp = `for i in $(seq 100); do node -e "require('net').connect(3128,'127.0.0.1').on('connect',()=>process.exit(0)).on('error',()=>process.exit(1))" && break; sleep 0.05; done`;
       const agent = rt.launch(
         [
           [
+            { do: 'sh', cmd: bridgeUp },
             { do: 'sh', cmd: get(3128, `http://${target}/bare-first`, 'before.txt') },
             {
               do: 'sh',

@@ -343,15 +343,21 @@ export function proxySocketsScript(socketDir: string): string {
 }
 
 /**
- * The shell lines that wait for the gate's proxy sockets, start the in-agent
- * bridge (TCP on 127.0.0.1 to them) and wait until it listens: run before the
- * agent's command.
+ * The shell lines that start the in-agent bridge (TCP on 127.0.0.1 to the gate's
+ * proxy sockets), run before the agent's command: with `wait`, once the sockets are
+ * there, and until it listens.
  */
-export function bridgePrelude(runtimeDir: string, socketDir: string): string {
+export function bridgePrelude(
+  runtimeDir: string,
+  socketDir: string,
+  o: { wait: boolean } = { wait: true },
+): string {
   // Started from a subshell that exits at once, so the bridge's parent is the container's
   // init, which reaps it: a warm container's waiter (the shell's heir) could not, and its
   // end of turn would wait on the unreaped bridge.
-  return `${proxySocketsScript(socketDir)}; (BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${bridgeMappings(socketDir).join(' ')} &); i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
+  const start = `(BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${bridgeMappings(socketDir).join(' ')} &)`;
+  if (!o.wait) return start;
+  return `${proxySocketsScript(socketDir)}; ${start}; i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
 }
 
 /** Wait until a helper container's socket exists; fail with its own words if it exits first. */

@@ -131,16 +131,22 @@ function planTurn(
   });
   const P = insideFor(backend, bottlePaths(meta.slug, env), gate.runtime, meta.slug, env);
   const proxies = !!plan.proxyFiles;
+  // Supervised with nothing allowed yet, the proxies stand by for an approval: nothing
+  // is reachable through them before one, so the agent does not wait for them.
+  const standby = proxies && !needsProxies(plan.config);
   // Before the agent: the PR branch's bundle is taken in (a resumed forge bottle), and
   // with proxies the in-bottle bridge (TCP on 127.0.0.1 to the mounted sockets) is
   // up (the waiter serves it for every turn; without one, the turn starts it).
+  const bridge = how.underWaiter
+    ? standby
+      ? []
+      : [proxySocketsScript(P.socketDir)]
+    : [bridgePrelude(P.runtime, P.socketDir, { wait: !standby })];
   const prelude = [
     // A launch: the container starts while the workspace is made; the agent once it is.
     ...(how.launch ? [awaitWorkspaceScript(P.socketDir, 3 * cloneTimeoutMs(env))] : []),
     ...(meta.forge ? [takeBundleScript()] : []),
-    ...(proxies
-      ? [how.underWaiter ? proxySocketsScript(P.socketDir) : bridgePrelude(P.runtime, P.socketDir)]
-      : []),
+    ...(proxies ? bridge : []),
   ];
   const cmd = plan.agent.cmd;
   return {

@@ -12,6 +12,9 @@ import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  approveForTurn,
+  askForHost,
+  askForSvcRoute,
   askSupervise,
   editConfig,
   guardedBench,
@@ -178,21 +181,7 @@ describe.skipIf(!docker.ok)(
               do: 'sh',
               cmd: http(3129, 'GET /svc/items HTTP/1.1~Host: x~Connection: close~~', 'before.txt'),
             },
-            {
-              do: 'sh',
-              cmd: editConfig(
-                'routes.json',
-                `c.routes.push({prefix:'/svc',upstream:'http://127.0.0.1:${port}/svc',headers:{'x-api-key':'env:SUP_NEW_KEY'}})`,
-                'routes.json',
-              ),
-            },
-            {
-              do: 'sh',
-              cmd: supervise(
-                "cred-proxy-block --file /tmp/routes.json --why 'the svc API lists the items I must fix' --wait 120",
-                'answer.json',
-              ),
-            },
+            ...askForSvcRoute(port, 'the svc API lists the items I must fix', 'answer.json'),
             {
               do: 'sh',
               cmd: http(3129, 'GET /svc/items HTTP/1.1~Host: x~Connection: close~~', 'after.txt'),
@@ -246,33 +235,9 @@ describe.skipIf(!docker.ok)(
           [
             { do: 'sh', cmd: bridgeUp },
             { do: 'sh', cmd: get(3128, `http://${target}/bare-first`, 'before.txt') },
-            {
-              do: 'sh',
-              cmd: editConfig('allowlist.json', `c.allow.push('${target}')`, 'allow.json'),
-            },
-            {
-              do: 'sh',
-              cmd: supervise(
-                `pipelock-block --file /tmp/allow.json --why 'the fixtures are on ${target}' --wait 120`,
-                'a1.json',
-              ),
-            },
+            ...askForHost(target, `the fixtures are on ${target}`, 'a1.json'),
             { do: 'sh', cmd: get(3128, `http://${target}/bare-second`, 'after.txt') },
-            {
-              do: 'sh',
-              cmd: editConfig(
-                'routes.json',
-                `c.routes.push({prefix:'/svc',upstream:'http://${target}/svc',headers:{'x-api-key':'env:SUP_NEW_KEY'}})`,
-                'routes.json',
-              ),
-            },
-            {
-              do: 'sh',
-              cmd: supervise(
-                "cred-proxy-block --file /tmp/routes.json --why 'the svc API lists the items' --wait 120",
-                'a2.json',
-              ),
-            },
+            ...askForSvcRoute(port, 'the svc API lists the items', 'a2.json'),
             { do: 'sh', cmd: get(3129, '/svc/bare', 'svc.txt') },
           ],
         ],
@@ -281,13 +246,7 @@ describe.skipIf(!docker.ok)(
       for (const kind of ['allowlist', 'routes'])
         await operator(async (d, r) => {
           expect(r.kind).toBe(kind);
-          const o = await d.approve(r.id, {
-            by: 'alice',
-            scope: 'turn',
-            override: true,
-            expect: { baseHash: r.baseHash, candidateHash: r.candidateHash },
-          });
-          expect(o.remediation, JSON.stringify(o)).toMatchObject({ ok: true });
+          await approveForTurn(d, r);
         });
       const run = await agent;
       const before = (await rt.readWorkspace(run, 'before.txt'))!;

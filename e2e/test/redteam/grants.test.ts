@@ -2,6 +2,9 @@ import type { Policy } from '@bb/supervise';
 import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  approveForTurn,
+  askForHost,
+  askForSvcRoute,
   askSupervise,
   busyOperator,
   editConfig,
@@ -17,8 +20,8 @@ const KEY = 'sk-grant-scope-key-7e21c9d04b';
 const NEW_KEY = 'sk-grant-scope-new-key-93af1b';
 
 const http = rawHttp;
-const edit = editConfig;
-const ask = askSupervise;
+const _edit = editConfig;
+const _ask = askSupervise;
 
 describe.skipIf(!docker.ok)('red team: a grant ends with its scope (I9)', () => {
   const rt = new RedTeam();
@@ -44,13 +47,7 @@ describe.skipIf(!docker.ok)('red team: a grant ends with its scope (I9)', () => 
     await busyOperator(
       () => rt.desk(policy, { SUP_NEW_KEY: NEW_KEY }),
       async (d, r) => {
-        const o = await d.approve(r.id, {
-          by: 'alice',
-          scope: 'turn',
-          override: true,
-          expect: { baseHash: r.baseHash, candidateHash: r.candidateHash },
-        });
-        expect(o.remediation, JSON.stringify(o)).toMatchObject({ ok: true });
+        await approveForTurn(d, r);
         approved.push(r.kind);
       },
       2,
@@ -60,14 +57,7 @@ describe.skipIf(!docker.ok)('red team: a grant ends with its scope (I9)', () => 
 
   const target = () => `127.0.0.1:${port}`;
   const firstTurn = (): Step[] => [
-    { do: 'sh', cmd: edit('allowlist.json', `c.allow.push('${target()}')`, 'allow.json') },
-    {
-      do: 'sh',
-      cmd: ask(
-        'pipelock-block --file /tmp/allow.json --why "the test service on this port serves the fixtures I need" --wait 120',
-        'a1.json',
-      ),
-    },
+    ...askForHost(target(), 'the test service on this port serves the fixtures I need', 'a1.json'),
     {
       do: 'sh',
       cmd: http(
@@ -76,21 +66,7 @@ describe.skipIf(!docker.ok)('red team: a grant ends with its scope (I9)', () => 
         't1-host.txt',
       ),
     },
-    {
-      do: 'sh',
-      cmd: edit(
-        'routes.json',
-        `c.routes.push({prefix:'/svc',upstream:'http://127.0.0.1:${port}/svc',headers:{'x-api-key':'env:SUP_NEW_KEY'}})`,
-        'routes.json',
-      ),
-    },
-    {
-      do: 'sh',
-      cmd: ask(
-        'cred-proxy-block --file /tmp/routes.json --why "the svc API lists the items I must fix" --wait 120',
-        'a2.json',
-      ),
-    },
+    ...askForSvcRoute(port, 'the svc API lists the items I must fix', 'a2.json'),
     {
       do: 'sh',
       cmd: http(3129, 'GET /svc/t1 HTTP/1.1~Host: x~Connection: close~~', 't1-route.txt'),

@@ -405,6 +405,45 @@ export const editConfig = (file: string, expr: string, out: string) =>
 export const askSupervise = (args: string, out: string) =>
   `node /opt/bb/bb-supervise.mjs ${args} > /workspace/${out}; echo $? > /workspace/${out}.code`;
 
+/** Steps: ask for `host` on the allowlist with pipelock-block; the answer in /workspace/<out>. */
+export const askForHost = (host: string, why: string, out: string): Step[] => [
+  { do: 'sh', cmd: editConfig('allowlist.json', `c.allow.push('${host}')`, 'allow.json') },
+  {
+    do: 'sh',
+    cmd: askSupervise(`pipelock-block --file /tmp/allow.json --why '${why}' --wait 120`, out),
+  },
+];
+
+/**
+ * Steps: ask with cred-proxy-block for the route `/svc` to the upstream on `port`,
+ * keyed with SUP_NEW_KEY; the answer in /workspace/<out>.
+ */
+export const askForSvcRoute = (port: number, why: string, out: string): Step[] => [
+  {
+    do: 'sh',
+    cmd: editConfig(
+      'routes.json',
+      `c.routes.push({prefix:'/svc',upstream:'http://127.0.0.1:${port}/svc',headers:{'x-api-key':'env:SUP_NEW_KEY'}})`,
+      'routes.json',
+    ),
+  },
+  {
+    do: 'sh',
+    cmd: askSupervise(`cred-proxy-block --file /tmp/routes.json --why '${why}' --wait 120`, out),
+  },
+];
+
+/** Approve `r` for this turn, over the ceiling, exactly as it was shown: it must apply. */
+export async function approveForTurn(d: SuperviseDesk, r: RequestView): Promise<void> {
+  const o = await d.approve(r.id, {
+    by: 'alice',
+    scope: 'turn',
+    override: true,
+    expect: { baseHash: r.baseHash, candidateHash: r.candidateHash },
+  });
+  if (!o.remediation?.ok) throw new Error(`${r.id} did not apply: ${JSON.stringify(o)}`);
+}
+
 /**
  * A busy operator: looks for pending supervise requests every 100 ms (a desk made
  * anew each time, as `bb supervise` is run anew) and hands each to `act`, until it

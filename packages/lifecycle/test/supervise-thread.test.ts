@@ -5,7 +5,7 @@
 import { MemoryForge } from '@bb/forge/testing';
 import type { RequestView } from '@bb/supervise';
 import { describe, expect, it } from 'vitest';
-import type { SupervisePlane } from '../src/index';
+import type { OrchestratorOptions, SupervisePlane } from '../src/index';
 import { parseThreadCommand } from '../src/supervise-thread';
 import { OWNER, REPO, setup, until } from './orchestrator-setup';
 
@@ -63,17 +63,29 @@ function desk(
   return { plane, decided };
 }
 
+/**
+ * A bottle at work on an issue whose requests come from a fake desk: the setup, the
+ * desk, the issue and a reader of its comments. alice administers the repository.
+ */
+async function atWork(
+  over: Partial<OrchestratorOptions> = {},
+  findings?: Parameters<typeof desk>[2],
+) {
+  let slug = '';
+  const d = desk(() => slug, undefined, findings);
+  const t = setup({ supervise: d.plane, superviseThreadMs: 20, ...over });
+  t.world.grant(OWNER, REPO, 'alice', 'admin');
+  const { n } = await t.launched();
+  slug = t.slugOf(n);
+  const read = () =>
+    new MemoryForge({ owner: OWNER, repo: REPO, as: 'alice', world: t.world }).readComments(n);
+  return { t, d, n, read };
+}
+
 describe('supervise requests on the forge thread', () => {
   it('posts a pending request once, and an admin approves it with a reply that does not wake the agent', async () => {
-    let slug = '';
-    const d = desk(() => slug);
-    const t = setup({ supervise: d.plane, superviseThreadMs: 20 });
-    t.world.grant(OWNER, REPO, 'alice', 'admin');
-    const { n } = await t.launched();
-    slug = t.slugOf(n);
+    const { t, d, n, read } = await atWork();
     t.orch.startWatchdog();
-    const read = () =>
-      new MemoryForge({ owner: OWNER, repo: REPO, as: 'alice', world: t.world }).readComments(n);
     await until('posted', async () => (await read()).some((c) => c.body.includes(ID)));
     await new Promise((r) => setTimeout(r, 100));
     const posted = (await read()).filter((c) => c.body.includes(`request \`${ID}\``));
@@ -177,14 +189,7 @@ describe('supervise requests on the forge thread', () => {
   });
 
   it('takes a modified file from a code block in the reply, bound to the proposal that was posted', async () => {
-    let slug = '';
-    const d = desk(() => slug);
-    const t = setup({ supervise: d.plane, superviseThreadMs: 20 });
-    t.world.grant(OWNER, REPO, 'alice', 'admin');
-    const { n } = await t.launched();
-    slug = t.slugOf(n);
-    const read = () =>
-      new MemoryForge({ owner: OWNER, repo: REPO, as: 'alice', world: t.world }).readComments(n);
+    const { t, d, n, read } = await atWork();
     const mine = '{\n  "allow": ["pypi.org:443"]\n}\n';
     await t.orch.accept(
       t.ev.comment(
@@ -216,13 +221,7 @@ describe('supervise requests on the forge thread', () => {
   });
 
   it('auto mode approves a harmless request at once and says so on the issue; a dangerous one waits for a person', async () => {
-    const read = (t: ReturnType<typeof setup>, n: number) =>
-      new MemoryForge({ owner: OWNER, repo: REPO, as: 'alice', world: t.world }).readComments(n);
-    let slug = '';
-    const d = desk(() => slug);
-    const t = setup({ supervise: d.plane, superviseThreadMs: 20, superviseAuto: true });
-    const { n } = await t.launched();
-    slug = t.slugOf(n);
+    const { t, d, read } = await atWork({ superviseAuto: true });
     t.orch.startWatchdog();
     await until('decided', () => d.decided.length === 1);
     expect(d.decided[0]).toMatchObject({
@@ -232,22 +231,18 @@ describe('supervise requests on the forge thread', () => {
       expect: { candidateHash: 'c'.repeat(64) },
     });
     await until('announced', async () =>
-      (await read(t, n)).some((c) => c.body.startsWith('**Approved automatically**')),
+      (await read()).some((c) => c.body.startsWith('**Approved automatically**')),
     );
-    expect((await read(t, n)).some((c) => c.body.includes(`/bb approve ${ID}`))).toBe(false);
+    expect((await read()).some((c) => c.body.includes(`/bb approve ${ID}`))).toBe(false);
 
-    let other = '';
-    const risky = desk(() => other, undefined, [
+    const risky = await atWork({ superviseAuto: true }, [
       { severity: 'high', code: 'internal-address', message: '10.0.0.5 is a private address' },
     ]);
-    const u = setup({ supervise: risky.plane, superviseThreadMs: 20, superviseAuto: true });
-    const m = (await u.launched()).n;
-    other = u.slugOf(m);
-    u.orch.startWatchdog();
+    risky.t.orch.startWatchdog();
     await until('posted for a person', async () =>
-      (await read(u, m)).some((c) => c.body.includes(`/bb approve ${ID}`)),
+      (await risky.read()).some((c) => c.body.includes(`/bb approve ${ID}`)),
     );
-    expect(risky.decided).toEqual([]);
+    expect(risky.d.decided).toEqual([]);
   });
 
   it('reads only the commands it knows', () => {

@@ -156,6 +156,40 @@ export const pct = (xs: number[], p: number) =>
 
 export const ms3 = (n: number) => Math.round(n * 1000) / 1000;
 
+/**
+ * A webhook ack benchmark's result, for `reportBench`: ours against bare node:http on
+ * `n` deliveries, passing at p99 within 3x and 1,500 acks a second (and `more`).
+ */
+export function ackResult(o: {
+  name: string;
+  metric: string;
+  n: number;
+  mine: { lat: number[]; seconds: number };
+  base: { lat: number[]; seconds: number };
+  target?: string;
+  more?: boolean;
+  extra?: Record<string, number | string>;
+}) {
+  const perSec = o.n / o.mine.seconds;
+  return {
+    name: o.name,
+    metric: o.metric,
+    ours: pct(o.mine.lat, 99),
+    baseline: pct(o.base.lat, 99),
+    goal: 3,
+    higherIsBetter: false,
+    target: o.target ?? 'p99 <= 3x, >= 1,500/s',
+    pass: pct(o.mine.lat, 99) <= 3 * pct(o.base.lat, 99) && perSec >= 1500 && (o.more ?? true),
+    extra: {
+      oursPerSecond: Math.round(perSec),
+      barePerSecond: Math.round(o.n / o.base.seconds),
+      oursP50ms: ms3(pct(o.mine.lat, 50)),
+      bareP50ms: ms3(pct(o.base.lat, 50)),
+      ...o.extra,
+    },
+  };
+}
+
 /** `load` run by a process of its own, on `n` deliveries from comment id `firstId`. */
 export async function loadInChild(
   port: number,

@@ -10,7 +10,16 @@ import {
 import { startPostgres } from '@bb/state-postgres/testing';
 import { reportBench } from '@bb/tooling/bench';
 import pg from 'pg';
-import { bareServer, listen, loadInChild, ms3, pct, SECRET, signedJsonServer } from './load';
+import {
+  ackResult,
+  bareServer,
+  listen,
+  loadInChild,
+  ms3,
+  pct,
+  SECRET,
+  signedJsonServer,
+} from './load';
 import { benchOrchestrator, orchestratorEndpoint } from './orchestrator';
 
 const N = 5000;
@@ -95,33 +104,27 @@ try {
   }
   if (accepted() !== 3 * N) throw new Error(`expected ${3 * N} new events, got ${accepted()}`);
   const { base, flo, design, mine } = [...rounds].sort((x, y) => x.ratio - y.ratio)[1]!;
-  const perSec = N / mine.seconds;
-  reportBench({
-    name: 'webhook-postgres',
-    metric:
-      'ack p99 ms, 5,000 signed ~11 KB deliveries at concurrency 10 (the orchestrator endpoint on the PostgreSQL ledger and inbox, durable commits) vs bare node:http 202; median of 3 rounds',
-    ours: pct(mine.lat, 99),
-    baseline: pct(base.lat, 99),
-    goal: 3,
-    higherIsBetter: false,
-    target: 'p99 <= 3x, >= 1,500/s',
-    pass: pct(mine.lat, 99) <= 3 * pct(base.lat, 99) && perSec >= 1500,
-    extra: {
-      roundRatios: rounds.map((x) => ms3(x.ratio)).join(', '),
-      oursPerSecond: Math.round(perSec),
-      barePerSecond: Math.round(N / base.seconds),
-      floorPerSecond: Math.round(N / flo.seconds),
-      floorP99ms: ms3(pct(flo.lat, 99)),
-      oursP50ms: ms3(pct(mine.lat, 50)),
-      bareP50ms: ms3(pct(base.lat, 50)),
-      floorP50ms: ms3(pct(flo.lat, 50)),
-      ratioToFloorP99: ms3(pct(mine.lat, 99) / pct(flo.lat, 99)),
-      designFloorPerSecond: Math.round(N / design.seconds),
-      designFloorP50ms: ms3(pct(design.lat, 50)),
-      designFloorP99ms: ms3(pct(design.lat, 99)),
-      ratioToDesignFloorP99: ms3(pct(mine.lat, 99) / pct(design.lat, 99)),
-    },
-  });
+  reportBench(
+    ackResult({
+      name: 'webhook-postgres',
+      metric:
+        'ack p99 ms, 5,000 signed ~11 KB deliveries at concurrency 10 (the orchestrator endpoint on the PostgreSQL ledger and inbox, durable commits) vs bare node:http 202; median of 3 rounds',
+      n: N,
+      mine,
+      base,
+      extra: {
+        roundRatios: rounds.map((x) => ms3(x.ratio)).join(', '),
+        floorPerSecond: Math.round(N / flo.seconds),
+        floorP99ms: ms3(pct(flo.lat, 99)),
+        floorP50ms: ms3(pct(flo.lat, 50)),
+        ratioToFloorP99: ms3(pct(mine.lat, 99) / pct(flo.lat, 99)),
+        designFloorPerSecond: Math.round(N / design.seconds),
+        designFloorP50ms: ms3(pct(design.lat, 50)),
+        designFloorP99ms: ms3(pct(design.lat, 99)),
+        ratioToDesignFloorP99: ms3(pct(mine.lat, 99) / pct(design.lat, 99)),
+      },
+    }),
+  );
   orch.close();
   ours.close();
   bare.close();

@@ -65,7 +65,9 @@ function firstCodeBlock(body: string): string | undefined {
 export const isThreadCommand = (body: string): boolean => /^\s*\/bb\b/.test(body);
 
 /** Parse a `/bb` comment: its first line, and for `modify` the code block after it. */
-export function parseThreadCommand(body: string): ThreadCommand {
+export function parseThreadCommand(raw: string): ThreadCommand {
+  // A browser sends a comment's lines ended with CRLF: the file is taken with LF alone.
+  const body = raw.replace(/\r\n?/g, '\n');
   const line = body.trim().split('\n', 1)[0]!.trim();
   const [, verb, id, ...rest] = line.split(/\s+/);
   const usage =
@@ -187,49 +189,78 @@ export function autoComment(r: RequestView, out: DecisionOutcome): string {
  * ledger keeps it across restarts and replicas).
  */
 export async function announceRequests(core: Core, desk: ThreadDesk): Promise<void> {
+  // What this process could not post: tried again, a request that waits as long as it
+  // waits, and an automatic approval until it is said (it applies either way).
+  for (const [id, u] of unposted(core)) {
+    if (!u.auto && !isPending(desk, id)) unposted(core).delete(id);
+    else await post(core, id, u);
+  }
   for (const r of desk.list({ status: 'pending' })) {
     const s = core.sessions.bySlug(r.slug);
-    if (!s) continue;
-    const retry = unposted(core).has(r.id);
-    const first =
-      retry ||
-      (await core.o.inbox.accept(`bb:supervise:${r.id}`, {
-        issue: null,
-        occurredAt: new Date().toISOString(),
-        payload: { issue: s.key, request: r.id },
-        deliveryId: undefined,
-        kind: 'supervise-thread',
-        done: true,
-      }));
+    if (!s || unposted(core).has(r.id)) continue;
+    const first = await core.o.inbox.accept(`bb:supervise:${r.id}`, {
+      issue: null,
+      occurredAt: new Date().toISOString(),
+      payload: { issue: s.key, request: r.id },
+      deliveryId: undefined,
+      kind: 'supervise-thread',
+      done: true,
+    });
     if (!first) continue;
-    const forge = core.forgeFor(s.owner, s.repo);
-    const auto = retry ? undefined : await autoDecide(core, desk, r, s.key);
-    try {
-      await forge.postComment(
-        s.issue,
-        auto ? autoComment(r, auto) : requestComment(r, decidersInWords(core)),
-      );
-      unposted(core).delete(r.id);
-      core.log({ msg: 'supervise request posted', key: s.key, request: r.id });
-    } catch (err) {
-      // Marked in the ledger already (never twice): this process tries again on its next pass.
-      unposted(core).add(r.id);
-      core.log({
-        msg: 'could not post a supervise request',
-        key: s.key,
-        request: r.id,
-        error: errorMessage(err),
-      });
-    }
+    const auto = await autoDecide(core, desk, r, s.key);
+    await post(core, r.id, {
+      key: s.key,
+      owner: s.owner,
+      repo: s.repo,
+      issue: s.issue,
+      auto: !!auto,
+      body: auto ? autoComment(r, auto) : requestComment(r, decidersInWords(core)),
+    });
   }
 }
 
-/** Requests this process marked as posted but could not post (tried again on each pass). */
-const UNPOSTED = new WeakMap<Core, Set<string>>();
-const unposted = (core: Core): Set<string> => {
-  const set = UNPOSTED.get(core) ?? new Set<string>();
-  UNPOSTED.set(core, set);
-  return set;
+const isPending = (desk: ThreadDesk, id: string): boolean => {
+  try {
+    return desk.show(id).status === 'pending';
+  } catch {
+    return false;
+  }
+};
+
+/** A comment on a request, for its bottle's issue. */
+interface ThreadPost {
+  key: string;
+  owner: string;
+  repo: string;
+  issue: number;
+  /** It says an automatic approval (posted whatever becomes of the request). */
+  auto: boolean;
+  body: string;
+}
+
+/** Post `u`; kept for the next pass when the forge fails (the ledger marked it already). */
+async function post(core: Core, id: string, u: ThreadPost): Promise<void> {
+  try {
+    await core.forgeFor(u.owner, u.repo).postComment(u.issue, u.body);
+    unposted(core).delete(id);
+    core.log({ msg: 'supervise request posted', key: u.key, request: id });
+  } catch (err) {
+    unposted(core).set(id, u);
+    core.log({
+      msg: 'could not post a supervise request',
+      key: u.key,
+      request: id,
+      error: errorMessage(err),
+    });
+  }
+}
+
+/** Comments this process could not post, by request (tried again on each pass). */
+const UNPOSTED = new WeakMap<Core, Map<string, ThreadPost>>();
+const unposted = (core: Core): Map<string, ThreadPost> => {
+  const map = UNPOSTED.get(core) ?? new Map<string, ThreadPost>();
+  UNPOSTED.set(core, map);
+  return map;
 };
 
 const decidersInWords = (core: Core): string =>

@@ -253,6 +253,14 @@ describe('supervise requests on the forge thread', () => {
       scope: 'bottle',
     });
     expect(parseThreadCommand(`/bb modify ${ID}\nno block here`)).toHaveProperty('error');
+    // As a browser sends it: the file comes with LF line ends.
+    expect(
+      parseThreadCommand(`/bb modify ${ID}\r\n\`\`\`\r\nFROM x\r\nRUN y\r\n\`\`\`\r\n`),
+    ).toEqual({
+      verb: 'modify',
+      id: ID,
+      file: 'FROM x\nRUN y\n',
+    });
     expect(
       parseThreadCommand(`/bb modify ${ID}\n\`\`\`\n${'x'.repeat(20_001)}\n\`\`\``),
     ).toHaveProperty('error');

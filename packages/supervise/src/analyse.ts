@@ -9,6 +9,7 @@ export interface Finding {
   severity: 'high' | 'medium' | 'info';
   code:
     | 'credential-new-host'
+    | 'credential-new-path'
     | 'secret-new'
     | 'wildcard'
     | 'internal-address'
@@ -173,10 +174,13 @@ function analyseRoutes(current: string, proposed: string): Finding[] {
     ];
   const out: Finding[] = [];
   const sentTo = new Map<string, Set<string>>();
+  // Where each secret went, to the path: a route's upstream path bounds what its key reaches.
+  const sentToUrl = new Map<string, Set<string>>();
   for (const r of before)
     for (const ref of Object.values(r.headers ?? {})) {
       const host = safeHost(r.upstream);
       if (host) (sentTo.get(ref) ?? sentTo.set(ref, new Set()).get(ref)!).add(host);
+      (sentToUrl.get(ref) ?? sentToUrl.set(ref, new Set()).get(ref)!).add(r.upstream);
     }
   for (const r of after) {
     const url = safeUrl(r.upstream);
@@ -203,6 +207,12 @@ function analyseRoutes(current: string, proposed: string): Finding[] {
           severity: 'high',
           code: 'credential-new-host',
           message: `route ${r.prefix} sends ${ref} to ${host}, a new host for it (before: ${[...known].join(', ')})`,
+        });
+      else if (!sentToUrl.get(ref)?.has(r.upstream))
+        out.push({
+          severity: 'medium',
+          code: 'credential-new-path',
+          message: `route ${r.prefix} sends ${ref} to ${r.upstream}, which no route sent it to before (before: ${[...(sentToUrl.get(ref) ?? [])].join(', ')}): a shorter path lets the key reach more of that API`,
         });
     }
   }
@@ -327,10 +337,10 @@ function safeUrl(s: string): URL | undefined {
 const safeHost = (s: string) => safeUrl(s)?.hostname.replace(/^\[(.*)\]$/, '$1');
 
 /**
- * Whether auto mode (`BB_SUPERVISE_AUTO=on`) may approve a request on its own: a
- * change to the proxies (never a rebuild, whose steps run on the host's engine) in
- * which the analyser finds nothing above `info` and nothing beyond the operator's
- * ceiling. Anything else waits for a person.
+ * Whether auto mode (`BB_SUPERVISE_AUTO=on`) may approve a request on its own: an
+ * allowlist change in which the analyser finds nothing above `info` and nothing
+ * beyond the operator's ceiling. Routes (where a key goes, and how far along its
+ * API) and rebuilds (steps run on the host's engine) always wait for a person.
  */
 export function autoApprovable(r: {
   kind: ProposalKind;
@@ -338,7 +348,7 @@ export function autoApprovable(r: {
   beyondCeiling: string[];
 }): boolean {
   return (
-    r.kind !== 'dockerfile' &&
+    r.kind === 'allowlist' &&
     r.beyondCeiling.length === 0 &&
     r.findings.every((f) => f.severity === 'info')
   );

@@ -99,6 +99,15 @@ export const EXCHANGE = 'supervise';
  * shows it with its diff and findings, and carries out the decision (approve,
  * modify, reject, cancel) — the remediation first, then the answer to the agent.
  */
+/** How a request is approved (see `SuperviseDesk.approve`). */
+export interface Decision {
+  by: string;
+  scope?: DecisionScope;
+  edited?: string | undefined;
+  expect?: { baseHash?: string; candidateHash?: string } | undefined;
+  override?: boolean;
+}
+
 export class SuperviseDesk {
   readonly #o: SuperviseDeskOptions;
   readonly #now: () => number;
@@ -180,16 +189,26 @@ export class SuperviseDesk {
    * `expect` binds the decision to the hashes of the files the operator was shown:
    * if either changed since, it must be reviewed again.
    */
-  async approve(
-    id: string,
-    d: {
-      by: string;
-      scope?: DecisionScope;
-      edited?: string | undefined;
-      expect?: { baseHash?: string; candidateHash?: string } | undefined;
-      override?: boolean;
-    },
-  ): Promise<DecisionOutcome> {
+  async approve(id: string, d: Decision): Promise<DecisionOutcome> {
+    this.sync();
+    const r = this.#pending(id);
+    // One approval of a bottle's file at a time: the next is checked against the file
+    // the one before it applied (two approved from the same base, the second is a CONFLICT).
+    const key = `${r.slug}\0${r.kind}`;
+    const run = (this.#applying.get(key) ?? Promise.resolve())
+      .catch(() => {})
+      .then(() => this.#approve(id, d));
+    this.#applying.set(key, run);
+    try {
+      return await run;
+    } finally {
+      if (this.#applying.get(key) === run) this.#applying.delete(key);
+    }
+  }
+
+  readonly #applying = new Map<string, Promise<DecisionOutcome>>();
+
+  async #approve(id: string, d: Decision): Promise<DecisionOutcome> {
     this.sync();
     const r = this.#pending(id);
     if (d.expect?.baseHash && !r.baseHash.startsWith(d.expect.baseHash))

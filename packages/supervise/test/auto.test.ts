@@ -38,6 +38,26 @@ describe('auto mode', () => {
     expect(auto('allowlist', allow(), allow('*.pythonhosted.org'))).toBe(false);
   });
 
+  it('waits for a person on any route change, a key sent further along its own host included', () => {
+    const scoped = {
+      prefix: '/gl',
+      upstream: 'https://gitlab.example.com/api/v4/projects/42',
+      headers: { 'private-token': 'env:GL_TOKEN' },
+    };
+    const wider = { ...scoped, upstream: 'https://gitlab.example.com/' };
+    const findings = analyse('routes', routes(scoped), routes(wider));
+    expect(findings.map((f) => [f.code, f.severity])).toEqual([['credential-new-path', 'medium']]);
+    expect(auto('routes', routes(scoped), routes(wider))).toBe(false);
+    // Even a route the analyser has nothing to say about is a person's to approve.
+    expect(
+      auto(
+        'routes',
+        routes(scoped),
+        routes(scoped, { prefix: '/x', upstream: 'https://pypi.org/simple' }),
+      ),
+    ).toBe(false);
+  });
+
   it('waits for a person on a route that sends a secret anywhere new', () => {
     const route = {
       prefix: '/pypi',

@@ -41,10 +41,13 @@ describe('supervise: propose, decide, answer', () => {
   let now: number;
   const applied: Array<{ slug: string; kind: string; text: string; scope: string }> = [];
   let failApply = false;
+  // As the real one: the file is rewritten once the proxy has reloaded, a while later.
+  let applyMs = 0;
 
   const remediator: Remediator = {
     async reloadProxies(slug, kind, text, scope) {
       if (failApply) throw new Error('the proxy did not answer');
+      if (applyMs) await new Promise((r) => setTimeout(r, applyMs));
       applied.push({ slug, kind, text, scope });
       writeFileSync(
         join(bottle, 'current-config', kind === 'routes' ? 'routes.json' : 'allowlist.json'),
@@ -86,6 +89,7 @@ describe('supervise: propose, decide, answer', () => {
     now = Date.parse('2026-11-24T10:00:00Z');
     applied.length = 0;
     failApply = false;
+    applyMs = 0;
     root = mkdtempSync(join(tmpdir(), 'bb-supervise-'));
     bottle = join(root, 'bottles', SLUG);
     mkdirSync(join(bottle, 'current-config'), { recursive: true });
@@ -382,6 +386,22 @@ describe('supervise: propose, decide, answer', () => {
       );
     // Nor can it forge a decision: the host never reads the exchange's decisions, only writes them.
     expect(desk().show(a.request_id).status).toBe('pending');
+  });
+
+  it('two approvals of the same file at once: the first applies, the second is checked against it', async () => {
+    const a = await askToAllow(client, 'pypi.org');
+    const b = await askToAllow(client, 'files.pythonhosted.org');
+    const d = desk();
+    applyMs = 50;
+    const [x, y] = await Promise.allSettled([
+      d.approve(a.request_id, { by: 'alice' }),
+      d.approve(b.request_id, { by: 'bob' }),
+    ]);
+    expect(x).toMatchObject({ status: 'fulfilled', value: { remediation: { ok: true } } });
+    // Both were made from the same allowlist: applying the second would drop the first.
+    expect(y.status).toBe('rejected');
+    expect(String((y as PromiseRejectedResult).reason)).toMatch(/changed since the agent proposed/);
+    expect(applied.map((p) => JSON.parse(p.text).allow)).toEqual([['pypi.org']]);
   });
 
   it('a bottle cannot flood the host with requests', async () => {

@@ -47,7 +47,7 @@ export { Exchange } from './exchange';
 export { runSuperviseFromEnv } from './main';
 export { createSuperviseMcpServer, MCP_WAIT_MS } from './mcp';
 export { defaultPolicy, loadPolicy, type Policy, PolicySchema, policyPath } from './policy';
-export { SUPERVISE_PROMPT_OVERLAY } from './prompt';
+export { COMMAND_NOT_FOUND_HINT, SUPERVISE_PROMPT_OVERLAY } from './prompt';
 export { type RunningSuperviseServer, serveSupervise } from './server';
 export { SuperviseSidecar, type SuperviseSidecarOptions } from './sidecar';
 export { type Evidence, type Remediation, type SuperviseRequest, SuperviseStore } from './store';

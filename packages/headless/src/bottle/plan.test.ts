@@ -119,6 +119,8 @@ describe('planBottle', () => {
         expect(plan.gate.network).toBe(forgeServed || proxies ? 'host' : 'none');
         // The agent's traffic goes to its proxies exactly when they run.
         expect(plan.agent.env['HTTPS_PROXY'] !== undefined).toBe(proxies);
+        // A supervised agent's bash says which tool asks for a missing command.
+        expect(plan.agent.env['BASH_ENV'] !== undefined).toBe(x.supervise);
         // Every path the gate is told of is in something it mounts (or its own /tmp).
         for (const [k, v] of pathsIn(plan.gate.env))
           if (!v.startsWith('/tmp')) expect(under(v, plan.gate.mounts), `${k}=${v}`).toBeDefined();

@@ -218,6 +218,9 @@ export function proxyGateEnv(
 
 const MIB = 1024 * 1024;
 
+/** The runtime's bash start-up file of a supervised bottle (`COMMAND_NOT_FOUND_HINT`). */
+export const HINTS_FILE = 'bb-hints.sh';
+
 /** The plan of one turn of a bottle. Pure: the caller reads the configuration and the policy. */
 export function planBottle(i: PlanInput): BottlePlan {
   const { meta, inside: P, config } = i;
@@ -258,6 +261,8 @@ export function planBottle(i: PlanInput): BottlePlan {
         ? {
             BB_SUPERVISE_SOCKET: P.superviseSocket,
             BB_SUPERVISE: `node ${P.runtime}/bb-supervise.mjs`,
+            // bash says which tool asks for a command that is not there.
+            BASH_ENV: `${P.runtime}/${HINTS_FILE}`,
           }
         : {}),
       BB_WORKSPACE_DIR: P.workspace,

@@ -4,17 +4,21 @@ import {
   copyFileSync,
   existsSync,
   mkdirSync,
+  readFileSync,
   renameSync,
   rmSync,
   statSync,
   utimesSync,
+  writeFileSync,
 } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BbError } from '@bb/errors';
 import { forgeKinds } from '@bb/forge';
+import { COMMAND_NOT_FOUND_HINT } from '@bb/supervise';
 import { bbHome } from '../home';
+import { HINTS_FILE } from './plan';
 
 /** Copy the runtime files (the gate, bb-forge, the MCP bridges, the script agent, …) where bottles can read them. */
 export function prepareRuntime(env: Record<string, string | undefined>): string {
@@ -71,6 +75,8 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
   // Copied once per build, not once per turn; written aside and renamed, so a bottle
   // starting meanwhile never reads half a file.
   for (const [dir, f] of files) copyIfChanged(join(dir, f), join(target, f));
+  // Read by bash in a supervised bottle (BASH_ENV): what a missing command means there.
+  writeIfChanged(join(target, HINTS_FILE), COMMAND_NOT_FOUND_HINT);
   // Optional: where no C compiler built it, bb-bridge carries its ports itself.
   const relay = join(egressDir, 'bb-relay');
   if (existsSync(relay)) copyIfChanged(relay, join(target, 'bb-relay'));
@@ -98,6 +104,16 @@ export function kindModule(
   const file = `forge-kind-${kindName}.mjs`;
   copyIfChanged(from, join(runtime, file));
   return { FORGE_KIND_MODULE: `${inGate}/${file}` };
+}
+
+/** Write `text` to `to` unless it holds it already, never leaving half a file. */
+function writeIfChanged(to: string, text: string): void {
+  try {
+    if (readFileSync(to, 'utf8') === text) return;
+  } catch {}
+  const part = `${to}.${randomBytes(4).toString('hex')}.part`;
+  writeFileSync(part, text, { mode: 0o644 });
+  renameSync(part, to);
 }
 
 /** Copy `from` to `to` unless it is there already (same size and time), never leaving half a file. */

@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { resolveDestination } from './addresses';
-import { denialBody } from './denial';
+import { DENIAL_FIX, denialBody } from './denial';
 import { openTunnel } from './egress-tunnel';
 import { CONNECTION_HEADERS } from './headers';
 import {
@@ -37,6 +37,12 @@ export const MAX_IN_FLIGHT = 16;
 const REFUSED_LINGER_MS = 2000;
 
 const HEAD_END = Buffer.from('\r\n\r\n');
+
+/**
+ * The status line's words for an egress denial: what a client that shows no body
+ * shows (Python's http.client, and so pip, prints a refused tunnel's reason phrase).
+ */
+const DENIED_PHRASE = `Forbidden by bot-bottle; ask with ${DENIAL_FIX.egress.tool}`;
 
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad Request',
@@ -285,7 +291,7 @@ export class EgressConnection {
     const d = decide(this.ctx.rules(), host, port);
     if (!d.allowed) {
       this.denied(host, port, d.rule, head.method);
-      return this.refuse(403, '', denialBody('egress', { host, port }, d.rule));
+      return this.refuse(403, '', denialBody('egress', { host, port }, d.rule), DENIED_PHRASE);
     }
     this.last = head.minor === 0 || named.includes('close');
     // The head as it goes upstream: origin form, the target's authority as its Host
@@ -353,7 +359,12 @@ export class EgressConnection {
       if (!again.allowed) {
         sent.ticket();
         this.denied(host, port, again.rule, head.method);
-        return this.refuse(403, '', denialBody('egress', { host, port }, again.rule));
+        return this.refuse(
+          403,
+          '',
+          denialBody('egress', { host, port }, again.rule),
+          DENIED_PHRASE,
+        );
       }
       sent.rule = again.rule;
       void resolveDestination(host, listedAddress(rules, port)).then((where) => {
@@ -361,7 +372,12 @@ export class EgressConnection {
         if (!where.ok) {
           sent.ticket();
           this.denied(host, port, where.reason, head.method);
-          return this.refuse(403, '', denialBody('egress', { host, port }, where.reason));
+          return this.refuse(
+            403,
+            '',
+            denialBody('egress', { host, port }, where.reason),
+            DENIED_PHRASE,
+          );
         }
         this.open(
           where.address,
@@ -526,7 +542,7 @@ export class EgressConnection {
     const d = decide(this.ctx.rules(), host, port);
     if (!d.allowed) {
       this.denied(host, port, d.rule, 'CONNECT');
-      return this.refuse(403, '', denialBody('egress', { host, port }, d.rule));
+      return this.refuse(403, '', denialBody('egress', { host, port }, d.rule), DENIED_PHRASE);
     }
     this.retire();
     this.state = 'tunnel';
@@ -539,7 +555,12 @@ export class EgressConnection {
       if (!where.ok) {
         ticket();
         this.denied(host, port, where.reason, 'CONNECT');
-        return this.refuse(403, '', denialBody('egress', { host, port }, where.reason));
+        return this.refuse(
+          403,
+          '',
+          denialBody('egress', { host, port }, where.reason),
+          DENIED_PHRASE,
+        );
       }
       const early = this.pending;
       this.pending = Buffer.alloc(0);
@@ -584,12 +605,12 @@ export class EgressConnection {
   }
 
   /** Answer with an error (its reason as text, or `json`) and close the connection. */
-  private refuse(status: number, reason: string, json?: string): void {
+  private refuse(status: number, reason: string, json?: string, phrase?: string): void {
     this.clearHeadTimer();
     this.state = 'done';
     this.pending = Buffer.alloc(0);
     const body = json ?? `${reason}\n`;
-    this.refusal = `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\ncontent-type: ${json ? 'application/json' : 'text/plain'}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+    this.refusal = `HTTP/1.1 ${status} ${phrase ?? STATUS_TEXT[status] ?? 'Error'}\r\ncontent-type: ${json ? 'application/json' : 'text/plain'}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
     // Answers still owed to requests before this one (pipelined) go first; a request
     // cut off in its body owes nothing and is dropped with its connection.
     const up = this.up;

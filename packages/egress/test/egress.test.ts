@@ -151,7 +151,8 @@ describe('egress proxy', () => {
       socket,
       'CONNECT api.nowhere.test:443 HTTP/1.1\r\nHost: api.nowhere.test:443\r\n\r\n',
     );
-    expect(out).toMatch(/^HTTP\/1.1 403/);
+    // The status line says it too, for a client that shows a refused tunnel's reason only.
+    expect(out).toMatch(/^HTTP\/1.1 403 Forbidden by bot-bottle; ask with pipelock-block\r\n/);
     expect(out).toContain(
       'egress to api.nowhere.test:443 denied: no rule allows this host (deny by default)',
     );

@@ -290,8 +290,7 @@ export class EgressConnection {
       return this.refuse(503, 'the egress log is full: nothing more can go out of this bottle');
     const d = decide(this.ctx.rules(), host, port);
     if (!d.allowed) {
-      this.denied(host, port, d.rule, head.method);
-      return this.refuse(403, '', denialBody('egress', { host, port }, d.rule), DENIED_PHRASE);
+      return this.refuseEgress(host, port, d.rule, head.method);
     }
     this.last = head.minor === 0 || named.includes('close');
     // The head as it goes upstream: origin form, the target's authority as its Host
@@ -358,26 +357,14 @@ export class EgressConnection {
       const again = decide(rules, host, port);
       if (!again.allowed) {
         sent.ticket();
-        this.denied(host, port, again.rule, head.method);
-        return this.refuse(
-          403,
-          '',
-          denialBody('egress', { host, port }, again.rule),
-          DENIED_PHRASE,
-        );
+        return this.refuseEgress(host, port, again.rule, head.method);
       }
       sent.rule = again.rule;
       void resolveDestination(host, listedAddress(rules, port)).then((where) => {
         if (this.state !== 'wait') return sent.ticket();
         if (!where.ok) {
           sent.ticket();
-          this.denied(host, port, where.reason, head.method);
-          return this.refuse(
-            403,
-            '',
-            denialBody('egress', { host, port }, where.reason),
-            DENIED_PHRASE,
-          );
+          return this.refuseEgress(host, port, where.reason, head.method);
         }
         this.open(
           where.address,
@@ -541,8 +528,7 @@ export class EgressConnection {
       return this.refuse(503, 'the egress log is full: nothing more can go out of this bottle');
     const d = decide(this.ctx.rules(), host, port);
     if (!d.allowed) {
-      this.denied(host, port, d.rule, 'CONNECT');
-      return this.refuse(403, '', denialBody('egress', { host, port }, d.rule), DENIED_PHRASE);
+      return this.refuseEgress(host, port, d.rule, 'CONNECT');
     }
     this.retire();
     this.state = 'tunnel';
@@ -554,13 +540,7 @@ export class EgressConnection {
       if (this.client.destroyed) return ticket();
       if (!where.ok) {
         ticket();
-        this.denied(host, port, where.reason, 'CONNECT');
-        return this.refuse(
-          403,
-          '',
-          denialBody('egress', { host, port }, where.reason),
-          DENIED_PHRASE,
-        );
+        return this.refuseEgress(host, port, where.reason, 'CONNECT');
       }
       const early = this.pending;
       this.pending = Buffer.alloc(0);
@@ -602,6 +582,12 @@ export class EgressConnection {
       bytesDown: 0,
       durationMs: 0,
     });
+  }
+
+  /** Log and refuse a denied destination, saying how to ask for it (body and status line). */
+  private refuseEgress(host: string, port: number, rule: string, method: string): void {
+    this.denied(host, port, rule, method);
+    this.refuse(403, '', denialBody('egress', { host, port }, rule), DENIED_PHRASE);
   }
 
   /** Answer with an error (its reason as text, or `json`) and close the connection. */

@@ -77,6 +77,7 @@ export function hostPlan(
         }
       : undefined,
     sharedSockets: backend.mapsMounts,
+    isolated: backend.isolates,
     mirror: !!meta.mirror && backend.mapsMounts,
     turns: !!o.waiter,
   });

@@ -28,6 +28,7 @@ const inputs = fc.record({
   mirror: fc.boolean(),
   waiter: fc.boolean(),
   shared: fc.boolean(),
+  isolated: fc.boolean(),
   envSecret: fc.constant('sk-live-must-not-appear'),
 });
 
@@ -71,6 +72,7 @@ function input(x: Drawn): PlanInput {
       ? { allowedBases: ['bb-agents:1'], ttlMs: 1, waitMs: 1, coolDownAfter: 1, coolDownMs: 1 }
       : undefined,
     sharedSockets: x.shared,
+    isolated: x.isolated,
     mirror: x.mirror,
     turns: x.waiter,
   };
@@ -108,9 +110,10 @@ describe('planBottle', () => {
       fc.property(inputs, (x) => {
         const plan = planBottle(input(x));
         const forgeServed = x.forge && x.token;
-        // A supervised bottle runs its proxies with nothing allowed yet: an approval reloads them.
-        const proxies = x.allow.length > 0 || x.routes.length > 0 || x.supervise;
-        expect(!!plan.gate).toBe(forgeServed || proxies);
+        // A supervised bottle runs its proxies with nothing allowed yet, where they are its
+        // only way out (an isolating backend): an approval reloads them.
+        const proxies = x.allow.length > 0 || x.routes.length > 0 || (x.supervise && x.isolated);
+        expect(!!plan.gate).toBe(forgeServed || x.supervise || proxies);
         if (!plan.gate) return;
         expect(plan.gate.serves).toEqual({ forge: forgeServed, supervise: x.supervise, proxies });
         expect(!!plan.secrets['token']).toBe(forgeServed);

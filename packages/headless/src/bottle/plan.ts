@@ -129,6 +129,11 @@ export interface PlanInput {
   supervise?: SupervisePolicyPlan | undefined;
   /** The agent is another user than the gate: it may connect to the gate's sockets. */
   sharedSockets: boolean;
+  /**
+   * The backend isolates the agent, so its proxies are its only way out (a supervised
+   * bottle then runs them with nothing allowed yet). @default true
+   */
+  isolated?: boolean;
   /** The repository mirror's objects are mounted at `inside.mirror`. */
   mirror: boolean;
   /** A warm bottle's turns' commands are mounted at `inside.turns`. */
@@ -229,8 +234,10 @@ export function planBottle(i: PlanInput): BottlePlan {
   const supervise = i.supervise;
   // A supervised bottle runs its proxies even with nothing to allow yet (they refuse
   // everything, saying which tool asks): an approved host or route then applies in the
-  // same turn, by reloading them, whatever its manifest named.
-  const proxies = needsProxies(config) || !!supervise;
+  // same turn, by reloading them, whatever its manifest named. Not where nothing is
+  // isolated (the local backend): there the agent is not held, and its bridge would
+  // take the host's own ports.
+  const proxies = needsProxies(config) || (!!supervise && i.isolated !== false);
   const routes = parseRoutes(config.routes);
   // The first model API the provider speaks that the bottle's credential routes offer.
   const modelApi = modelApiFor(i.provider, (kind) =>

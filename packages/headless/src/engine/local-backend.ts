@@ -103,6 +103,13 @@ export class LocalBackend implements Backend {
       b.resolveExit({ exitCode: 127, oomKilled: false });
     });
     child.on('exit', (code, signal) => {
+      // As a container's end takes everything in it: what the command left running in
+      // its process group (a bridge holding the host's ports, say) goes with it.
+      try {
+        if (child.pid) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // nothing was left
+      }
       b.state = 'exited';
       b.exitCode = code ?? (signal ? 128 + (signal === 'SIGKILL' ? 9 : 15) : 1);
       b.resolveExit({ exitCode: b.exitCode, oomKilled: false });

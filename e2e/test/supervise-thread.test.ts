@@ -3,7 +3,9 @@
 // $BB_SUPERVISE and waits; the orchestrator posts the request on the issue; a
 // writer who is not an admin replies `/bb approve` and is ignored; an admin's
 // reply approves it; the proxy reloads and the same turn carries on. The
-// decision is recorded as made on the forge by that admin.
+// decision is recorded as made on the forge by that admin. `/bb modify` approves
+// the admin's own file in the agent's place; auto mode approves a harmless request
+// by itself and leaves a risky one to a person.
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -21,45 +23,45 @@ const TOKEN = 'bb-claude-token-thread-93ab';
 const SECRET = 'supervise-thread-webhook-secret';
 const ID = /request `(sr_[a-z0-9]{20})`/;
 
-describe.skipIf(!docker.ok)('supervise on the forge thread, through the service', () => {
-  let home: string;
-  let gitea: GiteaTestServer;
-  let orch: RunningOrchestrator;
-  const backend = new DockerBackend();
+/** A script agent that asks for `host` with $BB_SUPERVISE, waits for the answer, and is done. */
+const asksFor = (host: string) =>
+  scriptAgent([
+    {
+      steps: [
+        {
+          do: 'sh',
+          cmd: `printf '{"allow":["registry.npmjs.org","${host}"]}\\n' > /tmp/allow.json`,
+        },
+        // Waits for the decision; a refusal or a timeout fails the turn.
+        {
+          do: 'sh',
+          cmd: `$BB_SUPERVISE pipelock-block --file /tmp/allow.json --why 'pip needs ${host} for the tests' --wait 100`,
+        },
+        { do: 'done', status: 'success', summary: `Got ${host}.` },
+      ],
+    },
+  ]);
 
+/**
+ * The service on real Docker with these agents, a test forge where alice administers
+ * acme/widgets and mallory may only write to it, and a ceiling that lets pypi.org in.
+ */
+function threadWorld(
+  prefix: string,
+  agents: Record<string, unknown>,
+  env: Record<string, string> = {},
+) {
+  const w = {} as { home: string; gitea: GiteaTestServer; orch: RunningOrchestrator };
+  const backend = new DockerBackend();
   beforeAll(async () => {
-    home = makeHome(
-      'bb-supervise-thread-',
-      {
-        implementer: scriptAgent([
-          {
-            steps: [
-              {
-                do: 'sh',
-                cmd: `printf '{"allow":["registry.npmjs.org","pypi.org"]}\\n' > /tmp/allow.json`,
-              },
-              // Waits for the decision; a refusal or a timeout fails the turn.
-              {
-                do: 'sh',
-                cmd: `$BB_SUPERVISE pipelock-block --file /tmp/allow.json --why 'pip needs pypi.org for the tests' --wait 100`,
-              },
-              { do: 'done', status: 'success', summary: 'Got pypi.org.' },
-            ],
-          },
-        ]),
-      },
-      {
-        // Proxies running from the start (a bottle with no allowlist cannot be unblocked yet).
-        default: { image: BASE_IMAGE, egress: { allow: ['registry.npmjs.org'] } },
-      },
-    );
-    // The operator's ceiling lets pypi.org be granted without an override.
+    w.home = makeHome(prefix, agents, {
+      default: { image: BASE_IMAGE, egress: { allow: ['registry.npmjs.org'] } },
+    });
     writeFileSync(
-      join(home, 'config', 'supervise.json'),
+      join(w.home, 'config', 'supervise.json'),
       JSON.stringify({ egressCeiling: ['pypi.org'] }),
     );
-    gitea = await createGiteaTestServer({
-      // alice administers the repository; mallory may only write to it.
+    w.gitea = await createGiteaTestServer({
       world: acmeWorld(TOKEN, {
         aliceToken: 'alice-token-thread-0001',
         users: [{ login: 'mallory', tokens: ['mallory-token-thread-0001'] }],
@@ -67,18 +69,29 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
         admins: ['bb-claude', 'alice'],
       }),
     });
-    orch = await serveFor({ home, gitea, token: TOKEN, secret: SECRET, backend });
+    w.orch = await serveFor({
+      home: w.home,
+      gitea: w.gitea,
+      token: TOKEN,
+      secret: SECRET,
+      backend,
+      env,
+    });
   }, 60_000);
-
   afterAll(async () => {
-    await orch?.close();
-    await gitea?.close();
-    await destroyHome(home, backend);
+    await w.orch?.close();
+    await w.gitea?.close();
+    if (w.home) await destroyHome(w.home, backend);
   });
+  return w;
+}
+
+describe.skipIf(!docker.ok)('supervise on the forge thread, through the service', () => {
+  const w = threadWorld('bb-supervise-thread-', { implementer: asksFor('pypi.org') });
 
   it('posts the request on the issue; an admin approves it by replying, a mere writer cannot', async () => {
-    const n = fileIssue(gitea, 'implementer', 'Make the tests install', 'They need pypi.org.');
-    const bodies = () => gitea.issue('acme/widgets', n).comments.map((c) => c.body);
+    const n = fileIssue(w.gitea, 'implementer', 'Make the tests install', 'They need pypi.org.');
+    const bodies = () => w.gitea.issue('acme/widgets', n).comments.map((c) => c.body);
     const posted = await until(
       'the request on the issue',
       () => bodies().find((b) => ID.test(b)),
@@ -88,18 +101,19 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
     expect(posted).toContain('pipelock-block');
     expect(posted).toContain('pip needs pypi.org for the tests');
     expect(posted).toMatch(/```diff[\s\S]*pypi\.org/);
-    expect(gitea.issue('acme/widgets', n).comments.find((c) => c.body === posted)?.author).toBe(
+    expect(w.gitea.issue('acme/widgets', n).comments.find((c) => c.body === posted)?.author).toBe(
       'bb-claude',
     );
 
-    const store = () => new SuperviseStore(BbDatabase.open({ path: join(home, 'bot-bottle.db') }));
+    const store = () =>
+      new SuperviseStore(BbDatabase.open({ path: join(w.home, 'bot-bottle.db') }));
     // A writer who is not an admin: ignored, the request still waits.
-    gitea.comment('mallory', 'acme/widgets', n, `/bb approve ${id}`);
-    await gitea.settle();
+    w.gitea.comment('mallory', 'acme/widgets', n, `/bb approve ${id}`);
+    await w.gitea.settle();
     await new Promise((r) => setTimeout(r, 1500));
     expect(store().get(id)?.status).toBe('pending');
 
-    gitea.comment('alice', 'acme/widgets', n, `/bb approve ${id}`);
+    w.gitea.comment('alice', 'acme/widgets', n, `/bb approve ${id}`);
     await until('the answer on the thread', () =>
       bodies().find((b) => b.startsWith(`Approved \`${id}\``)),
     );
@@ -110,7 +124,7 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
     const done = await until(
       'the turn to end',
       async () => {
-        const r = (await fetch(`${orch.url}/api/bottles`).then((x) => x.json())) as {
+        const r = (await fetch(`${w.orch.url}/api/bottles`).then((x) => x.json())) as {
           bottles: Array<{ issueNumber: number; status: string }>;
         };
         const b = r.bottles.find((x) => x.issueNumber === n);
@@ -121,5 +135,66 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
     expect(done.status).toBe('frozen');
     // Nothing of the /bb replies reached the agent as a message.
     expect(bodies().filter((b) => b.includes('Got pypi.org'))).toEqual([]);
+  }, 240_000);
+
+  it("a decider's own file from a code block is approved in the agent's place, and applied", async () => {
+    const n = fileIssue(w.gitea, 'implementer', 'Tests again', 'They need pypi.org.');
+    const bodies = () => w.gitea.issue('acme/widgets', n).comments.map((c) => c.body);
+    const posted = await until(
+      'the request on the issue',
+      () => bodies().find((b) => ID.test(b)),
+      90_000,
+    );
+    const id = ID.exec(posted)![1]!;
+    expect(posted).toContain(`/bb modify ${id}`);
+    const mine = '{\n  "allow": ["registry.npmjs.org", "pypi.org:443"]\n}\n';
+    w.gitea.comment(
+      'alice',
+      'acme/widgets',
+      n,
+      `/bb modify ${id}\nOnly over TLS:\n\n\`\`\`json\n${mine}\`\`\`\n`,
+    );
+    await until('the answer on the thread', () =>
+      bodies().find((b) => b.startsWith(`Approved, as modified, \`${id}\``)),
+    );
+    const decided = new SuperviseStore(
+      BbDatabase.open({ path: join(w.home, 'bot-bottle.db') }),
+    ).get(id)!;
+    expect(decided).toMatchObject({ status: 'modified', decidedBy: 'forge:alice', final: mine });
+    expect(decided.remediation, JSON.stringify(decided.remediation)).toMatchObject({ ok: true });
+  }, 240_000);
+});
+
+describe.skipIf(!docker.ok)('supervise auto mode, through the service', () => {
+  const w = threadWorld(
+    'bb-supervise-auto-',
+    { harmless: asksFor('pypi.org'), risky: asksFor('10.0.0.7:8080') },
+    { BB_SUPERVISE_AUTO: 'on' },
+  );
+  const store = () => new SuperviseStore(BbDatabase.open({ path: join(w.home, 'bot-bottle.db') }));
+
+  it('approves a harmless request at once and says so; a risky one waits for a person', async () => {
+    const bodies = (n: number) => w.gitea.issue('acme/widgets', n).comments.map((c) => c.body);
+    const harmless = fileIssue(w.gitea, 'harmless', 'Install from pypi', 'It needs pypi.org.');
+    const said = await until(
+      'the automatic approval on the issue',
+      () => bodies(harmless).find((b) => b.startsWith('**Approved automatically**')),
+      90_000,
+    );
+    const id = ID.exec(said)![1]!;
+    expect(store().get(id)).toMatchObject({ status: 'approved', decidedBy: 'auto' });
+    expect(said).toContain('pip needs pypi.org for the tests');
+
+    const risky = fileIssue(w.gitea, 'risky', 'Reach the lab box', 'It needs 10.0.0.7.');
+    const posted = await until(
+      'the risky request, for a person',
+      () => bodies(risky).find((b) => b.includes('/bb approve')),
+      90_000,
+    );
+    const other = ID.exec(posted)![1]!;
+    expect(store().get(other)?.status).toBe('pending');
+    // A person ends it, so the agent does not wait out its time.
+    w.gitea.comment('alice', 'acme/widgets', risky, `/bb reject ${other} not from a bottle`);
+    await until('rejected', () => (store().get(other)?.status === 'rejected' ? true : undefined));
   }, 240_000);
 });

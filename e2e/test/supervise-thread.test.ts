@@ -88,16 +88,20 @@ function threadWorld(
 
 describe.skipIf(!docker.ok)('supervise on the forge thread, through the service', () => {
   const w = threadWorld('bb-supervise-thread-', { implementer: asksFor('pypi.org') });
-
-  it('posts the request on the issue; an admin approves it by replying, a mere writer cannot', async () => {
-    const n = fileIssue(w.gitea, 'implementer', 'Make the tests install', 'They need pypi.org.');
+  /** An issue for the implementer, once its request is on it: the comment and its id. */
+  const requested = async (title: string) => {
+    const n = fileIssue(w.gitea, 'implementer', title, 'They need pypi.org.');
     const bodies = () => w.gitea.issue('acme/widgets', n).comments.map((c) => c.body);
     const posted = await until(
       'the request on the issue',
       () => bodies().find((b) => ID.test(b)),
       90_000,
     );
-    const id = ID.exec(posted)![1]!;
+    return { n, bodies, posted, id: ID.exec(posted)![1]! };
+  };
+
+  it('posts the request on the issue; an admin approves it by replying, a mere writer cannot', async () => {
+    const { n, bodies, posted, id } = await requested('Make the tests install');
     expect(posted).toContain('pipelock-block');
     expect(posted).toContain('pip needs pypi.org for the tests');
     expect(posted).toMatch(/```diff[\s\S]*pypi\.org/);
@@ -138,14 +142,7 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
   }, 240_000);
 
   it("a decider's own file from a code block is approved in the agent's place, and applied", async () => {
-    const n = fileIssue(w.gitea, 'implementer', 'Tests again', 'They need pypi.org.');
-    const bodies = () => w.gitea.issue('acme/widgets', n).comments.map((c) => c.body);
-    const posted = await until(
-      'the request on the issue',
-      () => bodies().find((b) => ID.test(b)),
-      90_000,
-    );
-    const id = ID.exec(posted)![1]!;
+    const { n, bodies, posted, id } = await requested('Tests again');
     expect(posted).toContain(`/bb modify ${id}`);
     const mine = '{\n  "allow": ["registry.npmjs.org", "pypi.org:443"]\n}\n';
     w.gitea.comment(
@@ -174,27 +171,25 @@ describe.skipIf(!docker.ok)('supervise auto mode, through the service', () => {
   const store = () => new SuperviseStore(BbDatabase.open({ path: join(w.home, 'bot-bottle.db') }));
 
   it('approves a harmless request at once and says so; a risky one waits for a person', async () => {
-    const bodies = (n: number) => w.gitea.issue('acme/widgets', n).comments.map((c) => c.body);
-    const harmless = fileIssue(w.gitea, 'harmless', 'Install from pypi', 'It needs pypi.org.');
-    const said = await until(
-      'the automatic approval on the issue',
-      () => bodies(harmless).find((b) => b.startsWith('**Approved automatically**')),
-      90_000,
-    );
-    const id = ID.exec(said)![1]!;
-    expect(store().get(id)).toMatchObject({ status: 'approved', decidedBy: 'auto' });
-    expect(said).toContain('pip needs pypi.org for the tests');
+    /** Agent `agent`'s issue, once a comment on it says `what`: that comment and its request. */
+    const filed = async (agent: string, what: (body: string) => boolean) => {
+      const n = fileIssue(w.gitea, agent, `For ${agent}`, 'It needs a host.');
+      const body = await until(
+        `the comment on ${agent}'s issue`,
+        () => w.gitea.issue('acme/widgets', n).comments.find((c) => what(c.body))?.body,
+        90_000,
+      );
+      return { n, body, id: ID.exec(body)![1]! };
+    };
+    const harmless = await filed('harmless', (b) => b.startsWith('**Approved automatically**'));
+    expect(store().get(harmless.id)).toMatchObject({ status: 'approved', decidedBy: 'auto' });
+    expect(harmless.body).toContain('pip needs pypi.org for the tests');
 
-    const risky = fileIssue(w.gitea, 'risky', 'Reach the lab box', 'It needs 10.0.0.7.');
-    const posted = await until(
-      'the risky request, for a person',
-      () => bodies(risky).find((b) => b.includes('/bb approve')),
-      90_000,
-    );
-    const other = ID.exec(posted)![1]!;
+    const risky = await filed('risky', (b) => b.includes('/bb approve'));
+    const other = risky.id;
     expect(store().get(other)?.status).toBe('pending');
     // A person ends it, so the agent does not wait out its time.
-    w.gitea.comment('alice', 'acme/widgets', risky, `/bb reject ${other} not from a bottle`);
+    w.gitea.comment('alice', 'acme/widgets', risky.n, `/bb reject ${other} not from a bottle`);
     await until('rejected', () => (store().get(other)?.status === 'rejected' ? true : undefined));
   }, 240_000);
 });

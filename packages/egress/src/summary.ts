@@ -49,41 +49,33 @@ export function summarizeEgress(input: string | EgressLogEntry[]): EgressSummary
     totals.connections++;
     totals.bytesUp += e.bytesUp;
     totals.bytesDown += e.bytesDown;
-    /** Count `e` in the row of `map` under `k` (made by `first` when new). */
-    const tally = <T extends { bytesUp: number; bytesDown: number }>(
-      map: Map<string, T>,
-      k: string,
-      first: () => T,
-      count: (row: T) => void,
-    ) => {
-      const row = map.get(k) ?? first();
-      count(row);
-      row.bytesUp += e.bytesUp;
-      row.bytesDown += e.bytesDown;
-      map.set(k, row);
-    };
     if (e.kind === 'credential') {
       const k = e.route ?? e.rule;
-      tally(
-        creds,
-        k,
-        () => ({ route: k, auth: e.auth ?? [], requests: 0, bytesUp: 0, bytesDown: 0 }),
-        (c) => c.requests++,
-      );
+      const c = creds.get(k) ?? {
+        route: k,
+        auth: e.auth ?? [],
+        requests: 0,
+        bytesUp: 0,
+        bytesDown: 0,
+      };
+      c.requests++;
+      c.bytesUp += e.bytesUp;
+      c.bytesDown += e.bytesDown;
+      creds.set(k, c);
     } else {
-      tally(
-        allowed,
-        `${e.host}:${e.port}`,
-        () => ({
-          host: e.host,
-          port: e.port,
-          rule: e.rule,
-          connections: 0,
-          bytesUp: 0,
-          bytesDown: 0,
-        }),
-        (a) => a.connections++,
-      );
+      const k = `${e.host}:${e.port}`;
+      const a = allowed.get(k) ?? {
+        host: e.host,
+        port: e.port,
+        rule: e.rule,
+        connections: 0,
+        bytesUp: 0,
+        bytesDown: 0,
+      };
+      a.connections++;
+      a.bytesUp += e.bytesUp;
+      a.bytesDown += e.bytesDown;
+      allowed.set(k, a);
     }
   }
   const byName = <T extends { host?: string; route?: string }>(xs: T[]) =>

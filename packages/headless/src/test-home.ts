@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { homeLayout } from '@bb/names';
 import { type BottlePaths, bottlePaths, type ForgeWiring, writeMeta } from './bottle/layout';
+import { writeCurrentConfig } from './bottle/supervise-gate';
 
 export interface TestHomeManifests {
   /** Agent manifests by name (`$BB_HOME/config/agents/<name>.json`). */
@@ -130,7 +131,7 @@ export function writeFrozenBottle(
   const env = { BB_HOME: home };
   const paths = bottlePaths(slug, env);
   const image = o.image ?? 'bb-base:latest';
-  mkdirSync(paths.currentConfig, { recursive: true });
+  mkdirSync(paths.dir, { recursive: true });
   writeMeta(
     {
       slug,
@@ -148,11 +149,15 @@ export function writeFrozenBottle(
     },
     env,
   );
-  const config = (file: string, text: string) =>
-    writeFileSync(join(paths.currentConfig, file), text);
-  config('allowlist.json', `${JSON.stringify({ allow: o.allow ?? ['registry.npmjs.org'] })}\n`);
-  config('routes.json', `${JSON.stringify({ routes: [] })}\n`);
-  config('Dockerfile', `FROM ${image}\n`);
+  writeCurrentConfig(
+    slug,
+    {
+      allowlist: `${JSON.stringify({ allow: o.allow ?? ['registry.npmjs.org'] })}\n`,
+      routes: `${JSON.stringify({ routes: [] })}\n`,
+      dockerfile: `FROM ${image}\n`,
+    },
+    env,
+  );
   return paths;
 }
 

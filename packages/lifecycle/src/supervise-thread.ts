@@ -15,7 +15,13 @@
  */
 import { errorMessage, isBbError } from '@bb/errors';
 import type { Forge } from '@bb/forge';
-import { autoApprovable, type DecisionOutcome, REQUEST_ID, type RequestView } from '@bb/supervise';
+import {
+  autoApprovable,
+  type Decision,
+  type DecisionOutcome,
+  REQUEST_ID,
+  type RequestView,
+} from '@bb/supervise';
 import { forMarkdown, markdownFence } from '@bb/wall';
 import type { Core } from './core';
 import { parseIssueKey } from './routing';
@@ -24,15 +30,10 @@ import { parseIssueKey } from './routing';
 export interface ThreadDesk {
   list(filter: { status: 'pending' }): RequestView[];
   show(id: string): RequestView;
+  /** As the desk approves (`edited`: the decider's own file, in the proposal's place). */
   approve(
     id: string,
-    d: {
-      by: string;
-      scope?: 'turn' | 'bottle';
-      /** The decider's own version of the file, approved in the proposal's place. */
-      edited?: string;
-      expect?: { candidateHash?: string };
-    },
+    d: Pick<Decision, 'by' | 'edited' | 'expect'> & { scope?: 'turn' | 'bottle' },
   ): Promise<DecisionOutcome>;
   reject(id: string, reason: string, by: string): unknown;
 }

@@ -94,11 +94,6 @@ export interface AuditEntry {
 export const CURRENT_CONFIG = 'current-config';
 export const EXCHANGE = 'supervise';
 
-/**
- * The operator's side of the supervise plane: takes in what bottles asked for,
- * shows it with its diff and findings, and carries out the decision (approve,
- * modify, reject, cancel) — the remediation first, then the answer to the agent.
- */
 /** How a request is approved (see `SuperviseDesk.approve`). */
 export interface Decision {
   by: string;
@@ -108,6 +103,11 @@ export interface Decision {
   override?: boolean;
 }
 
+/**
+ * The operator's side of the supervise plane: takes in what bottles asked for,
+ * shows it with its diff and findings, and carries out the decision (approve,
+ * modify, reject, cancel) — the remediation first, then the answer to the agent.
+ */
 export class SuperviseDesk {
   readonly #o: SuperviseDeskOptions;
   readonly #now: () => number;

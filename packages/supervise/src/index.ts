@@ -35,6 +35,7 @@ export {
 export {
   type AuditEntry,
   CURRENT_CONFIG,
+  type Decision,
   type DecisionOutcome,
   EXCHANGE,
   type Remediator,

@@ -115,9 +115,19 @@ const proposalLines = (r: RequestView): string[] => [
   '',
   markdownFence(shownDiff(r), 'diff'),
   ...(r.findings.length
-    ? ['', 'What the analyser found:', ...r.findings.map((f) => `- ${forMarkdown(f.message)}`)]
+    ? [
+        '',
+        'What the analyser found:',
+        ...r.findings.slice(0, MAX_FINDINGS).map((f) => `- ${forMarkdown(f.message)}`),
+        ...(r.findings.length > MAX_FINDINGS
+          ? [`- … and ${r.findings.length - MAX_FINDINGS} more (\`bb supervise show ${r.id}\`)`]
+          : []),
+      ]
     : []),
 ];
+
+/** The most findings a comment lists (a forge limits a comment's length). */
+const MAX_FINDINGS = 20;
 
 /** The comment that puts request `r` before the people on the thread. */
 export function requestComment(r: RequestView, deciders: string): string {
@@ -237,7 +247,12 @@ interface ThreadPost {
   /** It says an automatic approval (posted whatever becomes of the request). */
   auto: boolean;
   body: string;
+  /** Failed posts so far. */
+  tries?: number;
 }
+
+/** Posts of one comment tried before it is given up (about a minute of passes). */
+const MAX_TRIES = 30;
 
 /** Post `u`; kept for the next pass when the forge fails (the ledger marked it already). */
 async function post(core: Core, id: string, u: ThreadPost): Promise<void> {
@@ -246,11 +261,18 @@ async function post(core: Core, id: string, u: ThreadPost): Promise<void> {
     unposted(core).delete(id);
     core.log({ msg: 'supervise request posted', key: u.key, request: id });
   } catch (err) {
-    unposted(core).set(id, u);
+    const tries = (u.tries ?? 0) + 1;
+    // A comment the forge keeps refusing is not tried forever (the token's rate is shared).
+    if (tries < MAX_TRIES) unposted(core).set(id, { ...u, tries });
+    else unposted(core).delete(id);
     core.log({
-      msg: 'could not post a supervise request',
+      msg:
+        tries < MAX_TRIES
+          ? 'could not post a supervise request'
+          : 'gave up posting a supervise request',
       key: u.key,
       request: id,
+      tries,
       error: errorMessage(err),
     });
   }

@@ -245,6 +245,40 @@ describe('supervise requests on the forge thread', () => {
     expect(risky.d.decided).toEqual([]);
   });
 
+  it('lists at most 20 findings, and stops posting a comment the forge keeps refusing', async () => {
+    const many = Array.from({ length: 25 }, (_, i) => ({
+      severity: 'info',
+      code: 'host-new',
+      message: `h${i}.example is a new host`,
+    }));
+    let slug = '';
+    const d = desk(() => slug, undefined, many);
+    const t = setup({ supervise: d.plane, superviseThreadMs: 5 });
+    const { n } = await t.launched();
+    slug = t.slugOf(n);
+    const bodies: string[] = [];
+    t.setForge((owner, repo) => {
+      const f = new MemoryForge({ owner, repo, as: 'bb-bot', world: t.world });
+      f.postComment = async (_i, body) => {
+        bodies.push(body);
+        throw new Error('422: the comment is refused');
+      };
+      return f;
+    });
+    t.orch.startWatchdog();
+    await until(
+      'given up',
+      () => t.logs.some((l) => l['msg'] === 'gave up posting a supervise request'),
+      10_000,
+    );
+    expect(bodies).toHaveLength(30);
+    expect(bodies[0]).toContain('h19.example');
+    expect(bodies[0]).not.toContain('h20.example');
+    expect(bodies[0]).toContain(`… and 5 more (\`bb supervise show ${ID}\`)`);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(bodies).toHaveLength(30);
+  });
+
   it('reads only the commands it knows', () => {
     expect(parseThreadCommand(`/bb modify ${ID} --scope bottle\n~~~\na\nb\n~~~`)).toEqual({
       verb: 'modify',

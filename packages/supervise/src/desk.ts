@@ -192,9 +192,10 @@ export class SuperviseDesk {
   async approve(id: string, d: Decision): Promise<DecisionOutcome> {
     this.sync();
     const r = this.#pending(id);
-    // One approval of a bottle's file at a time: the next is checked against the file
-    // the one before it applied (two approved from the same base, the second is a CONFLICT).
-    const key = `${r.slug}\0${r.kind}`;
+    // One approval of a bottle's proxies (allowlist and routes reload together) or image at
+    // a time: the next is checked against what the one before it applied (two approved from
+    // the same base, the second is a CONFLICT) and never reloads over it.
+    const key = `${r.slug}\0${r.kind === 'dockerfile' ? 'image' : 'proxies'}`;
     const run = (this.#applying.get(key) ?? Promise.resolve())
       .catch(() => {})
       .then(() => this.#approve(id, d));

@@ -43,11 +43,16 @@ describe('supervise: propose, decide, answer', () => {
   let failApply = false;
   // As the real one: the file is rewritten once the proxy has reloaded, a while later.
   let applyMs = 0;
+  let applying = false;
+  let overlapped = false;
 
   const remediator: Remediator = {
     async reloadProxies(slug, kind, text, scope) {
       if (failApply) throw new Error('the proxy did not answer');
+      if (applying) overlapped = true;
+      applying = true;
       if (applyMs) await new Promise((r) => setTimeout(r, applyMs));
+      applying = false;
       applied.push({ slug, kind, text, scope });
       writeFileSync(
         join(bottle, 'current-config', kind === 'routes' ? 'routes.json' : 'allowlist.json'),
@@ -90,6 +95,7 @@ describe('supervise: propose, decide, answer', () => {
     applied.length = 0;
     failApply = false;
     applyMs = 0;
+    overlapped = false;
     root = mkdtempSync(join(tmpdir(), 'bb-supervise-'));
     bottle = join(root, 'bottles', SLUG);
     mkdirSync(join(bottle, 'current-config'), { recursive: true });
@@ -402,6 +408,25 @@ describe('supervise: propose, decide, answer', () => {
     expect(y.status).toBe('rejected');
     expect(String((y as PromiseRejectedResult).reason)).toMatch(/changed since the agent proposed/);
     expect(applied.map((p) => JSON.parse(p.text).allow)).toEqual([['pypi.org']]);
+  });
+
+  it('an allowlist and a routes approval at once reload the proxies one after the other', async () => {
+    const a = await askToAllow(client, 'pypi.org');
+    const b = await client.propose('cred-proxy-block', {
+      routes: JSON.stringify({
+        routes: [{ prefix: '/pypi', upstream: 'https://pypi.org/simple', headers: {} }],
+      }),
+      justification: WHY,
+    });
+    const d = desk();
+    applyMs = 50;
+    const outcomes = await Promise.all([
+      d.approve(a.request_id, { by: 'alice' }),
+      d.approve(b.request_id, { by: 'bob' }),
+    ]);
+    expect(outcomes.map((o) => o.remediation?.ok)).toEqual([true, true]);
+    // Never two reloads of one bottle's proxies at once.
+    expect(overlapped).toBe(false);
   });
 
   it('a bottle cannot flood the host with requests', async () => {

@@ -109,10 +109,15 @@ export function kindModule(
 /** Write `text` to `to` unless it holds it already, never leaving half a file. */
 function writeIfChanged(to: string, text: string): void {
   try {
-    if (readFileSync(to, 'utf8') === text) return;
+    if (readFileSync(to, 'utf8') === text) {
+      // Readable by the agent whatever the umask it was written under.
+      chmodSync(to, 0o644);
+      return;
+    }
   } catch {}
   const part = `${to}.${randomBytes(4).toString('hex')}.part`;
-  writeFileSync(part, text, { mode: 0o644 });
+  writeFileSync(part, text);
+  chmodSync(part, 0o644);
   renameSync(part, to);
 }
 

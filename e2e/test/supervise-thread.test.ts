@@ -122,7 +122,12 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
       bodies().find((b) => b.startsWith(`Approved \`${id}\``)),
     );
     const decided = store().get(id)!;
-    expect(decided).toMatchObject({ status: 'approved', decidedBy: 'forge:alice', scope: 'turn' });
+    expect(decided).toMatchObject({
+      status: 'approved',
+      decidedBy: 'forge:alice',
+      decidedVia: 'forge',
+      scope: 'turn',
+    });
     expect(decided.remediation, JSON.stringify(decided.remediation)).toMatchObject({ ok: true });
     // The agent's wait returned approved, so its turn went on to signal done.
     const done = await until(
@@ -157,7 +162,12 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
     const decided = new SuperviseStore(
       BbDatabase.open({ path: join(w.home, 'bot-bottle.db') }),
     ).get(id)!;
-    expect(decided).toMatchObject({ status: 'modified', decidedBy: 'forge:alice', final: mine });
+    expect(decided).toMatchObject({
+      status: 'modified',
+      decidedBy: 'forge:alice',
+      decidedVia: 'forge',
+      final: mine,
+    });
     expect(decided.remediation, JSON.stringify(decided.remediation)).toMatchObject({ ok: true });
   }, 240_000);
 });
@@ -182,7 +192,11 @@ describe.skipIf(!docker.ok)('supervise auto mode, through the service', () => {
       return { n, body, id: ID.exec(body)![1]! };
     };
     const harmless = await filed('harmless', (b) => b.startsWith('**Approved automatically**'));
-    expect(store().get(harmless.id)).toMatchObject({ status: 'approved', decidedBy: 'auto' });
+    expect(store().get(harmless.id)).toMatchObject({
+      status: 'approved',
+      decidedBy: 'auto',
+      decidedVia: 'auto',
+    });
     expect(harmless.body).toContain('pip needs pypi.org for the tests');
 
     const risky = await filed('risky', (b) => b.includes('/bb approve'));

@@ -130,6 +130,7 @@ describe.skipIf(!docker.ok)(
         view = r;
         await d.approve(r.id, {
           by: 'alice',
+          via: 'cli',
           scope: 'turn',
           expect: { baseHash: r.baseHash, candidateHash: r.candidateHash },
         });
@@ -199,10 +200,15 @@ describe.skipIf(!docker.ok)(
           expect.arrayContaining(['secret-new', 'internal-address']),
         );
         expect(r.beyondCeiling).toEqual([expect.stringContaining('SUP_NEW_KEY')]);
-        await expect(d.approve(r.id, { by: 'alice' })).rejects.toThrow(
+        await expect(d.approve(r.id, { by: 'alice', via: 'cli' })).rejects.toThrow(
           /beyond the operator's ceiling/,
         );
-        const o = await d.approve(r.id, { by: 'alice', override: true, scope: 'bottle' });
+        const o = await d.approve(r.id, {
+          by: 'alice',
+          via: 'cli',
+          override: true,
+          scope: 'bottle',
+        });
         expect(o.remediation).toMatchObject({ ok: true });
       });
       const run = await agent;
@@ -282,7 +288,10 @@ describe.skipIf(!docker.ok)(
         'rejected',
       );
       await operator((d, r) =>
-        d.reject(r.id, 'No: use the mirror at registry.npmjs.org instead.', 'alice'),
+        d.reject(r.id, 'No: use the mirror at registry.npmjs.org instead.', {
+          by: 'alice',
+          via: 'cli',
+        }),
       );
       const r1 = await rejected;
       expect(JSON.parse((await rt.readWorkspace(r1, 'answer.json'))!)).toMatchObject({
@@ -323,7 +332,7 @@ describe.skipIf(!docker.ok)(
         'modified',
       );
       const mine = `${JSON.stringify({ allow: ['registry.npmjs.org', target] }, null, 2)}\n`;
-      await operator((d, r) => d.approve(r.id, { by: 'alice', edited: mine }));
+      await operator((d, r) => d.approve(r.id, { by: 'alice', via: 'cli', edited: mine }));
       const r2 = await modified;
       expect(JSON.parse((await rt.readWorkspace(r2, 'answer.json'))!)).toMatchObject({
         status: 'modified',
@@ -401,7 +410,7 @@ describe.skipIf(!docker.ok)(
         await operator(async (d, r) => {
           expect(r.kind).toBe('dockerfile');
           expect(r.diff).toContain('+RUN printf');
-          const out = await d.approve(r.id, { by: 'alice' });
+          const out = await d.approve(r.id, { by: 'alice', via: 'cli' });
           expect(out.remediation).toMatchObject({ ok: true });
         });
         return agent;

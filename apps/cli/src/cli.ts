@@ -85,6 +85,8 @@ export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Pro
       }
       case 'supervise':
         return await (await import('./commands/supervise')).superviseCommand(rest, io, deps);
+      case 'operator':
+        return await (await import('./commands/operator')).operatorCommand(rest, io);
       case 'state':
         return await (await import('./commands/state')).stateCommand(rest, io);
       case 'doctor':

@@ -243,7 +243,8 @@ agent continues in a new container on the same workspace and session.
                                requests with the denial that triggered them, the
                                justification, the diff and the analyser's findings.
                                Keys: up/down choose, a approve, m modify in $EDITOR,
-                               r reject with a reason, s scope, q quit
+                               r reject with a reason, s scope, o override,
+                               PgDn/PgUp (space, b) or J/K scroll the diff, q quit
   bb supervise list [--all | --status S] [--json]
                                requests (default: pending)
   bb supervise show <id> [--json]
@@ -271,10 +272,33 @@ agent continues in a new container on the same workspace and session.
                                reload and kept like an approved request
 
 Options:
-  --by NAME           who decides (default: BB_OPERATOR, USER)
+  --server URL        decide at a remote orchestrator (or BB_SUPERVISE_SERVER)
+                      through its API, as the operator whose token is in
+                      BB_OPERATOR_TOKEN (or --token-file F): bb operator add
+                      NAME on its host makes one. Every command and the inbox
+                      work the same way; --write-manifest is for the host
+  --by NAME           who decides here (default: BB_OPERATOR, USER)
   -h, --help          show this help
 
 Exit: 0 done; 1 failed (nothing decided, or decided but not applied); 2 usage.
+`;
+
+export const OPERATOR_USAGE = `Usage: bb operator add <name> | list [--json] | revoke <name>
+
+Operators' own tokens for the orchestrator's API, kept in this BB_HOME (the
+orchestrator's): a decision made with one (bb supervise --server URL, or
+/api/supervise) is recorded as made by its name, through the API. Only the
+token's SHA-256 hash is kept: add prints the token once.
+
+  bb operator add <name>       make a token for <name> (1-39 of a-z 0-9 . _ -) and
+                               print it; give it to them as BB_OPERATOR_TOKEN
+  bb operator list [--json]    operators, when made, last used, revoked
+  bb operator revoke <name>    the token stops working at once
+
+Options:
+  -h, --help          show this help
+
+Exit: 0 done; 1 failed (no such operator, one with a token already); 2 usage.
 `;
 
 /** A `bb` command: its name, one line for `bb --help`, and its usage (absent: its package prints it). */
@@ -323,6 +347,11 @@ export const COMMANDS: readonly CommandInfo[] = [
     name: 'supervise',
     summary: 'decide what stuck agents ask for: routes, allowlist, Dockerfile',
     usage: SUPERVISE_USAGE,
+  },
+  {
+    name: 'operator',
+    summary: "operators' own tokens for deciding remotely: add, list, revoke",
+    usage: OPERATOR_USAGE,
   },
   {
     name: 'forklift',

@@ -39,7 +39,7 @@ describe.skipIf(!docker.ok || !root)('red team: a rebuild is bounded while it ru
       () => rt.desk(defaultPolicy(), env),
       async (desk, r) => {
         const t0 = Date.now();
-        const o = await desk.approve(r.id, { by: 'alice' });
+        const o = await desk.approve(r.id, { by: 'alice', via: 'cli' });
         outcome = {
           ok: o.remediation?.ok ?? false,
           detail: o.remediation?.detail ?? '',

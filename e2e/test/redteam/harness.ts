@@ -437,6 +437,7 @@ export const askForSvcRoute = (port: number, why: string, out: string): Step[] =
 export async function approveForTurn(d: SuperviseDesk, r: RequestView): Promise<void> {
   const o = await d.approve(r.id, {
     by: 'alice',
+    via: 'cli',
     scope: 'turn',
     override: true,
     expect: { baseHash: r.baseHash, candidateHash: r.candidateHash },

@@ -102,7 +102,9 @@ describe.skipIf(!docker.ok)("red team: an image's metadata steers no host action
     const operator = busyOperator(
       () => rt.desk(),
       async (desk, r) => {
-        decided = await desk.approve(r.id, { by: 'alice', scope: 'bottle' }).catch((e) => e);
+        decided = await desk
+          .approve(r.id, { by: 'alice', via: 'cli', scope: 'bottle' })
+          .catch((e) => e);
       },
     );
     const run = await rt.launch(

@@ -34,6 +34,8 @@ export const BB_ERROR_CODES = {
   TIMEOUT: 'the operation ran out of time; it may or may not have happened',
   ABORTED: 'the operation was cancelled (a shutdown, Ctrl-C)',
   UNSUPPORTED: 'this backend, forge or engine cannot do what was asked',
+  OPERATOR_DENIED:
+    "the orchestrator's API did not accept the operator (no token, a wrong or revoked one, or one that may not decide)",
   INTERNAL: 'a defect: the message is logged in full on the server only',
 } as const;
 

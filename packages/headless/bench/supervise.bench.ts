@@ -230,7 +230,7 @@ for (let i = 0; i < ROUNDS; i++)
     }
     visible.push(performance.now() - made);
     t = performance.now();
-    await desk.approve(id, { by: 'bench', override: true });
+    await desk.approve(id, { by: 'bench', via: 'cli', override: true });
     const a = await answer;
     if (a.status !== 'approved') throw new Error(`not approved: ${JSON.stringify(a)}`);
     if ((await call(kind)) !== 200) throw new Error(`through supervise: ${kind} still refused`);

@@ -17,6 +17,7 @@ import { errorMessage, isBbError } from '@bb/errors';
 import type { Forge } from '@bb/forge';
 import {
   autoApprovable,
+  type Decider,
   type Decision,
   type DecisionOutcome,
   REQUEST_ID,
@@ -33,9 +34,9 @@ export interface ThreadDesk {
   /** As the desk approves (`edited`: the decider's own file, in the proposal's place). */
   approve(
     id: string,
-    d: Pick<Decision, 'by' | 'edited' | 'expect'> & { scope?: 'turn' | 'bottle' },
+    d: Pick<Decision, 'by' | 'via' | 'edited' | 'expect'> & { scope?: 'turn' | 'bottle' },
   ): Promise<DecisionOutcome>;
-  reject(id: string, reason: string, by: string): unknown;
+  reject(id: string, reason: string, who: Decider): unknown;
 }
 
 /** The longest diff posted: a longer one is decided on the host (`bb supervise show`). */
@@ -163,6 +164,7 @@ async function autoDecide(
   try {
     const out = await desk.approve(r.id, {
       by: 'auto',
+      via: 'auto',
       expect: { candidateHash: r.candidateHash },
     });
     core.log({
@@ -358,7 +360,7 @@ export async function handleThreadCommand(
   const by = `forge:${comment.author}`;
   try {
     if (cmd.verb === 'reject') {
-      desk.reject(cmd.id, cmd.reason, by);
+      desk.reject(cmd.id, cmd.reason, { by, via: 'forge' });
       core.log({ msg: 'supervise request rejected on the forge', key, request: cmd.id, by });
       await reply(`Rejected \`${cmd.id}\` (@${comment.author}); the agent is told why.`);
       return;
@@ -372,6 +374,7 @@ export async function handleThreadCommand(
     const modified = cmd.verb === 'modify';
     const out = await desk.approve(cmd.id, {
       by,
+      via: 'forge',
       ...(cmd.scope ? { scope: cmd.scope } : {}),
       ...(modified ? { edited: cmd.file } : {}),
       // The proposal that was posted: a different one under the same id is not decided.

@@ -20,6 +20,7 @@ function desk(
     verb: string;
     id: string;
     by: string;
+    via?: string;
     scope?: string;
     expect?: unknown;
     reason?: string;
@@ -55,8 +56,8 @@ function desk(
         remediation: { ok: true, detail: 'reloaded' },
       } as never;
     },
-    reject: (id, reason, by) => {
-      decided.push({ verb: 'reject', id, by, reason });
+    reject: (id, reason, who) => {
+      decided.push({ verb: 'reject', id, ...who, reason });
       status = 'rejected';
     },
   };
@@ -107,6 +108,7 @@ describe('supervise requests on the forge thread', () => {
       verb: 'approve',
       id: ID,
       by: 'forge:alice',
+      via: 'forge',
       scope: 'bottle',
       expect: { candidateHash: 'c'.repeat(64) },
     });
@@ -147,6 +149,7 @@ describe('supervise requests on the forge thread', () => {
     expect(d.decided[0]).toMatchObject({
       verb: 'reject',
       by: 'forge:carol',
+      via: 'forge',
       reason: 'not pypi, use the mirror',
     });
   });
@@ -206,6 +209,7 @@ describe('supervise requests on the forge thread', () => {
       verb: 'approve',
       id: ID,
       by: 'forge:alice',
+      via: 'forge',
       edited: mine,
       expect: { candidateHash: 'c'.repeat(64) },
     });

@@ -84,6 +84,8 @@ export const RunRecordSchema = z.object({
         decision: z
           .object({
             by: z.string(),
+            /** Through what: forge, api, cli, tui, auto or system (records before it have none). */
+            via: z.string().nullable().optional(),
             at: z.string(),
             scope: z.string().nullable(),
             finalHash: z.string().nullable(),

@@ -46,7 +46,7 @@ function lines(s: SignedRecord): Array<[string, string]> {
         ? r.supervise
             .map(
               (q) =>
-                `${q.id} ${q.kind} via ${q.tool}: ${q.status}${q.decision ? ` by ${q.decision.by} at ${q.decision.at}${q.decision.scope ? ` (scope ${q.decision.scope})` : ''}${q.decision.override ? ' OVER THE CEILING' : ''}${q.decision.finalHash ? ` file ${q.decision.finalHash.slice(0, 12)}` : ''}${q.decision.reason ? `: ${q.decision.reason}` : ''}` : ''}${q.remediation ? `; remediation ${q.remediation.ok ? 'ok' : 'FAILED'}: ${q.remediation.detail}` : ''}`,
+                `${q.id} ${q.kind} via ${q.tool}: ${q.status}${q.decision ? ` by ${q.decision.by}${q.decision.via ? ` (${q.decision.via})` : ''} at ${q.decision.at}${q.decision.scope ? ` (scope ${q.decision.scope})` : ''}${q.decision.override ? ' OVER THE CEILING' : ''}${q.decision.finalHash ? ` file ${q.decision.finalHash.slice(0, 12)}` : ''}${q.decision.reason ? `: ${q.decision.reason}` : ''}` : ''}${q.remediation ? `; remediation ${q.remediation.ok ? 'ok' : 'FAILED'}: ${q.remediation.detail}` : ''}`,
             )
             .join('; ')
         : 'no requests',

@@ -16,7 +16,15 @@ export interface AccessPolicy {
   token?: string | undefined;
   /** Whether the listener is on a loopback address only. */
   loopback: boolean;
+  /**
+   * The operator a bearer token belongs to (their own, from `bb operator add`):
+   * it lets them in on any address, and names them, so their decisions are theirs.
+   */
+  operator?: ((token: string) => string | undefined) | undefined;
 }
+
+/** Whether a request may go on, and as which operator (null: nobody named, so it may only read). */
+export type Access = { ok: true; operator: string | null } | { ok: false; response: Response };
 
 export const TOKEN_COOKIE = 'bb_api_token';
 
@@ -39,10 +47,14 @@ function same(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
+function bearer(req: Request): string | undefined {
+  const m = /^Bearer\s+(\S+)$/i.exec(req.headers.get('authorization') ?? '');
+  return m?.[1];
+}
+
 function presented(req: Request): string | undefined {
-  const auth = req.headers.get('authorization') ?? '';
-  const m = /^Bearer\s+(\S+)$/i.exec(auth);
-  if (m) return m[1];
+  const m = bearer(req);
+  if (m) return m;
   for (const part of (req.headers.get('cookie') ?? '').split(';')) {
     const [k, ...v] = part.trim().split('=');
     if (k === TOKEN_COOKIE) return decodeURIComponent(v.join('='));
@@ -56,6 +68,41 @@ function presented(req: Request): string | undefined {
  * redirect to `/` (so the token leaves the address bar and the history).
  */
 export function checkAccess(req: Request, policy: AccessPolicy): Response | undefined {
+  const a = authenticate(req, policy);
+  return a.ok ? undefined : a.response;
+}
+
+/**
+ * `checkAccess`, and who is asking: an operator's own token (in the
+ * `Authorization` header only, never a cookie, so no other site can decide in a
+ * browser's name) is let in on any address and names its operator. A token that
+ * looks like an operator's and is not one (wrong, revoked) is refused, on loopback too.
+ */
+export function authenticate(req: Request, policy: AccessPolicy): Access {
+  const token = bearer(req);
+  if (token && policy.operator) {
+    const name = policy.operator(token);
+    if (name) return { ok: true, operator: name };
+    if (token.startsWith('bbop_'))
+      return {
+        ok: false,
+        response: new Response(
+          "this operator token is not valid (wrong, or revoked): bb operator list on the orchestrator's host\n",
+          {
+            status: 401,
+            headers: {
+              'content-type': 'text/plain',
+              'www-authenticate': 'Bearer realm="bot-bottle"',
+            },
+          },
+        ),
+      };
+  }
+  const refused = sharedAccess(req, policy);
+  return refused ? { ok: false, response: refused } : { ok: true, operator: null };
+}
+
+function sharedAccess(req: Request, policy: AccessPolicy): Response | undefined {
   const url = new URL(req.url);
   if (!policy.token) {
     // A page elsewhere could rebind its own name to 127.0.0.1: only loopback names pass.
@@ -68,7 +115,7 @@ export function checkAccess(req: Request, policy: AccessPolicy): Response | unde
       );
     return text(
       403,
-      'the dashboard and the APIs are closed on a non-loopback address: set BB_API_TOKEN on the orchestrator and send it as a bearer token\n',
+      "the dashboard and the APIs are closed on a non-loopback address: set BB_API_TOKEN on the orchestrator and send it, or an operator's own token (bb operator add NAME), as a bearer token\n",
     );
   }
   const query = url.searchParams.get('token');

@@ -3,7 +3,7 @@ import type { ForgeSite } from '@bb/forge';
 import type { RunRecordStore } from '@bb/provenance';
 import type { ForgeStateStore } from '@bb/state';
 import { jsonText } from '@bb/wall';
-import { type AccessPolicy, checkAccess } from './access';
+import { type AccessPolicy, authenticate } from './access';
 import {
   type CapacityView,
   type NoticeView,
@@ -30,6 +30,8 @@ export function createApp(parts: {
   version: string;
   /** Who may use the dashboard and the APIs. @default open (loopback, no token) */
   access?: AccessPolicy;
+  /** `/api/supervise/…`: requests shown and decided remotely (`createSuperviseApi` of `@bb/supervise`). */
+  supervise?: (req: Request, caller: { operator: string | null }) => Promise<Response | undefined>;
 }): (req: Request) => Promise<Response> {
   const json = (status: number, v: unknown) =>
     new Response(`${jsonText(v, 2)}\n`, {
@@ -40,8 +42,8 @@ export function createApp(parts: {
     const { pathname } = new URL(req.url);
     if (pathname === parts.webhook.path) return parts.webhook.handle(req);
     if (pathname === '/healthz') return json(200, { ok: true, version: parts.version });
-    const refused = checkAccess(req, parts.access ?? { loopback: true });
-    if (refused) return refused;
+    const access = authenticate(req, parts.access ?? { loopback: true });
+    if (!access.ok) return access.response;
     if (pathname === '/' && (req.method === 'GET' || req.method === 'HEAD'))
       return new Response(
         renderDashboard({
@@ -58,6 +60,8 @@ export function createApp(parts: {
       );
     if (pathname === '/api/supervise' && req.method === 'GET')
       return json(200, { pending: parts.proposals?.() ?? [] });
+    const decided = await parts.supervise?.(req, { operator: access.operator });
+    if (decided) return decided;
     if (pathname === '/api/bottles' && req.method === 'GET') {
       const awaiting = new Set((parts.proposals?.() ?? []).map((p) => p.slug));
       return json(200, {

@@ -8,7 +8,14 @@
  */
 
 export { installedCommit } from '@bb/lifecycle';
-export { type AccessPolicy, checkAccess, isLoopbackHost, TOKEN_COOKIE } from './access';
+export {
+  type Access,
+  type AccessPolicy,
+  authenticate,
+  checkAccess,
+  isLoopbackHost,
+  TOKEN_COOKIE,
+} from './access';
 export { createApp } from './app';
 export {
   ConfigSchema,
@@ -18,5 +25,6 @@ export {
   webhookSecretsOf,
 } from './config';
 export { type DashboardInput, renderDashboard } from './dashboard';
+export { OPERATOR_NAME, OPERATOR_TOKEN, type OperatorInfo, OperatorTokens } from './operators';
 export { type RunningOrchestrator, type ServeOptions, serve } from './serve';
 export { type OrchestratorState, openState } from './state';

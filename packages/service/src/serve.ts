@@ -28,7 +28,7 @@ import {
   type SecretScanner,
 } from '@bb/provenance';
 import { resolveBbHome } from '@bb/state';
-import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
+import { createSuperviseApi, loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
 import { forLog } from '@bb/wall';
 import { pino } from 'pino';
 import pkg from '../package.json' with { type: 'json' };
@@ -36,6 +36,7 @@ import { isLoopbackHost } from './access';
 import { createApp } from './app';
 import { backendKinds } from './backends';
 import { loadConfig, type OrchestratorConfig, webhookSecretsOf } from './config';
+import { OperatorTokens } from './operators';
 import { type OrchestratorState, openState } from './state';
 
 export interface ServeOptions {
@@ -138,6 +139,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   });
   if (!runner.isolates) log.warn(LOCAL_BACKEND_WARNING);
   // What stuck agents ask for: kept in this database, decided with `bb supervise`.
+  const operators = new OperatorTokens(db);
   const desk = new SuperviseDesk({
     store: new SuperviseStore(db),
     bottles: supervisedBottles(bottleEnv),
@@ -210,9 +212,15 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     capacity: orchestrator.capacity,
     notices: () => orchestrator.notices,
     proposals: () => desk.list({ status: 'pending' }),
+    // Decided from elsewhere, by operators with their own tokens (`bb supervise --server`).
+    supervise: createSuperviseApi(desk, { log: (e) => log.warn(e) }),
     site,
     version: pkg.version,
-    access: { token: config.BB_API_TOKEN, loopback: isLoopbackHost(config.BB_HOST) },
+    access: {
+      token: config.BB_API_TOKEN,
+      loopback: isLoopbackHost(config.BB_HOST),
+      operator: (t) => operators.verify(t),
+    },
   });
   if (!config.BB_API_TOKEN && !isLoopbackHost(config.BB_HOST))
     log.warn({

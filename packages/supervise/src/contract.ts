@@ -61,6 +61,14 @@ export const FINAL_STATUSES: RequestStatus[] = [
   'cancelled',
 ];
 
+/**
+ * Through what a decision was made: a `/bb` comment on the forge, the HTTP API
+ * (an operator's token), `bb supervise` on the orchestrator's host (its commands
+ * or its inbox), auto mode, or bot-bottle itself (expiry, a destroyed bottle).
+ */
+export type DecisionChannel = 'forge' | 'api' | 'cli' | 'tui' | 'auto' | 'system';
+export const CHANNELS: DecisionChannel[] = ['forge', 'api', 'cli', 'tui', 'auto', 'system'];
+
 /** How far an approval reaches. */
 export type DecisionScope = 'turn' | 'bottle' | 'manifest';
 export const SCOPES: DecisionScope[] = ['turn', 'bottle', 'manifest'];

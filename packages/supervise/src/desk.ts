@@ -5,6 +5,7 @@ import { createTwoFilesPatch } from 'diff';
 import { analyse } from './analyse';
 import { beyondCeiling } from './ceiling';
 import {
+  type DecisionChannel,
   type DecisionScope,
   KINDS,
   type ProposalKind,
@@ -82,6 +83,8 @@ export interface AuditEntry {
   status: string;
   decision: {
     by: string;
+    /** Through what (forge, api, cli, tui, auto, system); absent in records made before it was kept. */
+    via: DecisionChannel | null;
     at: string;
     scope: string | null;
     finalHash: string | null;
@@ -94,9 +97,14 @@ export interface AuditEntry {
 export const CURRENT_CONFIG = 'current-config';
 export const EXCHANGE = 'supervise';
 
-/** How a request is approved (see `SuperviseDesk.approve`). */
-export interface Decision {
+/** Who decides, and through what: kept with the decision and in the turn's record. */
+export interface Decider {
   by: string;
+  via: DecisionChannel;
+}
+
+/** How a request is approved (see `SuperviseDesk.approve`). */
+export interface Decision extends Decider {
   scope?: DecisionScope;
   edited?: string | undefined;
   expect?: { baseHash?: string; candidateHash?: string } | undefined;
@@ -166,6 +174,7 @@ export class SuperviseDesk {
         this.#decide(r, {
           status: 'expired',
           by: 'bot-bottle',
+          via: 'system',
           reason: 'nobody decided before the TTL',
         })
       )
@@ -270,6 +279,7 @@ export class SuperviseDesk {
     const decided = this.#o.store.decide(id, {
       status: modified ? 'modified' : 'approved',
       by: d.by,
+      via: d.via,
       at: new Date(this.#now()).toISOString(),
       scope,
       final: { text: final, hash: sha256(final) },
@@ -321,7 +331,7 @@ export class SuperviseDesk {
     slug: string,
     kind: 'routes' | 'allowlist',
     text: string,
-    by: string,
+    who: Decider,
     scope: DecisionScope = 'bottle',
   ): Promise<DecisionOutcome> {
     validateProposal(kind, text, { allowedBases: [], operator: true });
@@ -335,7 +345,7 @@ export class SuperviseDesk {
         kind,
         tool: 'operator-edit',
         file: text,
-        justification: `edited by ${by}`,
+        justification: `edited by ${who.by}`,
         baseHash: sha256(base),
         candidateHash: sha256(text),
         createdAt: new Date(now).toISOString(),
@@ -344,25 +354,25 @@ export class SuperviseDesk {
       { base, evidence: [], findings: analyse(kind, base, text), turn: this.#o.bottles.turn(slug) },
     );
     // The operator is the ceiling's author: an own edit overrides it knowingly.
-    return this.approve(id, { by, scope, override: true });
+    return this.approve(id, { ...who, scope, override: true });
   }
 
   /** Reject a pending request; the agent is told `reason` verbatim. */
-  reject(id: string, reason: string, by: string): SuperviseRequest {
+  reject(id: string, reason: string, who: Decider): SuperviseRequest {
     if (!reason.trim())
       throw new BbError('INVALID_INPUT', 'a rejection needs a reason: the agent is told it');
     this.sync();
     const r = this.#pending(id);
-    if (!this.#decide(r, { status: 'rejected', by, reason }))
+    if (!this.#decide(r, { status: 'rejected', ...who, reason }))
       throw new BbError('CONFLICT', `request ${id} was decided meanwhile: ${this.#get(id).status}`);
     return this.#get(id);
   }
 
   /** Cancel a pending request (the bottle went away, or the operator withdrew it). */
-  cancel(id: string, by: string, reason = 'cancelled by the operator'): SuperviseRequest {
+  cancel(id: string, who: Decider, reason = 'cancelled by the operator'): SuperviseRequest {
     this.sync();
     const r = this.#pending(id);
-    this.#decide(r, { status: 'cancelled', by, reason });
+    this.#decide(r, { status: 'cancelled', ...who, reason });
     return this.#get(id);
   }
 
@@ -371,7 +381,9 @@ export class SuperviseDesk {
     this.sync();
     return this.#o.store
       .list({ slug, status: 'pending' })
-      .filter((r) => this.#decide(r, { status: 'cancelled', by: 'bot-bottle', reason }))
+      .filter((r) =>
+        this.#decide(r, { status: 'cancelled', by: 'bot-bottle', via: 'system', reason }),
+      )
       .map((r) => r.id);
   }
 
@@ -395,6 +407,7 @@ export class SuperviseDesk {
         decision: r.decidedBy
           ? {
               by: r.decidedBy,
+              via: r.decidedVia,
               at: r.decidedAt!,
               scope: r.scope,
               finalHash: r.finalHash,
@@ -416,7 +429,7 @@ export class SuperviseDesk {
 
   #decide(
     r: SuperviseRequest,
-    d: { status: 'rejected' | 'expired' | 'cancelled'; by: string; reason: string },
+    d: { status: 'rejected' | 'expired' | 'cancelled'; reason: string } & Decider,
   ): boolean {
     const at = new Date(this.#now()).toISOString();
     if (!this.#o.store.decide(r.id, { ...d, at })) return false;

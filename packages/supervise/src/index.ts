@@ -8,12 +8,22 @@
  */
 
 export { analyse, autoApprovable, type Finding } from './analyse';
+export {
+  type ApiCaller,
+  ApproveBody,
+  createSuperviseApi,
+  EditBody,
+  RejectBody,
+  SUPERVISE_API,
+} from './api';
 export { BB_SUPERVISE_USAGE, runBbSupervise } from './bb-supervise';
 export { beyondCeiling } from './ceiling';
 export { SuperviseClient, type SuperviseClientOptions } from './client';
 export {
+  CHANNELS,
   CURRENT_CONFIG_DIR,
   classifyFile,
+  type DecisionChannel,
   type DecisionFile,
   type DecisionScope,
   KIND_NAMES,
@@ -35,6 +45,7 @@ export {
 export {
   type AuditEntry,
   CURRENT_CONFIG,
+  type Decider,
   type Decision,
   type DecisionOutcome,
   EXCHANGE,
@@ -48,7 +59,9 @@ export { Exchange } from './exchange';
 export { runSuperviseFromEnv } from './main';
 export { createSuperviseMcpServer, MCP_WAIT_MS } from './mcp';
 export { defaultPolicy, loadPolicy, type Policy, PolicySchema, policyPath } from './policy';
+export { type Approval, type DeskPort, type ListFilter, localDesk } from './port';
 export { COMMAND_NOT_FOUND_HINT, SUPERVISE_PROMPT_OVERLAY } from './prompt';
+export { RemoteDesk, type RemoteDeskOptions } from './remote';
 export { type RunningSuperviseServer, serveSupervise } from './server';
 export { SuperviseSidecar, type SuperviseSidecarOptions } from './sidecar';
 export { type Evidence, type Remediation, type SuperviseRequest, SuperviseStore } from './store';

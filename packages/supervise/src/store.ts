@@ -1,6 +1,12 @@
 import type { BbDatabase, Migration } from '@bb/state';
 import type { Finding } from './analyse';
-import type { DecisionScope, ProposalKind, RequestFile, RequestStatus } from './contract';
+import type {
+  DecisionChannel,
+  DecisionScope,
+  ProposalKind,
+  RequestFile,
+  RequestStatus,
+} from './contract';
 
 const MIGRATIONS: Migration[] = [
   {
@@ -36,6 +42,11 @@ const MIGRATIONS: Migration[] = [
       CREATE INDEX supervise_requests_status ON supervise_requests (status, created_at);
       CREATE INDEX supervise_requests_slug ON supervise_requests (slug, created_at);
     `,
+  },
+  {
+    // Through what each decision was made (forge comment, API, CLI, TUI, auto mode).
+    version: 2,
+    up: 'ALTER TABLE supervise_requests ADD COLUMN decided_via TEXT;',
   },
 ];
 
@@ -78,6 +89,8 @@ export interface SuperviseRequest {
   evidence: Evidence[];
   findings: Finding[];
   decidedBy: string | null;
+  /** Through what it was decided: a forge comment, the API, the CLI or TUI on the host, auto mode, or bot-bottle itself. */
+  decidedVia: DecisionChannel | null;
   decidedAt: string | null;
   scope: DecisionScope | null;
   final: string | null;
@@ -108,6 +121,7 @@ const fromRow = (r: Row): SuperviseRequest => ({
   evidence: JSON.parse(r['evidence'] as string) as Evidence[],
   findings: JSON.parse(r['findings'] as string) as Finding[],
   decidedBy: (r['decided_by'] as string | null) ?? null,
+  decidedVia: (r['decided_via'] as DecisionChannel | null) ?? null,
   decidedAt: (r['decided_at'] as string | null) ?? null,
   scope: (r['scope'] as DecisionScope | null) ?? null,
   final: (r['final_text'] as string | null) ?? null,
@@ -208,6 +222,7 @@ export class SuperviseStore {
     d: {
       status: Exclude<RequestStatus, 'pending'>;
       by: string;
+      via: DecisionChannel;
       at: string;
       scope?: DecisionScope | undefined;
       final?: { text: string; hash: string } | undefined;
@@ -218,13 +233,14 @@ export class SuperviseStore {
     return (
       this.#db.db
         .prepare(
-          `UPDATE supervise_requests SET status = ?, decided_by = ?, decided_at = ?, scope = ?,
-             final_text = ?, final_hash = ?, reason = ?, override = ?
+          `UPDATE supervise_requests SET status = ?, decided_by = ?, decided_via = ?, decided_at = ?,
+             scope = ?, final_text = ?, final_hash = ?, reason = ?, override = ?
            WHERE id = ? AND status = 'pending'`,
         )
         .run(
           d.status,
           d.by,
+          d.via,
           d.at,
           d.scope ?? null,
           d.final?.text ?? null,

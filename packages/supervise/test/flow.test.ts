@@ -183,7 +183,7 @@ describe('supervise: propose, decide, answer', () => {
     expect(d.awaitingOperator(SLUG)).toBe(true);
 
     const waiting = client.wait(first.request_id, 5000);
-    const outcome = await d.approve(first.request_id, { by: 'alice', scope: 'bottle' });
+    const outcome = await d.approve(first.request_id, { by: 'alice', via: 'cli', scope: 'bottle' });
     expect(outcome.remediation).toEqual({ ok: true, detail: 'reloaded' });
     expect(applied).toEqual([{ slug: SLUG, kind: 'allowlist', text: WANT, scope: 'bottle' }]);
     expect(await waiting).toMatchObject({ status: 'approved', scope: 'bottle', file: WANT });
@@ -191,6 +191,7 @@ describe('supervise: propose, decide, answer', () => {
     expect(new SuperviseStore(db).get(first.request_id)).toMatchObject({
       status: 'approved',
       decidedBy: 'alice',
+      decidedVia: 'cli',
       scope: 'bottle',
       remediation: { ok: true },
     });
@@ -210,7 +211,10 @@ describe('supervise: propose, decide, answer', () => {
     expect(b.request_id).toBe(a.request_id);
     const d = desk();
     expect(d.list()).toHaveLength(1);
-    d.reject(a.request_id, 'Use the vendored wheels in ./vendor instead.', 'alice');
+    d.reject(a.request_id, 'Use the vendored wheels in ./vendor instead.', {
+      by: 'alice',
+      via: 'cli',
+    });
     const again = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
     expect(again).toMatchObject({
       status: 'rejected',
@@ -224,11 +228,11 @@ describe('supervise: propose, decide, answer', () => {
     const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
     const d = desk();
     await expect(
-      d.approve(a.request_id, { by: 'alice', edited: '{"allow": ["*"]}' }),
+      d.approve(a.request_id, { by: 'alice', via: 'cli', edited: '{"allow": ["*"]}' }),
     ).rejects.toThrow(/allows too much/);
     expect(d.show(a.request_id).status).toBe('pending');
     const edited = JSON.stringify({ allow: ['registry.npmjs.org', 'pypi.org:443'] });
-    await d.approve(a.request_id, { by: 'alice', edited });
+    await d.approve(a.request_id, { by: 'alice', via: 'cli', edited });
     expect(await client.wait(a.request_id)).toMatchObject({ status: 'modified', file: edited });
     expect(applied.map((x) => x.text)).toEqual([edited]);
   });
@@ -238,13 +242,14 @@ describe('supervise: propose, decide, answer', () => {
     const d = desk();
     const v = d.show(a.request_id);
     await expect(
-      d.approve(a.request_id, { by: 'alice', expect: { candidateHash: 'ffff' } }),
+      d.approve(a.request_id, { by: 'alice', via: 'cli', expect: { candidateHash: 'ffff' } }),
     ).rejects.toThrow(/not the one you reviewed/);
     // The bottle's allowlist changes under the proposal (the operator edited it by hand).
     writeFileSync(join(bottle, 'current-config', 'allowlist.json'), JSON.stringify({ allow: [] }));
     await expect(
       d.approve(a.request_id, {
         by: 'alice',
+        via: 'cli',
         expect: { baseHash: v.baseHash, candidateHash: v.candidateHash },
       }),
     ).rejects.toThrow(/changed since the agent proposed this/);
@@ -261,10 +266,10 @@ describe('supervise: propose, decide, answer', () => {
     expect(d.show(a.request_id).beyondCeiling).toEqual([
       expect.stringContaining('collector.evil.test'),
     ]);
-    const err = await d.approve(a.request_id, { by: 'alice' }).catch((e) => e);
+    const err = await d.approve(a.request_id, { by: 'alice', via: 'cli' }).catch((e) => e);
     expect(isBbError(err, 'SCOPE_DENIED')).toBe(true);
     expect(applied).toEqual([]);
-    await d.approve(a.request_id, { by: 'alice', override: true });
+    await d.approve(a.request_id, { by: 'alice', via: 'cli', override: true });
     expect(new SuperviseStore(db).get(a.request_id)!.override).toBe(true);
   });
 
@@ -284,7 +289,7 @@ describe('supervise: propose, decide, answer', () => {
     });
     const d = desk({ credentialHosts: { SVC_KEY: ['api.svc.test'] } });
     expect(d.show(a.request_id).findings.map((f) => f.code)).toEqual(['secret-new']);
-    await d.approve(a.request_id, { by: 'alice' });
+    await d.approve(a.request_id, { by: 'alice', via: 'cli' });
     expect(applied[0]).toMatchObject({ kind: 'routes', text: routes });
   });
 
@@ -300,7 +305,7 @@ describe('supervise: propose, decide, answer', () => {
     expect(d.show(a.request_id).beyondCeiling).toEqual([
       expect.stringContaining('https://collector.evil.test'),
     ]);
-    await expect(d.approve(a.request_id, { by: 'alice' })).rejects.toThrow(
+    await expect(d.approve(a.request_id, { by: 'alice', via: 'cli' })).rejects.toThrow(
       /beyond the operator's ceiling/,
     );
     // Inside the ceiling, it goes through.
@@ -343,7 +348,7 @@ describe('supervise: propose, decide, answer', () => {
         allowlist: JSON.stringify({ allow: ['registry.npmjs.org', `h${i}.example.com`] }),
         justification: WHY,
       });
-      d.reject(a.request_id, 'no', 'alice');
+      d.reject(a.request_id, 'no', { by: 'alice', via: 'cli' });
       now += 1000;
     }
     expect(d.list().at(-1)!.rejections).toBe(3);
@@ -400,8 +405,8 @@ describe('supervise: propose, decide, answer', () => {
     const d = desk();
     applyMs = 50;
     const [x, y] = await Promise.allSettled([
-      d.approve(a.request_id, { by: 'alice' }),
-      d.approve(b.request_id, { by: 'bob' }),
+      d.approve(a.request_id, { by: 'alice', via: 'cli' }),
+      d.approve(b.request_id, { by: 'bob', via: 'cli' }),
     ]);
     expect(x).toMatchObject({ status: 'fulfilled', value: { remediation: { ok: true } } });
     // Both were made from the same allowlist: applying the second would drop the first.
@@ -421,8 +426,8 @@ describe('supervise: propose, decide, answer', () => {
     const d = desk();
     applyMs = 50;
     const outcomes = await Promise.all([
-      d.approve(a.request_id, { by: 'alice' }),
-      d.approve(b.request_id, { by: 'bob' }),
+      d.approve(a.request_id, { by: 'alice', via: 'cli' }),
+      d.approve(b.request_id, { by: 'bob', via: 'cli' }),
     ]);
     expect(outcomes.map((o) => o.remediation?.ok)).toEqual([true, true]);
     // Never two reloads of one bottle's proxies at once.
@@ -450,7 +455,7 @@ describe('supervise: propose, decide, answer', () => {
   it('a remediation that fails tells the agent so and is recorded', async () => {
     const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
     failApply = true;
-    const out = await desk().approve(a.request_id, { by: 'alice' });
+    const out = await desk().approve(a.request_id, { by: 'alice', via: 'cli' });
     expect(out.remediation).toMatchObject({ ok: false, detail: 'the proxy did not answer' });
     expect(await client.wait(a.request_id, 0)).toMatchObject({
       status: 'cancelled',

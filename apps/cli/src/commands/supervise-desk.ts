@@ -1,17 +1,108 @@
-// What `bb supervise` and its inbox share: the desk over this BB_HOME, requests
-// made printable, ages, and the operator's $EDITOR.
+// What `bb supervise` and its inbox share: the desk they decide at (this BB_HOME's,
+// or a remote orchestrator's), requests made printable, ages, and the operator's $EDITOR.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { BbError } from '@bb/errors';
 import { bottleRemediator, supervisedBottles } from '@bb/headless';
-import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
+import {
+  type DeskPort,
+  loadPolicy,
+  localDesk,
+  RemoteDesk,
+  SuperviseDesk,
+  SuperviseStore,
+} from '@bb/supervise';
 import { forTerminalDeep, forTerminal as printable } from '@bb/wall';
 import { type CliDeps, makeBackend, openLocal } from '../deps';
-import { type CliIo, dim } from '../io';
+import { type CliIo, dim, UsageError } from '../io';
+import { SUPERVISE_USAGE } from '../usage';
+
+/** Who decides at this BB_HOME: `--by`, or `BB_OPERATOR`, or the login. */
+export const operator = (io: CliIo, by?: unknown): string =>
+  (typeof by === 'string' && by) || io.env['BB_OPERATOR'] || io.env['USER'] || 'operator';
+
+/** Where `bb supervise` decides: this BB_HOME (the default), or a remote orchestrator. */
+export interface DeskTarget {
+  /** `--server` (or `BB_SUPERVISE_SERVER`): the orchestrator's URL. */
+  server?: string | undefined;
+  /** `--token-file`: the operator token, read from this file instead of `BB_OPERATOR_TOKEN`. */
+  tokenFile?: string | undefined;
+}
+
+/**
+ * `--server URL` and `--token-file F` taken out of a `bb supervise` command line,
+ * wherever they stand (`bb supervise --server URL list`), and the rest.
+ */
+export function takeTarget(
+  argv: string[],
+  env: CliIo['env'],
+): { target: DeskTarget; rest: string[] } {
+  const rest: string[] = [];
+  const target: DeskTarget = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const m = /^--(server|token-file)(?:=(.*))?$/.exec(a);
+    if (!m) {
+      rest.push(a);
+      continue;
+    }
+    const v = m[2] ?? argv[++i];
+    if (v === undefined || v === '' || v.startsWith('--'))
+      throw new UsageError(`--${m[1]} needs a value`, SUPERVISE_USAGE);
+    if (m[1] === 'server') target.server = v;
+    else target.tokenFile = v;
+  }
+  target.server ??= env['BB_SUPERVISE_SERVER'] || undefined;
+  if (target.tokenFile && !target.server)
+    throw new UsageError(
+      '--token-file is for a remote orchestrator: give --server URL too',
+      SUPERVISE_USAGE,
+    );
+  return { target, rest };
+}
+
+/**
+ * The desk `bb supervise` decides at: a remote orchestrator's (`--server`), as the
+ * operator its token names, or this BB_HOME's, as `by` through `via` (the
+ * command or the inbox). Close it when done.
+ */
+export function openPort(
+  io: CliIo,
+  deps: CliDeps,
+  o: {
+    target: DeskTarget;
+    by: string;
+    via: 'cli' | 'tui';
+    /** An image build's lines (the agent's words; printable already). @default stderr on a terminal */
+    onProgress?: (line: string) => void;
+  },
+): { port: DeskPort; remote: boolean; close: () => void } {
+  if (o.target.server) {
+    let token = io.env['BB_OPERATOR_TOKEN'];
+    if (o.target.tokenFile) {
+      try {
+        token = readFileSync(resolve(io.cwd, o.target.tokenFile), 'utf8').trim();
+      } catch (err) {
+        throw new BbError(
+          'INVALID_INPUT',
+          `cannot read the operator token from ${o.target.tokenFile}: ${(err as Error).message}`,
+        );
+      }
+    }
+    return {
+      port: new RemoteDesk({ url: o.target.server, token }),
+      remote: true,
+      close: () => {},
+    };
+  }
+  const { desk, close } = openDesk(io, deps, o.onProgress);
+  return { port: localDesk(desk, { by: o.by, via: o.via }), remote: false, close };
+}
 
 /** The desk over this BB_HOME's database and bottles; close the state when done. */
-export function openDesk(io: CliIo, deps: CliDeps) {
+export function openDesk(io: CliIo, deps: CliDeps, onProgress?: (line: string) => void) {
   const state = openLocal(io);
   const backend = makeBackend(io, 'docker', deps);
   const desk = new SuperviseDesk({
@@ -22,7 +113,8 @@ export function openDesk(io: CliIo, deps: CliDeps) {
       backend,
       env: io.env,
       // A build's lines are the agent's words: shown printable, never interpreted.
-      onProgress: (l) => io.isTTY && io.stderr(dim(io, `${printable(l)}\n`)),
+      onProgress: (l) =>
+        onProgress ? onProgress(printable(l)) : io.isTTY && io.stderr(dim(io, `${printable(l)}\n`)),
     }),
   });
   return { desk, state, close: () => state.close() };

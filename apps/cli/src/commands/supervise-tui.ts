@@ -1,33 +1,51 @@
 import { errorMessage } from '@bb/errors';
 import {
   type DecisionScope,
+  type DeskPort,
   printable,
   type RequestView,
   SCOPES,
-  type SuperviseDesk,
 } from '@bb/supervise';
-import { Box, render, Text, useApp, useInput } from 'ink';
+import { Box, render, Text, useApp, useInput, useStdout } from 'ink';
 import { createElement as h, type ReactNode, useEffect, useRef, useState } from 'react';
 import type { CliDeps } from '../deps';
 import type { CliIo } from '../io';
-import { age, editInEditor, openDesk, safeView } from './supervise-desk';
+import { age, type DeskTarget, editInEditor, openPort, operator, safeView } from './supervise-desk';
 
 /** What the inbox asks its caller to do once it has let go of the terminal. */
 type Exit =
   | { type: 'quit' }
   | { type: 'modify'; view: RequestView; scope: DecisionScope; override: boolean };
 
+/** The diff's lines as the inbox shows them (file headers and separators dropped). */
+export function diffLines(diff: string): string[] {
+  return diff.split('\n').filter((l) => l && !l.startsWith('====') && !l.startsWith('Index'));
+}
+
+/**
+ * How many diff lines fit under the rest of the screen: the terminal's height
+ * less the header, the list and the request's details (at least 5).
+ */
+export function diffHeight(screenRows: number, listRows: number, detailRows: number): number {
+  // header, blank, list, blank, details, blank, the scroll line, keys, message, progress
+  return Math.max(5, screenRows - (1 + 1 + Math.max(1, listRows) + 1 + detailRows + 1 + 1 + 3));
+}
+
 function Inbox(props: {
-  desk: SuperviseDesk;
+  port: DeskPort;
   done: (e: Exit) => void;
   flash?: string;
   scope: DecisionScope;
+  /** Where an image build's lines are sent while the inbox is up (drawn in it, not over it). */
+  progress: { listener?: ((line: string) => void) | undefined };
+  refreshMs: number;
 }): ReactNode {
   const { exit } = useApp();
-  // Shown as printable text: the agent wrote most of it.
-  const load = () => props.desk.list({ status: 'pending' }).map((r) => safeView(r));
-  const [rows, setRows] = useState<RequestView[]>(load);
+  const { stdout } = useStdout();
+  const [rows, setRows] = useState<RequestView[]>([]);
+  const [loaded, setLoaded] = useState(false);
   const [sel, setSel] = useState(0);
+  const [top, setTop] = useState(0);
   const [scope, setScope] = useState<DecisionScope>(props.scope);
   const [override, setOverride] = useState(false);
   const [typing, setTypingState] = useState<string | undefined>(undefined);
@@ -40,12 +58,46 @@ function Inbox(props: {
   const [busy, setBusy] = useState(false);
   const [message, setMessageState] = useState(printable(props.flash ?? ''));
   const setMessage = (m: string) => setMessageState(printable(m));
-  const refresh = () => setRows(load());
+  const [building, setBuilding] = useState('');
+  const loading = useRef(false);
+  const refresh = () => {
+    if (loading.current) return;
+    loading.current = true;
+    props.port
+      // Shown as printable text: the agent wrote most of it.
+      .list({ status: 'pending' })
+      .then(
+        (r) => {
+          setRows(r.map((x) => safeView(x)));
+          setLoaded(true);
+        },
+        (err) => setMessage(`${props.port.where}: ${errorMessage(err)}`),
+      )
+      .finally(() => {
+        loading.current = false;
+      });
+  };
   useEffect(() => {
-    const t = setInterval(refresh, 1000);
-    return () => clearInterval(t);
+    refresh();
+    const t = setInterval(refresh, props.refreshMs);
+    props.progress.listener = (l) => setBuilding(printable(l).slice(0, 200));
+    return () => {
+      clearInterval(t);
+      props.progress.listener = undefined;
+    };
   }, []);
   const current = rows[Math.min(sel, rows.length - 1)];
+  const lines = current ? diffLines(current.diff) : [];
+  const details = current
+    ? 2 + current.evidence.length + current.findings.length + current.beyondCeiling.length
+    : 0;
+  const height = diffHeight(stdout?.rows ?? 24, rows.length, details);
+  const maxTop = Math.max(0, lines.length - height);
+  const shownTop = Math.min(top, maxTop);
+  const choose = (i: number) => {
+    setSel(i);
+    setTop(0);
+  };
   const leave = (e: Exit) => {
     props.done(e);
     exit();
@@ -60,21 +112,31 @@ function Inbox(props: {
       if (ends) {
         const reason = `${sofar}${key.return ? '' : input.split(/[\r\n]/)[0]}`.trim();
         if (!current || !reason) return setMessage('a rejection needs a reason');
-        try {
-          props.desk.reject(current.id, reason, 'operator');
-          setMessage(`rejected ${current.id}`);
-        } catch (err) {
-          setMessage(errorMessage(err));
-        }
         setTyping(undefined);
-        return refresh();
+        setBusy(true);
+        props.port
+          .reject(current.id, reason)
+          .then(
+            () => setMessage(`rejected ${current.id}`),
+            (err) => setMessage(errorMessage(err)),
+          )
+          .finally(() => {
+            setBusy(false);
+            refresh();
+          });
+        return;
       }
       if (key.backspace || key.delete) return setTyping(sofar.slice(0, -1));
       return setTyping(sofar + input);
     }
     if (input === 'q' || key.escape) return leave({ type: 'quit' });
-    if (key.upArrow || input === 'k') return setSel(Math.max(0, sel - 1));
-    if (key.downArrow || input === 'j') return setSel(Math.min(rows.length - 1, sel + 1));
+    if (key.upArrow || input === 'k') return choose(Math.max(0, sel - 1));
+    if (key.downArrow || input === 'j') return choose(Math.min(rows.length - 1, sel + 1));
+    // The diff scrolls: a page at a time, or a line with J and K.
+    if (key.pageDown || input === ' ') return setTop(Math.min(maxTop, shownTop + height - 1));
+    if (key.pageUp || input === 'b') return setTop(Math.max(0, shownTop - (height - 1)));
+    if (input === 'J') return setTop(Math.min(maxTop, shownTop + 1));
+    if (input === 'K') return setTop(Math.max(0, shownTop - 1));
     if (input === 's') return setScope(SCOPES[(SCOPES.indexOf(scope) + 1) % SCOPES.length]!);
     if (input === 'o') return setOverride(!override);
     if (!current) return;
@@ -82,10 +144,10 @@ function Inbox(props: {
     if (input === 'm') return leave({ type: 'modify', view: current, scope, override });
     if (input === 'a') {
       setBusy(true);
+      setBuilding('');
       setMessage(`applying ${current.id}…`);
-      props.desk
+      props.port
         .approve(current.id, {
-          by: 'operator',
           // A rebuilt image stays with its bottle.
           scope: current.kind === 'dockerfile' && scope === 'turn' ? 'bottle' : scope,
           override,
@@ -100,6 +162,7 @@ function Inbox(props: {
           // An override is for one decision: it never carries over to the next request.
           setOverride(false);
           setBusy(false);
+          setBuilding('');
           refresh();
         });
     }
@@ -111,10 +174,14 @@ function Inbox(props: {
     h(
       Text,
       { bold: true },
-      `bot-bottle supervise — ${rows.length} pending   scope: ${scope}${override ? '   OVERRIDE' : ''}`,
+      `bot-bottle supervise — ${loaded ? rows.length : '…'} pending   scope: ${scope}${override ? '   OVERRIDE' : ''}   ${props.port.where}`,
     ),
     rows.length === 0
-      ? h(Text, { color: 'gray' }, 'no pending requests (waiting for agents to ask)')
+      ? h(
+          Text,
+          { color: 'gray' },
+          loaded ? 'no pending requests (waiting for agents to ask)' : 'loading…',
+        )
       : h(
           Box,
           { flexDirection: 'column', marginTop: 1 },
@@ -152,29 +219,28 @@ function Inbox(props: {
           h(
             Box,
             { flexDirection: 'column', marginTop: 1 },
-            ...current.diff
-              .split('\n')
-              .filter((l) => l && !l.startsWith('====') && !l.startsWith('Index'))
-              .map((l, i, all) =>
-                i === 29 && all.length > 30
-                  ? `… ${all.length - 29} more lines: bb supervise diff ${current.id}`
-                  : l,
-              )
-              .slice(0, 30)
-              .map((l, i) =>
-                h(
-                  Text,
-                  {
-                    key: `d${i}`,
-                    ...(l.startsWith('+') && !l.startsWith('+++')
-                      ? { color: 'green' }
-                      : l.startsWith('-') && !l.startsWith('---')
-                        ? { color: 'red' }
-                        : {}),
-                  },
-                  l,
-                ),
+            ...lines.slice(shownTop, shownTop + height).map((l, i) =>
+              h(
+                Text,
+                {
+                  key: `d${shownTop + i}`,
+                  wrap: 'truncate-end',
+                  ...(l.startsWith('+') && !l.startsWith('+++')
+                    ? { color: 'green' }
+                    : l.startsWith('-') && !l.startsWith('---')
+                      ? { color: 'red' }
+                      : {}),
+                },
+                l,
               ),
+            ),
+            lines.length > height
+              ? h(
+                  Text,
+                  { color: 'gray' },
+                  `diff lines ${shownTop + 1}–${Math.min(lines.length, shownTop + height)} of ${lines.length}   PgDn/space PgUp/b page, J/K line`,
+                )
+              : null,
           ),
         )
       : null,
@@ -190,19 +256,34 @@ function Inbox(props: {
           'a approve  m modify in $EDITOR  r reject  s scope  o override  ↑↓ choose  q quit',
         ),
     message ? h(Text, {}, message) : null,
+    building ? h(Text, { color: 'gray', wrap: 'truncate-end' }, `build: ${building}`) : null,
   );
 }
 
-/** `bb supervise` on a terminal: the inbox over every bottle of this BB_HOME. */
-export async function runInbox(io: CliIo, deps: CliDeps): Promise<number> {
-  const { desk, close } = openDesk(io, deps);
+/** `bb supervise` on a terminal: the inbox over every bottle of this BB_HOME, or of a remote orchestrator. */
+export async function runInbox(io: CliIo, deps: CliDeps, target: DeskTarget): Promise<number> {
+  const progress: { listener?: ((line: string) => void) | undefined } = {};
+  const { port, remote, close } = openPort(io, deps, {
+    target,
+    by: operator(io),
+    via: 'tui',
+    // Drawn in the inbox, never written over it.
+    onProgress: (l) => progress.listener?.(l),
+  });
   let scope: DecisionScope = 'turn';
   let flash: string | undefined;
   try {
     for (;;) {
       let result: Exit = { type: 'quit' };
       const app = render(
-        h(Inbox, { desk, done: (e) => (result = e), scope, ...(flash ? { flash } : {}) }),
+        h(Inbox, {
+          port,
+          done: (e) => (result = e),
+          scope,
+          progress,
+          refreshMs: remote ? 2000 : 1000,
+          ...(flash ? { flash } : {}),
+        }),
         { exitOnCtrlC: true },
       );
       await app.waitUntilExit();
@@ -210,7 +291,7 @@ export async function runInbox(io: CliIo, deps: CliDeps): Promise<number> {
       const r = result as Exit;
       if (r.type === 'quit') return 0;
       scope = r.scope;
-      flash = await modify(io, desk, r);
+      flash = await modify(io, port, r);
     }
   } finally {
     close();
@@ -220,19 +301,17 @@ export async function runInbox(io: CliIo, deps: CliDeps): Promise<number> {
 /** Open the proposal in $EDITOR; approve the edited file (modified) if it changed. */
 async function modify(
   io: CliIo,
-  desk: SuperviseDesk,
+  port: DeskPort,
   e: Extract<Exit, { type: 'modify' }>,
 ): Promise<string> {
   try {
     const r = editInEditor(io, e.view.file, e.view.candidate);
     if (!r) return 'set EDITOR (or VISUAL) to modify a proposal';
     if (r.status !== 0) return `${r.editor} exited ${r.status}: nothing decided`;
-    const edited = r.text;
-    const out = await desk.approve(e.view.id, {
-      by: 'operator',
+    const out = await port.approve(e.view.id, {
       scope: e.view.kind === 'dockerfile' && e.scope === 'turn' ? 'bottle' : e.scope,
       override: e.override,
-      edited,
+      edited: r.text,
       expect: { baseHash: e.view.baseHash, candidateHash: e.view.candidateHash },
     });
     return `${out.request.status} ${e.view.id}: ${out.remediation?.detail ?? ''}`;

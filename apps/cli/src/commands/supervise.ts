@@ -13,11 +13,16 @@ import { forTerminalLine, jsonText, forTerminal as printable } from '@bb/wall';
 import type { CliDeps } from '../deps';
 import { bold, type CliIo, dim, green, parse, red, UsageError, yellow } from '../io';
 import { SUPERVISE_USAGE } from '../usage';
-import { age, editInEditor, openDesk, safeView } from './supervise-desk';
+import {
+  age,
+  type DeskTarget,
+  editInEditor,
+  openPort,
+  operator,
+  safeView,
+  takeTarget,
+} from './supervise-desk';
 import { manifestChange } from './supervise-manifest';
-
-const operator = (io: CliIo, by: unknown) =>
-  (typeof by === 'string' && by) || io.env['BB_OPERATOR'] || io.env['USER'] || 'operator';
 
 /** One request as terminal text: what, why, the evidence, the findings and the diff. */
 export function renderRequest(io: CliIo, unsafe: RequestView): string {
@@ -51,7 +56,7 @@ export function renderRequest(io: CliIo, unsafe: RequestView): string {
       : []),
     ...(r.decidedBy
       ? [
-          `  decided by ${r.decidedBy} at ${r.decidedAt}${r.scope ? ` (scope ${r.scope})` : ''}${r.reason ? `: ${r.reason}` : ''}`,
+          `  decided by ${r.decidedBy}${r.decidedVia ? ` (${r.decidedVia})` : ''} at ${r.decidedAt}${r.scope ? ` (scope ${r.scope})` : ''}${r.reason ? `: ${r.reason}` : ''}`,
         ]
       : []),
     ...(r.remediation
@@ -88,14 +93,15 @@ function listLine(r: RequestView): string {
 /** JSON for machines, with nothing a terminal would act on (lossless: the strings parse back whole). */
 const json = (io: CliIo, v: unknown) => io.stdout(`${jsonText(v, 2)}\n`);
 
-export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps): Promise<number> {
+export async function superviseCommand(args: string[], io: CliIo, deps: CliDeps): Promise<number> {
+  const { target, rest: argv } = takeTarget(args, io.env);
   const [sub, ...rest] = argv;
   if (sub === '-h' || sub === '--help' || sub === 'help') {
     io.stdout(SUPERVISE_USAGE);
     return 0;
   }
   if (sub === undefined || sub === 'inbox') {
-    if (!io.isTTY && sub === undefined) return superviseCommand(['list'], io, deps);
+    if (!io.isTTY && sub === undefined) return superviseCommand([...args, 'list'], io, deps);
     // The inbox draws on a terminal; without one it would fail deep in its renderer.
     if (!io.isTTY)
       throw new UsageError(
@@ -103,9 +109,9 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
         SUPERVISE_USAGE,
       );
     const { runInbox } = await import('./supervise-tui');
-    return runInbox(io, deps);
+    return runInbox(io, deps, target);
   }
-  if (sub === 'routes' || sub === 'allowlist') return editCommand(sub, rest, io, deps);
+  if (sub === 'routes' || sub === 'allowlist') return editCommand(sub, rest, io, deps, target);
   const { values, positionals } = parse(
     rest,
     {
@@ -122,7 +128,21 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
     },
     SUPERVISE_USAGE,
   );
-  const { desk, close } = openDesk(io, deps);
+  if (target.server && values['by'] !== undefined)
+    throw new UsageError(
+      '--by is for this BB_HOME: a remote orchestrator records you by the name of your token',
+      SUPERVISE_USAGE,
+    );
+  if (target.server && values['write-manifest'])
+    throw new UsageError(
+      "--write-manifest changes a file on the orchestrator's host: approve there to write the bottle manifest",
+      SUPERVISE_USAGE,
+    );
+  const { port: desk, close } = openPort(io, deps, {
+    target,
+    by: operator(io, values['by']),
+    via: 'cli',
+  });
   try {
     const id = () => {
       const v = positionals[0];
@@ -138,7 +158,7 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
         const status = values['all']
           ? undefined
           : ((values['status'] as RequestStatus | undefined) ?? 'pending');
-        const rows = desk.list(status ? { status } : {});
+        const rows = await desk.list(status ? { status } : {});
         if (values['json']) json(io, rows);
         else if (!rows.length)
           io.stdout(`no ${status ?? ''} supervise requests\n`.replace('  ', ' '));
@@ -146,13 +166,13 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
         return 0;
       }
       case 'show': {
-        const r = desk.show(id());
+        const r = await desk.show(id());
         if (values['json']) json(io, r);
         else io.stdout(renderRequest(io, r));
         return 0;
       }
       case 'diff':
-        io.stdout(`${colourDiff(io, printable(desk.show(id()).diff))}\n`);
+        io.stdout(`${colourDiff(io, printable((await desk.show(id())).diff))}\n`);
         return 0;
       case 'approve': {
         // Unsaid, each kind's own default: the turn for a proxy change, the bottle for a
@@ -166,16 +186,20 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
         const file = values['file'] as string | undefined;
         const edited = file ? readFileSync(resolve(io.cwd, file), 'utf8') : undefined;
         const expect = values['expect'] as string | undefined;
-        const req = desk.show(id());
+        const req = await desk.show(id());
         const out = await desk.approve(req.id, {
-          by: operator(io, values['by']),
           ...(scope ? { scope: scope as DecisionScope } : {}),
           edited,
           ...(expect ? { expect: { candidateHash: expect } } : {}),
           override: !!values['override'],
         });
         let manifest: { file: string; diff: string; written: boolean } | undefined;
-        if (scope === 'manifest' && out.remediation?.ok && out.request.kind !== 'dockerfile')
+        if (
+          !target.server &&
+          scope === 'manifest' &&
+          out.remediation?.ok &&
+          out.request.kind !== 'dockerfile'
+        )
           manifest = manifestChange(
             io.env,
             readMeta(out.request.slug, io.env),
@@ -202,13 +226,13 @@ export async function superviseCommand(argv: string[], io: CliIo, deps: CliDeps)
             'bb supervise reject needs --reason TEXT: the agent is told it',
             SUPERVISE_USAGE,
           );
-        const r = desk.reject(id(), reason, operator(io, values['by']));
+        const r = await desk.reject(id(), reason);
         if (values['json']) json(io, r);
         else io.stdout(`rejected ${r.id} (${r.slug})\n`);
         return 0;
       }
       case 'cancel': {
-        const r = desk.cancel(id(), operator(io, values['by']));
+        const r = await desk.cancel(id());
         if (values['json']) json(io, r);
         else io.stdout(`cancelled ${r.id} (${r.slug})\n`);
         return 0;
@@ -231,6 +255,7 @@ async function editCommand(
   argv: string[],
   io: CliIo,
   deps: CliDeps,
+  target: DeskTarget,
 ): Promise<number> {
   const { values, positionals } = parse(
     argv,
@@ -248,7 +273,12 @@ async function editCommand(
       `usage: bb supervise ${which} edit <bottle> [--file F] [--scope turn|bottle]`,
       SUPERVISE_USAGE,
     );
-  if (!readMeta(slug, io.env))
+  if (target.server && values['by'] !== undefined)
+    throw new UsageError(
+      '--by is for this BB_HOME: a remote orchestrator records you by the name of your token',
+      SUPERVISE_USAGE,
+    );
+  if (!target.server && !readMeta(slug, io.env))
     throw new BbError('NOT_FOUND', `no bottle ${slug}: bb orchestrate status lists them`);
   const scope = (values['scope'] as string | undefined) ?? 'bottle';
   if (scope !== 'turn' && scope !== 'bottle')
@@ -256,9 +286,13 @@ async function editCommand(
       `--scope must be turn or bottle (got ${JSON.stringify(scope)})`,
       SUPERVISE_USAGE,
     );
-  const { desk, close } = openDesk(io, deps);
+  const { port: desk, close } = openPort(io, deps, {
+    target,
+    by: operator(io, values['by']),
+    via: 'cli',
+  });
   try {
-    const current = desk.current(slug, which);
+    const current = await desk.current(slug, which);
     let text: string;
     if (typeof values['file'] === 'string')
       text = readFileSync(resolve(io.cwd, values['file']), 'utf8');
@@ -280,7 +314,7 @@ async function editCommand(
       io.stdout(`no change to ${slug}'s ${KINDS[which].file}\n`);
       return 0;
     }
-    const out = await desk.operatorEdit(slug, which, text, operator(io, values['by']), scope);
+    const out = await desk.edit(slug, which, text, scope);
     if (values['json']) json(io, out);
     else
       io.stdout(

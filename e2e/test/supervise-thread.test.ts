@@ -7,10 +7,13 @@
 // the admin's own file in the agent's place; auto mode approves a harmless request
 // by itself and leaves a risky one to a person.
 
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runCli } from '@bb/cli';
 import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
 import { DockerBackend } from '@bb/headless';
+import { ProvenanceStore } from '@bb/provenance';
 import type { RunningOrchestrator } from '@bb/service';
 import { BbDatabase } from '@bb/state';
 import { SuperviseStore } from '@bb/supervise';
@@ -169,6 +172,83 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
       final: mine,
     });
     expect(decided.remediation, JSON.stringify(decided.remediation)).toMatchObject({ ok: true });
+  }, 240_000);
+});
+
+describe.skipIf(!docker.ok)('supervise decided remotely, through the service API', () => {
+  const w = threadWorld('bb-supervise-remote-', { implementer: asksFor('pypi.org') });
+
+  it("an operator on another machine decides with their own token; it is recorded as theirs, through the API, in the turn's record", async () => {
+    const n = fileIssue(w.gitea, 'implementer', 'Tests from afar', 'They need pypi.org.');
+    const posted = await until(
+      'the request on the issue',
+      () => w.gitea.issue('acme/widgets', n).comments.find((c) => ID.test(c.body))?.body,
+      90_000,
+    );
+    const id = ID.exec(posted)![1]!;
+    // On the orchestrator's host, once: a token for carol.
+    const bb = async (env: Record<string, string>, ...args: string[]) => {
+      let out = '';
+      let err = '';
+      const code = await runCli(args, {
+        env,
+        cwd: tmpdir(),
+        stdout: (t) => (out += t),
+        stderr: (t) => (err += t),
+      });
+      return { code, out, err };
+    };
+    const made = await bb({ BB_HOME: w.home }, 'operator', 'add', 'carol');
+    expect(made.code).toBe(0);
+    // On carol's machine: a BB_HOME of her own, with no bottle, no key and no database of the orchestrator's.
+    const laptop = mkdtempSync(join(tmpdir(), 'bb-laptop-'));
+    try {
+      const carol = { BB_HOME: laptop, BB_OPERATOR_TOKEN: made.out.trim() };
+      const listed = await bb(carol, 'supervise', '--server', w.orch.url, 'list', '--json');
+      expect(listed.err).toBe('');
+      const [row] = JSON.parse(listed.out) as Array<{ id: string; candidateHash: string }>;
+      expect(row!.id).toBe(id);
+      const approved = await bb(
+        carol,
+        'supervise',
+        '--server',
+        w.orch.url,
+        'approve',
+        id,
+        '--expect',
+        row!.candidateHash,
+      );
+      expect(approved.err).toBe('');
+      expect(approved.code).toBe(0);
+      expect(approved.out).toMatch(/^approved sr_\w+ .*reloaded allowlist\.json/);
+      expect(readdirSync(laptop)).not.toContain('bot-bottle.db');
+    } finally {
+      rmSync(laptop, { recursive: true, force: true });
+    }
+    const db = BbDatabase.open({ path: join(w.home, 'bot-bottle.db') });
+    try {
+      expect(new SuperviseStore(db).get(id)).toMatchObject({
+        status: 'approved',
+        decidedBy: 'carol',
+        decidedVia: 'api',
+      });
+      // The agent's wait returned approved in the same turn, which then ended with its record.
+      const record = await until(
+        "the turn's record",
+        () =>
+          new ProvenanceStore(db)
+            .list({}, 1, 10)
+            .records.find((r) => r.record.supervise?.some((q) => q.id === id)),
+        90_000,
+      );
+      expect(record.record.supervise?.find((q) => q.id === id)?.decision).toMatchObject({
+        by: 'carol',
+        via: 'api',
+        scope: 'turn',
+      });
+    } finally {
+      db.close();
+    }
   }, 240_000);
 });
 

@@ -31,6 +31,65 @@ export function diffHeight(screenRows: number, listRows: number, detailRows: num
   return Math.max(5, screenRows - (1 + 1 + Math.max(1, listRows) + 1 + detailRows + 1 + 1 + 3));
 }
 
+/** `text` cut to fill at most `rows` rows of `cols` columns, ending in … when cut. */
+export function fitRows(text: string, cols: number, rows: number): string {
+  const flat = text.replace(/\s*\n\s*/g, ' ');
+  const max = Math.max(1, cols * rows);
+  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
+}
+
+const LIST_ROWS = 8;
+const SEVERITY_ORDER: Record<string, number> = { high: 0, medium: 1, low: 2, info: 3 };
+const sevColor = (s: string) => (s === 'high' ? 'red' : s === 'medium' ? 'yellow' : 'gray');
+
+/**
+ * A request's refusals, findings and ceiling breaches as the inbox shows them: at
+ * most a few of each, the most severe findings first, and how many more there are.
+ */
+export function detailLines(r: RequestView): Array<{ text: string; color?: string }> {
+  const few = <T>(
+    all: T[],
+    max: number,
+    line: (x: T) => { text: string; color?: string },
+    what: string,
+  ) => [
+    ...all.slice(0, max).map(line),
+    ...(all.length > max
+      ? [
+          {
+            text: `… and ${all.length - max} more ${what}: bb supervise show ${r.id}`,
+            color: 'gray',
+          },
+        ]
+      : []),
+  ];
+  return [
+    ...few(
+      r.evidence,
+      3,
+      (e) => ({
+        text: `refused: ${e.kind} ${e.host || e.route || ''}${e.port ? `:${e.port}` : ''} — ${e.rule}`,
+        color: 'yellow',
+      }),
+      'refusals',
+    ),
+    ...few(
+      [...r.findings].sort(
+        (a, b) => (SEVERITY_ORDER[a.severity] ?? 9) - (SEVERITY_ORDER[b.severity] ?? 9),
+      ),
+      5,
+      (f) => ({ text: `${f.severity}: ${f.message}`, color: sevColor(f.severity) }),
+      'findings',
+    ),
+    ...few(
+      r.beyondCeiling,
+      3,
+      (b) => ({ text: `beyond the ceiling: ${b}`, color: 'red' }),
+      'beyond the ceiling',
+    ),
+  ];
+}
+
 function Inbox(props: {
   port: DeskPort;
   done: (e: Exit) => void;
@@ -42,6 +101,8 @@ function Inbox(props: {
 }): ReactNode {
   const { exit } = useApp();
   const { stdout } = useStdout();
+  const stdoutRef = useRef(stdout);
+  stdoutRef.current = stdout;
   const [rows, setRows] = useState<RequestView[]>([]);
   const [loaded, setLoaded] = useState(false);
   const [sel, setSel] = useState(0);
@@ -57,7 +118,9 @@ function Inbox(props: {
   };
   const [busy, setBusy] = useState(false);
   const [message, setMessageState] = useState(printable(props.flash ?? ''));
-  const setMessage = (m: string) => setMessageState(printable(m));
+  // A message (a failed build's, say) takes three rows at most.
+  const setMessage = (m: string) =>
+    setMessageState(fitRows(printable(m), stdoutRef.current?.columns ?? 80, 3));
   const [building, setBuilding] = useState('');
   const loading = useRef(false);
   const refresh = () => {
@@ -88,10 +151,20 @@ function Inbox(props: {
   }, []);
   const current = rows[Math.min(sel, rows.length - 1)];
   const lines = current ? diffLines(current.diff) : [];
-  const details = current
-    ? 2 + current.evidence.length + current.findings.length + current.beyondCeiling.length
-    : 0;
-  const height = diffHeight(stdout?.rows ?? 24, rows.length, details);
+  // The details are cut to a few lines each (the worst findings first): a proposal of a
+  // hundred hosts must not push the diff, the keys and the list off the screen.
+  const notes = current ? detailLines(current) : [];
+  const cols = stdout?.columns ?? 80;
+  // The agent's reason, on three rows at most (all of it: bb supervise show).
+  const why = current ? fitRows(`why: ${current.justification}`, cols, 3) : '';
+  const details =
+    (current ? 1 + Math.ceil(why.length / cols) + notes.length : 0) +
+    Math.max(0, Math.ceil(message.length / cols) - 1);
+  // The list shows up to 8 requests around the chosen one, and says how many more wait.
+  const listFrom = Math.max(0, Math.min(sel - 3, rows.length - LIST_ROWS));
+  const listed = rows.slice(listFrom, listFrom + LIST_ROWS);
+  const more = rows.length - listed.length;
+  const height = diffHeight(stdout?.rows ?? 24, listed.length + (more ? 1 : 0), details);
   const maxTop = Math.max(0, lines.length - height);
   const shownTop = Math.min(top, maxTop);
   const choose = (i: number) => {
@@ -167,7 +240,6 @@ function Inbox(props: {
         });
     }
   });
-  const sevColor = (s: string) => (s === 'high' ? 'red' : s === 'medium' ? 'yellow' : 'gray');
   return h(
     Box,
     { flexDirection: 'column' },
@@ -185,13 +257,21 @@ function Inbox(props: {
       : h(
           Box,
           { flexDirection: 'column', marginTop: 1 },
-          ...rows.map((r, i) =>
-            h(
+          ...listed.map((r, j) => {
+            const i = listFrom + j;
+            return h(
               Text,
-              { key: r.id, inverse: i === sel },
+              { key: r.id, inverse: i === sel, wrap: 'truncate-end' },
               `${i === sel ? '>' : ' '} ${r.id}  ${r.slug}  ${r.kind}  ${age(r.createdAt)}${r.findings.some((f) => f.severity === 'high') ? '  !' : ''}${r.rejections >= 3 ? '  looping' : ''}`,
-            ),
-          ),
+            );
+          }),
+          more
+            ? h(
+                Text,
+                { color: 'gray' },
+                `  ${more} more (${listFrom} above, ${rows.length - listFrom - listed.length} below): ↑↓`,
+              )
+            : null,
         ),
     current
       ? h(
@@ -202,19 +282,13 @@ function Inbox(props: {
             {},
             `bottle ${current.slug}  turn ${current.turn ?? '-'}  ${current.kind} (${current.file}) via ${current.tool}`,
           ),
-          h(Text, {}, `why: ${current.justification}`),
-          ...current.evidence.map((e) =>
+          h(Text, {}, why),
+          ...notes.map((n, i) =>
             h(
               Text,
-              { key: e.time + e.host, color: 'yellow' },
-              `refused: ${e.kind} ${e.host || e.route || ''}${e.port ? `:${e.port}` : ''} — ${e.rule}`,
+              { key: `n${i}`, wrap: 'truncate-end', ...(n.color ? { color: n.color } : {}) },
+              n.text,
             ),
-          ),
-          ...current.findings.map((f, i) =>
-            h(Text, { key: `f${i}`, color: sevColor(f.severity) }, `${f.severity}: ${f.message}`),
-          ),
-          ...current.beyondCeiling.map((b, i) =>
-            h(Text, { key: `c${i}`, color: 'red' }, `beyond the ceiling: ${b}`),
           ),
           h(
             Box,

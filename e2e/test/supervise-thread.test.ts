@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli } from '@bb/cli';
 import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
-import { DockerBackend } from '@bb/headless';
+import { DockerBackend, readMeta } from '@bb/headless';
 import { ProvenanceStore } from '@bb/provenance';
 import type { RunningOrchestrator } from '@bb/service';
 import { BbDatabase } from '@bb/state';
@@ -250,6 +250,110 @@ describe.skipIf(!docker.ok)('supervise decided remotely, through the service API
       db.close();
     }
   }, 240_000);
+});
+
+/**
+ * A script agent that asks for a tool with `capability-block`, hears `approved`, and
+ * does not end its turn (as a model busy elsewhere would not); in the rebuilt image it
+ * uses the tool. Each turn says on the issue which session it is in.
+ */
+const NEWTOOL = Buffer.from(
+  `FROM ${BASE_IMAGE}\nUSER 0\nRUN printf '#!/bin/sh\\necho newtool-works\\n' > /usr/bin/newtool && chmod 755 /usr/bin/newtool\nUSER 1000\n`,
+).toString('base64');
+const ignoresTheEnd = scriptAgent([
+  {
+    steps: [
+      { do: 'comment', body: 'First turn, in session {{session}}.' },
+      { do: 'sh', cmd: `echo ${NEWTOOL} | base64 -d > /tmp/Dockerfile` },
+      {
+        do: 'sh',
+        cmd: "$BB_SUPERVISE capability-block --file /tmp/Dockerfile --why 'the tests call newtool, which the image lacks' --wait 100",
+      },
+      // Told to end its turn, it carries on as if it had not heard.
+      { do: 'sleep', ms: 600_000 },
+    ],
+  },
+  {
+    steps: [
+      { do: 'sh', cmd: 'newtool' },
+      { do: 'comment', body: 'Second turn, in session {{session}}, with newtool.' },
+      { do: 'done', status: 'success', summary: 'Carried on in the rebuilt image.' },
+    ],
+  },
+]);
+
+describe.skipIf(!docker.ok)('a rebuild approved on the thread keeps the conversation', () => {
+  const w = threadWorld(
+    'bb-supervise-rebuild-',
+    { builder: ignoresTheEnd },
+    { BB_REBUILD_GRACE: '2' },
+  );
+
+  it('an agent that ignores the end of its turn keeps its session; the turn in the new image is tracked and recorded', async () => {
+    const n = fileIssue(w.gitea, 'builder', 'Use newtool', 'The tests need newtool.');
+    const bodies = () => w.gitea.issue('acme/widgets', n).comments.map((c) => c.body);
+    const posted = await until(
+      'the request on the issue',
+      () => bodies().find((b) => ID.test(b)),
+      90_000,
+    );
+    const id = ID.exec(posted)![1]!;
+    expect(posted).toContain('capability-block');
+    w.gitea.comment('alice', 'acme/widgets', n, `/bb approve ${id}`);
+    const second = await until(
+      'the second turn on the issue',
+      () => bodies().find((b) => b.startsWith('Second turn')),
+      180_000,
+    );
+    const first = bodies().find((b) => b.startsWith('First turn'))!;
+    const session = /session (\S+)\./.exec(first)![1]!;
+    // The same conversation, in the rebuilt image (newtool ran).
+    expect(second).toBe(`Second turn, in session ${session}, with newtool.`);
+    const db = BbDatabase.open({ path: join(w.home, 'bot-bottle.db') });
+    try {
+      expect(new SuperviseStore(db).get(id)).toMatchObject({
+        status: 'approved',
+        decidedBy: 'forge:alice',
+        decidedVia: 'forge',
+        scope: 'bottle',
+      });
+      const slug = new SuperviseStore(db).get(id)!.slug;
+      const chain = await until(
+        'both turns recorded',
+        () => {
+          const c = new ProvenanceStore(db).chain(slug);
+          return c.length >= 2 ? c : undefined;
+        },
+        90_000,
+      );
+      expect(chain.map((r) => r.record.turn)).toEqual([1, 2]);
+      expect(chain[0]!.record.watchdogFired).toMatchObject({
+        reason: 'stopped',
+        detail: expect.stringContaining(id),
+      });
+      // The turn in the new image ended the ordinary way: done, recorded, frozen.
+      expect(chain[1]!.record.done).toMatchObject({ status: 'success' });
+      const meta = readMeta(slug, { BB_HOME: w.home })!;
+      expect(meta.image).toMatch(/^bb-rebuilt-/);
+      expect(meta.sessionId).toBe(session);
+      expect(meta.turns[1]!.prompt).toContain(`approved your capability-block request ${id}`);
+      // Told the task again, in case the conversation had been lost.
+      expect(meta.turns[1]!.prompt).toMatch(/The task, as your turn began:[\s\S]*Use newtool/);
+      const row = await until(
+        'frozen',
+        async () => {
+          const r = (await fetch(`${w.orch.url}/api/bottles`).then((x) => x.json())) as {
+            bottles: Array<{ slug: string; status: string }>;
+          };
+          return r.bottles.find((b) => b.slug === slug && b.status === 'frozen');
+        },
+        60_000,
+      );
+      expect(row.status).toBe('frozen');
+    } finally {
+      db.close();
+    }
+  }, 300_000);
 });
 
 describe.skipIf(!docker.ok)('supervise auto mode, through the service', () => {

@@ -143,7 +143,12 @@ async function launchBottle(
 }
 
 /** A frozen bottle's next turn, with `prompt`; its status is running from here. */
-export async function resumeBottle(core: Core, s: BottleSession, prompt: string): Promise<void> {
+export async function resumeBottle(
+  core: Core,
+  s: BottleSession,
+  prompt: string,
+  o: { fresh?: boolean } = {},
+): Promise<void> {
   const { runner } = core.o;
   // Its warm containers are this turn's now, unless they are being cooled (then it waits).
   core.warm.forget(s.slug);
@@ -155,13 +160,13 @@ export async function resumeBottle(core: Core, s: BottleSession, prompt: string)
   const pr = s.state.prs.at(-1);
   try {
     await s.commit({ ...s.state, status: 'running' });
-    const fresh = await rotation(core, s, prompt);
+    const fresh = o.fresh ? undefined : await rotation(core, s, prompt);
     await core.capacity.starting(() =>
       runner.startResume({
         slug: s.slug,
         prompt: fresh ?? prompt,
         pr,
-        ...(fresh ? { freshSession: true } : {}),
+        ...(fresh || o.fresh ? { freshSession: true } : {}),
         // The PR's head as the forge's API says: no git process, no request of its git server.
         ...(pr !== undefined
           ? { prHead: async () => (await core.forgeFor(s.owner, s.repo).readPr(pr)).head.sha }

@@ -139,7 +139,9 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
       slug: s.slug,
       request: rebuilt.requestId,
     });
-    await resumeBottle(core, s, rebuilt.prompt);
+    // A turn stopped before its CLI named a session goes on in a fresh one, told its task.
+    const session = (await runner.storage.meta(s.slug))?.sessionId;
+    await resumeBottle(core, s, rebuilt.prompt, { fresh: !session });
     return;
   }
   const input: LifecycleInput =

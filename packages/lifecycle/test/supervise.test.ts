@@ -1,6 +1,7 @@
 // The orchestrator and the supervise plane: a bottle waiting for the operator is
 // not silent; a turn's requests go into its record; a rebuilt image's resume
 // comes at once; a destroyed bottle's pending requests are cancelled.
+import { readMeta, writeMeta } from '@bb/headless';
 import { describe, expect, it } from 'vitest';
 import type { SupervisePlane } from '../src/index';
 import { setup, until } from './orchestrator-setup';
@@ -127,6 +128,36 @@ describe('orchestrator: the supervise plane', () => {
       detail: expect.stringMatching(/sr_bbbb/),
     });
     await until('running again', () => t.row(n)?.status === 'running');
+  });
+
+  it('resumes a rebuilt bottle whose stopped turn named no session in a fresh one, and watches that turn', async () => {
+    const s = plane();
+    const t = setup({ supervise: s.p });
+    const asked = new Map<string, { prompt: string; requestId: string }>();
+    t.runner.takeResumeRequest = (slug: string) => {
+      const a = asked.get(slug);
+      asked.delete(slug);
+      return a;
+    };
+    const { n, slug } = await t.launched();
+    // Its CLI was stopped before it named a session (as the runner records it).
+    const env = { BB_HOME: t.home };
+    writeMeta({ ...readMeta(slug, env)!, sessionId: null }, env);
+    asked.set(slug, {
+      requestId: 'sr_cccccccccccccccccccc',
+      prompt: 'approved. The task, as your turn began: fix the bug',
+    });
+    t.runner.agent(slug).exit(143);
+    await until('resumed', () => t.runner.resumes.length === 1);
+    expect(t.runner.resumes[0]).toMatchObject({
+      freshSession: true,
+      prompt: expect.stringMatching(/fix the bug/),
+    });
+    await until('running again', () => t.row(n)?.status === 'running');
+    // The turn in the new image is an ordinary one: its end is recorded and freezes the bottle.
+    t.runner.agent(slug).exit(0);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    expect(t.records(slug).map((r) => r.turn)).toEqual([1, 2]);
   });
 
   it("cancels a destroyed bottle's pending requests", async () => {

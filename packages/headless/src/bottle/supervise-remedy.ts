@@ -20,7 +20,8 @@ import {
   readMeta,
   writeMeta,
 } from './layout';
-import { loadBottleManifest, memoryBytes } from './manifests';
+import { loadAgentManifest, loadBottleManifest, memoryBytes } from './manifests';
+import { providerFor } from '../providers';
 import { removeSecret, writeSecret } from './secrets';
 import { allowedBases, atomicWrite, writeOverride } from './supervise-gate';
 
@@ -158,7 +159,7 @@ export function takeResumeRequest(
   const dir = bottlePaths(slug, env).supervise;
   try {
     // The gate's directory: nothing there is followed, and what is read is checked.
-    const buf = readFileNoFollow(dir, 'resume.json', { maxBytes: 16384 });
+    const buf = readFileNoFollow(dir, 'resume.json', { maxBytes: 65536 });
     if (!buf) return undefined;
     const parsed = ResumeRequestSchema.safeParse(JSON.parse(buf.toString('utf8')));
     return parsed.success ? parsed.data : undefined;
@@ -170,7 +171,7 @@ export function takeResumeRequest(
 }
 
 const ResumeRequestSchema = z
-  .object({ requestId: z.string().regex(REQUEST_ID), prompt: z.string().max(8192) })
+  .object({ requestId: z.string().regex(REQUEST_ID), prompt: z.string().max(16384) })
   .strict();
 
 /**
@@ -222,14 +223,14 @@ export async function rebuildBottle(
   const fresh = readMeta(slug, env) ?? meta;
   fresh.image = tag;
   fresh.rebuilt = [...(fresh.rebuilt ?? []), tag];
+  // The conversation is kept whatever the agent does next (ends its turn, or is stopped):
+  // the session its CLI named so far is written down now, before anyone stops it.
+  fresh.sessionId ??= (await sessionSoFar(fresh, options)) ?? null;
   writeMeta(fresh, env);
   writeFileNoFollow(
     bottlePaths(slug, env).supervise,
     'resume.json',
-    JSON.stringify({
-      requestId,
-      prompt: `${note}. Your bottle was rebuilt from the Dockerfile you proposed (now at /etc/bot-bottle/current-config/Dockerfile); this is the same workspace, branch and conversation. Carry on with your task.`,
-    }),
+    JSON.stringify({ requestId, prompt: rebuiltPrompt(note, fresh.current?.prompt) }),
   );
   return {
     ok: true,
@@ -238,15 +239,65 @@ export async function rebuildBottle(
   };
 }
 
+/** The longest task quoted back to the agent after a rebuild (the rest: its conversation). */
+const MAX_TASK_QUOTE = 12_000;
+
+/**
+ * What the agent is told in its rebuilt image: the decision, where it is, and the
+ * task its turn began with (so even a session that could not be kept knows it).
+ */
+export function rebuiltPrompt(note: string, task: string | undefined): string {
+  const said = `${note}. Your bottle was rebuilt from the Dockerfile you proposed (now at /etc/bot-bottle/current-config/Dockerfile); this is the same workspace, branch and conversation. Carry on with your task.`;
+  if (!task) return said;
+  const quoted =
+    task.length > MAX_TASK_QUOTE ? `${task.slice(0, MAX_TASK_QUOTE)}\n[… cut]` : task;
+  return `${said}\n\nThe task, as your turn began:\n\n${quoted}`;
+}
+
+/**
+ * The session the bottle's running agent has named so far, read from its output
+ * (the engine's log of it, as data): its CLI names it on its first line.
+ */
+async function sessionSoFar(meta: BottleMeta, options: RemedyOptions): Promise<string | undefined> {
+  if (!meta.current) return undefined;
+  try {
+    const agent = (await options.backend.list({ [LABEL.slug]: meta.slug })).find(
+      (c) => c.labels[LABEL.role] === 'agent' && c.state === 'running',
+    );
+    if (!agent) return undefined;
+    const { manifest } = loadAgentManifest(meta.agent, options.env ?? process.env);
+    const output = await options.backend.logs(agent.id, {
+      sinceMs: Date.parse(meta.current.startedAt),
+    });
+    return providerFor(manifest.provider).parseResult(output, 1).sessionId;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How long an agent has to end its turn after a rebuild's approval (`BB_REBUILD_GRACE`, seconds). @default 20 s */
+export function rebuildGrace(env: Record<string, string | undefined>): number {
+  const raw = env['BB_REBUILD_GRACE'];
+  if (raw === undefined || raw === '') return 20_000;
+  const s = Number(raw);
+  if (!Number.isFinite(s) || s < 0)
+    throw new BbError(
+      'INVALID_INPUT',
+      `BB_REBUILD_GRACE=${JSON.stringify(raw)} is not a number of seconds; unset it for 20 s`,
+    );
+  return Math.round(s * 1000);
+}
+
 /**
  * After a rebuild's approval reached the agent: wait up to `graceMs` for it to
- * end its turn itself (its session is then recorded), then stop it.
+ * end its turn itself, then stop it. Its session was written down when the image
+ * was built: either way the next turn resumes it.
  */
 export async function settleRebuild(
   slug: string,
   options: RemedyOptions & { graceMs?: number },
 ): Promise<void> {
-  const deadline = Date.now() + (options.graceMs ?? 20_000);
+  const deadline = Date.now() + (options.graceMs ?? rebuildGrace(options.env ?? process.env));
   for (;;) {
     const agents = (await options.backend.list({ [LABEL.slug]: slug })).filter(
       (c) => c.labels[LABEL.role] === 'agent' && (c.state === 'running' || c.state === 'paused'),

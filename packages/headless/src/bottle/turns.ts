@@ -472,7 +472,11 @@ async function completeTurn(
   const { exitCode, oomKilled } = end;
   // The turn was long: what others changed meanwhile (a rebuild's new image) stays.
   const latest = readMeta(meta.slug, env);
-  if (latest) meta.image = latest.image;
+  if (latest) {
+    meta.image = latest.image;
+    // And the session a rebuild's approval wrote down while the turn ran.
+    meta.sessionId ??= latest.sessionId;
+  }
   const output = redactString(
     await backend.logs(
       agentId,

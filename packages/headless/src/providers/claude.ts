@@ -1,7 +1,11 @@
 import { jsonLines, mcpServers, usageTokens } from './common';
 import { type AgentProvider, PROXY_API_KEY } from './provider';
 
-/** Claude Code: `claude -p PROMPT --output-format json`, resumed with `--resume <session_id>`. */
+/**
+ * Claude Code: `claude -p PROMPT --output-format stream-json --verbose`, resumed
+ * with `--resume <session_id>`. Streamed, so the session is named on the first
+ * line (`system`/`init`): a turn stopped before its end still names it.
+ */
 export const claudeProvider: AgentProvider = {
   name: 'claude',
   modelApis: ['anthropic'],
@@ -11,7 +15,8 @@ export const claudeProvider: AgentProvider = {
       '-p',
       input.prompt,
       '--output-format',
-      'json',
+      'stream-json',
+      '--verbose',
       '--dangerously-skip-permissions',
       '--mcp-config',
       `${input.home}/.bb/mcp.json`,
@@ -41,13 +46,17 @@ export const claudeProvider: AgentProvider = {
     };
   },
   parseResult(stdout, exitCode) {
-    const result = jsonLines(stdout).findLast((o) => o['type'] === 'result');
-    if (!result)
+    const lines = jsonLines(stdout);
+    const result = lines.findLast((o) => o['type'] === 'result');
+    if (!result) {
+      const init = lines.find((o) => o['type'] === 'system' && o['subtype'] === 'init');
       return {
-        sessionId: undefined,
+        // Stopped before its end: the session it began is still the one to resume.
+        sessionId: typeof init?.['session_id'] === 'string' ? init['session_id'] : undefined,
         ok: false,
         error: `claude printed no result (exit ${exitCode})`,
       };
+    }
     const isError = result['is_error'] === true || exitCode !== 0;
     const tokens = usageTokens(result['usage'], [
       'input_tokens',

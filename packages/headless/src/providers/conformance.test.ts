@@ -45,6 +45,15 @@ describeProviderConformance('claude', {
     }),
     exitCode: 1,
   },
+  // Stopped (SIGTERM) after it began: the init line named the session.
+  stopped: {
+    stdout: lines(
+      { type: 'system', subtype: 'init', session_id: 'c-41f2', model: 'scripted-model' },
+      { type: 'assistant', message: { content: [{ type: 'text', text: 'Looking…' }] } },
+    ),
+    exitCode: 143,
+    sessionId: 'c-41f2',
+  },
 });
 
 describeProviderConformance('codex', {
@@ -69,6 +78,11 @@ describeProviderConformance('codex', {
       { type: 'turn.failed', error: { message: 'stream disconnected' } },
     ),
     exitCode: 1,
+  },
+  stopped: {
+    stdout: lines({ type: 'thread.started', thread_id: '0199a2b3-t' }, { type: 'turn.started' }),
+    exitCode: 143,
+    sessionId: '0199a2b3-t',
   },
 });
 
@@ -109,6 +123,11 @@ describeProviderConformance('pi', {
     ),
     exitCode: 0,
   },
+  stopped: {
+    stdout: lines({ type: 'session', version: 3, id: '01970f5e-p' }, { type: 'agent_start' }),
+    exitCode: 143,
+    sessionId: '01970f5e-p',
+  },
 });
 
 describeProviderConformance('script', {
@@ -118,6 +137,11 @@ describeProviderConformance('script', {
     exitCode: 0,
     sessionId: 's-9',
     tokens: 7,
+  },
+  stopped: {
+    stdout: lines({ type: 'turn', session_id: 's-9', turn: 1, previous_prompts: [] }),
+    exitCode: 143,
+    sessionId: 's-9',
   },
 });
 

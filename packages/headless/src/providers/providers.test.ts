@@ -30,9 +30,16 @@ describe('agent providers', () => {
     expect(scriptProvider.invocation(none).env['BB_SIDECAR_SOCKET']).toBeUndefined();
   });
 
-  it('claude: -p with JSON output, resumed by --resume <id> and never --continue', () => {
+  it('claude: -p with streamed JSON output, resumed by --resume <id> and never --continue', () => {
     const first = claudeProvider.invocation(input({ model: 'm1' }));
-    expect(first.cmd.slice(0, 5)).toEqual(['claude', '-p', 'fix it', '--output-format', 'json']);
+    expect(first.cmd.slice(0, 6)).toEqual([
+      'claude',
+      '-p',
+      'fix it',
+      '--output-format',
+      'stream-json',
+      '--verbose',
+    ]);
     expect(first.cmd).toContain('--dangerously-skip-permissions');
     expect(first.cmd).not.toContain('--continue');
     expect(first.env).toMatchObject({

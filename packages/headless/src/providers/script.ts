@@ -22,8 +22,10 @@ export const scriptProvider: AgentProvider = {
     const tokens = usageTokens(result?.['usage'], ['input_tokens']);
     // No result line: the output is not the script agent's, whatever the exit code.
     const ok = exitCode === 0 && !!result && result['is_error'] !== true;
+    // Its first line names the session: a turn stopped before its end still does.
+    const began = result ?? jsonLines(stdout).find((o) => o['type'] === 'turn');
     return {
-      sessionId: typeof result?.['session_id'] === 'string' ? result['session_id'] : undefined,
+      sessionId: typeof began?.['session_id'] === 'string' ? began['session_id'] : undefined,
       ok,
       ...(ok
         ? {}

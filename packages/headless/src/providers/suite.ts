@@ -12,6 +12,12 @@ export interface ProviderConformanceOptions {
   recorded: { stdout: string; exitCode: number; sessionId: string; tokens?: number };
   /** What it printed for a turn the model API failed, when the CLI says so (pi exits 0 then). */
   failed?: { stdout: string; exitCode: number };
+  /**
+   * What it printed before it was stopped mid-turn (a rebuild's approval, the
+   * watchdog), and the session that output already names: the next turn resumes
+   * it rather than starting over. Absent for a CLI that names its session only at its end.
+   */
+  stopped?: { stdout: string; exitCode: number; sessionId: string };
   skip?: { reason: string; tests: string[] };
 }
 
@@ -76,6 +82,13 @@ export function describeProviderConformance(name: string, o: ProviderConformance
       expect(r.ok).toBe(true);
       expect(r.sessionId).toBe(o.recorded.sessionId);
       if (o.recorded.tokens !== undefined) expect(r.tokens).toBe(o.recorded.tokens);
+    });
+
+    test('a turn stopped mid-way still names its session, and is not a success', () => {
+      if (!o.stopped) return;
+      const r = p.parseResult(o.stopped.stdout, o.stopped.exitCode);
+      expect(r.sessionId).toBe(o.stopped.sessionId);
+      expect(r.ok).toBe(false);
     });
 
     test('garbled output, or a failing exit, is never a success', () => {

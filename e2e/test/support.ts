@@ -46,6 +46,15 @@ export async function probeKitchenSink(dockerOk: boolean): Promise<{ ok: boolean
   );
 }
 
+/** A plain Debian image with apt (scripts/build-debian-image.sh), for builds that install packages. */
+export async function probeDebianImage(dockerOk: boolean): Promise<{ ok: boolean; image: string }> {
+  return probeImage(
+    dockerOk,
+    process.env['BB_DEBIAN_IMAGE'] ?? 'bb-debian:bookworm',
+    'scripts/build-debian-image.sh',
+  );
+}
+
 async function probeImage(
   dockerOk: boolean,
   image: string,

@@ -7,6 +7,8 @@ export function isReservedSecret(name: string): boolean {
   return (
     /^FORGE_/.test(name) ||
     name === 'BB_API_TOKEN' ||
+    // An operator's own token for the orchestrator's API (bb supervise --server).
+    name === 'BB_OPERATOR_TOKEN' ||
     name === 'BB_WEBHOOK_SECRET' ||
     // forklift's forge token: the host's push and PR alone.
     name === 'FORKLIFT_TOKEN'

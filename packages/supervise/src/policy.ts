@@ -23,6 +23,15 @@ export const PolicySchema = z
      * override; a secret not named here may go only where it already goes.
      */
     credentialHosts: z.record(z.string(), z.array(z.string().min(1))).default({}),
+    /**
+     * What an approved Dockerfile's `RUN` steps may reach while the image builds, besides
+     * the bottle's own allowlist: package registries, as allowlist entries, through the
+     * build's egress proxy only. Empty: the steps reach only what the bottle may.
+     * @default Debian's and npm's registries
+     */
+    buildRegistries: z
+      .array(z.string().min(1))
+      .default(['deb.debian.org', 'security.debian.org', 'registry.npmjs.org']),
     /** How long a request waits for a decision before it expires. @default 24 h */
     ttlMs: z
       .number()

@@ -3,7 +3,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
 import { homeLayout, LABEL } from '@bb/names';
-import { REQUEST_ID, type Remediator, type SupervisedBottles } from '@bb/supervise';
+import { loadPolicy, REQUEST_ID, type Remediator, type SupervisedBottles } from '@bb/supervise';
 import { readFileNoFollow, writeFileNoFollow } from '@bb/wall';
 import { z } from 'zod';
 import type { Backend } from '../engine/backend';
@@ -213,6 +213,8 @@ export async function rebuildBottle(
         pidsLimit: 1024,
       },
       workDir: join(bbHome(env), 'builds'),
+      // Its steps reach the bottle's own hosts and the operator's registries, through a proxy.
+      egress: buildEgress(slug, env),
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     });
   } catch (err) {
@@ -249,8 +251,7 @@ const MAX_TASK_QUOTE = 12_000;
 export function rebuiltPrompt(note: string, task: string | undefined): string {
   const said = `${note}. Your bottle was rebuilt from the Dockerfile you proposed (now at /etc/bot-bottle/current-config/Dockerfile); this is the same workspace, branch and conversation. Carry on with your task.`;
   if (!task) return said;
-  const quoted =
-    task.length > MAX_TASK_QUOTE ? `${task.slice(0, MAX_TASK_QUOTE)}\n[… cut]` : task;
+  const quoted = task.length > MAX_TASK_QUOTE ? `${task.slice(0, MAX_TASK_QUOTE)}\n[… cut]` : task;
   return `${said}\n\nThe task, as your turn began:\n\n${quoted}`;
 }
 
@@ -353,6 +354,21 @@ function newRoutesOnly(text: string, currentFile: string): string {
     headers: Object.fromEntries(Object.entries(r.headers).filter(([, ref]) => !held.has(ref))),
   }));
   return JSON.stringify({ routes });
+}
+
+/**
+ * What a rebuild's steps may reach: the bottle's allowlist as it runs now, and the
+ * package registries of the operator's policy (`buildRegistries`).
+ */
+export function buildEgress(slug: string, env: Record<string, string | undefined>): string[] {
+  let own: string[] = [];
+  try {
+    const raw = JSON.parse(
+      readFileSync(join(bottlePaths(slug, env).currentConfig, 'allowlist.json'), 'utf8'),
+    ) as { allow?: unknown };
+    if (Array.isArray(raw.allow)) own = raw.allow.filter((x): x is string => typeof x === 'string');
+  } catch {}
+  return [...new Set([...own, ...loadPolicy(bbHome(env)).buildRegistries])];
 }
 
 /** How long a rebuild may take (`BB_BUILD_TIMEOUT`, seconds). @default 15 min */

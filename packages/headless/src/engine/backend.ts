@@ -23,6 +23,13 @@ export interface BuildImageOptions {
   };
   /** A host directory of ours for the build's scratch files. @default the system's temp */
   workDir?: string;
+  /**
+   * What the build's `RUN` steps may reach, through a deny-by-default egress proxy
+   * (`http_proxy`/`https_proxy`), host patterns as in an allowlist; nothing else is
+   * reachable. Only a bounded build (`limits.diskBytes`) can give it. Absent or
+   * empty: no network for the steps.
+   */
+  egress?: string[] | undefined;
 }
 
 export interface BottleSpec {

@@ -33,6 +33,7 @@ import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import { minimalEnv } from '@bb/wall';
 import type Docker from 'dockerode';
+import { netnsPath, removeBuildNetns } from './build-network';
 import { canMountDisks, mountScratchDisk, unmountScratchDisk } from './disk';
 
 /** Where the cgroup filesystem is (v1 hierarchies below it, or the v2 unified tree). */
@@ -71,6 +72,11 @@ export interface BuildEngineOptions {
   pidsLimit: number;
   /** Memory the build's steps may take together. */
   memoryBytes: number;
+  /**
+   * A network namespace to run the engine in (build-network.ts): its steps then
+   * share it, and reach what it offers. Absent: the engine's own, with no network for steps.
+   */
+  netns?: string | undefined;
   onProgress?: (line: string) => void;
 }
 
@@ -92,7 +98,7 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
     closed = true;
     // Held until it is all gone: a one-shot process (`bb supervise approve`) waits for it.
     child?.ref();
-    await tearDown({ pid: child?.pid, exec, cgroup, root, dir: o.dir }, child);
+    await tearDown({ pid: child?.pid, exec, cgroup, root, dir: o.dir, netns: o.netns }, child);
   };
   if (!makeCgroup(cgroup, o.pidsLimit, o.memoryBytes))
     throw new BbError(
@@ -110,31 +116,39 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
     writeFileSync(join(o.dir, 'daemon.json'), '{}\n', { mode: 0o600 });
     const log = openSync(join(o.dir, 'dockerd.log'), 'a', 0o600);
     try {
-      child = spawn(
-        'dockerd',
-        [
-          '--config-file',
-          join(o.dir, 'daemon.json'),
-          '--data-root',
-          join(root, 'data'),
-          '--exec-root',
-          exec,
-          '--pidfile',
-          `${exec}.pid`,
-          '--host',
-          `unix://${sock}`,
-          '--storage-driver',
-          'overlay2',
-          '--iptables=false',
-          '--ip6tables=false',
-          '--bridge=none',
-          '--ip-forward=false',
-          '--userland-proxy=false',
-          '--exec-opt',
-          'native.cgroupdriver=cgroupfs',
-        ],
-        { stdio: ['ignore', log, log], detached: true, env: minimalEnv() },
-      );
+      const dockerd = [
+        '--config-file',
+        join(o.dir, 'daemon.json'),
+        '--data-root',
+        join(root, 'data'),
+        '--exec-root',
+        exec,
+        '--pidfile',
+        `${exec}.pid`,
+        '--host',
+        `unix://${sock}`,
+        '--storage-driver',
+        'overlay2',
+        '--iptables=false',
+        '--ip6tables=false',
+        '--bridge=none',
+        '--ip-forward=false',
+        '--userland-proxy=false',
+        '--exec-opt',
+        'native.cgroupdriver=cgroupfs',
+      ];
+      // In the build's namespace when it has one (nsenter becomes dockerd: same pid).
+      child = o.netns
+        ? spawn('nsenter', [`--net=${netnsPath(o.netns)}`, 'dockerd', ...dockerd], {
+            stdio: ['ignore', log, log],
+            detached: true,
+            env: minimalEnv(),
+          })
+        : spawn('dockerd', dockerd, {
+            stdio: ['ignore', log, log],
+            detached: true,
+            env: minimalEnv(),
+          });
     } finally {
       closeSync(log);
     }
@@ -143,7 +157,7 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
     // if this process dies first: its owner, its daemon, its roots and its cgroup.
     writeFileSync(
       join(o.dir, 'engine.json'),
-      JSON.stringify({ owner: process.pid, pid: child.pid, exec, cgroup, root }),
+      JSON.stringify({ owner: process.pid, pid: child.pid, exec, cgroup, root, netns: o.netns }),
       { mode: 0o600 },
     );
     const { default: DockerClient } = await import('dockerode');
@@ -281,6 +295,7 @@ interface EngineRecord {
   cgroup: string;
   root: string;
   dir: string;
+  netns?: string | undefined;
 }
 
 /** Everything of one engine gone: its steps, its daemon, its filesystem, its cgroup, its files. */
@@ -291,10 +306,30 @@ async function tearDown(e: EngineRecord, child?: ChildProcess): Promise<void> {
   killCgroup(e.cgroup);
   await unmountScratchDisk(e.root).catch(() => {});
   removeCgroup(e.cgroup);
+  // What the daemon left mounted below its exec root (in a namespace of its own, the
+  // file it binds its network namespace to) goes first: a mount point cannot be removed.
+  unmountBelow(e.exec);
   rmSync(e.exec, { recursive: true, force: true });
   rmSync(`${e.exec}.sock`, { force: true });
   rmSync(`${e.exec}.pid`, { force: true });
   rmSync(e.dir, { recursive: true, force: true });
+  if (e.netns) removeBuildNetns(e.netns);
+}
+
+/** Unmount (lazily) every mount at or below `dir`, deepest first. */
+function unmountBelow(dir: string): void {
+  let points: string[] = [];
+  try {
+    points = readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .map((l) => l.split(' ')[4] ?? '')
+      .filter((p) => p === dir || p.startsWith(`${dir}/`))
+      .sort((a, b) => b.length - a.length);
+  } catch {}
+  for (const p of points)
+    try {
+      execFileSync('umount', ['-l', p], { stdio: 'ignore', env: minimalEnv() });
+    } catch {}
 }
 
 const alive = (pid: number | undefined) => {

@@ -7,12 +7,18 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BbError } from '@bb/errors';
+import { BbError, isBbError } from '@bb/errors';
 import { baseImagesOf, parseDockerfile } from '@bb/supervise';
 import type Docker from 'dockerode';
 import pkg from '../../package.json' with { type: 'json' };
 import { type BuildImageOptions, VERSION_LABEL } from './backend';
 import { type BuildEngine, canBuildBounded, copyImage, startBuildEngine } from './build-engine';
+import {
+  BUILD_PROXY_ARGS,
+  type BuildNetwork,
+  canIsolateBuilds,
+  startBuildNetwork,
+} from './build-network';
 
 /**
  * Build `dockerfile` as `tag` for the engine `main` (`Backend.buildImage`); `error`
@@ -36,6 +42,7 @@ export async function buildImageOn(
   // The Dockerfile alone is the context: nothing of the host's goes into the build.
   const context = mkdtempSync(join(tmpdir(), 'bb-build-'));
   let engine: BuildEngine | undefined;
+  let net: BuildNetwork | undefined;
   try {
     writeFileSync(join(context, 'Dockerfile'), dockerfile);
     // Bounded while it runs: on an engine and a filesystem of its own (build-engine.ts).
@@ -60,11 +67,26 @@ export async function buildImageOn(
             .inspect()
             .catch(() => ({ Size: 0 }))
         ).Size;
+      const dir = join(
+        options.workDir ?? join(tmpdir(), 'bb-builds'),
+        `${Date.now()}-${process.pid}-${Math.random().toString(16).slice(2, 8)}`,
+      );
+      // The steps reach the hosts allowed through the proxy, and nothing else (build-network.ts).
+      if (options.egress?.length) {
+        if (!canIsolateBuilds())
+          throw new BbError(
+            'BACKEND_ERROR',
+            `building ${tag}: its steps' network (${options.egress.join(', ')}) needs a network namespace of their own, which needs root and ip (iproute2); run the orchestrator as root, or empty buildRegistries in the supervise policy for no network`,
+          );
+        net = await startBuildNetwork({
+          dir: `${dir}-net`,
+          allow: options.egress,
+          ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+        });
+      }
       engine = await startBuildEngine({
-        dir: join(
-          options.workDir ?? join(tmpdir(), 'bb-builds'),
-          `${Date.now()}-${process.pid}-${Math.random().toString(16).slice(2, 8)}`,
-        ),
+        dir,
+        ...(net ? { netns: net.netns } : {}),
         // Its layers are stored unpacked (the base's size), then what the steps may write.
         diskBytes: Math.ceil(baseBytes * 1.1) + limits.diskBytes + 256 * 1024 ** 2,
         pidsLimit: limits.pidsLimit,
@@ -81,6 +103,8 @@ export async function buildImageOn(
       );
     await runBuild(engine?.docker ?? main, context, tag, {
       labels: { ...options.labels, [VERSION_LABEL]: pkg.version },
+      // Steps in the engine's namespace, where the proxy is all there is.
+      ...(net ? { network: 'host', buildargs: BUILD_PROXY_ARGS } : {}),
       limits,
       cgroupParent: engine?.cgroupParent,
       onTimeout: () => engine?.killSteps(),
@@ -107,8 +131,22 @@ export async function buildImageOn(
         .catch(() => {});
       throw new BbError('INVALID_INPUT', `building ${tag}: ${refused}`);
     }
+  } catch (err) {
+    // A step that failed for want of a host says which host it was refused.
+    const refused = [
+      ...new Set(
+        (net?.log ?? []).filter((e) => e.decision === 'denied').map((e) => `${e.host}:${e.port}`),
+      ),
+    ];
+    if (refused.length && isBbError(err))
+      throw new BbError(
+        err.code,
+        `${err.message}\nthe build's proxy refused ${refused.join(', ')} (not in the bottle's allowlist or the operator's buildRegistries)`,
+      );
+    throw err;
   } finally {
     await engine?.close();
+    await net?.close();
     rmSync(context, { recursive: true, force: true });
   }
 }
@@ -125,6 +163,9 @@ async function runBuild(
   tag: string,
   o: {
     labels: Record<string, string>;
+    /** The steps' network mode. @default BB_BUILD_NETWORK, or none */
+    network?: string;
+    buildargs?: Record<string, string>;
     limits: { memoryBytes: number; cpus: number; timeoutMs: number };
     cgroupParent?: string | undefined;
     onTimeout?: () => void;
@@ -139,8 +180,9 @@ async function runBuild(
       labels: o.labels,
       rm: true,
       forcerm: true,
-      // No network for RUN steps unless the operator names one.
-      networkmode: process.env['BB_BUILD_NETWORK'] ?? 'none',
+      // No network for RUN steps unless the operator names one (or the build has its proxy).
+      networkmode: o.network ?? process.env['BB_BUILD_NETWORK'] ?? 'none',
+      ...(o.buildargs ? { buildargs: o.buildargs } : {}),
       // The classic builder: the one the Dockerfile was checked against.
       version: '1',
       // Bounded like a bottle: the steps run what the agent wrote.

@@ -295,6 +295,8 @@ export function kubernetesRunner(
   return {
     backendName: 'kubernetes',
     isolates: true,
+    // No supervise sidecar in its pods yet: its agents are not told of tools they lack.
+    supervise: false,
     storage,
 
     async startLaunch(l) {

@@ -16,8 +16,13 @@ import { eventWork } from './work';
  * What a new session is told first: how to reach the forge and, where bottles
  * have the supervise sidecar, how to ask for what the environment refuses.
  */
-export const promptOverlay = (env: Record<string, string | undefined>): string =>
-  supervises(env) ? `${FORGE_PROMPT_OVERLAY}${SUPERVISE_PROMPT_OVERLAY}` : FORGE_PROMPT_OVERLAY;
+export const promptOverlay = (
+  env: Record<string, string | undefined>,
+  runner?: { supervise?: boolean | undefined },
+): string =>
+  supervises(env) && runner?.supervise !== false
+    ? `${FORGE_PROMPT_OVERLAY}${SUPERVISE_PROMPT_OVERLAY}`
+    : FORGE_PROMPT_OVERLAY;
 
 /** The issue's title and body, when the event that launches it already read them. */
 export type IssueText = { title: string; body: string };
@@ -85,7 +90,7 @@ async function launchBottle(
   try {
     // The event that targeted the issue read it a moment ago: it is not read again.
     const read = known ?? (await forge.readIssue(issue));
-    const prompt = `${promptOverlay(core.o.env ?? process.env)}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
+    const prompt = `${promptOverlay(core.o.env ?? process.env, core.o.runner)}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
     // The row first: a crash from here on leaves something reconcile can see. Before
     // the row, a mark in this BB_HOME: whoever takes the issue over knows the bottle
     // was launched here even if the crash came before its directory was made.
@@ -225,7 +230,7 @@ async function rotation(core: Core, s: BottleSession, prompt: string): Promise<s
     .slice(-inSession)
     .map((r) => r.record.done?.summary ?? `(turn ${r.record.turn} ended without a summary)`);
   const rotated = await rotationPrompt(core.forgeFor(s.owner, s.repo), {
-    overlay: promptOverlay(core.o.env ?? process.env),
+    overlay: promptOverlay(core.o.env ?? process.env, core.o.runner),
     issue: s.issue,
     pr: s.state.prs.at(-1),
     previousTurns: inSession,

@@ -55,6 +55,13 @@ describe('orchestrator: the supervise plane', () => {
     await until('launched', () => off.runner.launches.length === 1);
     expect(off.runner.launches[0]!.prompt).not.toContain('capability-block');
     expect(off.runner.launches[0]!.prompt).toContain('signal_done');
+    // A runner whose bottles have no supervise plane (Kubernetes, for now): never told of it.
+    const none = setup({});
+    Object.assign(none.runner, { supervise: false });
+    await none.orch.accept(none.ev.targeted(none.issue()));
+    await until('launched', () => none.runner.launches.length === 1);
+    expect(none.runner.launches[0]!.prompt).not.toContain('capability-block');
+    expect(none.runner.launches[0]!.prompt).not.toContain('$BB_SUPERVISE');
   });
 
   it('does not fire the watchdog while a request waits for the operator, and starts the clock again after', async () => {

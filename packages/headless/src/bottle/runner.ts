@@ -62,6 +62,12 @@ export interface BottleRunner {
   sessionLimits?(agent: string): SessionLimits;
   /** The resume a capability rebuild asked for once the turn ends (taken: used once). */
   takeResumeRequest?(slug: string): { prompt: string; requestId: string } | undefined;
+  /**
+   * Whether its bottles have the supervise plane (the sidecar, the tools, a desk that
+   * applies decisions), so their agents are told of it. `false`: never told. @default
+   * what `BB_SUPERVISE` says
+   */
+  readonly supervise?: boolean | undefined;
 }
 
 /** When a session is rotated: after `maxTurns` turns, or once a turn read `maxTokens` input tokens. */

@@ -22,6 +22,8 @@ console.log(w.map((n) => '-'.repeat(n)).join('  '));
 for (const b of body) console.log(fmt(b));
 const missed = rows.filter((r) => !r.pass).map((r) => r.name);
 if (missed.length > 0) {
-  console.error(`\nmissed ${missed.length === 1 ? 'its goal' : 'their goals'}: ${missed.join(', ')}`);
+  console.error(
+    `\nmissed ${missed.length === 1 ? 'its goal' : 'their goals'}: ${missed.join(', ')}`,
+  );
   process.exit(1);
 }

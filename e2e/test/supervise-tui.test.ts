@@ -253,6 +253,70 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
     }
   }, 60_000);
 
+  it('a request decided elsewhere never hands its keys to the next one', async () => {
+    const a = await client.propose('pipelock-block', {
+      allowlist: '{"allow": ["registry.npmjs.org", "a.example.org"]}\n',
+      justification: 'the first request, the one the operator reads',
+    });
+    const b = await client.propose('pipelock-block', {
+      allowlist: '{"allow": ["registry.npmjs.org", "b.example.org"]}\n',
+      justification: 'the second request, never read',
+    });
+    const lost = `${session}-lost`;
+    tmux(
+      'new-session',
+      '-d',
+      '-s',
+      lost,
+      '-x',
+      '160',
+      '-y',
+      '50',
+      `env -u CI BB_HOME=${home} BB_OPERATOR=erin NO_COLOR= TERM=xterm-256color ${process.execPath} ${BB} supervise; echo inbox-exited $?; sleep 30`,
+    );
+    const on = (re: RegExp, what: string) => waitFor(re, what, lost);
+    try {
+      await on(/2 pending/, 'both requests');
+      await on(/why: the first request/, 'the first request chosen');
+      tmux('send-keys', '-t', lost, 'o');
+      await on(/OVERRIDE/, 'the override, set up for the first request');
+      // Decided elsewhere (another operator, over the API or on the forge).
+      const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+      try {
+        new SuperviseDesk({
+          store: new SuperviseStore(db),
+          bottles: supervisedBottles({ BB_HOME: home }),
+          policy: loadPolicy(home),
+        }).reject(a.request_id, 'decided by someone else', { by: 'frank', via: 'api' });
+      } finally {
+        db.close();
+      }
+      const s = await on(/decided elsewhere or ended/, 'the notice');
+      expect(s).not.toContain('OVERRIDE');
+      expect(s).not.toContain('why: the second request');
+      // The operator's next key was meant for the first request: it decides nothing.
+      tmux('send-keys', '-t', lost, 'a');
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(store().find((r) => r.id === b.request_id)?.status).toBe('pending');
+      // Chosen on purpose, it can be decided.
+      tmux('send-keys', '-t', lost, 'Down');
+      await on(/why: the second request/, 'the second request chosen');
+      tmux('send-keys', '-t', lost, 'r');
+      await on(/reason for rejecting/, 'the reason prompt');
+      tmux('send-keys', '-t', lost, '-l', 'Not now.');
+      tmux('send-keys', '-t', lost, 'Enter');
+      await on(/rejected sr_/, 'the rejection');
+      expect(store().find((r) => r.id === b.request_id)).toMatchObject({
+        status: 'rejected',
+        decidedBy: 'erin',
+      });
+      tmux('send-keys', '-t', lost, 'q');
+      await on(/inbox-exited 0/, 'the inbox to close');
+    } finally {
+      spawnSync('tmux', ['kill-session', '-t', lost]);
+    }
+  }, 60_000);
+
   it.skipIf(!docker.ok)(
     "a rebuild's build lines are drawn inside the inbox, never over it",
     async () => {

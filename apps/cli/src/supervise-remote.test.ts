@@ -22,7 +22,7 @@ import {
 } from '@bb/supervise';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type CliIo, runCli } from './cli';
-import { openDesk } from './commands/supervise-desk';
+import { openDesk, takeTarget } from './commands/supervise-desk';
 import { captureIo } from './test-io';
 
 const SLUG = 'impl-remote1';
@@ -165,7 +165,10 @@ describe('bb supervise --server: decided from another BB_HOME', () => {
     );
     expect(
       (await remote('approve', a.request_id, '--scope', 'manifest', '--write-manifest')).err,
-    ).toMatch(/--write-manifest changes a file on the orchestrator's host/);
+    ).toMatch(/--scope manifest shows and writes the bottle manifest on the orchestrator's host/);
+    expect((await remote('approve', a.request_id, '--write-manifest')).err).toMatch(
+      /--write-manifest changes a file on the orchestrator's host/,
+    );
     expect(
       (await run({ BB_HOME: elsewhere }, 'supervise', '--token-file', 'x', 'list')).err,
     ).toMatch(/--token-file is for a remote orchestrator/);
@@ -180,5 +183,27 @@ describe('bb supervise --server: decided from another BB_HOME', () => {
     ).toMatch(/ pending /);
     const listed = await run({ BB_HOME: home }, 'operator', 'list');
     expect(listed.out).toMatch(/^carol\s+made \S+\s+never used\s+revoked /);
+  });
+});
+
+describe('takeTarget', () => {
+  it('takes --server and --token-file wherever they stand, but never from the value of another option', () => {
+    expect(takeTarget(['--server', 'http://127.0.0.1:1', 'list'], {})).toEqual({
+      target: { server: 'http://127.0.0.1:1' },
+      rest: ['list'],
+    });
+    expect(takeTarget(['list', '--server=https://bb.example'], {}).target.server).toBe(
+      'https://bb.example',
+    );
+    // A reason that reads like the option is the reason.
+    const r = takeTarget(['reject', 'sr_x', '--reason', '--server=http://evil.example'], {});
+    expect(r.target.server).toBeUndefined();
+    expect(r.rest).toEqual(['reject', 'sr_x', '--reason', '--server=http://evil.example']);
+    expect(takeTarget(['list'], { BB_SUPERVISE_SERVER: 'https://bb.example' }).target.server).toBe(
+      'https://bb.example',
+    );
+    expect(() => takeTarget(['--token-file', 't', 'list'], {})).toThrow(
+      /--token-file is for a remote orchestrator/,
+    );
   });
 });

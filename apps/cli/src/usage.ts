@@ -265,18 +265,21 @@ agent continues in a new container on the same workspace and session.
   bb supervise reject <id> --reason TEXT [--json]
                                the agent is told TEXT verbatim
   bb supervise cancel <id>     withdraw a pending request
-  bb supervise routes edit <bottle> [--file F] [--scope turn|bottle]
-  bb supervise allowlist edit <bottle> [--file F] [--scope turn|bottle]
+  bb supervise routes edit <bottle> [--file F] [--scope turn|bottle] [--override]
+  bb supervise allowlist edit <bottle> [--file F] [--scope turn|bottle] [--override]
                                change a running bottle's routes or allowlist
                                yourself ($EDITOR, or --file), applied by the same
-                               reload and kept like an approved request
+                               reload and kept like an approved request (with
+                               --server: checked as a proposal, --override for
+                               past the ceiling)
 
 Options:
   --server URL        decide at a remote orchestrator (or BB_SUPERVISE_SERVER)
                       through its API, as the operator whose token is in
                       BB_OPERATOR_TOKEN (or --token-file F): bb operator add
                       NAME on its host makes one. Every command and the inbox
-                      work the same way; --write-manifest is for the host
+                      work the same way; --scope manifest and --write-manifest
+                      are for the host
   --by NAME           who decides here (default: BB_OPERATOR, USER)
   -h, --help          show this help
 

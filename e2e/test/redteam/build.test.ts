@@ -4,9 +4,9 @@
 // made after the build could see it), one that forks thousands of processes, and one
 // that never ends are each stopped while they run: the write fails inside the step,
 // the forks fail, the step is killed at the time limit with nothing left running.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo, Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -125,6 +125,9 @@ describe.skipIf(!docker.ok || !root)('red team: a rebuild is bounded while it ru
           baseImages: [debian.image],
         }),
       );
+      // A system containerd where dockerd looks for one, as a docker-ce host has: a build
+      // engine that took it would run its steps in the host's network.
+      const decoy = await systemContainerd();
       try {
         const out = await rebuild(
           [
@@ -156,6 +159,7 @@ describe.skipIf(!docker.ok || !root)('red team: a rebuild is bounded while it ru
         expect(mirror.hits).toContain('/bbmarker_1.0_all.deb');
         expect(hits).toEqual([]);
       } finally {
+        await decoy?.stop();
         writeFileSync(join(rt.home, 'config', 'supervise.json'), '{}');
         mirror.server.close();
         elsewhere.close();
@@ -193,10 +197,43 @@ describe.skipIf(!docker.ok || !root)('red team: a rebuild is bounded while it ru
       if (existsSync(tree))
         expect(readdirSync(tree).filter((f) => f.startsWith('bb-build-'))).toEqual([]);
     expect(running('dockerd --config-file')).toBe(0);
-    // Nor the network namespace of a build's steps, nor its bridge.
+    // Nor the network namespace of a build's steps, nor its bridge, nor its containerd.
     expect(execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' })).not.toMatch(/bb-build-/);
+    expect(
+      execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
+        .split('\n')
+        .filter((l) => l.includes(builds)),
+    ).toEqual([]);
   });
 });
+
+/**
+ * A containerd at /run/containerd/containerd.sock, where dockerd looks for a system one,
+ * unless one is there already (then it is left alone, and nothing is stopped).
+ */
+async function systemContainerd(): Promise<{ stop(): Promise<void> } | undefined> {
+  const sock = '/run/containerd/containerd.sock';
+  if (existsSync(sock)) return undefined;
+  const dir = mkdtempSync(join(tmpdir(), 'bb-decoy-containerd-'));
+  writeFileSync(
+    join(dir, 'config.toml'),
+    `version = 2\nroot = "${dir}/root"\nstate = "/run/bb-decoy-containerd"\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n[grpc]\n  address = "${sock}"\n[ttrpc]\n  address = "${sock}.ttrpc"\n`,
+  );
+  mkdirSync('/run/containerd', { recursive: true });
+  const child = spawn('containerd', ['--config', join(dir, 'config.toml')], { stdio: 'ignore' });
+  for (let i = 0; i < 100 && !existsSync(sock); i++) await new Promise((r) => setTimeout(r, 50));
+  if (!existsSync(sock)) throw new Error('the decoy containerd did not start');
+  return {
+    stop: async () => {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      rmSync(sock, { force: true });
+      rmSync(`${sock}.ttrpc`, { force: true });
+      rmSync('/run/bb-decoy-containerd', { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
 
 /**
  * A Debian mirror of one package on loopback (a flat repository): `bbmarker`,

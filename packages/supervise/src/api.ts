@@ -8,7 +8,6 @@ import {
   MAX_JUSTIFICATION,
   REQUEST_ID,
   type RequestStatus,
-  SCOPES,
 } from './contract';
 import type { SuperviseDesk } from './desk';
 import { type DeskPort, localDesk } from './port';
@@ -29,7 +28,8 @@ const hashPrefix = z
 /** `POST …/requests/<id>/approve` */
 export const ApproveBody = z
   .object({
-    scope: z.enum(SCOPES as [string, ...string[]]).optional(),
+    // `manifest` writes a file on the orchestrator's host: decided there (bb supervise approve).
+    scope: z.enum(['turn', 'bottle']).optional(),
     /** Your own version of the file instead of the proposal (the request ends `modified`). */
     file: z.string().min(1).max(MAX_FILE_BYTES).optional(),
     /** The hashes of the files you were shown: anything else is not decided. */
@@ -46,6 +46,8 @@ export const EditBody = z
   .object({
     file: z.string().min(1).max(MAX_FILE_BYTES),
     scope: z.enum(['turn', 'bottle']).optional(),
+    /** Past the operator's ceiling, knowingly. */
+    override: z.boolean().optional(),
   })
   .strict();
 
@@ -146,7 +148,7 @@ const ROUTES: Array<{
     run: async (port, m, req) => {
       const b = await body(req, ApproveBody);
       return port.approve(m[0]!, {
-        ...(b.scope ? { scope: b.scope as (typeof SCOPES)[number] } : {}),
+        ...(b.scope ? { scope: b.scope } : {}),
         edited: b.file,
         expect: b.expect,
         override: !!b.override,
@@ -177,7 +179,9 @@ const ROUTES: Array<{
     decides: true,
     run: async (port, m, req) => {
       const b = await body(req, EditBody);
-      return port.edit(m[0]!, m[1] as 'routes' | 'allowlist', b.file, b.scope ?? 'bottle');
+      return port.edit(m[0]!, m[1] as 'routes' | 'allowlist', b.file, b.scope ?? 'bottle', {
+        override: !!b.override,
+      });
     },
   },
 ];

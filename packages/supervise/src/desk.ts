@@ -95,6 +95,8 @@ export interface AuditEntry {
 }
 
 export const CURRENT_CONFIG = 'current-config';
+/** The tool an operator's own edit made over the API is recorded as (checked as a proposal). */
+export const REMOTE_EDIT = 'operator-edit-api';
 export const EXCHANGE = 'supervise';
 
 /** Who decides, and through what: kept with the decision and in the turn's record. */
@@ -325,7 +327,11 @@ export class SuperviseDesk {
 
   /**
    * The operator's own change to a bottle's routes or allowlist (no proposal):
-   * checked, applied by the same reload, and kept like an approved request.
+   * checked, applied by the same reload, and kept like an approved request. On the
+   * orchestrator's host it is the operator's to make (a `file:` reference, any secret,
+   * past the ceiling). Made from elsewhere (`via: 'api'`: a token, not a login on the
+   * host) it is checked as an agent's proposal is: `env:` references to the secrets the
+   * operator offered only, and the ceiling unless `override` is asked for.
    */
   async operatorEdit(
     slug: string,
@@ -333,8 +339,10 @@ export class SuperviseDesk {
     text: string,
     who: Decider,
     scope: DecisionScope = 'bottle',
+    o: { override?: boolean } = {},
   ): Promise<DecisionOutcome> {
-    validateProposal(kind, text, { allowedBases: [], operator: true });
+    const remote = who.via === 'api';
+    validateProposal(kind, text, { allowedBases: [], operator: !remote });
     const base = this.current(slug, kind);
     const now = this.#now();
     const id = newRequestId();
@@ -343,7 +351,7 @@ export class SuperviseDesk {
         id,
         slug,
         kind,
-        tool: 'operator-edit',
+        tool: remote ? REMOTE_EDIT : 'operator-edit',
         file: text,
         justification: `edited by ${who.by}`,
         baseHash: sha256(base),
@@ -353,8 +361,8 @@ export class SuperviseDesk {
       },
       { base, evidence: [], findings: analyse(kind, base, text), turn: this.#o.bottles.turn(slug) },
     );
-    // The operator is the ceiling's author: an own edit overrides it knowingly.
-    return this.approve(id, { ...who, scope, override: true });
+    // The operator is the ceiling's author: an own edit on the host overrides it knowingly.
+    return this.approve(id, { ...who, scope, override: remote ? !!o.override : true });
   }
 
   /** Reject a pending request; the agent is told `reason` verbatim. */

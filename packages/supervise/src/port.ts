@@ -34,6 +34,7 @@ export interface DeskPort {
     kind: Exclude<ProposalKind, 'dockerfile'>,
     text: string,
     scope: DecisionScope,
+    o?: { override?: boolean },
   ): Promise<DecisionOutcome>;
 }
 
@@ -51,6 +52,6 @@ export function localDesk(desk: SuperviseDesk, who: Decider, where = 'this BB_HO
     reject: async (id, reason) => desk.reject(id, reason, who),
     cancel: async (id) => desk.cancel(id, who),
     current: async (slug, kind) => desk.current(slug, kind),
-    edit: (slug, kind, text, scope) => desk.operatorEdit(slug, kind, text, who, scope),
+    edit: (slug, kind, text, scope, o) => desk.operatorEdit(slug, kind, text, who, scope, o),
   };
 }

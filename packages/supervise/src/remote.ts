@@ -42,6 +42,14 @@ export class RemoteDesk implements DeskPort {
         'INVALID_INPUT',
         `--server must be an http(s) URL with no credentials or query (got ${JSON.stringify(`${u.protocol}//${u.host}${u.pathname}`)}): give the token in BB_OPERATOR_TOKEN`,
       );
+    // The token crosses the network: in the clear only to this machine.
+    const host = u.hostname.replace(/^\[|\]$/g, '');
+    const loopback = host === 'localhost' || host === '::1' || /^127\./.test(host);
+    if (u.protocol === 'http:' && !loopback)
+      throw new BbError(
+        'INVALID_INPUT',
+        `--server ${u.origin} is plain http to another machine, where the operator token would cross the network in the clear: use https (a TLS-terminating proxy in front of the orchestrator), or http to loopback only`,
+      );
     this.#base = `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
     this.where = this.#base;
     this.#token = o.token?.trim() || undefined;
@@ -90,8 +98,13 @@ export class RemoteDesk implements DeskPort {
     kind: Exclude<ProposalKind, 'dockerfile'>,
     text: string,
     scope: DecisionScope,
+    o: { override?: boolean } = {},
   ): Promise<DecisionOutcome> {
-    return this.#call('PUT', `/bottles/${encodeURIComponent(slug)}/${kind}`, { file: text, scope });
+    return this.#call('PUT', `/bottles/${encodeURIComponent(slug)}/${kind}`, {
+      file: text,
+      scope,
+      ...(o.override ? { override: true } : {}),
+    });
   }
 
   async #call<T>(method: string, path: string, body?: unknown): Promise<T> {

@@ -194,12 +194,45 @@ describe('the supervise API, driven by RemoteDesk', () => {
     expect(await carol.current(SLUG, 'allowlist')).toBe('{"allow":["registry.npmjs.org"]}');
     const out = await carol.edit(SLUG, 'allowlist', '{"allow":["pypi.org"]}\n', 'bottle');
     expect(out.request).toMatchObject({
-      tool: 'operator-edit',
+      tool: 'operator-edit-api',
       status: 'approved',
       decidedBy: 'carol',
       decidedVia: 'api',
     });
     expect(await carol.current(SLUG, 'allowlist')).toBe('{"allow":["pypi.org"]}\n');
+  });
+
+  it("checks an edit over the API as an agent's proposal: no file references, offered secrets only, the ceiling unless overridden", async () => {
+    const carol = as(CAROL);
+    const route = (header: string) =>
+      JSON.stringify({
+        routes: [
+          { prefix: '/x', upstream: 'https://api.example.org/', headers: { 'x-key': header } },
+        ],
+      });
+    // On the host an operator may point a route at a file; a token from elsewhere may not.
+    expect(
+      await code(carol.edit(SLUG, 'routes', route('file:/root/.ssh/id_ed25519'), 'bottle')),
+    ).toBe('INVALID_INPUT');
+    // Nor at a variable of the orchestrator's that the operator never offered bottles.
+    const secret = await carol
+      .edit(SLUG, 'routes', route('env:AWS_SECRET_ACCESS_KEY'), 'bottle')
+      .catch((e: BbError) => e);
+    expect(secret).toMatchObject({ code: 'SCOPE_DENIED' });
+    expect((secret as Error).message).toMatch(/has not declared for bottles/);
+    // Past the ceiling only when asked, knowingly.
+    expect(await code(carol.edit(SLUG, 'allowlist', '{"allow":["example.net"]}', 'bottle'))).toBe(
+      'SCOPE_DENIED',
+    );
+    const over = await carol.edit(SLUG, 'allowlist', '{"allow":["example.net"]}', 'bottle', {
+      override: true,
+    });
+    expect(over.request).toMatchObject({
+      tool: 'operator-edit-api',
+      override: true,
+      decidedBy: 'carol',
+    });
+    expect(applied).toEqual(['{"allow":["example.net"]}']);
   });
 
   it('takes JSON bodies only, of the shape each call takes, and says which methods a path serves', async () => {
@@ -233,5 +266,11 @@ describe('the supervise API, driven by RemoteDesk', () => {
       /no credentials or query/,
     );
     expect(() => new RemoteDesk({ url: 'not a url' })).toThrow(/the orchestrator's URL/);
+    // The token crosses the network only over TLS, or to this machine.
+    expect(() => new RemoteDesk({ url: 'http://bb.example:8080', token: CAROL })).toThrow(
+      /plain http to another machine/,
+    );
+    expect(() => new RemoteDesk({ url: 'https://bb.example:8443' })).not.toThrow();
+    expect(() => new RemoteDesk({ url: 'http://[::1]:8080' })).not.toThrow();
   });
 });

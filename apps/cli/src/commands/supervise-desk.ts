@@ -31,6 +31,9 @@ export interface DeskTarget {
   tokenFile?: string | undefined;
 }
 
+/** The options of `bb supervise` that take a value (see its `parse` calls). */
+const TAKES_VALUE = new Set(['--status', '--scope', '--file', '--expect', '--reason', '--by']);
+
 /**
  * `--server URL` and `--token-file F` taken out of a `bb supervise` command line,
  * wherever they stand (`bb supervise --server URL list`), and the rest.
@@ -46,6 +49,9 @@ export function takeTarget(
     const m = /^--(server|token-file)(?:=(.*))?$/.exec(a);
     if (!m) {
       rest.push(a);
+      // The value of an option that takes one is that option's, whatever it says
+      // (a rejection's reason may read `--server=…`): it never names the server.
+      if (TAKES_VALUE.has(a) && i + 1 < argv.length) rest.push(argv[++i]!);
       continue;
     }
     const v = m[2] ?? argv[++i];

@@ -98,14 +98,24 @@ function Inbox(props: {
   /** Where an image build's lines are sent while the inbox is up (drawn in it, not over it). */
   progress: { listener?: ((line: string) => void) | undefined };
   refreshMs: number;
+  /** The scopes `s` cycles through (a remote desk writes no manifest). */
+  scopes: readonly DecisionScope[];
 }): ReactNode {
+  const { scopes } = props;
   const { exit } = useApp();
   const { stdout } = useStdout();
   const stdoutRef = useRef(stdout);
   stdoutRef.current = stdout;
   const [rows, setRows] = useState<RequestView[]>([]);
   const [loaded, setLoaded] = useState(false);
-  const [sel, setSel] = useState(0);
+  // The chosen request, by id: when the list changes under it, the keys never move to
+  // another one. `lost`: it was decided elsewhere (or ended) and nothing is chosen.
+  const [selId, setSelId] = useState<string | undefined>(undefined);
+  const chosen = useRef<{ id: string | undefined; index: number; lost: boolean; mine?: string }>({
+    id: undefined,
+    index: 0,
+    lost: false,
+  });
   const [top, setTop] = useState(0);
   const [scope, setScope] = useState<DecisionScope>(props.scope);
   const [override, setOverride] = useState(false);
@@ -131,8 +141,30 @@ function Inbox(props: {
       .list({ status: 'pending' })
       .then(
         (r) => {
-          setRows(r.map((x) => safeView(x)));
+          const views = r.map((x) => safeView(x));
+          setRows(views);
           setLoaded(true);
+          const c = chosen.current;
+          const at = views.findIndex((v) => v.id === c.id);
+          if (at >= 0) c.index = at;
+          else if (c.id !== undefined && c.id !== c.mine) {
+            // Decided elsewhere (the API, the forge, auto mode) or ended with its turn: what
+            // was set up for it goes with it, and nothing else takes its place unseen.
+            const gone = c.id;
+            c.id = undefined;
+            c.lost = true;
+            setSelId(undefined);
+            setOverride(false);
+            setTyping(undefined);
+            setTop(0);
+            setMessage(`${gone} was decided elsewhere or ended: choose a request with ↑↓`);
+          } else if (!c.lost && views.length) {
+            // The first list, or after a decision of ours: the request at the same place.
+            const i = Math.min(c.index, views.length - 1);
+            c.id = views[i]!.id;
+            c.index = i;
+            setSelId(c.id);
+          }
         },
         (err) => setMessage(`${props.port.where}: ${errorMessage(err)}`),
       )
@@ -149,7 +181,8 @@ function Inbox(props: {
       props.progress.listener = undefined;
     };
   }, []);
-  const current = rows[Math.min(sel, rows.length - 1)];
+  const sel = rows.findIndex((r) => r.id === selId);
+  const current = sel >= 0 ? rows[sel] : undefined;
   const lines = current ? diffLines(current.diff) : [];
   // The details are cut to a few lines each (the worst findings first): a proposal of a
   // hundred hosts must not push the diff, the keys and the list off the screen.
@@ -168,7 +201,10 @@ function Inbox(props: {
   const maxTop = Math.max(0, lines.length - height);
   const shownTop = Math.min(top, maxTop);
   const choose = (i: number) => {
-    setSel(i);
+    const r = rows[i];
+    if (!r) return;
+    chosen.current = { id: r.id, index: i, lost: false };
+    setSelId(r.id);
     setTop(0);
   };
   const leave = (e: Exit) => {
@@ -187,6 +223,7 @@ function Inbox(props: {
         if (!current || !reason) return setMessage('a rejection needs a reason');
         setTyping(undefined);
         setBusy(true);
+        chosen.current.mine = current.id;
         props.port
           .reject(current.id, reason)
           .then(
@@ -203,14 +240,17 @@ function Inbox(props: {
       return setTyping(sofar + input);
     }
     if (input === 'q' || key.escape) return leave({ type: 'quit' });
-    if (key.upArrow || input === 'k') return choose(Math.max(0, sel - 1));
-    if (key.downArrow || input === 'j') return choose(Math.min(rows.length - 1, sel + 1));
+    // With nothing chosen, a move chooses the request nearest where the last one was.
+    const from = sel >= 0 ? sel : Math.min(chosen.current.index, rows.length - 1);
+    if (key.upArrow || input === 'k') return choose(sel >= 0 ? Math.max(0, sel - 1) : from);
+    if (key.downArrow || input === 'j')
+      return choose(sel >= 0 ? Math.min(rows.length - 1, sel + 1) : from);
     // The diff scrolls: a page at a time, or a line with J and K.
     if (key.pageDown || input === ' ') return setTop(Math.min(maxTop, shownTop + height - 1));
     if (key.pageUp || input === 'b') return setTop(Math.max(0, shownTop - (height - 1)));
     if (input === 'J') return setTop(Math.min(maxTop, shownTop + 1));
     if (input === 'K') return setTop(Math.max(0, shownTop - 1));
-    if (input === 's') return setScope(SCOPES[(SCOPES.indexOf(scope) + 1) % SCOPES.length]!);
+    if (input === 's') return setScope(scopes[(scopes.indexOf(scope) + 1) % scopes.length]!);
     if (input === 'o') return setOverride(!override);
     if (!current) return;
     if (input === 'r') return setTyping('');
@@ -219,6 +259,7 @@ function Inbox(props: {
       setBusy(true);
       setBuilding('');
       setMessage(`applying ${current.id}…`);
+      chosen.current.mine = current.id;
       props.port
         .approve(current.id, {
           // A rebuilt image stays with its bottle.
@@ -356,6 +397,7 @@ export async function runInbox(io: CliIo, deps: CliDeps, target: DeskTarget): Pr
           scope,
           progress,
           refreshMs: remote ? 2000 : 1000,
+          scopes: remote ? (['turn', 'bottle'] as const) : SCOPES,
           ...(flash ? { flash } : {}),
         }),
         { exitOnCtrlC: true },

@@ -133,6 +133,11 @@ export async function superviseCommand(args: string[], io: CliIo, deps: CliDeps)
       '--by is for this BB_HOME: a remote orchestrator records you by the name of your token',
       SUPERVISE_USAGE,
     );
+  if (target.server && values['scope'] === 'manifest')
+    throw new UsageError(
+      "--scope manifest shows and writes the bottle manifest on the orchestrator's host: approve there, or use --scope bottle",
+      SUPERVISE_USAGE,
+    );
   if (target.server && values['write-manifest'])
     throw new UsageError(
       "--write-manifest changes a file on the orchestrator's host: approve there to write the bottle manifest",
@@ -264,6 +269,7 @@ async function editCommand(
       scope: { type: 'string' },
       by: { type: 'string' },
       json: { type: 'boolean' },
+      override: { type: 'boolean' },
     },
     SUPERVISE_USAGE,
   );
@@ -314,7 +320,9 @@ async function editCommand(
       io.stdout(`no change to ${slug}'s ${KINDS[which].file}\n`);
       return 0;
     }
-    const out = await desk.edit(slug, which, text, scope);
+    // On the host an own edit is the operator's to make; from elsewhere it is checked as a
+    // proposal, and goes past the ceiling only with --override.
+    const out = await desk.edit(slug, which, text, scope, { override: !!values['override'] });
     if (values['json']) json(io, out);
     else
       io.stdout(

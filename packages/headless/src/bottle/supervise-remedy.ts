@@ -9,6 +9,7 @@ import { z } from 'zod';
 import type { Backend } from '../engine/backend';
 import { diskQuota } from '../engine/disk';
 import { bbHome } from '../home';
+import { providerFor, validSessionId } from '../providers';
 import { routeSecrets } from './gate';
 import {
   type BottleMeta,
@@ -21,7 +22,6 @@ import {
   writeMeta,
 } from './layout';
 import { loadAgentManifest, loadBottleManifest, memoryBytes } from './manifests';
-import { providerFor } from '../providers';
 import { removeSecret, writeSecret } from './secrets';
 import { allowedBases, atomicWrite, writeOverride } from './supervise-gate';
 
@@ -159,7 +159,8 @@ export function takeResumeRequest(
   const dir = bottlePaths(slug, env).supervise;
   try {
     // The gate's directory: nothing there is followed, and what is read is checked.
-    const buf = readFileNoFollow(dir, 'resume.json', { maxBytes: 65536 });
+    // Room for the quoted task however it is escaped (control characters take six bytes each).
+    const buf = readFileNoFollow(dir, 'resume.json', { maxBytes: 131072 });
     if (!buf) return undefined;
     const parsed = ResumeRequestSchema.safeParse(JSON.parse(buf.toString('utf8')));
     return parsed.success ? parsed.data : undefined;
@@ -222,12 +223,15 @@ export async function rebuildBottle(
   }
   writeOverride(slug, 'dockerfile', dockerfile, env);
   atomicWrite(join(bottlePaths(slug, env).currentConfig, 'Dockerfile'), dockerfile);
+  // The conversation is kept whatever the agent does next (ends its turn, or is stopped):
+  // the session its CLI named so far is written down now, before anyone stops it. Read
+  // first: the record is then read, changed and written with nothing awaited between,
+  // so a turn that ends meanwhile is never written over.
+  const named = await sessionSoFar(readMeta(slug, env) ?? meta, options);
   const fresh = readMeta(slug, env) ?? meta;
   fresh.image = tag;
   fresh.rebuilt = [...(fresh.rebuilt ?? []), tag];
-  // The conversation is kept whatever the agent does next (ends its turn, or is stopped):
-  // the session its CLI named so far is written down now, before anyone stops it.
-  fresh.sessionId ??= (await sessionSoFar(fresh, options)) ?? null;
+  if (fresh.current) fresh.sessionId ??= named ?? null;
   writeMeta(fresh, env);
   writeFileNoFollow(
     bottlePaths(slug, env).supervise,
@@ -270,7 +274,7 @@ async function sessionSoFar(meta: BottleMeta, options: RemedyOptions): Promise<s
     const output = await options.backend.logs(agent.id, {
       sinceMs: Date.parse(meta.current.startedAt),
     });
-    return providerFor(manifest.provider).parseResult(output, 1).sessionId;
+    return validSessionId(providerFor(manifest.provider).parseResult(output, 1).sessionId);
   } catch {
     return undefined;
   }

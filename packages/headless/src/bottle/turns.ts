@@ -12,7 +12,7 @@ import { loadPolicy } from '@bb/supervise';
 import { readHeadAsData, writeFileNoFollow } from '@bb/wall';
 import type { BottleSpec } from '../engine/backend';
 import { bbHome } from '../home';
-import { providerFor } from '../providers';
+import { providerFor, validSessionId } from '../providers';
 import {
   announcedCli,
   type BottleOptions,
@@ -486,7 +486,7 @@ async function completeTurn(
   );
   const parsed = provider.parseResult(output, exitCode);
   const cli = announcedCli(output);
-  meta.sessionId = parsed.sessionId ?? meta.sessionId;
+  meta.sessionId = validSessionId(parsed.sessionId) ?? meta.sessionId;
   options.onProgress?.(
     `agent exited ${exitCode}${oomKilled ? ' (out of memory)' : ''}; freezing ${meta.slug}`,
   );

@@ -25,15 +25,17 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmdirSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import { minimalEnv } from '@bb/wall';
 import type Docker from 'dockerode';
-import { netnsPath, removeBuildNetns } from './build-network';
+import { netnsPath, reclaimBuildNetwork, removeBuildNetns } from './build-network';
 import { canMountDisks, mountScratchDisk, unmountScratchDisk } from './disk';
 
 /** Where the cgroup filesystem is (v1 hierarchies below it, or the v2 unified tree). */
@@ -46,7 +48,10 @@ export function canBuildBounded(): boolean {
   if (!canMountDisks()) return false;
   if (!unified() && !existsSync(join(CGROUPS, 'pids'))) return false;
   try {
-    execFileSync('sh', ['-c', 'command -v dockerd'], { stdio: 'ignore', env: minimalEnv() });
+    execFileSync('sh', ['-c', 'command -v dockerd && command -v containerd'], {
+      stdio: 'ignore',
+      env: minimalEnv(),
+    });
     return true;
   } catch {
     return false;
@@ -92,13 +97,18 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
   const sock = `${exec}.sock`;
   const cgroup = `bb-build-${id}`;
   let child: ChildProcess | undefined;
+  let ctr: ChildProcess | undefined;
   let closed = false;
   const close = async () => {
     if (closed) return;
     closed = true;
     // Held until it is all gone: a one-shot process (`bb supervise approve`) waits for it.
     child?.ref();
-    await tearDown({ pid: child?.pid, exec, cgroup, root, dir: o.dir, netns: o.netns }, child);
+    await tearDown(
+      { pid: child?.pid, containerd: ctr?.pid, exec, cgroup, root, dir: o.dir, netns: o.netns },
+      child,
+      ctr,
+    );
   };
   if (!makeCgroup(cgroup, o.pidsLimit, o.memoryBytes))
     throw new BbError(
@@ -115,6 +125,55 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
     // systemd cgroup driver, live restore) applies to it.
     writeFileSync(join(o.dir, 'daemon.json'), '{}\n', { mode: 0o600 });
     const log = openSync(join(o.dir, 'dockerd.log'), 'a', 0o600);
+    // Started the same way, in the build's namespace when it has one.
+    const start = (cmd: string, args: string[]) =>
+      spawn(
+        o.netns ? 'nsenter' : cmd,
+        o.netns ? [`--net=${netnsPath(o.netns)}`, cmd, ...args] : args,
+        {
+          stdio: ['ignore', log, log],
+          detached: true,
+          env: minimalEnv(),
+        },
+      );
+    // A containerd of its own, never the host's: given none, dockerd uses a system
+    // containerd it finds (/run/containerd/containerd.sock), whose containers would be
+    // in the host's network and not the build's.
+    const ctrSock = join(exec, 'containerd.sock');
+    try {
+      writeFileSync(
+        join(o.dir, 'containerd.toml'),
+        [
+          'version = 2',
+          `root = ${JSON.stringify(join(root, 'containerd'))}`,
+          `state = ${JSON.stringify(join(exec, 'containerd-state'))}`,
+          'disabled_plugins = ["io.containerd.grpc.v1.cri"]',
+          '[grpc]',
+          `  address = ${JSON.stringify(ctrSock)}`,
+          '[ttrpc]',
+          `  address = ${JSON.stringify(`${ctrSock}.ttrpc`)}`,
+          '[debug]',
+          '  address = ""',
+          '',
+        ].join('\n'),
+        { mode: 0o600 },
+      );
+      ctr = start('containerd', ['--config', join(o.dir, 'containerd.toml')]);
+      ctr.unref();
+      const ctrDeadline = Date.now() + 30_000;
+      while (!existsSync(ctrSock)) {
+        if (ctr.exitCode !== null || Date.now() > ctrDeadline)
+          throw new BbError(
+            'BACKEND_ERROR',
+            `the build's containerd did not start (${tail(join(o.dir, 'dockerd.log'))})`,
+          );
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      if (o.netns) inNetns(ctr.pid!, o.netns, 'containerd');
+    } catch (err) {
+      closeSync(log);
+      throw err;
+    }
     try {
       const dockerd = [
         '--config-file',
@@ -136,19 +195,11 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
         '--userland-proxy=false',
         '--exec-opt',
         'native.cgroupdriver=cgroupfs',
+        '--containerd',
+        ctrSock,
       ];
       // In the build's namespace when it has one (nsenter becomes dockerd: same pid).
-      child = o.netns
-        ? spawn('nsenter', [`--net=${netnsPath(o.netns)}`, 'dockerd', ...dockerd], {
-            stdio: ['ignore', log, log],
-            detached: true,
-            env: minimalEnv(),
-          })
-        : spawn('dockerd', dockerd, {
-            stdio: ['ignore', log, log],
-            detached: true,
-            env: minimalEnv(),
-          });
+      child = start('dockerd', dockerd);
     } finally {
       closeSync(log);
     }
@@ -157,7 +208,15 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
     // if this process dies first: its owner, its daemon, its roots and its cgroup.
     writeFileSync(
       join(o.dir, 'engine.json'),
-      JSON.stringify({ owner: process.pid, pid: child.pid, exec, cgroup, root, netns: o.netns }),
+      JSON.stringify({
+        owner: process.pid,
+        pid: child.pid,
+        containerd: ctr.pid,
+        exec,
+        cgroup,
+        root,
+        netns: o.netns,
+      }),
       { mode: 0o600 },
     );
     const { default: DockerClient } = await import('dockerode');
@@ -181,6 +240,8 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
         await new Promise((r) => setTimeout(r, 100));
       }
     }
+    // Answering, so past its start: in the namespace it was started in, or stopped here.
+    if (o.netns) inNetns(child.pid!, o.netns, 'dockerd');
     return {
       docker,
       cgroupParent: `/${cgroup}`,
@@ -291,6 +352,7 @@ function removeCgroup(name: string): void {
 interface EngineRecord {
   owner?: number;
   pid?: number | undefined;
+  containerd?: number | undefined;
   exec: string;
   cgroup: string;
   root: string;
@@ -299,10 +361,12 @@ interface EngineRecord {
 }
 
 /** Everything of one engine gone: its steps, its daemon, its filesystem, its cgroup, its files. */
-async function tearDown(e: EngineRecord, child?: ChildProcess): Promise<void> {
+async function tearDown(e: EngineRecord, child?: ChildProcess, ctr?: ChildProcess): Promise<void> {
   killCgroup(e.cgroup);
   if (child?.pid) await stopProcess(child, 20_000);
   else if (e.pid) await stopPid(e.pid, 20_000);
+  if (ctr?.pid) await stopProcess(ctr, 10_000);
+  else if (e.containerd) await stopPid(e.containerd, 10_000);
   killCgroup(e.cgroup);
   await unmountScratchDisk(e.root).catch(() => {});
   removeCgroup(e.cgroup);
@@ -312,8 +376,28 @@ async function tearDown(e: EngineRecord, child?: ChildProcess): Promise<void> {
   rmSync(e.exec, { recursive: true, force: true });
   rmSync(`${e.exec}.sock`, { force: true });
   rmSync(`${e.exec}.pid`, { force: true });
+  // The build's network (its proxy and bridge, its namespace) before its files go.
+  reclaimBuildNetwork(join(e.dir, 'net'));
   rmSync(e.dir, { recursive: true, force: true });
   if (e.netns) removeBuildNetns(e.netns);
+}
+
+/**
+ * Check that a process the build started runs in the build's network namespace
+ * (the one its steps get): else the build stops here, before any step runs.
+ */
+function inNetns(pid: number, netns: string, what: string): void {
+  let ours: string | undefined;
+  let its: string | undefined;
+  try {
+    ours = String(statSync(netnsPath(netns)).ino);
+    its = /^net:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/ns/net`))?.[1];
+  } catch {}
+  if (!ours || its !== ours)
+    throw new BbError(
+      'BACKEND_ERROR',
+      `the build's ${what} is not in the build's network namespace (${its ?? 'unknown'} is not ${ours ?? 'unknown'}): nothing was built`,
+    );
 }
 
 /** Unmount (lazily) every mount at or below `dir`, deepest first. */
@@ -352,6 +436,11 @@ export function reclaimBuildEngines(root: string): Promise<void> {
   for (const e of safeReaddir(root)) {
     if (!e.isDirectory()) continue;
     const dir = join(root, e.name);
+    // A build's network whose engine never started (its owner died first) goes too.
+    if (!existsSync(join(dir, 'engine.json'))) {
+      if (reclaimBuildNetwork(join(dir, 'net'))) rmSync(dir, { recursive: true, force: true });
+      continue;
+    }
     let rec: EngineRecord;
     try {
       rec = {

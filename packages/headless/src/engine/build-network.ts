@@ -12,12 +12,12 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { parseRules } from '@bb/egress';
 import { BbError } from '@bb/errors';
-import { createEgressProxy, type EgressLogEntry, parseRules } from '@bb/egress';
-import { listenUnixSocket, minimalEnv } from '@bb/wall';
+import { minimalEnv } from '@bb/wall';
 
 /** Where the steps find the proxy, inside the build's namespace. */
 export const BUILD_PROXY = 'http://127.0.0.1:3128';
@@ -33,8 +33,8 @@ export const BUILD_PROXY_ARGS: Record<string, string> = {
 export interface BuildNetwork {
   /** The network namespace the build's engine is to run in. */
   netns: string;
-  /** What the proxy allowed and refused, in order. */
-  log: EgressLogEntry[];
+  /** What the proxy refused so far: how many, and a few of the `host:port`s. */
+  refused(): { count: number; some: string[] };
   /** Remove the namespace, the bridge and the proxy. Idempotent. */
   close(): Promise<void>;
 }
@@ -60,23 +60,25 @@ export const netnsPath = (netns: string) => `/run/netns/${netns}`;
 const ip = (...args: string[]) =>
   execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'], env: minimalEnv() });
 
-function bridgeBundle(): string {
+function bundle(name: 'bb-bridge.mjs' | 'bb-egress.mjs'): string {
   const require = createRequire(import.meta.url);
-  const f = join(
-    dirname(require.resolve('@bb/egress/package.json')),
-    'dist',
-    'bundle',
-    'bb-bridge.mjs',
-  );
+  const f = join(dirname(require.resolve('@bb/egress/package.json')), 'dist', 'bundle', name);
+
   if (!existsSync(f))
     throw new BbError('NOT_FOUND', `${f} is missing: build the packages (pnpm build) first`);
   return f;
 }
 
+/** At most this much of the build proxy's log is kept (past it, it refuses: fail closed). */
+const LOG_MAX = 4 * 1024 * 1024;
+
 /**
- * Make a build's network: a namespace with loopback only, the egress proxy on a
- * Unix socket in `dir` allowing `allow` (host patterns, as an allowlist), and the
- * bridge to it inside the namespace. The caller closes it after the build.
+ * Make a build's network: a namespace with loopback only, the egress proxy (the
+ * `bb-egress` command, in a process of its own, so nothing a step does to it reaches
+ * the orchestrator) on a Unix socket in `dir` allowing `allow` (host patterns, as an
+ * allowlist), and the bridge to it inside the namespace. What it started is written
+ * to `dir/net.json`, so a later build reclaims it if this process dies first. The
+ * caller closes it after the build.
  */
 export async function startBuildNetwork(o: {
   dir: string;
@@ -87,65 +89,140 @@ export async function startBuildNetwork(o: {
   mkdirSync(o.dir, { recursive: true, mode: 0o700 });
   const sock = join(o.dir, 'egress.sock');
   const ready = join(o.dir, 'bridge.ready');
-  const log: EgressLogEntry[] = [];
-  const proxy = createEgressProxy({
-    rules: parseRules(o.allow),
-    log: (e) => {
-      log.push(e);
-      if (e.decision === 'denied')
-        o.onProgress?.(`build egress refused ${e.host}:${e.port} (${e.rule})`);
-    },
-  });
+  const logFile = join(o.dir, 'egress.jsonl');
+  // Checked here, as the proxy would: a bad entry fails the build before anything starts.
+  parseRules(o.allow);
+  writeFileSync(join(o.dir, 'rules.json'), JSON.stringify({ allow: o.allow }), { mode: 0o600 });
+  writeFileSync(join(o.dir, 'routes.json'), '{"routes":[]}', { mode: 0o600 });
+  let proxy: ChildProcess | undefined;
   let bridge: ChildProcess | undefined;
   let made = false;
   let closed = false;
+  const record = () =>
+    writeFileSync(
+      join(o.dir, 'net.json'),
+      JSON.stringify({ owner: process.pid, netns, proxy: proxy?.pid, bridge: bridge?.pid }),
+      { mode: 0o600 },
+    );
   const close = async () => {
     if (closed) return;
     closed = true;
-    if (bridge?.pid) {
-      try {
-        process.kill(bridge.pid, 'SIGKILL');
-      } catch {}
-    }
-    await proxy.close().catch(() => {});
+    for (const c of [bridge, proxy])
+      if (c?.pid)
+        try {
+          process.kill(c.pid, 'SIGKILL');
+        } catch {}
     if (made) removeBuildNetns(netns);
     rmSync(o.dir, { recursive: true, force: true });
   };
+  const started = async (c: ChildProcess, file: string, what: string) => {
+    let said = '';
+    c.stderr?.on('data', (d: Buffer) => {
+      said = (said + d.toString()).slice(-2000);
+    });
+    c.unref();
+    const deadline = Date.now() + 10_000;
+    while (!existsSync(file)) {
+      if (c.exitCode !== null || Date.now() > deadline)
+        throw new BbError(
+          'BACKEND_ERROR',
+          `the build's network could not start its ${what}: ${said.trim() || `it ${c.exitCode === null ? 'did not answer within 10 s' : `exited ${c.exitCode}`}`}`,
+        );
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
   try {
-    await listenUnixSocket(proxy.server, sock, { mode: 0o600 });
     ip('netns', 'add', netns);
     made = true;
+    record();
     ip('-n', netns, 'link', 'set', 'lo', 'up');
+    proxy = spawn(process.execPath, [bundle('bb-egress.mjs')], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      detached: true,
+      env: {
+        ...minimalEnv(),
+        BB_EGRESS_RULES: join(o.dir, 'rules.json'),
+        BB_CRED_ROUTES: join(o.dir, 'routes.json'),
+        BB_EGRESS_SOCKET: sock,
+        BB_CRED_SOCKET: join(o.dir, 'cred.sock'),
+        BB_EGRESS_LOG: logFile,
+        BB_EGRESS_LOG_MAX: String(LOG_MAX),
+      },
+    });
+    record();
+    await started(proxy, sock, 'egress proxy');
     bridge = spawn(
       'nsenter',
-      [`--net=${netnsPath(netns)}`, process.execPath, bridgeBundle(), `3128=${sock}`],
+      [`--net=${netnsPath(netns)}`, process.execPath, bundle('bb-bridge.mjs'), `3128=${sock}`],
       {
         stdio: ['ignore', 'ignore', 'pipe'],
         detached: true,
         env: { ...minimalEnv(), BB_RELAY: '', BB_BRIDGE_READY: ready },
       },
     );
-    let said = '';
-    bridge.stderr?.on('data', (d: Buffer) => (said += d.toString()).slice(-2000));
-    bridge.unref();
-    const deadline = Date.now() + 10_000;
-    while (!existsSync(ready)) {
-      if (bridge.exitCode !== null || Date.now() > deadline)
-        throw new BbError(
-          'BACKEND_ERROR',
-          `the build's network could not start its bridge to the proxy: ${said.trim() || `it ${bridge.exitCode === null ? 'did not answer within 10 s' : `exited ${bridge.exitCode}`}`}`,
-        );
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    record();
+    await started(bridge, ready, 'bridge to the proxy');
     o.onProgress?.(
       `the build's network: only the egress proxy, allowing ${o.allow.length ? o.allow.join(', ') : 'nothing'}`,
     );
-    return { netns, log, close };
+    return { netns, refused: () => refusedIn(logFile), close };
   } catch (err) {
     await close();
     throw err;
   }
 }
+
+/** What the proxy refused, from its log: how many, and a few of the `host:port`s. */
+function refusedIn(file: string): { count: number; some: string[] } {
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {}
+  let count = 0;
+  const some = new Set<string>();
+  for (const line of text.split('\n')) {
+    if (!line.includes('"denied"')) continue;
+    try {
+      const e = JSON.parse(line) as { decision?: string; host?: unknown; port?: unknown };
+      if (e.decision !== 'denied') continue;
+      count++;
+      if (some.size < 10) some.add(`${String(e.host).slice(0, 253)}:${String(e.port).slice(0, 5)}`);
+    } catch {}
+  }
+  return { count, some: [...some] };
+}
+
+/**
+ * End what a build's network left behind when its process died (a killed
+ * orchestrator): its proxy and bridge, its namespace, its files. Only when the
+ * record's owner is gone and its names are a build's.
+ */
+export function reclaimBuildNetwork(dir: string): boolean {
+  let rec: { owner?: number; netns?: string; proxy?: number; bridge?: number };
+  try {
+    rec = JSON.parse(readFileSync(join(dir, 'net.json'), 'utf8'));
+  } catch {
+    return false;
+  }
+  if (rec.owner && alive(rec.owner)) return false;
+  for (const pid of [rec.bridge, rec.proxy])
+    if (typeof pid === 'number' && pid > 1)
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {}
+  if (typeof rec.netns === 'string') removeBuildNetns(rec.netns);
+  rmSync(dir, { recursive: true, force: true });
+  return true;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 /** Remove a build's namespace and end what still runs in it (a killed process's bridge). */
 export function removeBuildNetns(netns: string): void {

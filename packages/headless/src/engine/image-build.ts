@@ -79,7 +79,7 @@ export async function buildImageOn(
             `building ${tag}: its steps' network (${options.egress.join(', ')}) needs a network namespace of their own, which needs root and ip (iproute2); run the orchestrator as root, or empty buildRegistries in the supervise policy for no network`,
           );
         net = await startBuildNetwork({
-          dir: `${dir}-net`,
+          dir: join(dir, 'net'),
           allow: options.egress,
           ...(options.onProgress ? { onProgress: options.onProgress } : {}),
         });
@@ -133,15 +133,11 @@ export async function buildImageOn(
     }
   } catch (err) {
     // A step that failed for want of a host says which host it was refused.
-    const refused = [
-      ...new Set(
-        (net?.log ?? []).filter((e) => e.decision === 'denied').map((e) => `${e.host}:${e.port}`),
-      ),
-    ];
-    if (refused.length && isBbError(err))
+    const refused = net?.refused();
+    if (refused?.count && isBbError(err))
       throw new BbError(
         err.code,
-        `${err.message}\nthe build's proxy refused ${refused.join(', ')} (not in the bottle's allowlist or the operator's buildRegistries)`,
+        `${err.message}\nthe build's proxy refused ${refused.count} connection${refused.count === 1 ? '' : 's'}, to ${refused.some.join(', ')}${refused.some.length < refused.count ? ' among others' : ''} (not in the bottle's allowlist or the operator's buildRegistries)`,
       );
     throw err;
   } finally {

@@ -41,3 +41,11 @@ export const mcpServers = (input: TurnInput) => ({
       }
     : {}),
 });
+
+/**
+ * A session id as a CLI names it (a UUID, a thread id), or undefined: the agent can
+ * print anything, and the id goes into the bottle's record and the next turn's argv.
+ */
+export function validSessionId(id: string | undefined): string | undefined {
+  return id !== undefined && /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/.test(id) ? id : undefined;
+}

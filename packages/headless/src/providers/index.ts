@@ -4,6 +4,7 @@
  */
 export { claudeProvider } from './claude';
 export { codexProvider } from './codex';
+export { validSessionId } from './common';
 export { piProvider } from './pi';
 export {
   type AgentProvider,

@@ -7,6 +7,7 @@ import {
   providerFor,
   scriptProvider,
   type TurnInput,
+  validSessionId,
 } from './index';
 
 const input = (over: Partial<TurnInput> = {}): TurnInput => ({
@@ -190,5 +191,21 @@ describe('model APIs through the credential proxy', () => {
       retry: { enabled: false },
     });
     expect(inv.env['BB_FORGE']).toBe('node /opt/bb/bb-forge.mjs');
+  });
+
+  it('keeps only a session id a CLI could have named: the agent prints what it likes', () => {
+    for (const ok of ['c-41f2', '0199a2b3-7c1e-4d55-9a10-5b6c7d8e9f00', 'thread_01:ab.c'])
+      expect(validSessionId(ok)).toBe(ok);
+    for (const bad of [
+      '',
+      '-c',
+      '--resume',
+      'a b',
+      'x'.repeat(129),
+      '../../etc',
+      'id\u001b[2J',
+      undefined,
+    ])
+      expect(validSessionId(bad), String(bad)).toBeUndefined();
   });
 });

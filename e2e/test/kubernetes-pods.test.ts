@@ -14,7 +14,9 @@ import { KubernetesBottles, kubeConfigFor, kubernetesRunner } from '@bb/backend-
 import { FakeKubernetesApi, publishedSchemas } from '@bb/backend-kubernetes/testing';
 import { giteaKind } from '@bb/forge';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
-import { DockerBackend, prepareRuntime, readMeta } from '@bb/headless';
+import { DockerBackend, prepareRuntime, readMeta, supervisedBottles } from '@bb/headless';
+import { BbDatabase } from '@bb/state';
+import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { DockerKubelet } from './docker-kubelet';
@@ -26,6 +28,7 @@ import {
   rememberTurn,
   removeHome,
   scriptAgent,
+  until,
 } from './support';
 
 const docker = await probeDocker();
@@ -240,5 +243,85 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
     expect(outcome.output).toContain('hello from the service, path /hello');
     expect(svc.keys).toEqual([SVC_KEY]);
     await runner.destroy(slug);
+  }, 180_000);
+
+  it("lets an agent ask for a host: the gate's proxies reload in the same turn; a new image is refused when asked", async () => {
+    onTestFailed(() => console.error('kubelet:', kubelet.errors.join('\n')));
+    const seen: string[] = [];
+    const target = createServer((req, res) => {
+      seen.push(req.url ?? '');
+      res.end('reached\n');
+    });
+    await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
+    const host = `127.0.0.1:${(target.address() as AddressInfo).port}`;
+    // Through its egress proxy by name: the double runs pods on the host's network, where
+    // a cluster's policy would leave the agent no other way out.
+    const viaProxy = 'http_proxy=http://127.0.0.1:3128 wget -q -O -';
+    writeFileSync(
+      join(home, 'config', 'bottles', 'guarded.json'),
+      JSON.stringify({ image: AGENT_IMAGE, egress: { allow: ['registry.npmjs.org'] } }),
+    );
+    writeFileSync(
+      join(home, 'config', 'agents', 'seeker.json'),
+      JSON.stringify({
+        ...scriptAgent([
+          {
+            steps: [
+              // Refused: the host is not on its allowlist.
+              { do: 'sh', cmd: `${viaProxy} http://${host}/before`, mayFail: true },
+              {
+                do: 'sh',
+                cmd: `printf '{"allow":["registry.npmjs.org","${host}"]}\\n' > /tmp/allow.json && $BB_SUPERVISE pipelock-block --file /tmp/allow.json --why 'the tests call a service on ${host}' --wait 60`,
+              },
+              // The same turn, once approved.
+              { do: 'sh', cmd: `${viaProxy} http://${host}/after` },
+              // A new image cannot be made for a pod: refused at once, nobody asked.
+              {
+                do: 'sh',
+                cmd: `printf 'FROM ${AGENT_IMAGE}\\nRUN true\\n' > /tmp/Dockerfile; if $BB_SUPERVISE capability-block --file /tmp/Dockerfile --why 'the tests need another tool' > /tmp/cap.txt 2>&1; then exit 1; fi; grep -q 'runs on Kubernetes, where its image is not rebuilt' /tmp/cap.txt`,
+              },
+              { do: 'done', status: 'success', summary: 'Reached the service.' },
+            ],
+          },
+        ]),
+        bottles: ['guarded'],
+      }),
+    );
+    const env = { BB_HOME: home };
+    const n = gitea.createIssue('alice', 'acme/widgets', { title: 'Seek', body: 'x' });
+    const { runner, slug } = await launchPod(env, 'seeker', n, 'Reach the service.');
+    const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
+    try {
+      // The operator's desk, applying decisions the way the service does for pods.
+      const desk = new SuperviseDesk({
+        store: new SuperviseStore(db),
+        bottles: supervisedBottles(env),
+        policy: { ...loadPolicy(home), egressCeiling: [host] },
+        remediator: runner.remediator,
+      });
+      const asked = await until(
+        'the request',
+        () => desk.list({ status: 'pending' }).find((r) => r.slug === slug),
+        90_000,
+      );
+      expect(asked.kind).toBe('allowlist');
+      const out = await desk.approve(asked.id, { by: 'alice', via: 'cli' });
+      expect(out.remediation, JSON.stringify(out.remediation)).toMatchObject({ ok: true });
+      const outcome = await runner.finishTurn(slug);
+      expect(kubelet.errors).toEqual([]);
+      expect(outcome, outcome.output).toMatchObject({ exitCode: 0, ok: true });
+      expect(seen).toEqual(['/after']);
+      // The Dockerfile never reached the operator.
+      expect(
+        desk
+          .list({})
+          .filter((r) => r.slug === slug)
+          .map((r) => r.kind),
+      ).toEqual(['allowlist']);
+    } finally {
+      db.close();
+      target.close();
+      await runner.destroy(slug);
+    }
   }, 180_000);
 });

@@ -164,11 +164,16 @@ describe('the service on the kubernetes backend (fake API server)', () => {
     const agent = main(pod(slug, 'agent'));
     const gate = main(pod(slug, 'gate'));
     // The agent runs the provider's command for the prompt, with no secret, under
-    // the bridge that gives it its gate's forge surface as a local socket.
-    expect(agent?.command.slice(0, 4)).toEqual([
+    // the bridge that gives it its gate's forge surface as a local socket, and (a
+    // supervised bottle) its proxies, which refuse everything until an approval, and
+    // its supervise sidecar.
+    expect(agent?.command.slice(0, 7)).toEqual([
       'node',
       '/opt/bb/runtime/bb-bridge.mjs',
       '/tmp/bb/forge.sock=gate:forge',
+      '3128=gate:egress',
+      '3129=gate:credentials',
+      '/tmp/bb/supervise.sock=gate:supervise',
       '--',
     ]);
     expect(agent?.command.join(' ')).toMatch(/script-agent\.mjs --prompt .*Fix the thing/s);

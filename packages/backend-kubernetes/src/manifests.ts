@@ -50,6 +50,13 @@ export interface KubeBottleSpec {
    * the orchestrator reads them. Absent: they stay on the bottle's own claim.
    */
   stateClaim?: string;
+  /**
+   * What else the gate reads on the shared claim (with `stateClaim`): the proxies'
+   * files (`<slug>/proxy`, read-only: a reload rewrites them there), and the supervise
+   * exchange (`<slug>/supervise`) with the bottle's current configuration
+   * (`<slug>/current-config`, read-only).
+   */
+  shared?: { proxy?: boolean; supervise?: boolean };
   storageClassName?: string;
 }
 
@@ -246,6 +253,31 @@ export function planBottle(spec: KubeBottleSpec, gateAddress = ''): BottleObject
               ? [
                   { name: 'shared', mountPath: '/state', subPath: `${spec.slug}/state` },
                   { name: 'shared', mountPath: '/queue', subPath: `${spec.slug}/queue` },
+                  ...(spec.shared?.proxy
+                    ? [
+                        {
+                          name: 'shared',
+                          mountPath: '/proxy',
+                          subPath: `${spec.slug}/proxy`,
+                          readOnly: true,
+                        },
+                      ]
+                    : []),
+                  ...(spec.shared?.supervise
+                    ? [
+                        {
+                          name: 'shared',
+                          mountPath: '/supervise',
+                          subPath: `${spec.slug}/supervise`,
+                        },
+                        {
+                          name: 'shared',
+                          mountPath: '/etc/bot-bottle/current-config',
+                          subPath: `${spec.slug}/current-config`,
+                          readOnly: true,
+                        },
+                      ]
+                    : []),
                 ]
               : [
                   { name: 'data', mountPath: '/state', subPath: 'state' },

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { chownSync, mkdirSync, rmSync } from 'node:fs';
+import { chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { BbError, isBbError, redactString } from '@bb/errors';
 import { checkBottleBranch, checkSiteEnv, forgeKinds } from '@bb/forge';
 import {
@@ -9,6 +10,7 @@ import {
   type BottleRunner,
   BRIDGE_PORTS,
   bottlePaths,
+  bottleRemediator,
   effectiveConfig,
   endedTurn,
   GATE_USER,
@@ -26,11 +28,14 @@ import {
   readMeta,
   routeSecrets,
   secretValue,
+  supervises,
   type TurnOutcome,
+  writeCurrentConfig,
   writeMeta,
   writeTurnFile,
 } from '@bb/headless';
-import { LABEL } from '@bb/names';
+import { bbHome, LABEL } from '@bb/names';
+import { loadPolicy } from '@bb/supervise';
 import type { KubeBottleStatus, KubernetesBottles } from './kubernetes-bottles';
 import { type KubeBottleSpec, RUNTIME_DIR } from './manifests';
 
@@ -59,7 +64,8 @@ const IN_POD_PLAN: InsidePaths = {
   secrets: IN_POD.secrets,
   queue: IN_POD.queue,
   state: IN_POD.state,
-  proxy: IN_POD.secrets,
+  // The proxies' files (secret references only) on the claim, where a reload rewrites them.
+  proxy: '/proxy',
   superviseSocket: '/tmp/bb/supervise.sock',
   supervise: '/supervise',
   currentConfig: '/etc/bot-bottle/current-config',
@@ -70,10 +76,10 @@ const IN_POD_PLAN: InsidePaths = {
 /**
  * What the pods give a plan's mounts (manifests.ts): the runtime, the home and
  * workspace on the bottle's claim, the sockets (the bridge's and the gate's own),
- * the gate's Secret (its keys, and the proxies' files), queue and state on the
- * shared claim. `currentConfig` is the agent's read-only view of its bottle's
- * configuration; with no supervise sidecar here it has nothing to propose
- * against, and is not given.
+ * the gate's Secret (its keys), and on the shared claim its queue, state, the
+ * proxies' files, the supervise exchange and the bottle's current configuration.
+ * The agent's pod has nothing of the shared claim: it reads its current
+ * configuration from the supervise sidecar (`$BB_SUPERVISE config`).
  */
 const POD_ROLES: Record<'agent' | 'gate', ReadonlySet<MountRole>> = {
   // The agent's pod: nothing of the gate's (its Secret, queue, state) is ever in it.
@@ -86,8 +92,17 @@ const POD_ROLES: Record<'agent' | 'gate', ReadonlySet<MountRole>> = {
     'proxy',
     'queue',
     'state',
+    'supervise',
+    'currentConfig',
   ]),
 };
+
+/** Why a Kubernetes bottle's agent is refused a new image when it asks. */
+export const NO_REBUILD_ON_KUBERNETES =
+  'this bottle runs on Kubernetes, where its image is not rebuilt: say in your summary what the image lacks (the operator gives the bottle an image that has it, built and pushed, for its next turn) and carry on without it';
+
+/** How often a pod's gate looks for a reload of its proxies' files. */
+const PROXY_WATCH_MS = 250;
 
 export interface KubernetesRunnerOptions {
   bottles: KubernetesBottles;
@@ -155,6 +170,7 @@ export function kubernetesRunner(
     // so no other pod's connection is served even where policies are not enforced.
     const linkKey = randomBytes(24).toString('hex');
     const m = manifests(meta.agent, meta.bottles);
+    const policy = supervises(env) ? loadPolicy(bbHome(env)) : undefined;
     // The bottles' egress allowlist and credential routes (with what an operator
     // approved for the whole bottle in their place), as a Docker bottle's.
     const plan = planBottle({
@@ -166,11 +182,35 @@ export function kubernetesRunner(
       config: effectiveConfig(meta, m.bottleManifests, env),
       inside: IN_POD_PLAN,
       forgeToken: true,
-      // No supervise sidecar on Kubernetes yet: nothing there rebuilds or reloads a bottle.
-      supervise: undefined,
+      // The supervise sidecar in the gate: proxies reload there; an image is not rebuilt.
+      supervise: policy
+        ? {
+            allowedBases: [meta.image],
+            ttlMs: policy.ttlMs,
+            waitMs: policy.waitMs,
+            coolDownAfter: policy.coolDownAfter,
+            coolDownMs: policy.coolDownMs,
+            refused: { dockerfile: NO_REBUILD_ON_KUBERNETES },
+          }
+        : undefined,
       sharedSockets: false,
       mirror: false,
     });
+    // What the gate reads on the shared claim, written by the orchestrator before its pod
+    // starts: the proxies' files (secret references only) and the bottle's current
+    // configuration the supervise sidecar shows and proposals start from.
+    const p = bottlePaths(meta.slug, env);
+    if (plan.proxyFiles) {
+      gateDir(p.proxy);
+      for (const [f, text] of Object.entries(plan.proxyFiles))
+        writeFileSync(join(p.proxy, f), text);
+      // A reload's generation starts afresh each turn.
+      rmSync(join(p.proxy, 'generation'), { force: true });
+    }
+    if (policy) {
+      gateDir(p.supervise);
+      writeCurrentConfig(meta.slug, plan.config, env);
+    }
     const gate = plan.gate;
     if (!gate)
       throw new BbError(
@@ -206,6 +246,7 @@ export function kubernetesRunner(
           ...(proxies
             ? [`${BRIDGE_PORTS.egress}=gate:egress`, `${BRIDGE_PORTS.credentials}=gate:credentials`]
             : []),
+          ...(policy ? [`${IN_POD_PLAN.superviseSocket}=gate:supervise`] : []),
           '--',
           ...plan.agent.cmd,
         ],
@@ -234,6 +275,8 @@ export function kubernetesRunner(
           // Its push repository is on the claim every gate shares: bounded well below it.
           ...(forge ? { BB_GIT_DIR_MAX: String(o.pushRepoBytes ?? DEFAULT_PUSH_REPO_BYTES) } : {}),
           BB_GATE_KEY_FILE: `${IN_POD.secrets}/link-key`,
+          // Nobody signals a pod: its gate watches the generation a reload writes.
+          ...(proxies ? { BB_PROXY_WATCH_MS: String(PROXY_WATCH_MS) } : {}),
         },
         resources: { memoryBytes: gate.limits.memoryBytes, cpus: 1 },
       },
@@ -246,11 +289,17 @@ export function kubernetesRunner(
           ]),
         ),
         'link-key': linkKey,
-        ...plan.proxyFiles,
       },
       stateClaim: o.stateClaim,
+      shared: { proxy: proxies, supervise: !!policy },
       ...(meta.diskBytes ? { storageBytes: meta.diskBytes } : {}),
     };
+  };
+
+  /** A folder of the bottle's on the shared claim the gate's user reads or writes. */
+  const gateDir = (d: string) => {
+    mkdirSync(d, { recursive: true, mode: 0o770 });
+    if (process.getuid?.() === 0) chownSync(d, GATE_USER.uid, GATE_USER.gid);
   };
 
   const startTurn = (meta: BottleMeta, prompt: string) => {
@@ -295,8 +344,10 @@ export function kubernetesRunner(
   return {
     backendName: 'kubernetes',
     isolates: true,
-    // No supervise sidecar in its pods yet: its agents are not told of tools they lack.
-    supervise: false,
+    // Its gates serve the supervise sidecar (unless BB_SUPERVISE=off); proxies reload in
+    // place (the gate watches its files); an image is refused when asked for.
+    supervise: supervises(env),
+    remediator: bottleRemediator({ env, gateWatches: true }),
     storage,
 
     async startLaunch(l) {

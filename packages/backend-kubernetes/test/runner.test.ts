@@ -1,7 +1,7 @@
 // The Kubernetes runner's own rules, against the fake API server: what it refuses
 // before making anything, and whose bottles it calls its own (a restart removes
 // the orphans among those: never another orchestrator's).
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isBbError } from '@bb/errors';
@@ -186,5 +186,78 @@ describe('the launch clone', () => {
     expect(volume.secret?.items).toEqual([{ key: 'token', path: 'token' }]);
     const { clone: _, ...resumed } = spec.gate;
     expect(planBottle({ ...spec, gate: resumed }).gate.spec!.initContainers).toBeUndefined();
+  });
+
+  it("serves a supervised bottle's supervise sidecar from its gate: the exchange and its files on the claim, the agent none of it, a rebuild refused", async () => {
+    const env = home({
+      default: { image: 'bb-agents:1', egress: { allow: ['registry.npmjs.org'] } },
+    });
+    const runner = runnerFor(env);
+    expect(runner.supervise).toBe(true);
+    await runner.startLaunch({ agent: 'impl', slug: 'sup-a1', prompt: 'go', forge });
+    type Pod = {
+      metadata: { name: string };
+      spec: {
+        containers: Array<{
+          command: string[];
+          env?: Array<{ name: string; value: string }>;
+          volumeMounts?: Array<{
+            name: string;
+            mountPath: string;
+            subPath?: string;
+            readOnly?: boolean;
+          }>;
+        }>;
+      };
+    };
+    const pods = api.objects('pods', NS) as Pod[];
+    const gate = pods.find((p) => p.metadata.name === 'bb-sup-a1-gate')!.spec.containers[0]!;
+    const agent = pods.find((p) => p.metadata.name === 'bb-sup-a1-agent')!.spec.containers[0]!;
+    const envOf = (c: typeof gate) =>
+      Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value]));
+    const mounts = (gate.volumeMounts ?? []).filter((m) => m.name === 'shared');
+    expect(mounts).toEqual(
+      expect.arrayContaining([
+        { name: 'shared', mountPath: '/proxy', subPath: 'sup-a1/proxy', readOnly: true },
+        { name: 'shared', mountPath: '/supervise', subPath: 'sup-a1/supervise' },
+        {
+          name: 'shared',
+          mountPath: '/etc/bot-bottle/current-config',
+          subPath: 'sup-a1/current-config',
+          readOnly: true,
+        },
+      ]),
+    );
+    expect(envOf(gate)).toMatchObject({
+      BB_SUPERVISE_SOCKET: '/tmp/bb/supervise.sock',
+      BB_EGRESS_RULES: '/proxy/rules.json',
+      BB_PROXY_WATCH_MS: '250',
+    });
+    expect(JSON.parse(envOf(gate)['BB_SUPERVISE_POLICY']!).refused.dockerfile).toMatch(
+      /runs on Kubernetes, where its image is not rebuilt/,
+    );
+    // The agent reaches the sidecar through its bridge, and nothing of the shared claim.
+    expect(agent.command).toContain('/tmp/bb/supervise.sock=gate:supervise');
+    expect((agent.volumeMounts ?? []).filter((m) => m.name === 'shared')).toEqual([]);
+    // The files the gate reads, written by the orchestrator on the claim; the allowlist
+    // is nowhere in the gate's Secret any more (a reload rewrites it on the claim).
+    const dir = join(env.BB_HOME, 'bottles', 'sup-a1');
+    expect(JSON.parse(readFileSync(join(dir, 'proxy', 'rules.json'), 'utf8'))).toEqual({
+      allow: ['registry.npmjs.org'],
+    });
+    expect(readFileSync(join(dir, 'current-config', 'allowlist.json'), 'utf8')).toContain(
+      'registry.npmjs.org',
+    );
+    const secret = (
+      api.objects('secrets', NS) as Array<{
+        metadata: { name: string };
+        stringData?: Record<string, string>;
+        data?: Record<string, string>;
+      }>
+    ).find((x) => x.metadata.name.includes('sup-a1'))!;
+    expect(Object.keys({ ...secret.stringData, ...secret.data }).sort()).not.toContain(
+      'rules.json',
+    );
+    await runner.destroy('sup-a1');
   });
 });

@@ -29,6 +29,8 @@ export const ERROR_TABLE = {
   ALREADY_DONE: { wire: -32009, kind: 'already_done' },
   OUTCOME_UNKNOWN: { wire: -32010, kind: 'outcome_unknown' },
   AUDIT_UNAVAILABLE: { wire: -32011, kind: 'audit_unavailable' },
+  // A gate's platform cannot do what was asked (a supervise kind it cannot apply).
+  UNSUPPORTED: { wire: -32012, kind: 'unsupported' },
 } as const satisfies Partial<Record<BbErrorCode, { wire: number; kind: string }>>;
 
 export type WireCode = keyof typeof ERROR_TABLE;

@@ -144,7 +144,13 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     store: new SuperviseStore(db),
     bottles: supervisedBottles(bottleEnv),
     policy: loadPolicy(home),
-    ...(backend ? { remediator: bottleRemediator({ backend, env: bottleEnv }) } : {}),
+    // Applied on the engine of containers, or as the platform of pods applies them (its
+    // gates watch their proxies' files; it rebuilds nothing).
+    ...(backend
+      ? { remediator: bottleRemediator({ backend, env: bottleEnv }) }
+      : runner.remediator
+        ? { remediator: runner.remediator }
+        : {}),
   });
   const orchestrator = new Orchestrator({
     forge: { kind, site },

@@ -10,6 +10,15 @@ const PolicyEnv = z
     waitMs: z.number().nonnegative().optional(),
     coolDownAfter: z.number().nonnegative().optional(),
     coolDownMs: z.number().nonnegative().optional(),
+    /** Kinds the platform cannot apply, with why (`SuperviseSidecarOptions.refused`). */
+    refused: z
+      .object({
+        routes: z.string().optional(),
+        allowlist: z.string().optional(),
+        dockerfile: z.string().optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -63,6 +72,7 @@ export async function runSuperviseFromEnv(
     ...(policy.waitMs !== undefined ? { waitMs: policy.waitMs } : {}),
     ...(policy.coolDownAfter ? { coolDownAfter: policy.coolDownAfter } : {}),
     ...(policy.coolDownMs ? { coolDownMs: policy.coolDownMs } : {}),
+    ...(policy.refused ? { refused: policy.refused } : {}),
   });
   sidecar.exchange.ensure();
   return serveSupervise(sidecar, env['BB_SUPERVISE_SOCKET']!, {

@@ -41,6 +41,12 @@ export interface SuperviseSidecarOptions {
   maxPending?: number;
   /** Requests a bottle may make in all. @default 200 */
   maxRequests?: number;
+  /**
+   * Kinds this bottle's platform cannot apply, each with why (a Kubernetes bottle's
+   * image is not rebuilt): asked for, they are refused at once with that reason,
+   * and nothing reaches the operator.
+   */
+  refused?: Partial<Record<ProposalKind, string>>;
   now?: () => number;
 }
 
@@ -78,6 +84,7 @@ export class SuperviseSidecar {
       pollMs: 250,
       maxPending: 5,
       maxRequests: 200,
+      refused: {},
       now: Date.now,
       ...options,
     };
@@ -101,6 +108,9 @@ export class SuperviseSidecar {
     const file = args[KINDS[toolKind].field]!;
     // Routed by the file it changes, not only by the tool's name.
     const kind = classifyFile(file) ?? toolKind;
+    const cannot = this.#o.refused?.[kind];
+    if (cannot)
+      throw new BbError('UNSUPPORTED', `${KINDS[kind].tool} cannot be applied here: ${cannot}`);
     validateProposal(kind, file, { allowedBases: this.#o.allowedBases });
     const base = this.current(kind);
     const baseHash = sha256(base);

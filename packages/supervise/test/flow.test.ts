@@ -119,6 +119,23 @@ describe('supervise: propose, decide, answer', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
+  it('refuses at once, with its reason, a kind the platform cannot apply; nothing reaches the operator', async () => {
+    await start(sidecar({ refused: { dockerfile: 'this bottle runs on Kubernetes' } }));
+    const err = await client
+      .propose('capability-block', {
+        dockerfile: 'FROM bb-base:latest\nRUN true\n',
+        justification: 'the tests need another tool',
+      })
+      .catch((e) => e);
+    expect(isBbError(err, 'UNSUPPORTED')).toBe(true);
+    expect((err as Error).message).toBe(
+      'capability-block cannot be applied here: this bottle runs on Kubernetes',
+    );
+    expect(desk().list({})).toEqual([]);
+    // What it can apply is asked for as ever.
+    expect((await askToAllow(client, 'pypi.org')).status).toBe('pending');
+  });
+
   it('the socket answers its own three methods and nothing a JavaScript object inherits', async () => {
     const lines: Array<Record<string, unknown>> = [];
     await server?.close();

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { runProxiesFromEnv } from '@bb/egress';
 import { type GateSurface, startGateLink } from '@bb/egress/bridge';
 import { BbError, isBbError } from '@bb/errors';
@@ -117,12 +118,46 @@ export async function runGateFromEnv(
       throw err;
     }
   }
+  const reload = () => {
+    for (const s of up) s.reload?.();
+  };
+  // Where nothing can signal the gate (a pod, which nobody execs into), it watches the
+  // generation its proxies' files are written with, and reloads when it changes.
+  const watch = env['BB_PROXY_WATCH_MS'];
+  let watcher: NodeJS.Timeout | undefined;
+  if (watch && env['BB_EGRESS_RULES']) {
+    const every = Number(watch);
+    if (!Number.isInteger(every) || every < 50 || every > 60_000) {
+      link?.close();
+      await Promise.allSettled(up.map((s) => s.close()));
+      throw new BbError(
+        'INVALID_INPUT',
+        `BB_PROXY_WATCH_MS ${JSON.stringify(watch)} must be milliseconds, 50 to 60000`,
+      );
+    }
+    const file = join(dirname(env['BB_EGRESS_RULES']), 'generation');
+    const read = () => {
+      try {
+        return readFileSync(file, 'utf8').trim();
+      } catch {
+        return '';
+      }
+    };
+    let seen = read();
+    watcher = setInterval(() => {
+      const now = read();
+      if (now && now !== seen) {
+        seen = now;
+        reload();
+      }
+    }, every);
+    watcher.unref();
+  }
   return {
     surfaces: names,
-    reload: () => {
-      for (const s of up) s.reload?.();
-    },
+    reload,
     close: async () => {
+      if (watcher) clearInterval(watcher);
       // New connections stop; those open end with the process.
       link?.close();
       await Promise.allSettled(up.map((s) => s.close()));

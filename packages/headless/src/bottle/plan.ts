@@ -99,6 +99,8 @@ export interface SupervisePolicyPlan {
   waitMs: number;
   coolDownAfter: number;
   coolDownMs: number;
+  /** Kinds the platform cannot apply, with why: refused at request time. */
+  refused?: Partial<Record<'routes' | 'allowlist' | 'dockerfile', string>>;
 }
 
 /** What a plan reads of a bottle's meta. */

@@ -1,4 +1,5 @@
 import { LABEL, MANAGED_LABEL } from '@bb/names';
+import type { Remediator } from '@bb/supervise';
 import type { Backend, BottleInfo } from '../engine/backend';
 import type { TurnOutcome } from './bottle-parts';
 import { cool, destroy, finishTurn, startLaunch, startResume, stopAgent } from './bottles';
@@ -68,6 +69,12 @@ export interface BottleRunner {
    * what `BB_SUPERVISE` says
    */
   readonly supervise?: boolean | undefined;
+  /**
+   * How supervise decisions are applied to its bottles, where the service has no
+   * engine of containers to apply them with (a platform of pods). @default the
+   * service's own, over its backend
+   */
+  readonly remediator?: Remediator | undefined;
 }
 
 /** When a session is rotated: after `maxTurns` turns, or once a turn read `maxTokens` input tokens. */

@@ -33,7 +33,15 @@ export interface RemedyResult {
 }
 
 export interface RemedyOptions {
-  backend: Backend;
+  /** The engine the bottles' containers are on (absent: a platform of whole bottles, `gateWatches`). */
+  backend?: Backend | undefined;
+  /**
+   * The bottles' gates cannot be signalled (pods, which nobody execs into): they watch
+   * the generation their proxies' files are written with (`BB_PROXY_WATCH_MS`), and a
+   * reload is the files and the generation written. A secret a gate does not hold yet
+   * cannot reach it so: such routes are refused. @default false
+   */
+  gateWatches?: boolean;
   env?: Record<string, string | undefined>;
   /** How long to wait for the proxies to say the reload took. @default 10 s */
   reloadTimeoutMs?: number;
@@ -74,22 +82,15 @@ export async function reloadBottleProxies(
     return { ok: true, detail: `kept for ${slug}'s next turn (the bottle is frozen)` };
   }
   // The gate serves the proxies when the turn started with rules or routes (their socket is there).
-  const gate = (await options.backend.list({ [LABEL.slug]: slug })).find(
-    (c) => c.labels[LABEL.role] === 'gate' && c.state === 'running',
-  );
-  if (!gate || !existsSync(join(p.sock, 'cred.sock')))
-    throw new BbError(
-      'CONFLICT',
-      `${slug} runs without egress and credential proxies (its manifests name no host and no route), so there is nothing to reload; the change applies from its next turn`,
-    );
-  if (!options.backend.signal)
-    throw new BbError(
-      'INVALID_INPUT',
-      `the ${options.backend.name} backend cannot signal a bottle's proxies`,
-    );
+  const signal = options.gateWatches ? undefined : await gateToSignal(slug, p, options.backend);
   // Only secrets the proxy does not hold yet: it kept the others since it started.
   const secrets =
     kind === 'routes' ? routeSecrets(newRoutesOnly(text, join(p.proxy, 'routes.json')), env) : {};
+  if (options.gateWatches && Object.keys(secrets).length)
+    return {
+      ok: false,
+      detail: `${Object.keys(secrets).join(', ')} would be new to ${slug}'s gate, whose secrets are given at the start of a turn on this platform: add the route to the bottle's manifest for its next turn`,
+    };
   const generation = randomBytes(8).toString('hex');
   let secretsDir: string | undefined;
   try {
@@ -100,11 +101,12 @@ export async function reloadBottleProxies(
         'keys.json',
         JSON.stringify(secrets),
         env,
-        options.backend.mapsMounts && process.getuid?.() === 0 ? GATE_USER : undefined,
+        options.backend?.mapsMounts && process.getuid?.() === 0 ? GATE_USER : undefined,
       );
     atomicWrite(join(p.proxy, PROXY_FILE[kind]), text);
     atomicWrite(join(p.proxy, 'generation'), generation);
-    await options.backend.signal(gate.id, 'SIGHUP');
+    // A gate that watches its generation reloads by itself.
+    await signal?.();
     const status = await waitForReload(
       join(p.state, 'proxy-status.json'),
       generation,
@@ -123,6 +125,31 @@ export async function reloadBottleProxies(
     ok: true,
     detail: `reloaded ${FILE[kind]} in ${slug}'s proxies (generation ${generation})`,
   };
+}
+
+/** How to tell a bottle's gate to reload: SIGHUP to its container. */
+async function gateToSignal(
+  slug: string,
+  p: ReturnType<typeof bottlePaths>,
+  backend: Backend | undefined,
+): Promise<() => Promise<void>> {
+  const gate = backend
+    ? (await backend.list({ [LABEL.slug]: slug })).find(
+        (c) => c.labels[LABEL.role] === 'gate' && c.state === 'running',
+      )
+    : undefined;
+  if (!backend || !gate || !existsSync(join(p.sock, 'cred.sock')))
+    throw new BbError(
+      'CONFLICT',
+      `${slug} runs without egress and credential proxies (its manifests name no host and no route), so there is nothing to reload; the change applies from its next turn`,
+    );
+  const send = backend.signal?.bind(backend);
+  if (!send)
+    throw new BbError(
+      'INVALID_INPUT',
+      `the ${backend.name} backend cannot signal a bottle's proxies`,
+    );
+  return () => send(gate.id, 'SIGHUP');
 }
 
 async function waitForReload(
@@ -191,13 +218,17 @@ export async function rebuildBottle(
   const env = options.env ?? process.env;
   const meta = readMeta(slug, env);
   if (!meta) throw new BbError('NOT_FOUND', `no bottle ${slug} in ${homeLayout(env).bottles}`);
-  if (!options.backend.buildImage)
-    throw new BbError('INVALID_INPUT', `the ${options.backend.name} backend cannot build images`);
+  const backend = options.backend;
+  if (!backend?.buildImage)
+    throw new BbError(
+      'UNSUPPORTED',
+      `${backend ? `the ${backend.name} backend` : 'this platform'} cannot build images`,
+    );
   const n = meta.turns.length + (meta.current ? 1 : 0);
   const tag = `bb-rebuilt-${slug}:turn${n}-${randomBytes(3).toString('hex')}`;
   options.onProgress?.(`building ${tag}`);
   try {
-    await options.backend.buildImage(dockerfile, tag, {
+    await backend.buildImage(dockerfile, tag, {
       labels: {
         [LABEL.slug]: slug,
         [HOME_LABEL]: homeLabel(env),
@@ -266,12 +297,12 @@ export function rebuiltPrompt(note: string, task: string | undefined): string {
 async function sessionSoFar(meta: BottleMeta, options: RemedyOptions): Promise<string | undefined> {
   if (!meta.current) return undefined;
   try {
-    const agent = (await options.backend.list({ [LABEL.slug]: meta.slug })).find(
+    const agent = (await options.backend?.list({ [LABEL.slug]: meta.slug }))?.find(
       (c) => c.labels[LABEL.role] === 'agent' && c.state === 'running',
     );
     if (!agent) return undefined;
     const { manifest } = loadAgentManifest(meta.agent, options.env ?? process.env);
-    const output = await options.backend.logs(agent.id, {
+    const output = await options.backend!.logs(agent.id, {
       sinceMs: Date.parse(meta.current.startedAt),
     });
     return validSessionId(providerFor(manifest.provider).parseResult(output, 1).sessionId);
@@ -303,13 +334,15 @@ export async function settleRebuild(
   options: RemedyOptions & { graceMs?: number },
 ): Promise<void> {
   const deadline = Date.now() + (options.graceMs ?? rebuildGrace(options.env ?? process.env));
+  const backend = options.backend;
+  if (!backend) return;
   for (;;) {
-    const agents = (await options.backend.list({ [LABEL.slug]: slug })).filter(
+    const agents = (await backend.list({ [LABEL.slug]: slug })).filter(
       (c) => c.labels[LABEL.role] === 'agent' && (c.state === 'running' || c.state === 'paused'),
     );
     if (!agents.length) return;
     if (Date.now() > deadline) {
-      for (const c of agents) await options.backend.stop(c.id, 5000);
+      for (const c of agents) await backend.stop(c.id, 5000);
       return;
     }
     await new Promise((r) => setTimeout(r, 200));
@@ -331,14 +364,22 @@ export function supervisedBottles(
   };
 }
 
-/** The remediations of this package's bottles, for `SuperviseDesk`. */
+/**
+ * The remediations of this package's bottles, for `SuperviseDesk`. Without a backend
+ * (`gateWatches`: a platform of pods) only the proxies are reloaded, and a rebuild
+ * is not offered.
+ */
 export function bottleRemediator(options: RemedyOptions): Remediator {
   return {
     reloadProxies: (slug, kind, text, scope) =>
       reloadBottleProxies(slug, kind, text, scope, options),
-    rebuild: (slug, dockerfile, requestId, note) =>
-      rebuildBottle(slug, dockerfile, requestId, note, options),
-    afterRebuild: (slug) => settleRebuild(slug, options),
+    ...(options.backend?.buildImage
+      ? {
+          rebuild: (slug: string, dockerfile: string, requestId: string, note: string) =>
+            rebuildBottle(slug, dockerfile, requestId, note, options),
+          afterRebuild: (slug: string) => settleRebuild(slug, options),
+        }
+      : {}),
   };
 }
 

@@ -61,6 +61,9 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
   };
 
   beforeAll(async () => {
+    // One session kept for the whole suite: a test's own ending never takes the tmux
+    // server down while the next one starts its session.
+    tmux('new-session', '-d', '-s', `${session}-keep`, 'sleep 600');
     home = mkdtempSync(join(tmpdir(), 'bb-tui-'));
     // A frozen bottle: an approval is kept for its next turn (no proxy to reload).
     const bottle = writeFrozenBottle(home, SLUG).dir;
@@ -78,6 +81,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
   });
   afterAll(async () => {
     spawnSync('tmux', ['kill-session', '-t', session]);
+    spawnSync('tmux', ['kill-session', '-t', `${session}-keep`]);
     await client?.close();
     await server?.close();
     rmSync(home, { recursive: true, force: true });

@@ -51,6 +51,20 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
       await new Promise((r) => setTimeout(r, 100));
     }
   };
+  /** `bb supervise` in a new tmux session `name` (its own BB_HOME unless `vars` says), with more of its words. */
+  const openInbox = (name: string, vars: string, args = '', rows = 50) =>
+    tmux(
+      'new-session',
+      '-d',
+      '-s',
+      name,
+      '-x',
+      '160',
+      '-y',
+      String(rows),
+      // Not CI: ink draws a live screen only outside CI.
+      `env -u CI ${vars} NO_COLOR= TERM=xterm-256color ${process.execPath} ${BB} supervise${args}; echo inbox-exited $?; sleep 30`,
+    );
   const store = () => {
     const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
     try {
@@ -93,18 +107,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
       justification: 'I want everything under evil.test',
     });
     expect(first.status).toBe('pending');
-    tmux(
-      'new-session',
-      '-d',
-      '-s',
-      session,
-      '-x',
-      '160',
-      '-y',
-      '50',
-      // Not CI: ink draws a live screen only outside CI.
-      `env -u CI BB_HOME=${home} BB_OPERATOR=erin NO_COLOR= TERM=xterm-256color ${process.execPath} ${BB} supervise; echo inbox-exited $?; sleep 30`,
-    );
+    openInbox(session, `BB_HOME=${home} BB_OPERATOR=erin`);
     let s = await waitFor(/1 pending/, 'the pending request');
     expect(s).toContain(first.request_id);
     expect(s).toContain('why: I want everything under evil.test');
@@ -195,17 +198,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
         allowlist: `${JSON.stringify({ allow: ['registry.npmjs.org', ...hosts] }, null, 1)}\n`,
         justification: 'the integration tests talk to eighty mirrors',
       });
-      tmux(
-        'new-session',
-        '-d',
-        '-s',
-        remote,
-        '-x',
-        '160',
-        '-y',
-        '40',
-        `env -u CI BB_HOME=${laptop} BB_OPERATOR_TOKEN=${token} NO_COLOR= TERM=xterm-256color ${process.execPath} ${BB} supervise --server ${url}; echo inbox-exited $?; sleep 30`,
-      );
+      openInbox(remote, `BB_HOME=${laptop} BB_OPERATOR_TOKEN=${token}`, ` --server ${url}`, 40);
       const on = (re: RegExp, what: string) => waitFor(re, what, remote);
       let s = await on(/1 pending/, 'the request, from the remote orchestrator');
       expect(s).toContain(url);
@@ -267,17 +260,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
       justification: 'the second request, never read',
     });
     const lost = `${session}-lost`;
-    tmux(
-      'new-session',
-      '-d',
-      '-s',
-      lost,
-      '-x',
-      '160',
-      '-y',
-      '50',
-      `env -u CI BB_HOME=${home} BB_OPERATOR=erin NO_COLOR= TERM=xterm-256color ${process.execPath} ${BB} supervise; echo inbox-exited $?; sleep 30`,
-    );
+    openInbox(lost, `BB_HOME=${home} BB_OPERATOR=erin`);
     const on = (re: RegExp, what: string) => waitFor(re, what, lost);
     try {
       await on(/2 pending/, 'both requests');
@@ -328,17 +311,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
         dockerfile: `FROM ${BASE_IMAGE}\nRUN echo tui-build-step-ran > /tmp/tui-marker\n`,
         justification: 'the tests need a marker file in the image',
       });
-      tmux(
-        'new-session',
-        '-d',
-        '-s',
-        session,
-        '-x',
-        '160',
-        '-y',
-        '50',
-        `env -u CI BB_HOME=${home} BB_OPERATOR=erin NO_COLOR= TERM=xterm-256color ${process.execPath} ${BB} supervise; echo inbox-exited $?; sleep 30`,
-      );
+      openInbox(session, `BB_HOME=${home} BB_OPERATOR=erin`);
       await waitFor(/1 pending/, 'the Dockerfile request');
       tmux('send-keys', '-t', session, 'a');
       const s = await waitFor(/approved sr_\w+: rebuilt as/, 'the rebuild', session, 120_000);

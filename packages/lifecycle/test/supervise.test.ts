@@ -39,6 +39,17 @@ function plane() {
   return { p, waiting, cancelled };
 }
 
+/** The resumes a rebuild asks for, as the runner hands them over: each taken once. */
+function rebuiltResumes(runner: { takeResumeRequest?: unknown }) {
+  const asked = new Map<string, { prompt: string; requestId: string }>();
+  runner.takeResumeRequest = (slug: string) => {
+    const a = asked.get(slug);
+    asked.delete(slug);
+    return a;
+  };
+  return asked;
+}
+
 describe('orchestrator: the supervise plane', () => {
   it("tells a new session's agent about the supervise tools, unless bottles have no supervise sidecar", async () => {
     const on = setup({});
@@ -114,12 +125,7 @@ describe('orchestrator: the supervise plane', () => {
   it('resumes at once in a rebuilt image, with the decision as the prompt', async () => {
     const s = plane();
     const t = setup({ supervise: s.p });
-    const asked = new Map<string, { prompt: string; requestId: string }>();
-    t.runner.takeResumeRequest = (slug: string) => {
-      const a = asked.get(slug);
-      asked.delete(slug);
-      return a;
-    };
+    const asked = rebuiltResumes(t.runner);
     const { n, slug } = await t.launched();
     asked.set(slug, {
       requestId: 'sr_bbbbbbbbbbbbbbbbbbbb',
@@ -140,12 +146,7 @@ describe('orchestrator: the supervise plane', () => {
   it('resumes a rebuilt bottle whose stopped turn named no session in a fresh one, and watches that turn', async () => {
     const s = plane();
     const t = setup({ supervise: s.p });
-    const asked = new Map<string, { prompt: string; requestId: string }>();
-    t.runner.takeResumeRequest = (slug: string) => {
-      const a = asked.get(slug);
-      asked.delete(slug);
-      return a;
-    };
+    const asked = rebuiltResumes(t.runner);
     const { n, slug } = await t.launched();
     // Its CLI was stopped before it named a session (as the runner records it).
     const env = { BB_HOME: t.home };

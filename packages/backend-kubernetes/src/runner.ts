@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, isBbError, redactString } from '@bb/errors';
 import { checkBottleBranch, checkSiteEnv, forgeKinds } from '@bb/forge';
 import {
+  atomicWrite,
   type BottleInfo,
   type BottleManifest,
   type BottleMeta,
@@ -30,6 +31,7 @@ import {
   secretValue,
   supervises,
   type TurnOutcome,
+  validSessionId,
   writeCurrentConfig,
   writeMeta,
   writeTurnFile,
@@ -201,9 +203,10 @@ export function kubernetesRunner(
     // configuration the supervise sidecar shows and proposals start from.
     const p = bottlePaths(meta.slug, env);
     if (plan.proxyFiles) {
-      gateDir(p.proxy);
-      for (const [f, text] of Object.entries(plan.proxyFiles))
-        writeFileSync(join(p.proxy, f), text);
+      // The orchestrator's alone (the gate only reads it), each file written whole.
+      mkdirSync(p.proxy, { recursive: true, mode: 0o755 });
+      chmodSync(p.proxy, 0o755);
+      for (const [f, text] of Object.entries(plan.proxyFiles)) atomicWrite(join(p.proxy, f), text);
       // A reload's generation starts afresh each turn.
       rmSync(join(p.proxy, 'generation'), { force: true });
     }
@@ -433,7 +436,7 @@ export function kubernetesRunner(
         prompt: '',
         startedAt: new Date().toISOString(),
       };
-      meta.sessionId = parsed.sessionId ?? meta.sessionId;
+      meta.sessionId = validSessionId(parsed.sessionId) ?? meta.sessionId;
       meta.turns.push(endedTurn(current, exitCode, parsed));
       meta.status = 'frozen';
       meta.current = null;

@@ -104,6 +104,7 @@ export {
   type TurnEvidence,
 } from './bottle/storage';
 export {
+  atomicWrite,
   type BottleConfig,
   effectiveConfig,
   writeCurrentConfig,
@@ -149,5 +150,6 @@ export {
   scriptProvider,
   type TurnInput,
   type TurnResult,
+  validSessionId,
 } from './providers';
 export { type AgentScript, AgentScriptSchema } from './providers/script-agent';

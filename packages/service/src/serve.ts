@@ -146,10 +146,10 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     policy: loadPolicy(home),
     // Applied on the engine of containers, or as the platform of pods applies them (its
     // gates watch their proxies' files; it rebuilds nothing).
-    ...(backend
-      ? { remediator: bottleRemediator({ backend, env: bottleEnv }) }
-      : runner.remediator
-        ? { remediator: runner.remediator }
+    ...(runner.remediator
+      ? { remediator: runner.remediator }
+      : backend
+        ? { remediator: bottleRemediator({ backend, env: bottleEnv }) }
         : {}),
   });
   const orchestrator = new Orchestrator({

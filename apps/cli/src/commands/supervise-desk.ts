@@ -46,6 +46,11 @@ export function takeTarget(
   const target: DeskTarget = {};
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
+    // Past `--` everything is an argument as it is.
+    if (a === '--') {
+      rest.push(...argv.slice(i));
+      break;
+    }
     const m = /^--(server|token-file)(?:=(.*))?$/.exec(a);
     if (!m) {
       rest.push(a);

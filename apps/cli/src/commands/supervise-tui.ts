@@ -205,6 +205,8 @@ function Inbox(props: {
     if (!r) return;
     chosen.current = { id: r.id, index: i, lost: false };
     setSelId(r.id);
+    // An override is for the request it was set for: choosing another ends it.
+    if (r.id !== selId) setOverride(false);
     setTop(0);
   };
   const leave = (e: Exit) => {

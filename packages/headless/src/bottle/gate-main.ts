@@ -143,7 +143,9 @@ export async function runGateFromEnv(
         return '';
       }
     };
-    let seen = read();
+    // Nothing taken as seen at start: a generation written while the pod started is
+    // reloaded (and its status written) on the first look, so the host hears it took.
+    let seen = '';
     watcher = setInterval(() => {
       const now = read();
       if (now && now !== seen) {

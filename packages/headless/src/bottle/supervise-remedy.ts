@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
 import { homeLayout, LABEL } from '@bb/names';
 import { loadPolicy, REQUEST_ID, type Remediator, type SupervisedBottles } from '@bb/supervise';
@@ -93,6 +93,7 @@ export async function reloadBottleProxies(
     };
   const generation = randomBytes(8).toString('hex');
   let secretsDir: string | undefined;
+  let rollback: (() => void) | undefined;
   try {
     if (Object.keys(secrets).length)
       secretsDir = writeSecret(
@@ -103,8 +104,17 @@ export async function reloadBottleProxies(
         env,
         options.backend?.mapsMounts && process.getuid?.() === 0 ? GATE_USER : undefined,
       );
+    const before = readProxyFile(join(p.proxy, PROXY_FILE[kind]));
     atomicWrite(join(p.proxy, PROXY_FILE[kind]), text);
     atomicWrite(join(p.proxy, 'generation'), generation);
+    rollback = () => {
+      // A reload that was not confirmed is undone: what was approved is never left in
+      // force while the desk records it as failed.
+      if (before === undefined) return;
+      atomicWrite(join(p.proxy, PROXY_FILE[kind]), before);
+      atomicWrite(join(p.proxy, 'generation'), randomBytes(8).toString('hex'));
+      void signal?.().catch(() => {});
+    };
     // A gate that watches its generation reloads by itself.
     await signal?.();
     const status = await waitForReload(
@@ -113,8 +123,13 @@ export async function reloadBottleProxies(
       options.reloadTimeoutMs ?? 10_000,
     );
     const outcome = status[kind === 'routes' ? 'routes' : 'rules'];
-    if (outcome !== 'ok')
+    if (outcome !== 'ok') {
+      rollback();
       return { ok: false, detail: `the proxies kept the old ${FILE[kind]}: ${outcome}` };
+    }
+  } catch (err) {
+    rollback?.();
+    throw err;
   } finally {
     if (secretsDir) removeSecret(secretsDir, 'keys.json');
   }
@@ -125,6 +140,15 @@ export async function reloadBottleProxies(
     ok: true,
     detail: `reloaded ${FILE[kind]} in ${slug}'s proxies (generation ${generation})`,
   };
+}
+
+/** A proxy file as it is now (the host's own folder), or undefined when there is none. */
+function readProxyFile(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
 }
 
 /** How to tell a bottle's gate to reload: SIGHUP to its container. */
@@ -160,7 +184,10 @@ async function waitForReload(
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
-      const s = JSON.parse(readFileSync(file, 'utf8')) as {
+      // The gate's folder: read without following links, bounded (never a FIFO that blocks).
+      const buf = readFileNoFollow(dirname(file), basename(file), { maxBytes: 65536 });
+      if (!buf) throw new Error('no status yet');
+      const s = JSON.parse(buf.toString('utf8')) as {
         generation: string | null;
         rules: string;
         routes: string;

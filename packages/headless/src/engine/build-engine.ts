@@ -41,7 +41,7 @@ import {
   safeReaddir,
   unified,
 } from './build-cgroup';
-import { netnsPath, reclaimBuildNetwork, removeBuildNetns } from './build-network';
+import { bootId, netnsPath, reclaimBuildNetwork, removeBuildNetns } from './build-network';
 import { canMountDisks, mountScratchDisk, unmountScratchDisk } from './disk';
 
 /** Whether builds can be bounded while they run on this machine: root, dockerd, loop mounts. */
@@ -127,16 +127,16 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
     writeFileSync(join(o.dir, 'daemon.json'), '{}\n', { mode: 0o600 });
     const log = openSync(join(o.dir, 'dockerd.log'), 'a', 0o600);
     // Started the same way, in the build's namespace when it has one.
-    const start = (cmd: string, args: string[]) =>
-      spawn(
+    const start = (cmd: string, args: string[]) => {
+      const c = spawn(
         o.netns ? 'nsenter' : cmd,
         o.netns ? [`--net=${netnsPath(o.netns)}`, cmd, ...args] : args,
-        {
-          stdio: ['ignore', log, log],
-          detached: true,
-          env: minimalEnv(),
-        },
+        { stdio: ['ignore', log, log], detached: true, env: minimalEnv() },
       );
+      // Not installed: seen as its exit (below), never an error nobody listens for.
+      c.on('error', () => {});
+      return c;
+    };
     // A containerd of its own, never the host's: given none, dockerd uses a system
     // containerd it finds (/run/containerd/containerd.sock), whose containers would be
     // in the host's network and not the build's.
@@ -211,6 +211,7 @@ export async function startBuildEngine(o: BuildEngineOptions): Promise<BuildEngi
       join(o.dir, 'engine.json'),
       JSON.stringify({
         owner: process.pid,
+        boot: bootId(),
         pid: child.pid,
         containerd: ctr.pid,
         exec,
@@ -278,6 +279,7 @@ export async function copyImage(from: Docker, to: Docker, ref: string): Promise<
 
 interface EngineRecord {
   owner?: number;
+  boot?: string;
   pid?: number | undefined;
   containerd?: number | undefined;
   exec: string;
@@ -375,6 +377,14 @@ export function reclaimBuildEngines(root: string): Promise<void> {
         dir,
       };
     } catch {
+      continue;
+    }
+    // Recorded in another boot: its pids are other processes' now, and its mounts,
+    // cgroup and namespace went with that boot. Its files go; nothing is signalled.
+    if (rec.boot !== undefined && rec.boot !== bootId()) {
+      try {
+        rmSync(dir, { recursive: true, force: true });
+      } catch {}
       continue;
     }
     if (alive(rec.owner)) continue;

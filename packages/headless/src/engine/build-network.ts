@@ -101,7 +101,13 @@ export async function startBuildNetwork(o: {
   const record = () =>
     writeFileSync(
       join(o.dir, 'net.json'),
-      JSON.stringify({ owner: process.pid, netns, proxy: proxy?.pid, bridge: bridge?.pid }),
+      JSON.stringify({
+        owner: process.pid,
+        boot: bootId(),
+        netns,
+        proxy: proxy?.pid,
+        bridge: bridge?.pid,
+      }),
       { mode: 0o600 },
     );
   const close = async () => {
@@ -117,6 +123,10 @@ export async function startBuildNetwork(o: {
   };
   const started = async (c: ChildProcess, file: string, what: string) => {
     let said = '';
+    // A program that cannot start (not installed) is this build's failure, not the process's.
+    c.on('error', (err) => {
+      said = `${what} could not start: ${err.message}`;
+    });
     c.stderr?.on('data', (d: Buffer) => {
       said = (said + d.toString()).slice(-2000);
     });
@@ -198,14 +208,17 @@ function refusedIn(file: string): { count: number; some: string[] } {
  * record's owner is gone and its names are a build's.
  */
 export function reclaimBuildNetwork(dir: string): boolean {
-  let rec: { owner?: number; netns?: string; proxy?: number; bridge?: number };
+  let rec: { owner?: number; boot?: string; netns?: string; proxy?: number; bridge?: number };
   try {
     rec = JSON.parse(readFileSync(join(dir, 'net.json'), 'utf8'));
   } catch {
     return false;
   }
-  if (rec.owner && alive(rec.owner)) return false;
-  for (const pid of [rec.bridge, rec.proxy])
+  if (rec.owner && (rec.boot === undefined || rec.boot === bootId()) && alive(rec.owner))
+    return false;
+  // Written before this machine last started: its pids are other processes' now.
+  const sameBoot = rec.boot === undefined || rec.boot === bootId();
+  for (const pid of sameBoot ? [rec.bridge, rec.proxy] : [])
     if (typeof pid === 'number' && pid > 1)
       try {
         process.kill(pid, 'SIGKILL');
@@ -213,6 +226,15 @@ export function reclaimBuildNetwork(dir: string): boolean {
   if (typeof rec.netns === 'string') removeBuildNetns(rec.netns);
   rmSync(dir, { recursive: true, force: true });
   return true;
+}
+
+/** This boot of the machine: a pid recorded in another is not the same process. */
+export function bootId(): string {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    return '';
+  }
 }
 
 const alive = (pid: number) => {

@@ -141,9 +141,12 @@ export async function buildImageOn(
       );
     throw err;
   } finally {
-    await engine?.close();
-    await net?.close();
-    rmSync(context, { recursive: true, force: true });
+    try {
+      await engine?.close();
+    } finally {
+      await net?.close();
+      rmSync(context, { recursive: true, force: true });
+    }
   }
 }
 
@@ -220,7 +223,9 @@ async function runBuild(
       (ev: { stream?: string; status?: string }) => {
         const line = ev.stream ?? (ev.status ? `${ev.status}\n` : '');
         if (!line) return;
-        lines.push(line);
+        // The last lines only, each cut: a step that prints without end costs nothing here.
+        lines.push(line.length > 2000 ? `${line.slice(0, 2000)}…\n` : line);
+        if (lines.length > 15) lines.shift();
         o.onProgress?.(line.trimEnd());
       },
     );

@@ -282,8 +282,26 @@ export class Orchestrator {
       if (work.type === 'claim') work.done?.();
       return;
     }
-    if (work.type === 'event') this.#queued.add(work.inbox.id);
+    if (work.type === 'event') {
+      // Settled here already: a listing of open events read before it was settled (the
+      // inbox's poll, an issue's adoption) must not have it handled a second time.
+      if (this.#settled.has(work.inbox.id)) return;
+      this.#queued.add(work.inbox.id);
+    }
     this.queue.push(key, work);
+  }
+
+  /**
+   * Events this process settled as done, the most recent few thousand: what a stale
+   * listing of the inbox still shows as open is not queued again.
+   */
+  readonly #settled = new Set<number>();
+  #rememberSettled(id: number): void {
+    this.#settled.add(id);
+    if (this.#settled.size > 10_000) {
+      const oldest = this.#settled.values().next().value;
+      if (oldest !== undefined) this.#settled.delete(oldest);
+    }
   }
 
   /** Room came free: whoever waited for it tries again. */
@@ -328,6 +346,7 @@ export class Orchestrator {
       retryEvent(this.#core, key, work, err);
       return;
     }
+    if (settled === 'done') this.#rememberSettled(inbox.id);
     this.#queued.delete(inbox.id);
     // One line per event handled: which, of which issue, when it happened, what became of it.
     this.#o.log?.({

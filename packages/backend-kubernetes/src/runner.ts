@@ -370,10 +370,8 @@ export function kubernetesRunner(
         );
       const p = bottlePaths(l.slug, env);
       mkdirSync(p.dir, { recursive: true, mode: 0o700 });
-      for (const d of [p.queue, p.state]) {
-        mkdirSync(d, { recursive: true, mode: 0o770 });
-        if (uid === 0) chownSync(d, GATE_USER.uid, GATE_USER.gid);
-      }
+      gateDir(p.queue);
+      gateDir(p.state);
       const { token: _token, ...forge } = l.forge;
       const meta: BottleMeta = {
         slug: l.slug,

@@ -340,13 +340,22 @@ async function sessionSoFar(meta: BottleMeta, options: RemedyOptions): Promise<s
 
 /** How long an agent has to end its turn after a rebuild's approval (`BB_REBUILD_GRACE`, seconds). @default 20 s */
 export function rebuildGrace(env: Record<string, string | undefined>): number {
-  const raw = env['BB_REBUILD_GRACE'];
-  if (raw === undefined || raw === '') return 20_000;
+  return secondsOf(env, 'BB_REBUILD_GRACE', { defaultMs: 20_000, unset: '20 s', zero: true });
+}
+
+/** `name` of `env` as a number of seconds, in ms; `defaultMs` when unset. */
+function secondsOf(
+  env: Record<string, string | undefined>,
+  name: string,
+  o: { defaultMs: number; unset: string; zero?: boolean },
+): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return o.defaultMs;
   const s = Number(raw);
-  if (!Number.isFinite(s) || s < 0)
+  if (!Number.isFinite(s) || s < 0 || (s === 0 && !o.zero))
     throw new BbError(
       'INVALID_INPUT',
-      `BB_REBUILD_GRACE=${JSON.stringify(raw)} is not a number of seconds; unset it for 20 s`,
+      `${name}=${JSON.stringify(raw)} is not a number of seconds; unset it for ${o.unset}`,
     );
   return Math.round(s * 1000);
 }
@@ -445,15 +454,7 @@ export function buildEgress(slug: string, env: Record<string, string | undefined
 
 /** How long a rebuild may take (`BB_BUILD_TIMEOUT`, seconds). @default 15 min */
 function buildTimeout(env: Record<string, string | undefined>): number {
-  const raw = env['BB_BUILD_TIMEOUT'];
-  if (raw === undefined || raw === '') return 15 * 60_000;
-  const s = Number(raw);
-  if (!Number.isFinite(s) || s <= 0)
-    throw new BbError(
-      'INVALID_INPUT',
-      `BB_BUILD_TIMEOUT=${JSON.stringify(raw)} is not a number of seconds; unset it for 15 minutes`,
-    );
-  return Math.round(s * 1000);
+  return secondsOf(env, 'BB_BUILD_TIMEOUT', { defaultMs: 15 * 60_000, unset: '15 minutes' });
 }
 
 /** The memory a bottle's image build may use: its own limit, as its manifest says. */

@@ -41,7 +41,7 @@ import {
   safeReaddir,
   unified,
 } from './build-cgroup';
-import { bootId, netnsPath, reclaimBuildNetwork, removeBuildNetns } from './build-network';
+import { alive, bootId, netnsPath, reclaimBuildNetwork, removeBuildNetns } from './build-network';
 import { canMountDisks, mountScratchDisk, unmountScratchDisk } from './disk';
 
 /** Whether builds can be bounded while they run on this machine: root, dockerd, loop mounts. */
@@ -344,16 +344,6 @@ function unmountBelow(dir: string): void {
       execFileSync('umount', ['-l', p], { stdio: 'ignore', env: minimalEnv() });
     } catch {}
 }
-
-const alive = (pid: number | undefined) => {
-  if (!pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /**
  * Tear down the build engines below `root` whose owner died (an orchestrator killed

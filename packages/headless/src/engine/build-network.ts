@@ -237,7 +237,9 @@ export function bootId(): string {
   }
 }
 
-const alive = (pid: number) => {
+/** Whether a process of this pid exists now. */
+export const alive = (pid: number | undefined): boolean => {
+  if (!pid) return false;
   try {
     process.kill(pid, 0);
     return true;

@@ -234,8 +234,10 @@ describe.skipIf(!docker.ok)(
       const get = (bridge: number, path: string, out: string) =>
         http(bridge, `GET ${path} HTTP/1.1~Host: ${target}~Connection: close~~`, out);
       // The default bottle: its image, nothing allowed, no credential route. Its agent
-      // starts without waiting for the standby bridge: this one waits for the port.
-      const bridgeUp = `for i in $(seq 100); do node -e "require('net').connect(3128,'127.0.0.1').on('connect',()=>process.exit(0)).on('error',()=>process.exit(1))" && break; sleep 0.05; done`;
+      // starts without waiting for the standby proxies: this one waits until the egress
+      // proxy answers (the bridge's port may take a connection before the proxy behind it
+      // listens, and then closes it unanswered).
+      const bridgeUp = `for i in $(seq 100); do node -e "require('http').get({host:'127.0.0.1',port:3128,path:'http://${target}/ready',headers:{host:'${target}'}},r=>process.exit(r.statusCode?0:1)).on('error',()=>process.exit(1))" && break; sleep 0.05; done`;
       const agent = rt.launch(
         [
           [

@@ -1,79 +1,57 @@
 #!/bin/sh
-# Build forklift's kitchen-sink image offline: docker/kitchen-sink/offline/Dockerfile
-# on top of bb-agents (scripts/build-agents-image.sh), with this machine's make, jq,
-# diff, patch and python3 (with its standard library) and the shared libraries they
-# link, the user forklift (1000:1000) and the harness. Tags
-# forklift/kitchen-sink:offline-<inputs-hash> and forklift/kitchen-sink:offline; skips
-# the build when an image from the same inputs exists. The full image (ubuntu:24.04
-# and the toolchains) is docker/kitchen-sink/Dockerfile and needs a registry.
+# Build forklift's default image, forklift/kitchen-sink:latest, from
+# docker/kitchen-sink/Dockerfile: Debian bookworm's packages (git, build-essential,
+# cmake, pkg-config, python3 with pip and venv, Rust, Go, a JDK with Maven, curl, ...)
+# from Debian's mirror, Node 20 and npm, and the agent CLIs of bb-agents. No image
+# registry is needed: the base is bb-debian:bookworm (scripts/build-debian-image.sh)
+# and the CLIs come from bb-agents (scripts/build-agents-image.sh). Tags
+# forklift/kitchen-sink:<inputs-hash> and :latest; skips the build when an image from
+# the same inputs exists. Needs a Docker engine.
 set -eu
 cd "$(dirname "$0")/.."
 image=${FORKLIFT_IMAGE_REPO:-forklift/kitchen-sink}
-base=${BB_AGENTS_IMAGE:-bb-agents:latest}
+debian=${BB_DEBIAN_IMAGE:-bb-debian:bookworm}
+agents=${BB_AGENTS_IMAGE:-bb-agents:latest}
 
 if ! docker info >/dev/null 2>&1; then
   echo "[kitchen-sink] no Docker engine answers; skipping (run scripts/ensure-docker.sh)" >&2
   [ "${BB_REQUIRE_DOCKER:-}" = "1" ] && exit 1
   exit 0
 fi
-if ! docker image inspect "$base" >/dev/null 2>&1; then
-  echo "[kitchen-sink] $base is missing: run scripts/build-agents-image.sh first" >&2
-  exit 1
-fi
-tools=""
-for t in make jq diff patch python3; do
-  p=$(command -v "$t" 2>/dev/null || true)
-  # python3 from the system, not a version manager's shim.
-  [ "$t" = python3 ] && p=$( [ -x /usr/bin/python3 ] && readlink -f /usr/bin/python3 || true)
-  [ -n "$p" ] && tools="$tools $(readlink -f "$p")"
+for pair in "$debian=scripts/build-debian-image.sh" "$agents=scripts/build-agents-image.sh"; do
+  if ! docker image inspect "${pair%%=*}" >/dev/null 2>&1; then
+    echo "[kitchen-sink] ${pair%%=*} is missing: run ${pair#*=} first" >&2
+    exit 1
+  fi
 done
-base_id=$(docker image inspect --format '{{.Id}}' "$base")
-inputs=$( { echo "$base_id"; cat "$0" docker/kitchen-sink/offline/Dockerfile docker/kitchen-sink/harness/*; for t in $tools; do sha256sum "$t"; done; } | sha256sum | cut -c1-16)
-if docker image inspect "$image:offline-$inputs" >/dev/null 2>&1; then
-  docker tag "$image:offline-$inputs" "$image:offline"
-  echo "[kitchen-sink] $image:offline-$inputs is up to date"
+npm_dir=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
+ids=$(docker image inspect --format '{{.Id}}' "$debian" "$agents")
+inputs=$( { echo "$ids"; cat "$0" docker/kitchen-sink/Dockerfile docker/kitchen-sink/harness/*; cat "$npm_dir/package.json"; } | sha256sum | cut -c1-16)
+if docker image inspect "$image:$inputs" >/dev/null 2>&1; then
+  docker tag "$image:$inputs" "$image:latest"
+  echo "[kitchen-sink] $image:$inputs is up to date"
   exit 0
 fi
-docker image ls "$image" --format '{{.Tag}}' | grep '^offline-' | grep -v "$inputs" | while read -r old; do
+docker image ls "$image" --format '{{.Tag}}' | grep -v -e '^latest$' -e "^$inputs\$" | while read -r old; do
   docker rmi "$image:$old" >/dev/null 2>&1 || true
 done
 
-echo "[kitchen-sink] building $image:offline-$inputs from $base"
+echo "[kitchen-sink] building $image:$inputs from $debian and $agents (Debian's packages: a few minutes)"
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
-cp docker/kitchen-sink/offline/Dockerfile "$ctx/"
+cp docker/kitchen-sink/Dockerfile "$ctx/"
 cp -r docker/kitchen-sink/harness "$ctx/harness"
-chmod 755 "$ctx/harness/run.sh"
-root="$ctx/root"
-mkdir -p "$root/usr/bin" "$root/etc" "$root/home/forklift" "$root/opt/forklift"
-for t in $tools; do
-  name=$(basename "$t")
-  cp -L "$t" "$root/usr/bin/$name"
-  case "$name" in python3.*)
-    ln -sf "$name" "$root/usr/bin/python3"
-    ln -sf "$name" "$root/usr/bin/python"
-    lib=/usr/lib/$name
-    # The standard library without its tests and caches.
-    mkdir -p "$root$lib"
-    tar -C "$lib" --exclude=test --exclude=__pycache__ --exclude=idlelib --exclude=tkinter -cf - . | tar -C "$root$lib" -xf -
-    ;;
-  esac
-  ldd "$t" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r l; do
-    cp -L --parents "$l" "$root/"
-  done
-done
-# The image's user is forklift, uid 1000 (bb-base calls that uid bottle).
-cat >"$root/etc/passwd" <<'PASSWD'
-root:x:0:0:root:/root:/bin/sh
-forklift:x:1000:1000:forklift:/home/forklift:/bin/bash
-nobody:x:65534:65534:nobody:/nonexistent:/bin/false
-PASSWD
-cat >"$root/etc/group" <<'GROUP'
-root:x:0:
-forklift:x:1000:
-nogroup:x:65534:
-GROUP
-chown -R 1000:1000 "$root/home/forklift"
-DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$base" -t "$image:offline-$inputs" "$ctx" >/dev/null
-docker tag "$image:offline-$inputs" "$image:offline"
-echo "[kitchen-sink] $image:offline-$inputs built ($(docker image inspect --format '{{.Size}}' "$image:offline-$inputs" | awk '{printf "%d MB", $1/1000000}'))"
+cp -a "$npm_dir" "$ctx/npm"
+# The build's steps reach Debian's mirror through the host's network (the engine's
+# bridge has no name server here).
+log="$ctx.log"
+if ! DOCKER_BUILDKIT=0 docker build --network host -q \
+  --build-arg "DEBIAN=$debian" --build-arg "AGENTS=$agents" \
+  -t "$image:$inputs" "$ctx" >"$log" 2>&1; then
+  tail -30 "$log" >&2
+  rm -f "$log"
+  exit 1
+fi
+rm -f "$log"
+docker tag "$image:$inputs" "$image:latest"
+echo "[kitchen-sink] $image:$inputs built ($(docker image inspect --format '{{.Size}}' "$image:$inputs" | awk '{printf "%d MB", $1/1000000}'))"

@@ -46,7 +46,7 @@ describe.skipIf(!docker.ok || !hasImage)(
       expect(code, err).toBe(0);
       expect(result).toMatchObject({ outcome: 'synced', agentRan: false });
       const pr = gitea.issue(s.fork, result!.pr!.number);
-      expect(pr.pull?.headRef).toMatch(/^forklift\/sync-/);
+      expect(pr.pull?.headRef).toBe('forklift/sync');
       expect(pr.body).toContain(String(result!['upstream']));
       // Again: nothing to do once the fork holds it (the PR merged).
       await git(
@@ -206,9 +206,12 @@ describe.skipIf(!docker.ok || !hasImage)(
         outcome: 'verification-failed',
         detail: expect.stringMatching(/did not merge/),
       });
-      const dropper = await forklift(s.checkout, [
-        { do: 'sh', cmd: 'git reset -q --hard upstream/main' },
-      ]);
+      // The same upstream again: only --force tries once more.
+      const dropper = await forklift(
+        s.checkout,
+        [{ do: 'sh', cmd: 'git reset -q --hard upstream/main' }],
+        ['--force'],
+      );
       expect(dropper.code).toBe(6);
       expect(dropper.result).toMatchObject({
         outcome: 'verification-failed',
@@ -290,12 +293,16 @@ describe.skipIf(!docker.ok || !hasImage)(
         detail: expect.stringMatching(/tests fail/),
       });
       expect(await w.branches(s.name)).toBe('');
-      const right = await forklift(s.checkout, [
-        {
-          do: 'sh',
-          cmd: `${merge} && sed -i 's/greet/salute/' fork.sh && ${AS} commit -qam 'fork.sh: call salute, upstream renamed greet'`,
-        },
-      ]);
+      const right = await forklift(
+        s.checkout,
+        [
+          {
+            do: 'sh',
+            cmd: `${merge} && sed -i 's/greet/salute/' fork.sh && ${AS} commit -qam 'fork.sh: call salute, upstream renamed greet'`,
+          },
+        ],
+        ['--force'],
+      );
       expect(right.code, right.err).toBe(0);
       expect(right.result).toMatchObject({
         outcome: 'synced',
@@ -325,19 +332,25 @@ describe.skipIf(!docker.ok || !hasImage)(
       expect(ci.result!['detail']).toMatch(
         /CI or protected files \(\.gitea\/workflows\/steal\.yml\)/,
       );
-      const tests = await forklift(s.checkout, [
-        {
-          do: 'sh',
-          cmd: `${resolve} && echo 'exit 0' > test.sh && git add -A && ${AS} commit -qm merge`,
-        },
-      ]);
+      const tests = await forklift(
+        s.checkout,
+        [
+          {
+            do: 'sh',
+            cmd: `${resolve} && echo 'exit 0' > test.sh && git add -A && ${AS} commit -qm merge`,
+          },
+        ],
+        ['--force'],
+      );
       expect(tests.code, tests.err).toBe(6);
       expect(tests.result!['detail']).toMatch(/\(test\.sh\)/);
       expect(await w.branches(s.name)).toBe('');
       // The same resolution without them is proposed.
-      const fine = await forklift(s.checkout, [
-        { do: 'sh', cmd: `${resolve} && git add -A && ${AS} commit -qm merge` },
-      ]);
+      const fine = await forklift(
+        s.checkout,
+        [{ do: 'sh', cmd: `${resolve} && git add -A && ${AS} commit -qm merge` }],
+        ['--force'],
+      );
       expect(fine.code, fine.err).toBe(0);
     }, 240_000);
   },

@@ -37,11 +37,11 @@ export async function probeAgentsImage(dockerOk: boolean): Promise<{ ok: boolean
   );
 }
 
-/** forklift's kitchen-sink image built offline (scripts/build-kitchen-sink-image.sh). */
+/** forklift's default image, forklift/kitchen-sink:latest (scripts/build-kitchen-sink-image.sh). */
 export async function probeKitchenSink(dockerOk: boolean): Promise<{ ok: boolean; image: string }> {
   return probeImage(
     dockerOk,
-    process.env['FORKLIFT_IMAGE'] ?? 'forklift/kitchen-sink:offline',
+    process.env['FORKLIFT_IMAGE'] ?? 'forklift/kitchen-sink:latest',
     'scripts/build-kitchen-sink-image.sh',
   );
 }

@@ -1,3 +1,4 @@
+import { BbError } from '@bb/errors';
 import type {
   Comment,
   Issue,
@@ -104,6 +105,35 @@ export abstract class Forge {
    */
   gitRemote(): GitRemote | undefined {
     return undefined;
+  }
+
+  /**
+   * The PRs from branch `head` of this repository into `base`, newest first: the
+   * open ones, or `state: 'all'` for closed and merged ones too. forklift finds its
+   * one sync PR with it. Throws `UNSUPPORTED` when this forge cannot list PRs (the
+   * default).
+   */
+  async findPrs(_query: {
+    head: string;
+    base: string;
+    state?: 'open' | 'all';
+  }): Promise<PullRequest[]> {
+    throw new BbError('UNSUPPORTED', `the ${this.kind} forge cannot list pull requests`);
+  }
+
+  /** Open an issue as the token's user. Throws `UNSUPPORTED` when this forge cannot (the default). */
+  async openIssue(_input: { title: string; body: string }): Promise<Issue> {
+    throw new BbError('UNSUPPORTED', `the ${this.kind} forge cannot open issues`);
+  }
+
+  /** Close issue or PR `n` (a closed one stays closed). `UNSUPPORTED` by default. */
+  async closeIssue(_n: number): Promise<void> {
+    throw new BbError('UNSUPPORTED', `the ${this.kind} forge cannot close issues`);
+  }
+
+  /** The login of the token's user. `UNSUPPORTED` by default. */
+  async whoami(): Promise<string> {
+    throw new BbError('UNSUPPORTED', `the ${this.kind} forge cannot say who its token is`);
   }
 
   /** Whether PR `n` is open. */

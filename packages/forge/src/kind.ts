@@ -108,6 +108,12 @@ export interface ForgeKind {
    * without it is configured by its variables (`fromEnv`) there too.
    */
   siteAt?(webBase: string): ForgeSite;
+  /**
+   * Whether a repository whose web pages are at `webBase` is on this kind's forge
+   * (`https://github.com` for GitHub), so forklift can tell the kind from a remote
+   * URL. A kind whose sites are anyone's hosts (Gitea) leaves it unset.
+   */
+  ownsUrl?(webBase: string): boolean;
   /** How deliveries are verified and read. */
   readonly webhook: WebhookScheme;
   /** A bottle's branch for `agent` working on issue `issue`. */
@@ -222,6 +228,13 @@ export class ForgeKindRegistry {
         `FORGE_KIND ${JSON.stringify(name)} is not a known forge kind: use one of ${this.names().join(', ')}, or register yours with registerForgeKind`,
       );
     return kind;
+  }
+
+  /** The registered kind that says it owns `webBase` (`ForgeKind.ownsUrl`), if one does. */
+  forUrl(webBase: string): ForgeKind | undefined {
+    return this.names()
+      .map((n) => this.get(n))
+      .find((k) => k.ownsUrl?.(webBase));
   }
 
   names(): string[] {

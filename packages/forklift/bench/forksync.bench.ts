@@ -50,7 +50,7 @@ if (!docker.ok) {
 }
 const backend = new DockerBackend();
 const IMAGE = await (async () => {
-  for (const i of [process.env['FORKLIFT_IMAGE'], 'forklift/kitchen-sink:offline'])
+  for (const i of [process.env['FORKLIFT_IMAGE'], 'forklift/kitchen-sink:latest'])
     if (
       i &&
       (await exec('docker', ['image', 'inspect', i]).then(

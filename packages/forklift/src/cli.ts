@@ -12,19 +12,26 @@ import {
 import { OUTCOMES, runForklift, runsDir } from './run';
 import { listRuns, saveResult } from './runs';
 
-export const FORKLIFT_USAGE = `Usage: forklift [--agent ${agentNames().join('|')}] [--model M] [--timeout 8m] [--image IMAGE] [--json]
+export const FORKLIFT_USAGE = `Usage: forklift [--agent ${agentNames().join('|')}] [--model M] [--timeout 8m] [--image IMAGE] [--force] [--json]
        forklift runs [--json]
 
-Keep a fork in sync with its upstream. Run it in the fork's checkout (remotes origin
-and upstream; nothing else to configure). forklift fetches both; a fast-forward, or a
-clean merge whose tests pass, becomes a pull request with no agent at all. Otherwise
-an agent merges upstream/main into main in a container holding a copy of the
-repository with no remotes and no credentials, for at most --timeout; then the host,
-not the agent, decides: STUCK.md is shown, or the agent's main is verified (every
-upstream and every fork commit reachable, CI and protected files untouched by the
-agent, the fork's tests green in a fresh container) and only then pushed to
-forklift/sync-<time> and proposed as a pull request into main, with the proof in its
-body.
+Keep a fork in sync with its upstream. Run it in the fork's checkout (remotes origin,
+the fork on its forge, and upstream, any URL git fetches: a forge, a local path,
+file://). forklift fetches both; a fast-forward, or a clean merge whose tests pass,
+becomes a pull request with no agent at all. Otherwise an agent merges upstream/main
+into main in a container holding a copy of the repository with no remotes and no
+credentials, for at most --timeout; then the host, not the agent, decides: STUCK.md
+is shown, or the agent's main is verified (every upstream and every fork commit
+reachable, none of the fork's own changes undone, CI and protected files untouched by
+the agent, the fork's tests green in a fresh container) and only then pushed.
+
+One sync branch (forklift/sync; forklift/sync-<branch> for --branch) and one open pull
+request into main, updated when upstream moves. Run it every night: when upstream has
+not moved since the open PR, or since a run that was stuck or failed (and FORK.md is
+unchanged), nothing is pushed, opened or run. A run that leaves the fork behind opens
+(or updates) one issue on the fork saying why; the next sync closes it. A sync PR that
+was squash-merged is detected: forklift records upstream's commits as merged in the
+next PR and warns.
 
 FORK.md at the repository root of the fork's main, when present, is given to the
 agent as the fork's constraints. Lines in it the host reads:
@@ -44,22 +51,28 @@ Options:
   --offline           no outbound network for the agent but its model (not with --allow)
   --disk SIZE         what the agent may write to its workspace and home, e.g. 10g,
                       512m (default 10g); past it the agent is stopped (exit 1)
-  --image IMAGE       the agent's image (default forklift/kitchen-sink:latest)
+  --image IMAGE       the agent's image (default forklift/kitchen-sink:latest, built by
+                      scripts/build-kitchen-sink-image.sh)
+  --force             run even when nothing changed since the last run, and remake an
+                      open sync PR on the fork's current main
+  --no-issue          open, update or close no issue on the fork
   --json              print the result as JSON
   -h, --help          show this help
 
 Environment:
   FORKLIFT_TOKEN (or FORGE_TOKEN)  the forge token for the push and the PR (host only)
-  FORKLIFT_FORGE_KIND the fork's forge kind (default FORGE_KIND, else gitea); any
-                      registered kind, configured by its own variables
+  FORKLIFT_FORGE_KIND the fork's forge kind (default FORGE_KIND, else the kind that
+                      owns origin's host, else gitea); any registered kind
   FORKLIFT_API        the forge API (default <origin>/api/v1, Gitea)
   ANTHROPIC_API_KEY   claude's and pi's model key, OPENAI_API_KEY codex's: held by the
                       credential proxy, never in the agent's container
   FORKLIFT_MODEL_URL  the model API's base URL (default Anthropic's or OpenAI's)
-  XDG_STATE_HOME      runs are kept in $XDG_STATE_HOME/forklift/runs (~/.local/state)
+  XDG_STATE_HOME      runs are kept in $XDG_STATE_HOME/forklift/runs (~/.local/state),
+                      the last outcome per fork and branch in .../forklift/state
 
-Exit status: 0 synced (PR opened), 3 nothing to do, 4 stuck (STUCK.md),
-5 timed out, 6 verification failed (no push, no PR), 1 error, 2 usage.
+Exit status: 0 synced (PR opened or updated), 3 nothing to do, 4 stuck (STUCK.md),
+5 timed out, 6 verification failed (no push, no PR), 7 unchanged since a run that was
+stuck or failed (not retried), 1 error, 2 usage.
 `;
 
 export interface ForkliftIo {
@@ -106,6 +119,8 @@ export async function runForkliftCli(
         agent: { type: 'string' },
         script: { type: 'string' },
         json: { type: 'boolean' },
+        force: { type: 'boolean' },
+        'no-issue': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -222,6 +237,8 @@ export async function runForkliftCli(
       ...(testTimeoutMs ? { testTimeoutMs } : {}),
       ...(diskBytes ? { diskBytes } : {}),
       branch,
+      ...(v['force'] ? { force: true } : {}),
+      ...(v['no-issue'] ? { notify: false } : {}),
       agent: choice,
       agentSecrets,
       token,

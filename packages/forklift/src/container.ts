@@ -1,4 +1,4 @@
-import { chownSync, mkdirSync, writeFileSync } from 'node:fs';
+import { chownSync, lstatSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
 import {
@@ -78,18 +78,17 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
         'INTERNAL',
         `forklift's agent plan mounts ${m.role}, which forklift does not give`,
       );
-  if (proxied && process.getuid?.() !== 0)
-    throw new BbError(
-      'INVALID_INPUT',
-      `the proxies of --agent ${o.choice.name} run as a user of their own (uid ${GATE_USER.uid}), which only root can hand their key and sockets to: run forklift as root`,
-    );
   for (const [rel, content] of Object.entries({ 'prompt.md': o.prompt, ...run.files })) {
     mkdirSync(join(o.harness, rel, '..'), { recursive: true, mode: 0o755 });
     writeFileSync(join(o.harness, rel), content, { mode: 0o755 });
   }
   const root = process.getuid?.() === 0;
-  // Everything the agent may write is its own before it runs (nothing of its yet to follow).
+  // Root hands everything the agent may write to the agent's user before it runs (nothing
+  // of its yet to follow); anyone else runs the agent (and its proxies) as themselves,
+  // since they can give nothing away: the files are theirs already.
+  const user = root ? AGENT_USER : invokingUser();
   if (root) await chownTreeNoFollow(AGENT_USER, o.workspace, o.harness);
+  else checkOwned(user, [o.workspace, o.harness]);
   const ids: string[] = [];
   try {
     if (proxied) {
@@ -112,6 +111,7 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
           labels: { ...o.labels, [LABEL.role]: 'forklift-proxy' },
           dirs: { proxy, sock, state },
           plan: run.plan,
+          ...(root ? {} : { user }),
           ...(o.onProgress ? { onProgress: o.onProgress } : {}),
         }),
       );
@@ -121,7 +121,7 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
       image: o.image,
       cmd: run.cmd,
       env: run.env,
-      user: `${AGENT_USER.uid}:${AGENT_USER.gid}`,
+      user: `${user.uid}:${user.gid}`,
       workdir: IN_CONTAINER.workspace,
       labels: { ...o.labels, [LABEL.role]: 'forklift-agent' },
       network: 'none',
@@ -152,5 +152,25 @@ export async function runAgentContainer(o: AgentContainerOptions): Promise<Agent
     for (const id of ids.reverse()) await o.backend.destroy(id).catch(() => {});
     // The gate's secrets directory (its key file went as soon as it served).
     if (proxied) removeSecrets(o.name, o.env);
+  }
+}
+
+/** This process's uid and gid (forklift run by a user who is not root). */
+export function invokingUser(): { uid: number; gid: number } {
+  return { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 };
+}
+
+/**
+ * The agent runs as `user`: what it must write has to be that user's, or the merge
+ * fails for a reason no one would guess. Says which path and what to do instead.
+ */
+function checkOwned(user: { uid: number }, dirs: string[]): void {
+  for (const d of dirs) {
+    const st = lstatSync(d);
+    if (st.uid !== user.uid)
+      throw new BbError(
+        'FORBIDDEN',
+        `${d} belongs to uid ${st.uid}, but the agent runs as uid ${user.uid} (the user running forklift): run forklift as the owner of its state directory (XDG_STATE_HOME), or as root`,
+      );
   }
 }

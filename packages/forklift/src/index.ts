@@ -14,9 +14,10 @@ export {
   readScript,
 } from './agent';
 export { FORKLIFT_USAGE, type ForkliftIo, runForkliftCli } from './cli';
-export { parseRemote, type RemoteRepo } from './remotes';
+export { checkForkWork, type ForkWorkCheck } from './fork-work';
+export { agentPrompt, DEFAULT_INSTRUCTIONS } from './prompt';
+export { forkForge, parseRemote, type RemoteRepo } from './remotes';
 export {
-  DEFAULT_INSTRUCTIONS,
   type ForkliftOptions,
   type ForkliftResult,
   OUTCOMES,
@@ -25,6 +26,7 @@ export {
   runsDir,
 } from './run';
 export { listRuns, saveResult } from './runs';
+export { type SyncState, statePath, syncBranchFor } from './sync-state';
 export {
   CI_DIRS,
   CI_FILES,

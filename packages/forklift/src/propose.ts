@@ -3,23 +3,6 @@ import type { Forge } from '@bb/forge';
 import { forgeGitEnv } from '@bb/forge-sidecar';
 import { markdownFence, readFileNoFollow, runGit, UNPRINTABLE } from '@bb/wall';
 
-/** Push `sha` from a repository of ours to `branch` of the fork, the token in git's environment only. */
-export async function push(
-  forge: Forge,
-  repoDir: string,
-  sha: string,
-  branch: string,
-): Promise<void> {
-  const remote = forge.gitRemote();
-  if (!remote)
-    throw new BbError('INVALID_INPUT', `the ${forge.kind} forge gives forklift no way to push`);
-  await runGit(
-    ['--git-dir', repoDir, 'push', '--quiet', remote.url, `${sha}:refs/heads/${branch}`],
-    // The forge's own git environment (its transport only, its auth headers, stall limits).
-    { env: forgeGitEnv(remote), timeoutMs: 600_000 },
-  );
-}
-
 /** What the agent says it ran (harness-state/report.md), as plain text lines for the PR. */
 export function readReport(harness: string): string[] {
   try {
@@ -40,4 +23,47 @@ export function fenced(heading: string, text: string): string[] {
 /** Text the agent wrote, without the control characters a terminal or a renderer would act on. */
 export function plain(text: string): string {
   return text.replace(UNPRINTABLE, '');
+}
+
+/**
+ * Push `sha` to the sync branch over what the forge has there now (nothing, or forklift's
+ * own last push): a branch that moves between the look and the push is never
+ * overwritten. From a repository of ours, the token in git's environment only.
+ */
+export async function pushSync(
+  forge: Forge,
+  repoDir: string,
+  sha: string,
+  branch: string,
+): Promise<void> {
+  const remote = forge.gitRemote();
+  if (!remote)
+    throw new BbError('INVALID_INPUT', `the ${forge.kind} forge gives forklift no way to push`);
+  // The forge's own git environment (its transport only, its auth headers, stall limits).
+  const env = forgeGitEnv(remote);
+  const now =
+    (
+      await runGit(['--git-dir', repoDir, 'ls-remote', remote.url, `refs/heads/${branch}`], {
+        env,
+        timeoutMs: 120_000,
+      })
+    ).split(/\s/)[0] ?? '';
+  await runGit(
+    [
+      '--git-dir',
+      repoDir,
+      'push',
+      '--quiet',
+      `--force-with-lease=refs/heads/${branch}:${now}`,
+      remote.url,
+      `${sha}:refs/heads/${branch}`,
+    ],
+    { env, timeoutMs: 600_000 },
+  ).catch((err) => {
+    throw new BbError(
+      'CONFLICT',
+      `the sync branch ${branch} moved while forklift pushed (someone else pushed to it): run forklift again`,
+      { cause: err },
+    );
+  });
 }

@@ -1,36 +1,27 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { BbError, errorMessage, registerSecret } from '@bb/errors';
-import { type Forge, forgeKinds } from '@bb/forge';
+import type { Forge } from '@bb/forge';
 import type { Backend } from '@bb/headless';
 import { LABEL } from '@bb/names';
-import {
-  diskUsage,
-  importHead,
-  makeReaderRepo,
-  readBranchAsData,
-  readFileNoFollow,
-  runGit,
-  setRef,
-  wallGitEnv,
-} from '@bb/wall';
+import { runGit, setRef, wallGitEnv } from '@bb/wall';
 import type { AgentChoice } from './agent';
-import { runAgentContainer } from './container';
-import { fenced, plain, push, readReport } from './propose';
-import { parseRemote, type RemoteRepo } from './remotes';
-import { checkTree, parseForkMd, runTests, type TestRun, type TreeCheck } from './verify';
+import { checkAgentResult } from './check-result';
+import { decide } from './decide';
+import { mergeByAgent } from './merge-agent';
+import { OUTCOMES, type Outcome } from './outcomes';
+import { forkWorkProof, pathLists, syncBody, syncTitle, testsField, testsProof } from './pr-body';
+import { agentPrompt } from './prompt';
+import { pushSync, readReport } from './propose';
+import { recordRun } from './record';
+import { forkForge, parseRemote, type RemoteRepo } from './remotes';
+import { recordSquash } from './squash';
+import { squashWarning, statePath, syncBranchFor } from './sync-state';
+import { parseForkMd, runTests, type TestRun } from './verify';
+import { prepareVerifyRepo } from './verify-repo';
 
-/** How a run ended, and its exit status (documented in --help and docs/forklift.md). */
-export const OUTCOMES = {
-  synced: 0,
-  error: 1,
-  'nothing-to-do': 3,
-  stuck: 4,
-  'timed-out': 5,
-  'verification-failed': 6,
-} as const;
-export type Outcome = keyof typeof OUTCOMES;
+export { OUTCOMES, type Outcome };
 
 export interface ForkliftOptions {
   /** The fork's checkout, with `origin` and `upstream` remotes. */
@@ -57,6 +48,10 @@ export interface ForkliftOptions {
   forgeFor?: (remote: RemoteRepo) => Forge;
   /** The branch both sides are merged on. @default main */
   branch?: string;
+  /** Run even when upstream and FORK.md are as the last run saw them, and remake an open sync PR. */
+  force?: boolean;
+  /** Open, update and close an issue on the fork when a run leaves it behind. @default true */
+  notify?: boolean;
   onProgress?: (line: string) => void;
   now?: () => Date;
 }
@@ -69,7 +64,13 @@ export interface ForkliftResult {
   upstream: string;
   fork: string;
   merged?: string;
-  pr?: { number: number; url: string; branch: string };
+  pr?: { number: number; url: string; branch: string; updated?: boolean };
+  /** The fork's issue that says the sync needs a person (opened or updated by this run). */
+  issue?: number;
+  /** What the run noticed that a person should know (a squash-merged sync PR, ...). */
+  warnings?: string[];
+  /** The fork's own changes that were looked for in the result. */
+  forkWork?: { checked: number; reverted: string[]; reworked: string[] };
   /** The first lines of STUCK.md, as text (never followed through a link). */
   stuck?: string;
   /** The fork's tests as the host ran them on the result (FORK.md `test:`). */
@@ -83,21 +84,6 @@ export interface ForkliftResult {
   durationMs: number;
   startedAt: string;
 }
-
-export const DEFAULT_INSTRUCTIONS = (
-  branch: string,
-) => `You are keeping a fork in sync with its upstream project.
-
-The repository in /workspace has no remotes. Its branch \`${branch}\` is the fork; its branch \`upstream/${branch}\` is the upstream project.
-
-1. Merge \`upstream/${branch}\` into \`${branch}\` (on \`${branch}\`, \`git merge upstream/${branch}\`). Keep every commit of the fork: never reset, rebase away or drop them.
-2. Resolve any conflict so that both the fork's changes and upstream's changes still do what they were meant to.
-3. Find the project's tests (a Makefile, package.json, pyproject, Cargo.toml, ...) and run what you can; fix what the merge broke.
-4. Make meaningful commits on \`${branch}\`, and leave \`${branch}\` checked out.
-5. If you cannot finish, write STUCK.md at the repository root: the problem, what you tried, and where you stopped. Then stop.
-6. Write what you did and which tests you ran, with their results, to /harness-state/report.md.
-
-You have no credentials and no remotes: the host verifies your result (every commit of both sides kept, the fork's tests green, CI files untouched) and opens the pull request.`;
 
 /** `$XDG_STATE_HOME/forklift/runs` (default `~/.local/state/forklift/runs`). */
 export function runsDir(env: Record<string, string | undefined>): string {
@@ -113,31 +99,32 @@ const short = (sha: string) => sha.slice(0, 12);
  * fast-forward or a clean merge (green when the fork declares tests) is turned
  * into a PR by the host alone; otherwise an agent merges in a container with no
  * remotes and no credentials, for at most `timeoutMs`, and the host decides:
- * STUCK.md, or its `main` verified (every upstream and fork commit reachable,
- * CI and protected files no one's but the two sides', the fork's tests green,
- * all read as data in a repository of the host's) and only then pushed and
- * proposed as a PR.
+ * STUCK.md, or its result verified (every upstream and fork commit reachable, the
+ * fork's own changes not undone, CI and protected files no one's but the two
+ * sides', the fork's tests green, all read as data in a repository of the host's)
+ * and only then pushed to the one sync branch and proposed in the one sync PR.
+ * Nothing is pushed, opened or run when upstream has not moved since the run that
+ * proposed it, or (a run that left the fork behind) when neither upstream nor
+ * FORK.md changed, unless `force`.
  */
 export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
   const started = (o.now ?? (() => new Date()))();
   const t0 = Date.now();
   const branch = o.branch ?? 'main';
+  const sync = syncBranchFor(branch);
   const say = o.onProgress ?? (() => {});
   const image = o.image ?? 'forklift/kitchen-sink:latest';
   registerSecret(o.token);
   const host = (args: string[], timeoutMs = 300_000) =>
     runGit(['-C', o.checkout, ...args], { env: operatorEnv(o.env), timeoutMs });
-  const remote = async (name: string) => {
-    const url = await host(['remote', 'get-url', name]).catch(() => {
-      throw new BbError(
-        'INVALID_INPUT',
-        `${o.checkout} has no ${name} remote: run forklift in a fork's checkout (git remote add ${name} URL)`,
-      );
-    });
-    return parseRemote(name, url);
+  const remoteUrl = async (name: string) =>
+    (await host(['remote', 'get-url', name])).trim() || Promise.reject(new Error('an empty URL'));
+  const noRemote = (name: string) => () => {
+    throw new BbError(
+      'INVALID_INPUT',
+      `${o.checkout} has no ${name} remote: run forklift in a fork's checkout (git remote add ${name} URL)`,
+    );
   };
-  // The repository itself, from a subdirectory or a linked worktree as well.
-  const top = (await host(['rev-parse', '--show-toplevel']).catch(() => o.checkout)).trim();
   const gitDir = (
     await host(['rev-parse', '--path-format=absolute', '--git-common-dir']).catch(() => {
       throw new BbError(
@@ -147,28 +134,40 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     })
   ).trim();
   // git in the verification repository (ours): a fixed configuration, the minimal environment.
+  const verify = () => join(runDir, 'verify.git');
   const verifyGit = (args: string[], config: Array<[string, string]> = []) =>
-    runGit(['--git-dir', join(runDir, 'verify.git'), ...args], {
-      env: wallGitEnv({ config }),
-      timeoutMs: 600_000,
-    });
-  const origin = await remote('origin');
-  await remote('upstream');
+    runGit(['--git-dir', verify(), ...args], { env: wallGitEnv({ config }), timeoutMs: 600_000 });
+  // The fork is where the PR goes, so origin names a forge repository; upstream is only
+  // fetched (any URL git fetches: a forge, a local path, file://).
+  const origin = parseRemote('origin', await remoteUrl('origin').catch(noRemote('origin')));
+  await remoteUrl('upstream').catch(noRemote('upstream'));
   const project = `${origin.owner}-${origin.repo}`.replace(/[^A-Za-z0-9._-]/g, '_');
   say('fetching origin and upstream');
-  await host(['fetch', '--quiet', '--no-tags', 'origin']);
-  await host(['fetch', '--quiet', '--no-tags', 'upstream']);
+  const fetch = (remote: string, ref: string) =>
+    host([
+      'fetch',
+      '--quiet',
+      '--no-tags',
+      remote,
+      `+refs/heads/${ref}:refs/remotes/${remote}/${ref}`,
+    ]);
+  await fetch('origin', branch);
+  await fetch('upstream', branch);
   const sha = async (ref: string) =>
     (await host(['rev-parse', '--verify', `${ref}^{commit}`])).trim();
-  const fork = await sha(`refs/remotes/origin/${branch}`);
+  const published = await sha(`refs/remotes/origin/${branch}`);
   const upstream = await sha(`refs/remotes/upstream/${branch}`);
   const ancestor = (a: string, b: string) =>
     host(['merge-base', '--is-ancestor', a, b]).then(
       () => true,
       () => false,
     );
+  const forkMd = await host(['rev-parse', '--verify', '--quiet', `${published}:FORK.md`]).then(
+    (s) => s.trim(),
+    () => '',
+  );
   // Every run has its directory (its result is kept there for `forklift runs`).
-  // Two runs in one second (cron and a person) each get their own directory and branch.
+  // Two runs in one second (cron and a person) each get their own directory.
   mkdirSync(runsDir(o.env), { recursive: true, mode: 0o700 });
   let runId = stamp(started);
   // Made here and nowhere else: mkdir fails when another run took the name first.
@@ -189,78 +188,135 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     .slice(0, 100);
   // Forklift's own label: no orchestrator sharing the engine takes these containers for its bottles.
   const labels = { [LABEL.slug]: name, 'forklift.run': name };
+  const warnings: string[] = [];
+  const warn = (line: string) => {
+    warnings.push(line);
+    say(`warning: ${line}`);
+  };
   const base = {
     project,
     upstream,
-    fork,
+    fork: published,
     startedAt: started.toISOString(),
     agentRan: false,
     runDir,
   };
-  const done = (
+  const forge = (o.forgeFor ?? forkForge(o))(origin);
+  const stateFile = statePath(runsDir(o.env), project, branch);
+  const notify = o.notify !== false;
+  /** The run's result, recorded (state, the fork's trouble issue) as its outcome says. */
+  const done = async (
     r: Omit<ForkliftResult, 'durationMs' | keyof typeof base> & Partial<typeof base>,
-  ): ForkliftResult => ({ ...base, ...r, durationMs: Date.now() - t0 });
+  ): Promise<ForkliftResult> => {
+    const result: ForkliftResult = {
+      ...base,
+      ...r,
+      ...(warnings.length ? { warnings } : {}),
+      durationMs: 0,
+    };
+    await recordRun(result, {
+      forge,
+      branch,
+      upstream,
+      fork: published,
+      forkMd,
+      runDir,
+      stateFile,
+      notify,
+      warn,
+    });
+    if (warnings.length) result.warnings = warnings;
+    result.durationMs = Date.now() - t0;
+    return result;
+  };
   let pushed: string | undefined;
   try {
-    if (await ancestor(upstream, fork))
-      return done({
-        outcome: 'nothing-to-do',
-        exitCode: OUTCOMES['nothing-to-do'],
-        detail: `${branch} already holds every upstream commit (${short(upstream)})`,
-      });
-
-    const forkMd = await host(['show', `${fork}:FORK.md`]).catch(() => '');
+    const decided = await decide({
+      forge,
+      branch,
+      sync,
+      upstream,
+      published,
+      forkMd,
+      stateFile,
+      notify,
+      force: !!o.force,
+      ancestor,
+      fetchSync: () =>
+        fetch('origin', sync).then(
+          () => sha(`refs/remotes/origin/${sync}`),
+          () => undefined,
+        ),
+      warn,
+    });
+    if ('outcome' in decided) return done(decided);
+    const { prs } = decided;
     // The fork's rules as its maintainer wrote them on origin: the agent's copy of FORK.md counts for nothing.
-    const rules = parseForkMd(forkMd);
-    const forge = (o.forgeFor ?? forkForge(o))(origin);
+    const forkMdText = forkMd ? await host(['cat-file', 'blob', forkMd]).catch(() => '') : '';
+    const rules = parseForkMd(forkMdText);
     // The token's git never runs in a repository with someone's config or hooks: pushes go
-    // from a bare repository of ours that reads the checkout's objects.
-    const verify = join(runDir, 'verify.git');
-    // It holds the two published branches' objects and nothing else of the checkout:
-    // borrowing the checkout's store would let an agent's merge name a commit of the
-    // operator's that was never published, and have it pass and be pushed (I10).
-    makeReaderRepo(verify, []);
+    // from a bare repository of ours holding the two published branches' objects and
+    // nothing else of the checkout: borrowing the checkout's store would let an agent's
+    // merge name a commit of the operator's that was never published, and have it pass
+    // and be pushed (I10).
     say('copying the published branches into the verification repository');
-    await verifyGit(
-      [
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        '--no-write-fetch-head',
-        gitDir,
-        `+refs/remotes/origin/${branch}:refs/bb/fork`,
-        `+refs/remotes/upstream/${branch}:refs/bb/upstream`,
-      ],
-      [['protocol.file.allow', 'always']],
-    );
-    for (const [ref, want] of [
-      ['refs/bb/fork', fork],
-      ['refs/bb/upstream', upstream],
-    ] as const) {
-      const got = (await verifyGit(['rev-parse', '--verify', `${ref}^{commit}`])).trim();
-      if (got !== want)
-        throw new BbError(
-          'CONFLICT',
-          `${ref.slice(8)} moved while forklift copied it (${short(want)} → ${short(got)}): run forklift again`,
+    await prepareVerifyRepo({ verify: verify(), gitDir, branch, fork: published, upstream });
+    const inVerify = (a: string, b: string) =>
+      verifyGit(['merge-base', '--is-ancestor', a, b]).then(
+        () => true,
+        () => false,
+      );
+    const commitTree = async (tree: string, parents: string[], message: string) =>
+      (
+        await runGit(
+          [
+            '--git-dir',
+            verify(),
+            'commit-tree',
+            tree,
+            ...parents.flatMap((p) => ['-p', p]),
+            '-m',
+            message,
+          ],
+          { env: { ...wallGitEnv(), ...FORKLIFT_IDENTITY }, timeoutMs: 300_000 },
+        )
+      ).trim();
+    // The fork's side: its branch, or forklift's record that a squash-merged sync PR took upstream's changes.
+    let fork = published;
+    let recorded: string | undefined;
+    if (prs.merged && !(await ancestor(prs.merged.head.sha, published))) {
+      const repair = await recordSquash({
+        pr: prs.merged,
+        forge,
+        verify: verify(),
+        branch,
+        published,
+        upstream,
+        ancestor,
+        commitTree,
+      }).catch((err) => {
+        warn(
+          `PR #${prs.merged!.number} was merged without its history (squash or rebase), and forklift could not record it (${errorMessage(err)}): this merge may redo its conflicts. Merge forklift's PRs with a merge commit.`,
         );
+        return undefined;
+      });
+      if (repair) {
+        fork = repair.commit;
+        recorded = `- recorded upstream \`${short(repair.upstream)}\` as merged (PR #${prs.merged.number} was squash-merged; the fork's files are unchanged by that commit)`;
+        warn(squashWarning(prs.merged, short(repair.upstream)));
+      }
     }
     // Both sides are known to it (imported, as importHead counts): an import of the agent's
     // result adds only the agent's objects.
-    setRef(verify, `refs/bb/imported/${fork}`, fork);
-    setRef(verify, `refs/bb/imported/${upstream}`, upstream);
-    // A checkout for the tests takes nothing from the tree's attributes: the bytes tested are the bytes pushed.
-    mkdirSync(join(verify, 'info'), { recursive: true });
-    writeFileSync(
-      join(verify, 'info', 'attributes'),
-      '* -text -eol -ident -filter -working-tree-encoding\n',
-    );
+    for (const c of new Set([published, fork, upstream]))
+      setRef(verify(), `refs/bb/imported/${c}`, c);
     const tests = async (commit: string, what: string): Promise<TestRun | undefined> => {
       if (!rules.test) return undefined;
       say(`running the fork's tests on ${what}: ${rules.test}`);
       const r = await runTests({
         backend: o.backend,
         image,
-        gitDir: verify,
+        gitDir: verify(),
         commit,
         command: rules.test,
         dir: join(runDir, 'tested'),
@@ -272,48 +328,33 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
       say(`tests ${r.ok ? 'passed' : r.timedOut ? 'timed out' : `failed (exit ${r.exitCode})`}`);
       return r;
     };
-    const testProof = (r: TestRun | undefined) =>
-      r
-        ? [
-            `- the fork's tests (\`${rules.test}\`), run by the host on the result in a fresh container with no network: passed in ${Math.round(r.durationMs / 1000)} s`,
-          ]
-        : ['- the fork declares no test command (FORK.md `test:`): no tests were run by the host'];
-    const testsField = (r: TestRun | undefined) =>
-      r
-        ? {
-            tests: {
-              ok: r.ok,
-              exitCode: r.exitCode,
-              timedOut: r.timedOut,
-              durationMs: r.durationMs,
-            },
-          }
-        : {};
+    const testProof = (r: TestRun | undefined) => testsProof(rules.test, r);
     const propose = async (merged: string, how: string, proof: string[]) => {
-      const branchName = `forklift/sync-${runId.replace('_', '-')}`;
-      await push(forge, verify, merged, branchName);
-      pushed = branchName;
-      const pr = await forge.openPr({
-        head: branchName,
-        base: branch,
-        title: `Sync with upstream ${branch} (${short(upstream)})`,
-        body: [
-          `forklift merged upstream \`${branch}\` into the fork's \`${branch}\` (${how}).`,
-          '',
-          `- upstream \`${branch}\`: \`${upstream}\``,
-          `- fork \`${branch}\`: \`${fork}\``,
-          `- result: \`${merged}\``,
-          `- checked on the host: upstream \`${branch}\` is an ancestor of the result; the fork's \`${branch}\` is an ancestor of the result`,
-          ...proof,
-          `- time used: ${Math.round((Date.now() - t0) / 1000)} s`,
-        ].join('\n'),
+      await pushSync(forge, verify(), merged, sync);
+      pushed = sync;
+      const body = syncBody({
+        branch,
+        upstream,
+        fork: published,
+        merged,
+        how,
+        proof: [...(recorded ? [recorded] : []), ...proof],
+        warnings,
+        seconds: Math.round((Date.now() - t0) / 1000),
       });
-      return { number: pr.number, url: pr.url, branch: branchName };
+      if (prs.open) {
+        await forge.updateDescription(prs.open.number, body);
+        return { number: prs.open.number, url: prs.open.url, branch: sync, updated: true };
+      }
+      const pr = await forge.openPr({ head: sync, base: branch, title: syncTitle(branch), body });
+      return { number: pr.number, url: pr.url, branch: sync };
     };
+    const synced = (pr: { number: number; updated?: boolean }, what: string) =>
+      `${what}; PR #${pr.number}${pr.updated ? ' updated' : ''}`;
 
     // The cheap paths: no agent for a fast-forward, or a clean merge whose tests (if any) pass.
     let cleanMergeFailed: TestRun | undefined;
-    if (await ancestor(fork, upstream)) {
+    if (await inVerify(fork, upstream)) {
       say('fast-forward: no agent needed');
       const pr = await propose(upstream, 'a fast-forward', ['- no agent ran']);
       return done({
@@ -321,7 +362,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         exitCode: 0,
         merged: upstream,
         pr,
-        detail: `fast-forward; PR #${pr.number}`,
+        detail: synced(pr, 'fast-forward'),
       });
     }
     const tree = await verifyGit(['merge-tree', '--write-tree', fork, upstream]).then(
@@ -329,23 +370,11 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
       () => undefined,
     );
     if (tree) {
-      const merged = (
-        await runGit(
-          [
-            '--git-dir',
-            verify,
-            'commit-tree',
-            tree,
-            '-p',
-            fork,
-            '-p',
-            upstream,
-            '-m',
-            `Merge upstream ${branch} into ${branch}`,
-          ],
-          { env: { ...wallGitEnv(), ...FORKLIFT_IDENTITY }, timeoutMs: 300_000 },
-        )
-      ).trim();
+      const merged = await commitTree(
+        tree,
+        [fork, upstream],
+        `Merge upstream ${branch} into ${branch}`,
+      );
       const tested = await tests(merged, 'the clean merge');
       if (!tested || tested.ok) {
         say('clean merge: no agent needed');
@@ -358,7 +387,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
           exitCode: 0,
           merged,
           pr,
-          detail: `clean merge; PR #${pr.number}`,
+          detail: synced(pr, 'clean merge'),
           ...testsField(tested),
         });
       }
@@ -367,101 +396,55 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     }
 
     // The agent's path.
-    const workspace = join(runDir, 'workspace');
-    const harness = join(runDir, 'harness-state');
-    mkdirSync(harness, { recursive: true, mode: 0o755 });
-    say(`preparing ${runDir}`);
-    const hostGit = (args: string[]) => runGit(args, { env: wallGitEnv(), timeoutMs: 600_000 });
-    // Only the two branches, with objects of their own: nothing else of the checkout (other
-    // branches, stashes, unreachable objects) and no alternates the container could not see.
-    await hostGit(['init', '--quiet', `--initial-branch=${branch}`, workspace]);
-    await runGit(
-      [
-        '-C',
-        workspace,
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        // The new repository's unborn branch is the one being filled.
-        '--update-head-ok',
-        top,
-        `refs/remotes/origin/${branch}:refs/heads/${branch}`,
-        `refs/remotes/upstream/${branch}:refs/heads/upstream/${branch}`,
-      ],
-      { env: wallGitEnv({ config: [['protocol.file.allow', 'always']] }), timeoutMs: 600_000 },
-    );
-    await hostGit(['-C', workspace, 'checkout', '--quiet', '--force', branch]);
-    const prompt = [
-      DEFAULT_INSTRUCTIONS(branch),
-      forkMd ? `\n\nThe fork's own constraints (FORK.md):\n\n${forkMd}` : '',
-      rules.test ? `\n\nThe tests: ${rules.test}` : '',
-      cleanMergeFailed
-        ? `\n\nThe merge has no textual conflict, but the tests fail on it (a semantic conflict). Their output ends:\n\n${cleanMergeFailed.tail}`
-        : '',
-      '\n',
-    ].join('');
+    const prompt = agentPrompt({
+      branch,
+      forkMd: forkMdText,
+      test: rules.test,
+      failedTests: cleanMergeFailed?.tail,
+    });
     const timeoutMs = o.timeoutMs ?? 8 * 60_000;
-    say(`running the ${o.agent.name} agent (at most ${Math.round(timeoutMs / 1000)} s)`);
-    const agentDone = await runAgentContainer({
+    const a = await mergeByAgent({
       backend: o.backend,
       env: o.env,
       image,
-      choice: o.agent,
-      prompt,
-      ...(o.agentSecrets ? { secrets: o.agentSecrets } : {}),
+      agent: o.agent,
+      agentSecrets: o.agentSecrets,
       runDir,
-      workspace,
-      harness,
+      verify: verify(),
+      branch,
+      fork,
+      upstream,
+      prompt,
+      timeoutMs,
+      diskBytes: o.diskBytes ?? 10 * 1024 ** 3,
+      maxImportBytes: o.maxImportBytes ?? 1024 ** 3,
       name,
       labels,
-      timeoutMs,
-      // What the copy of the repository already takes, plus the limit.
-      diskBytes: diskUsage(workspace, { strict: true }) + (o.diskBytes ?? 10 * 1024 ** 3),
-      onProgress: say,
+      say,
     });
-    const ran = {
-      agentRan: true,
-      agent: {
-        name: o.agent.name,
-        ok: agentDone.ok,
-        ...(agentDone.error ? { error: plain(agentDone.error).slice(0, 500) } : {}),
-      },
-    };
-    if (agentDone.overDisk)
+    const ran = { agentRan: a.agentRan, agent: a.agent };
+    if (a.kind === 'over-disk')
       return done({
         ...ran,
         outcome: 'error',
         exitCode: OUTCOMES.error,
-        detail: `the agent was stopped for writing more than its disk limit (--disk) to its workspace and home; its work is in ${workspace}`,
+        detail: `the agent was stopped for writing more than its disk limit (--disk) to its workspace and home; its work is in ${a.workspace}`,
       });
-    if (agentDone.timedOut)
+    if (a.kind === 'timed-out')
       return done({
         ...ran,
         outcome: 'timed-out',
         exitCode: OUTCOMES['timed-out'],
-        detail: `the agent was stopped after ${Math.round(timeoutMs / 1000)} s; its work is in ${workspace}`,
+        detail: `the agent was stopped after ${Math.round(timeoutMs / 1000)} s; its work is in ${a.workspace}`,
       });
-
-    // STUCK.md first, read as data: a link or a device is not followed.
-    let stuck: string | undefined;
-    try {
-      stuck = readFileNoFollow(workspace, 'STUCK.md', { maxBytes: 256 * 1024 })?.toString('utf8');
-    } catch (err) {
-      stuck = `(STUCK.md is there but was not read: ${errorMessage(err)})`;
-    }
-    if (stuck !== undefined) {
-      const preview = plain(stuck.split('\n').slice(0, 12).join('\n').slice(0, 2000));
+    if (a.kind === 'stuck')
       return done({
         ...ran,
         outcome: 'stuck',
         exitCode: OUTCOMES.stuck,
-        stuck: preview,
-        detail: `the agent is stuck: see ${join(workspace, 'STUCK.md')}`,
+        stuck: a.stuck,
+        detail: `the agent is stuck: see ${join(a.workspace, 'STUCK.md')}`,
       });
-    }
-
-    // The agent's branch, read as data and brought into the repository of ours, where
-    // everything is checked; nothing of the workspace's config, hooks or attributes applies.
     const failed = (why: string, extra: Partial<ForkliftResult> = {}) =>
       done({
         ...ran,
@@ -470,49 +453,21 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         exitCode: OUTCOMES['verification-failed'],
         detail: why,
       });
-    const said = agentDone.ok
-      ? ''
-      : ` (the agent said: ${ran.agent.error ?? `exit ${agentDone.exitCode}`})`;
-    let merged: string | undefined;
-    try {
-      merged = readBranchAsData(workspace, branch);
-      if (!merged) return failed(`the agent left no ${branch} branch${said}`);
-      await importHead({
-        workspace,
-        into: verify,
-        commit: merged,
-        timeoutMs: 600_000,
-        // Only the agent's own objects are added (both sides are known): a merge's worth.
-        maxRepoBytes: diskUsage(join(verify, 'objects')) + (o.maxImportBytes ?? 1024 ** 3),
-      });
-    } catch (err) {
-      return failed(`the agent's ${branch} could not be read: ${errorMessage(err)}`);
-    }
-    const inVerify = (a: string, b: string) =>
-      hostGit(['--git-dir', verify, 'merge-base', '--is-ancestor', a, b]).then(
-        () => true,
-        () => false,
-      );
-    if (!(await inVerify(upstream, merged)))
-      return failed(
-        `upstream ${branch} (${short(upstream)}) is not in the agent's ${branch} (${short(merged)}): it did not merge${said}`,
-      );
-    if (!(await inVerify(fork, merged)))
-      return failed(
-        `the fork's ${branch} (${short(fork)}) is not in the agent's ${branch} (${short(merged)}): fork commits would be lost`,
-      );
-    let check: TreeCheck;
-    try {
-      check = await checkTree(verify, { fork, upstream, merged }, rules.protect);
-    } catch (err) {
-      return failed(`the agent's result could not be checked: ${errorMessage(err)}`);
-    }
-    const beyond = { beyondMerge: check.beyond };
-    if (check.violations.length)
-      return failed(
-        `the agent wrote CI or protected files (${check.violations.join(', ')}): in a result forklift pushes, those are the fork's, upstream's or the automatic merge's`,
-        beyond,
-      );
+    if (a.kind === 'unreadable') return failed(a.why);
+    const { merged, said } = a;
+    const checked = await checkAgentResult({
+      git: verifyGit,
+      verify: verify(),
+      branch,
+      fork,
+      upstream,
+      merged,
+      protect: rules.protect,
+      said,
+    });
+    if ('failure' in checked) return failed(checked.failure, checked.found ?? {});
+    const { check, work } = checked;
+    const beyond = checked.found;
     const tested = await tests(merged, "the agent's merge");
     if (tested && !tested.ok)
       return failed(
@@ -526,8 +481,9 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
             "- the test files are the result's: what `protect:` in FORK.md names is the fork's or upstream's, the rest may be the agent's",
           ]
         : []),
+      ...forkWorkProof(work),
       ...pathLists(check),
-      ...readReport(harness),
+      ...readReport(a.harness),
     ]);
     return done({
       ...ran,
@@ -537,35 +493,16 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
       exitCode: 0,
       merged,
       pr,
-      detail: `merged by the agent; PR #${pr.number}`,
+      detail: synced(pr, 'merged by the agent'),
     });
   } catch (err) {
     // Whatever failed after the run began is recorded, with a branch already pushed.
     return done({
       outcome: 'error',
       exitCode: OUTCOMES.error,
-      detail: `${errorMessage(err)}${pushed ? ` (the branch ${pushed} was pushed, but no pull request was opened)` : ''}`,
+      detail: `${errorMessage(err)}${pushed ? ` (the branch ${pushed} was pushed, but the pull request was not opened or updated)` : ''}`,
     });
   }
-}
-
-/** The conflicts resolved and the paths changed beyond them, as text in a fence (names are anyone's bytes). */
-function pathLists(check: TreeCheck): string[] {
-  if (!check.conflicted.length && !check.beyond.length)
-    return ['- the merge had no textual conflict, and nothing changed beyond it'];
-  const list = (xs: string[]) =>
-    xs.slice(0, 100).join('\n') + (xs.length > 100 ? `\n… and ${xs.length - 100} more` : '');
-  return fenced(
-    'What the agent changed (paths as git quotes them):',
-    [
-      check.conflicted.length
-        ? `conflicts it resolved:\n${list(check.conflicted)}`
-        : 'no textual conflict',
-      check.beyond.length
-        ? `changed beyond the conflicts (review these):\n${list(check.beyond)}`
-        : 'nothing changed beyond the conflicts',
-    ].join('\n\n'),
-  );
 }
 
 /** The identity of commits forklift itself makes (a clean merge). */
@@ -581,24 +518,4 @@ function operatorEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv
   // The forge token is for the push alone: not for the operator's helpers, ssh or proxies.
   const { FORKLIFT_TOKEN: _t, FORGE_TOKEN: _f, ...rest } = env;
   return { ...(rest as NodeJS.ProcessEnv), GIT_TERMINAL_PROMPT: '0' };
-}
-
-/**
- * The fork's forge from the kind registry: `FORKLIFT_FORGE_KIND` (else `FORGE_KIND`,
- * else the default kind). Its site is where `FORKLIFT_API` says (Gitea's API URL),
- * else where the origin remote's web base is (`siteAt`), else the kind's own variables.
- */
-export function forkForge(o: Pick<ForkliftOptions, 'env' | 'token'>) {
-  const name = o.env['FORKLIFT_FORGE_KIND'] || o.env['FORGE_KIND'] || forgeKinds.defaultKind;
-  const kind = forgeKinds.get(name);
-  return (r: RemoteRepo): Forge => {
-    const api = o.env['FORKLIFT_API'];
-    const site =
-      api && kind.name === 'gitea'
-        ? kind.fromEnv({ FORGE_GITEA_API: api })
-        : !api && kind.siteAt
-          ? kind.siteAt(r.webBase)
-          : kind.fromEnv(o.env);
-    return site.forgeFor({ owner: r.owner, repo: r.repo, token: o.token });
-  };
 }

@@ -280,13 +280,18 @@ export async function runTests(o: {
     },
   );
   rmSync(`${o.dir}.index`, { force: true });
-  if (process.getuid?.() === 0) await chownTreeNoFollow(AGENT_USER, o.dir);
+  // As for the agent: root hands the tree to the agent's user, anyone else runs the tests as themselves.
+  const root = process.getuid?.() === 0;
+  if (root) await chownTreeNoFollow(AGENT_USER, o.dir);
+  const user = root
+    ? AGENT_USER
+    : { uid: process.getuid?.() ?? 1000, gid: process.getgid?.() ?? 1000 };
   const id = await o.backend.create({
     name: o.name,
     image: o.image,
     cmd: ['sh', '-c', o.command],
     env: { HOME: '/tmp', CI: 'true' },
-    user: '1000:1000',
+    user: `${user.uid}:${user.gid}`,
     workdir: '/workspace',
     labels: o.labels,
     network: 'none',

@@ -2,7 +2,7 @@
 import { defaultBottleBranches, GiteaForge, registerForgeKind } from '@bb/forge';
 import { MemoryForge, MemoryForgeWorld, memoryWebhooks } from '@bb/forge/testing';
 import { describe, expect, it } from 'vitest';
-import { forkForge } from '../src/run';
+import { forkForge, parseRemote } from '../src/remotes';
 
 const origin = {
   url: 'https://lab.example/acme/app.git',
@@ -44,6 +44,33 @@ describe('the fork’s forge', () => {
     const forge = forkForge({ env: { FORKLIFT_FORGE_KIND: 'forklift-test' }, token: 't' })(origin);
     expect(forge).toBeInstanceOf(MemoryForge);
     expect(seen).toEqual(['https://lab.example']);
+  });
+
+  it('is the kind that owns the remote host when no variable names one', () => {
+    const world = new MemoryForgeWorld();
+    registerForgeKind({
+      name: 'forklift-hosted',
+      summary: 'a hosted forge registered by this test',
+      fromEnv: () => {
+        throw new Error('not configured by variables');
+      },
+      ownsUrl: (webBase) => new URL(webBase).host === 'code.hosted.example',
+      siteAt: () =>
+        ({
+          forgeFor: (t: { owner: string; repo: string }) =>
+            new MemoryForge({ ...t, as: 'bot', world }),
+        }) as never,
+      webhook: { ...memoryWebhooks, path: '/webhooks/forklift-hosted' },
+      ...defaultBottleBranches,
+    });
+    const hosted = parseRemote('origin', 'git@code.hosted.example:bot/widgets.git');
+    expect(forkForge({ env: {}, token: 't' })(hosted)).toBeInstanceOf(MemoryForge);
+    // Another host is still the default kind's; a variable still wins.
+    expect(forkForge({ env: {}, token: 't' })(origin)).toBeInstanceOf(GiteaForge);
+    expect(() => forkForge({ env: { FORGE_KIND: 'gitea' }, token: 't' })(hosted)).not.toThrow();
+    expect(forkForge({ env: { FORGE_KIND: 'gitea' }, token: 't' })(hosted)).toBeInstanceOf(
+      GiteaForge,
+    );
   });
 
   it('refuses a kind nobody registered, naming the ones there are', () => {

@@ -132,7 +132,12 @@ export {
 } from './engine/backend';
 export { canBuildBounded, reclaimBuildEngines } from './engine/build-engine';
 export { canMountDisks, DEFAULT_DISK, diskQuota } from './engine/disk';
-export { DockerBackend, type DockerBackendOptions, demux } from './engine/docker-backend';
+export {
+  DockerBackend,
+  type DockerBackendOptions,
+  demux,
+  imageBuildScript,
+} from './engine/docker-backend';
 export { LOCAL_BACKEND_WARNING, LocalBackend } from './engine/local-backend';
 export {
   type AgentProvider,

@@ -9,6 +9,7 @@ import {
   configDir,
   DockerBackend,
   diskQuota,
+  imageBuildScript,
   loadAgentManifest,
   loadBottleManifest,
 } from '@bb/headless';
@@ -102,6 +103,19 @@ async function engineChecks(io: CliIo, docker: Backend): Promise<DoctorCheck[]> 
         ok: false,
         detail: errorMessage(err),
         fix: 'build it: sh scripts/build-base-image.sh (no registry needed)',
+      });
+    }
+    // forklift's default image: only forklift needs it, so its absence fails nothing.
+    const forklift = io.env['FORKLIFT_IMAGE'] || 'forklift/kitchen-sink:latest';
+    try {
+      await docker.ensureImage(forklift);
+      checks.push({ check: 'forklift image', ok: true, detail: `${forklift} is present` });
+    } catch {
+      checks.push({
+        check: 'forklift image',
+        ok: null,
+        detail: `${forklift} is not built (only forklift needs it)`,
+        fix: `build it: sh ${imageBuildScript(forklift) ?? 'scripts/build-kitchen-sink-image.sh'} (Debian's and npm's packages, no registry needed)`,
       });
     }
   } else {

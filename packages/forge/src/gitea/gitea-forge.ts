@@ -21,6 +21,7 @@ import {
   type GiteaReview,
   type GiteaReviewComment,
   type GiteaTimelineItem,
+  type GiteaUser,
   toComment,
   toIssue,
   toPullRequest,
@@ -341,6 +342,63 @@ export class GiteaForge extends Forge {
       }),
     );
     return true;
+  }
+
+  override async findPrs(query: {
+    head: string;
+    base: string;
+    state?: 'open' | 'all';
+  }): Promise<PullRequest[]> {
+    const state = query.state ?? 'open';
+    const full = `${this.owner}/${this.repo}`.toLowerCase();
+    const out: PullRequest[] = [];
+    let seen = 0;
+    // Gitea filters by base branch and state; the head is matched here, in this
+    // repository only (a PR from another fork's branch of the same name is not ours).
+    for await (const p of this.client.paginate<GiteaPull>(`${this.#repoPath}/pulls`, {
+      state,
+      base_branch: query.base,
+      sort: 'recentupdate',
+    })) {
+      if (
+        p.head.ref === query.head &&
+        p.base.ref === query.base &&
+        (p.head.repo?.full_name ?? full).toLowerCase() === full
+      )
+        out.push(toPullRequest(p));
+      // A closed sync PR older than the last 500 of its base is history, not state.
+      if (++seen >= 500) break;
+    }
+    return out.sort((a, b) => b.number - a.number);
+  }
+
+  override async openIssue(input: { title: string; body: string }): Promise<Issue> {
+    if (typeof input.title !== 'string' || !input.title.trim())
+      throw new BbError('INVALID_INPUT', 'an issue needs a title');
+    const res = await this.client.request<GiteaIssue>(
+      {
+        method: 'POST',
+        path: `${this.#repoPath}/issues`,
+        body: { title: input.title.slice(0, 255), body: input.body },
+      },
+      [201],
+    );
+    return toIssue(res.body);
+  }
+
+  override async closeIssue(n: number): Promise<void> {
+    positive(n, 'issue number');
+    await this.#notFound(`issue #${n}`, () =>
+      this.client.request(
+        { method: 'PATCH', path: `${this.#repoPath}/issues/${n}`, body: { state: 'closed' } },
+        [200, 201],
+      ),
+    );
+  }
+
+  override async whoami(): Promise<string> {
+    const res = await this.client.request<GiteaUser>({ method: 'GET', path: '/user' });
+    return res.body.login;
   }
 
   /** `<web root>/<owner>/<repo>.git`, authenticated with the client's token header. */

@@ -29,6 +29,8 @@ export interface GiteaBranch {
   ref: string;
   sha: string;
   label?: string;
+  repo_id?: number;
+  repo?: { full_name?: string } | null;
 }
 export interface GiteaPull extends GiteaIssueLike {
   head: GiteaBranch;

@@ -215,6 +215,51 @@ export function describeForgeConformance(name: string, options: ForgeConformance
       expect(await w.forge.isPrOpen(pr.number)).toBe(false);
     });
 
+    test("findPrs finds a branch's PRs into a base, open ones or all of them, newest first", async (skip) => {
+      const w = await make();
+      const unsupported = await code(w.forge.findPrs({ head: 'x', base: w.base }));
+      if (unsupported === 'UNSUPPORTED')
+        return skip('this forge cannot list PRs (findPrs): forklift cannot keep one sync PR on it');
+      const head = `bb/implementer-${w.issue}`;
+      expect(await w.forge.findPrs({ head, base: w.base, state: 'all' })).toEqual([]);
+      await w.pushBranch(head);
+      const first = await w.forge.openPr({ head, base: w.base, title: 'one', body: '' });
+      await w.pushBranch('bb/other-1');
+      await w.forge.openPr({ head: 'bb/other-1', base: w.base, title: 'other', body: '' });
+      const open = await w.forge.findPrs({ head, base: w.base });
+      expect(open.map((p) => [p.number, p.head.ref, p.state])).toEqual([
+        [first.number, head, 'open'],
+      ]);
+      expect(await w.forge.findPrs({ head, base: 'no-such-base' })).toEqual([]);
+      await w.forge.closeIssue(first.number);
+      expect(await w.forge.findPrs({ head, base: w.base })).toEqual([]);
+      const second = await w.forge.openPr({ head, base: w.base, title: 'two', body: '' });
+      const all = await w.forge.findPrs({ head, base: w.base, state: 'all' });
+      expect(all.map((p) => [p.number, p.state])).toEqual([
+        [second.number, 'open'],
+        [first.number, 'closed'],
+      ]);
+    });
+
+    test('openIssue opens an issue as the token user (whoami), closeIssue closes it', async (skip) => {
+      const w = await make();
+      if ((await code(w.forge.whoami())) === 'UNSUPPORTED')
+        return skip('this forge cannot say who its token is (whoami) nor open issues');
+      expect(await w.forge.whoami()).toBe(w.bot);
+      const issue = await w.forge.openIssue({ title: 'forklift is stuck', body: 'why' });
+      expect([issue.title, issue.body, issue.state, issue.author.login]).toEqual([
+        'forklift is stuck',
+        'why',
+        'open',
+        w.bot,
+      ]);
+      expect((await w.forge.listOpenIssues()).some((i) => i.number === issue.number)).toBe(true);
+      await w.forge.closeIssue(issue.number);
+      expect((await w.forge.readIssue(issue.number)).state).toBe('closed');
+      expect(await code(w.forge.openIssue({ title: ' ', body: '' }))).toBe('INVALID_INPUT');
+      expect(await code(w.forge.closeIssue(9999))).toBe('NOT_FOUND');
+    });
+
     test('readReviews lists submitted reviews oldest first; readReviewComments their inline comments', async () => {
       const w = await make();
       const pr = await openBottlePr(w, 'Review me', '');

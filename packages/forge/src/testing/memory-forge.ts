@@ -398,6 +398,37 @@ export class MemoryForge extends Forge {
     return found;
   }
 
+  override async findPrs(query: {
+    head: string;
+    base: string;
+    state?: 'open' | 'all';
+  }): Promise<PullRequest[]> {
+    return [...this.#items.values()]
+      .flatMap((i) => (i.pr ? [i.pr] : []))
+      .filter((p) => p.head.ref === query.head && p.base.ref === query.base)
+      .filter((p) => query.state === 'all' || p.state === 'open')
+      .map((p) => structuredClone(p))
+      .sort((a, b) => b.number - a.number);
+  }
+
+  override async openIssue(input: { title: string; body: string }): Promise<Issue> {
+    if (typeof input.title !== 'string' || !input.title.trim())
+      throw new BbError('INVALID_INPUT', 'an issue needs a title');
+    const n = this.world.addIssue(this.owner, this.repo, { ...input, author: this.as.login });
+    return this.readIssue(n);
+  }
+
+  override async closeIssue(n: number): Promise<void> {
+    const item = this.#get(n, 'issue');
+    const t = this.world.tick();
+    item.issue = { ...item.issue, state: 'closed', closedAt: t, updatedAt: t };
+    if (item.pr) item.pr = { ...item.pr, state: 'closed', closedAt: t, updatedAt: t };
+  }
+
+  override async whoami(): Promise<string> {
+    return this.as.login;
+  }
+
   /** Sign an event as this forge's webhooks would be: `{ headers, body }`. */
   static signWebhook(
     event: ForgeEvent,

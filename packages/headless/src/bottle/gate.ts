@@ -269,6 +269,11 @@ export interface ProxyGateOptions extends GateOptions {
   dirs: ProxyGateDirs;
   /** The agent's plan (`planBottle`) with the proxies and nothing else in its gate. */
   plan: BottlePlan;
+  /**
+   * The user the proxies run as. @default the gate's own user (GATE_USER), which only
+   * root can hand the keys to; a caller that is not root passes its own uid and gid.
+   */
+  user?: { uid: number; gid: number };
 }
 
 /**
@@ -292,7 +297,7 @@ export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
   o.onProgress?.('starting the egress and credential proxies');
   writeProxyFiles(o.plan, o.dirs.proxy);
   // The proxy alone holds the credentials: the `env:NAME` values it needs, from this process's environment.
-  const owner = process.getuid?.() === 0 ? GATE_USER : undefined;
+  const owner = o.user ?? (process.getuid?.() === 0 ? GATE_USER : undefined);
   const dir = writePlanSecrets(o.plan, o.slug, 'proxy', undefined, o.env, owner);
   if (!dir)
     throw new BbError('INTERNAL', 'a proxy gate without its keys: the plan named no secret');
@@ -302,7 +307,7 @@ export async function startProxyGate(o: ProxyGateOptions): Promise<string> {
     image: o.image,
     cmd: g.cmd,
     entrypoint: [],
-    user: userSpec(GATE_USER),
+    user: userSpec(o.user ?? GATE_USER),
     labels: o.labels,
     network: g.network,
     readOnlyRootfs: true,

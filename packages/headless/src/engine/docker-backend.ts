@@ -549,8 +549,21 @@ export class DockerBackend implements Backend {
   }
 }
 
-const missingImage = (image: string) =>
-  `image ${image} is not on this Docker engine: build it (scripts/build-base-image.sh builds bb-base) or pull it`;
+/** The script of bot-bottle's that builds `image`, for the images it builds itself. */
+export function imageBuildScript(image: string): string | undefined {
+  const repo = image.replace(/@.*$/, '').replace(/:[^/:]*$/, '');
+  return {
+    'bb-base': 'scripts/build-base-image.sh',
+    'bb-agents': 'scripts/build-agents-image.sh',
+    'bb-debian': 'scripts/build-debian-image.sh',
+    'forklift/kitchen-sink': 'scripts/build-kitchen-sink-image.sh',
+  }[repo];
+}
+
+const missingImage = (image: string) => {
+  const script = imageBuildScript(image);
+  return `image ${image} is not on this Docker engine: ${script ? `build it with sh ${script} (no registry needed)` : 'build or pull it'}`;
+};
 
 /** Split Docker's multiplexed log stream (8-byte frame headers) into text. */
 export function demux(buf: Buffer): string {

@@ -72,7 +72,12 @@ export interface ApiCore {
     b: Record<string, unknown>,
   ): Promise<void>;
   openPr(repo: RepoModel, as: string, b: Record<string, unknown>): Promise<IssueModel>;
-  merge(repo: RepoModel, issue: IssueModel, as: string): Promise<string>;
+  merge(
+    repo: RepoModel,
+    issue: IssueModel,
+    as: string,
+    style?: 'merge' | 'squash',
+  ): Promise<string>;
 }
 
 export interface NewIssue {

@@ -112,8 +112,9 @@ export class GitStore {
   }
 
   /**
-   * Merge `head` into `base` with a merge commit, in the bare repository.
-   * Returns the merge commit, or undefined when the two conflict.
+   * Merge `head` into `base` with a merge commit (or, `squash`, one commit with
+   * the merged tree and `base` as its only parent), in the bare repository.
+   * Returns the new commit, or undefined when the two conflict.
    */
   async merge(
     dir: string,
@@ -121,6 +122,7 @@ export class GitStore {
     head: string,
     message: string,
     author: { name: string; email: string },
+    style: 'merge' | 'squash' = 'merge',
   ): Promise<string | undefined> {
     let tree: string;
     try {
@@ -141,7 +143,15 @@ export class GitStore {
     const headSha = (await this.git(dir, ['rev-parse', `refs/heads/${head}`])).trim();
     const { stdout } = await run(
       'git',
-      ['commit-tree', tree, '-p', baseSha, '-p', headSha, '-m', message],
+      [
+        'commit-tree',
+        tree,
+        '-p',
+        baseSha,
+        ...(style === 'squash' ? [] : ['-p', headSha]),
+        '-m',
+        message,
+      ],
       {
         cwd: dir,
         env: gitEnv(this.root, {

@@ -16,8 +16,10 @@ export const PULL_ROUTES: Route[] = [
       const repo = req.repo();
       if (req.method === 'GET') {
         const state = req.url.searchParams.get('state') ?? 'open';
+        const base = req.url.searchParams.get('base_branch');
         const items = [...repo.issues.values()]
           .filter((i) => i.pull && (state === 'all' || i.state === state))
+          .filter((i) => !base || i.pull!.baseRef === base)
           .sort((a, b) => b.number - a.number);
         return core.page(req.url, items, (i) => pullJson(core.ctx(repo), i));
       }
@@ -40,7 +42,13 @@ export const PULL_ROUTES: Route[] = [
       if (req.method !== 'POST') throw new ApiError(405, null);
       const as = req.needUser();
       if (!core.canWrite(repo, as)) throw new ApiError(403, null);
-      await core.merge(repo, issue, as);
+      // Gitea's MergePullRequestOption: `Do` is the style; merge commits and squashes here.
+      // (Go reads JSON keys case-insensitively: `do` and `Do` are the same field.)
+      const form = await req.readJson();
+      const how = form['Do'] ?? form['do'] ?? 'merge';
+      if (how !== 'merge' && how !== 'squash')
+        throw new ApiError(405, core.apiError(`merge style ${String(how)} is not served here`));
+      await core.merge(repo, issue, as, how);
       return { status: 200, body: null };
     },
   },

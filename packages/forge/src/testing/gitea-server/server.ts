@@ -260,9 +260,9 @@ export class GiteaTestServer {
     throw new Error(`no comment ${commentId} in ${fullName}`);
   }
 
-  async mergePr(as: string, fullName: string, n: number): Promise<string> {
+  async mergePr(as: string, fullName: string, n: number, style?: 'merge' | 'squash') {
     const repo = this.world.repo(fullName);
-    return this.world.merge(repo, this.world.issueOr404(repo, n), as);
+    return this.world.merge(repo, this.world.issueOr404(repo, n), as, style);
   }
 
   // ------------------------------------------------------------ internals

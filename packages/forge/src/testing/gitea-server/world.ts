@@ -396,7 +396,12 @@ export class GiteaWorld implements ApiCore {
     }
   }
 
-  async merge(repo: RepoModel, issue: IssueModel, as: string): Promise<string> {
+  async merge(
+    repo: RepoModel,
+    issue: IssueModel,
+    as: string,
+    style: 'merge' | 'squash' = 'merge',
+  ): Promise<string> {
     const p = issue.pull;
     if (!p) throw new ApiError(404, this.notFound());
     if (p.merged) throw new ApiError(405, null);
@@ -411,6 +416,7 @@ export class GiteaWorld implements ApiCore {
         name: user.login,
         email: user.email || `${user.login}@example.test`,
       },
+      style,
     );
     if (!sha) throw new ApiError(409, this.apiError('merge conflict'));
     const t = now();
@@ -526,6 +532,8 @@ export class GiteaWorld implements ApiCore {
       mergedBy: null,
       mergeCommitSha: null,
     };
+    // Gitea keeps every PR's head at refs/pull/<n>/head, after its branch is gone too.
+    await this.git.git(repo.gitDir, ['update-ref', `refs/pull/${issue.number}/head`, headSha]);
     this.#crossReference(repo, issue);
     this.emit(repo, 'pull_request', this.issuePayload(repo, issue, 'opened', as));
     return issue;
@@ -567,6 +575,7 @@ export class GiteaWorld implements ApiCore {
       const sha = after.get(p.headRef);
       if (sha && sha !== before.get(p.headRef) && sha !== p.headSha) {
         p.headSha = sha;
+        await this.git.git(repo.gitDir, ['update-ref', `refs/pull/${issue.number}/head`, sha]);
         p.mergeBase = await this.git.mergeBase(repo.gitDir, sha, p.baseSha);
         this.touch(repo, issue);
         this.emit(

@@ -172,6 +172,47 @@ describe.skipIf(!docker.ok || !hasImage)('forklift every night', () => {
     expect(w.gitea.issue(s.fork, issue).comments.at(-1)?.body).toMatch(/Synced at upstream/);
   }, 300_000);
 
+  it('a range the agent cannot merge whole: the PR takes the furthest prefix the host merges, and says what blocks the rest', async () => {
+    const s = await w.scenario({ 'a.txt': 'one\ntwo\nthree\n', 'test.sh': 'grep -q one a.txt\n' });
+    await w.commit(
+      s.fork,
+      { 'a.txt': 'one\ntwo (fork)\nthree\n', 'FORK.md': 'test: sh test.sh\n' },
+      'Fork',
+    );
+    await w.commit(s.up, { 'b.txt': 'b\n' }, 'Upstream adds b');
+    await w.commit(s.up, { 'c.txt': 'c\n' }, 'Upstream adds c');
+    await w.commit(s.up, { 'a.txt': 'one\nTWO (upstream)\nthree\n' }, 'Upstream rewrites two');
+    await w.commit(s.up, { 'd.txt': 'd\n' }, 'Upstream adds d');
+    const r = await w.scripted(s.checkout, [
+      { do: 'sh', cmd: "printf 'two cannot be both\\n' > STUCK.md" },
+    ]);
+    expect(r.code, r.err).toBe(8);
+    expect(r.result).toMatchObject({
+      outcome: 'partial',
+      stuck: expect.stringContaining('two cannot be both'),
+      partial: { taken: 2, total: 4 },
+      tests: { ok: true },
+    });
+    const merged = String(r.result!['merged']);
+    const bare = w.gitea.git.dirOf('bot', s.name);
+    const files = (await git(w.root, '--git-dir', bare, 'ls-tree', '--name-only', merged)).split(
+      '\n',
+    );
+    expect(files).toEqual(expect.arrayContaining(['b.txt', 'c.txt']));
+    expect(files).not.toContain('d.txt');
+    expect(await git(w.root, '--git-dir', bare, 'show', `${merged}:a.txt`)).toBe(
+      'one\ntwo (fork)\nthree',
+    );
+    const body = w.gitea.issue(s.fork, r.result!.pr!.number).body;
+    expect(body).toMatch(/a partial sync: upstream up to `[0-9a-f]{12}`, 2 of its 4 commits/);
+    expect(body).toMatch(/```text\n[0-9a-f]{40} Upstream rewrites two\n```/);
+    expect(body).toMatch(/```text\ntwo cannot be both\n```/);
+    // The issue says the rest is blocked; the next night, with nothing changed, is quiet.
+    expect(w.gitea.issue(s.fork, r.result!['issue'] as number).body).toMatch(/\*\*partial\*\*/);
+    const again = await w.scripted(s.checkout, [{ do: 'exit', code: 9 }]);
+    expect(again.code, again.err).toBe(7);
+  }, 300_000);
+
   it('upstream may be a local path or a file:// URL (only fetched)', async () => {
     const s = await w.scenario();
     await w.commit(s.up, { 'b.txt': 'b\n' }, 'Upstream adds b');

@@ -28,8 +28,10 @@ the agent, the fork's tests green in a fresh container) and only then pushed.
 One sync branch (forklift/sync; forklift/sync-<branch> for --branch) and one open pull
 request into main, updated when upstream moves. Run it every night: when upstream has
 not moved since the open PR, or since a run that was stuck or failed (and FORK.md is
-unchanged), nothing is pushed, opened or run. A run that leaves the fork behind opens
-(or updates) one issue on the fork saying why; the next sync closes it. A sync PR that
+unchanged), nothing is pushed, opened or run. When the whole range cannot be merged,
+the PR takes upstream up to the furthest commit the host merges cleanly (and green). A
+run that leaves the fork behind opens (or updates) one issue on the fork saying why; the
+next full sync closes it. A sync PR that
 was squash-merged is detected: forklift records upstream's commits as merged in the
 next PR and warns.
 
@@ -72,7 +74,8 @@ Environment:
 
 Exit status: 0 synced (PR opened or updated), 3 nothing to do, 4 stuck (STUCK.md),
 5 timed out, 6 verification failed (no push, no PR), 7 unchanged since a run that was
-stuck or failed (not retried), 1 error, 2 usage.
+stuck or failed (not retried), 8 partial (the PR takes upstream up to the first commit
+that blocks; the issue on the fork says why), 1 error, 2 usage.
 `;
 
 export interface ForkliftIo {

@@ -7,5 +7,6 @@ export const OUTCOMES = {
   'timed-out': 5,
   'verification-failed': 6,
   unchanged: 7,
+  partial: 8,
 } as const;
 export type Outcome = keyof typeof OUTCOMES;

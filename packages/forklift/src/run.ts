@@ -11,9 +11,10 @@ import { checkAgentResult } from './check-result';
 import { decide } from './decide';
 import { mergeByAgent } from './merge-agent';
 import { OUTCOMES, type Outcome } from './outcomes';
+import { findMergeablePrefix } from './partial';
 import { forkWorkProof, pathLists, syncBody, syncTitle, testsField, testsProof } from './pr-body';
 import { agentPrompt } from './prompt';
-import { pushSync, readReport } from './propose';
+import { fenced, plain, pushSync, readReport } from './propose';
 import { recordRun } from './record';
 import { forkForge, parseRemote, type RemoteRepo } from './remotes';
 import { recordSquash } from './squash';
@@ -69,6 +70,8 @@ export interface ForkliftResult {
   issue?: number;
   /** What the run noticed that a person should know (a squash-merged sync PR, ...). */
   warnings?: string[];
+  /** A partial sync: the upstream commit merged up to, and the first one not taken. */
+  partial?: { upTo: string; taken: number; total: number; blocker: string };
   /** The fork's own changes that were looked for in the result. */
   forkWork?: { checked: number; reverted: string[]; reworked: string[] };
   /** The first lines of STUCK.md, as text (never followed through a link). */
@@ -329,12 +332,12 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
       return r;
     };
     const testProof = (r: TestRun | undefined) => testsProof(rules.test, r);
-    const propose = async (merged: string, how: string, proof: string[]) => {
+    const propose = async (merged: string, how: string, proof: string[], upTo = upstream) => {
       await pushSync(forge, verify(), merged, sync);
       pushed = sync;
       const body = syncBody({
         branch,
-        upstream,
+        upstream: upTo,
         fork: published,
         merged,
         how,
@@ -430,15 +433,73 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         exitCode: OUTCOMES.error,
         detail: `the agent was stopped for writing more than its disk limit (--disk) to its workspace and home; its work is in ${a.workspace}`,
       });
-    if (a.kind === 'timed-out')
+    type Behind = Parameters<typeof done>[0];
+    /** A run that leaves the fork behind proposes the furthest prefix of upstream that merges, if any. */
+    const behind = async (r: Behind): Promise<ForkliftResult> => {
+      say('looking for the furthest upstream commit the host can merge (partial sync)');
+      const testRuns = new Map<string, TestRun | undefined>();
+      const p = await findMergeablePrefix({
+        git: verifyGit,
+        fork,
+        upstream,
+        mergeClean: async (c) => {
+          const t = await verifyGit(['merge-tree', '--write-tree', fork, c]).then(
+            (out) => out.split('\n')[0]!.trim(),
+            () => undefined,
+          );
+          return (
+            t &&
+            commitTree(t, [fork, c], `Merge upstream ${branch} up to ${short(c)} into ${branch}`)
+          );
+        },
+        tests: rules.test
+          ? async (c) => {
+              testRuns.set(c, await tests(c, `a merge of upstream up to part of its range`));
+              return testRuns.get(c)?.ok ?? true;
+            }
+          : undefined,
+        say,
+      }).catch((err) => {
+        warn(`the partial sync could not be tried: ${errorMessage(err)}`);
+        return undefined;
+      });
+      if (!p) return done(r);
+      const pr = await propose(
+        p.merged,
+        `a partial sync: upstream up to \`${short(p.commit)}\`, ${p.taken} of its ${p.total} commits, by the host with no agent`,
+        [
+          `- partial: the whole of upstream \`${branch}\` (\`${upstream}\`) could not be merged (${r.outcome}); this merges its first ${p.taken} of ${p.total} first-parent commits without a conflict${rules.test ? ", and the fork's tests passed on it" : ''}`,
+          ...fenced('What blocks the rest:', plain(r.detail.split(runDir).join('<run directory>'))),
+          ...fenced(
+            'The first upstream commit not taken (its subject, as upstream wrote it):',
+            `${p.blocker.commit} ${plain(p.blocker.subject)}`,
+          ),
+          ...(r.stuck
+            ? fenced("The agent's STUCK.md on the whole range (its words, unverified):", r.stuck)
+            : []),
+        ],
+        p.commit,
+      );
       return done({
+        ...r,
+        ...testsField(testRuns.get(p.merged)),
+        outcome: 'partial',
+        exitCode: OUTCOMES.partial,
+        merged: p.merged,
+        pr,
+        partial: { upTo: p.commit, taken: p.taken, total: p.total, blocker: p.blocker.commit },
+        detail: `${r.detail}; PR #${pr.number}${pr.updated ? ' updated' : ''} proposes upstream up to ${short(p.commit)} (${p.taken} of ${p.total} commits)`,
+      });
+    };
+    if (a.kind === 'timed-out')
+      return behind({
         ...ran,
         outcome: 'timed-out',
         exitCode: OUTCOMES['timed-out'],
         detail: `the agent was stopped after ${Math.round(timeoutMs / 1000)} s; its work is in ${a.workspace}`,
       });
     if (a.kind === 'stuck')
-      return done({
+      return behind({
         ...ran,
         outcome: 'stuck',
         exitCode: OUTCOMES.stuck,
@@ -446,7 +507,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         detail: `the agent is stuck: see ${join(a.workspace, 'STUCK.md')}`,
       });
     const failed = (why: string, extra: Partial<ForkliftResult> = {}) =>
-      done({
+      behind({
         ...ran,
         ...extra,
         outcome: 'verification-failed',

@@ -14,7 +14,7 @@ export function syncBranchFor(branch: string): string {
 }
 
 /** The outcomes that leave the fork behind and are not retried until something changed. */
-export const TROUBLE = ['stuck', 'timed-out', 'verification-failed'] as const;
+export const TROUBLE = ['stuck', 'timed-out', 'verification-failed', 'partial'] as const;
 
 /** The last run that decided something, for one fork and target branch. */
 export interface SyncState {

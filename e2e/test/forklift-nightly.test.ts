@@ -5,7 +5,7 @@
 // recorded; a run that leaves the fork behind says so on the fork, once, and the next
 // sync closes it; upstream may be a local path; a user who is not root can run it.
 import { execFile } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -116,7 +116,7 @@ describe.skipIf(!docker.ok || !hasImage)('forklift every night', () => {
     expect(await ancestor(s.name, squashed, merged4)).toBe(true);
     expect(w.gitea.issue(s.fork, pr4).body).toMatch(/recorded upstream `[0-9a-f]{12}` as merged/);
     expect(w.gitea.issue(s.fork, pr4).body).toMatch(
-      /\*\*Warning:\*\* PR #\d+ was merged without its history/,
+      /\*\*Warning:\*\*\n\n`{3,}text\nPR #\d+ was merged without its history/,
     );
     const open = (await syncPrs(s.name)).filter((p) => p.state === 'open');
     expect(open.map((p) => p.number)).toEqual([pr4]);
@@ -213,6 +213,34 @@ describe.skipIf(!docker.ok || !hasImage)('forklift every night', () => {
     expect(again.code, again.err).toBe(7);
   }, 300_000);
 
+  it("someone else's commit on the sync branch is never overwritten, and proves nothing", async () => {
+    const s = await w.scenario();
+    await w.commit(s.up, { 'b.txt': 'b\n' }, 'Upstream adds b');
+    const first = await w.scripted(s.checkout, NO_AGENT);
+    expect(first.code, first.err).toBe(0);
+    // A person pushes to forklift/sync (over forklift's branch) a commit that holds upstream.
+    const bare = w.gitea.git.dirOf('bot', s.name);
+    const theirs = await git(
+      w.root,
+      '--git-dir',
+      bare,
+      'commit-tree',
+      '-p',
+      await branchHead(s.name),
+      '-m',
+      'mine',
+      `${await branchHead(s.name)}^{tree}`,
+    );
+    await git(w.root, '--git-dir', bare, 'update-ref', 'refs/heads/forklift/sync', theirs);
+    // Not taken as forklift's proposal: the run goes on, and refuses to push over it.
+    const again = await w.scripted(s.checkout, NO_AGENT);
+    expect(again.code, again.err).toBe(1);
+    expect(again.result!['detail']).toMatch(
+      /forklift\/sync on the fork is at [0-9a-f]{12}, which forklift did not push/,
+    );
+    expect(await branchHead(s.name)).toBe(theirs);
+  }, 180_000);
+
   it('upstream may be a local path or a file:// URL (only fetched)', async () => {
     const s = await w.scenario();
     await w.commit(s.up, { 'b.txt': 'b\n' }, 'Upstream adds b');
@@ -281,6 +309,11 @@ describe.skipIf(!docker.ok || !hasImage)('forklift every night', () => {
     if (!r.stdout) throw new Error(`forklift printed nothing: ${String(r.stderr)}`);
     const result = JSON.parse(String(r.stdout)) as Record<string, unknown>;
     expect(result, String(r.stderr)).toMatchObject({ outcome: 'synced', agentRan: true });
+    // The agent's files are the user's own now: kept as an archive, where no git of theirs reads a .git of the agent's.
+    const runDir = String(result['runDir']);
+    expect(existsSync(join(runDir, 'workspace.tar'))).toBe(true);
+    expect(existsSync(join(runDir, 'workspace'))).toBe(false);
+    expect(existsSync(join(runDir, 'harness-state'))).toBe(false);
     const head = await branchHead(s.name);
     expect(
       await git(w.root, '--git-dir', w.gitea.git.dirOf('bot', s.name), 'show', `${head}:a.txt`),

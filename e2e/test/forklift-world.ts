@@ -71,7 +71,7 @@ export async function forkWorld(o: {
     world: {
       users: [{ login: 'alice' }, { login: 'bot', tokens: [o.token] }],
       orgs: [{ name: 'acme', members: ['alice'] }],
-      repos: Array.from({ length: o.repos ?? 12 }, (_, i) => [
+      repos: Array.from({ length: o.repos ?? 20 }, (_, i) => [
         { owner: 'acme', name: `widgets${i + 1}` },
         { owner: 'bot', name: `widgets${i + 1}` },
       ]).flat(),

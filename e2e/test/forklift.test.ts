@@ -317,6 +317,25 @@ describe.skipIf(!docker.ok || !hasImage)(
       expect(body).toMatch(/the fork's tests \(`sh test.sh`\).*passed/);
     }, 240_000);
 
+    it('a change beyond the conflicts that the tests do not need is refused; one they need is taken', async () => {
+      const s = await scenario({ ...LIB, 'a.txt': 'x\n' });
+      await commit(s.fork, { ...FORK, 'a.txt': 'fork\n' }, 'Fork');
+      await commit(s.up, { 'a.txt': 'upstream\n' }, 'Upstream');
+      const resolve = `${AS} merge -q upstream/main; printf 'both\\n' > a.txt`;
+      // It resolves the conflict and, while at it, adds a function of its own to the fork's file.
+      const extra = await forklift(s.checkout, [
+        {
+          do: 'sh',
+          cmd: `${resolve} && printf 'collect() { :; }\\n' >> fork.sh && git add -A && ${AS} commit -qm merge`,
+        },
+      ]);
+      expect(extra.code, extra.err).toBe(6);
+      expect(extra.result!['detail']).toMatch(
+        /changed fork\.sh beyond the merge's conflicts, and the fork's tests pass without those changes/,
+      );
+      expect(await w.branches(s.name)).toBe('');
+    }, 240_000);
+
     it("CI and protected files are never the agent's: a result that writes them is refused", async () => {
       const s = await scenario({ ...LIB, 'a.txt': 'x\n' });
       await commit(s.fork, { 'FORK.md': 'protect: test.sh\n', 'a.txt': 'fork\n' }, 'Fork');

@@ -1,5 +1,8 @@
-// ForkSync-Bench: forklift against what fork maintainers use today, on 31 deterministic
-// fork/upstream scenarios (scenarios.ts), in one run. Tools:
+// ForkSync-Bench: forklift against what fork maintainers use today, on 42 deterministic
+// fork/upstream scenarios (scenarios.ts), in one run. Some fork features are checked by
+// the judge and by no test of FORK.md (hidden, silent-drop), some histories are of a
+// realistic size (large), and some scripted agents lie or are careless on purpose.
+// Tools:
 //   forklift        the real thing: the Gitea-compatible test server, real git, real Docker,
 //                   the scripted agent (deterministic resolutions, wrong ones and lies), or a
 //                   real CLI when FORKSYNC_AGENT=claude|codex|pi (with its model key set)
@@ -12,8 +15,14 @@
 // conflict markers, every test either side ever wrote green (the scenario's own copies),
 // the scenario's checks, and every fork commit kept. Per class: PRs opened, correct and
 // incorrect merges, fork commits lost, STUCK precision and recall, wall time.
-// Goals (scripted model): 0 incorrect merges, 0 fork commits lost, every run inside the
-// limit, STUCK only where it is the right outcome.
+// Besides: (a) the share the host resolves with no agent, and its time; (b) the
+// verifier's precision: every result of a bad play (wrong, lying, dropping, reverting or
+// breaking the fork's work) refused; (c) runs per upstream commit: a second pass with
+// nothing changed must do nothing (1.0).
+// Goals (scripted model): (b) = 100%, (c) = 1, 0 incorrect results of the agent's, 0 fork
+// commits lost, every run inside the limit, STUCK only where it is the right outcome. A
+// clean merge that drops a feature no test covers is proposed by the host (as by git
+// merge) and counted as incorrect: the figure says so; no verifier can see it.
 import { execFile } from 'node:child_process';
 import {
   lstatSync,
@@ -35,7 +44,7 @@ import { probeDocker } from '@bb/tooling/docker';
 import { type AgentChoice, type AgentName, modelRouteFromEnv } from '../src/agent';
 import { runBounded } from '../src/disk';
 import { runForklift } from '../src/run';
-import { agentSteps, type Scenario, scenarios } from './scenarios';
+import { agentSteps, BAD_PLAYS, type Scenario, scenarios } from './scenarios';
 
 process.on('unhandledRejection', (e) => {
   console.error(e);
@@ -171,6 +180,10 @@ interface Run {
   correct?: boolean;
   forkLost?: boolean;
   why?: string;
+  /** forklift only: whether an agent ran, and whether its own result was proposed. */
+  agentRan?: boolean;
+  proposedAgents?: boolean;
+  partial?: boolean;
 }
 const runs: Run[] = [];
 
@@ -207,13 +220,12 @@ async function baseline(
 console.log(
   `forksync: ${list.length} scenarios, image ${IMAGE}, agent ${real ?? 'script (scripted model)'}`,
 );
-for (const s of list) {
-  const { checkout, forkHead } = await setUp(s);
+const checkouts = new Map<string, string>();
+const forklift = (s: Scenario, checkout: string) => {
   const agent: AgentChoice = real
     ? { name: real, modelRoute: modelRouteFromEnv(real, process.env).route, allow: [] }
     : { name: 'script', script: agentSteps(s), allow: [] };
-  const t0 = performance.now();
-  const r = await runForklift({
+  return runForklift({
     checkout,
     env: {
       ...process.env,
@@ -232,22 +244,50 @@ for (const s of list) {
     detail: e.message,
     pr: undefined,
     merged: undefined,
+    agentRan: false,
   }));
+};
+for (const s of list) {
+  const { checkout, forkHead } = await setUp(s);
+  checkouts.set(s.id, checkout);
+  const t0 = performance.now();
+  const r = await forklift(s, checkout);
   const ms = performance.now() - t0;
   const bare = gitea.git.dirOf('bot', s.id);
+  const partial = r.outcome === 'partial';
   runs.push({
     tool: 'forklift',
     scenario: s,
-    ...(r.pr && r.merged ? { result: { repo: bare, commit: r.merged } } : {}),
+    // A partial sync proposes a prefix of upstream, by the host: not a whole merge to judge.
+    ...(r.pr && r.merged && !partial ? { result: { repo: bare, commit: r.merged } } : {}),
     stuck: r.outcome === 'stuck',
     outcome: r.outcome,
     ms,
     forkHead,
+    agentRan: r.agentRan,
+    proposedAgents: r.agentRan && r.outcome === 'synced',
+    partial,
     ...(r.outcome === 'error' ? { why: r.detail } : {}),
   });
   for (const tool of TOOLS.slice(1) as Array<Exclude<Tool, 'forklift'>>)
     await baseline(tool, s, checkout, forkHead);
   process.stdout.write(`  ${s.id.padEnd(24)} forklift: ${r.outcome} (${Math.round(ms)} ms)\n`);
+}
+
+// (c) The next night, nothing changed: every run must do nothing (no agent, no push).
+let secondPassActed = 0;
+for (const s of list) {
+  const bare = gitea.git.dirOf('bot', s.id);
+  const heads = () =>
+    git(root, '--git-dir', bare, 'for-each-ref', '--format=%(refname) %(objectname)', 'refs/heads');
+  const before = await heads();
+  const r = await forklift(s, checkouts.get(s.id)!);
+  const acted =
+    r.agentRan || (await heads()) !== before || !['nothing-to-do', 'unchanged'].includes(r.outcome);
+  if (acted) {
+    secondPassActed++;
+    console.log(`  second pass acted on ${s.id}: ${r.outcome} (${r.detail})`);
+  }
 }
 
 // Judge every proposed result the same way: checked out by the host, the scenario's truth run
@@ -397,6 +437,21 @@ const best = Math.max(
 const stuckPrecision = f.stuckTp + f.stuckFp ? f.stuckTp / (f.stuckTp + f.stuckFp) : 1;
 const stuckRecall = f.stuckTp + f.stuckFn ? f.stuckTp / (f.stuckTp + f.stuckFn) : 1;
 const errors = runs.filter((r) => r.tool === 'forklift' && r.outcome === 'error').length;
+const forkliftRuns = runs.filter((r) => r.tool === 'forklift');
+// (a) The host alone.
+const byHost = forkliftRuns.filter((r) => r.outcome === 'synced' && !r.agentRan);
+// (b) Bad plays: the agent's own result must never be proposed.
+const bad = forkliftRuns.filter((r) => r.agentRan && BAD_PLAYS.has(r.scenario.play));
+const refused = bad.filter((r) => !r.proposedAgents);
+const verifierPrecision = bad.length ? refused.length / bad.length : 1;
+for (const r of bad.filter((x) => x.proposedAgents))
+  console.log(`  verifier accepted a bad result on ${r.scenario.id} (${r.scenario.play})`);
+const agentIncorrect = forkliftRuns.filter(
+  (r) => r.proposedAgents && r.result && !r.correct,
+).length;
+const hostIncorrect = byHost.filter((r) => r.result && !r.correct);
+// (c) Runs that did something, per upstream state: 1 when the second pass did nothing.
+const runsPerUpstream = (forkliftRuns.length + secondPassActed) / forkliftRuns.length;
 const extra: Record<string, number | string> = {
   scenarios: list.length,
   agent: real ?? 'script',
@@ -407,7 +462,23 @@ const extra: Record<string, number | string> = {
   'forklift.stuckRecall': stuckRecall,
   'forklift.errors': errors,
   'forklift.wallMs': Math.round(f.ms),
+  'host.resolvedShare': Math.round((byHost.length / forkliftRuns.length) * 1000) / 1000,
+  'host.resolved': byHost.length,
+  'host.ms': Math.round(byHost.reduce((a, r) => a + r.ms, 0)),
+  'verifier.badResults': bad.length,
+  'verifier.refused': refused.length,
+  'verifier.precision': verifierPrecision,
+  'forklift.incorrectAgentResults': agentIncorrect,
+  'forklift.incorrectHostMerges': hostIncorrect.map((r) => r.scenario.id).join(',') || 'none',
+  'forklift.partial': forkliftRuns.filter((r) => r.partial).length,
+  'idempotence.runsPerUpstreamCommit': runsPerUpstream,
 };
+console.log(
+  `\n(a) the host alone: ${byHost.length} of ${forkliftRuns.length} (${Math.round((byHost.length / forkliftRuns.length) * 100)}%) in ${Math.round(byHost.reduce((a, r) => a + r.ms, 0))} ms; (b) the verifier refused ${refused.length} of ${bad.length} bad results; (c) ${runsPerUpstream} runs per upstream commit` +
+    (hostIncorrect.length
+      ? `\n    the host proposed ${hostIncorrect.length} clean merge(s) the judge refuses (${hostIncorrect.map((r) => r.scenario.id).join(', ')}): a feature no test covers, dropped without a conflict`
+      : ''),
+);
 for (const t of TOOLS.slice(1)) {
   const x = tally(runs.filter((r) => r.tool === t));
   extra[`${t}.correct`] = x.correct;
@@ -416,7 +487,9 @@ for (const t of TOOLS.slice(1)) {
 }
 await cleanup();
 const pass =
-  f.incorrect === 0 &&
+  verifierPrecision === 1 &&
+  runsPerUpstream === 1 &&
+  agentIncorrect === 0 &&
   f.forkLost === 0 &&
   f.insideLimit === f.runs &&
   stuckPrecision === 1 &&
@@ -429,7 +502,8 @@ reportBench({
   baseline: best,
   goal: 0,
   higherIsBetter: true,
-  target: '0 incorrect, 0 fork commits lost, all inside the limit, STUCK precision 1',
+  target:
+    'the verifier refuses 100% of bad results, 1 run per upstream commit, 0 incorrect agent results, 0 fork commits lost, all inside the limit, STUCK precision 1',
   pass,
   extra,
 });

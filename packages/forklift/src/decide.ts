@@ -6,7 +6,14 @@
 import type { Forge } from '@bb/forge';
 import { findTrouble } from './notify';
 import { OUTCOMES, type Outcome } from './outcomes';
-import { findSyncPrs, readState, type SyncPrs, TROUBLE } from './sync-state';
+import {
+  findSyncPrs,
+  ownHead,
+  readState,
+  type SyncPrs,
+  type SyncState,
+  TROUBLE,
+} from './sync-state';
 
 const short = (sha: string) => sha.slice(0, 12);
 
@@ -32,8 +39,9 @@ export type Decision =
       exitCode: number;
       detail: string;
       pr?: { number: number; url: string; branch: string };
+      merged?: string;
     }
-  | { prs: SyncPrs };
+  | { prs: SyncPrs; state: SyncState | undefined };
 
 export async function decide(o: DecideInput): Promise<Decision> {
   const { forge, branch, sync, upstream, published, forkMd, stateFile, notify } = o;
@@ -53,20 +61,23 @@ export async function decide(o: DecideInput): Promise<Decision> {
     };
   }
   const prs = await findSyncPrs(o.forge, o.sync, o.branch, o.warn);
+  const state = readState(stateFile);
   if (prs.open && !o.force) {
     const proposed = await o.fetchSync();
-    if (proposed && (await o.ancestor(upstream, proposed)))
+    // What is there must be forklift's own push: anyone else's commit proves nothing.
+    if (proposed && proposed === ownHead(state, prs.open) && (await o.ancestor(upstream, proposed)))
       return {
         outcome: 'nothing-to-do',
         exitCode: OUTCOMES['nothing-to-do'],
         pr: { number: prs.open.number, url: prs.open.url, branch: sync },
+        merged: proposed,
         detail: `PR #${prs.open.number} already proposes upstream ${short(upstream)}${(await o.ancestor(published, proposed)) ? '' : `; ${branch} moved since it was made (forklift --force remakes it on ${branch})`}`,
       };
   }
   if (!o.force) {
     // What the last run that left the fork behind saw: kept here, or on the fork's issue.
     const last =
-      readState(stateFile) ??
+      state ??
       (notify
         ? await findTrouble(forge, branch).then(
             (t) =>
@@ -92,5 +103,5 @@ export async function decide(o: DecideInput): Promise<Decision> {
       };
   }
 
-  return { prs };
+  return { prs, state };
 }

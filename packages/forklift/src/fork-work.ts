@@ -1,12 +1,3 @@
-/**
- * Whether the fork's own work survived a merge: every change the fork made to the
- * common ancestor (its files, its hunks, its deletions) is looked for in the result,
- * all read as data in forklift's own repository. A change that is gone is a revert,
- * and the result is refused; a change that is there in another shape (the agent
- * adapted it to upstream) is listed for review.
- */
-import { unquotePath } from './verify';
-
 export interface ForkWorkCheck {
   /** The fork's changes that the result undoes (each a path and what was lost). */
   reverted: string[];
@@ -23,11 +14,16 @@ type Git = (args: string[]) => Promise<string>;
 /** Word tokens of a line; a line of punctuation alone has none and proves nothing. */
 const tokens = (line: string) => new Set(line.match(/[A-Za-z0-9_]+/g) ?? []);
 
-/** Whether some line of `lines` keeps at least half the words of `line`. */
-function survives(line: string, lines: Array<Set<string>>): boolean {
+/** A line that is a comment (in the languages most forks are in): code commented out is code gone. */
+const COMMENT = /^\s*(\/\/|#|\/\*|\*|--|;|<!--|%|rem\s)/i;
+
+/** Whether some line of `lines` keeps at least half the words of `line`, and is not a comment of it. */
+function survives(line: string, lines: string[], lineTokens: Array<Set<string>>): boolean {
   const want = tokens(line);
   if (!want.size) return true;
-  return lines.some((have) => {
+  const comment = COMMENT.test(line);
+  return lineTokens.some((have, i) => {
+    if (!comment && COMMENT.test(lines[i]!)) return false;
     let n = 0;
     for (const t of want) if (have.has(t)) n++;
     return n * 2 >= want.size;
@@ -39,36 +35,37 @@ interface Hunk {
   added: string[];
 }
 
-/** `git diff -U0` output, per path: its hunks' removed and added lines. */
-function parseHunks(diff: string): Map<string, Hunk[]> {
-  const out = new Map<string, Hunk[]>();
-  let hunks: Hunk[] | undefined;
+/**
+ * The hunks of one path's `git diff -U0`: its removed and added lines. Everything
+ * before the first `@@` is the header (paths, modes); after it, every line is content.
+ * None for a binary file.
+ */
+function parseHunks(diff: string): Hunk[] {
+  const hunks: Hunk[] = [];
   let hunk: Hunk | undefined;
   for (const line of diff.split('\n')) {
-    if (line.startsWith('diff --git ')) {
-      hunks = undefined;
-      hunk = undefined;
-    } else if (line.startsWith('+++ ')) {
-      const p = line.slice(4);
-      if (p === '/dev/null') continue;
-      hunks = [];
-      out.set(unquotePath(p).replace(/^b\//, ''), hunks);
-    } else if (line.startsWith('@@')) {
+    if (line.startsWith('@@')) {
       hunk = { removed: [], added: [] };
-      hunks?.push(hunk);
+      hunks.push(hunk);
     } else if (hunk && line.startsWith('+')) hunk.added.push(line.slice(1));
     else if (hunk && line.startsWith('-')) hunk.removed.push(line.slice(1));
   }
-  return out;
+  return hunks;
 }
 
-/** `git diff --raw -z` between two commits: path → [status, new blob]. */
-async function rawDiff(git: Git, a: string, b: string): Promise<Map<string, [string, string]>> {
-  const out = new Map<string, [string, string]>();
-  const parts = (await git(['diff', '--no-renames', '--raw', '-z', a, b])).split('\0');
+/** `git diff --raw -z` between two commits: path → [status, new blob, old blob]. */
+async function rawDiff(
+  git: Git,
+  a: string,
+  b: string,
+): Promise<Map<string, [string, string, string]>> {
+  const out = new Map<string, [string, string, string]>();
+  const parts = (await git(['diff', '--no-renames', '--raw', '--no-abbrev', '-z', a, b])).split(
+    '\0',
+  );
   for (let i = 0; i + 1 < parts.length; i += 2) {
     const meta = parts[i]!.split(' ');
-    out.set(parts[i + 1]!, [meta[4]!.charAt(0), meta[3]!]);
+    out.set(parts[i + 1]!, [meta[4]!.charAt(0), meta[3]!, meta[2]!]);
   }
   return out;
 }
@@ -92,23 +89,38 @@ export async function checkForkWork(
   const reworked: string[] = [];
   let wholeFileOnly = 0;
   const lineChecked: string[] = [];
-  for (const [path, [status]] of forkChanges) {
+  // Where a fork's file went when it is gone from its path: the same bytes elsewhere is a move.
+  let resultBlobs: Set<string> | undefined;
+  const movedElsewhere = async (blob: string) => {
+    resultBlobs ??= new Set(
+      (await git(['ls-tree', '-r', '-z', c.merged]))
+        .split('\0')
+        .filter(Boolean)
+        .map((e) => e.split('\t')[0]!.split(' ')[2]!),
+    );
+    return resultBlobs.has(blob);
+  };
+  for (const [path, [status, forkBlob, baseBlob]] of forkChanges) {
     const now = differs.get(path);
     if (!now) continue;
     const [nowStatus, nowBlob] = now;
-    if (status === 'A' && nowStatus === 'D') reverted.push(`${path}: the fork's file is gone`);
-    else if (status === 'D') {
-      // The fork deleted it; it is back. Upstream's own new version of it is upstream's work.
-      const back = upstreamChanges.get(path);
-      if (!back) reverted.push(`${path}: the fork deleted it, and it is back`);
-      else reworked.push(path);
+    if (status === 'A' && nowStatus === 'D') {
+      if (await movedElsewhere(forkBlob)) reworked.push(path);
+      else reverted.push(`${path}: the fork's file is gone`);
+    } else if (status === 'D') {
+      // The fork deleted it; it is back: only upstream's own new version of it may be.
+      const up = upstreamChanges.get(path);
+      if (up && up[0] !== 'D' && up[1] === nowBlob) reworked.push(path);
+      else reverted.push(`${path}: the fork deleted it, and it is back`);
     } else if (nowStatus === 'D') {
       // Gone in the result: upstream deleted it too (a move, perhaps), or the agent did.
       if (upstreamChanges.get(path)?.[0] === 'D') reworked.push(path);
       else reverted.push(`${path}: the fork changed it, and it is gone`);
     } else {
       const up = upstreamChanges.get(path);
-      if (up && up[1] === nowBlob && status !== 'A')
+      if (status === 'M' && nowBlob === baseBlob)
+        reverted.push(`${path}: the fork's change is undone (the file is as before it)`);
+      else if (up && up[1] === nowBlob && status !== 'A')
         reverted.push(`${path}: upstream's version replaced the fork's change`);
       else lineChecked.push(path);
     }
@@ -117,23 +129,24 @@ export async function checkForkWork(
     const checked = lineChecked.slice(0, MAX_LINE_CHECKED_FILES);
     wholeFileOnly += lineChecked.length - checked.length;
     reworked.push(...lineChecked.slice(MAX_LINE_CHECKED_FILES));
-    const hunks = parseHunks(
-      await git([
-        'diff',
-        '-U0',
-        '--no-renames',
-        '--no-color',
-        '--no-ext-diff',
-        c.base,
-        c.fork,
-        '--',
-        ...checked.map((p) => `:(literal)${p}`),
-      ]),
-    );
     for (const path of checked) {
-      const fileHunks = hunks.get(path);
+      // One path at a time: no header of one file can be read as another's.
+      const fileHunks = parseHunks(
+        await git([
+          'diff',
+          '-U0',
+          '--no-renames',
+          '--no-color',
+          '--no-ext-diff',
+          '--no-textconv',
+          c.base,
+          c.fork,
+          '--',
+          `:(literal)${path}`,
+        ]),
+      );
       const size = Number((await git(['cat-file', '-s', `${c.merged}:${path}`])).trim());
-      if (!fileHunks || size > MAX_BLOB) {
+      if (!fileHunks.length || size > MAX_BLOB) {
         // Binary or too large: the whole file differs from the fork's, so it was changed.
         wholeFileOnly++;
         reworked.push(path);
@@ -145,16 +158,19 @@ export async function checkForkWork(
       let lost = 0;
       for (const h of fileHunks) {
         const has = (block: string[]) => text.includes(`${block.join('\n')}\n`);
-        if (h.removed.length) {
+        const words = h.removed.reduce((n, l) => n + tokens(l).size, 0);
+        if (h.removed.length && h.added.length) {
           // A change of lines: undone when the lines it replaced are back and it is not there.
-          // (A deletion of a few words only proves nothing: such lines are everywhere.)
-          const words = h.removed.reduce((n, l) => n + tokens(l).size, 0);
-          if (words >= 3 && has(h.removed) && !(h.added.length && has(h.added))) lost++;
+          if (words >= 1 && has(h.removed) && !has(h.added)) lost++;
+        } else if (h.removed.length) {
+          // A deletion: undone when the deleted lines are back (a few words prove nothing:
+          // such lines are everywhere).
+          if (words >= 3 && has(h.removed)) lost++;
         } else {
-          // An addition: undone when most of its lines are gone, even reworded.
-          const added = h.added.filter((l) => tokens(l).size);
-          const kept = added.filter((l) => survives(l, lineTokens)).length;
-          if (added.length && kept * 2 < added.length) lost++;
+          // An addition: undone when a line of it is gone or commented out (a line keeping
+          // half its words, reworded to fit upstream, is still there).
+          const added = h.added.filter((l) => tokens(l).size >= 2);
+          if (added.some((l) => !survives(l, lines, lineTokens))) lost++;
         }
       }
       if (lost)

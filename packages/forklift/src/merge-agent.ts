@@ -18,7 +18,8 @@ import {
 } from '@bb/wall';
 import type { AgentChoice } from './agent';
 import { runAgentContainer } from './container';
-import { plain } from './propose';
+import { plain, readReport } from './propose';
+import { quarantine } from './quarantine';
 
 export interface AgentMergeInput {
   backend: Backend;
@@ -52,7 +53,7 @@ export type AgentMerge =
   | (AgentRan & { kind: 'timed-out'; workspace: string })
   | (AgentRan & { kind: 'stuck'; stuck: string; workspace: string })
   | (AgentRan & { kind: 'unreadable'; why: string })
-  | (AgentRan & { kind: 'merged'; merged: string; harness: string; said: string });
+  | (AgentRan & { kind: 'merged'; merged: string; said: string; report: string[] });
 
 /** Run the agent on a copy of `fork` and `upstream`; its result is imported into `verify`. */
 export async function mergeByAgent(o: AgentMergeInput): Promise<AgentMerge> {
@@ -107,6 +108,22 @@ export async function mergeByAgent(o: AgentMergeInput): Promise<AgentMerge> {
       ...(done.error ? { error: plain(done.error).slice(0, 500) } : {}),
     },
   };
+  // What the agent reports, read now: its files are put away next.
+  const report = readReport(harness);
+  const result = await readResult(o, ran, done, workspace);
+  const kept = await quarantine(workspace);
+  await quarantine(harness);
+  if ('workspace' in result) return { ...result, workspace: kept };
+  return result.kind === 'merged' ? { ...result, report } : result;
+}
+
+/** The agent's outcome, read from its workspace as data. */
+async function readResult(
+  o: AgentMergeInput,
+  ran: AgentRan,
+  done: { overDisk: boolean; timedOut: boolean; ok: boolean; exitCode: number },
+  workspace: string,
+): Promise<AgentMerge> {
   if (done.overDisk) return { ...ran, kind: 'over-disk', workspace };
   if (done.timedOut) return { ...ran, kind: 'timed-out', workspace };
   // STUCK.md first, read as data: a link or a device is not followed.
@@ -138,7 +155,7 @@ export async function mergeByAgent(o: AgentMergeInput): Promise<AgentMerge> {
       // Only the agent's own objects are added (both sides are known): a merge's worth.
       maxRepoBytes: diskUsage(join(o.verify, 'objects')) + o.maxImportBytes,
     });
-    return { ...ran, kind: 'merged', merged, harness, said };
+    return { ...ran, kind: 'merged', merged, said, report: [] };
   } catch (err) {
     return {
       ...ran,

@@ -30,11 +30,13 @@ export async function findTrouble(forge: Forge, branch: string): Promise<Trouble
     (i) => i.title === troubleTitle(branch) && i.author.login === me,
   );
   if (!issue) return undefined;
-  const forkMd = FORKMD_LINE.exec(issue.body)?.[1];
+  // Only the host's lines, which come before any fenced text (the agent's words are in fences).
+  const own = issue.body.split(/^`{3,}/m)[0]!;
+  const forkMd = FORKMD_LINE.exec(own)?.[1];
   return {
     number: issue.number,
     url: issue.url,
-    upstream: UPSTREAM_LINE.exec(issue.body)?.[1],
+    upstream: UPSTREAM_LINE.exec(own)?.[1],
     forkMd: forkMd === 'none' ? '' : forkMd,
   };
 }
@@ -56,14 +58,13 @@ function troubleBody(r: TroubleReport): string {
   return [
     `forklift could not sync \`${r.branch}\` with upstream: **${r.outcome}**.`,
     '',
-    ...fenced('What happened:', plain(r.detail)),
-    ...(r.stuck ? fenced("The agent's STUCK.md (its words, unverified):", r.stuck) : []),
-    '',
     `- upstream commit: \`${r.upstream}\``,
     `- fork commit: \`${r.fork}\``,
     `- FORK.md: \`${r.forkMd || 'none'}\``,
     '',
-    `forklift tries again when upstream or FORK.md changes (or with \`forklift --force\`), and closes this issue when a sync PR is opened. ${r.hint}`,
+    `forklift tries again when upstream or FORK.md changes (or with \`forklift --force\`), and closes this issue when it syncs. ${r.hint}`,
+    ...fenced('What happened:', plain(r.detail)),
+    ...(r.stuck ? fenced("The agent's STUCK.md (its words, unverified):", r.stuck) : []),
   ].join('\n');
 }
 

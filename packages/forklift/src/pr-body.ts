@@ -1,6 +1,6 @@
 /** The sync PR's title and body: what was merged, how, and what the host checked. */
 import type { ForkWorkCheck } from './fork-work';
-import { fenced } from './propose';
+import { fenced, plain } from './propose';
 import type { TestRun, TreeCheck } from './verify';
 
 const list = (xs: string[]) =>
@@ -22,7 +22,8 @@ export interface SyncBody {
 export function syncBody(b: SyncBody): string {
   return [
     `forklift merged upstream \`${b.branch}\` into the fork's \`${b.branch}\` (${b.how}).`,
-    ...b.warnings.map((w) => `\n> **Warning:** ${w}`),
+    // Warnings hold git's and the forge's words: shown as text.
+    ...b.warnings.flatMap((w) => fenced('**Warning:**', plain(w))),
     '',
     `- upstream \`${b.branch}\`: \`${b.upstream}\``,
     `- fork \`${b.branch}\`: \`${b.fork}\``,
@@ -37,7 +38,7 @@ export function syncBody(b: SyncBody): string {
 
 /** What the fork-work check found, for the PR body (paths are anyone's bytes: fenced). */
 export function forkWorkProof(w: ForkWorkCheck): string[] {
-  const line = `- the fork's own changes (${w.checked} path${w.checked === 1 ? '' : 's'} since the merge base) were looked for in the result, file by file and change by change: none is undone`;
+  const line = `- the fork's own changes (${w.checked} path${w.checked === 1 ? '' : 's'} since the merge base) were looked for in the result, file by file and change by change: none was found undone (a check of files and lines, not of what the code means)`;
   if (!w.reworked.length) return [line];
   return [
     line,

@@ -26,15 +26,18 @@ export function plain(text: string): string {
 }
 
 /**
- * Push `sha` to the sync branch over what the forge has there now (nothing, or forklift's
- * own last push): a branch that moves between the look and the push is never
- * overwritten. From a repository of ours, the token in git's environment only.
+ * Push `sha` to the sync branch over what the forge has there now, only when that is
+ * nothing or `mayReplace` says it is forklift's (its own last push, or a commit already
+ * merged): someone else's commit there is never overwritten, and neither is a branch
+ * that moves between the look and the push (the lease). From a repository of ours, the
+ * token in git's environment only.
  */
 export async function pushSync(
   forge: Forge,
   repoDir: string,
   sha: string,
   branch: string,
+  mayReplace: (tip: string) => Promise<boolean>,
 ): Promise<void> {
   const remote = forge.gitRemote();
   if (!remote)
@@ -48,6 +51,11 @@ export async function pushSync(
         timeoutMs: 120_000,
       })
     ).split(/\s/)[0] ?? '';
+  if (now && now !== sha && !(await mayReplace(now)))
+    throw new BbError(
+      'CONFLICT',
+      `${branch} on the fork is at ${now.slice(0, 12)}, which forklift did not push: forklift replaces only its own pushes. Delete that branch (or close its pull request and delete it) to let forklift use it again`,
+    );
   await runGit(
     [
       '--git-dir',

@@ -13,6 +13,8 @@ export interface RunRecord {
   forkMd: string;
   runDir: string;
   stateFile: string;
+  /** Paths of the host's (run directory, checkout, home, state) kept out of what the fork's readers see. */
+  hostPaths: Record<string, string>;
   notify: boolean;
   warn: (line: string) => void;
 }
@@ -59,7 +61,7 @@ export async function recordRun(result: ForkliftResult, r: RunRecord): Promise<v
           branch: r.branch,
           outcome: result.outcome,
           // The host's paths are the operator's business, not the fork's readers'.
-          detail: result.detail.split(r.runDir).join('<run directory>'),
+          detail: scrub(result.detail, r.hostPaths),
           upstream: r.upstream,
           fork: r.fork,
           forkMd: r.forkMd,
@@ -72,5 +74,19 @@ export async function recordRun(result: ForkliftResult, r: RunRecord): Promise<v
   if (issue) result.issue = issue;
   // A failed run is retried every time; one that left the fork behind only when something changed.
   if ((TROUBLE as readonly string[]).includes(result.outcome))
-    writeState(r.stateFile, { ...seen, ...(issue ? { issue } : {}) });
+    writeState(r.stateFile, {
+      ...seen,
+      ...(issue ? { issue } : {}),
+      // A partial sync's PR is forklift's own push too.
+      ...(result.pr ? { pr: result.pr.number } : {}),
+      ...(result.pr && result.merged ? { head: result.merged } : {}),
+    });
+}
+
+/** `text` with each of the host's paths (longest first) replaced by its name. */
+export function scrub(text: string, paths: Record<string, string>): string {
+  let out = text;
+  for (const [path, name] of Object.entries(paths).sort((a, b) => b[0].length - a[0].length))
+    if (path.length > 1) out = out.split(path).join(name);
+  return out;
 }

@@ -10,15 +10,16 @@ import type { AgentChoice } from './agent';
 import { checkAgentResult } from './check-result';
 import { decide } from './decide';
 import { mergeByAgent } from './merge-agent';
+import { withoutBeyond } from './minimal';
 import { OUTCOMES, type Outcome } from './outcomes';
 import { findMergeablePrefix } from './partial';
 import { forkWorkProof, pathLists, syncBody, syncTitle, testsField, testsProof } from './pr-body';
 import { agentPrompt } from './prompt';
-import { fenced, plain, pushSync, readReport } from './propose';
-import { recordRun } from './record';
+import { fenced, plain, pushSync } from './propose';
+import { recordRun, scrub } from './record';
 import { forkForge, parseRemote, type RemoteRepo } from './remotes';
 import { recordSquash } from './squash';
-import { squashWarning, statePath, syncBranchFor } from './sync-state';
+import { ownHead, squashWarning, statePath, syncBranchFor } from './sync-state';
 import { parseForkMd, runTests, type TestRun } from './verify';
 import { prepareVerifyRepo } from './verify-repo';
 
@@ -205,8 +206,21 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     runDir,
   };
   const forge = (o.forgeFor ?? forkForge(o))(origin);
-  const stateFile = statePath(runsDir(o.env), project, branch);
+  const stateFile = statePath(
+    runsDir(o.env),
+    project,
+    branch,
+    `${origin.webBase}/${origin.owner}/${origin.repo}`,
+  );
   const notify = o.notify !== false;
+  // What the fork's readers never see of the host's (in issues and PR bodies).
+  const hostPaths: Record<string, string> = {
+    [runDir]: '<run directory>',
+    [runsDir(o.env)]: '<runs>',
+    [o.checkout]: '<checkout>',
+    [gitDir]: '<checkout>/.git',
+    ...(o.env['HOME'] ? { [o.env['HOME']]: '~' } : {}),
+  };
   /** The run's result, recorded (state, the fork's trouble issue) as its outcome says. */
   const done = async (
     r: Omit<ForkliftResult, 'durationMs' | keyof typeof base> & Partial<typeof base>,
@@ -225,6 +239,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
       forkMd,
       runDir,
       stateFile,
+      hostPaths,
       notify,
       warn,
     });
@@ -253,7 +268,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
       warn,
     });
     if ('outcome' in decided) return done(decided);
-    const { prs } = decided;
+    const { prs, state } = decided;
     // The fork's rules as its maintainer wrote them on origin: the agent's copy of FORK.md counts for nothing.
     const forkMdText = forkMd ? await host(['cat-file', 'blob', forkMd]).catch(() => '') : '';
     const rules = parseForkMd(forkMdText);
@@ -287,27 +302,38 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     // The fork's side: its branch, or forklift's record that a squash-merged sync PR took upstream's changes.
     let fork = published;
     let recorded: string | undefined;
-    if (prs.merged && !(await ancestor(prs.merged.head.sha, published))) {
-      const repair = await recordSquash({
-        pr: prs.merged,
+    // The newest merged sync PR (or, its branch gone, the last one forklift opened).
+    const lastMerged =
+      prs.merged ??
+      (state?.pr && !prs.open
+        ? await forge.readPr(state.pr).then(
+            (p) => (p.merged ? p : undefined),
+            () => undefined,
+          )
+        : undefined);
+    if (lastMerged) {
+      const found = await recordSquash({
+        pr: lastMerged,
         forge,
         verify: verify(),
         branch,
         published,
         upstream,
-        ancestor,
         commitTree,
       }).catch((err) => {
-        warn(
-          `PR #${prs.merged!.number} was merged without its history (squash or rebase), and forklift could not record it (${errorMessage(err)}): this merge may redo its conflicts. Merge forklift's PRs with a merge commit.`,
+        say(
+          `could not read PR #${lastMerged.number}'s head to check how it merged: ${errorMessage(err)}`,
         );
-        return undefined;
+        return { kind: 'none' as const };
       });
-      if (repair) {
-        fork = repair.commit;
-        recorded = `- recorded upstream \`${short(repair.upstream)}\` as merged (PR #${prs.merged.number} was squash-merged; the fork's files are unchanged by that commit)`;
-        warn(squashWarning(prs.merged, short(repair.upstream)));
-      }
+      if (found.kind === 'recorded') {
+        fork = found.commit;
+        recorded = `- recorded upstream \`${short(found.upstream)}\` as merged (PR #${lastMerged.number} was merged without its history; merging that commit into \`${branch}\` changes no file, so the record changes none)`;
+        warn(squashWarning(lastMerged, short(found.upstream)));
+      } else if (found.kind === 'unrecordable')
+        warn(
+          `PR #${lastMerged.number} was merged without its history (squash or rebase), and forklift cannot record it: ${found.why}. This merge meets upstream's commits up to ${short(found.upstream)} again. To record them by hand once ${branch} holds their changes: git merge -s ours ${found.upstream} on ${branch}. Merge forklift's PRs with a merge commit.`,
+        );
     }
     // Both sides are known to it (imported, as importHead counts): an import of the agent's
     // result adds only the agent's objects.
@@ -333,7 +359,20 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     };
     const testProof = (r: TestRun | undefined) => testsProof(rules.test, r);
     const propose = async (merged: string, how: string, proof: string[], upTo = upstream) => {
-      await pushSync(forge, verify(), merged, sync);
+      const own = ownHead(state, prs.open);
+      await pushSync(
+        forge,
+        verify(),
+        merged,
+        sync,
+        async (tip) =>
+          tip === own ||
+          // A tip already in the fork's branch (a merged sync) loses nothing when replaced.
+          (await verifyGit(['merge-base', '--is-ancestor', tip, published]).then(
+            () => true,
+            () => false,
+          )),
+      );
       pushed = sync;
       const body = syncBody({
         branch,
@@ -469,7 +508,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         `a partial sync: upstream up to \`${short(p.commit)}\`, ${p.taken} of its ${p.total} commits, by the host with no agent`,
         [
           `- partial: the whole of upstream \`${branch}\` (\`${upstream}\`) could not be merged (${r.outcome}); this merges its first ${p.taken} of ${p.total} first-parent commits without a conflict${rules.test ? ", and the fork's tests passed on it" : ''}`,
-          ...fenced('What blocks the rest:', plain(r.detail.split(runDir).join('<run directory>'))),
+          ...fenced('What blocks the rest:', plain(scrub(r.detail, hostPaths))),
           ...fenced(
             'The first upstream commit not taken (its subject, as upstream wrote it):',
             `${p.blocker.commit} ${plain(p.blocker.subject)}`,
@@ -532,11 +571,30 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     const tested = await tests(merged, "the agent's merge");
     if (tested && !tested.ok)
       return failed(
-        `the fork's tests ${tested.timedOut ? 'timed out' : `fail (exit ${tested.exitCode})`} on the agent's merge (${short(merged)}): see ${join(runDir, 'tested')}`,
+        `the fork's tests ${tested.timedOut ? 'timed out' : `fail (exit ${tested.exitCode})`} on the agent's merge (${short(merged)}): its output ends\n${tested.tail.split('\n').slice(-10).join('\n')}`,
         { ...beyond, ...testsField(tested) },
       );
+    // Changes beyond the conflicts are taken only when the tests need them.
+    if (tested && check.beyond.length) {
+      const without = await withoutBeyond({
+        gitDir: verify(),
+        merged,
+        autoTree: check.autoTree,
+        paths: check.beyond,
+        index: join(runDir, 'minimal.index'),
+      });
+      const needed = await tests(without, 'the result without its changes beyond the conflicts');
+      if (needed?.ok)
+        return failed(
+          `the agent changed ${check.beyond.slice(0, 5).join(', ')}${check.beyond.length > 5 ? ', …' : ''} beyond the merge's conflicts, and the fork's tests pass without those changes: forklift proposes no change the merge does not need`,
+          { ...beyond, ...testsField(tested) },
+        );
+    }
     const pr = await propose(merged, 'merged by an agent, verified by the host', [
       ...testProof(tested),
+      ...(tested && check.beyond.length
+        ? ["- the changes beyond the conflicts are needed: the fork's tests fail without them"]
+        : []),
       ...(tested
         ? [
             "- the test files are the result's: what `protect:` in FORK.md names is the fork's or upstream's, the rest may be the agent's",
@@ -544,7 +602,7 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
         : []),
       ...forkWorkProof(work),
       ...pathLists(check),
-      ...readReport(a.harness),
+      ...a.report,
     ]);
     return done({
       ...ran,

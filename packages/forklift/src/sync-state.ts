@@ -3,6 +3,7 @@
  * sync PR on it, and the last run's result kept in forklift's state directory
  * (recoverable from the forge alone: the PR's branch, or the trouble issue).
  */
+import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { isBbError } from '@bb/errors';
@@ -31,9 +32,30 @@ export interface SyncState {
   issue?: number;
 }
 
-/** `$XDG_STATE_HOME/forklift/state/<project>@<branch>.json`, beside the runs. */
-export function statePath(runs: string, project: string, branch: string): string {
-  return join(dirname(runs), 'state', `${project}@${branch.replace(/\//g, '%2F')}.json`);
+/**
+ * `$XDG_STATE_HOME/forklift/state/<project>@<branch>-<hash>.json`, beside the runs; the
+ * hash of the fork's own URL keeps two forks of the same name on two forges apart.
+ */
+export function statePath(runs: string, project: string, branch: string, forkUrl: string): string {
+  const id = createHash('sha256').update(forkUrl).digest('hex').slice(0, 10);
+  return join(dirname(runs), 'state', `${project}@${branch.replace(/\//g, '%2F')}-${id}.json`);
+}
+
+export const isSha = (s: unknown): s is string =>
+  typeof s === 'string' && /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(s);
+
+/**
+ * The commit forklift last pushed to the sync branch: kept in the state, or (the state
+ * lost) the `result:` line forklift wrote into the open sync PR's description.
+ */
+export function ownHead(
+  state: SyncState | undefined,
+  open: PullRequest | undefined,
+): string | undefined {
+  if (state?.head && (!open || state.pr === undefined || state.pr === open.number))
+    return state.head;
+  const said = open && /^- result: `([0-9a-f]{40,64})`$/m.exec(open.body)?.[1];
+  return isSha(said) ? said : undefined;
 }
 
 export function readState(path: string): SyncState | undefined {
@@ -68,7 +90,11 @@ export async function findSyncPrs(
   warn: (line: string) => void,
 ): Promise<SyncPrs> {
   try {
-    const prs = await forge.findPrs({ head, base, state: 'all' });
+    // forklift's own PRs only: the token's user opened every one of them.
+    const me = await forge.whoami().catch(() => undefined);
+    const prs = (await forge.findPrs({ head, base, state: 'all' })).filter(
+      (p) => (!me || p.author.login === me) && isSha(p.head.sha),
+    );
     return { open: prs.find((p) => p.state === 'open'), merged: prs.find((p) => p.merged) };
   } catch (err) {
     if (!isBbError(err, 'UNSUPPORTED')) throw err;

@@ -3,6 +3,7 @@ import { errorMessage } from '@bb/errors';
 import { AGENT_USER, type Backend } from '@bb/headless';
 import { chownTreeNoFollow, runGit, wallGitEnv } from '@bb/wall';
 import { runBounded, treeSize, watchDisk } from './disk';
+import { quarantine } from './quarantine';
 
 /**
  * What runs with the repository's secrets once a branch is pushed: CI workflows and
@@ -91,6 +92,8 @@ export interface TreeCheck {
   beyond: string[];
   /** Protected paths whose content in the result is no side's: the agent wrote them. */
   violations: string[];
+  /** The automatic merge's tree (conflicted paths hold their markers). */
+  autoTree: string;
 }
 
 /**
@@ -228,7 +231,7 @@ export async function checkTree(
   const named = violations.filter(
     (v) => !violations.some((w) => w !== v && unquotePath(w).startsWith(`${unquotePath(v)}/`)),
   );
-  return { conflicted, beyond, violations: named };
+  return { conflicted, beyond, violations: named, autoTree: tree };
 }
 
 export interface TestRun {
@@ -271,6 +274,7 @@ export async function runTests(o: {
       durationMs: Date.now() - t0,
     };
   rmSync(o.dir, { recursive: true, force: true });
+  rmSync(`${o.dir}.tar`, { force: true });
   mkdirSync(o.dir, { recursive: true, mode: 0o755 });
   await runGit(
     ['--git-dir', o.gitDir, '--work-tree', o.dir, 'read-tree', '-u', '--reset', o.commit],
@@ -320,5 +324,7 @@ export async function runTests(o: {
   } finally {
     disk.stop();
     await o.backend.destroy(id).catch(() => {});
+    // What the tests wrote is put away from the operator's git, as the agent's is.
+    await quarantine(o.dir);
   }
 }

@@ -16,6 +16,7 @@ const LIB = 'def greet(name):\n    return "hello " + name\n\ndef part():\n    re
 
 /** base → fork and base → upstream, then `result` written on a merge of the two. */
 function history(o: {
+  base?: Record<string, string>;
   fork: Record<string, string | null>;
   upstream: Record<string, string | null>;
   result: Record<string, string | null>;
@@ -49,6 +50,7 @@ function history(o: {
     'lib.py': LIB,
     README: 'the project\nmore text here\n',
     'old.txt': 'old file with words\n',
+    ...o.base,
   });
   git('commit', '-qm', 'base');
   const base = git('rev-parse', 'HEAD');
@@ -100,7 +102,50 @@ describe('checkForkWork', () => {
     });
     expect(r.reverted.sort()).toEqual([
       "README: upstream's version replaced the fork's change",
-      "lib.py: 1 of the fork's 1 change undone",
+      "lib.py: the fork's change is undone (the file is as before it)",
+    ]);
+  });
+
+  it("a fork's file moved whole to another path is a move, not a loss", async () => {
+    const feature = 'def feature():\n    return 1\n';
+    const r = await history({
+      fork: { 'feature.py': feature },
+      upstream: { README: 'changed upstream\nmore text here\n' },
+      result: { 'feature.py': null, 'plugins/feature.py': feature },
+    });
+    expect(r).toMatchObject({ reverted: [], reworked: ['feature.py'] });
+  });
+
+  it('finds what a sneaky result undoes: a path with a space, code commented out, a two-word change, a file brought back changed, a "++" line', async () => {
+    const cfg = 'name: app\nverify: false\nmode: fast\n';
+    const r = await history({
+      base: { 'my config.yml': cfg, 'flags.yml': cfg, 'notes.txt': 'intro words\nmore\n' },
+      fork: {
+        'my config.yml': 'name: app\nverify: true\nmode: fast\n',
+        'lib.py': `${LIB}\ndef guard(user):\n    if not user.admin: raise PermissionError(user)\n`,
+        'notes.txt': 'intro words\n++ keep this line of the fork\nmore\n',
+        'flags.yml': cfg.replace('verify: false', 'verify: strict'),
+        'old.txt': null,
+      },
+      upstream: {
+        'old.txt': 'old file with words, upstream\n',
+        'flags.yml': `${cfg}extra: upstream\n`,
+        'my config.yml': `${cfg}extra: upstream\n`,
+      },
+      result: {
+        'my config.yml': `${cfg}extra: upstream\n`.replace('verify: false', 'verify: false'),
+        'lib.py': `${LIB}\ndef guard(user):\n    # if not user.admin: raise PermissionError(user)\n    pass\n`,
+        'notes.txt': 'intro words\nmore\n',
+        'flags.yml': `${cfg}extra: upstream\n`,
+        'old.txt': 'old file with words, and the agent\n',
+      },
+    });
+    expect(r.reverted.map((x) => x.split(':')[0]).sort()).toEqual([
+      'flags.yml',
+      'lib.py',
+      'my config.yml',
+      'notes.txt',
+      'old.txt',
     ]);
   });
 

@@ -363,7 +363,8 @@ export class GiteaForge extends Forge {
       if (
         p.head.ref === query.head &&
         p.base.ref === query.base &&
-        (p.head.repo?.full_name ?? full).toLowerCase() === full
+        // A head whose repository is not named (a deleted fork) is not this one's.
+        (p.head.repo?.full_name ?? '').toLowerCase() === full
       )
         out.push(toPullRequest(p));
       // A closed sync PR older than the last 500 of its base is history, not state.

@@ -32,7 +32,8 @@ export async function withoutBeyond(o: {
       if (entry) {
         const [mode, , blob] = entry.split('\t')[0]!.split(' ');
         await git(['update-index', '--add', '--cacheinfo', `${mode},${blob},${path}`]);
-      } else await git(['update-index', '--force-remove', '--', path]);
+      } else
+        await git(['rm', '--cached', '--quiet', '--ignore-unmatch', '--', `:(literal)${path}`]);
     }
     const tree = (await git(['write-tree'])).trim();
     return (

@@ -57,9 +57,16 @@ describe.skipIf(!docker.ok)('real Docker: bad input', () => {
     const err = await backend.create(spec).catch((e) => e);
     expect(err.code).toBe('NOT_FOUND');
     expect(err.message).toMatch(
-      /image bb-no-such-image:never is not on this Docker engine: build it/,
+      /image bb-no-such-image:never is not on this Docker engine: build or pull it/,
     );
     expect(await backend.list({ 'bb.slug': spec.labels['bb.slug']! })).toEqual([]);
+    // One of bot-bottle's own images: the script that builds it is named.
+    const ours = await backend
+      .create(agent('true', { image: 'forklift/kitchen-sink:bb-test-missing' }))
+      .catch((e) => e);
+    expect(ours.message).toMatch(
+      /forklift\/kitchen-sink:bb-test-missing is not on this Docker engine: build it with sh scripts\/build-kitchen-sink-image\.sh/,
+    );
   });
 
   it('a Docker engine that does not answer is BACKEND_UNAVAILABLE, naming DOCKER_HOST', async () => {

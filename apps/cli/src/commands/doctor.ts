@@ -120,6 +120,7 @@ async function engineChecks(io: CliIo, docker: Backend): Promise<DoctorCheck[]> 
     }
   } else {
     checks.push({ check: 'base image', ok: null, detail: 'skipped: no Docker engine' });
+    checks.push({ check: 'forklift image', ok: null, detail: 'skipped: no Docker engine' });
   }
 
   return checks;

@@ -116,16 +116,34 @@ function installWithDeps(name: string, modules: string, done = new Set<string>()
   })) {
     if (range.startsWith('workspace:')) installWithDeps(dep.replace('@bb/', ''), modules, done);
     else if (!existsSync(join(modules, dep))) {
-      let found: string;
-      try {
-        found = realpathSync(dirname(req.resolve(`${dep}/package.json`)));
-      } catch {
-        continue; // an optional peer this repository does not install
-      }
+      const found = packageDir(req, dep);
+      if (!found) continue; // an optional peer this repository does not install
       mkdirSync(dirname(join(modules, dep)), { recursive: true });
       symlinkSync(found, join(modules, dep), 'dir');
     }
   }
+}
+
+/** Where `dep` is installed, from its package.json, or (a package that exports no package.json) from its entry. */
+function packageDir(req: NodeRequire, dep: string): string | undefined {
+  try {
+    return realpathSync(dirname(req.resolve(`${dep}/package.json`)));
+  } catch {}
+  let entry: string;
+  try {
+    entry = realpathSync(req.resolve(dep));
+  } catch {
+    return undefined;
+  }
+  for (let d = dirname(entry); d !== dirname(d); d = dirname(d)) {
+    const manifest = join(d, 'package.json');
+    if (
+      existsSync(manifest) &&
+      (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === dep
+    )
+      return d;
+  }
+  return undefined;
 }
 
 function runOutside(project: string, modules: string) {

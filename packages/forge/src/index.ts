@@ -40,6 +40,16 @@ export {
 export { GiteaForge, type GiteaForgeOptions } from './gitea/gitea-forge';
 export { GITEA_HOOK_EVENTS, GiteaSite, giteaKind, legacyForgeWiring } from './gitea/kind';
 export { parseGiteaWebhook, verifyGiteaWebhook } from './gitea/webhooks';
+export { type GitHubClient, type GitHubClientOptions, gitHubClient } from './github/client';
+export { GitHubForge, type GitHubForgeOptions } from './github/github-forge';
+export {
+  GITHUB_API_VAR,
+  GITHUB_HOOK_EVENTS,
+  GITHUB_WEB_VAR,
+  GitHubSite,
+  githubKind,
+} from './github/kind';
+export { parseGitHubWebhook, verifyGitHubWebhook } from './github/webhooks';
 export {
   BOTTLE_BRANCH,
   checkBottleBranch,

@@ -1,4 +1,5 @@
 import { giteaKind } from './gitea/kind';
+import { githubKind } from './github/kind';
 import { type ForgeKind, ForgeKindRegistry } from './kind';
 
 /**
@@ -7,6 +8,7 @@ import { type ForgeKind, ForgeKindRegistry } from './kind';
  */
 export const forgeKinds = new ForgeKindRegistry(giteaKind.name);
 forgeKinds.register(giteaKind);
+forgeKinds.register(githubKind);
 forgeKinds.seal();
 
 /**

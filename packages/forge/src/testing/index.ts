@@ -7,6 +7,8 @@
  * - `MemoryForge`: a complete in-memory forge.
  * - `createGiteaTestServer({ world })`: a Gitea-compatible server on loopback
  *   (REST subset, git smart HTTP via `git http-backend`, signed webhooks).
+ * - `createGitHubTestServer({ world })`: a GitHub-compatible server on loopback
+ *   (REST v3 subset in GitHub's published shapes, git smart HTTP), on the same world.
  */
 
 export * from '../test-server';
@@ -16,6 +18,12 @@ export {
   type ForgeConformanceWorld,
   type WebhookFixture,
 } from './conformance';
+export {
+  createGitHubTestServer,
+  type GitHubExchange,
+  GitHubTestServer,
+  type GitHubTestServerOptions,
+} from './github-server/server';
 export {
   MEMORY_SIGNATURE_HEADER,
   MemoryForge,

@@ -1,0 +1,178 @@
+import { BbError } from '@bb/errors';
+import { header, type WebhookHeaders } from '../events';
+import {
+  defaultBottleBranches,
+  type ForgeKind,
+  type ForgeSite,
+  type HookRequest,
+  type RepoName,
+  type WebTarget,
+} from '../kind';
+import { gitHubClient, gitHubError } from './client';
+import { GitHubForge } from './github-forge';
+import { parseGitHubWebhook, verifyGitHubWebhook } from './webhooks';
+
+/** The events the orchestrator acts on. */
+export const GITHUB_HOOK_EVENTS = [
+  'issues',
+  'issue_comment',
+  'pull_request',
+  'pull_request_review',
+  'pull_request_review_comment',
+];
+
+/** The variables naming a GitHub: its REST API, and its web root (clone URLs, pages). */
+export const GITHUB_API_VAR = 'FORGE_GITHUB_API';
+export const GITHUB_WEB_VAR = 'FORGE_GITHUB_URL';
+
+const DEFAULT_API = 'https://api.github.com';
+const DEFAULT_WEB = 'https://github.com';
+
+function url(name: string, v: string): string {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new BbError(
+      'INVALID_INPUT',
+      `${name} ${JSON.stringify(v)} is not a URL: e.g. ${name === GITHUB_API_VAR ? DEFAULT_API : DEFAULT_WEB}`,
+    );
+  }
+  if (u.protocol !== 'https:' && !['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname))
+    throw new BbError('INVALID_INPUT', `${name} ${v} must be https (plain http only to loopback)`);
+  return v.replace(/\/+$/, '');
+}
+
+const enc = (s: string) => encodeURIComponent(s);
+
+/** One GitHub: github.com, or an Enterprise Server (its API at <web>/api/v3). */
+export class GitHubSite implements ForgeSite {
+  readonly kind = 'github';
+  readonly location: string;
+
+  constructor(
+    readonly apiUrl: string,
+    readonly webUrl_: string,
+  ) {
+    this.location = apiUrl;
+  }
+
+  env(): Record<string, string> {
+    return { [GITHUB_API_VAR]: this.apiUrl, [GITHUB_WEB_VAR]: this.webUrl_ };
+  }
+
+  forgeFor(target: RepoName & { token?: string | undefined }): GitHubForge {
+    return new GitHubForge({ ...target, apiUrl: this.apiUrl, webUrl: this.webUrl_ });
+  }
+
+  async whoami(token: string): Promise<string> {
+    try {
+      return (await gitHubClient({ apiUrl: this.apiUrl, token }).rest.users.getAuthenticated()).data
+        .login;
+    } catch (err) {
+      throw gitHubError(err, 'the token user');
+    }
+  }
+
+  async repositories(token: string, named: readonly RepoName[]): Promise<RepoName[]> {
+    const client = gitHubClient({ apiUrl: this.apiUrl, token });
+    const out: RepoName[] = [];
+    const all = async (route: string, params: Record<string, unknown>) => {
+      for await (const page of client.paginate.iterator(route, { per_page: 100, ...params }))
+        for (const r of page.data as Array<{ name: string; owner: { login: string } }>)
+          out.push({ owner: r.owner.login, repo: r.name });
+    };
+    try {
+      if (named.length === 0) await all('GET /user/repos', {});
+      for (const r of named)
+        if (r.repo === '*') await all('GET /orgs/{org}/repos', { org: r.owner });
+        else out.push({ owner: r.owner, repo: r.repo });
+    } catch (err) {
+      throw gitHubError(err, 'the repositories');
+    }
+    return out;
+  }
+
+  cloneUrl(target: RepoName): string {
+    return `${this.webUrl_}/${enc(target.owner)}/${enc(target.repo)}.git`;
+  }
+
+  webUrl(target: WebTarget): string {
+    const repo = `${this.webUrl_}/${enc(target.owner)}/${enc(target.repo)}`;
+    if ('issue' in target) return `${repo}/issues/${target.issue}`;
+    if ('pr' in target) return `${repo}/pull/${target.pr}`;
+    return repo;
+  }
+
+  async installHook(token: string, hook: HookRequest): Promise<string> {
+    // The route is one of two, chosen at run time: requested untyped.
+    const request = gitHubClient({ apiUrl: this.apiUrl, token }).request as unknown as (
+      route: string,
+      params: Record<string, unknown>,
+    ) => Promise<{ data: unknown }>;
+    const [owner = '', repo] = hook.target.split('/');
+    const config = { url: hook.url, content_type: 'json', secret: hook.secret, insecure_ssl: '0' };
+    const route = repo ? '/repos/{owner}/{repo}/hooks' : '/orgs/{org}/hooks';
+    const params: Record<string, string> = repo ? { owner, repo } : { org: owner };
+    try {
+      const { data: hooks } = await request(`GET ${route}`, params);
+      const existing = (hooks as Array<{ id: number; config: { url?: string } }>).find(
+        (h) => h.config.url === hook.url,
+      );
+      const body = { config, events: GITHUB_HOOK_EVENTS, active: true };
+      if (existing) {
+        await request(`PATCH ${route}/{hook_id}`, {
+          ...params,
+          hook_id: existing.id,
+          ...body,
+        });
+        return `updated webhook ${existing.id} of ${hook.target}: ${hook.url}, events ${GITHUB_HOOK_EVENTS.join(', ')}`;
+      }
+      const { data: made } = await request(`POST ${route}`, {
+        ...params,
+        name: 'web',
+        ...body,
+      });
+      return `created webhook ${(made as { id: number }).id} of ${hook.target}: ${hook.url}, events ${GITHUB_HOOK_EVENTS.join(', ')}`;
+    } catch (err) {
+      throw gitHubError(err, `the webhooks of ${hook.target}`);
+    }
+  }
+}
+
+/** The site of a GitHub whose web pages are at `webBase`: github.com's API is api.github.com, a server's is <web>/api/v3. */
+function siteAt(webBase: string): GitHubSite {
+  const web = url(GITHUB_WEB_VAR, webBase);
+  return new GitHubSite(new URL(web).host === 'github.com' ? DEFAULT_API : `${web}/api/v3`, web);
+}
+
+/** GitHub: `FORGE_KIND=github`, configured by `FORGE_GITHUB_API` and `FORGE_GITHUB_URL` (github.com's by default). */
+export const githubKind: ForgeKind = {
+  name: 'github',
+  summary:
+    'GitHub or GitHub Enterprise Server; FORGE_GITHUB_API is its REST API (default https://api.github.com), FORGE_GITHUB_URL its web root (default https://github.com)',
+  fromEnv: (env) => {
+    const api = env[GITHUB_API_VAR];
+    const web = env[GITHUB_WEB_VAR];
+    if (!api && web) return siteAt(web);
+    return new GitHubSite(
+      url(GITHUB_API_VAR, api || DEFAULT_API),
+      url(GITHUB_WEB_VAR, web || DEFAULT_WEB),
+    );
+  },
+  siteAt,
+  ownsUrl: (webBase) => {
+    try {
+      return new URL(webBase).host === 'github.com';
+    } catch {
+      return false;
+    }
+  },
+  webhook: {
+    path: '/webhooks/github',
+    deliveryId: (headers: WebhookHeaders) => header(headers, 'x-github-delivery'),
+    verify: verifyGitHubWebhook,
+    parse: parseGitHubWebhook,
+  },
+  ...defaultBottleBranches,
+};

@@ -1,0 +1,269 @@
+/**
+ * A GitHub-compatible server for tests: GitHub's REST v3 for what bot-bottle uses, at
+ * `<url>/api/v3` (as an Enterprise Server has it), with GitHub's status codes, errors,
+ * pagination (`Link`) and JSON shapes (GitHub's own published examples with the world's
+ * values over them), token auth (`token`/`Bearer`, and git's Basic `x-access-token`), and
+ * git smart HTTP through the real `git http-backend`. Its world is the Gitea-compatible
+ * server's (people, repositories, issues, PRs, reviews, git), so both answer alike.
+ * No webhooks yet. Listens on loopback only.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ApiError } from '../gitea-server/api-core';
+import type { GiteaWorldSeed, IssueModel, RepoModel } from '../gitea-server/model';
+import { createGiteaTestServer, type GiteaTestServer } from '../gitea-server/server';
+import { type GhRequest, GITHUB_ROUTES, notFound } from './routes';
+import { encode, type GhContext } from './shapes';
+
+export interface GitHubExchange {
+  method: string;
+  /** GitHub's OpenAPI path template that matched, e.g. `/repos/{owner}/{repo}/issues/{issue_number}`. */
+  template: string;
+  path: string;
+  status: number;
+  body: unknown;
+}
+
+export interface GitHubTestServerOptions {
+  world?: GiteaWorldSeed;
+  /** @default '127.0.0.1' */
+  host?: string;
+  onResponse?: (x: GitHubExchange) => void;
+}
+
+export class GitHubTestServer {
+  /** The world, shared with a Gitea-compatible server (its own URL unused here). */
+  readonly gitea: GiteaTestServer;
+  #server: Server | undefined;
+  #base = '';
+  readonly #options: GitHubTestServerOptions;
+
+  private constructor(gitea: GiteaTestServer, options: GitHubTestServerOptions) {
+    this.gitea = gitea;
+    this.#options = options;
+  }
+
+  static async start(options: GitHubTestServerOptions = {}): Promise<GitHubTestServer> {
+    const gitea = await createGiteaTestServer({ world: options.world ?? {} });
+    const s = new GitHubTestServer(gitea, options);
+    const server = createServer((req, res) => void s.#handle(req, res));
+    s.#server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, options.host ?? '127.0.0.1', () => resolve());
+    });
+    s.#base = `http://${options.host ?? '127.0.0.1'}:${(server.address() as AddressInfo).port}`;
+    return s;
+  }
+
+  /** The web root (clone URLs, pages), e.g. http://127.0.0.1:41234. */
+  get url(): string {
+    return this.#base;
+  }
+  /** The REST API, e.g. http://127.0.0.1:41234/api/v3. */
+  get apiUrl(): string {
+    return `${this.#base}/api/v3`;
+  }
+  cloneUrl(fullName: string): string {
+    return `${this.#base}/${fullName}.git`;
+  }
+  get git() {
+    return this.gitea.git;
+  }
+  issue(fullName: string, n: number): IssueModel {
+    return this.gitea.issue(fullName, n);
+  }
+  /** Merge PR `n` as `as`: with a merge commit, or squashed. */
+  mergePr(as: string, fullName: string, n: number, style?: 'merge' | 'squash') {
+    return this.gitea.mergePr(as, fullName, n, style);
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) =>
+      this.#server ? this.#server.close(() => resolve()) : resolve(),
+    );
+    await this.gitea.close();
+  }
+
+  get #ctx(): GhContext {
+    return { api: this.apiUrl, web: this.#base, user: (l) => this.gitea.world.user(l) };
+  }
+
+  /** The user of the request's token; null with none; 401 for a bad one. */
+  #authenticate(req: IncomingMessage): string | null {
+    const auth = req.headers.authorization;
+    if (!auth) return null;
+    const [scheme, value] = auth.split(' ');
+    let token: string | undefined;
+    if (/^(token|bearer)$/i.test(scheme ?? '')) token = value;
+    else if (/^basic$/i.test(scheme ?? '') && value) {
+      const [user, pass] = Buffer.from(value, 'base64').toString('utf8').split(':');
+      token = pass || user;
+    }
+    const login = token ? this.gitea.tokens.get(token) : undefined;
+    if (!login)
+      throw new ApiError(401, {
+        message: 'Bad credentials',
+        documentation_url: 'https://docs.github.com/rest',
+        status: '401',
+      });
+    return login;
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', this.#base);
+    try {
+      const git =
+        /^\/([^/]+)\/([^/]+?)(?:\.git)?\/(info\/refs|git-upload-pack|git-receive-pack)$/.exec(
+          url.pathname,
+        );
+      if (git) return await this.#git(req, res, git[1]!, git[2]!, git[3]!, url);
+      if (!url.pathname.startsWith('/api/v3/')) {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+        return;
+      }
+      await this.#api(req, res, url);
+    } catch (err) {
+      if (!res.headersSent)
+        res
+          .writeHead(500, { 'content-type': 'application/json' })
+          .end('{"message":"Server Error"}\n');
+      if (!(err instanceof ApiError)) console.error('[github-test-server]', err);
+    }
+  }
+
+  async #api(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    const method = req.method ?? 'GET';
+    const path = url.pathname.slice('/api/v3'.length);
+    let template = '';
+    let status = 200;
+    let body: unknown = null;
+    let headers: Record<string, string> = {};
+    try {
+      const user = this.#authenticate(req);
+      let found:
+        | { route: (typeof GITHUB_ROUTES)[number]; params: Record<string, string> }
+        | undefined;
+      for (const route of GITHUB_ROUTES) {
+        if (route.method !== method) continue;
+        const m = route.re.exec(path);
+        if (m) {
+          found = {
+            route,
+            params: Object.fromEntries(
+              Object.entries(m.groups ?? {}).map(([k, v]) => [k, decodeURIComponent(v)]),
+            ),
+          };
+          break;
+        }
+      }
+      if (!found) throw notFound();
+      template = found.route.template;
+      const r: GhRequest = {
+        method,
+        url,
+        params: found.params,
+        user,
+        ctx: this.#ctx,
+        world: this.gitea.world,
+        needUser: () => {
+          if (!user)
+            throw new ApiError(401, {
+              message: 'Requires authentication',
+              documentation_url: 'https://docs.github.com/rest',
+              status: '401',
+            });
+          return user;
+        },
+        repo: () => {
+          const repo = this.gitea.world.repos.get(
+            `${found!.params['owner']}/${found!.params['repo']}`,
+          );
+          if (!repo) throw notFound();
+          return repo;
+        },
+        json: () => readJson(req),
+      };
+      const answer = await found.route.handle(r);
+      status = answer.status ?? 200;
+      body = answer.body ?? null;
+      headers = answer.headers ?? {};
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      status = err.status;
+      body = err.body;
+      headers = err.headers;
+    }
+    this.#options.onResponse?.({ method, template, path, status, body });
+    if (body === null) {
+      res.writeHead(status, headers).end();
+      return;
+    }
+    res
+      .writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers })
+      .end(encode(body));
+  }
+
+  async #git(
+    req: IncomingMessage,
+    res: ServerResponse,
+    owner: string,
+    name: string,
+    what: string,
+    url: URL,
+  ) {
+    const repo: RepoModel | undefined = this.gitea.world.repos.get(`${owner}/${name}`);
+    if (!repo) {
+      res.writeHead(404).end();
+      return;
+    }
+    const push =
+      what === 'git-receive-pack' || url.searchParams.get('service') === 'git-receive-pack';
+    let user: string | null = null;
+    try {
+      user = this.#authenticate(req);
+    } catch {
+      user = null;
+    }
+    if (push && !user) {
+      res.writeHead(401, { 'www-authenticate': 'Basic realm="GitHub"' }).end();
+      return;
+    }
+    if (push && user && !this.gitea.world.canWrite(repo, user)) {
+      res.writeHead(403).end();
+      return;
+    }
+    const before = what === 'git-receive-pack' ? await this.git.branches(repo.gitDir) : undefined;
+    await this.git.serveHttp(
+      req,
+      res,
+      `/${owner}/${name}.git/${what}`,
+      url.search.slice(1),
+      user ?? undefined,
+    );
+    if (before && user) await this.gitea.world.afterPush(repo, before, user);
+  }
+}
+
+async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  if (!chunks.length) return {};
+  try {
+    const v = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    if (typeof v === 'object' && v !== null && !Array.isArray(v))
+      return v as Record<string, unknown>;
+  } catch {}
+  throw new ApiError(400, {
+    message: 'Problems parsing JSON',
+    documentation_url: 'https://docs.github.com/rest',
+    status: '400',
+  });
+}
+
+/** Start a GitHub-compatible test server on loopback. */
+export function createGitHubTestServer(
+  options: GitHubTestServerOptions = {},
+): Promise<GitHubTestServer> {
+  return GitHubTestServer.start(options);
+}

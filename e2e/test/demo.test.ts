@@ -50,6 +50,19 @@ describe.skipIf(!docker.ok)('bb demo', () => {
     expect(existsSync(home)).toBe(false);
   }, 180_000);
 
+  it('--forge github tells the same story on the GitHub-compatible server, its API and webhooks', async () => {
+    const run = bb(['demo', '--forge', 'github']);
+    expect(await run.exit, `${run.out.stdout}\n${run.out.stderr}`).toBe(0);
+    const text = run.out.stdout;
+    expect(text).toContain('A GitHub-compatible server and the orchestrator are up.');
+    expect(text).toMatch(/webhook http:\/\/127\.0\.0\.1:\d+\/webhooks\/github/);
+    expect(text).toMatch(/PR #2: "Add a greeting" from branch bb\/demo-1/);
+    expect(text).toMatch(/\/acme\/widgets\/pull\/2#issuecomment-\d+/);
+    expect(text).toContain('same session: yes');
+    expect(text).toContain('containers left: 0');
+    expect(text).toMatch(/verification of demo-[a-z0-9]{5}'s chain \(key [0-9a-f]{16}\): OK/);
+  }, 180_000);
+
   it('--agent claude tells the same story with the real Claude Code CLI and a scripted model', async (ctx) => {
     const hasAgents = await new Promise<boolean>((r) =>
       spawn('docker', ['image', 'inspect', 'bb-agents:latest'], { stdio: 'ignore' }).once(

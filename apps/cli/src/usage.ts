@@ -1,10 +1,11 @@
 // Each command's usage text, kept apart from the commands so `bb --help` loads nothing else.
 
-export const DEMO_USAGE = `Usage: bb demo [--keep] [--agent script|claude] [--backend docker|local]
+export const DEMO_USAGE = `Usage: bb demo [--keep] [--agent script|claude] [--backend docker|local] [--forge gitea|github]
 
 Run the whole bot-bottle story on this machine, narrated, with nothing to set
-up: a Gitea-compatible test server and the orchestrator in this process, state in
-a temporary BB_HOME, and a scripted agent in a real Docker bottle.
+up: a Gitea-compatible (or, --forge github, GitHub-compatible) test server and
+the orchestrator in this process, state in a temporary BB_HOME, and a scripted
+agent in a real Docker bottle.
 
   1. alice files an issue labelled bot-bottle:demo and assigns it to the bot
   2. the webhook launches a bottle; the agent reads the issue, comments,
@@ -24,6 +25,8 @@ Options:
                       scripts/build-agents-image.sh) driven by a scripted model
                       API, its key held by the credential proxy
   --backend NAME      docker or local (default: docker when available)
+  --forge KIND        gitea (default) or github: which forge's test server, API
+                      and webhooks the story runs on
   -h, --help          show this help
 `;
 

@@ -120,6 +120,22 @@ export class LabForge extends Forge {
   permissionOf(user: string): Promise<Permission> {
     return this.#rpc('permissionOf', user);
   }
+  override findPrs(query: {
+    head: string;
+    base: string;
+    state?: 'open' | 'all';
+  }): Promise<PullRequest[]> {
+    return this.#rpc('findPrs', query);
+  }
+  override openIssue(input: { title: string; body: string }): Promise<Issue> {
+    return this.#rpc('openIssue', input);
+  }
+  override closeIssue(n: number): Promise<void> {
+    return this.#rpc('closeIssue', n);
+  }
+  override whoami(): Promise<string> {
+    return this.#rpc('whoami');
+  }
   override gitRemote(): GitRemote {
     return {
       url: `${this.root}/git/${encodeURIComponent(this.owner)}/${encodeURIComponent(this.repo)}.git`,

@@ -40,6 +40,10 @@ const METHODS = new Set([
   'readReviews',
   'readReviewComments',
   'permissionOf',
+  'findPrs',
+  'openIssue',
+  'closeIssue',
+  'whoami',
 ]);
 
 const STATUS: Record<string, number> = {
@@ -234,7 +238,7 @@ export class LabServer {
     for await (const chunk of req) text += chunk;
     const { args } = JSON.parse(text || '{"args":[]}') as { args: unknown[] };
     const forge = this.#as(user, owner, repo);
-    if (method === 'openPr' || method === 'postComment' || method === 'updateDescription') {
+    if (['openPr', 'postComment', 'updateDescription', 'closeIssue'].includes(method)) {
       const perm = await forge.permissionOf(user);
       if (perm !== 'write' && perm !== 'admin')
         return send(403, { error: { message: `${user} may not write to ${owner}/${repo}` } });

@@ -1,8 +1,8 @@
 /**
  * @module
- * `@bb/forge/test-server`: the Gitea-compatible test server alone, without the
- * vitest-based conformance suite, for programs (such as `bb demo`) that run it
- * outside a test runner. Loopback only; a double of Gitea, not a forge to use.
+ * `@bb/forge/test-server`: the Gitea- and GitHub-compatible test servers alone,
+ * without the vitest-based conformance suite, for programs (such as `bb demo`) that
+ * run them outside a test runner. Loopback only; doubles, not forges to use.
  */
 export { type AcmeWorldOptions, acmeWorld } from './testing/gitea-server/acme-world';
 export { type Delivery, eventHeader } from './testing/gitea-server/hooks';
@@ -24,3 +24,11 @@ export {
   type NewIssue,
   type TestHookOptions,
 } from './testing/gitea-server/server';
+export {
+  createGitHubTestServer,
+  type GitHubDelivery,
+  type GitHubExchange,
+  type GitHubHook,
+  GitHubTestServer,
+  type GitHubTestServerOptions,
+} from './testing/github-server/server';

@@ -3,7 +3,12 @@
 // description; its templates are checked to be GitHub's current examples.
 import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { extractTemplates, TEMPLATES_FILE } from '../scripts/github-templates';
+import {
+  extractTemplates,
+  TEMPLATES_FILE,
+  webhookExamplesPath,
+  webhookSchemaPath,
+} from '../scripts/github-templates';
 import { GitHubForge, gitHubClient, githubKind } from '../src/index';
 import {
   createGitHubTestServer,
@@ -12,6 +17,7 @@ import {
   type GitHubExchange,
   pushCommit,
 } from '../src/testing/index';
+import { githubWebhookFixtures } from './support/github-fixtures';
 import { checkAgainstGitHub, GITHUB_SPEC } from './support/github-openapi';
 import { TOKENS, WORLD } from './support/world';
 
@@ -64,6 +70,7 @@ async function githubWorld(): Promise<ForgeConformanceWorld> {
     review: async (pr, input) => {
       server.gitea.review('bb-codex', 'acme/widgets', pr, input);
     },
+    webhooks: githubWebhookFixtures(),
     webhook: githubKind.webhook,
     kind: githubKind,
     dispose: () => server.close(),
@@ -93,7 +100,11 @@ describe("the GitHub test server's contract", () => {
   });
 
   it("answers in GitHub's own examples, current with @octokit/openapi", () => {
-    expect(JSON.parse(readFileSync(TEMPLATES_FILE, 'utf8'))).toEqual(extractTemplates(GITHUB_SPEC));
+    const webhooks = JSON.parse(readFileSync(webhookExamplesPath(), 'utf8'));
+    const schemas = JSON.parse(readFileSync(webhookSchemaPath(), 'utf8'));
+    expect(JSON.parse(readFileSync(TEMPLATES_FILE, 'utf8'))).toEqual(
+      extractTemplates(GITHUB_SPEC, webhooks, schemas),
+    );
   });
 });
 

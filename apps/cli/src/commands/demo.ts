@@ -10,7 +10,6 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BbError, errorMessage } from '@bb/errors';
-import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/test-server';
 import {
   type Backend,
   DockerBackend,
@@ -36,6 +35,7 @@ import { type RunningOrchestrator, serve } from '@bb/service';
 import { BbDatabase, type ForgeState, SqliteForgeStateStore } from '@bb/state';
 import { bold, type CliIo, dim, green, parse, yellow } from '../io';
 import { DEMO_USAGE } from '../usage';
+import { type DemoForge, demoForge } from './demo-forge';
 
 const BOT = 'bb-bot';
 const BOT_TOKEN = 'bb-demo-bot-token-0123456789';
@@ -181,7 +181,12 @@ async function pickBackend(
 export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
   const { values } = parse(
     argv,
-    { keep: { type: 'boolean' }, backend: { type: 'string' }, agent: { type: 'string' } },
+    {
+      keep: { type: 'boolean' },
+      backend: { type: 'string' },
+      agent: { type: 'string' },
+      forge: { type: 'string' },
+    },
     DEMO_USAGE,
   );
   const wanted = values['backend'] as string | undefined;
@@ -189,6 +194,12 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
     throw new BbError(
       'INVALID_INPUT',
       `--backend must be docker or local (got ${JSON.stringify(wanted)})`,
+    );
+  const forgeKind = (values['forge'] as string | undefined) ?? 'gitea';
+  if (forgeKind !== 'gitea' && forgeKind !== 'github')
+    throw new BbError(
+      'INVALID_INPUT',
+      `--forge must be gitea or github (got ${JSON.stringify(forgeKind)})`,
     );
   const t0 = Date.now();
   const say = (text: string) => io.stdout(`${text}\n`);
@@ -215,7 +226,7 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
   let model: ScriptedModelServer | undefined;
   const home = mkdtempSync(join(tmpdir(), 'bb-demo-'));
   const env = { ...io.env, BB_HOME: home, BB_BASE_IMAGE: image };
-  let gitea: GiteaTestServer | undefined;
+  let gitea: DemoForge | undefined;
   let orch: RunningOrchestrator | undefined;
   let backend: Backend | undefined;
   try {
@@ -277,33 +288,32 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
       );
     }
 
-    gitea = await createGiteaTestServer({
-      world: {
-        users: [
-          { login: 'alice', tokens: ['alice-demo-token-0123456789'] },
-          { login: BOT, tokens: [BOT_TOKEN] },
-        ],
-        orgs: [
-          { name: 'acme', members: ['alice'] },
-          { name: 'bot-bottle', members: [BOT] },
-        ],
-        repos: [
-          {
-            owner: 'acme',
-            name: 'widgets',
-            collaborators: [BOT],
-            // As docs/gitea-setup.md asks: an admin may read who else may write.
-            admins: [BOT],
-            files: { 'README.md': '# widgets\n\nA demo repository.\n' },
-          },
-        ],
-      },
+    gitea = await demoForge(forgeKind, {
+      users: [
+        { login: 'alice', tokens: ['alice-demo-token-0123456789'] },
+        { login: BOT, tokens: [BOT_TOKEN] },
+      ],
+      orgs: [
+        { name: 'acme', members: ['alice'] },
+        { name: 'bot-bottle', members: [BOT] },
+      ],
+      repos: [
+        {
+          owner: 'acme',
+          name: 'widgets',
+          // alice writes to it (GitHub gives an org's members read access by default).
+          collaborators: [BOT, 'alice'],
+          // As docs/gitea-setup.md asks: an admin may read who else may write.
+          admins: [BOT],
+          files: { 'README.md': '# widgets\n\nA demo repository.\n' },
+        },
+      ],
     });
     orch = await serve({
       env: {
         ...env,
         BB_PORT: '0',
-        FORGE_GITEA_API: gitea.apiUrl,
+        ...gitea.env,
         FORGE_TOKEN: BOT_TOKEN,
         FORGE_WEBHOOK_SECRET: SECRET,
         BB_SWEEP_INTERVAL: '0',
@@ -313,17 +323,17 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
       botLogin: BOT,
       logStream: createWriteStream(join(home, 'orchestrator.log')),
     });
-    gitea.addHook({ url: `${orch.url}/webhooks/gitea`, secret: SECRET });
+    gitea.addHook(`${orch.url}/webhooks/${forgeKind}`, SECRET);
     const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
     const store = new SqliteForgeStateStore({ database: db });
     const prov = new ProvenanceStore(db);
     const row = (n: number): ForgeState | undefined => store.get('acme', 'widgets', n);
     const comments = (n: number) => gitea!.issue(REPO, n).comments;
 
-    step(1, `A Gitea-compatible server and the orchestrator are up.`);
+    step(1, `A ${gitea.title}-compatible server and the orchestrator are up.`);
     detail(`forge: ${gitea.apiUrl} (org bot-bottle with bot user ${BOT}; repo ${REPO})`);
     detail(
-      `orchestrator: ${orch.url} (webhook ${orch.url}/webhooks/gitea, dashboard ${orch.url}/)`,
+      `orchestrator: ${orch.url} (webhook ${orch.url}/webhooks/${forgeKind}, dashboard ${orch.url}/)`,
     );
 
     // A fresh forge: the issue is #1 and the agent's PR will be #2.
@@ -339,7 +349,7 @@ export async function demoCommand(argv: string[], io: CliIo): Promise<number> {
       `alice files issue #${issue} "Greet our users", labelled bot-bottle:demo, assigned to ${BOT}.`,
     );
     detail(
-      'Gitea sends the signed webhook; the orchestrator checks the targeting and launches a bottle.',
+      `${gitea.title} sends the signed webhook; the orchestrator checks the targeting and launches a bottle.`,
     );
     const running = await until('the bottle to launch', () => row(issue));
     detail(

@@ -16,12 +16,14 @@ export interface GitHubClientOptions {
   rateLimitRetries?: number;
   /** The longest wait for a rate limit to reset, in seconds; longer fails at once. @default 60 */
   maxRateLimitWaitS?: number;
-  /** Retries of a 5xx or a dropped connection. @default 2 */
+  /** Retries of a 5xx or a dropped connection, for reads and idempotent writes only. @default 2 */
   retries?: number;
+  /** The most one request may take before it fails as TIMEOUT. @default 15000 */
+  timeoutMs?: number;
   /**
-   * Space writes a second apart, one at a time, as GitHub asks of every client to stay
-   * under its secondary limits (@octokit/plugin-throttling). Off only for a test server
-   * on loopback; rate-limited answers are then retried by their Retry-After alone.
+   * Space writes a second apart, one at a time, and honour rate limits
+   * (@octokit/plugin-throttling), as GitHub asks of every client. Off only for a test
+   * server on loopback: then nothing waits for a limit, and a limited answer fails.
    * @default true
    */
   spaceWrites?: boolean;
@@ -46,8 +48,25 @@ export function gitHubClient(o: GitHubClientOptions): GitHubClient {
       onSecondaryRateLimit: onLimit,
     },
     retry: { retries: o.retries ?? 2 },
+    request: {
+      // Every request is bounded; a slow forge is a TIMEOUT, never a hang.
+      fetch: (url: string, init: RequestInit = {}) =>
+        fetch(url, {
+          ...init,
+          signal: init.signal
+            ? AbortSignal.any([init.signal, AbortSignal.timeout(o.timeoutMs ?? 15_000)])
+            : AbortSignal.timeout(o.timeoutMs ?? 15_000),
+        }),
+    },
   };
-  return new GitHubOctokit(options as ConstructorParameters<typeof Octokit>[0]);
+  const client = new GitHubOctokit(options as ConstructorParameters<typeof Octokit>[0]);
+  // A POST or PATCH that failed may have happened: it is never sent again (a second
+  // comment, a second PR), and its outcome is left unknown to the caller.
+  client.hook.before('request', (req) => {
+    if (!['GET', 'HEAD', 'PUT', 'DELETE'].includes(req.method))
+      (req.request as { retries?: number }).retries = 0;
+  });
+  return client;
 }
 
 /** What a GitHub error status means here. */
@@ -61,18 +80,56 @@ function codeOf(status: number): BbErrorCode {
   return 'FORGE_ERROR';
 }
 
-/** Octokit's error as a BbError (its message has no token: Octokit redacts the header). */
+/**
+ * Octokit's error as a BbError (its message has no token: Octokit redacts the header).
+ * GitHub's answer gives the code and `data.status`; no answer (a dropped connection, a
+ * timeout) gives none, so a write's outcome is not taken for a refusal.
+ */
 export function gitHubError(err: unknown, what: string): BbError {
   if (isBbError(err)) return err;
   const e = err as {
     status?: number;
+    name?: string;
     message?: string;
-    response?: { data?: { message?: string } };
+    cause?: unknown;
+    response?: { data?: { message?: string }; headers?: Record<string, string | undefined> };
   };
-  const status = typeof e.status === 'number' ? e.status : 0;
   const said = e.response?.data?.message ?? e.message ?? String(err);
-  return new BbError(codeOf(status), `GitHub ${status || 'unreachable'} on ${what}: ${said}`, {
-    cause: err,
-    data: { status },
-  });
+  if (!e.response) {
+    const inner = (e.cause ?? err) as { name?: string; code?: string; cause?: { code?: string } };
+    const timedOut = inner.name === 'TimeoutError' || /timeout|aborted/i.test(String(said));
+    return new BbError(
+      timedOut ? 'TIMEOUT' : 'FORGE_UNAVAILABLE',
+      `GitHub did not answer ${what}: ${said}`,
+      { cause: (inner.cause as object | undefined) ?? inner },
+    );
+  }
+  const status = typeof e.status === 'number' ? e.status : 0;
+  const h = e.response.headers ?? {};
+  // A rate limit is the forge being busy, not a refusal: retried later, never "forbidden".
+  const limited =
+    status === 429 ||
+    (status === 403 && (h['x-ratelimit-remaining'] === '0' || /rate limit/i.test(said)));
+  return new BbError(
+    limited ? 'FORGE_UNAVAILABLE' : codeOf(status),
+    `GitHub ${status} on ${what}: ${said}${limited ? ` (rate limited${h['retry-after'] ? `; retry after ${h['retry-after']} s` : ''})` : ''}`,
+    {
+      cause: err,
+      data: {
+        status,
+        ...(limited && h['retry-after'] ? { retryAfter: Number(h['retry-after']) } : {}),
+      },
+    },
+  );
+}
+
+/** The web root of the GitHub whose API is `api`: api.github.com's is github.com, a server's <web>/api/v3's is <web>. */
+export function webOf(api: string): string {
+  const u = new URL(api);
+  if (u.host === 'api.github.com') return 'https://github.com';
+  if (/\/api\/v3\/?$/.test(u.pathname)) return api.replace(/\/api\/v3\/?$/, '');
+  throw new BbError(
+    'INVALID_INPUT',
+    `FORGE_GITHUB_API ${api} is neither api.github.com nor a server's <web>/api/v3: set FORGE_GITHUB_URL to its web root too`,
+  );
 }

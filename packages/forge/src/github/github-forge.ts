@@ -1,4 +1,4 @@
-import { BbError, registerSecret } from '@bb/errors';
+import { BbError, isBbError, registerSecret } from '@bb/errors';
 import { Forge, type GitRemote } from '../forge';
 import { BOTTLE_BRANCH } from '../kind';
 import {
@@ -13,21 +13,17 @@ import {
   type Review,
   type ReviewComment,
 } from '../types';
-import { type GitHubClient, gitHubClient, gitHubError } from './client';
+import { type GitHubClient, gitHubClient, gitHubError, webOf } from './client';
 import {
   type GhIssue,
   type GhPull,
   type GhUser,
+  positive,
   REVIEW_STATES,
   toIssue,
   toPull,
   user,
 } from './mapping';
-
-const positive = (n: number, what: string) => {
-  if (!Number.isSafeInteger(n) || n <= 0)
-    throw new BbError('INVALID_INPUT', `${what} must be a positive whole number, got ${String(n)}`);
-};
 
 export interface GitHubForgeOptions {
   owner: string;
@@ -36,7 +32,7 @@ export interface GitHubForgeOptions {
   client?: GitHubClient;
   apiUrl?: string;
   token?: string | undefined;
-  /** The web root clone URLs are under. @default https://github.com */
+  /** The web root clone URLs are under. @default the API's own (github.com for api.github.com, <web> for <web>/api/v3) */
   webUrl?: string;
   onWarning?: (message: string) => void;
 }
@@ -63,7 +59,7 @@ export class GitHubForge extends Forge {
     this.client = o.client ?? gitHubClient({ apiUrl: o.apiUrl!, token: o.token });
     this.#token = o.token;
     if (o.token) registerSecret(o.token);
-    this.#web = (o.webUrl ?? 'https://github.com').replace(/\/+$/, '');
+    this.#web = (o.webUrl ?? webOf(o.apiUrl ?? 'https://api.github.com')).replace(/\/+$/, '');
     this.#warn = o.onWarning ?? (() => {});
   }
 
@@ -256,37 +252,54 @@ export class GitHubForge extends Forge {
     type Event = {
       event?: string;
       source?: {
-        issue?: { number: number; pull_request?: unknown; repository?: { full_name?: string } };
+        issue?: {
+          number: number;
+          body?: string | null;
+          pull_request?: unknown;
+          repository_url?: string;
+        };
       };
     };
     const events = await this.#all<Event>(
       `issue #${n}`,
       'GET /repos/{owner}/{repo}/issues/{issue_number}/timeline',
-      {
-        issue_number: n,
-      },
+      { issue_number: n },
       1000,
     );
-    const full = `${this.owner}/${this.repo}`.toLowerCase();
+    const repoUrl = `/repos/${this.owner}/${this.repo}`.toLowerCase();
+    // A PR of this repository that closes the issue (GitHub's closing keywords); a mere
+    // mention ("see #12") or a PR elsewhere is not it.
+    const closes = new RegExp(`\\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\\s+#${n}(?!\\d)`, 'i');
     const candidates = events
       .filter(
         (e) =>
           e.event === 'cross-referenced' &&
           e.source?.issue?.pull_request &&
-          (e.source.issue.repository?.full_name ?? full).toLowerCase() === full,
+          (e.source.issue.repository_url ?? '').toLowerCase().endsWith(repoUrl) &&
+          closes.test(e.source.issue.body ?? ''),
       )
       .map((e) => e.source!.issue!.number);
-    for (const c of [...candidates].reverse())
-      if (await this.isPrOpen(c).catch(() => false)) return c;
+    for (const c of [...candidates].reverse()) {
+      try {
+        if (await this.isPrOpen(c)) return c;
+      } catch (err) {
+        if (!isBbError(err, 'NOT_FOUND')) throw err;
+      }
+    }
     if (candidates.length) return candidates.at(-1);
-    // The bottle branch convention bb/<agent>-<issue>.
+    // The bottle branch convention bb/<agent>-<issue>, on this repository's own branches.
+    const full = `${this.owner}/${this.repo}`.toLowerCase();
     const prs = await this.#all<GhPull>(
       'pull requests',
       'GET /repos/{owner}/{repo}/pulls',
       { state: 'all' },
       1000,
     );
-    return prs.find((p) => Number(BOTTLE_BRANCH.exec(p.head.ref)?.[1]) === n)?.number;
+    return prs.find(
+      (p) =>
+        (p.head.repo?.full_name ?? '').toLowerCase() === full &&
+        Number(BOTTLE_BRANCH.exec(p.head.ref)?.[1]) === n,
+    )?.number;
   }
 
   async readReviews(n: number): Promise<Review[]> {
@@ -331,6 +344,7 @@ export class GitHubForge extends Forge {
       pull_request_review_id: number | null;
       path: string;
       line?: number | null;
+      original_line?: number | null;
       body: string;
       user: GhUser | null;
       html_url: string;
@@ -348,7 +362,8 @@ export class GitHubForge extends Forge {
       id: c.id,
       reviewId: c.pull_request_review_id ?? reviewId,
       path: c.path,
-      line: c.line ?? null,
+      // An outdated comment has no line in the new file; where it was is the best there is.
+      line: c.line ?? c.original_line ?? null,
       body: c.body,
       author: user(c.user),
       url: c.html_url,
@@ -357,7 +372,7 @@ export class GitHubForge extends Forge {
   }
 
   async permissionOf(login: string): Promise<Permission> {
-    if (typeof login !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(login))
+    if (typeof login !== 'string' || !/^[A-Za-z0-9_.-]{1,64}(\[bot\])?$/.test(login))
       throw new BbError('INVALID_INPUT', `${JSON.stringify(login)} is not a user name`);
     let p: string;
     try {

@@ -8,7 +8,7 @@ import {
   type RepoName,
   type WebTarget,
 } from '../kind';
-import { gitHubClient, gitHubError } from './client';
+import { gitHubClient, gitHubError, webOf } from './client';
 import { GitHubForge } from './github-forge';
 import { parseGitHubWebhook, verifyGitHubWebhook } from './webhooks';
 
@@ -32,6 +32,7 @@ function url(name: string, v: string): string {
   let u: URL;
   try {
     u = new URL(v);
+    if (u.username || u.password) throw new Error('credentials in a URL');
   } catch {
     throw new BbError(
       'INVALID_INPUT',

@@ -1,4 +1,5 @@
 /** GitHub's JSON as bot-bottle's forge types. */
+import { BbError } from '@bb/errors';
 import type { Issue, PullRequest, Review } from '../types';
 
 export interface GhUser {
@@ -66,4 +67,10 @@ export const REVIEW_STATES: Record<string, Review['state']> = {
   APPROVED: 'approved',
   CHANGES_REQUESTED: 'changes_requested',
   COMMENTED: 'commented',
+};
+
+/** `n` as an issue or PR number, or INVALID_INPUT naming it. */
+export const positive = (n: number, what: string) => {
+  if (!Number.isSafeInteger(n) || n <= 0)
+    throw new BbError('INVALID_INPUT', `${what} must be a positive whole number, got ${String(n)}`);
 };

@@ -63,6 +63,8 @@ interface GhPull {
 }
 interface Payload {
   action?: string;
+  before?: string;
+  after?: string;
   repository?: { name: string; owner: { login: string } };
   sender?: GhUser;
   issue?: GhIssue;
@@ -178,7 +180,8 @@ export function parseGitHubWebhook(
     case 'issues': {
       const issue = need(body.issue, 'issue');
       const ref = issueRef(issue);
-      if (action === 'closed')
+      // Deleted or moved away, an issue is as good as closed here.
+      if (action === 'closed' || action === 'deleted' || action === 'transferred')
         return {
           ...base,
           kind: 'issue_closed',
@@ -233,7 +236,8 @@ export function parseGitHubWebhook(
           return {
             ...base,
             kind: 'pr_synchronized',
-            key: `${keyPrefix}:pr#${pr.number}:sync:${ref.headSha}`,
+            // before..after: a force-push back to an earlier head is a change of its own.
+            key: `${keyPrefix}:pr#${pr.number}:sync:${body.before ?? ''}..${body.after ?? ref.headSha}`,
             occurredAt: at,
             pr: ref,
           };

@@ -19,12 +19,6 @@ export {
   type WebhookFixture,
 } from './conformance';
 export {
-  createGitHubTestServer,
-  type GitHubExchange,
-  GitHubTestServer,
-  type GitHubTestServerOptions,
-} from './github-server/server';
-export {
   MEMORY_SIGNATURE_HEADER,
   MemoryForge,
   MemoryForgeWorld,

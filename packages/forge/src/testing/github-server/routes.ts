@@ -6,6 +6,7 @@
 import { ApiError } from '../gitea-server/api-core';
 import { type IssueModel, now, type RepoModel } from '../gitea-server/model';
 import type { GiteaWorld } from '../gitea-server/world';
+import type { GitHubHook, GitHubHooks } from './hooks';
 import {
   type GhContext,
   ghBranch,
@@ -22,6 +23,7 @@ import {
 } from './shapes';
 
 export interface GhRequest {
+  hooks: GitHubHooks;
   method: string;
   url: URL;
   params: Record<string, string>;
@@ -105,7 +107,91 @@ function canWrite(r: GhRequest, repo: RepoModel, as: string) {
     });
 }
 
+/** A webhook as GitHub answers it. */
+function hookJson(r: GhRequest, base: string, h: GitHubHook): Record<string, unknown> {
+  const url = `${r.ctx.api}${base}/${h.id}`;
+  return {
+    type: base.startsWith('/orgs/') ? 'Organization' : 'Repository',
+    id: h.id,
+    name: 'web',
+    active: true,
+    events: h.events,
+    config: { url: h.url, content_type: 'json', insecure_ssl: '0', secret: '********' },
+    updated_at: h.at,
+    created_at: h.at,
+    url,
+    test_url: `${url}/test`,
+    ping_url: `${url}/pings`,
+    deliveries_url: `${url}/deliveries`,
+    last_response: { code: null, status: 'unused', message: null },
+  };
+}
+
+function hookRoutes(prefix: string): GhRoute[] {
+  const where = (r: GhRequest) => {
+    if (prefix.startsWith('/orgs/')) {
+      if (!r.world.orgs.has(r.params['org']!)) throw notFound();
+      return `/orgs/${r.params['org']}/hooks`;
+    }
+    const repo = r.repo();
+    return `/repos/${repo.owner}/${repo.name}/hooks`;
+  };
+  const admin = (r: GhRequest) => {
+    const me = r.needUser();
+    const ok = prefix.startsWith('/orgs/')
+      ? r.world.orgs.get(r.params['org']!)?.members.has(me)
+      : r.world.isRepoAdmin(r.repo(), me) || r.repo().owner === me;
+    if (!ok) throw notFound();
+  };
+  const config = (b: Record<string, unknown>) => {
+    const c = (b['config'] ?? {}) as Record<string, unknown>;
+    if (typeof c['url'] !== 'string' || !c['url'])
+      throw invalid('Validation Failed', [
+        { resource: 'Hook', field: 'url', code: 'missing_field' },
+      ]);
+    return c;
+  };
+  return [
+    route('GET', `${prefix}/hooks`, (r) => {
+      admin(r);
+      const base = where(r);
+      return page(
+        r,
+        r.hooks.hooks.filter((h) => h.scope === base),
+        (h) => hookJson(r, base, h),
+      );
+    }),
+    route('POST', `${prefix}/hooks`, async (r) => {
+      admin(r);
+      const base = where(r);
+      const b = await r.json();
+      const c = config(b);
+      const h = r.hooks.add(String(c['url']), String(c['secret'] ?? ''), {
+        scope: base,
+        events: Array.isArray(b['events']) ? (b['events'] as unknown[]).map(String) : ['push'],
+      });
+      return { status: 201, body: hookJson(r, base, h) };
+    }),
+    route('PATCH', `${prefix}/hooks/{hook_id}`, async (r) => {
+      admin(r);
+      const base = where(r);
+      const h = r.hooks.hooks.find((x) => x.scope === base && x.id === Number(r.params['hook_id']));
+      if (!h) throw notFound();
+      const b = await r.json();
+      if (b['config'] !== undefined) {
+        const c = config(b);
+        h.url = String(c['url']);
+        if (typeof c['secret'] === 'string') h.secret = c['secret'];
+      }
+      if (Array.isArray(b['events'])) h.events = (b['events'] as unknown[]).map(String);
+      return { body: hookJson(r, base, h) };
+    }),
+  ];
+}
+
 export const GITHUB_ROUTES: GhRoute[] = [
+  ...hookRoutes('/repos/{owner}/{repo}'),
+  ...hookRoutes('/orgs/{org}'),
   route('GET', '/user', (r) => ({ body: ghPrivateUser(r.ctx, r.needUser()) })),
   route('GET', '/user/repos', (r) => {
     const me = r.needUser();

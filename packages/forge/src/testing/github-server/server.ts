@@ -5,15 +5,18 @@
  * values over them), token auth (`token`/`Bearer`, and git's Basic `x-access-token`), and
  * git smart HTTP through the real `git http-backend`. Its world is the Gitea-compatible
  * server's (people, repositories, issues, PRs, reviews, git), so both answer alike.
- * No webhooks yet. Listens on loopback only.
+ * Webhooks too, signed and shaped as GitHub's (hooks.ts). Listens on loopback only.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApiError } from '../gitea-server/api-core';
 import type { GiteaWorldSeed, IssueModel, RepoModel } from '../gitea-server/model';
 import { createGiteaTestServer, type GiteaTestServer } from '../gitea-server/server';
+import { type GitHubDelivery, type GitHubHook, GitHubHooks } from './hooks';
 import { type GhRequest, GITHUB_ROUTES, notFound } from './routes';
 import { encode, type GhContext } from './shapes';
+
+export type { GitHubDelivery, GitHubHook };
 
 export interface GitHubExchange {
   method: string;
@@ -38,9 +41,20 @@ export class GitHubTestServer {
   #base = '';
   readonly #options: GitHubTestServerOptions;
 
+  /** Its webhooks: `hooks.add(url, secret)`; every delivery is in `hooks.deliveries`. */
+  readonly hooks: GitHubHooks;
+
   private constructor(gitea: GiteaTestServer, options: GitHubTestServerOptions) {
     this.gitea = gitea;
     this.#options = options;
+    this.hooks = new GitHubHooks(() => this.#ctx);
+    // Every change of the shared world is also delivered the way GitHub would.
+    const world = gitea.world;
+    const emit = world.emit.bind(world);
+    world.emit = (repo, type, payload) => {
+      emit(repo, type, payload);
+      this.hooks.fromWorld(repo, type, payload as Record<string, unknown>);
+    };
   }
 
   static async start(options: GitHubTestServerOptions = {}): Promise<GitHubTestServer> {
@@ -78,7 +92,23 @@ export class GitHubTestServer {
     return this.gitea.mergePr(as, fullName, n, style);
   }
 
+  /** Open an issue as `as` (as a person would, on the web). */
+  openIssue(
+    as: string,
+    fullName: string,
+    input: { title: string; body?: string; labels?: string[]; assignees?: string[] },
+  ): number {
+    return this.gitea.createIssue(as, fullName, input);
+  }
+  comment(as: string, fullName: string, n: number, body: string): number {
+    return this.gitea.comment(as, fullName, n, body);
+  }
+  setState(as: string, fullName: string, n: number, state: 'open' | 'closed'): void {
+    this.gitea.setState(as, fullName, n, state);
+  }
+
   async close(): Promise<void> {
+    await this.hooks.settle();
     await new Promise<void>((resolve) =>
       this.#server ? this.#server.close(() => resolve()) : resolve(),
     );
@@ -160,6 +190,7 @@ export class GitHubTestServer {
       if (!found) throw notFound();
       template = found.route.template;
       const r: GhRequest = {
+        hooks: this.hooks,
         method,
         url,
         params: found.params,

@@ -110,6 +110,7 @@ export function ghRepo(ctx: GhContext, r: RepoModel): Json {
     pushed_at: r.updatedAt,
     topics: [],
     visibility: 'public',
+    license: null,
   };
 }
 

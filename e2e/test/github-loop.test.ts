@@ -1,0 +1,151 @@
+// The whole loop on GitHub, in real bottles, through the service with FORGE_KIND=github:
+// the GitHub-compatible test server's signed webhook in, a bottle whose sidecar (the
+// built-in github kind) writes through GitHub's REST API and pushes over git, a PR
+// opened from a real push, a review that resumes the same session, merging the PR
+// destroys the bottle.
+import { existsSync } from 'node:fs';
+import { createGitHubTestServer, type GitHubTestServer } from '@bb/forge/testing';
+import { bottleDir, DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
+import { type RunningOrchestrator, serve } from '@bb/service';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { makeHome, prTurn, rememberTurn, removeHome, scriptAgent, until } from './support';
+
+const docker = await probeDocker();
+const TOKEN = 'ghp_bbbotgithubloop0123456789';
+const SECRET = 'github-webhook-secret';
+
+describe.skipIf(!docker.ok)('GitHub end to end in real bottles', () => {
+  let home: string;
+  let gh: GitHubTestServer;
+  let orch: RunningOrchestrator;
+  const logs: Array<Record<string, unknown>> = [];
+  const backend = new DockerBackend();
+
+  beforeAll(async () => {
+    home = makeHome('bb-github-', {
+      implementer: scriptAgent([
+        prTurn({
+          pr: { content: 'fixed on GitHub\n', message: 'Fix on GitHub', title: 'Fix the export' },
+          comment: 'PR is up.',
+          summary: 'Opened the PR.',
+        }),
+        rememberTurn(),
+      ]),
+    });
+    gh = await createGitHubTestServer({
+      world: {
+        users: [
+          { login: 'alice', tokens: ['alice-gh-token'] },
+          { login: 'bb-bot', tokens: [TOKEN] },
+        ],
+        orgs: [
+          { name: 'acme', members: ['alice'] },
+          { name: 'bot-bottle', members: ['bb-bot'] },
+        ],
+        repos: [
+          {
+            owner: 'acme',
+            name: 'widgets',
+            collaborators: ['bb-bot', 'alice'],
+            admins: ['bb-bot'],
+          },
+        ],
+        labels: [{ repo: 'acme/widgets', name: 'bot-bottle:implementer' }],
+      },
+    });
+    orch = await serve({
+      env: {
+        BB_HOME: home,
+        BB_BASE_IMAGE: BASE_IMAGE,
+        BB_PORT: '0',
+        FORGE_KIND: 'github',
+        FORGE_GITHUB_API: gh.apiUrl,
+        FORGE_GITHUB_URL: gh.url,
+        FORGE_TOKEN: TOKEN,
+        FORGE_WEBHOOK_SECRET: SECRET,
+        BB_SWEEP_INTERVAL: '0',
+        BB_WARM_WINDOW: '0',
+      },
+      backend,
+      logStream: {
+        write: (line: string) => {
+          logs.push(JSON.parse(line) as Record<string, unknown>);
+          return true;
+        },
+      } as unknown as NodeJS.WritableStream,
+    });
+    gh.hooks.add(`${orch.url}/webhooks/github`, SECRET);
+  }, 120_000);
+
+  afterAll(async () => {
+    await orch?.close();
+    await gh?.close();
+    for (const c of await backend.list({ [HOME_LABEL]: homeLabel({ BB_HOME: home }) }))
+      await backend.destroy(c.id);
+    await removeHome(home);
+  });
+
+  it('issue → bottle → PR → frozen → review → resumed → merged → destroyed', async () => {
+    onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
+    type Row = { slug: string; status: string; prNumber: number | null; sessionId: string | null };
+    const bottle = async (issue: number): Promise<Row | undefined> => {
+      const live = (await (await fetch(`${orch.url}/api/bottles`)).json()) as {
+        bottles: Array<Row & { issueNumber: number }>;
+      };
+      const gone = (await (await fetch(`${orch.url}/api/bottles/history`)).json()) as {
+        bottles: Array<Row & { issueNumber: number }>;
+      };
+      return [...live.bottles, ...gone.bottles].find((b) => b.issueNumber === issue);
+    };
+    const n = gh.openIssue('alice', 'acme/widgets', {
+      title: 'Export drops a newline',
+      body: 'Exporting drops the trailing newline.',
+      labels: ['bot-bottle:implementer'],
+      assignees: ['bb-bot'],
+    });
+    const frozen = await until(
+      'the first turn to end frozen with a PR',
+      async () => {
+        const row = await bottle(n);
+        return row?.status === 'frozen' && row.prNumber ? row : undefined;
+      },
+      120_000,
+    );
+    const pr = gh.issue('acme/widgets', frozen.prNumber!);
+    expect(pr.author).toBe('bb-bot');
+    expect(pr.pull?.headRef).toBe(`bb/implementer-${n}`);
+    const comments = () =>
+      gh.issue('acme/widgets', n).comments.map((c) => `${c.author}: ${c.body}`);
+    expect(comments()).toContain('bb-bot: PR is up.');
+    // Every delivery was GitHub's, signed, and taken.
+    await gh.hooks.settle();
+    expect(gh.hooks.deliveries.length).toBeGreaterThan(0);
+    expect(gh.hooks.deliveries.every((d) => d.status === 202 || d.status === 200)).toBe(true);
+
+    // A review asking for changes resumes the same session.
+    gh.gitea.review('alice', 'acme/widgets', frozen.prNumber!, {
+      state: 'changes_requested',
+      body: 'Please also handle empty widgets.',
+      comments: [],
+    });
+    await until(
+      'the resumed turn',
+      async () => (comments().some((c) => c.includes('Turn 2: I remember')) ? true : undefined),
+      120_000,
+    );
+    await until('the bottle to freeze again', async () =>
+      (await bottle(n))?.status === 'frozen' ? true : undefined,
+    );
+    expect((await bottle(n))?.sessionId).toBe(frozen.sessionId);
+
+    // Merging the PR destroys the bottle.
+    await gh.mergePr('alice', 'acme/widgets', frozen.prNumber!);
+    await until('the bottle to be destroyed', async () =>
+      (await bottle(n))?.status === 'destroyed' ? true : undefined,
+    );
+    expect(await backend.list({ 'bb.slug': frozen.slug })).toEqual([]);
+    expect(existsSync(bottleDir(frozen.slug, { BB_HOME: home }))).toBe(false);
+    expect(logs.some((l) => String(l['msg']).startsWith('event failed'))).toBe(false);
+  }, 300_000);
+});

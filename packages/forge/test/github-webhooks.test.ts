@@ -44,6 +44,39 @@ function delivery(event: string, payload: object, secret = SECRET) {
   };
 }
 
+describe('where a GitHub is', () => {
+  it("takes the web root from the API's own, so a server's token never goes to github.com", () => {
+    const gh = (env: Record<string, string>) => githubKind.fromEnv(env).env();
+    expect(gh({})).toEqual({
+      FORGE_GITHUB_API: 'https://api.github.com',
+      FORGE_GITHUB_URL: 'https://github.com',
+    });
+    expect(gh({ FORGE_GITHUB_API: 'https://ghe.corp.example/api/v3' })).toEqual({
+      FORGE_GITHUB_API: 'https://ghe.corp.example/api/v3',
+      FORGE_GITHUB_URL: 'https://ghe.corp.example',
+    });
+    expect(gh({ FORGE_GITHUB_URL: 'https://ghe.corp.example' })).toEqual({
+      FORGE_GITHUB_API: 'https://ghe.corp.example/api/v3',
+      FORGE_GITHUB_URL: 'https://ghe.corp.example',
+    });
+    expect(
+      githubKind
+        .fromEnv({ FORGE_GITHUB_API: 'https://ghe.corp.example/api/v3' })
+        .forgeFor({ owner: 'a', repo: 'b', token: 't' })
+        .gitRemote()?.url,
+    ).toBe('https://ghe.corp.example/a/b.git');
+    expect(() =>
+      githubKind.fromEnv({ FORGE_GITHUB_API: 'https://proxy.corp.example/github' }),
+    ).toThrow(/set FORGE_GITHUB_URL/);
+    expect(() =>
+      githubKind.fromEnv({ FORGE_GITHUB_API: 'http://ghe.corp.example/api/v3' }),
+    ).toThrow(/must be https/);
+    expect(() =>
+      githubKind.fromEnv({ FORGE_GITHUB_API: 'https://u:p@ghe.corp.example/api/v3' }),
+    ).toThrow(/not a URL/);
+  });
+});
+
 describe("GitHub's webhooks", () => {
   const { webhook } = githubKind;
 

@@ -156,10 +156,10 @@ export const githubKind: ForgeKind = {
     const api = env[GITHUB_API_VAR];
     const web = env[GITHUB_WEB_VAR];
     if (!api && web) return siteAt(web);
-    return new GitHubSite(
-      url(GITHUB_API_VAR, api || DEFAULT_API),
-      url(GITHUB_WEB_VAR, web || DEFAULT_WEB),
-    );
+    if (!api) return new GitHubSite(DEFAULT_API, web ? url(GITHUB_WEB_VAR, web) : DEFAULT_WEB);
+    // The web root is the API's own unless named: a server's token never goes to github.com's git.
+    const apiUrl = url(GITHUB_API_VAR, api);
+    return new GitHubSite(apiUrl, web ? url(GITHUB_WEB_VAR, web) : webOf(apiUrl));
   },
   siteAt,
   ownsUrl: (webBase) => {

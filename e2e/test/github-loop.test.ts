@@ -9,7 +9,15 @@ import { bottleDir, DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
 import { type RunningOrchestrator, serve } from '@bb/service';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { makeHome, prTurn, rememberTurn, removeHome, scriptAgent, until } from './support';
+import {
+  makeHome,
+  prTurn,
+  rememberTurn,
+  removeHome,
+  scriptAgent,
+  serviceBottle,
+  until,
+} from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'ghp_bbbotgithubloop0123456789';
@@ -88,16 +96,8 @@ describe.skipIf(!docker.ok)('GitHub end to end in real bottles', () => {
 
   it('issue → bottle → PR → frozen → review → resumed → merged → destroyed', async () => {
     onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
-    type Row = { slug: string; status: string; prNumber: number | null; sessionId: string | null };
-    const bottle = async (issue: number): Promise<Row | undefined> => {
-      const live = (await (await fetch(`${orch.url}/api/bottles`)).json()) as {
-        bottles: Array<Row & { issueNumber: number }>;
-      };
-      const gone = (await (await fetch(`${orch.url}/api/bottles/history`)).json()) as {
-        bottles: Array<Row & { issueNumber: number }>;
-      };
-      return [...live.bottles, ...gone.bottles].find((b) => b.issueNumber === issue);
-    };
+    // What the service's own API says of the issue's bottle.
+    const bottle = (issue: number) => serviceBottle(orch.url, issue);
     const n = gh.openIssue('alice', 'acme/widgets', {
       title: 'Export drops a newline',
       body: 'Exporting drops the trailing newline.',

@@ -13,7 +13,15 @@ import { build } from 'tsup';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { labKind } from './lab-forge/kind';
 import { LabServer } from './lab-forge/server';
-import { makeHome, prTurn, rememberTurn, removeHome, scriptAgent, until } from './support';
+import {
+  makeHome,
+  prTurn,
+  rememberTurn,
+  removeHome,
+  scriptAgent,
+  serviceBottle,
+  until,
+} from './support';
 
 const docker = await probeDocker();
 const TOKEN = 'lab-bot-token-5150';
@@ -104,16 +112,7 @@ describe.skipIf(!docker.ok)('a second forge kind (Lab) end to end in real bottle
   it('issue → bottle → change → frozen → comment → resumed → closed → destroyed', async () => {
     onTestFailed(() => console.error('orchestrator log:', JSON.stringify(logs, null, 1)));
     // What the service's own API says of the issue's bottle.
-    type Row = { slug: string; status: string; prNumber: number | null; sessionId: string | null };
-    const bottle = async (issue: number): Promise<Row | undefined> => {
-      const live = (await (await fetch(`${orch.url}/api/bottles`)).json()) as {
-        bottles: Array<Row & { issueNumber: number }>;
-      };
-      const gone = (await (await fetch(`${orch.url}/api/bottles/history`)).json()) as {
-        bottles: Array<Row & { issueNumber: number }>;
-      };
-      return [...live.bottles, ...gone.bottles].find((b) => b.issueNumber === issue);
-    };
+    const bottle = (issue: number) => serviceBottle(orch.url, issue);
     const n = await lab.openIssue('alice', 'acme', 'widgets', {
       title: 'Fix the lab thing',
       body: 'It is broken on Lab.',

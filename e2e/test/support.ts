@@ -198,3 +198,20 @@ export async function serveFor(o: {
   if (o.hook !== false) o.gitea.addHook({ url: `${orch.url}/webhooks/gitea`, secret: o.secret });
   return orch;
 }
+
+/** A bottle's row as the service's own API tells it (live or gone), for the issue `issue`. */
+export interface ServiceBottleRow {
+  slug: string;
+  status: string;
+  prNumber: number | null;
+  sessionId: string | null;
+}
+export async function serviceBottle(
+  orchUrl: string,
+  issue: number,
+): Promise<ServiceBottleRow | undefined> {
+  type Listed = { bottles: Array<ServiceBottleRow & { issueNumber: number }> };
+  const live = (await (await fetch(`${orchUrl}/api/bottles`)).json()) as Listed;
+  const gone = (await (await fetch(`${orchUrl}/api/bottles/history`)).json()) as Listed;
+  return [...live.bottles, ...gone.bottles].find((b) => b.issueNumber === issue);
+}

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiError, type NewIssue, type NewReview } from './api-core';
 import { GitStore } from './git';
+import { serveGit } from './git-http';
 import { type Delivery, HookSender } from './hooks';
 import type {
   GiteaWorldSeed,
@@ -450,40 +451,13 @@ export class GiteaTestServer {
     what: string,
     url: URL,
   ): Promise<void> {
-    const repo = this.repos.get(`${owner}/${name}`);
-    if (!repo) {
-      res.writeHead(404).end();
-      return;
-    }
-    const push =
-      what === 'git-receive-pack' || url.searchParams.get('service') === 'git-receive-pack';
     let user: string | null = null;
     try {
       user = this.#authenticate(req, url);
     } catch {
       user = null;
-      if (push) {
-        res.writeHead(401, { 'www-authenticate': 'Basic realm="Gitea"' }).end();
-        return;
-      }
     }
-    if (push && !user) {
-      res.writeHead(401, { 'www-authenticate': 'Basic realm="Gitea"' }).end();
-      return;
-    }
-    if (push && user && !this.world.canWrite(repo, user)) {
-      res.writeHead(403).end();
-      return;
-    }
-    const before = what === 'git-receive-pack' ? await this.git.branches(repo.gitDir) : undefined;
-    await this.git.serveHttp(
-      req,
-      res,
-      `/${owner}/${name}.git/${what}`,
-      url.search.slice(1),
-      user ?? undefined,
-    );
-    if (before && user) await this.world.afterPush(repo, before, user);
+    await serveGit({ world: this.world, req, res, owner, name, what, url, user, realm: 'Gitea' });
   }
 }
 

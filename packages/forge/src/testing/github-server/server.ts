@@ -10,7 +10,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApiError } from '../gitea-server/api-core';
-import type { GiteaWorldSeed, IssueModel, RepoModel } from '../gitea-server/model';
+import { serveGit } from '../gitea-server/git-http';
+import type { GiteaWorldSeed, IssueModel } from '../gitea-server/model';
 import { createGiteaTestServer, type GiteaTestServer } from '../gitea-server/server';
 import { type GitHubDelivery, type GitHubHook, GitHubHooks } from './hooks';
 import { type GhRequest, GITHUB_ROUTES, notFound } from './routes';
@@ -243,36 +244,23 @@ export class GitHubTestServer {
     what: string,
     url: URL,
   ) {
-    const repo: RepoModel | undefined = this.gitea.world.repos.get(`${owner}/${name}`);
-    if (!repo) {
-      res.writeHead(404).end();
-      return;
-    }
-    const push =
-      what === 'git-receive-pack' || url.searchParams.get('service') === 'git-receive-pack';
     let user: string | null = null;
     try {
       user = this.#authenticate(req);
     } catch {
       user = null;
     }
-    if (push && !user) {
-      res.writeHead(401, { 'www-authenticate': 'Basic realm="GitHub"' }).end();
-      return;
-    }
-    if (push && user && !this.gitea.world.canWrite(repo, user)) {
-      res.writeHead(403).end();
-      return;
-    }
-    const before = what === 'git-receive-pack' ? await this.git.branches(repo.gitDir) : undefined;
-    await this.git.serveHttp(
+    await serveGit({
+      world: this.gitea.world,
       req,
       res,
-      `/${owner}/${name}.git/${what}`,
-      url.search.slice(1),
-      user ?? undefined,
-    );
-    if (before && user) await this.gitea.world.afterPush(repo, before, user);
+      owner,
+      name,
+      what,
+      url,
+      user,
+      realm: 'GitHub',
+    });
   }
 }
 

@@ -6,6 +6,7 @@
 import { errorMessage } from '@bb/errors';
 import { checkForkWork, type ForkWorkCheck } from './fork-work';
 import { checkTree, type TreeCheck } from './verify';
+import { short } from './verify-repo';
 
 export interface ResultFound {
   beyondMerge: string[];
@@ -15,8 +16,6 @@ export interface ResultFound {
 export type ResultCheck =
   | { failure: string; found?: ResultFound }
   | { check: TreeCheck; work: ForkWorkCheck; found: ResultFound };
-
-const short = (sha: string) => sha.slice(0, 12);
 
 export async function checkAgentResult(o: {
   git: (args: string[]) => Promise<string>;

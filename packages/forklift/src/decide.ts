@@ -14,8 +14,7 @@ import {
   type SyncState,
   TROUBLE,
 } from './sync-state';
-
-const short = (sha: string) => sha.slice(0, 12);
+import { short } from './verify-repo';
 
 export interface DecideInput {
   forge: Forge;

@@ -7,6 +7,7 @@
 import { rmSync } from 'node:fs';
 import { runGit, wallGitEnv } from '@bb/wall';
 import { unquotePath } from './verify';
+import { FORKLIFT_IDENTITY } from './verify-repo';
 
 /** A commit of `merged` with `paths` (as git quotes them) taken from `autoTree`; its parent is `merged`. */
 export async function withoutBeyond(o: {
@@ -49,13 +50,7 @@ export async function withoutBeyond(o: {
           'the agent result without its changes beyond the merge',
         ],
         {
-          env: {
-            ...wallGitEnv(),
-            GIT_AUTHOR_NAME: 'forklift',
-            GIT_AUTHOR_EMAIL: 'forklift@localhost',
-            GIT_COMMITTER_NAME: 'forklift',
-            GIT_COMMITTER_EMAIL: 'forklift@localhost',
-          },
+          env: { ...wallGitEnv(), ...FORKLIFT_IDENTITY },
           timeoutMs: 300_000,
         },
       )

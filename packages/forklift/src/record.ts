@@ -3,6 +3,7 @@ import type { Forge } from '@bb/forge';
 import { clearTrouble, reportTrouble } from './notify';
 import type { ForkliftResult } from './run';
 import { type SyncState, TROUBLE, writeState } from './sync-state';
+import { short } from './verify-repo';
 
 export interface RunRecord {
   forge: Forge;
@@ -18,8 +19,6 @@ export interface RunRecord {
   notify: boolean;
   warn: (line: string) => void;
 }
-
-const short = (sha: string) => sha.slice(0, 12);
 
 /**
  * Record `result`: a synced (or nothing-to-do) run closes the trouble issue and keeps

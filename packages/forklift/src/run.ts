@@ -21,7 +21,7 @@ import { forkForge, parseRemote, type RemoteRepo } from './remotes';
 import { recordSquash } from './squash';
 import { ownHead, squashWarning, statePath, syncBranchFor } from './sync-state';
 import { parseForkMd, runTests, type TestRun } from './verify';
-import { prepareVerifyRepo } from './verify-repo';
+import { FORKLIFT_IDENTITY, prepareVerifyRepo, short } from './verify-repo';
 
 export { OUTCOMES, type Outcome };
 
@@ -96,7 +96,6 @@ export function runsDir(env: Record<string, string | undefined>): string {
 }
 
 const stamp = (d: Date) => d.toISOString().replace(/[-:]/g, '').replace('T', '_').slice(0, 15);
-const short = (sha: string) => sha.slice(0, 12);
 
 /**
  * Sync the fork in `checkout` with its upstream: fetch both; nothing to do, a
@@ -623,14 +622,6 @@ export async function runForklift(o: ForkliftOptions): Promise<ForkliftResult> {
     });
   }
 }
-
-/** The identity of commits forklift itself makes (a clean merge). */
-const FORKLIFT_IDENTITY = {
-  GIT_AUTHOR_NAME: 'forklift',
-  GIT_AUTHOR_EMAIL: 'forklift@localhost',
-  GIT_COMMITTER_NAME: 'forklift',
-  GIT_COMMITTER_EMAIL: 'forklift@localhost',
-};
 
 /** The operator's own git (their credentials for fetch), without prompts. */
 function operatorEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {

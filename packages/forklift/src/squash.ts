@@ -10,8 +10,7 @@
 import type { Forge, PullRequest } from '@bb/forge';
 import { forgeGitEnv } from '@bb/forge-sidecar';
 import { runGit, wallGitEnv } from '@bb/wall';
-
-const short = (sha: string) => sha.slice(0, 12);
+import { short } from './verify-repo';
 
 export interface SquashInput {
   pr: PullRequest;

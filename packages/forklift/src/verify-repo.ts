@@ -10,7 +10,16 @@ import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import { makeReaderRepo, runGit, wallGitEnv } from '@bb/wall';
 
-const short = (sha: string) => sha.slice(0, 12);
+/** A commit's name as people read it. */
+export const short = (sha: string) => sha.slice(0, 12);
+
+/** The identity of commits forklift itself makes (a clean merge, a record, a test variant). */
+export const FORKLIFT_IDENTITY = {
+  GIT_AUTHOR_NAME: 'forklift',
+  GIT_AUTHOR_EMAIL: 'forklift@localhost',
+  GIT_COMMITTER_NAME: 'forklift',
+  GIT_COMMITTER_EMAIL: 'forklift@localhost',
+};
 
 /** Make it, copy `fork` and `upstream` into it (checked to be what was fetched), fix its attributes. */
 export async function prepareVerifyRepo(o: {

@@ -34,6 +34,9 @@ const supervise = askSupervise;
 
 describe.skipIf(!docker.ok)(
   'supervise: stuck agents are unblocked without entering their bottle',
+  // Each test launches a real bottle and waits on an operator; on two busy cores a
+  // launch alone can take most of the default 30 s.
+  { timeout: 120_000 },
   () => {
     const rt = new RedTeam();
     let upstream: Awaited<ReturnType<typeof startUpstream>>;

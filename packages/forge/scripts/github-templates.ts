@@ -26,6 +26,10 @@ const FROM: Record<string, [string, number?]> = {
   reaction: ['reaction'],
   permission: ['repository-collaborator-permission-response-if-user-has-admin-permissions'],
   branch: ['branch-with-protection'],
+  app: ['integration'],
+  installation: ['base-installation'],
+  installationToken: ['installation-token'],
+  hookConfig: ['webhook-config'],
 };
 
 export function githubSpecPath(): string {

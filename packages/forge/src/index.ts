@@ -40,6 +40,17 @@ export {
 export { GiteaForge, type GiteaForgeOptions } from './gitea/gitea-forge';
 export { GITEA_HOOK_EVENTS, GiteaSite, giteaKind, legacyForgeWiring } from './gitea/kind';
 export { parseGiteaWebhook, verifyGiteaWebhook } from './gitea/webhooks';
+export {
+  APP_PERMISSIONS,
+  BOTTLE_PERMISSIONS,
+  type ExpiringToken,
+  GITHUB_APP_ID_VAR,
+  GITHUB_APP_INSTALLATION_VAR,
+  GITHUB_APP_KEY_VAR,
+  GitHubApp,
+  type GitHubAppOptions,
+  gitHubAppFromEnv,
+} from './github/app';
 export { type GitHubClient, type GitHubClientOptions, gitHubClient } from './github/client';
 export { GitHubForge, type GitHubForgeOptions } from './github/github-forge';
 export {
@@ -61,6 +72,7 @@ export {
   type HookRequest,
   type RepoName,
   type SiteCheck,
+  type SiteCredentials,
   siteEnvPrefix,
   type WebhookScheme,
   type WebTarget,

@@ -54,6 +54,21 @@ export interface HookRequest {
  * One installation of a forge (one Gitea server, say), as configured from the
  * environment. It never holds a token: each call that needs one is given it.
  */
+/**
+ * A site whose identity makes its own tokens (a GitHub App): the orchestrator then holds
+ * no token of its own (the site's methods are called without one), and each bottle's
+ * gate is given a token made for it alone.
+ */
+export interface SiteCredentials {
+  /** Who acts, in words, for people and logs (no secret), e.g. `GitHub App 12`. */
+  readonly describe: string;
+  /**
+   * A new token for one bottle's gate: `target` alone, and only what the forge sidecar
+   * needs (contents, issues and pull requests), with when it expires.
+   */
+  bottleToken(target: RepoName): Promise<{ token: string; expiresAt: Date }>;
+}
+
 export interface ForgeSite {
   /** The kind's name. */
   readonly kind: string;
@@ -64,26 +79,28 @@ export interface ForgeSite {
    * site again: what a bottle's forge sidecar is given.
    */
   env(): Record<string, string>;
-  /** A forge bound to one repository, acting as the token's user. */
+  /** Set when the site acts as its own identity (see SiteCredentials); no token is needed then. */
+  readonly credentials?: SiteCredentials | undefined;
+  /** A forge bound to one repository, acting as the token's user (the site's identity without one). */
   forgeFor(target: RepoName & { token?: string | undefined }): Forge;
-  /** The login of the token's user. */
-  whoami(token: string): Promise<string>;
+  /** The login of the token's user (the site's identity's without one). */
+  whoami(token?: string): Promise<string>;
   /**
    * The repositories to sweep: those `named` (an `owner/*` entry meaning all of
    * that owner's), or every one the token's user can reach when none is named.
    */
-  repositories(token: string, named: readonly RepoName[]): Promise<RepoName[]>;
+  repositories(token: string | undefined, named: readonly RepoName[]): Promise<RepoName[]>;
   /** Where the repository is cloned from. */
   cloneUrl(target: RepoName): string;
   /** The page of a repository, an issue or a PR. */
   webUrl(target: WebTarget): string;
   /** Create or update the webhook that feeds the orchestrator; what was done, in words. */
-  installHook?(token: string, hook: HookRequest): Promise<string>;
+  installHook?(token: string | undefined, hook: HookRequest): Promise<string>;
   /**
    * What `bb doctor` checks of this forge and the token beyond "it answers"
    * and org membership (`repos`: those the orchestrator is told to cover).
    */
-  checks?(token: string, repos: readonly RepoName[]): Promise<SiteCheck[]>;
+  checks?(token: string | undefined, repos: readonly RepoName[]): Promise<SiteCheck[]>;
   /** Let go of connections (at shutdown). */
   close?(): Promise<void>;
 }

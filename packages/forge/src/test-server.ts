@@ -25,10 +25,15 @@ export {
   type TestHookOptions,
 } from './testing/gitea-server/server';
 export {
+  type AppModel,
   createGitHubTestServer,
+  type GitHubAppSeed,
   type GitHubDelivery,
   type GitHubExchange,
+  type GitHubFault,
   type GitHubHook,
   GitHubTestServer,
   type GitHubTestServerOptions,
+  type InstallationModel,
+  type InstallationTokenModel,
 } from './testing/github-server/server';

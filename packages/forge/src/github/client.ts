@@ -12,6 +12,11 @@ export interface GitHubClientOptions {
   /** The REST API's base, e.g. https://api.github.com or https://ghe.example.com/api/v3. */
   apiUrl: string;
   token?: string | undefined;
+  /**
+   * The token of each request, asked for as it is sent (a GitHub App's installation
+   * token, made again before it expires); instead of `token`.
+   */
+  tokenFor?: (() => Promise<string>) | undefined;
   /** Retries of a rate-limited request before it fails. @default 2 */
   rateLimitRetries?: number;
   /** The longest wait for a rate limit to reset, in seconds; longer fails at once. @default 60 */
@@ -47,7 +52,8 @@ export function gitHubClient(o: GitHubClientOptions): GitHubClient {
       onRateLimit: onLimit,
       onSecondaryRateLimit: onLimit,
     },
-    retry: { retries: o.retries ?? 2 },
+    // A 429 is the throttling plugin's to wait out (its Retry-After), never retried blindly.
+    retry: { retries: o.retries ?? 2, doNotRetry: [400, 401, 403, 404, 410, 422, 429, 451] },
     request: {
       // Every request is bounded; a slow forge is a TIMEOUT, never a hang.
       fetch: (url: string, init: RequestInit = {}) =>
@@ -60,6 +66,11 @@ export function gitHubClient(o: GitHubClientOptions): GitHubClient {
     },
   };
   const client = new GitHubOctokit(options as ConstructorParameters<typeof Octokit>[0]);
+  const tokenFor = o.tokenFor;
+  if (tokenFor)
+    client.hook.before('request', async (req) => {
+      req.headers.authorization = `token ${await tokenFor()}`;
+    });
   // A POST or PATCH that failed may have happened: it is never sent again (a second
   // comment, a second PR), and its outcome is left unknown to the caller.
   client.hook.before('request', (req) => {

@@ -6,20 +6,17 @@ import {
   type ForgeSite,
   type HookRequest,
   type RepoName,
+  type SiteCheck,
   type WebTarget,
 } from '../kind';
-import { gitHubClient, gitHubError, webOf } from './client';
+import { type GitHubApp, gitHubAppFromEnv } from './app';
+import { type GitHubClient, gitHubClient, gitHubError, webOf } from './client';
 import { GitHubForge } from './github-forge';
-import { parseGitHubWebhook, verifyGitHubWebhook } from './webhooks';
+import { appChecks, GITHUB_HOOK_EVENTS, tokenChecks } from './site-checks';
 
-/** The events the orchestrator acts on. */
-export const GITHUB_HOOK_EVENTS = [
-  'issues',
-  'issue_comment',
-  'pull_request',
-  'pull_request_review',
-  'pull_request_review_comment',
-];
+export { GITHUB_HOOK_EVENTS };
+
+import { parseGitHubWebhook, verifyGitHubWebhook } from './webhooks';
 
 /** The variables naming a GitHub: its REST API, and its web root (clone URLs, pages). */
 export const GITHUB_API_VAR = 'FORGE_GITHUB_API';
@@ -46,16 +43,33 @@ function url(name: string, v: string): string {
 
 const enc = (s: string) => encodeURIComponent(s);
 
-/** One GitHub: github.com, or an Enterprise Server (its API at <web>/api/v3). */
+/**
+ * One GitHub: github.com, or an Enterprise Server (its API at <web>/api/v3). With an
+ * App, the site acts as the App: its methods need no token, and each bottle's gate gets
+ * a token of its own, narrowed to its repository.
+ */
 export class GitHubSite implements ForgeSite {
   readonly kind = 'github';
   readonly location: string;
+  readonly credentials: ForgeSite['credentials'];
 
   constructor(
     readonly apiUrl: string,
     readonly webUrl_: string,
+    readonly app?: GitHubApp,
   ) {
     this.location = apiUrl;
+    this.credentials = app && {
+      describe: `GitHub App ${app.appId}`,
+      bottleToken: (target) => app.bottleToken(target),
+    };
+  }
+
+  /** A client acting with `token`, or as the App on `target`'s installation. */
+  client(token: string | undefined, target: RepoName | { owner: string }): GitHubClient {
+    if (token || !this.app) return gitHubClient({ apiUrl: this.apiUrl, token });
+    const app = this.app;
+    return gitHubClient({ apiUrl: this.apiUrl, tokenFor: () => app.token(target) });
   }
 
   env(): Record<string, string> {
@@ -63,10 +77,18 @@ export class GitHubSite implements ForgeSite {
   }
 
   forgeFor(target: RepoName & { token?: string | undefined }): GitHubForge {
-    return new GitHubForge({ ...target, apiUrl: this.apiUrl, webUrl: this.webUrl_ });
+    if (target.token || !this.app)
+      return new GitHubForge({ ...target, apiUrl: this.apiUrl, webUrl: this.webUrl_ });
+    return new GitHubForge({
+      owner: target.owner,
+      repo: target.repo,
+      client: this.client(undefined, target),
+      webUrl: this.webUrl_,
+    });
   }
 
-  async whoami(token: string): Promise<string> {
+  async whoami(token?: string): Promise<string> {
+    if (!token && this.app) return this.app.login();
     try {
       return (await gitHubClient({ apiUrl: this.apiUrl, token }).rest.users.getAuthenticated()).data
         .login;
@@ -75,18 +97,32 @@ export class GitHubSite implements ForgeSite {
     }
   }
 
-  async repositories(token: string, named: readonly RepoName[]): Promise<RepoName[]> {
-    const client = gitHubClient({ apiUrl: this.apiUrl, token });
+  async repositories(token: string | undefined, named: readonly RepoName[]): Promise<RepoName[]> {
     const out: RepoName[] = [];
-    const all = async (route: string, params: Record<string, unknown>) => {
+    const all = async (client: GitHubClient, route: string, params: Record<string, unknown>) => {
       for await (const page of client.paginate.iterator(route, { per_page: 100, ...params }))
         for (const r of page.data as Array<{ name: string; owner: { login: string } }>)
           out.push({ owner: r.owner.login, repo: r.name });
     };
+    const app = token ? undefined : this.app;
     try {
-      if (named.length === 0) await all('GET /user/repos', {});
+      // An App reaches the repositories it is installed on (paginate flattens the list).
+      if (named.length === 0 && app)
+        for (const i of await app.installations()) {
+          const t = await app.installationToken(i.id);
+          await all(
+            gitHubClient({ apiUrl: this.apiUrl, token: t }),
+            'GET /installation/repositories',
+            {},
+          );
+        }
+      else if (named.length === 0)
+        await all(gitHubClient({ apiUrl: this.apiUrl, token }), 'GET /user/repos', {});
       for (const r of named)
-        if (r.repo === '*') await all('GET /orgs/{org}/repos', { org: r.owner });
+        if (r.repo === '*')
+          await all(this.client(token, { owner: r.owner }), 'GET /orgs/{org}/repos', {
+            org: r.owner,
+          });
         else out.push({ owner: r.owner, repo: r.repo });
     } catch (err) {
       throw gitHubError(err, 'the repositories');
@@ -105,7 +141,8 @@ export class GitHubSite implements ForgeSite {
     return repo;
   }
 
-  async installHook(token: string, hook: HookRequest): Promise<string> {
+  async installHook(token: string | undefined, hook: HookRequest): Promise<string> {
+    if (!token && this.app) return this.#installAppHook(this.app, hook);
     // The route is one of two, chosen at run time: requested untyped.
     const request = gitHubClient({ apiUrl: this.apiUrl, token }).request as unknown as (
       route: string,
@@ -139,6 +176,25 @@ export class GitHubSite implements ForgeSite {
       throw gitHubError(err, `the webhooks of ${hook.target}`);
     }
   }
+
+  /** An App has one webhook, its own: its address and secret are set; its events are the App's. */
+  async #installAppHook(app: GitHubApp, hook: HookRequest): Promise<string> {
+    try {
+      const jwt = await app.jwt();
+      // `url` is Octokit's own parameter (the request's): the body is given whole.
+      await gitHubClient({ apiUrl: this.apiUrl, token: jwt }).request('PATCH /app/hook/config', {
+        data: { url: hook.url, content_type: 'json', secret: hook.secret, insecure_ssl: '0' },
+      });
+    } catch (err) {
+      throw gitHubError(err, `the webhook of GitHub App ${app.appId}`);
+    }
+    return `set the webhook of GitHub App ${app.appId} to ${hook.url} (it covers every installation; subscribe the App to ${GITHUB_HOOK_EVENTS.join(', ')} on its settings page)`;
+  }
+
+  checks(token: string | undefined, repos: readonly RepoName[]): Promise<SiteCheck[]> {
+    if (!token && this.app) return appChecks(this.app, repos);
+    return tokenChecks(this.apiUrl, token, repos);
+  }
 }
 
 /** The site of a GitHub whose web pages are at `webBase`: github.com's API is api.github.com, a server's is <web>/api/v3. */
@@ -155,11 +211,17 @@ export const githubKind: ForgeKind = {
   fromEnv: (env) => {
     const api = env[GITHUB_API_VAR];
     const web = env[GITHUB_WEB_VAR];
-    if (!api && web) return siteAt(web);
-    if (!api) return new GitHubSite(DEFAULT_API, web ? url(GITHUB_WEB_VAR, web) : DEFAULT_WEB);
-    // The web root is the API's own unless named: a server's token never goes to github.com's git.
-    const apiUrl = url(GITHUB_API_VAR, api);
-    return new GitHubSite(apiUrl, web ? url(GITHUB_WEB_VAR, web) : webOf(apiUrl));
+    const base = !api
+      ? web
+        ? siteAt(web)
+        : new GitHubSite(DEFAULT_API, DEFAULT_WEB)
+      : // The web root is the API's own unless named: a server's token never goes to github.com's git.
+        new GitHubSite(
+          url(GITHUB_API_VAR, api),
+          web ? url(GITHUB_WEB_VAR, web) : webOf(url(GITHUB_API_VAR, api)),
+        );
+    const app = gitHubAppFromEnv(env, base.apiUrl);
+    return app ? new GitHubSite(base.apiUrl, base.webUrl_, app) : base;
   },
   siteAt,
   ownsUrl: (webBase) => {

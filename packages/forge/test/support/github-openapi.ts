@@ -52,9 +52,34 @@ export function checkAgainstGitHub(
 ): string[] {
   if (QUIRKS.some((q) => q.method === method && q.template === template && q.status === status))
     return [];
+  // GitHub's description of this list makes each account a user *and* an enterprise
+  // (allOf), where its single installation's says either (anyOf): each item is checked
+  // as that endpoint describes one.
+  if (
+    method === 'GET' &&
+    template === '/app/installations' &&
+    status === 200 &&
+    Array.isArray(body)
+  )
+    return body.flatMap((i) =>
+      checkAgainstGitHub('/app/installations/{installation_id}', 'GET', 200, i),
+    );
   const op = GITHUB_SPEC.paths[template]?.[method.toLowerCase()];
   if (!op) return [`${method} ${template} is not in GitHub's API`];
   let response = op.responses?.[String(status)];
+  // Every endpoint answers bad credentials (401) and what an App may not do (403,
+  // "Resource not accessible by integration") with GitHub's basic error, documented once
+  // for the whole API rather than per endpoint.
+  if (!response && (status === 401 || status === 403)) {
+    const basic = (cache.get('basic-error') ??
+      ajv.compile({ $ref: 'gh#/components/schemas/basic-error' })) as ValidateFunction;
+    cache.set('basic-error', basic);
+    return basic(body)
+      ? []
+      : [
+          `${method} ${template} ${status}: not GitHub's basic error ${JSON.stringify(basic.errors)}`,
+        ];
+  }
   if (!response) return [`${method} ${template} does not document status ${status}`];
   // A shared response (not_found, validation_failed, ...) is named by reference.
   const shared = response.$ref?.replace('#/components/responses/', '');

@@ -6,6 +6,7 @@
 import { ApiError } from '../gitea-server/api-core';
 import { type IssueModel, now, type RepoModel } from '../gitea-server/model';
 import type { GiteaWorld } from '../gitea-server/world';
+import type { GhPrincipal, GitHubApps } from './apps';
 import type { GitHubHook, GitHubHooks } from './hooks';
 import {
   type GhContext,
@@ -24,6 +25,9 @@ import {
 
 export interface GhRequest {
   hooks: GitHubHooks;
+  /** Who asks: a user's token, an App's JWT, an installation's token, or nobody. */
+  principal: GhPrincipal;
+  apps: GitHubApps;
   method: string;
   url: URL;
   params: Record<string, string>;
@@ -35,13 +39,13 @@ export interface GhRequest {
   json(): Promise<Record<string, unknown>>;
 }
 
-interface Answer {
+export interface Answer {
   status?: number;
   body?: unknown;
   headers?: Record<string, string>;
 }
 
-interface GhRoute {
+export interface GhRoute {
   method: string;
   /** GitHub's OpenAPI path template. */
   template: string;
@@ -49,7 +53,7 @@ interface GhRoute {
   handle(r: GhRequest): Answer | Promise<Answer>;
 }
 
-const route = (method: string, template: string, handle: GhRoute['handle']): GhRoute => ({
+export const route = (method: string, template: string, handle: GhRoute['handle']): GhRoute => ({
   method,
   template,
   re: new RegExp(`^${template.replace(/\{(\w+)\}/g, '(?<$1>[^/]+)')}$`),
@@ -65,7 +69,7 @@ const invalid = (message: string, errors: unknown[] = []) =>
   new ApiError(422, { message, errors, documentation_url: DOCS, status: '422' });
 
 /** GitHub's pagination: `per_page` (30, at most 100), `page`, and a `Link` header. */
-function page<T>(r: GhRequest, items: T[], shape: (t: T) => unknown): Answer {
+export function page<T>(r: GhRequest, items: T[], shape: (t: T) => unknown): Answer {
   const q = r.url.searchParams;
   const per = Math.min(100, Math.max(1, Number(q.get('per_page') ?? 30) || 30));
   const n = Math.max(1, Number(q.get('page') ?? 1) || 1);
@@ -212,8 +216,9 @@ export const GITHUB_ROUTES: GhRoute[] = [
     const org = r.world.orgs.get(r.params['org']!);
     if (!org) throw notFound();
     const me = r.needUser();
-    // Someone outside the org is sent to the public list (302), as GitHub does.
-    if (!org.members.has(me))
+    // Someone outside the org is sent to the public list (302), as GitHub does; an App
+    // with the org's members permission sees them all.
+    if (!org.members.has(me) && r.principal.kind !== 'installation')
       return {
         status: 302,
         headers: {

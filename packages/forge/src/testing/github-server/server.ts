@@ -13,11 +13,29 @@ import { ApiError } from '../gitea-server/api-core';
 import { serveGit } from '../gitea-server/git-http';
 import type { GiteaWorldSeed, IssueModel } from '../gitea-server/model';
 import { createGiteaTestServer, type GiteaTestServer } from '../gitea-server/server';
+import { APP_ROUTES, isAppRoute } from './app-routes';
+import { type GhPrincipal, GitHubApps } from './apps';
 import { type GitHubDelivery, type GitHubHook, GitHubHooks } from './hooks';
 import { type GhRequest, GITHUB_ROUTES, notFound } from './routes';
 import { encode, type GhContext } from './shapes';
 
+export type { AppModel, GitHubAppSeed, InstallationModel, InstallationTokenModel } from './apps';
 export type { GitHubDelivery, GitHubHook };
+
+/**
+ * A failure the server gives instead of its answer, for the next `times` API requests
+ * (those `match` picks): GitHub's 5xx, its 429 and secondary limits (`retry-after`), or
+ * its primary limit (403 with `x-ratelimit-remaining: 0`).
+ */
+export interface GitHubFault {
+  kind: 'unavailable' | 'secondary-limit' | 'primary-limit';
+  /** @default 1 */
+  times?: number;
+  /** Seconds, in `retry-after` (secondary) or until `x-ratelimit-reset` (primary). @default 1 */
+  retryAfterS?: number;
+  /** Only requests this picks, e.g. ({ method }) => method === 'POST'. */
+  match?: (req: { method: string; path: string }) => boolean;
+}
 
 export interface GitHubExchange {
   method: string;
@@ -44,11 +62,16 @@ export class GitHubTestServer {
 
   /** Its webhooks: `hooks.add(url, secret)`; every delivery is in `hooks.deliveries`. */
   readonly hooks: GitHubHooks;
+  /** Its GitHub Apps: `apps.add({ slug, publicKey })`, `apps.install(app, account)`. */
+  readonly apps: GitHubApps;
+  /** Failures to give instead of answers (`fail`), in order. */
+  readonly #faults: GitHubFault[] = [];
 
   private constructor(gitea: GiteaTestServer, options: GitHubTestServerOptions) {
     this.gitea = gitea;
     this.#options = options;
     this.hooks = new GitHubHooks(() => this.#ctx);
+    this.apps = new GitHubApps(gitea.world, gitea.tokens);
     // Every change of the shared world is also delivered the way GitHub would.
     const world = gitea.world;
     const emit = world.emit.bind(world);
@@ -108,6 +131,11 @@ export class GitHubTestServer {
     this.gitea.setState(as, fullName, n, state);
   }
 
+  /** Answer the next requests with a failure GitHub gives (a 5xx, a rate limit). */
+  fail(fault: GitHubFault): void {
+    this.#faults.push({ ...fault, times: fault.times ?? 1 });
+  }
+
   async close(): Promise<void> {
     await this.hooks.settle();
     await new Promise<void>((resolve) =>
@@ -120,10 +148,10 @@ export class GitHubTestServer {
     return { api: this.apiUrl, web: this.#base, user: (l) => this.gitea.world.user(l) };
   }
 
-  /** The user of the request's token; null with none; 401 for a bad one. */
-  #authenticate(req: IncomingMessage): string | null {
+  /** Who the request's credentials say it is; 401 for bad ones. */
+  #authenticate(req: IncomingMessage): GhPrincipal {
     const auth = req.headers.authorization;
-    if (!auth) return null;
+    if (!auth) return { kind: 'anonymous' };
     const [scheme, value] = auth.split(' ');
     let token: string | undefined;
     if (/^(token|bearer)$/i.test(scheme ?? '')) token = value;
@@ -131,6 +159,16 @@ export class GitHubTestServer {
       const [user, pass] = Buffer.from(value, 'base64').toString('utf8').split(':');
       token = pass || user;
     }
+    // An App's JWT: three base64url parts, the first a JSON header.
+    if (token && /^bearer$/i.test(scheme ?? '') && /^eyJ[\w-]*\.[\w-]+\.[\w-]+$/.test(token))
+      return { kind: 'app', app: this.apps.verifyJwt(token) };
+    const installation = token ? this.apps.installationToken(token) : undefined;
+    if (installation)
+      return {
+        kind: 'installation',
+        token: installation,
+        login: installation.installation.app.bot,
+      };
     const login = token ? this.gitea.tokens.get(token) : undefined;
     if (!login)
       throw new ApiError(401, {
@@ -138,7 +176,45 @@ export class GitHubTestServer {
         documentation_url: 'https://docs.github.com/rest',
         status: '401',
       });
-    return login;
+    return { kind: 'user', login };
+  }
+
+  /** The next fault for this request, if one is due. */
+  #fault(method: string, path: string): ApiError | undefined {
+    const i = this.#faults.findIndex((f) => !f.match || f.match({ method, path }));
+    if (i < 0) return undefined;
+    const f = this.#faults[i]!;
+    f.times = (f.times ?? 1) - 1;
+    if (f.times <= 0) this.#faults.splice(i, 1);
+    const after = f.retryAfterS ?? 1;
+    const docs = 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api';
+    if (f.kind === 'unavailable') return new ApiError(502, { message: 'Server Error' });
+    if (f.kind === 'secondary-limit')
+      return new ApiError(
+        429,
+        {
+          message:
+            'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.',
+          documentation_url: docs,
+          status: '429',
+        },
+        { 'retry-after': String(after) },
+      );
+    return new ApiError(
+      403,
+      {
+        message: 'API rate limit exceeded for installation.',
+        documentation_url: docs,
+        status: '403',
+      },
+      {
+        'x-ratelimit-limit': '5000',
+        'x-ratelimit-remaining': '0',
+        'x-ratelimit-used': '5000',
+        'x-ratelimit-reset': String(Math.ceil(Date.now() / 1000) + after),
+        'x-ratelimit-resource': 'core',
+      },
+    );
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -171,11 +247,10 @@ export class GitHubTestServer {
     let body: unknown = null;
     let headers: Record<string, string> = {};
     try {
-      const user = this.#authenticate(req);
       let found:
         | { route: (typeof GITHUB_ROUTES)[number]; params: Record<string, string> }
         | undefined;
-      for (const route of GITHUB_ROUTES) {
+      for (const route of [...APP_ROUTES, ...GITHUB_ROUTES]) {
         if (route.method !== method) continue;
         const m = route.re.exec(path);
         if (m) {
@@ -188,9 +263,25 @@ export class GitHubTestServer {
           break;
         }
       }
+      template = found?.route.template ?? '';
+      const fault = this.#fault(method, path);
+      if (fault) throw fault;
+      const principal = this.#authenticate(req);
+      const user =
+        principal.kind === 'user' || principal.kind === 'installation' ? principal.login : null;
       if (!found) throw notFound();
-      template = found.route.template;
+      // An App's JWT opens its own endpoints only; an installation's token what it was given.
+      if (principal.kind === 'app' && !isAppRoute(template))
+        throw new ApiError(403, {
+          message: 'Resource not accessible by integration',
+          documentation_url: 'https://docs.github.com/rest',
+          status: '403',
+        });
+      if (principal.kind === 'installation' && !isAppRoute(template))
+        this.apps.check(principal.token, method, template, found.params);
       const r: GhRequest = {
+        principal,
+        apps: this.apps,
         hooks: this.hooks,
         method,
         url,
@@ -246,7 +337,15 @@ export class GitHubTestServer {
   ) {
     let user: string | null = null;
     try {
-      user = this.#authenticate(req);
+      const p = this.#authenticate(req);
+      if (p.kind === 'user') user = p.login;
+      if (p.kind === 'installation') {
+        const write =
+          what === 'git-receive-pack' || url.searchParams.get('service') === 'git-receive-pack';
+        // A token narrowed to other repositories, or without contents, is nobody here.
+        if (this.apps.mayGit(p.token, `${owner}/${name.replace(/\.git$/, '')}`, write))
+          user = p.login;
+      }
     } catch {
       user = null;
     }

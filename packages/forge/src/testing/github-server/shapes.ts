@@ -23,7 +23,7 @@ export interface GhContext {
 }
 
 /** A template with GitHub's hosts replaced by the server's. */
-function from(name: keyof typeof TEMPLATES, ctx: GhContext): Json {
+export function from(name: keyof typeof TEMPLATES, ctx: GhContext): Json {
   const text = JSON.stringify(TEMPLATES[name])
     .replaceAll('https://api.github.com', ctx.api)
     .replaceAll('https://github.com', ctx.web)
@@ -54,7 +54,7 @@ export function ghUser(ctx: GhContext, login: string): Json {
     repos_url: `${url}/repos`,
     events_url: `${url}/events{/privacy}`,
     received_events_url: `${url}/received_events`,
-    type: u.isOrg ? 'Organization' : 'User',
+    type: u.isOrg ? 'Organization' : login.endsWith('[bot]') ? 'Bot' : 'User',
     site_admin: false,
   };
 }

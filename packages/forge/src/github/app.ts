@@ -1,0 +1,323 @@
+/**
+ * A GitHub App as the orchestrator's identity (@octokit/auth-app): installation tokens
+ * for its own calls, and for each bottle's gate a token narrowed to one repository and
+ * to what the forge sidecar needs.
+ */
+import { createPrivateKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { BbError, errorMessage, registerSecret } from '@bb/errors';
+import { createAppAuth } from '@octokit/auth-app';
+import { request as octokitRequest } from '@octokit/request';
+import type { RepoName } from '../kind';
+import { gitHubError } from './client';
+
+/** The variables naming a GitHub App: its id, its private key's file and (optionally) one installation. */
+export const GITHUB_APP_ID_VAR = 'FORGE_GITHUB_APP_ID';
+export const GITHUB_APP_KEY_VAR = 'FORGE_GITHUB_APP_KEY_FILE';
+export const GITHUB_APP_INSTALLATION_VAR = 'FORGE_GITHUB_APP_INSTALLATION';
+
+/**
+ * What a bottle's gate may do with its token, and no more: the sidecar comments on its
+ * issue, opens and updates its PR, and pushes its branch. Metadata is every token's.
+ */
+export const BOTTLE_PERMISSIONS = {
+  contents: 'write',
+  issues: 'write',
+  pull_requests: 'write',
+  metadata: 'read',
+} as const;
+
+/**
+ * What the orchestrator's own installation tokens need, checked by `bb doctor`:
+ * the bottle's, plus the org's members (who may drive an agent).
+ */
+export const APP_PERMISSIONS: Record<string, 'read' | 'write'> = {
+  ...BOTTLE_PERMISSIONS,
+  members: 'read',
+};
+
+/** A token and when GitHub stops taking it. */
+export interface ExpiringToken {
+  token: string;
+  expiresAt: Date;
+}
+
+export interface GitHubAppOptions {
+  appId: number;
+  /** The App's private key, PEM (PKCS#1 as GitHub hands it out, or PKCS#8). */
+  privateKey: string;
+  /** The REST API's base. */
+  apiUrl: string;
+  /** One installation for every repository; otherwise each repository's is asked for. */
+  installationId?: number | undefined;
+  /** A token expiring sooner than this is made again before use. @default 5 min */
+  renewBeforeMs?: number;
+}
+
+/** Installation tokens made as GitHub asks; their values are registered as secrets. */
+export class GitHubApp {
+  readonly appId: number;
+  readonly #auth: ReturnType<typeof createAppAuth>;
+  readonly #fixed: number | undefined;
+  readonly #installations = new Map<string, Promise<number>>();
+  readonly #renewBeforeMs: number;
+  #slug: Promise<string> | undefined;
+
+  constructor(readonly options: GitHubAppOptions) {
+    this.appId = options.appId;
+    this.#fixed = options.installationId;
+    this.#renewBeforeMs = options.renewBeforeMs ?? 5 * 60_000;
+    this.#auth = createAppAuth({
+      appId: options.appId,
+      privateKey: pkcs8(options.privateKey),
+      request: octokitRequest.defaults({
+        baseUrl: options.apiUrl.replace(/\/+$/, ''),
+        headers: { 'user-agent': 'bot-bottle' },
+        request: { fetch: boundedFetch },
+      }),
+    });
+  }
+
+  /** A JWT of the App (ten minutes), for the `/app` endpoints. */
+  async jwt(): Promise<string> {
+    try {
+      const { token } = await this.#auth({ type: 'app' });
+      registerSecret(token);
+      return token;
+    } catch (err) {
+      throw appError(err, `the JWT of GitHub App ${this.appId}`);
+    }
+  }
+
+  /** The App's slug; its comments are by `<slug>[bot]`. */
+  slug(): Promise<string> {
+    this.#slug ??= this.#app().then(
+      (a) => a.slug,
+      (err) => {
+        this.#slug = undefined;
+        throw err;
+      },
+    );
+    return this.#slug;
+  }
+
+  /** The login GitHub shows for what the App does. */
+  async login(): Promise<string> {
+    return `${await this.slug()}[bot]`;
+  }
+
+  /** The installation that covers `target` (its owner's): asked once, then kept. */
+  installationFor(target: RepoName | { owner: string }): Promise<number> {
+    if (this.#fixed !== undefined) return Promise.resolve(this.#fixed);
+    const key = 'repo' in target ? `${target.owner}/${target.repo}` : target.owner;
+    let found = this.#installations.get(key);
+    if (!found) {
+      found = this.#findInstallation(target);
+      found.catch(() => this.#installations.delete(key));
+      this.#installations.set(key, found);
+    }
+    return found;
+  }
+
+  /** Every installation of the App. */
+  async installations(): Promise<Array<{ id: number; account: string }>> {
+    if (this.#fixed !== undefined) return [{ id: this.#fixed, account: '' }];
+    const out: Array<{ id: number; account: string }> = [];
+    for (let page = 1; ; page++) {
+      const data = (await this.#appGet(`/app/installations?per_page=100&page=${page}`)) as Array<{
+        id: number;
+        account: { login: string } | null;
+      }>;
+      for (const i of data) out.push({ id: i.id, account: i.account?.login ?? '' });
+      if (data.length < 100) return out;
+    }
+  }
+
+  /**
+   * The orchestrator's token for `target`: its installation's, with the App's
+   * permissions on the repositories it was installed on. Kept by @octokit/auth-app and
+   * made again when it is about to expire.
+   */
+  async token(target: RepoName | { owner: string }): Promise<string> {
+    const installationId = await this.installationFor(target);
+    return (await this.#installationToken({ installationId })).token;
+  }
+
+  /** A token of `installationId` itself (its repositories), for sweeping them. */
+  async installationToken(installationId: number): Promise<string> {
+    return (await this.#installationToken({ installationId })).token;
+  }
+
+  /**
+   * A new token for one bottle's gate: `target` alone, with BOTTLE_PERMISSIONS alone.
+   * Never cached: each bottle gets its own, so revoking or expiring one touches no other.
+   */
+  async bottleToken(target: RepoName): Promise<ExpiringToken> {
+    const installationId = await this.installationFor(target);
+    return this.#installationToken(
+      {
+        installationId,
+        repositoryNames: [target.repo],
+        permissions: { ...BOTTLE_PERMISSIONS },
+        refresh: true,
+      },
+      `a token for ${target.owner}/${target.repo}`,
+    );
+  }
+
+  /** The App's webhook configuration, as GitHub holds it (`GET /app/hook/config`). */
+  async hookConfig(): Promise<{ url?: string; content_type?: string; insecure_ssl?: string }> {
+    return (await this.#appGet('/app/hook/config')) as { url?: string };
+  }
+
+  /** The permissions and events of one installation, as GitHub holds them. */
+  async installation(
+    id: number,
+  ): Promise<{ permissions: Record<string, string>; events: string[]; account: string }> {
+    const i = (await this.#appGet(`/app/installations/${id}`)) as {
+      permissions?: Record<string, string>;
+      events?: string[];
+      account?: { login: string } | null;
+    };
+    return {
+      permissions: i.permissions ?? {},
+      events: i.events ?? [],
+      account: i.account?.login ?? '',
+    };
+  }
+
+  async #installationToken(
+    options: {
+      installationId: number;
+      repositoryNames?: string[];
+      permissions?: Record<string, string>;
+      refresh?: boolean;
+    },
+    what = `a token of installation ${options.installationId}`,
+  ): Promise<ExpiringToken> {
+    try {
+      let a = await this.#auth({ type: 'installation', ...options });
+      // @octokit/auth-app keeps a token 59 minutes; one GitHub gave for less is made again.
+      if (Date.parse(a.expiresAt) - Date.now() < this.#renewBeforeMs && !options.refresh)
+        a = await this.#auth({ type: 'installation', ...options, refresh: true });
+      registerSecret(a.token);
+      return { token: a.token, expiresAt: new Date(a.expiresAt) };
+    } catch (err) {
+      throw appError(err, what);
+    }
+  }
+
+  async #findInstallation(target: RepoName | { owner: string }): Promise<number> {
+    const path =
+      'repo' in target
+        ? `/repos/${enc(target.owner)}/${enc(target.repo)}/installation`
+        : `/orgs/${enc(target.owner)}/installation`;
+    try {
+      return ((await this.#appGet(path)) as { id: number }).id;
+    } catch (err) {
+      const e = err as BbError;
+      if (e.code === 'NOT_FOUND')
+        throw new BbError(
+          'FORBIDDEN',
+          `GitHub App ${this.appId} is not installed on ${'repo' in target ? `${target.owner}/${target.repo}` : target.owner}: install it there (docs/github-setup.md)`,
+          { cause: err },
+        );
+      throw err;
+    }
+  }
+
+  async #app(): Promise<{ id: number; slug: string; permissions?: Record<string, string> }> {
+    return (await this.#appGet('/app')) as { id: number; slug: string };
+  }
+
+  async #appGet(path: string): Promise<unknown> {
+    const jwt = await this.jwt();
+    try {
+      const res = await octokitRequest(`GET ${path}`, {
+        baseUrl: this.options.apiUrl.replace(/\/+$/, ''),
+        headers: { authorization: `bearer ${jwt}`, 'user-agent': 'bot-bottle' },
+        request: { fetch: boundedFetch },
+      });
+      return res.data;
+    } catch (err) {
+      throw gitHubError(err, `${path} as GitHub App ${this.appId}`);
+    }
+  }
+}
+
+const enc = (s: string) => encodeURIComponent(s);
+
+/** Every request bounded, as the REST client's are. */
+const boundedFetch = (url: string, init: RequestInit = {}) =>
+  fetch(url, {
+    ...init,
+    signal: init.signal
+      ? AbortSignal.any([init.signal, AbortSignal.timeout(15_000)])
+      : AbortSignal.timeout(15_000),
+  });
+
+/** auth-app's errors (a RequestError, or its own Error) as BbErrors. */
+function appError(err: unknown, what: string): BbError {
+  const e = err as { status?: number; response?: unknown };
+  if (e.response !== undefined || typeof e.status === 'number') return gitHubError(err, what);
+  return new BbError('FORGE_ERROR', `GitHub App: cannot make ${what}: ${errorMessage(err)}`, {
+    cause: err,
+  });
+}
+
+/** The key as PKCS#8 (what auth-app signs with), or a clear error. */
+function pkcs8(pem: string): string {
+  try {
+    return createPrivateKey(pem).export({ type: 'pkcs8', format: 'pem' }).toString();
+  } catch (err) {
+    throw new BbError(
+      'INVALID_INPUT',
+      `the GitHub App's private key is not a PEM private key (${errorMessage(err)}): use the .pem file GitHub gave when the key was generated`,
+    );
+  }
+}
+
+/**
+ * The App an environment names (FORGE_GITHUB_APP_ID and FORGE_GITHUB_APP_KEY_FILE), or
+ * undefined when it names none. Half of one is an error, as is a key that cannot be read.
+ */
+export function gitHubAppFromEnv(
+  env: Record<string, string | undefined>,
+  apiUrl: string,
+): GitHubApp | undefined {
+  const id = env[GITHUB_APP_ID_VAR];
+  const keyFile = env[GITHUB_APP_KEY_VAR];
+  if (!id && !keyFile) return undefined;
+  if (!id || !keyFile)
+    throw new BbError(
+      'INVALID_INPUT',
+      `set both ${GITHUB_APP_ID_VAR} (the App's id) and ${GITHUB_APP_KEY_VAR} (its private key's .pem file), or neither (then FORGE_TOKEN is used)`,
+    );
+  if (!/^[1-9]\d*$/.test(id))
+    throw new BbError(
+      'INVALID_INPUT',
+      `${GITHUB_APP_ID_VAR} ${JSON.stringify(id)} is not an App id: the number on the App's settings page ("App ID")`,
+    );
+  const inst = env[GITHUB_APP_INSTALLATION_VAR];
+  if (inst !== undefined && inst !== '' && !/^[1-9]\d*$/.test(inst))
+    throw new BbError(
+      'INVALID_INPUT',
+      `${GITHUB_APP_INSTALLATION_VAR} ${JSON.stringify(inst)} is not an installation id (a number), or leave it unset`,
+    );
+  let key: string;
+  try {
+    key = readFileSync(keyFile, 'utf8');
+  } catch (err) {
+    throw new BbError(
+      'INVALID_INPUT',
+      `${GITHUB_APP_KEY_VAR} ${keyFile} cannot be read (${(err as NodeJS.ErrnoException).code ?? errorMessage(err)})`,
+    );
+  }
+  registerSecret(key.trim());
+  return new GitHubApp({
+    appId: Number(id),
+    privateKey: key,
+    apiUrl,
+    ...(inst ? { installationId: Number(inst) } : {}),
+  });
+}

@@ -2,8 +2,12 @@
 // the GitHub-compatible test server's signed webhook in, a bottle whose sidecar (the
 // built-in github kind) writes through GitHub's REST API and pushes over git, a PR
 // opened from a real push, a review that resumes the same session, merging the PR
-// destroys the bottle.
-import { existsSync } from 'node:fs';
+// destroys the bottle. Twice: as a bot user with a personal token, and as a GitHub App
+// (no token at all: installation tokens for the service, a narrowed one for each turn's
+// gate).
+import { generateKeyPairSync } from 'node:crypto';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createGitHubTestServer, type GitHubTestServer } from '@bb/forge/testing';
 import { bottleDir, DockerBackend, HOME_LABEL, homeLabel } from '@bb/headless';
 import { type RunningOrchestrator, serve } from '@bb/service';
@@ -23,7 +27,12 @@ const docker = await probeDocker();
 const TOKEN = 'ghp_bbbotgithubloop0123456789';
 const SECRET = 'github-webhook-secret';
 
-describe.skipIf(!docker.ok)('GitHub end to end in real bottles', () => {
+const IDENTITIES = [
+  { as: 'a bot user with a personal token', app: false, bot: 'bb-bot' },
+  { as: 'a GitHub App', app: true, bot: 'bb-app[bot]' },
+] as const;
+
+describe.skipIf(!docker.ok).each(IDENTITIES)('GitHub end to end in real bottles, as $as', (id) => {
   let home: string;
   let gh: GitHubTestServer;
   let orch: RunningOrchestrator;
@@ -62,6 +71,23 @@ describe.skipIf(!docker.ok)('GitHub end to end in real bottles', () => {
         labels: [{ repo: 'acme/widgets', name: 'bot-bottle:implementer' }],
       },
     });
+    let identity: Record<string, string> = { FORGE_TOKEN: TOKEN };
+    if (id.app) {
+      const { privateKey, publicKey } = generateKeyPairSync('rsa', {
+        modulusLength: 2048,
+        privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
+        publicKeyEncoding: { type: 'spki', format: 'pem' },
+      });
+      const app = await gh.apps.add({ slug: 'bb-app', publicKey });
+      // On the repositories' org, and on the agent org (whose members it reads).
+      gh.apps.install(app, 'acme');
+      gh.apps.install(app, 'bot-bottle');
+      writeFileSync(join(home, 'app.pem'), privateKey, { mode: 0o600 });
+      identity = {
+        FORGE_GITHUB_APP_ID: String(app.id),
+        FORGE_GITHUB_APP_KEY_FILE: join(home, 'app.pem'),
+      };
+    }
     orch = await serve({
       env: {
         BB_HOME: home,
@@ -70,7 +96,7 @@ describe.skipIf(!docker.ok)('GitHub end to end in real bottles', () => {
         FORGE_KIND: 'github',
         FORGE_GITHUB_API: gh.apiUrl,
         FORGE_GITHUB_URL: gh.url,
-        FORGE_TOKEN: TOKEN,
+        ...identity,
         FORGE_WEBHOOK_SECRET: SECRET,
         BB_SWEEP_INTERVAL: '0',
         BB_WARM_WINDOW: '0',
@@ -113,11 +139,11 @@ describe.skipIf(!docker.ok)('GitHub end to end in real bottles', () => {
       120_000,
     );
     const pr = gh.issue('acme/widgets', frozen.prNumber!);
-    expect(pr.author).toBe('bb-bot');
+    expect(pr.author).toBe(id.bot);
     expect(pr.pull?.headRef).toBe(`bb/implementer-${n}`);
     const comments = () =>
       gh.issue('acme/widgets', n).comments.map((c) => `${c.author}: ${c.body}`);
-    expect(comments()).toContain('bb-bot: PR is up.');
+    expect(comments()).toContain(`${id.bot}: PR is up.`);
     // Every delivery was GitHub's, signed, and taken.
     await gh.hooks.settle();
     expect(gh.hooks.deliveries.length).toBeGreaterThan(0);
@@ -147,5 +173,23 @@ describe.skipIf(!docker.ok)('GitHub end to end in real bottles', () => {
     expect(await backend.list({ 'bb.slug': frozen.slug })).toEqual([]);
     expect(existsSync(bottleDir(frozen.slug, { BB_HOME: home }))).toBe(false);
     expect(logs.some((l) => String(l['msg']).startsWith('event failed'))).toBe(false);
+    if (id.app) {
+      // Each turn's gate had a token of its own, for acme/widgets alone, with what the
+      // sidecar needs alone; the service's own tokens were the installation's.
+      const tokens = [...gh.apps.tokens.values()];
+      const narrowed = tokens.filter((t) => t.repos !== 'all');
+      expect(narrowed.length).toBeGreaterThanOrEqual(2);
+      for (const t of narrowed) {
+        expect([...t.repos]).toEqual(['acme/widgets']);
+        expect(Object.keys(t.permissions).sort()).toEqual([
+          'contents',
+          'issues',
+          'metadata',
+          'pull_requests',
+        ]);
+      }
+      const said = JSON.stringify(logs);
+      for (const t of tokens) expect(said).not.toContain(t.token);
+    }
   }, 300_000);
 });

@@ -226,7 +226,10 @@ already delivers to URL, signed with FORGE_WEBHOOK_SECRET (Gitea: JSON, events
 issues, issue_comment and pull_request, which cover PR comments, reviews and
 pushes). The token's user must administer the repository (or own the org).
 Needs the forge kind's variables (FORGE_KIND, default gitea: FORGE_GITEA_API),
-FORGE_TOKEN and FORGE_WEBHOOK_SECRET.
+FORGE_TOKEN and FORGE_WEBHOOK_SECRET. A GitHub App (FORGE_GITHUB_APP_ID and
+FORGE_GITHUB_APP_KEY_FILE, no FORGE_TOKEN) has one webhook for every
+installation: --repo and --org are not needed, and its events are chosen on
+the App's settings page.
 
 Options:
   --repo owner/name   a repository's webhook

@@ -58,6 +58,7 @@ export function kubernetesRunnerFromEnv(
     bottles: new KubernetesBottles({ kubeConfig, namespace }),
     env,
     token: o.token,
+    credentials: o.credentials,
     gateImage,
     stateClaim,
   });

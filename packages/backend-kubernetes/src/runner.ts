@@ -15,6 +15,8 @@ import {
   effectiveConfig,
   endedTurn,
   GATE_USER,
+  type GateTokens,
+  gateToken,
   HOME_LABEL,
   homeLabel,
   hostBottleStorage,
@@ -110,8 +112,14 @@ export interface KubernetesRunnerOptions {
   bottles: KubernetesBottles;
   /** Where BB_HOME (the bottles' state, the manifests) is read from. */
   env: Record<string, string | undefined>;
-  /** The forge token: the gate's Secret, never the agent's. */
-  token: string;
+  /**
+   * The forge token (the gate's Secret, never the agent's): the bot's, or `credentials`
+   * make each turn's gate its own. Such a token is made at the turn's start and not
+   * renewed in the pod: it must outlast the turn (a GitHub App's lasts an hour, as long
+   * as a turn may run by default).
+   */
+  token?: string | undefined;
+  credentials?: GateTokens['credentials'];
   /** The gate's image: bot-bottle's runtime and its sidecars. */
   gateImage: string;
   /**
@@ -167,7 +175,12 @@ export function kubernetesRunner(
   };
 
   /** The objects of the bottle's turn: the agent runs the provider's command for `prompt`. */
-  const specOf = (meta: BottleMeta, prompt: string, launch = false): KubeBottleSpec => {
+  const specOf = (
+    meta: BottleMeta,
+    prompt: string,
+    token: string | undefined,
+    launch = false,
+  ): KubeBottleSpec => {
     // This turn's key to its gate's port: in the gate's Secret and the agent's bridge,
     // so no other pod's connection is served even where policies are not enforced.
     const linkKey = randomBytes(24).toString('hex');
@@ -288,7 +301,7 @@ export function kubernetesRunner(
         ...Object.fromEntries(
           Object.entries(plan.secrets).map(([name, ref]) => [
             name,
-            secretValue(ref, o.token, (routes) => routeSecrets(routes, env)),
+            secretValue(ref, token, (routes) => routeSecrets(routes, env)),
           ]),
         ),
         'link-key': linkKey,
@@ -391,8 +404,9 @@ export function kubernetesRunner(
         turns: [],
         createdAt: new Date().toISOString(),
       };
+      const { token } = await gateToken(o, l.forge, l.forge.token);
       startTurn(meta, l.prompt);
-      await bottles.launch(specOf(meta, l.prompt, true));
+      await bottles.launch(specOf(meta, l.prompt, token, true));
     },
 
     async startResume(r) {
@@ -408,8 +422,9 @@ export function kubernetesRunner(
         meta.sessionStart = meta.turns.length + 1;
       }
       if (r.pr !== undefined && meta.forge) meta.forge = { ...meta.forge, pr: r.pr };
+      const token = meta.forge ? (await gateToken(o, meta.forge)).token : undefined;
       startTurn(meta, r.prompt);
-      await bottles.resume(specOf(meta, r.prompt));
+      await bottles.resume(specOf(meta, r.prompt, token));
     },
 
     async finishTurn(slug) {

@@ -9,6 +9,7 @@ import { OpLog } from './op-log';
 import { bundlePrBranch, PR_BUNDLE } from './pr-bundle';
 import { QueueWriter } from './queue';
 import { type RunningSidecar, type SidecarLogger, startSidecar } from './server';
+import { forgeFollowingTokenFile } from './token-file';
 
 /** The file beside the socket where the host leaves the launch's base commit. */
 export const BASE_FILE = '.base-commit';
@@ -102,14 +103,18 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
   const env = loadSidecarEnv(options.env);
   const token = readSidecarToken(env);
   registerSecret(token);
-  const inner =
-    options.makeForge?.({ ...env, FORGE_TOKEN: token }) ??
-    (await forgeSiteFromEnv(env, options.env)).forgeFor({
-      owner: env.FORGE_OWNER,
-      repo: env.FORGE_REPO,
-      token,
-    });
-  // Whatever the kind makes of the token for git (base64, a signature) is as secret as it.
+  const site = options.makeForge ? undefined : await forgeSiteFromEnv(env, options.env);
+  const make = (t: string) =>
+    options.makeForge?.({ ...env, FORGE_TOKEN: t }) ??
+    site!.forgeFor({ owner: env.FORGE_OWNER, repo: env.FORGE_REPO, token: t });
+  const logger = options.logger ?? stderrLogger();
+  // A token in a file may be renewed there by the host (one that expires); whatever the
+  // kind makes of it for git (base64, a signature) is as secret as it.
+  const inner = env.FORGE_TOKEN_FILE
+    ? forgeFollowingTokenFile(make, env.FORGE_TOKEN_FILE, token, () =>
+        logger.info({}, 'the forge token was renewed'),
+      )
+    : make(token);
   for (const v of Object.values(inner.gitRemote()?.headers ?? {})) registerSecret(v);
   const forge = new ScopedForge(inner, {
     issue: env.FORGE_ISSUE_NUMBER,
@@ -118,7 +123,6 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
   });
   const owner = env.BB_SOCKET_OWNER?.split(':').map(Number) as [number, number] | undefined;
   const gitDir = env.BB_GIT_DIR ?? join(dirname(env.BB_OPS_LOG), 'push.git');
-  const logger = options.logger ?? stderrLogger();
   const running = await startSidecar({
     forge,
     socketPath: env.BB_SIDECAR_SOCKET,

@@ -163,6 +163,20 @@ describe('a GitHub App as the identity', () => {
     expect((await forge.readIssue(1)).number).toBe(1);
   });
 
+  it("reads an org's members through its installation on that org, and says when it cannot", async () => {
+    const forge = site().forgeFor({ owner: 'acme', repo: 'widgets' });
+    expect(await forge.isOrgMember('acme', 'alice')).toBe(true);
+    expect(await forge.isOrgMember('acme', 'eve')).toBe(false);
+    // Not installed on the agent org: GitHub sends it to the public list; never "not a member".
+    await expect(forge.isOrgMember('bot-bottle', 'bb-claude')).rejects.toThrow(
+      /cannot tell whether bb-claude is a member of bot-bottle/,
+    );
+    server.apps.install(app, 'bot-bottle');
+    const again = site().forgeFor({ owner: 'acme', repo: 'widgets' });
+    expect(await again.isOrgMember('bot-bottle', 'bb-claude')).toBe(true);
+    expect(await again.isOrgMember('bot-bottle', 'alice')).toBe(false);
+  });
+
   it('says what is wrong with the configuration, naming the value', async () => {
     expect(() => githubKind.fromEnv({ ...env, FORGE_GITHUB_APP_KEY_FILE: '' })).toThrow(
       /set both FORGE_GITHUB_APP_ID .* and FORGE_GITHUB_APP_KEY_FILE/,
@@ -184,8 +198,8 @@ describe('a GitHub App as the identity', () => {
     ).rejects.toSatisfy((e) => isBbError(e, 'UNAUTHORIZED'));
     // A repository it is not installed on.
     await expect(
-      site().credentials!.bottleToken({ owner: 'bot-bottle', repo: 'nowhere' }),
-    ).rejects.toThrow(/is not installed on bot-bottle\/nowhere/);
+      site().credentials!.bottleToken({ owner: 'nobody', repo: 'nowhere' }),
+    ).rejects.toThrow(/is not installed on nobody\/nowhere/);
   });
 
   it('bb doctor: its permissions, events, installations and webhook', async () => {
@@ -213,7 +227,7 @@ describe('a GitHub App as the identity', () => {
     const issues = inst.permissions['issues'];
     inst.permissions['issues'] = 'read';
     try {
-      checks = await s.checks(undefined, [...repos, { owner: 'bot-bottle', repo: 'x' }]);
+      checks = await s.checks(undefined, [...repos, { owner: 'nobody', repo: 'x' }]);
     } finally {
       inst.permissions['issues'] = issues!;
     }
@@ -223,7 +237,7 @@ describe('a GitHub App as the identity', () => {
     );
     expect(checks.find((c) => c.check === 'installed on')).toMatchObject({
       ok: false,
-      detail: 'the App is not installed on bot-bottle/x',
+      detail: 'the App is not installed on nobody/x',
     });
   });
 });

@@ -91,6 +91,8 @@ export {
 export { secretValue, supervises } from './bottle/plan-host';
 export {
   type BottleRunner,
+  type GateTokens,
+  gateToken,
   headlessRunner,
   MANAGED_LABEL,
   type SessionLimits,
@@ -118,6 +120,12 @@ export {
   supervisedBottles,
   takeResumeRequest,
 } from './bottle/supervise-remedy';
+export {
+  noteExpiringToken,
+  startTokenKeeper,
+  type TokenKeeper,
+  type TokenKeeperOptions,
+} from './bottle/token-keeper';
 export { canKeepWarm } from './bottle/warm';
 export {
   type Backend,

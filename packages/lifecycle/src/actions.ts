@@ -107,7 +107,7 @@ async function launchBottle(
         forge: {
           kind: core.o.forge.kind.name,
           site: core.o.forge.site.env(),
-          token: core.o.token,
+          ...(core.o.token ? { token: core.o.token } : {}),
           owner,
           repo,
           issue,

@@ -17,8 +17,12 @@ export interface OrchestratorOptions {
   forge: { kind: ForgeKind; site: ForgeSite };
   /** The forge for a repository, as the bot. @default the site's, with `token` */
   forgeFor?: (owner: string, repo: string) => Forge;
-  /** The bot's token (given to each bottle's sidecar only) and its login. */
-  token: string;
+  /**
+   * The bot's token (given to each bottle's sidecar only) and its login. Absent when
+   * the site is its own identity (`site.credentials`, a GitHub App): the runner then
+   * makes each bottle its own token.
+   */
+  token?: string | undefined;
   botLogin: string;
   /** Org whose assigned members launch agents. @default 'bot-bottle' */
   org?: string;

@@ -80,9 +80,14 @@ export const ConfigSchema = z.object({
     .default('bot-bottle'),
   /** The forge kind; its own variables (e.g. FORGE_GITEA_API) say where it is. @default gitea */
   FORGE_KIND: z.string().optional(),
+  /**
+   * The bot user's token. Not needed (nor used) when the forge's site is its own
+   * identity: a GitHub App (FORGE_GITHUB_APP_ID and FORGE_GITHUB_APP_KEY_FILE).
+   */
   FORGE_TOKEN: z
-    .string({ error: 'FORGE_TOKEN is required (a token of the bot user, a member of FORGE_ORG)' })
-    .min(1, 'FORGE_TOKEN is required'),
+    .string()
+    .min(1, "FORGE_TOKEN is empty: set it to the bot user's token, or unset it")
+    .optional(),
   FORGE_WEBHOOK_SECRET: z
     .string({ error: "FORGE_WEBHOOK_SECRET is required (the secret set on the forge's webhook)" })
     .min(8, 'FORGE_WEBHOOK_SECRET must be at least 8 characters'),
@@ -330,6 +335,10 @@ export function loadConfig(
   } catch (err) {
     problems.push(`- ${errorMessage(err)}`);
   }
+  if (forge && !forge.site.credentials && !env['FORGE_TOKEN'])
+    problems.push(
+      `- FORGE_TOKEN is required (a token of the bot user, a member of FORGE_ORG)${forge.kind.name === 'github' ? ', or a GitHub App: FORGE_GITHUB_APP_ID and FORGE_GITHUB_APP_KEY_FILE' : ''}`,
+    );
   if (r.success && forge && problems.length === 0) return { ...r.data, forge };
   throw new BbError(
     'INVALID_INPUT',

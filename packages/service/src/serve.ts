@@ -130,10 +130,12 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     (backendKinds.makesContainers(config.BB_BACKEND)
       ? backendKinds.make(config.BB_BACKEND, { env, warn })
       : undefined);
+  // Each bottle's gate gets the bot's token, or (a GitHub App) a token made for it alone.
   const runner = await backendKinds.runner(config.BB_BACKEND, {
     env: bottleEnv,
     warn,
     token: config.FORGE_TOKEN,
+    credentials: site.credentials,
     warmMs: config.BB_WARM_WINDOW,
     backend,
   });
@@ -328,6 +330,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
         clearInterval(pruneTimer);
         await orchestrator.coolAll();
         orchestrator.close();
+        runner.close?.();
         // The others take this one's issues over now rather than when its leases run out.
         await orchestrator.releaseLeases().catch(() => {});
         await new Promise<void>((r) => {

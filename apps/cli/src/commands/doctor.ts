@@ -261,13 +261,14 @@ export async function runDoctor(
   }
   if (!forge) return checks;
   const { kind, site } = forge;
-  const token = io.env['FORGE_TOKEN'];
-  if (!token) {
+  const token = io.env['FORGE_TOKEN'] || undefined;
+  // A site that is its own identity (a GitHub App) needs no token.
+  if (!token && !site.credentials) {
     checks.push({
       check: 'forge',
       ok: false,
       detail: 'FORGE_TOKEN is not set',
-      fix: "set FORGE_TOKEN to the bot user's token",
+      fix: `set FORGE_TOKEN to the bot user's token${kind.name === 'github' ? ', or FORGE_GITHUB_APP_ID and FORGE_GITHUB_APP_KEY_FILE to a GitHub App (docs/github-setup.md)' : ''}`,
     });
     return checks;
   }
@@ -277,12 +278,21 @@ export async function runDoctor(
     checks.push({
       check: 'forge',
       ok: true,
-      detail: `${kind.name} at ${site.location} answers; the token is ${me}'s`,
+      detail: `${kind.name} at ${site.location} answers; ${token || !site.credentials ? `the token is ${me}'s` : `acting as ${site.credentials.describe} (${me})`}`,
     });
     // The kind's own checks first (a token's scopes, say): what they find missing is named
     // before it shows up as a failure below.
     const own = (await site.checks?.(token, config?.FORGE_REPOS ?? [])) ?? [];
     checks.push(...own);
+    if (!token && site.credentials) {
+      // An App is nobody's member: an issue launches when assigned to one of the org's.
+      checks.push({
+        check: 'org membership',
+        ok: null,
+        detail: `${site.credentials.describe} is no member of ${org}: assign issues to a member of ${org} (the App reads the org's members)`,
+      });
+      return checks;
+    }
     let member: boolean;
     try {
       member = await site.forgeFor({ owner: org, repo: '_', token }).isOrgMember(org, me);

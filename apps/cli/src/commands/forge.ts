@@ -13,8 +13,13 @@ async function installHook(argv: string[], io: CliIo): Promise<number> {
   );
   const repo = values['repo'] as string | undefined;
   const org = values['org'] as string | undefined;
-  if (!repo === !org)
-    throw new UsageError('name exactly one of --repo owner/name or --org name', FORGE_USAGE);
+  const { kind, site } = forgeKinds.fromEnv(io.env);
+  // A GitHub App has one webhook of its own, for every installation: no target.
+  const asApp = !!site.credentials && !io.env['FORGE_TOKEN'];
+  if (repo && org)
+    throw new UsageError('name one of --repo owner/name or --org name, not both', FORGE_USAGE);
+  if (!repo && !org && !asApp)
+    throw new UsageError('name one of --repo owner/name or --org name', FORGE_USAGE);
   if (repo && !/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/.test(repo))
     throw new UsageError(`--repo must be owner/name (got ${JSON.stringify(repo)})`, FORGE_USAGE);
   if (org && !/^[A-Za-z0-9_.-]+$/.test(org))
@@ -34,12 +39,9 @@ async function installHook(argv: string[], io: CliIo): Promise<number> {
   } catch {
     throw new UsageError(`--url must be an http(s) URL (got ${JSON.stringify(url)})`, FORGE_USAGE);
   }
-  const { kind, site } = forgeKinds.fromEnv(io.env);
-  const token = needEnv(
-    io,
-    'FORGE_TOKEN',
-    "the bot's token (it must administer the repository or org)",
-  );
+  const token = asApp
+    ? undefined
+    : needEnv(io, 'FORGE_TOKEN', "the bot's token (it must administer the repository or org)");
   const secret = needEnv(
     io,
     'FORGE_WEBHOOK_SECRET',
@@ -52,7 +54,7 @@ async function installHook(argv: string[], io: CliIo): Promise<number> {
       'INVALID_INPUT',
       `bb cannot create ${kind.name} webhooks: create one by hand that posts to ${url} (path ${kind.webhook.path}) signed with FORGE_WEBHOOK_SECRET`,
     );
-  const said = await site.installHook(token, { target: (repo ?? org)!, url, secret });
+  const said = await site.installHook(token, { target: repo ?? org ?? '', url, secret });
   io.stdout(`${said}\n`);
   return 0;
 }

@@ -35,6 +35,11 @@ export interface GitHubForgeOptions {
   /** The web root clone URLs are under. @default the API's own (github.com for api.github.com, <web> for <web>/api/v3) */
   webUrl?: string;
   onWarning?: (message: string) => void;
+  /**
+   * The client that may see an org's members (a GitHub App's installation on that org);
+   * undefined, or one that fails, leaves `client`.
+   */
+  orgClient?: (org: string) => Promise<GitHubClient | undefined>;
 }
 
 /** `Forge` for GitHub (github.com or an Enterprise Server) through its REST API v3. */
@@ -46,6 +51,7 @@ export class GitHubForge extends Forge {
   readonly #token: string | undefined;
   readonly #web: string;
   readonly #warn: (message: string) => void;
+  readonly #orgClient: GitHubForgeOptions['orgClient'];
 
   constructor(o: GitHubForgeOptions) {
     super();
@@ -61,6 +67,7 @@ export class GitHubForge extends Forge {
     if (o.token) registerSecret(o.token);
     this.#web = (o.webUrl ?? webOf(o.apiUrl ?? 'https://api.github.com')).replace(/\/+$/, '');
     this.#warn = o.onWarning ?? (() => {});
+    this.#orgClient = o.orgClient;
   }
 
   get #r() {
@@ -230,8 +237,9 @@ export class GitHubForge extends Forge {
   async isOrgMember(org: string, login: string): Promise<boolean> {
     // GitHub answers 204 (member), 404 (not), or 302 to the public list when the token's
     // user may not see the org's members: "cannot tell", never a membership.
+    const client = (await this.#orgClient?.(org).catch(() => undefined)) ?? this.client;
     try {
-      const res = await this.client.request('GET /orgs/{org}/members/{username}', {
+      const res = await client.request('GET /orgs/{org}/members/{username}', {
         org,
         username: login,
         request: { redirect: 'manual' },

@@ -79,11 +79,17 @@ export class GitHubSite implements ForgeSite {
   forgeFor(target: RepoName & { token?: string | undefined }): GitHubForge {
     if (target.token || !this.app)
       return new GitHubForge({ ...target, apiUrl: this.apiUrl, webUrl: this.webUrl_ });
+    const app = this.app;
     return new GitHubForge({
       owner: target.owner,
       repo: target.repo,
       client: this.client(undefined, target),
       webUrl: this.webUrl_,
+      // An org's members are seen through the App's installation on that org.
+      orgClient: async (org) => {
+        await app.installationFor({ owner: org });
+        return this.client(undefined, { owner: org });
+      },
     });
   }
 

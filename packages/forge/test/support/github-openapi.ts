@@ -42,6 +42,12 @@ const QUIRKS = [
     status: 404,
     why: "an org that does not exist is answered with GitHub's Not Found body",
   },
+  ...['/orgs/{org}/installation', '/repos/{owner}/{repo}/installation'].map((template) => ({
+    method: 'GET',
+    template,
+    status: 404,
+    why: 'where the App is not installed, GitHub answers its Not Found body',
+  })),
 ];
 
 export function checkAgainstGitHub(

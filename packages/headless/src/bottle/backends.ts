@@ -2,7 +2,7 @@ import { BbError } from '@bb/errors';
 import type { Backend } from '../engine/backend';
 import { DockerBackend } from '../engine/docker-backend';
 import { LocalBackend } from '../engine/local-backend';
-import { type BottleRunner, headlessRunner } from './runner';
+import { type BottleRunner, type GateTokens, headlessRunner } from './runner';
 
 /** How a named backend is made: from the environment, with a way to warn the operator. */
 export type BackendFactory = (options: {
@@ -11,11 +11,9 @@ export type BackendFactory = (options: {
 }) => Backend;
 
 /** What a bottle platform's runner is made with, besides the environment. */
-export interface RunnerOptions {
+export interface RunnerOptions extends GateTokens {
   env: Record<string, string | undefined>;
   warn?: (message: string) => void;
-  /** The forge token, for each bottle's gate (never its agent). */
-  token: string;
   /** How long a bottle may stay warm after its turn (0: never; a platform may keep none). */
   warmMs: number;
 }
@@ -120,7 +118,13 @@ export class BackendRegistry {
       backend = entry.containers(rest);
     }
     return Object.assign(
-      headlessRunner({ backend, env: rest.env, token: rest.token, warmMs: rest.warmMs }),
+      headlessRunner({
+        backend,
+        env: rest.env,
+        token: rest.token,
+        credentials: rest.credentials,
+        warmMs: rest.warmMs,
+      }),
       { isolates: backend.isolates },
     );
   }

@@ -1,12 +1,15 @@
+import { BbError } from '@bb/errors';
+import type { RepoName, SiteCredentials } from '@bb/forge';
 import { LABEL, MANAGED_LABEL } from '@bb/names';
 import type { Remediator } from '@bb/supervise';
 import type { Backend, BottleInfo } from '../engine/backend';
 import type { TurnOutcome } from './bottle-parts';
 import { cool, destroy, finishTurn, startLaunch, startResume, stopAgent } from './bottles';
-import { type ForgeWiring, HOME_LABEL, homeLabel } from './layout';
+import { type ForgeWiring, HOME_LABEL, homeLabel, readMeta } from './layout';
 import { loadAgentManifest, loadBottleManifest, memoryBytes } from './manifests';
 import { type BottleStorage, hostBottleStorage } from './storage';
 import { takeResumeRequest } from './supervise-remedy';
+import { noteExpiringToken, startTokenKeeper } from './token-keeper';
 
 /**
  * Bottles as the orchestrator drives them, each a group (the agent and its
@@ -25,7 +28,8 @@ export interface BottleRunner {
     agent: string;
     slug: string;
     prompt: string;
-    forge: ForgeWiring;
+    /** The bottle's forge; without a token, the runner makes the bottle its own (`credentials`). */
+    forge: Omit<ForgeWiring, 'token'> & { token?: string | undefined };
     bottles?: string[] | undefined;
     /** Where the default branch is, as the forge's API says (the mirror may need no fetch). */
     defaultHead?: (() => Promise<string | undefined>) | undefined;
@@ -75,6 +79,31 @@ export interface BottleRunner {
    * service's own, over its backend
    */
   readonly remediator?: Remediator | undefined;
+  /** Stop what it runs in the background (renewing tokens). */
+  close?(): void;
+}
+
+/** What each bottle's gate is given to reach the forge: the bot's token, or one made for it. */
+export interface GateTokens {
+  /** The bot's token, the same for every bottle. */
+  token?: string | undefined;
+  /** A site that makes each bottle its own token (a GitHub App's): used when there is no `token`. */
+  credentials?: SiteCredentials | undefined;
+}
+
+/** The token for one bottle's gate, with when it expires when it does. */
+export async function gateToken(
+  o: GateTokens,
+  target: RepoName,
+  given?: string,
+): Promise<{ token: string; expiresAt?: Date }> {
+  if (given) return { token: given };
+  if (o.token) return { token: o.token };
+  if (o.credentials) return o.credentials.bottleToken(target);
+  throw new BbError(
+    'INVALID_INPUT',
+    'no forge token for the bottle: set FORGE_TOKEN (or, on GitHub, a GitHub App)',
+  );
 }
 
 /** When a session is rotated: after `maxTurns` turns, or once a turn read `maxTokens` input tokens. */
@@ -87,41 +116,55 @@ export interface SessionLimits {
 export { MANAGED_LABEL };
 
 /** The real runner: bottles through `@bb/headless` on a backend. */
-export function headlessRunner(o: {
-  backend: Backend;
-  env: Record<string, string | undefined>;
-  /** The forge token, for a resumed turn's sidecar. */
-  token: string;
-  /** How long a bottle stays warm after its turn (0: never). @default 0 */
-  warmMs?: number;
-}): BottleRunner {
+export function headlessRunner(
+  o: GateTokens & {
+    backend: Backend;
+    env: Record<string, string | undefined>;
+    /** How long a bottle stays warm after its turn (0: never). @default 0 */
+    warmMs?: number;
+  },
+): BottleRunner {
   const opts = { backend: o.backend, env: o.env, warmMs: o.warmMs ?? 0 };
+  // Tokens that expire are renewed while their gates run.
+  const keeper =
+    !o.token && o.credentials
+      ? startTokenKeeper({ env: o.env, credentials: o.credentials })
+      : undefined;
+  const noted = (slug: string, target: RepoName, expiresAt: Date | undefined) => {
+    if (expiresAt) noteExpiringToken(slug, target, expiresAt, o.env);
+  };
   return {
     storage: hostBottleStorage(o.env),
     backendName: o.backend.name,
     async startLaunch(l) {
+      const t = await gateToken(o, l.forge, l.forge.token);
       await startLaunch({
         ...opts,
         agent: l.agent,
         slug: l.slug,
         prompt: l.prompt,
-        forge: l.forge,
+        forge: { ...l.forge, token: t.token },
         labels: { ...MANAGED_LABEL },
         ...(l.bottles ? { bottles: l.bottles } : {}),
         ...(l.defaultHead ? { defaultHead: l.defaultHead } : {}),
       });
+      noted(l.slug, l.forge, t.expiresAt);
     },
     async startResume(r) {
+      const forge = readMeta(r.slug, o.env)?.forge;
+      const t = forge ? await gateToken(o, forge) : undefined;
       await startResume({
         ...opts,
         slug: r.slug,
         prompt: r.prompt,
-        forgeToken: o.token,
+        ...(t ? { forgeToken: t.token } : {}),
         ...(r.pr !== undefined ? { pr: r.pr } : {}),
         ...(r.freshSession ? { freshSession: true } : {}),
         ...(r.prHead ? { prHead: r.prHead } : {}),
       });
+      if (forge) noted(r.slug, forge, t?.expiresAt);
     },
+    close: () => keeper?.close(),
     finishTurn: (slug) => finishTurn(slug, opts),
     stopAgent: (slug, timeoutMs) => stopAgent(slug, opts, timeoutMs),
     destroy: (slug) => destroy(slug, opts),

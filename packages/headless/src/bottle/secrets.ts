@@ -1,4 +1,12 @@
-import { chownSync, existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import type { Owner } from '@bb/wall';
@@ -58,6 +66,18 @@ export function writeSecret(
     chownSync(dir, owner.uid, owner.gid);
   }
   return dir;
+}
+
+/**
+ * Put a new `content` in place of secret `name` in `dir` at once (written beside it, then
+ * renamed over it): a reader sees the old file or the new one, never half of one.
+ */
+export function replaceSecret(dir: string, name: string, content: string, owner?: Owner): void {
+  const next = join(dir, `.${name}.next`);
+  rmSync(next, { force: true });
+  writeFileSync(next, content, { mode: 0o400, flag: 'wx' });
+  if (owner) chownSync(next, owner.uid, owner.gid);
+  renameSync(next, join(dir, name));
 }
 
 /** Remove one secret file (once its reader has it), or all of a bottle's. */

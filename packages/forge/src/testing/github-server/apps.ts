@@ -220,7 +220,13 @@ export class GitHubApps {
       !covers(t.repos, t.installation.account, `${params['owner']}/${params['repo']}`)
     )
       throw notFound();
-    if (owner && owner !== t.installation.account && need.permission !== 'metadata')
+    // Another org's members: GitHub sends the token to the public list (the route's 302).
+    if (
+      owner &&
+      owner !== t.installation.account &&
+      need.permission !== 'metadata' &&
+      need.permission !== 'members'
+    )
       throw notFound();
     if (rank(t.permissions[need.permission]) < rank(need.level))
       throw notAccessible(`${need.permission}=${need.level}`);

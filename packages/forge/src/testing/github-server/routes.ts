@@ -217,8 +217,9 @@ export const GITHUB_ROUTES: GhRoute[] = [
     if (!org) throw notFound();
     const me = r.needUser();
     // Someone outside the org is sent to the public list (302), as GitHub does; an App
-    // with the org's members permission sees them all.
-    if (!org.members.has(me) && r.principal.kind !== 'installation')
+    // installed on the org with its members permission sees them all.
+    const app = r.principal.kind === 'installation' ? r.principal.token.installation : undefined;
+    if (!org.members.has(me) && app?.account !== r.params['org'])
       return {
         status: 302,
         headers: {

@@ -1,3 +1,7 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { giteaKind } from '@bb/forge';
 import { Capacity } from '@bb/lifecycle';
 import { MemoryForgeStateStore } from '@bb/state';
@@ -81,6 +85,24 @@ describe('orchestrator configuration', () => {
       expect(msg).toContain(part);
     }
     expect(msg).not.toContain('short');
+  });
+
+  it('needs no FORGE_TOKEN with a GitHub App, and says both ways when it has neither', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bb-app-config-'));
+    const key = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
+    writeFileSync(join(dir, 'app.pem'), key.export({ type: 'pkcs1', format: 'pem' }));
+    const base = { FORGE_KIND: 'github', FORGE_WEBHOOK_SECRET: 'a-long-enough-secret' };
+    const config = loadConfig({
+      ...base,
+      FORGE_GITHUB_APP_ID: '12',
+      FORGE_GITHUB_APP_KEY_FILE: join(dir, 'app.pem'),
+    });
+    expect(config.FORGE_TOKEN).toBeUndefined();
+    expect(config.forge.site.credentials?.describe).toBe('GitHub App 12');
+    expect(() => loadConfig(base)).toThrow(
+      /FORGE_TOKEN is required .*, or a GitHub App: FORGE_GITHUB_APP_ID and FORGE_GITHUB_APP_KEY_FILE/,
+    );
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('reads the forge kind and its site, and the secrets a changing webhook accepts', () => {

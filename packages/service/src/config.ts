@@ -335,9 +335,12 @@ export function loadConfig(
   } catch (err) {
     problems.push(`- ${errorMessage(err)}`);
   }
-  if (forge && !forge.site.credentials && !env['FORGE_TOKEN'])
+  // A site that is its own identity needs no token (when the site could not be read, an
+  // App it names has said what is wrong already).
+  const ownIdentity = forge ? !!forge.site.credentials : !!env['FORGE_GITHUB_APP_ID'];
+  if (!ownIdentity && !env['FORGE_TOKEN'])
     problems.push(
-      `- FORGE_TOKEN is required (a token of the bot user, a member of FORGE_ORG)${forge.kind.name === 'github' ? ', or a GitHub App: FORGE_GITHUB_APP_ID and FORGE_GITHUB_APP_KEY_FILE' : ''}`,
+      `- FORGE_TOKEN is required (a token of the bot user, a member of FORGE_ORG)${forge?.kind.name === 'github' ? ', or a GitHub App: FORGE_GITHUB_APP_ID and FORGE_GITHUB_APP_KEY_FILE' : ''}`,
     );
   if (r.success && forge && problems.length === 0) return { ...r.data, forge };
   throw new BbError(

@@ -24,6 +24,7 @@ import {
   toPull,
   user,
 } from './mapping';
+import { orgMembership } from './membership';
 
 export interface GitHubForgeOptions {
   owner: string;
@@ -235,24 +236,8 @@ export class GitHubForge extends Forge {
   }
 
   async isOrgMember(org: string, login: string): Promise<boolean> {
-    // GitHub answers 204 (member), 404 (not), or 302 to the public list when the token's
-    // user may not see the org's members: "cannot tell", never a membership.
     const client = (await this.#orgClient?.(org).catch(() => undefined)) ?? this.client;
-    try {
-      const res = await client.request('GET /orgs/{org}/members/{username}', {
-        org,
-        username: login,
-        request: { redirect: 'manual' },
-      });
-      if ((res.status as number) === 204) return true;
-    } catch (err) {
-      const status = (err as { status?: number }).status;
-      if (status === 404) return false;
-      if (status !== 302) throw gitHubError(err, `${login}'s membership of ${org}`);
-    }
-    const message = `cannot tell whether ${login} is a member of ${org}: GitHub redirected because the token may not see ${org}'s members; use a token of an ${org} member (or an App with members: read)`;
-    this.#warn(message);
-    throw new BbError('FORGE_ERROR', message, { data: { org, user: login } });
+    return orgMembership(client, org, login, this.#warn);
   }
 
   async getPrForIssue(n: number): Promise<number | undefined> {

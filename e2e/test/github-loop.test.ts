@@ -99,7 +99,8 @@ describe.skipIf(!docker.ok).each(IDENTITIES)('GitHub end to end in real bottles,
         ...identity,
         FORGE_WEBHOOK_SECRET: SECRET,
         BB_SWEEP_INTERVAL: '0',
-        BB_WARM_WINDOW: '0',
+        // As an App each turn's token is new: the bottle is still kept warm between turns.
+        BB_WARM_WINDOW: id.app ? '2m' : '0',
       },
       backend,
       logStream: {
@@ -149,6 +150,11 @@ describe.skipIf(!docker.ok).each(IDENTITIES)('GitHub end to end in real bottles,
     expect(gh.hooks.deliveries.length).toBeGreaterThan(0);
     expect(gh.hooks.deliveries.every((d) => d.status === 202 || d.status === 200)).toBe(true);
 
+    const held = async () =>
+      (await backend.list({ 'bb.slug': frozen.slug })).map((c) => c.id).sort();
+    const warm = await held();
+    if (id.app) expect(warm.length).toBeGreaterThan(0);
+
     // A review asking for changes resumes the same session.
     gh.gitea.review('alice', 'acme/widgets', frozen.prNumber!, {
       state: 'changes_requested',
@@ -164,6 +170,8 @@ describe.skipIf(!docker.ok).each(IDENTITIES)('GitHub end to end in real bottles,
       (await bottle(n))?.status === 'frozen' ? true : undefined,
     );
     expect((await bottle(n))?.sessionId).toBe(frozen.sessionId);
+    // In the very containers it was kept warm in.
+    if (id.app) expect(await held()).toEqual(warm);
 
     // Merging the PR destroys the bottle.
     await gh.mergePr('alice', 'acme/widgets', frozen.prNumber!);

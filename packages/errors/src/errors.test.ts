@@ -64,6 +64,15 @@ describe('redaction', () => {
     expect(redactString('open postgres://bb:s3cret-pass@db:5432/bb failed')).toBe(
       'open postgres://[REDACTED]@db:5432/bb failed',
     );
+    // GitHub's tokens and an App's JWT, wherever they appear.
+    for (const t of [
+      'ghs_16C7e42F292c6912E7710c838347Ae178B4a',
+      'ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789',
+      'github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz',
+      'eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOjEyfQ.c2lnbmF0dXJlLXBhcnQ',
+    ])
+      expect(redactString(`the token was ${t}, then`)).toBe('the token was [REDACTED], then');
+    expect(redactString('ghs_short and ghost_busters')).toBe('ghs_short and ghost_busters');
   });
 
   it('registers a connection URL, its password and password parameters as secrets', () => {

@@ -48,6 +48,9 @@ const PATTERNS: RegExp[] = [
   /([?&](?:token|access_token|api_key|key)=)[^&\s"']+/gi,
   // user:password@ in any scheme's URL (https://, postgres://, ...).
   /([a-z][a-z0-9+.-]*:\/\/)[^/\s:@]+:[^/\s@]+@/gi,
+  // GitHub's tokens (installation, personal, OAuth, refresh; fine-grained) and JSON web
+  // tokens (a GitHub App's): made by the hour, so never registered one by one.
+  /\b(?:gh[opsur]_[A-Za-z0-9_-]{20,}|github_pat_[A-Za-z0-9_]{20,}|eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]{8,})/g,
 ];
 
 /** Remove registered secrets and credential-shaped substrings from a string. */
@@ -59,6 +62,7 @@ export function redactString(text: string): string {
   out = out.replace(PATTERNS[0]!, (_m, scheme: string) => `${scheme} ${REDACTED}`);
   out = out.replace(PATTERNS[1]!, (_m, prefix: string) => `${prefix}${REDACTED}`);
   out = out.replace(PATTERNS[2]!, (_m, scheme: string) => `${scheme}${REDACTED}@`);
+  out = out.replace(PATTERNS[3]!, REDACTED);
   return out;
 }
 

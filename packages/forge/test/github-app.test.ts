@@ -148,6 +148,36 @@ describe('a GitHub App as the identity', () => {
     ).rejects.toThrow();
   });
 
+  it('never hands on a token wider than asked, nor one of an installation on another owner', async () => {
+    // Made at once, each bottle still gets a token of its own.
+    const s = site();
+    const both = await Promise.all([
+      s.credentials!.bottleToken({ owner: 'acme', repo: 'widgets' }),
+      s.credentials!.bottleToken({ owner: 'acme', repo: 'widgets' }),
+    ]);
+    expect(both[0].token).not.toBe(both[1].token);
+    server.apps.ignoreNarrowing = true;
+    try {
+      await expect(
+        site().credentials!.bottleToken({ owner: 'acme', repo: 'widgets' }),
+      ).rejects.toThrow(/wider than asked .*: it is not used/);
+    } finally {
+      server.apps.ignoreNarrowing = false;
+    }
+    const inst = [...server.apps.installations.values()].find((i) => i.account === 'acme')!;
+    const fixed = site({ FORGE_GITHUB_APP_INSTALLATION: String(inst.id) });
+    expect(
+      (await fixed.credentials!.bottleToken({ owner: 'acme', repo: 'widgets' })).token,
+    ).toMatch(/^ghs_/);
+    await expect(
+      fixed.credentials!.bottleToken({ owner: 'bot-bottle', repo: 'widgets' }),
+    ).rejects.toThrow(
+      new RegExp(
+        `FORGE_GITHUB_APP_INSTALLATION ${inst.id} is the installation on acme, not on bot-bottle`,
+      ),
+    );
+  });
+
   it('an expired token is refused; the orchestrator renews its own before it lapses', async () => {
     server.apps.tokenTtlMs = 1_200;
     const s = site();
@@ -298,6 +328,29 @@ describe("GitHub's failures, as the client meets them", () => {
     // Sent once: the next write is the next fault's, and there is none.
     await f.postComment(1, 'the next one');
     expect(server.issue('acme/widgets', 1).comments.length).toBe(before + 1);
+  });
+
+  it('a write GitHub made before its answer was lost is not sent again', async () => {
+    const before = server.issue('acme/widgets', 1).comments.length;
+    server.fail({
+      kind: 'unavailable',
+      afterDoing: true,
+      match: ({ method }) => method === 'POST',
+    });
+    const f = new GitHubSite(server.apiUrl, server.url).forgeFor({
+      owner: 'acme',
+      repo: 'widgets',
+      token: TOKENS.bot,
+    });
+    await expect(f.postComment(1, 'made, answer lost')).rejects.toSatisfy((e) =>
+      isBbError(e, 'FORGE_UNAVAILABLE'),
+    );
+    expect(
+      server
+        .issue('acme/widgets', 1)
+        .comments.map((c) => c.body)
+        .slice(before),
+    ).toEqual(['made, answer lost']);
   });
 
   it('a secondary limit with a short Retry-After is waited for; a long one fails at once, saying when', async () => {

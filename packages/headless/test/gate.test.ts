@@ -194,5 +194,12 @@ describe('routeSecrets (the host resolving what a gate gets)', () => {
       expect(() => routeSecrets(route(path), { BB_HOME: home }), path).toThrow(
         /bot-bottle's own or the kernel's/,
       );
+    // A GitHub App's private key, wherever the operator keeps it.
+    const key = join(elsewhere, 'app.pem');
+    writeFileSync(key, '-----BEGIN RSA PRIVATE KEY-----\nnot really\n');
+    expect(() =>
+      routeSecrets(route(key), { BB_HOME: home, FORGE_GITHUB_APP_KEY_FILE: key }),
+    ).toThrow(/bot-bottle's own or the kernel's/);
+    expect(routeSecrets(route(key), { BB_HOME: home })[`file:${key}`]).toMatch(/not really/);
   });
 });

@@ -102,6 +102,16 @@ describe('orchestrator configuration', () => {
     expect(() => loadConfig(base)).toThrow(
       /FORGE_TOKEN is required .*, or a GitHub App: FORGE_GITHUB_APP_ID and FORGE_GITHUB_APP_KEY_FILE/,
     );
+    expect(() =>
+      loadConfig({
+        ...base,
+        FORGE_TOKEN: 'ghp_botbotbotbotbot',
+        FORGE_GITHUB_APP_ID: '12',
+        FORGE_GITHUB_APP_KEY_FILE: join(dir, 'app.pem'),
+      }),
+    ).toThrow(
+      /FORGE_TOKEN is set as well as a site identity of its own \(a GitHub App\): unset one/,
+    );
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -338,6 +338,11 @@ export function loadConfig(
   // A site that is its own identity needs no token (when the site could not be read, an
   // App it names has said what is wrong already).
   const ownIdentity = forge ? !!forge.site.credentials : !!env['FORGE_GITHUB_APP_ID'];
+  // Both would leave it unclear who acts, and every bottle would get the bot's one token.
+  if (ownIdentity && env['FORGE_TOKEN'])
+    problems.push(
+      '- FORGE_TOKEN is set as well as a site identity of its own (a GitHub App): unset one; with an App each bottle gets a token of its own',
+    );
   if (!ownIdentity && !env['FORGE_TOKEN'])
     problems.push(
       `- FORGE_TOKEN is required (a token of the bot user, a member of FORGE_ORG)${forge?.kind.name === 'github' ? ', or a GitHub App: FORGE_GITHUB_APP_ID and FORGE_GITHUB_APP_KEY_FILE' : ''}`,

@@ -62,6 +62,10 @@ export class GitHubApp {
   readonly #installations = new Map<string, Promise<number>>();
   readonly #renewBeforeMs: number;
   #slug: Promise<string> | undefined;
+  #jwt: { token: string; until: number } | undefined;
+  /** Bottle tokens are made one at a time: auth-app shares one request among concurrent ones. */
+  #minting: Promise<unknown> = Promise.resolve();
+  #fixedAccount: Promise<string> | undefined;
 
   constructor(readonly options: GitHubAppOptions) {
     this.appId = options.appId;
@@ -78,11 +82,16 @@ export class GitHubApp {
     });
   }
 
-  /** A JWT of the App (ten minutes), for the `/app` endpoints. */
+  /**
+   * A JWT of the App, for the `/app` endpoints: made for ten minutes and used for eight.
+   * Tokens and JWTs are never registered one by one (there is a new one every hour, for
+   * every bottle): `redactString` knows their shapes.
+   */
   async jwt(): Promise<string> {
+    if (this.#jwt && this.#jwt.until > Date.now()) return this.#jwt.token;
     try {
       const { token } = await this.#auth({ type: 'app' });
-      registerSecret(token);
+      this.#jwt = { token, until: Date.now() + 8 * 60_000 };
       return token;
     } catch (err) {
       throw appError(err, `the JWT of GitHub App ${this.appId}`);
@@ -108,7 +117,7 @@ export class GitHubApp {
 
   /** The installation that covers `target` (its owner's): asked once, then kept. */
   installationFor(target: RepoName | { owner: string }): Promise<number> {
-    if (this.#fixed !== undefined) return Promise.resolve(this.#fixed);
+    if (this.#fixed !== undefined) return this.#fixedFor(target.owner);
     const key = 'repo' in target ? `${target.owner}/${target.repo}` : target.owner;
     let found = this.#installations.get(key);
     if (!found) {
@@ -121,7 +130,8 @@ export class GitHubApp {
 
   /** Every installation of the App. */
   async installations(): Promise<Array<{ id: number; account: string }>> {
-    if (this.#fixed !== undefined) return [{ id: this.#fixed, account: '' }];
+    if (this.#fixed !== undefined)
+      return [{ id: this.#fixed, account: (await this.installation(this.#fixed)).account }];
     const out: Array<{ id: number; account: string }> = [];
     for (let page = 1; ; page++) {
       const data = (await this.#appGet(`/app/installations?per_page=100&page=${page}`)) as Array<{
@@ -152,17 +162,71 @@ export class GitHubApp {
    * A new token for one bottle's gate: `target` alone, with BOTTLE_PERMISSIONS alone.
    * Never cached: each bottle gets its own, so revoking or expiring one touches no other.
    */
-  async bottleToken(target: RepoName): Promise<ExpiringToken> {
+  bottleToken(target: RepoName): Promise<ExpiringToken> {
+    const made = this.#minting.then(() => this.#bottleToken(target));
+    this.#minting = made.catch(() => {});
+    return made;
+  }
+
+  async #bottleToken(target: RepoName): Promise<ExpiringToken> {
     const installationId = await this.installationFor(target);
-    return this.#installationToken(
-      {
+    const what = `a token for ${target.owner}/${target.repo}`;
+    let a: {
+      token: string;
+      expiresAt: string;
+      permissions: unknown;
+      repositorySelection: string;
+      repositoryNames?: string[] | undefined;
+    };
+    try {
+      a = await this.#auth({
+        type: 'installation',
         installationId,
         repositoryNames: [target.repo],
         permissions: { ...BOTTLE_PERMISSIONS },
         refresh: true,
-      },
-      `a token for ${target.owner}/${target.repo}`,
+      });
+    } catch (err) {
+      throw appError(err, what);
+    }
+    // What GitHub gave, checked against what was asked: a wider token is never handed on.
+    const perms = a.permissions as Record<string, string>;
+    const wider = Object.entries(perms).filter(
+      ([p, l]) => l !== (BOTTLE_PERMISSIONS as Record<string, string>)[p],
     );
+    if (
+      a.repositorySelection !== 'selected' ||
+      JSON.stringify(a.repositoryNames) !== JSON.stringify([target.repo]) ||
+      wider.length > 0
+    )
+      throw new BbError(
+        'FORBIDDEN',
+        `GitHub gave ${what} wider than asked (${a.repositorySelection} repositories ${JSON.stringify(a.repositoryNames ?? [])}, ${Object.entries(
+          perms,
+        )
+          .map(([p, l]) => `${p}: ${l}`)
+          .join(', ')}): it is not used`,
+      );
+    return { token: a.token, expiresAt: new Date(a.expiresAt) };
+  }
+
+  /** The fixed installation, for an owner it is that of (asked once). */
+  async #fixedFor(owner: string): Promise<number> {
+    const id = this.#fixed!;
+    this.#fixedAccount ??= this.installation(id).then(
+      (i) => i.account,
+      (err) => {
+        this.#fixedAccount = undefined;
+        throw err;
+      },
+    );
+    const account = await this.#fixedAccount;
+    if (account.toLowerCase() !== owner.toLowerCase())
+      throw new BbError(
+        'FORBIDDEN',
+        `${GITHUB_APP_INSTALLATION_VAR} ${id} is the installation on ${account}, not on ${owner}: unset it to find each repository's`,
+      );
+    return id;
   }
 
   /** The App's webhook configuration, as GitHub holds it (`GET /app/hook/config`). */
@@ -200,7 +264,6 @@ export class GitHubApp {
       // @octokit/auth-app keeps a token 59 minutes; one GitHub gave for less is made again.
       if (Date.parse(a.expiresAt) - Date.now() < this.#renewBeforeMs && !options.refresh)
         a = await this.#auth({ type: 'installation', ...options, refresh: true });
-      registerSecret(a.token);
       return { token: a.token, expiresAt: new Date(a.expiresAt) };
     } catch (err) {
       throw appError(err, what);

@@ -118,7 +118,13 @@ export async function appChecks(app: GitHubApp, named: readonly RepoName[]): Pro
     ];
   }
   for (const i of installations) {
-    const inst = await app.installation(i.id);
+    let inst: Awaited<ReturnType<GitHubApp['installation']>>;
+    try {
+      inst = await app.installation(i.id);
+    } catch (err) {
+      problems.push(`installation ${i.id} cannot be read: ${message(err)}`);
+      continue;
+    }
     const lacks = Object.entries(APP_PERMISSIONS)
       .filter(([p, l]) => rank(inst.permissions[p]) < rank(l))
       .map(([p, l]) => `${p}: ${l}`);

@@ -124,6 +124,7 @@ export class BackendRegistry {
         token: rest.token,
         credentials: rest.credentials,
         warmMs: rest.warmMs,
+        warn: rest.warn,
       }),
       { isolates: backend.isolates },
     );

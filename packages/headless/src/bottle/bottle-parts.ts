@@ -90,6 +90,12 @@ export interface BottleOptions {
   backend: Backend;
   /** Where BB_HOME is read from. @default process.env */
   env?: Record<string, string | undefined>;
+  /**
+   * What the forge token stands for when each turn's is a new one (a GitHub App's):
+   * a warm bottle is kept for this rather than for the token itself, and its gate keeps
+   * the token it has (renewed in place).
+   */
+  forgeTokenKey?: string | undefined;
   /** The image the sidecar runs in (needs node). @default BB_BASE_IMAGE or bb-base:latest */
   sidecarImage?: string;
   /** Progress messages for a person (launch steps). */

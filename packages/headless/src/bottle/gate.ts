@@ -242,7 +242,9 @@ function readRouteFile(
     } catch {}
     return real === root || real.startsWith(`${root}/`);
   };
-  if (['/proc', '/sys', '/dev', bbHome(env), secretsRoot(env)].some(within))
+  // The forge's own keys (a GitHub App's private key) are bot-bottle's too.
+  const own = [env['FORGE_GITHUB_APP_KEY_FILE']].filter((f): f is string => !!f);
+  if (['/proc', '/sys', '/dev', bbHome(env), secretsRoot(env), ...own].some(within))
     throw refuse("is bot-bottle's own or the kernel's: keep route secrets elsewhere");
   const st = statSync(real);
   if (!st.isFile()) throw refuse('is not a regular file');

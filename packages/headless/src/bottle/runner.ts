@@ -122,16 +122,31 @@ export function headlessRunner(
     env: Record<string, string | undefined>;
     /** How long a bottle stays warm after its turn (0: never). @default 0 */
     warmMs?: number;
+    /** Said to the operator: a token that could not be renewed. */
+    warn?: ((message: string) => void) | undefined;
   },
 ): BottleRunner {
-  const opts = { backend: o.backend, env: o.env, warmMs: o.warmMs ?? 0 };
+  const minted = !o.token && !!o.credentials;
+  const opts = {
+    backend: o.backend,
+    env: o.env,
+    warmMs: o.warmMs ?? 0,
+    // Each turn's token is new: a warm bottle is kept for what the tokens stand for.
+    ...(minted ? { forgeTokenKey: o.credentials!.describe } : {}),
+  };
   // Tokens that expire are renewed while their gates run.
-  const keeper =
-    !o.token && o.credentials
-      ? startTokenKeeper({ env: o.env, credentials: o.credentials })
-      : undefined;
-  const noted = (slug: string, target: RepoName, expiresAt: Date | undefined) => {
-    if (expiresAt) noteExpiringToken(slug, target, expiresAt, o.env);
+  const keeper = minted
+    ? startTokenKeeper({
+        env: o.env,
+        credentials: o.credentials!,
+        log: (l) => {
+          if (l['msg'] !== 'forge token renewed')
+            o.warn?.(`${l['msg']}${l['slug'] ? ` for ${l['slug']}` : ''}: ${l['error']}`);
+        },
+      })
+    : undefined;
+  const noted = (slug: string, expiresAt: Date | undefined) => {
+    if (expiresAt) noteExpiringToken(slug, expiresAt, o.env);
   };
   return {
     storage: hostBottleStorage(o.env),
@@ -148,7 +163,7 @@ export function headlessRunner(
         ...(l.bottles ? { bottles: l.bottles } : {}),
         ...(l.defaultHead ? { defaultHead: l.defaultHead } : {}),
       });
-      noted(l.slug, l.forge, t.expiresAt);
+      noted(l.slug, t.expiresAt);
     },
     async startResume(r) {
       const forge = readMeta(r.slug, o.env)?.forge;
@@ -162,7 +177,7 @@ export function headlessRunner(
         ...(r.freshSession ? { freshSession: true } : {}),
         ...(r.prHead ? { prHead: r.prHead } : {}),
       });
-      if (forge) noted(r.slug, forge, t?.expiresAt);
+      if (forge) noted(r.slug, t?.expiresAt);
     },
     close: () => keeper?.close(),
     finishTurn: (slug) => finishTurn(slug, opts),

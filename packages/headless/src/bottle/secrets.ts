@@ -1,11 +1,16 @@
 import {
   chownSync,
+  closeSync,
+  constants,
   existsSync,
+  fchownSync,
   lstatSync,
   mkdirSync,
+  openSync,
   renameSync,
   rmSync,
   writeFileSync,
+  writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
@@ -48,14 +53,7 @@ export function writeSecret(
 ): string {
   const root = secretsRoot(env);
   mkdirSync(root, { recursive: true, mode: 0o711 });
-  // /dev/shm is everyone's: a directory someone else made there is not ours to trust.
-  const st = lstatSync(root);
-  const me = process.getuid?.() ?? st.uid;
-  if (!st.isDirectory() || st.uid !== me || (st.mode & 0o022) !== 0)
-    throw new BbError(
-      'UNSAFE_PATH',
-      `${root} is not a directory of this user's that only it can write: remove it, or set BB_RUN_DIR`,
-    );
+  trustedDir(root, 'remove it, or set BB_RUN_DIR');
   const dir = secretsDir(slug, role, env);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, name);
@@ -69,14 +67,39 @@ export function writeSecret(
 }
 
 /**
+ * Throw UNSAFE_PATH unless `dir` is a real directory (no symlink) of this user's, or of
+ * `owner` (the gate's user, to whom a role's folder is given), that no one else may
+ * write: /dev/shm is everyone's, and what someone else made there is not ours to trust.
+ */
+export function trustedDir(dir: string, fix: string, owner?: Owner): void {
+  const st = lstatSync(dir, { throwIfNoEntry: false });
+  const me = process.getuid?.() ?? st?.uid;
+  if (!st?.isDirectory() || (st.uid !== me && st.uid !== owner?.uid) || (st.mode & 0o022) !== 0)
+    throw new BbError(
+      'UNSAFE_PATH',
+      `${dir} is not a directory of this user's that only it can write: ${fix}`,
+    );
+}
+
+/**
  * Put a new `content` in place of secret `name` in `dir` at once (written beside it, then
- * renamed over it): a reader sees the old file or the new one, never half of one.
+ * renamed over it): a reader sees the old file or the new one, never half of one. The
+ * file is made new (never through a link), given to `owner` and only then written.
  */
 export function replaceSecret(dir: string, name: string, content: string, owner?: Owner): void {
   const next = join(dir, `.${name}.next`);
   rmSync(next, { force: true });
-  writeFileSync(next, content, { mode: 0o400, flag: 'wx' });
-  if (owner) chownSync(next, owner.uid, owner.gid);
+  const fd = openSync(
+    next,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    0o400,
+  );
+  try {
+    if (owner) fchownSync(fd, owner.uid, owner.gid);
+    writeSync(fd, content);
+  } finally {
+    closeSync(fd);
+  }
   renameSync(next, join(dir, name));
 }
 

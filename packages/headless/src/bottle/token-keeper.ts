@@ -1,36 +1,46 @@
 /**
  * Forge tokens that expire (a GitHub App's, an hour each), kept good while a bottle's
- * gate runs. The runner notes each one it hands a gate (`noteExpiringToken`: the
- * repository and the expiry, nothing secret, beside the gate's secrets folder, where the
- * gate cannot see it); the keeper looks at the notes every minute and, for a token
- * within `renewBeforeMs` of its end, makes a new one and puts it in the gate's secrets
- * folder (atomically), where the forge sidecar, which watches that file, takes it up on
- * its next call. The agent never sees either: the folder is mounted into the gate alone.
- * The notes live in the run directory, so an orchestrator that restarts keeps renewing.
+ * gate runs. The runner notes when the token it handed a gate expires (`token.renew`,
+ * nothing secret, beside the gate's secrets folder, where the gate cannot see it); the
+ * keeper looks at the notes every minute and, for a token within `renewBeforeMs` of its
+ * end, makes a new one for the bottle's own repository (as its host-written meta names
+ * it, never as a note says) and puts it in the gate's secrets folder atomically, where
+ * the forge sidecar, which follows that file, takes it up on its next call. The agent
+ * never sees either: the folder is mounted into the gate alone. The notes live in the
+ * run directory, so an orchestrator that restarts keeps renewing.
  */
-import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { errorMessage } from '@bb/errors';
-import type { RepoName, SiteCredentials } from '@bb/forge';
-import { replaceSecret, secretsDir, secretsRoot } from './secrets';
+import type { SiteCredentials } from '@bb/forge';
+import { GATE_USER, readMeta } from './layout';
+import { replaceSecret, secretsDir, secretsRoot, trustedDir } from './secrets';
 
 const NOTE = 'token.renew';
 
-interface Note extends RepoName {
-  expiresAt: string;
-}
-
-/** Record that bottle `slug`'s gate holds a token for `target` that stops working at `expiresAt`. */
+/**
+ * Record when the token bottle `slug`'s gate holds stops working: once per gate (a gate
+ * made anew has its folder emptied first; a warm gate keeps its note, which the keeper
+ * moves on), or again when `replace` (a renewal).
+ */
 export function noteExpiringToken(
   slug: string,
-  target: RepoName,
   expiresAt: Date,
   env: Record<string, string | undefined>,
+  replace = false,
 ): void {
   const dir = join(secretsRoot(env), slug);
-  if (!existsSync(dir)) return;
-  const note: Note = { owner: target.owner, repo: target.repo, expiresAt: expiresAt.toISOString() };
-  writeFileSync(join(dir, NOTE), `${JSON.stringify(note)}\n`, { mode: 0o600 });
+  if (!lstatSync(dir, { throwIfNoEntry: false })?.isDirectory()) return;
+  const file = join(dir, NOTE);
+  if (replace) rmSync(file, { force: true });
+  try {
+    writeFileSync(file, `${JSON.stringify({ expiresAt: expiresAt.toISOString() })}\n`, {
+      mode: 0o600,
+      flag: 'wx',
+    });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
 }
 
 export interface TokenKeeperOptions {
@@ -49,39 +59,55 @@ export interface TokenKeeper {
   close(): void;
 }
 
-/** Keep every noted token good until its gate is gone. */
+/** Keep every noted token good while its gate is there. */
 export function startTokenKeeper(o: TokenKeeperOptions): TokenKeeper {
   const before = o.renewBeforeMs ?? 15 * 60_000;
+  const log = o.log ?? (() => {});
   let running: Promise<string[]> | undefined;
   const sweep = async (): Promise<string[]> => {
     const root = secretsRoot(o.env);
-    if (!existsSync(root)) return [];
+    if (!lstatSync(root, { throwIfNoEntry: false })) return [];
+    try {
+      trustedDir(root, 'no token is renewed there');
+    } catch (err) {
+      log({ msg: 'forge tokens not renewed', error: errorMessage(err) });
+      return [];
+    }
     const renewed: string[] = [];
     for (const slug of readdirSync(root)) {
-      const file = join(root, slug, NOTE);
-      let note: Note;
+      const note = join(root, slug, NOTE);
+      if (!lstatSync(note, { throwIfNoEntry: false })?.isFile()) continue;
       try {
-        note = JSON.parse(readFileSync(file, 'utf8')) as Note;
-      } catch {
-        continue;
-      }
-      const gate = secretsDir(slug, 'gate', o.env);
-      // The gate is gone (the bottle was destroyed or its secrets removed): nothing to keep.
-      if (!existsSync(gate)) {
-        rmSync(file, { force: true });
-        continue;
-      }
-      if (Date.parse(note.expiresAt) - Date.now() > before) continue;
-      try {
-        const next = await o.credentials.bottleToken({ owner: note.owner, repo: note.repo });
-        const st = statSync(gate);
-        replaceSecret(gate, 'token', next.token, { uid: st.uid, gid: st.gid });
-        noteExpiringToken(slug, note, next.expiresAt, o.env);
+        trustedDir(join(root, slug), 'its token is not renewed');
+        const gate = secretsDir(slug, 'gate', o.env);
+        const meta = readMeta(slug, o.env);
+        // Gone, or no longer running nor warm: nothing to keep good.
+        if (
+          !lstatSync(gate, { throwIfNoEntry: false }) ||
+          !meta?.forge ||
+          (meta.status !== 'running' && !meta.warm)
+        ) {
+          rmSync(note, { force: true });
+          continue;
+        }
+        trustedDir(gate, 'its token is not renewed', GATE_USER);
+        const expiresAt = Date.parse(
+          (JSON.parse(readFileSync(note, 'utf8')) as { expiresAt: string }).expiresAt,
+        );
+        if (expiresAt - Date.now() > before) continue;
+        // The bottle's own repository, as the host wrote it when it made the bottle.
+        const next = await o.credentials.bottleToken({
+          owner: meta.forge.owner,
+          repo: meta.forge.repo,
+        });
+        const owner = lstatSync(gate).uid === GATE_USER.uid ? GATE_USER : undefined;
+        replaceSecret(gate, 'token', next.token, owner);
+        noteExpiringToken(slug, next.expiresAt, o.env, true);
         renewed.push(slug);
-        o.log?.({ msg: 'forge token renewed', slug, expiresAt: next.expiresAt.toISOString() });
+        log({ msg: 'forge token renewed', slug, expiresAt: next.expiresAt.toISOString() });
       } catch (err) {
         // Tried again at the next sweep; the old token still works until it expires.
-        o.log?.({ msg: 'forge token renewal failed', slug, error: errorMessage(err) });
+        log({ msg: 'forge token renewal failed', slug, error: errorMessage(err) });
       }
     }
     return renewed;

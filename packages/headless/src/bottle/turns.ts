@@ -285,7 +285,8 @@ export async function startTurn(
     prepareDirs(p, backend);
     meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true, nonce } : {}) };
     if (meta.forge) writeTurnFile(p, turn);
-    if (waiter) meta.warmKey = turnKey(meta, bottles, plan, token, options, env);
+    if (waiter)
+      meta.warmKey = turnKey(meta, bottles, plan, options.forgeTokenKey ?? token, options, env);
     else delete meta.warmKey;
     meta.warm = null;
     writeMeta(meta, env);
@@ -378,7 +379,10 @@ export async function resumeWarm(
     { meta, agent, bottles, prompt: options.prompt, token: options.forgeToken, options, env },
     { launch: false, underWaiter: true },
   );
-  if (turnKey(meta, bottles, plan, options.forgeToken, options, env) !== w.key)
+  if (
+    turnKey(meta, bottles, plan, options.forgeTokenKey ?? options.forgeToken, options, env) !==
+    w.key
+  )
     return 'what its containers were made for changed (image, configuration, forge or token)';
   // A grant scoped to the last turn ended with it: its gate may not serve this one (I9).
   const drift = grantDrift(meta.slug, plan.bottle.config, plan.proxies, env);

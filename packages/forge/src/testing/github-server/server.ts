@@ -35,6 +35,11 @@ export interface GitHubFault {
   retryAfterS?: number;
   /** Only requests this picks, e.g. ({ method }) => method === 'POST'. */
   match?: (req: { method: string; path: string }) => boolean;
+  /**
+   * Do what was asked first, then fail (`unavailable` only): a write that happened whose
+   * answer was lost, as a proxy's 502 or a timeout leaves it.
+   */
+  afterDoing?: boolean;
 }
 
 export interface GitHubExchange {
@@ -179,10 +184,15 @@ export class GitHubTestServer {
     return { kind: 'user', login };
   }
 
-  /** The next fault for this request, if one is due. */
-  #fault(method: string, path: string): ApiError | undefined {
+  /** The next fault for this request, if one is due, and whether it comes after the deed. */
+  #fault(method: string, path: string): { error: ApiError; after: boolean } | undefined {
     const i = this.#faults.findIndex((f) => !f.match || f.match({ method, path }));
     if (i < 0) return undefined;
+    const f = this.#faults[i]!;
+    return { error: this.#faultError(i), after: f.kind === 'unavailable' && !!f.afterDoing };
+  }
+
+  #faultError(i: number): ApiError {
     const f = this.#faults[i]!;
     f.times = (f.times ?? 1) - 1;
     if (f.times <= 0) this.#faults.splice(i, 1);
@@ -265,7 +275,7 @@ export class GitHubTestServer {
       }
       template = found?.route.template ?? '';
       const fault = this.#fault(method, path);
-      if (fault) throw fault;
+      if (fault && !fault.after) throw fault.error;
       const principal = this.#authenticate(req);
       const user =
         principal.kind === 'user' || principal.kind === 'installation' ? principal.login : null;
@@ -308,6 +318,7 @@ export class GitHubTestServer {
         json: () => readJson(req),
       };
       const answer = await found.route.handle(r);
+      if (fault?.after) throw fault.error;
       status = answer.status ?? 200;
       body = answer.body ?? null;
       headers = answer.headers ?? {};

@@ -5,7 +5,6 @@
 // destroys the bottle. Twice: as a bot user with a personal token, and as a GitHub App
 // (no token at all: installation tokens for the service, a narrowed one for each turn's
 // gate).
-import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createGitHubTestServer, type GitHubTestServer } from '@bb/forge/testing';
@@ -73,12 +72,7 @@ describe.skipIf(!docker.ok).each(IDENTITIES)('GitHub end to end in real bottles,
     });
     let identity: Record<string, string> = { FORGE_TOKEN: TOKEN };
     if (id.app) {
-      const { privateKey, publicKey } = generateKeyPairSync('rsa', {
-        modulusLength: 2048,
-        privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
-        publicKeyEncoding: { type: 'spki', format: 'pem' },
-      });
-      const app = await gh.apps.add({ slug: 'bb-app', publicKey });
+      const { app, privateKey } = await gh.apps.create({ slug: 'bb-app' });
       // On the repositories' org, and on the agent org (whose members it reads).
       gh.apps.install(app, 'acme');
       gh.apps.install(app, 'bot-bottle');

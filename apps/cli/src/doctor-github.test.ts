@@ -1,7 +1,6 @@
 // bb doctor and bb forge hook install on GitHub, against the GitHub test server: as a bot
 // user with a token (its admin rights, the hooks of FORGE_REPOS), and as a GitHub App
 // (its installations' permissions and events, where it is installed, its webhook).
-import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -54,13 +53,9 @@ describe('bb doctor on GitHub', () => {
         repos: [{ owner: 'acme', name: 'widgets', collaborators: ['bb-bot'] }],
       },
     });
-    const { privateKey, publicKey } = generateKeyPairSync('rsa', {
-      modulusLength: 2048,
-      privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
-      publicKeyEncoding: { type: 'spki', format: 'pem' },
-    });
+    let privateKey: string;
+    ({ app, privateKey } = await gh.apps.create({ slug: 'bb-app', events: EVENTS.slice(0, 3) }));
     writeFileSync(join(home, 'app.pem'), privateKey, { mode: 0o600 });
-    app = await gh.apps.add({ slug: 'bb-app', publicKey, events: EVENTS.slice(0, 3) });
   });
   afterAll(async () => {
     await gh.close();

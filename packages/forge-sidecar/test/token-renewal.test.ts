@@ -2,7 +2,6 @@
 // when the host puts a renewed token in its token file, on the GitHub test server. The
 // token file is replaced the way the host's token keeper does it (written beside, then
 // renamed over); without the renewal the next call fails, as GitHub refuses the old token.
-import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,12 +31,7 @@ describe('a sidecar whose forge token expires', () => {
         issues: [{ repo: 'acme/widgets', title: 'Renew me', author: 'alice' }],
       }),
     });
-    const { privateKey, publicKey } = generateKeyPairSync('rsa', {
-      modulusLength: 2048,
-      privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
-      publicKeyEncoding: { type: 'spki', format: 'pem' },
-    });
-    const model = await server.apps.add({ slug: 'bb-app', publicKey });
+    const { app: model, privateKey } = await server.apps.create({ slug: 'bb-app' });
     server.apps.install(model, 'acme');
     app = new GitHubApp({ appId: model.id, privateKey, apiUrl: server.apiUrl });
     // Tokens that last a second and a half.

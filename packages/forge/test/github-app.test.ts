@@ -3,7 +3,6 @@
 // orchestrator, a narrowed token per bottle that can touch its repository alone, expiry
 // and renewal, what `bb doctor` checks, and the failures GitHub gives (5xx, rate limits).
 // Every answer is checked against GitHub's published OpenAPI description.
-import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,29 +12,13 @@ import { BOTTLE_PERMISSIONS, GitHubSite, gitHubClient, githubKind } from '../src
 import {
   type AppModel,
   createGitHubTestServer,
-  type GitHubExchange,
   type GitHubTestServer,
   pushCommit,
 } from '../src/testing/index';
-import { checkAgainstGitHub } from './support/github-openapi';
+import { recordingChecker } from './support/github-openapi';
 import { TOKENS, WORLD } from './support/world';
 
-const problems: string[] = [];
-const record = (x: GitHubExchange) => {
-  try {
-    for (const p of checkAgainstGitHub(x.template || x.path, x.method, x.status, x.body))
-      problems.push(p);
-  } catch (err) {
-    problems.push(`${x.method} ${x.template}: the checker failed: ${(err as Error).message}`);
-  }
-};
-
-const keys = () =>
-  generateKeyPairSync('rsa', {
-    modulusLength: 2048,
-    privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
-    publicKeyEncoding: { type: 'spki', format: 'pem' },
-  });
+const { problems, record } = recordingChecker();
 
 const WORLD_APP = {
   ...WORLD,
@@ -47,16 +30,15 @@ describe('a GitHub App as the identity', () => {
   let app: AppModel;
   let env: Record<string, string>;
   const dir = mkdtempSync(join(tmpdir(), 'bb-gh-app-'));
-  const { privateKey, publicKey } = keys();
 
   const site = (extra: Record<string, string> = {}) =>
     githubKind.fromEnv({ ...env, ...extra }) as GitHubSite;
 
   beforeAll(async () => {
     server = await createGitHubTestServer({ world: WORLD_APP, onResponse: record });
-    app = await server.apps.add({
+    let privateKey: string;
+    ({ app, privateKey } = await server.apps.create({
       slug: 'bb-app',
-      publicKey,
       events: [
         'issues',
         'issue_comment',
@@ -64,7 +46,7 @@ describe('a GitHub App as the identity', () => {
         'pull_request_review',
         'pull_request_review_comment',
       ],
-    });
+    }));
     server.apps.install(app, 'acme');
     writeFileSync(join(dir, 'app.pem'), privateKey, { mode: 0o600 });
     env = {
@@ -222,7 +204,7 @@ describe('a GitHub App as the identity', () => {
       githubKind.fromEnv({ ...env, FORGE_GITHUB_APP_KEY_FILE: join(dir, 'bad.pem') }),
     ).toThrow(/not a PEM private key/);
     // Another App's key: GitHub refuses its JWT.
-    writeFileSync(join(dir, 'other.pem'), keys().privateKey);
+    writeFileSync(join(dir, 'other.pem'), (await server.apps.create({ slug: 'other' })).privateKey);
     await expect(
       site({ FORGE_GITHUB_APP_KEY_FILE: join(dir, 'other.pem') }).whoami(),
     ).rejects.toSatisfy((e) => isBbError(e, 'UNAUTHORIZED'));

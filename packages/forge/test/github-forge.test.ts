@@ -14,23 +14,13 @@ import {
   createGitHubTestServer,
   describeForgeConformance,
   type ForgeConformanceWorld,
-  type GitHubExchange,
   pushCommit,
 } from '../src/testing/index';
 import { githubWebhookFixtures } from './support/github-fixtures';
-import { checkAgainstGitHub, GITHUB_SPEC } from './support/github-openapi';
+import { checkAgainstGitHub, GITHUB_SPEC, recordingChecker } from './support/github-openapi';
 import { TOKENS, WORLD } from './support/world';
 
-const problems: string[] = [];
-const record = (x: GitHubExchange) => {
-  // A checker that fails is a problem of its own, never an error in the server's answer.
-  try {
-    for (const p of checkAgainstGitHub(x.template || x.path, x.method, x.status, x.body))
-      problems.push(p);
-  } catch (err) {
-    problems.push(`${x.method} ${x.template}: the checker failed: ${(err as Error).message}`);
-  }
-};
+const { problems, record } = recordingChecker();
 
 async function githubWorld(): Promise<ForgeConformanceWorld> {
   const server = await createGitHubTestServer({ world: WORLD, onResponse: record });

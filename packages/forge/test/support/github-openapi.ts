@@ -107,3 +107,31 @@ export function checkAgainstGitHub(
     .slice(0, 6)
     .map((e) => `${key}: ${e.instancePath || '(body)'} ${e.message} ${JSON.stringify(e.params)}`);
 }
+
+/**
+ * A collector for a test server's `onResponse`: every answer checked as it is given,
+ * its problems (and a checker that failed, which is a problem of its own) kept.
+ */
+export function recordingChecker(): {
+  problems: string[];
+  record: (x: {
+    template: string;
+    path: string;
+    method: string;
+    status: number;
+    body: unknown;
+  }) => void;
+} {
+  const problems: string[] = [];
+  return {
+    problems,
+    record: (x) => {
+      try {
+        for (const p of checkAgainstGitHub(x.template || x.path, x.method, x.status, x.body))
+          problems.push(p);
+      } catch (err) {
+        problems.push(`${x.method} ${x.template}: the checker failed: ${(err as Error).message}`);
+      }
+    },
+  };
+}

@@ -7,7 +7,13 @@
  * checked per route the way GitHub answers: 404 for a repository it does not cover, 403
  * "Resource not accessible by integration" for a permission it lacks.
  */
-import { createPublicKey, createVerify, type KeyObject, randomBytes } from 'node:crypto';
+import {
+  createPublicKey,
+  createVerify,
+  generateKeyPairSync,
+  type KeyObject,
+  randomBytes,
+} from 'node:crypto';
 import { ApiError } from '../gitea-server/api-core';
 import type { GiteaWorld } from '../gitea-server/world';
 import { from, type GhContext, ghRepo, ghUser } from './shapes';
@@ -147,6 +153,21 @@ export class GitHubApps {
     this.apps.set(id, app);
     if (!this.world.users.has(app.bot)) await this.world.seed({ users: [{ login: app.bot }] });
     return app;
+  }
+
+  /**
+   * Register an App with a new key pair, as GitHub makes one: the App, and its private
+   * key as the `.pem` GitHub hands out (PKCS#1).
+   */
+  async create(
+    seed: Omit<GitHubAppSeed, 'publicKey'>,
+  ): Promise<{ app: AppModel; privateKey: string }> {
+    const { privateKey, publicKey } = generateKeyPairSync('rsa', {
+      modulusLength: 2048,
+      privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
+      publicKeyEncoding: { type: 'spki', format: 'pem' },
+    });
+    return { app: await this.add({ ...seed, publicKey }), privateKey };
   }
 
   /** Install `app` on `account`: all its repositories, or those named (`name` or `owner/name`). */

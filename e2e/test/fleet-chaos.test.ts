@@ -484,7 +484,7 @@ describe.skipIf(!docker.ok || !!noPostgres)(
                 earlier.began > later.began
               )
                 throw new Error(
-                  `${issue}: ${earlier.event} handled after ${later.event}\n${logLines()
+                  `${issue}: ${earlier.event} handled after ${later.event}\nearlier ${JSON.stringify(earlier)}\nlater ${JSON.stringify(later)}\n${logLines()
                     .filter((l) => l['key'] === issue || l['event'] === earlier.event)
                     .map((l) => JSON.stringify(l))
                     .join('\n')}`,

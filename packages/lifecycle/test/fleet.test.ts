@@ -104,6 +104,36 @@ describe('orchestrators sharing one database', () => {
     );
   });
 
+  it('one that takes an issue over for a newer event handles the older open ones first', async () => {
+    // b looks at the inbox only when an event reaches it.
+    const f = twoOf(undefined, { b: 60_000 });
+    const { t, a, b, logs, n, key } = f;
+    const slug = await launchOnA(f);
+    t.finish(slug, 71);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    // a accepted an event and was killed before it handled it: it is open in the inbox.
+    const older = t.ev.comment(71, 'accepted by a, never handled');
+    a.close();
+    await t.options.inbox.accept(older.key, {
+      issue: key,
+      occurredAt: older.occurredAt,
+      payload: older,
+      deliveryId: older.deliveryId,
+      kind: older.kind,
+    });
+    await new Promise((r) => setTimeout(r, TTL + 100));
+    const newer = t.ev.comment(71, 'then, through b');
+    expect(older.occurredAt < newer.occurredAt).toBe(true);
+    await b.accept(newer);
+    const handled = () =>
+      logs.b
+        .filter((e) => e['msg'] === 'event handled')
+        .map((e) => e['event'])
+        .filter((k) => k === older.key || k === newer.key);
+    await until('both handled', () => handled().length === 2, TTL * 10);
+    expect(handled()).toEqual([older.key, newer.key]);
+  });
+
   it('take over from one that stops: within its lease time the other watches its running turn, records it and goes on', async () => {
     const f = twoOf();
     const { t, a, b, logs, n, key } = f;

@@ -287,6 +287,13 @@ describe("GitHub's failures, as the client meets them", () => {
   afterAll(() => server.close());
   const client = (spaceWrites = false) =>
     gitHubClient({ apiUrl: server.apiUrl, token: TOKENS.bot, spaceWrites, maxRateLimitWaitS: 5 });
+  /** The bot's forge on acme/widgets, as the site makes it (its client's defaults). */
+  const widgets = () =>
+    new GitHubSite(server.apiUrl, server.url).forgeFor({
+      owner: 'acme',
+      repo: 'widgets',
+      token: TOKENS.bot,
+    });
 
   it('a read that meets a 502 is asked again and answered', async () => {
     server.fail({ kind: 'unavailable', times: 1 });
@@ -301,8 +308,7 @@ describe("GitHub's failures, as the client meets them", () => {
   it('a write that meets a 502 is not sent again: at most one comment, and the caller is told', async () => {
     const before = server.issue('acme/widgets', 1).comments.length;
     server.fail({ kind: 'unavailable', match: ({ method }) => method === 'POST' });
-    const site = new GitHubSite(server.apiUrl, server.url);
-    const f = site.forgeFor({ owner: 'acme', repo: 'widgets', token: TOKENS.bot });
+    const f = widgets();
     await expect(f.postComment(1, 'once at most')).rejects.toSatisfy((e) =>
       isBbError(e, 'FORGE_UNAVAILABLE'),
     );
@@ -319,11 +325,7 @@ describe("GitHub's failures, as the client meets them", () => {
       afterDoing: true,
       match: ({ method }) => method === 'POST',
     });
-    const f = new GitHubSite(server.apiUrl, server.url).forgeFor({
-      owner: 'acme',
-      repo: 'widgets',
-      token: TOKENS.bot,
-    });
+    const f = widgets();
     await expect(f.postComment(1, 'made, answer lost')).rejects.toSatisfy((e) =>
       isBbError(e, 'FORGE_UNAVAILABLE'),
     );
@@ -347,11 +349,7 @@ describe("GitHub's failures, as the client meets them", () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
 
     server.fail({ kind: 'secondary-limit', retryAfterS: 120 });
-    const f = new GitHubSite(server.apiUrl, server.url).forgeFor({
-      owner: 'acme',
-      repo: 'widgets',
-      token: TOKENS.bot,
-    });
+    const f = widgets();
     const err = await f.readIssue(1).catch((e: unknown) => e);
     expect(isBbError(err, 'FORGE_UNAVAILABLE')).toBe(true);
     expect((err as Error).message).toMatch(/rate limited; retry after 120 s/);
@@ -359,11 +357,7 @@ describe("GitHub's failures, as the client meets them", () => {
 
   it('a spent primary limit is the forge being busy, never a refusal', async () => {
     server.fail({ kind: 'primary-limit', retryAfterS: 3_600 });
-    const f = new GitHubSite(server.apiUrl, server.url).forgeFor({
-      owner: 'acme',
-      repo: 'widgets',
-      token: TOKENS.bot,
-    });
+    const f = widgets();
     const err = await f.readIssue(1).catch((e: unknown) => e);
     expect(isBbError(err, 'FORGE_UNAVAILABLE')).toBe(true);
     expect(isBbError(err, 'FORBIDDEN')).toBe(false);

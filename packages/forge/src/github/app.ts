@@ -9,7 +9,7 @@ import { BbError, errorMessage, registerSecret } from '@bb/errors';
 import { createAppAuth } from '@octokit/auth-app';
 import { request as octokitRequest } from '@octokit/request';
 import type { RepoName } from '../kind';
-import { gitHubError } from './client';
+import { boundedFetch, gitHubError } from './client';
 
 /** The variables naming a GitHub App: its id, its private key's file and (optionally) one installation. */
 export const GITHUB_APP_ID_VAR = 'FORGE_GITHUB_APP_ID';
@@ -59,13 +59,12 @@ export class GitHubApp {
   readonly appId: number;
   readonly #auth: ReturnType<typeof createAppAuth>;
   readonly #fixed: number | undefined;
-  readonly #installations = new Map<string, Promise<number>>();
+  /** What is asked of GitHub once and kept (an installation, the slug); forgotten when it fails. */
+  readonly #kept = new Map<string, Promise<unknown>>();
   readonly #renewBeforeMs: number;
-  #slug: Promise<string> | undefined;
   #jwt: { token: string; until: number } | undefined;
   /** Bottle tokens are made one at a time: auth-app shares one request among concurrent ones. */
   #minting: Promise<unknown> = Promise.resolve();
-  #fixedAccount: Promise<string> | undefined;
 
   constructor(readonly options: GitHubAppOptions) {
     this.appId = options.appId;
@@ -77,7 +76,7 @@ export class GitHubApp {
       request: octokitRequest.defaults({
         baseUrl: options.apiUrl.replace(/\/+$/, ''),
         headers: { 'user-agent': 'bot-bottle' },
-        request: { fetch: boundedFetch },
+        request: { fetch: boundedFetch() },
       }),
     });
   }
@@ -98,16 +97,22 @@ export class GitHubApp {
     }
   }
 
+  #keep<T>(key: string, ask: () => Promise<T>): Promise<T> {
+    let kept = this.#kept.get(key) as Promise<T> | undefined;
+    if (!kept) {
+      kept = ask();
+      kept.catch(() => this.#kept.delete(key));
+      this.#kept.set(key, kept);
+    }
+    return kept;
+  }
+
   /** The App's slug; its comments are by `<slug>[bot]`. */
   slug(): Promise<string> {
-    this.#slug ??= this.#app().then(
-      (a) => a.slug,
-      (err) => {
-        this.#slug = undefined;
-        throw err;
-      },
+    return this.#keep(
+      'slug',
+      async () => ((await this.#app('GET', '/app')) as { slug: string }).slug,
     );
-    return this.#slug;
   }
 
   /** The login GitHub shows for what the App does. */
@@ -119,13 +124,7 @@ export class GitHubApp {
   installationFor(target: RepoName | { owner: string }): Promise<number> {
     if (this.#fixed !== undefined) return this.#fixedFor(target.owner);
     const key = 'repo' in target ? `${target.owner}/${target.repo}` : target.owner;
-    let found = this.#installations.get(key);
-    if (!found) {
-      found = this.#findInstallation(target);
-      found.catch(() => this.#installations.delete(key));
-      this.#installations.set(key, found);
-    }
-    return found;
+    return this.#keep(`installation ${key}`, () => this.#findInstallation(target));
   }
 
   /** Every installation of the App. */
@@ -134,7 +133,10 @@ export class GitHubApp {
       return [{ id: this.#fixed, account: (await this.installation(this.#fixed)).account }];
     const out: Array<{ id: number; account: string }> = [];
     for (let page = 1; ; page++) {
-      const data = (await this.#appGet(`/app/installations?per_page=100&page=${page}`)) as Array<{
+      const data = (await this.#app(
+        'GET',
+        `/app/installations?per_page=100&page=${page}`,
+      )) as Array<{
         id: number;
         account: { login: string } | null;
       }>;
@@ -149,13 +151,20 @@ export class GitHubApp {
    * made again when it is about to expire.
    */
   async token(target: RepoName | { owner: string }): Promise<string> {
-    const installationId = await this.installationFor(target);
-    return (await this.#installationToken({ installationId })).token;
+    return this.installationToken(await this.installationFor(target));
   }
 
   /** A token of `installationId` itself (its repositories), for sweeping them. */
   async installationToken(installationId: number): Promise<string> {
-    return (await this.#installationToken({ installationId })).token;
+    try {
+      let a = await this.#auth({ type: 'installation', installationId });
+      // @octokit/auth-app keeps a token 59 minutes; one GitHub gave for less is made again.
+      if (Date.parse(a.expiresAt) - Date.now() < this.#renewBeforeMs)
+        a = await this.#auth({ type: 'installation', installationId, refresh: true });
+      return a.token;
+    } catch (err) {
+      throw appError(err, `a token of installation ${installationId}`);
+    }
   }
 
   /**
@@ -213,14 +222,10 @@ export class GitHubApp {
   /** The fixed installation, for an owner it is that of (asked once). */
   async #fixedFor(owner: string): Promise<number> {
     const id = this.#fixed!;
-    this.#fixedAccount ??= this.installation(id).then(
-      (i) => i.account,
-      (err) => {
-        this.#fixedAccount = undefined;
-        throw err;
-      },
+    const account = await this.#keep(
+      'fixed account',
+      async () => (await this.installation(id)).account,
     );
-    const account = await this.#fixedAccount;
     if (account.toLowerCase() !== owner.toLowerCase())
       throw new BbError(
         'FORBIDDEN',
@@ -231,14 +236,24 @@ export class GitHubApp {
 
   /** The App's webhook configuration, as GitHub holds it (`GET /app/hook/config`). */
   async hookConfig(): Promise<{ url?: string; content_type?: string; insecure_ssl?: string }> {
-    return (await this.#appGet('/app/hook/config')) as { url?: string };
+    return (await this.#app('GET', '/app/hook/config')) as { url?: string };
+  }
+
+  /** Point the App's one webhook (every installation's) at `url`, signed with `secret`. */
+  async setHook(url: string, secret: string): Promise<void> {
+    await this.#app('PATCH', '/app/hook/config', {
+      url,
+      content_type: 'json',
+      secret,
+      insecure_ssl: '0',
+    });
   }
 
   /** The permissions and events of one installation, as GitHub holds them. */
   async installation(
     id: number,
   ): Promise<{ permissions: Record<string, string>; events: string[]; account: string }> {
-    const i = (await this.#appGet(`/app/installations/${id}`)) as {
+    const i = (await this.#app('GET', `/app/installations/${id}`)) as {
       permissions?: Record<string, string>;
       events?: string[];
       account?: { login: string } | null;
@@ -250,33 +265,13 @@ export class GitHubApp {
     };
   }
 
-  async #installationToken(
-    options: {
-      installationId: number;
-      repositoryNames?: string[];
-      permissions?: Record<string, string>;
-      refresh?: boolean;
-    },
-    what = `a token of installation ${options.installationId}`,
-  ): Promise<ExpiringToken> {
-    try {
-      let a = await this.#auth({ type: 'installation', ...options });
-      // @octokit/auth-app keeps a token 59 minutes; one GitHub gave for less is made again.
-      if (Date.parse(a.expiresAt) - Date.now() < this.#renewBeforeMs && !options.refresh)
-        a = await this.#auth({ type: 'installation', ...options, refresh: true });
-      return { token: a.token, expiresAt: new Date(a.expiresAt) };
-    } catch (err) {
-      throw appError(err, what);
-    }
-  }
-
   async #findInstallation(target: RepoName | { owner: string }): Promise<number> {
     const path =
       'repo' in target
         ? `/repos/${enc(target.owner)}/${enc(target.repo)}/installation`
         : `/orgs/${enc(target.owner)}/installation`;
     try {
-      return ((await this.#appGet(path)) as { id: number }).id;
+      return ((await this.#app('GET', path)) as { id: number }).id;
     } catch (err) {
       const e = err as BbError;
       if (e.code === 'NOT_FOUND')
@@ -289,17 +284,20 @@ export class GitHubApp {
     }
   }
 
-  async #app(): Promise<{ id: number; slug: string; permissions?: Record<string, string> }> {
-    return (await this.#appGet('/app')) as { id: number; slug: string };
-  }
-
-  async #appGet(path: string): Promise<unknown> {
+  /** A request of the App itself, with its JWT (`/app`, its installations, its hook). */
+  async #app(
+    method: 'GET' | 'PATCH',
+    path: string,
+    data?: Record<string, string>,
+  ): Promise<unknown> {
     const jwt = await this.jwt();
     try {
-      const res = await octokitRequest(`GET ${path}`, {
+      const res = await octokitRequest(`${method} ${path}`, {
         baseUrl: this.options.apiUrl.replace(/\/+$/, ''),
         headers: { authorization: `bearer ${jwt}`, 'user-agent': 'bot-bottle' },
-        request: { fetch: boundedFetch },
+        request: { fetch: boundedFetch() },
+        // `url` is Octokit's own parameter (the request's): a body is given whole.
+        ...(data ? { data } : {}),
       });
       return res.data;
     } catch (err) {
@@ -309,15 +307,6 @@ export class GitHubApp {
 }
 
 const enc = (s: string) => encodeURIComponent(s);
-
-/** Every request bounded, as the REST client's are. */
-const boundedFetch = (url: string, init: RequestInit = {}) =>
-  fetch(url, {
-    ...init,
-    signal: init.signal
-      ? AbortSignal.any([init.signal, AbortSignal.timeout(15_000)])
-      : AbortSignal.timeout(15_000),
-  });
 
 /** auth-app's errors (a RequestError, or its own Error) as BbErrors. */
 function appError(err: unknown, what: string): BbError {

@@ -34,6 +34,17 @@ export interface GitHubClientOptions {
   spaceWrites?: boolean;
 }
 
+/** `fetch` with every request bounded to `timeoutMs` (and to the caller's own signal). */
+export function boundedFetch(timeoutMs = 15_000) {
+  return (url: string, init: RequestInit = {}) =>
+    fetch(url, {
+      ...init,
+      signal: init.signal
+        ? AbortSignal.any([init.signal, AbortSignal.timeout(timeoutMs)])
+        : AbortSignal.timeout(timeoutMs),
+    });
+}
+
 /** An Octokit client for one GitHub (github.com or an Enterprise Server). */
 export function gitHubClient(o: GitHubClientOptions): GitHubClient {
   if (o.token) registerSecret(o.token);
@@ -54,16 +65,8 @@ export function gitHubClient(o: GitHubClientOptions): GitHubClient {
     },
     // A 429 is the throttling plugin's to wait out (its Retry-After), never retried blindly.
     retry: { retries: o.retries ?? 2, doNotRetry: [400, 401, 403, 404, 410, 422, 429, 451] },
-    request: {
-      // Every request is bounded; a slow forge is a TIMEOUT, never a hang.
-      fetch: (url: string, init: RequestInit = {}) =>
-        fetch(url, {
-          ...init,
-          signal: init.signal
-            ? AbortSignal.any([init.signal, AbortSignal.timeout(o.timeoutMs ?? 15_000)])
-            : AbortSignal.timeout(o.timeoutMs ?? 15_000),
-        }),
-    },
+    // Every request is bounded; a slow forge is a TIMEOUT, never a hang.
+    request: { fetch: boundedFetch(o.timeoutMs) },
   };
   const client = new GitHubOctokit(options as ConstructorParameters<typeof Octokit>[0]);
   const tokenFor = o.tokenFor;

@@ -13,10 +13,9 @@ import { type GitHubApp, gitHubAppFromEnv } from './app';
 import { type GitHubClient, gitHubClient, gitHubError, webOf } from './client';
 import { GitHubForge } from './github-forge';
 import { appChecks, GITHUB_HOOK_EVENTS, tokenChecks } from './site-checks';
+import { parseGitHubWebhook, verifyGitHubWebhook } from './webhooks';
 
 export { GITHUB_HOOK_EVENTS };
-
-import { parseGitHubWebhook, verifyGitHubWebhook } from './webhooks';
 
 /** The variables naming a GitHub: its REST API, and its web root (clone URLs, pages). */
 export const GITHUB_API_VAR = 'FORGE_GITHUB_API';
@@ -185,15 +184,7 @@ export class GitHubSite implements ForgeSite {
 
   /** An App has one webhook, its own: its address and secret are set; its events are the App's. */
   async #installAppHook(app: GitHubApp, hook: HookRequest): Promise<string> {
-    try {
-      const jwt = await app.jwt();
-      // `url` is Octokit's own parameter (the request's): the body is given whole.
-      await gitHubClient({ apiUrl: this.apiUrl, token: jwt }).request('PATCH /app/hook/config', {
-        data: { url: hook.url, content_type: 'json', secret: hook.secret, insecure_ssl: '0' },
-      });
-    } catch (err) {
-      throw gitHubError(err, `the webhook of GitHub App ${app.appId}`);
-    }
+    await app.setHook(hook.url, hook.secret);
     return `set the webhook of GitHub App ${app.appId} to ${hook.url} (it covers every installation; subscribe the App to ${GITHUB_HOOK_EVENTS.join(', ')} on its settings page)`;
   }
 

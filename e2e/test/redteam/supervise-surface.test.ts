@@ -10,9 +10,12 @@ import { RedTeam } from './harness';
 
 const docker = await probeDocker();
 
-/** A raw JSON-RPC call on the supervise socket from inside the bottle; its answer on stdout. */
+/**
+ * A raw JSON-RPC call on the supervise socket from inside the bottle; its answer on stdout.
+ * The gate starts beside the agent, so it first waits for the socket (as the real client does).
+ */
 const rpc = (method: string) =>
-  `node -e "const r=require('http').request({socketPath:'/run/bb/supervise.sock',path:'/rpc',method:'POST'},s=>{let b='';s.on('data',d=>b+=d);s.on('end',()=>console.log(b))});r.end(JSON.stringify({jsonrpc:'2.0',id:1,method:process.argv[1],params:{x:1}}))" '${method}'`;
+  `i=0; while [ ! -S /run/bb/supervise.sock ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; node -e "const r=require('http').request({socketPath:'/run/bb/supervise.sock',path:'/rpc',method:'POST'},s=>{let b='';s.on('data',d=>b+=d);s.on('end',()=>console.log(b))});r.end(JSON.stringify({jsonrpc:'2.0',id:1,method:process.argv[1],params:{x:1}}))" '${method}'`;
 
 describe.skipIf(!docker.ok)("red team: the supervise plane's own surfaces", () => {
   const rt = new RedTeam();

@@ -337,6 +337,12 @@ export class Orchestrator {
       this.queue.push(key, work);
       return;
     }
+    // An older event of this issue was queued while this one was being taken up (the
+    // inbox's poll, another orchestrator's hand-over): it goes first.
+    if (this.queue.hasEarlier(key, work)) {
+      this.queue.push(key, work);
+      return;
+    }
     const began = new Date().toISOString();
     let settled: 'done' | 'deferred';
     try {

@@ -36,6 +36,16 @@ export class SerialQueue<T> {
     return new Promise((r) => this.#idle.push(r));
   }
 
+  /**
+   * Whether an item of `key` waiting behind the running one comes before `item` in
+   * the queue's order (it was added while `item` had already begun).
+   */
+  hasEarlier(key: string, item: T): boolean {
+    const q = this.#queues.get(key);
+    if (!q || !this.compare) return false;
+    return q.slice(1).some((w) => w !== item && this.compare!(w, item) < 0);
+  }
+
   /** Items of `key` queued or running. */
   pending(key: string): number {
     return this.#queues.get(key)?.length ?? 0;

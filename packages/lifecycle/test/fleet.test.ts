@@ -104,6 +104,44 @@ describe('orchestrators sharing one database', () => {
     );
   });
 
+  it('an older event queued while a newer one is being taken up goes first', async () => {
+    const f = twoOf(undefined, { a: 60_000 });
+    const { t, a, logs, n } = f;
+    const slug = await launchOnA(f);
+    t.finish(slug, 71);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    const older = t.ev.comment(71, 'first, reaching a late');
+    const newer = t.ev.comment(71, 'then, reaching a at once');
+    expect(older.occurredAt < newer.occurredAt).toBe(true);
+    // a's read of the issue's open events (taking the newer one up) is slow: it answers
+    // with what was there when it began, after the older one was queued.
+    const inbox = t.options.inbox;
+    const read = inbox.openEventsOf!.bind(inbox);
+    let reading: (() => void) | undefined;
+    let held = false;
+    inbox.openEventsOf = async (issue) => {
+      const open = await read(issue);
+      if (!held) {
+        held = true;
+        await new Promise<void>((r) => {
+          reading = r;
+        });
+      }
+      return open;
+    };
+    await a.accept(newer);
+    await until('reading', () => reading !== undefined);
+    await a.accept(older);
+    reading!();
+    const handled = () =>
+      logs.a
+        .filter((e) => e['msg'] === 'event handled')
+        .map((e) => e['event'])
+        .filter((k) => k === older.key || k === newer.key);
+    await until('both handled', () => handled().length === 2);
+    expect(handled()).toEqual([older.key, newer.key]);
+  });
+
   it('one that takes an issue over for a newer event handles the older open ones first', async () => {
     // b looks at the inbox only when an event reaches it.
     const f = twoOf(undefined, { b: 60_000 });

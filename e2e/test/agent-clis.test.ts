@@ -50,6 +50,7 @@ const { ok: hasImage, image: AGENTS_IMAGE } = await probeAgentsImage(docker.ok);
 const TOKEN = 'bb-claude-token-clis-9090';
 const SECRET = 'clis-webhook-secret';
 const MODEL_KEY = 'sk-test-model-key-7f3a9c2e51d04b8a';
+const OVERLAY = 'House rule: keep each commit to one change.';
 
 type Cli = 'claude' | 'codex' | 'pi';
 interface Tools {
@@ -185,6 +186,7 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
           model: 'scripted-model',
           retries: 0,
           bottles: [cli],
+          promptOverlay: OVERLAY,
           git: { name: `${cli} agent`, email: `${cli}@example.test` },
         }),
       );
@@ -292,6 +294,12 @@ describe.skipIf(!hasImage)('real agent CLIs in bottles against the scripted mode
       expect(history).toContain('Please also handle empty widgets.');
       expect(history).toContain('Fix the thing');
       expect(history).toContain(`${cli}: working on it.`);
+      // The manifest's overlay reached the model on both turns: after the issue, and after the reply.
+      const opening = JSON.stringify(model.requests[0]!.body);
+      expect(opening.indexOf(OVERLAY)).toBeGreaterThan(opening.indexOf('It is broken.'));
+      expect(
+        history.indexOf(OVERLAY, history.indexOf('Please also handle empty widgets.')),
+      ).toBeGreaterThan(0);
 
       // The key reached the model API (added by the proxy) and nothing in the bottle.
       const auth = model.requests.map((r) => r.headers[TOOLS[cli].header]);

@@ -23,6 +23,7 @@ const TOKEN = 'bb-claude-token-conversation-1';
 const ALICE = 'alice-token-1234567890';
 const EVE = 'eve-token-conversation-99';
 const SECRET = 'conversation-webhook-secret';
+const OVERLAY = 'House rule: run the linter before you push.';
 
 /** A person pushes one commit adding `file` to `branch`, as a git client would. */
 const humanPush = (cloneUrl: string, branch: string, file: string) =>
@@ -62,35 +63,38 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
   const loop = useLoop({
     prefix: 'bb-conversation-',
     agents: {
-      implementer: scriptAgent([
-        // 1: a question, then blocked.
-        {
-          steps: [
-            { do: 'read_issue' },
-            { do: 'comment', body: 'Which file should I change?' },
-            { do: 'done', status: 'blocked', summary: 'Asked which file to change.' },
-          ],
-        },
-        // 2: the answer arrived on the issue; the PR.
-        heard('Opened the PR.', [
-          ...prSteps({
-            path: 'fix.txt',
-            content: 'fixed\n',
-            message: 'Fix',
-            title: 'Fix the thing',
-            body: 'Changed fix.txt.',
-          }),
+      implementer: {
+        ...scriptAgent([
+          // 1: a question, then blocked.
+          {
+            steps: [
+              { do: 'read_issue' },
+              { do: 'comment', body: 'Which file should I change?' },
+              { do: 'done', status: 'blocked', summary: 'Asked which file to change.' },
+            ],
+          },
+          // 2: the answer arrived on the issue; the PR.
+          heard('Opened the PR.', [
+            ...prSteps({
+              path: 'fix.txt',
+              content: 'fixed\n',
+              message: 'Fix',
+              title: 'Fix the thing',
+              body: 'Changed fix.txt.',
+            }),
+          ]),
+          // 3: the review with its inline comments.
+          heard('Addressed the review.', pushed('fixed, with reasons\n', 'Address the review')),
+          // 4: a person's push: its commit is in the checkout, and pushing on top of it works.
+          heard('Built on the human commit.', [
+            { do: 'sh', cmd: 'test -f HUMAN.md' },
+            ...pushed('fixed, with reasons, and the human file\n', 'Build on the human commit'),
+          ]),
+          // 5: approved.
+          heard('Thanked the reviewer.'),
         ]),
-        // 3: the review with its inline comments.
-        heard('Addressed the review.', pushed('fixed, with reasons\n', 'Address the review')),
-        // 4: a person's push: its commit is in the checkout, and pushing on top of it works.
-        heard('Built on the human commit.', [
-          { do: 'sh', cmd: 'test -f HUMAN.md' },
-          ...pushed('fixed, with reasons, and the human file\n', 'Build on the human commit'),
-        ]),
-        // 5: approved.
-        heard('Thanked the reviewer.'),
-      ]),
+        promptOverlay: OVERLAY,
+      },
       sleeper: scriptAgent([{ steps: [{ do: 'read_issue' }, { do: 'sleep', ms: 600_000 }] }]),
       rotator: {
         ...scriptAgent([
@@ -151,6 +155,8 @@ describe.skipIf(!docker.ok)('real Docker: the whole forge conversation', () => {
       { user: 'bb-claude', content: 'eyes' },
     ]);
     expect(issueComments().at(-1)).toContain('Turn 2 heard: alice commented on your issue');
+    // The manifest's overlay comes after what the turn is told, on a resumed turn too.
+    expect(issueComments().at(-1)).toContain(OVERLAY);
     expect(issueComments().at(-1)).toContain('> Change fix.txt, please.');
     const pr = store.get('acme', 'widgets', n)!.prNumber!;
     expect(pr).toBeGreaterThan(n);

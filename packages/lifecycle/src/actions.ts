@@ -5,11 +5,12 @@ import { errorMessage, isBbError } from '@bb/errors';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import { supervises } from '@bb/headless';
 import { SUPERVISE_PROMPT_OVERLAY } from '@bb/supervise';
-import { rotationPrompt } from './conversation';
+import { issueText, rotationPrompt } from './conversation';
 import type { Core } from './core';
 import { INITIAL, type LifecycleAction } from './machine';
 import type { BottleSession } from './session';
-import { updateTurnLog } from './turn-log';
+import { noteHidden, takeHidden, updateTurnLog } from './turn-log';
+import { Seen } from './visible';
 import { eventWork } from './work';
 
 /**
@@ -87,10 +88,11 @@ async function launchBottle(
   core.capacity.tryRun(s.slug, runner.memoryOf(agent, s.bottles));
   const forge = core.forgeFor(owner, repo);
   const mark = core.fleet.launchMark(s.slug);
+  const seen = new Seen();
   try {
     // The event that targeted the issue read it a moment ago: it is not read again.
     const read = known ?? (await forge.readIssue(issue));
-    const prompt = `${promptOverlay(core.o.env ?? process.env, core.o.runner)}\nYour issue is #${issue} of ${owner}/${repo}: ${read.title}\n\n${read.body}`;
+    const prompt = `${promptOverlay(core.o.env ?? process.env, core.o.runner)}\n${issueText(seen, issue, { owner, repo }, read)}`;
     // The row first: a crash from here on leaves something reconcile can see. Before
     // the row, a mark in this BB_HOME: whoever takes the issue over knows the bottle
     // was launched here even if the crash came before its directory was made.
@@ -143,6 +145,10 @@ async function launchBottle(
     s.starting = false;
     rmSync(mark, { force: true });
   }
+  // The turn's record says what was taken out of the issue's text.
+  await takeHidden(runner.storage, s.slug, seen.hidden).catch((err) =>
+    core.log({ msg: 'could not note hidden text', key: s.key, error: errorMessage(err) }),
+  );
   core.log({ msg: 'bottle launched', key: s.key, slug: s.slug, agent });
   core.watch(s.slug);
 }
@@ -166,6 +172,8 @@ export async function resumeBottle(
   try {
     await s.commit({ ...s.state, status: 'running' });
     const fresh = o.fresh ? undefined : await rotation(core, s, prompt);
+    // What was taken out of the text this turn's prompt quotes goes into its record.
+    await takeHidden(runner.storage, s.slug);
     await core.capacity.starting(() =>
       runner.startResume({
         slug: s.slug,
@@ -241,6 +249,7 @@ async function rotation(core: Core, s: BottleSession, prompt: string): Promise<s
     ...log,
     rotated: { reason, previousTurns: inSession, summary: rotated.summary },
   }));
+  await noteHidden(runner.storage, s.slug, rotated.hidden);
   core.log({ msg: 'session rotated', key: s.key, slug: s.slug, previousTurns: inSession });
   return rotated.prompt;
 }

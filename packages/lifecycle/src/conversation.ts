@@ -5,6 +5,7 @@
  */
 import { errorMessage, isBbError } from '@bb/errors';
 import type { Forge, ReviewComment } from '@bb/forge';
+import { type HiddenNote, Seen } from './visible';
 
 /** Who may start an agent turn with a comment, a review or a push. */
 export interface TriggerPolicy {
@@ -73,16 +74,24 @@ const quote = (text: string) =>
     .map((l) => `> ${l}`)
     .join('\n');
 
-/** What the agent is told of a comment: who, where, a link, the words. */
+/**
+ * What the agent is told of a comment: who, where, a link, the words (as its
+ * readers see them: what they cannot see is taken out, and `hidden` says what).
+ */
 export function commentPrompt(o: {
   author: string;
   issue: number;
   pr?: number | undefined;
   url?: string | undefined;
   body: string;
-}): string {
-  const where = o.pr === undefined ? `your issue #${o.issue}` : `your PR #${o.pr}`;
-  return `${o.author} commented on ${where}${o.url ? ` (${o.url})` : ''}:\n\n${quote(o.body)}`;
+}): { prompt: string; hidden: HiddenNote[] } {
+  const place = o.pr === undefined ? `issue #${o.issue}` : `PR #${o.pr}`;
+  const seen = new Seen();
+  const body = seen.md(o.body, `comment by ${o.author} on ${place}`);
+  return {
+    prompt: `${o.author} commented on your ${place}${o.url ? ` (${o.url})` : ''}:\n\n${quote(body)}`,
+    hidden: seen.hidden,
+  };
 }
 
 const STATE_WORDS = {
@@ -105,7 +114,7 @@ export async function reviewPrompt(
     body: string;
     url?: string | undefined;
   },
-): Promise<{ prompt: string; reviewId: number | undefined }> {
+): Promise<{ prompt: string; reviewId: number | undefined; hidden: HiddenNote[] }> {
   let inline: ReviewComment[] = [];
   let reviewId: number | undefined;
   // The newest review of this author with this verdict and text is the one that was submitted.
@@ -120,15 +129,19 @@ export async function reviewPrompt(
   const lines = [
     `${o.author} ${STATE_WORDS[o.state]} your PR #${o.pr}${match?.url ? ` (${match.url})` : o.url ? ` (${o.url})` : ''}.`,
   ];
-  if (o.body.trim()) lines.push('', quote(o.body));
+  const seen = new Seen();
+  const from = `review by ${o.author} on PR #${o.pr}`;
+  if (o.body.trim()) lines.push('', quote(seen.md(o.body, from)));
   if (inline.length > 0) {
     lines.push('', `Inline comments (${inline.length}):`);
     for (const c of inline)
-      lines.push(`- ${c.path}${c.line !== null ? `:${c.line}` : ''}: ${c.body.trim()}`);
+      lines.push(
+        `- ${seen.plain(c.path, from)}${c.line !== null ? `:${c.line}` : ''}: ${seen.md(c.body, `inline comment of the ${from}`).trim()}`,
+      );
   }
   if (o.state === 'changes_requested')
     lines.push('', 'Address each point, push your changes, and say what you did.');
-  return { prompt: lines.join('\n'), reviewId };
+  return { prompt: lines.join('\n'), reviewId, hidden: seen.hidden };
 }
 
 /** What the agent is told of commits a person pushed to its PR's branch. */
@@ -160,8 +173,9 @@ export async function rotationPrompt(
     summaries: string[];
     now: string;
   },
-): Promise<{ prompt: string; summary: string }> {
+): Promise<{ prompt: string; summary: string; hidden: HiddenNote[] }> {
   const issue = await forge.readIssue(o.issue);
+  const seen = new Seen();
   const lines: string[] = [
     `This continues earlier work on your issue in a fresh session: the last one ran ${o.previousTurns} turns.`,
     '',
@@ -174,15 +188,29 @@ export async function rotationPrompt(
     const reviews = (await forge.readReviews(o.pr)).filter((r) => r.state !== 'approved');
     const open: string[] = [];
     for (const r of reviews.slice(-5)) {
+      const from = `review by ${r.author.login} on PR #${o.pr}`;
       open.push(
-        `- ${r.author.login} (${r.state.replace('_', ' ')}): ${r.body.trim() || '(no text)'}`,
+        `- ${r.author.login} (${r.state.replace('_', ' ')}): ${seen.md(r.body, from).trim() || '(no text)'}`,
       );
       for (const c of await forge.readReviewComments(o.pr, r.id))
-        open.push(`  - ${c.path}${c.line !== null ? `:${c.line}` : ''}: ${c.body.trim()}`);
+        open.push(
+          `  - ${seen.plain(c.path, from)}${c.line !== null ? `:${c.line}` : ''}: ${seen.md(c.body, `inline comment of the ${from}`).trim()}`,
+        );
     }
     if (open.length) lines.push('Review threads:', ...open);
   }
   const summary = lines.join('\n');
-  const prompt = `${o.overlay}\nYour issue is #${o.issue} of ${forge.owner}/${forge.repo}: ${issue.title}\n\n${issue.body}\n\n${summary}\n\nNow:\n${o.now}`;
-  return { prompt, summary };
+  const prompt = `${o.overlay}\n${issueText(seen, o.issue, forge, issue)}\n\n${summary}\n\nNow:\n${o.now}`;
+  return { prompt, summary, hidden: seen.hidden };
+}
+
+/** The issue as the agent is first told it: its number, title and body, as readers see them. */
+export function issueText(
+  seen: Seen,
+  n: number,
+  where: { owner: string; repo: string },
+  issue: { title: string; body: string },
+): string {
+  const from = `issue #${n}`;
+  return `Your issue is #${n} of ${where.owner}/${where.repo}: ${seen.plain(issue.title, `title of ${from}`)}\n\n${seen.md(issue.body, from)}`;
 }

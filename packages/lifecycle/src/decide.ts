@@ -8,6 +8,7 @@
 import { AGENT_LABEL_PREFIX, type Forge, type ForgeEvent, type TargetingResult } from '@bb/forge';
 import { commentPrompt, pushPrompt } from './conversation';
 import type { LifecycleInput, LifecycleState } from './machine';
+import type { HiddenNote } from './visible';
 
 /** What the forge is asked before an event is decided. */
 export type FactNeed =
@@ -42,7 +43,7 @@ export interface Facts {
   issue?: IssueFacts;
   openPr?: boolean;
   may?: { ok: boolean; why: string };
-  review?: { prompt: string; reviewId?: number | undefined };
+  review?: { prompt: string; reviewId?: number | undefined; hidden?: HiddenNote[] };
 }
 
 /** What this process holds of the issue's bottle. */
@@ -88,6 +89,8 @@ export type Decision =
       /** What to acknowledge with 👀 once the person is heard. */
       ack?: Ack;
       seen?: Seen;
+      /** What was taken out of the text the prompt quotes (its readers could not see it). */
+      hidden?: HiddenNote[];
     };
 
 const live = (v: BottleView) => v.state.status === 'running' || v.state.status === 'frozen';
@@ -153,6 +156,7 @@ export function decide(
       };
     case 'comment_created': {
       const pr = event.on === 'pr' ? event.number : undefined;
+
       const author = event.comment.author;
       // Only a live bottle's own issue and PRs are heard; nothing is asked of the forge otherwise.
       if (!isLive || author === policy.botLogin) return { kind: 'done' };
@@ -161,21 +165,18 @@ export function decide(
         return { kind: 'need', needs: [{ type: 'may_drive', author, body: event.comment.body }] };
       if (!facts.may.ok)
         return { kind: 'done', logs: [{ msg: 'comment ignored', author, why: facts.may.why }] };
+      const { prompt, hidden } = commentPrompt({
+        author,
+        issue: view.issue,
+        pr,
+        url: event.comment.url,
+        body: event.comment.body,
+      });
       return {
         kind: 'input',
-        input: {
-          type: 'message',
-          pr,
-          author,
-          prompt: commentPrompt({
-            author,
-            issue: view.issue,
-            pr,
-            url: event.comment.url,
-            body: event.comment.body,
-          }),
-        },
+        input: { type: 'message', pr, author, prompt },
         ack: { comment: event.comment.id },
+        ...(hidden.length > 0 ? { hidden } : {}),
       };
     }
     case 'review_submitted': {
@@ -194,11 +195,12 @@ export function decide(
             { type: 'review', author, pr, state: event.state, body: event.body, url: event.url },
           ],
         };
-      const { prompt, reviewId } = facts.review;
+      const { prompt, reviewId, hidden } = facts.review;
       return {
         kind: 'input',
         input: { type: 'message', pr, author, prompt },
         ...(reviewId !== undefined ? { ack: { review: reviewId, pr } } : {}),
+        ...(hidden?.length ? { hidden } : {}),
       };
     }
     case 'pr_synchronized': {

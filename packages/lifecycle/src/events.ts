@@ -14,6 +14,7 @@ import { INITIAL, transition } from './machine';
 import { parseIssueKey } from './routing';
 import type { BottleSession } from './session';
 import { handleThreadCommand, isThreadCommand } from './supervise-thread';
+import { noteHidden } from './turn-log';
 
 /** Handle one forge event; returns its inbox state after (done, or deferred when it waits). */
 export async function handleEvent(
@@ -69,6 +70,8 @@ export async function handleEvent(
       return 'deferred';
     }
   }
+  // What the prompt's text had that its readers could not see: noted for the turn that hears it.
+  if (d.hidden && s.slug) await noteHidden(core.o.runner.storage, s.slug, d.hidden);
   const pendingBefore = s.state.pending.length;
   s.decided(next.state);
   const queued = s.state.pending.length > pendingBefore;

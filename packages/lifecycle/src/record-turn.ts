@@ -110,6 +110,7 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     forge: o.forge ? { ...o.forge, prs } : null,
     turn,
     ...(log.rotated ? { sessionRotated: log.rotated } : {}),
+    ...(log.hidden?.length ? { promptHidden: log.hidden } : {}),
     ...(o.supervise ? { supervise: o.supervise(o.slug, o.startedAt) } : {}),
     startedAt: o.startedAt,
     finishedAt: new Date().toISOString(),

@@ -1,6 +1,7 @@
 import type { QueueEvent } from '@bb/forge-sidecar';
 import type { BottleStorage } from '@bb/headless';
 import type { WatchdogReason } from './machine';
+import type { HiddenNote } from './visible';
 
 /**
  * What the orchestrator learned about a bottle's running turn from its
@@ -23,6 +24,8 @@ export interface TurnLog {
   fired?: { reason: WatchdogReason; detail: string };
   /** This turn began a fresh session in place of a long one. */
   rotated?: { reason: string; previousTurns: number; summary: string };
+  /** What was taken out of the text this turn's prompt quotes (readers could not see it). */
+  hidden?: HiddenNote[];
 }
 
 const EMPTY: TurnLog = { done: null, prs: [], pushed: [] };
@@ -78,6 +81,53 @@ export async function readTurnLog(storage: BottleStorage, slug: string): Promise
 
 export function writeTurnLog(storage: BottleStorage, slug: string, log: TurnLog): Promise<void> {
   return storage.writeNote(slug, NOTE, JSON.stringify(log));
+}
+
+/** Where notes of hidden text wait for the turn whose prompt quotes it (the next one). */
+const HIDDEN_NOTE = 'prompt-hidden';
+
+async function readHidden(
+  storage: BottleStorage,
+  slug: string,
+): Promise<{ kept: HiddenNote[]; found: boolean }> {
+  const text = await storage.readNote(slug, HIDDEN_NOTE);
+  if (text === undefined) return { kept: [], found: false };
+  try {
+    const kept = JSON.parse(text) as unknown;
+    return { kept: Array.isArray(kept) ? (kept as HiddenNote[]) : [], found: true };
+  } catch {
+    return { kept: [], found: true };
+  }
+}
+
+/** Keep `notes` for the bottle's next turn (its prompt quotes the text they are about). */
+export function noteHidden(
+  storage: BottleStorage,
+  slug: string,
+  notes: HiddenNote[],
+): Promise<void> {
+  if (notes.length === 0) return Promise.resolve();
+  return withTurnLog(storage, slug, async () => {
+    const { kept } = await readHidden(storage, slug);
+    await storage.writeNote(slug, HIDDEN_NOTE, JSON.stringify([...kept, ...notes]));
+  });
+}
+
+/** The turn starting now takes the notes kept for it (and `more`) into its turn log. */
+export function takeHidden(
+  storage: BottleStorage,
+  slug: string,
+  more: HiddenNote[] = [],
+): Promise<void> {
+  return withTurnLog(storage, slug, async () => {
+    const { kept, found } = await readHidden(storage, slug);
+    const all = [...kept, ...more];
+    if (all.length > 0) {
+      const log = await readTurnLog(storage, slug);
+      await writeTurnLog(storage, slug, { ...log, hidden: [...(log.hidden ?? []), ...all] });
+    }
+    if (found) await storage.removeNote(slug, HIDDEN_NOTE);
+  });
 }
 
 /** Forget the turn (once its record is written). */

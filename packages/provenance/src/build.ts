@@ -17,6 +17,8 @@ export interface BuildInput {
   forge: RunRecord['forge'];
   turn: number;
   sessionRotated?: RunRecord['sessionRotated'];
+  /** What was taken out of the text the turn's prompt quotes. */
+  promptHidden?: RunRecord['promptHidden'];
   /** The turn's supervise requests and their decisions. */
   supervise?: RunRecord['supervise'];
   startedAt: string;
@@ -65,6 +67,7 @@ export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
     turn: input.turn,
     ...(input.sessionRotated ? { sessionRotated: input.sessionRotated } : {}),
     ...(input.supervise?.length ? { supervise: input.supervise } : {}),
+    ...(input.promptHidden?.length ? { promptHidden: input.promptHidden } : {}),
     startedAt: input.startedAt,
     finishedAt: input.finishedAt,
     durationMs: Math.max(0, Date.parse(input.finishedAt) - Date.parse(input.startedAt)),

@@ -34,6 +34,13 @@ export const RunRecordSchema = z.object({
   sessionRotated: z
     .object({ reason: z.string(), previousTurns: z.number().int(), summary: z.string() })
     .optional(),
+  /**
+   * What was taken out of the people's text this turn's prompt quotes, because its
+   * readers could not see it (HTML comments, invisible characters...). Omitted when nothing was.
+   */
+  promptHidden: z
+    .array(z.object({ from: z.string(), what: z.string(), count: z.number().int().positive() }))
+    .optional(),
   startedAt: z.string(),
   finishedAt: z.string(),
   durationMs: z.number().int().nonnegative(),

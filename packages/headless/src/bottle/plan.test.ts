@@ -155,4 +155,18 @@ describe('planBottle', () => {
     expect(plan.agent.cmd).toContain('sess-1');
     expect(plan.agent.cmd).not.toContain('--continue');
   });
+
+  it("tells every provider's agent its manifest's promptOverlay after the prompt, on every turn", () => {
+    fc.assert(
+      fc.property(inputs, (x) => {
+        const base = input(x);
+        const overlay = 'Always run the linter before you push.';
+        const plan = planBottle({ ...base, agent: { ...base.agent, promptOverlay: overlay } });
+        // Where each CLI takes its prompt from: its argv, or a file written for it.
+        const told = JSON.stringify([plan.agent.cmd, plan.agent.files, plan.agent.env]);
+        expect(told).toContain(JSON.stringify(`fix the bug\n\n${overlay}`).slice(1, -1));
+        expect(JSON.stringify(planBottle(base).agent)).not.toContain(overlay);
+      }),
+    );
+  });
 });

@@ -119,7 +119,7 @@ export type PlannedBottle = Pick<
 
 export interface PlanInput {
   meta: PlannedBottle;
-  agent: Pick<AgentManifest, 'model' | 'retries' | 'script'>;
+  agent: Pick<AgentManifest, 'model' | 'retries' | 'script' | 'promptOverlay'>;
   provider: AgentProvider;
   bottles: Array<Pick<BottleManifest, 'env' | 'resources'>>;
   prompt: string;
@@ -228,6 +228,15 @@ const MIB = 1024 * 1024;
 /** The runtime's bash start-up file of a supervised bottle (`COMMAND_NOT_FOUND_HINT`). */
 export const HINTS_FILE = 'bb-hints.sh';
 
+/**
+ * A turn's prompt with the agent manifest's `promptOverlay` after it: every turn
+ * of every provider hears it (a resumed session as much as a new one).
+ */
+export function withOverlay(prompt: string, overlay: string | undefined): string {
+  const extra = overlay?.trim();
+  return extra ? `${prompt}\n\n${extra}` : prompt;
+}
+
 /** The plan of one turn of a bottle. Pure: the caller reads the configuration and the policy. */
 export function planBottle(i: PlanInput): BottlePlan {
   const { meta, inside: P, config } = i;
@@ -246,7 +255,7 @@ export function planBottle(i: PlanInput): BottlePlan {
     routes.some((r) => r.prefix === `/${kind}`) ? modelApiUrl(kind) : undefined,
   );
   const invocation = i.provider.invocation({
-    prompt: i.prompt,
+    prompt: withOverlay(i.prompt, i.agent.promptOverlay),
     sessionId: meta.sessionId ?? undefined,
     model: i.agent.model,
     home: P.home,

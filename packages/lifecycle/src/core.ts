@@ -60,6 +60,13 @@ export interface OrchestratorOptions {
   feedback?: boolean;
   /** Acknowledge the comment or review that woke an agent with a 👀 reaction. @default true */
   acknowledge?: boolean;
+  /**
+   * Say on the thread, once per turn, how a turn ended when it ended without
+   * `signal_done` (stopped by the watchdog or from the forge, an exit without the
+   * signal, an agent that could not be started): what happened, whether the work
+   * was kept, how to go on. @default true
+   */
+  turnOutcomes?: boolean;
   /** An issue that waits this long for room to run is told so on the forge (once). @default 10 min */
   capacityNoticeMs?: number;
   /**
@@ -151,6 +158,8 @@ export interface Core {
   freed(): void;
   /** Tell the person who asked, once, why nothing runs. */
   feedback(key: string, message: string, once?: string): Promise<void>;
+  /** Say on the thread (issue or PR `on`), once per `once`, how a turn ended. */
+  turnOutcome(key: string, on: number, message: string, once: string): Promise<void>;
   /** React 👀 to what woke the agent. */
   acknowledge(key: string, target: Ack): void;
   /** Stop a session's agent for `fired`; its turn ends through its monitor. */

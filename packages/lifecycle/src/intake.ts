@@ -3,7 +3,8 @@ import type { ForgeEvent } from '@bb/forge';
 import type { InboxEvent } from '@bb/state';
 import type { Core } from './core';
 import type { AdoptReport } from './fleet';
-import { issueKey, issueOf, prOf } from './routing';
+import { gaveUpMessage } from './outcome';
+import { issueKey, issueOf, parseIssueKey, prOf } from './routing';
 import type { SerialQueue } from './serial-queue';
 import type { BottleSession } from './session';
 import { eventWork, type Work } from './work';
@@ -132,6 +133,24 @@ export async function takeOlder(core: Core, key: string, than: InboxEvent): Prom
   return older.length > 0;
 }
 
+/** An event, as the people on its thread would name it. */
+function whatOf(event: ForgeEvent): string {
+  switch (event.kind) {
+    case 'comment_created':
+      return `the comment by ${event.comment.author}`;
+    case 'review_submitted':
+      return `the review by ${event.author}`;
+    case 'issue_targeting_changed':
+      return 'the request to start the agent';
+    case 'pr_synchronized':
+      return `the push to PR #${event.pr.number}`;
+    case 'pr_closed':
+      return `the closing of PR #${event.pr.number}`;
+    default:
+      return `the ${String(event.kind).replaceAll('_', ' ')}`;
+  }
+}
+
 /**
  * An event not handled (it stays open in the inbox): tried again after the
  * next wait, or given up after the last. Its issue's lease is kept meanwhile.
@@ -156,6 +175,21 @@ export function retryEvent(
     void Promise.resolve(core.o.inbox.settle(work.inbox.id, 'done')).catch((e) =>
       core.log({ msg: 'could not give an event up', key, error: errorMessage(e) }),
     );
+    // The person who asked is told, once: nothing will happen unless they ask again.
+    void core
+      .turnOutcome(
+        key,
+        parseIssueKey(key).issue,
+        gaveUpMessage(
+          whatOf(work.event),
+          core.retryMs.length + 1,
+          errorMessage(err ?? 'no answer'),
+        ),
+        `gave-up:${work.inbox.key}`,
+      )
+      .catch((e) =>
+        core.log({ msg: 'could not tell the turn outcome', key, error: errorMessage(e) }),
+      );
     return;
   }
   const retrying = core.fleet.retrying;

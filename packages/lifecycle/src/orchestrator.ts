@@ -79,6 +79,9 @@ export class Orchestrator {
       forgeFor,
       ...(options.feedback === false ? { comment: false } : {}),
       ...(options.acknowledge === false ? { acknowledge: false } : {}),
+      ...(options.turnOutcomes === false ? { turnOutcomes: false } : {}),
+      retryMs,
+      later: (ms, fn) => this.#later(ms, fn),
       log,
     });
     // The one writer of a bottle's row: only the holder writes it.
@@ -119,6 +122,7 @@ export class Orchestrator {
       watch: (slug, startedAt) => this.watch(slug, startedAt),
       freed: () => this.#freed(),
       feedback: (key, message, once) => this.#feedback.say(key, message, once),
+      turnOutcome: (key, on, message, once) => this.#feedback.turnOutcome(key, on, message, once),
       acknowledge: (key, target) => this.#feedback.acknowledge(key, target),
       fire: (s, fired) => fire(this.#core, s, fired),
       log,

@@ -10,6 +10,7 @@ import { carryOut, resumeBottle } from './actions';
 import type { Core } from './core';
 import { routeParked } from './intake';
 import { type LifecycleInput, transition } from './machine';
+import { turnOutcomeMessage } from './outcome';
 import { recordTurn } from './record-turn';
 import type { BottleSession, Fired } from './session';
 import { readTurnLog } from './turn-log';
@@ -86,6 +87,7 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
   const rebuilt = runner.takeResumeRequest?.(s.slug);
   const fired = whyStopped(s, stopped, outcome, rebuilt);
   let done: Awaited<ReturnType<typeof recordTurn>>['done'] = null;
+  let turn: number | undefined;
   try {
     const recorded = await recordTurn({
       slug: s.slug,
@@ -104,6 +106,7 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
         : {}),
     });
     done = recorded.done;
+    turn = recorded.record.turn;
     for (const pr of recorded.prs)
       if (!s.state.prs.includes(pr)) {
         s.set({ ...s.state, prs: [...s.state.prs, pr] });
@@ -132,6 +135,28 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
     done: done?.status ?? null,
     ...(fired ? { fired: fired.reason } : {}),
   });
+  // Ended without a word from the agent, and not by people closing its work: the thread is told.
+  if (!done && !ended.closing && fired?.reason !== 'closed' && !rebuilt) {
+    turn ??= (await runner.storage.meta(s.slug))?.turns.length ?? 1;
+    await core
+      .turnOutcome(
+        s.key,
+        ended.prs.at(-1) ?? s.issue,
+        turnOutcomeMessage(
+          fired ?? { reason: 'exit_without_signal', detail: 'it exited without signal_done' },
+          {
+            exitCode: outcome.exitCode,
+            mentionOnly: !!core.o.mentionOnly,
+            botLogin: core.o.botLogin,
+            agent: s.agent,
+          },
+        ),
+        `turn:${s.slug}:${turn}`,
+      )
+      .catch((err) =>
+        core.log({ msg: 'could not tell the turn outcome', key: s.key, error: errorMessage(err) }),
+      );
+  }
   if (rebuilt && !ended.closing) {
     core.log({
       msg: 'resuming in the rebuilt image',

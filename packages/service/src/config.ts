@@ -180,6 +180,12 @@ export const ConfigSchema = z.object({
   FORGE_MENTION_ONLY: toggle('FORGE_MENTION_ONLY', 'off'),
   /** Say on the issue, once, why a targeted issue cannot launch. */
   FORGE_FEEDBACK: toggle('FORGE_FEEDBACK', 'on'),
+  /**
+   * Say on the thread, once per turn, how a turn ended when it ended without
+   * `signal_done` (the watchdog, an exit without the signal, a stop from the forge,
+   * an event given up after its retries).
+   */
+  BB_TURN_COMMENTS: toggle('BB_TURN_COMMENTS', 'on'),
   /** React 👀 to the comment or review that woke an agent. */
   FORGE_ACKNOWLEDGE: toggle('FORGE_ACKNOWLEDGE', 'on'),
   /**

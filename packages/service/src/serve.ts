@@ -181,6 +181,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     resumeOnHumanPush: config.FORGE_RESUME_ON_PUSH,
     mentionOnly: config.FORGE_MENTION_ONLY,
     feedback: config.FORGE_FEEDBACK,
+    turnOutcomes: config.BB_TURN_COMMENTS,
     acknowledge: config.FORGE_ACKNOWLEDGE,
     // Requests are posted on their issues and decided there too (`/bb approve …`).
     supervise: desk,

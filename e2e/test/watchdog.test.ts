@@ -105,6 +105,14 @@ describe.skipIf(!docker.ok)('real Docker: the watchdog', () => {
     expect(rec.watchdogFired).toMatchObject({ reason: 'silence' });
     expect(rec.done).toBeNull();
     expect(await backend.list({ 'bb.slug': row.slug })).toEqual([]);
+    // The thread is told once, in plain words, with how to go on.
+    const told = await until('the thread to be told', () => {
+      const c = gitea.issue('acme/widgets', n).comments.map((x) => x.body);
+      return c.length > 0 ? c : undefined;
+    });
+    expect(told).toHaveLength(1);
+    expect(told[0]).toMatch(/^The agent went quiet \(no check-in for \d+ s/);
+    expect(told[0]).toContain('Reply here to have it carry on.');
     orch.stopWatchdog();
   }, 90_000);
 

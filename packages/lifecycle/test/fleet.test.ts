@@ -37,6 +37,13 @@ function fleetOf(
   return { a: make('a'), b: make('b'), logs, leases };
 }
 
+/** The keys of these events, in the order the log says they were handled. */
+const handledOf = (log: Array<Record<string, unknown>>, keys: string[]) =>
+  log
+    .filter((e) => e['msg'] === 'event handled')
+    .map((e) => e['event'])
+    .filter((k) => keys.includes(String(k)));
+
 const launchesOf = (t: ReturnType<typeof setup>) =>
   t.runner.calls.filter((c) => c.startsWith('launch '));
 
@@ -92,11 +99,7 @@ describe('orchestrators sharing one database', () => {
     // b does not hold the issue: it only stores the event. a, the holder, gets the later one.
     await b.accept(older);
     await a.accept(newer);
-    const handled = () =>
-      logs.a
-        .filter((e) => e['msg'] === 'event handled')
-        .map((e) => e['event'])
-        .filter((k) => k === older.key || k === newer.key);
+    const handled = () => handledOf(logs.a, [older.key, newer.key]);
     await until('both handled', () => handled().length === 2);
     expect(handled()).toEqual([older.key, newer.key]);
     expect(logs.b.some((e) => e['msg'] === 'event handled' && e['event'] === older.key)).toBe(
@@ -133,11 +136,7 @@ describe('orchestrators sharing one database', () => {
     await until('reading', () => reading !== undefined);
     await a.accept(older);
     reading!();
-    const handled = () =>
-      logs.a
-        .filter((e) => e['msg'] === 'event handled')
-        .map((e) => e['event'])
-        .filter((k) => k === older.key || k === newer.key);
+    const handled = () => handledOf(logs.a, [older.key, newer.key]);
     await until('both handled', () => handled().length === 2);
     expect(handled()).toEqual([older.key, newer.key]);
   });
@@ -163,11 +162,7 @@ describe('orchestrators sharing one database', () => {
     const newer = t.ev.comment(71, 'then, through b');
     expect(older.occurredAt < newer.occurredAt).toBe(true);
     await b.accept(newer);
-    const handled = () =>
-      logs.b
-        .filter((e) => e['msg'] === 'event handled')
-        .map((e) => e['event'])
-        .filter((k) => k === older.key || k === newer.key);
+    const handled = () => handledOf(logs.b, [older.key, newer.key]);
     await until('both handled', () => handled().length === 2, TTL * 10);
     expect(handled()).toEqual([older.key, newer.key]);
   });

@@ -72,7 +72,9 @@ describe('turn outcomes on the thread', () => {
   it('once per turn across a restart: a second orchestrator on the same ledger says nothing again', async () => {
     const t = setup();
     const posted: string[] = [];
-    const forge = { postComment: async (_n: number, b: string) => void posted.push(b) } as Forge;
+    const forge = {
+      postComment: async (_n: number, b: string) => void posted.push(b),
+    } as unknown as Forge;
     const make = () =>
       new Feedback({ inbox: t.options.inbox, forgeFor: () => forge, log: () => {} });
     const key = `${OWNER}/${REPO}#7`;

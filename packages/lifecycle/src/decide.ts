@@ -156,7 +156,6 @@ export function decide(
       };
     case 'comment_created': {
       const pr = event.on === 'pr' ? event.number : undefined;
-
       const author = event.comment.author;
       // Only a live bottle's own issue and PRs are heard; nothing is asked of the forge otherwise.
       if (!isLive || author === policy.botLogin) return { kind: 'done' };

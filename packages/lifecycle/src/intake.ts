@@ -133,24 +133,6 @@ export async function takeOlder(core: Core, key: string, than: InboxEvent): Prom
   return older.length > 0;
 }
 
-/** An event, as the people on its thread would name it. */
-function whatOf(event: ForgeEvent): string {
-  switch (event.kind) {
-    case 'comment_created':
-      return `the comment by ${event.comment.author}`;
-    case 'review_submitted':
-      return `the review by ${event.author}`;
-    case 'issue_targeting_changed':
-      return 'the request to start the agent';
-    case 'pr_synchronized':
-      return `the push to PR #${event.pr.number}`;
-    case 'pr_closed':
-      return `the closing of PR #${event.pr.number}`;
-    default:
-      return `the ${String(event.kind).replaceAll('_', ' ')}`;
-  }
-}
-
 /**
  * An event not handled (it stays open in the inbox): tried again after the
  * next wait, or given up after the last. Its issue's lease is kept meanwhile.
@@ -180,11 +162,7 @@ export function retryEvent(
       .turnOutcome(
         key,
         parseIssueKey(key).issue,
-        gaveUpMessage(
-          whatOf(work.event),
-          core.retryMs.length + 1,
-          errorMessage(err ?? 'no answer'),
-        ),
+        gaveUpMessage(work.event, core.retryMs.length + 1, errorMessage(err ?? 'no answer')),
         `gave-up:${work.inbox.key}`,
       )
       .catch((e) =>

@@ -3,6 +3,7 @@
  * `signal_done`: what happened, in plain words, whether the work was kept, and
  * how to go on. Never the run record: that stays behind the API.
  */
+import type { ForgeEvent } from '@bb/forge';
 import type { Fired } from './session';
 
 export interface OutcomeContext {
@@ -33,7 +34,25 @@ export function turnOutcomeMessage(fired: Fired, c: OutcomeContext): string {
   }
 }
 
+/** An event, as the people on its thread would name it. */
+function whatOf(event: ForgeEvent): string {
+  switch (event.kind) {
+    case 'comment_created':
+      return `the comment by ${event.comment.author}`;
+    case 'review_submitted':
+      return `the review by ${event.author}`;
+    case 'issue_targeting_changed':
+      return 'the request to start the agent';
+    case 'pr_synchronized':
+      return `the push to PR #${event.pr.number}`;
+    case 'pr_closed':
+      return `the closing of PR #${event.pr.number}`;
+    default:
+      return `the ${String(event.kind).replaceAll('_', ' ')}`;
+  }
+}
+
 /** The comment for an event bot-bottle gave up on after its retries. */
-export function gaveUpMessage(what: string, tries: number, error: string): string {
-  return `bot-bottle could not act on ${what} after ${tries} tries (${error}). Comment again, or give the issue back to the bot, to have it try again.`;
+export function gaveUpMessage(event: ForgeEvent, tries: number, error: string): string {
+  return `bot-bottle could not act on ${whatOf(event)} after ${tries} tries (${error}). Comment again, or give the issue back to the bot, to have it try again.`;
 }

@@ -162,7 +162,7 @@ export function retryEvent(
       .turnOutcome(
         key,
         parseIssueKey(key).issue,
-        gaveUpMessage(work.event, core.retryMs.length + 1, errorMessage(err ?? 'no answer')),
+        gaveUpMessage(work.event, core.retryMs.length + 1),
         `gave-up:${work.inbox.key}`,
       )
       .catch((e) =>

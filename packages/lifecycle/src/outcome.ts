@@ -52,7 +52,10 @@ function whatOf(event: ForgeEvent): string {
   }
 }
 
-/** The comment for an event bot-bottle gave up on after its retries. */
-export function gaveUpMessage(event: ForgeEvent, tries: number, error: string): string {
-  return `bot-bottle could not act on ${whatOf(event)} after ${tries} tries (${error}). Comment again, or give the issue back to the bot, to have it try again.`;
+/**
+ * The comment for an event bot-bottle gave up on after its retries. The error
+ * itself stays in the orchestrator's log: it may name internal hosts and paths.
+ */
+export function gaveUpMessage(event: ForgeEvent, tries: number): string {
+  return `bot-bottle could not act on ${whatOf(event)} after ${tries} tries (the operator's log has the error). Comment again, or give the issue back to the bot, to have it try again.`;
 }

@@ -14,6 +14,7 @@ import { denialBody } from './denial';
 import { withoutHopByHop } from './headers';
 import { type EgressLogger, type LogTicket, plainTicket } from './log';
 import { redactHeaders, SecretRedactor } from './redactor';
+import { type ModelUsage, UsageMeter } from './usage-meter';
 
 const RouteSchema = z
   .object({
@@ -131,6 +132,8 @@ export function unsafePath(url: string): string | undefined {
   return undefined;
 }
 
+const withUsage = (usage: ModelUsage | undefined) => (usage ? { usage } : {});
+
 export interface CredentialProxy {
   server: Server;
   /** Swap routes atomically; requests in flight finish on the old ones. */
@@ -247,6 +250,8 @@ export function createCredentialProxy(options: {
     let up = 0;
     let down = 0;
     let status: number | undefined;
+    // What the model's answer says it used (the upstream's word, not the agent's).
+    let meter: UsageMeter | undefined;
     // Room for this request's line is held from now: what was allowed is always logged,
     // once, when its exchange ends however it ends (answered, failed, cut off, or its
     // connection gone first).
@@ -263,6 +268,13 @@ export function createCredentialProxy(options: {
         auth: Object.keys(route.headers),
         method: req.method,
         ...(status === undefined ? {} : { status }),
+        ...withUsage(
+          meter?.result({
+            up,
+            down,
+            generated: req.method === 'POST' && status !== undefined && status < 300 && status >= 200,
+          }),
+        ),
         bytesUp: up,
         bytesDown: down,
         durationMs: Date.now() - started,
@@ -288,8 +300,17 @@ export function createCredentialProxy(options: {
         const out = withoutHopByHop(ures.headers);
         delete out['content-length'];
         res.writeHead(ures.statusCode ?? 502, redactHeaders(out, secrets));
-        ures.on('data', (c: Buffer) => (down += c.length));
+        const m = new UsageMeter(ures.headers['content-type']);
+        meter = m;
+        ures.on('data', (c: Buffer) => {
+          down += c.length;
+          m.feed(c);
+        });
         ures.pipe(new SecretRedactor(secrets)).pipe(res);
+        // An answer the upstream cut off is cut off for the client too (a pipe would leave it waiting).
+        ures.once('close', () => {
+          if (!ures.complete) res.destroy();
+        });
       },
     );
     upstream.on('error', (err) => {

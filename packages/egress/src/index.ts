@@ -41,3 +41,4 @@ export { runProxiesFromEnv } from './proxies-main';
 export { isReservedSecret } from './reserved';
 export { type Decision, decide, type EgressRule, parseRules } from './rules';
 export { type EgressSummary, summarizeEgress } from './summary';
+export { type ModelUsage, UsageMeter } from './usage-meter';

@@ -1,3 +1,4 @@
+import type { ModelUsage } from './usage-meter';
 import { closeSync, fstatSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 
@@ -15,6 +16,8 @@ export interface EgressLogEntry {
   route?: string;
   auth?: string[];
   status?: number;
+  /** Credential proxy: what a model's answer said it used (see `UsageMeter`). */
+  usage?: ModelUsage;
   bytesUp: number;
   bytesDown: number;
   durationMs: number;

@@ -8,6 +8,7 @@ import {
   buildRunRecord,
   type RunRecord,
   type RunRecordStore,
+  type PriceTable,
   type SecretScanner,
   type SigningKey,
   signRecord,
@@ -21,6 +22,8 @@ export interface ProvenanceOptions {
   scanner: SecretScanner;
   bbVersion: string;
   gitCommit: string | null;
+  /** What model tokens cost, for each record's usage. @default DEFAULT_PRICES */
+  prices?: PriceTable;
 }
 
 export interface RecordTurnOptions {
@@ -128,6 +131,7 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     ...(head ? { opLogHead: head } : {}),
     prev: await p.store.head(o.slug),
     scanner: p.scanner,
+    ...(p.prices ? { prices: p.prices } : {}),
     bbVersion: p.bbVersion,
     gitCommit: p.gitCommit,
   });

@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { summarizeEgress } from '@bb/egress';
 import { GENESIS, verifyOpLog } from '@bb/forge-sidecar';
 import { GENESIS_HASH, RECORD_VERSION, type RunRecord } from './record';
+import { DEFAULT_PRICES, type PriceTable } from './prices';
 import type { SecretScanner } from './scanner';
+import { egressEntries, meteredUsage } from './usage';
 
 export interface BuildInput {
   /** `$BB_HOME/bottles/<slug>`: its `state/ops.jsonl` and optional `state/egress.jsonl`. */
@@ -38,6 +40,8 @@ export interface BuildInput {
   /** The heads earlier records of this bottle verified: the log must still run through them. */
   earlierHeads?: Array<{ hash: string; seq: number }>;
   prev?: string;
+  /** What model tokens cost, for the usage section. @default DEFAULT_PRICES */
+  prices?: PriceTable;
   scanner: SecretScanner;
   bbVersion: string;
   gitCommit: string | null;
@@ -49,6 +53,8 @@ export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
   const opsText = existsSync(opsFile) ? readFileSync(opsFile, 'utf8') : '';
   const ops = verifyOpLog(opsText, input.opLogHead, input.earlierHeads ?? []);
   const egressFile = join(input.stateDir, 'state', 'egress.jsonl');
+  const egress = existsSync(egressFile) ? egressEntries(readFileSync(egressFile, 'utf8')) : undefined;
+  const usage = egress && meteredUsage(egress, input.startedAt, input.prices ?? DEFAULT_PRICES);
   const scan = await input.scanner.scanCommits(
     input.scan ?? {
       objectDirs: [join(input.stateDir, 'state', 'push.git', 'objects')],
@@ -76,9 +82,8 @@ export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
     done: input.done,
     watchdogFired: input.watchdogFired,
     secretScan: scan,
-    ...(existsSync(egressFile)
-      ? { egress: summarizeEgress(readFileSync(egressFile, 'utf8')) }
-      : {}),
+    ...(egress ? { egress: summarizeEgress(egress) } : {}),
+    ...(usage ? { usage } : {}),
     opLog: {
       verified: ops.ok,
       head: input.opLogHead ?? logHead(opsText),

@@ -16,6 +16,16 @@ export {
   RunRecordSchema,
   type SignedRecord,
 } from './record';
+export {
+  costOf,
+  DEFAULT_PRICES,
+  loadPrices,
+  type Price,
+  PricesFileSchema,
+  type PriceTable,
+  priceOf,
+  type TokenCounts,
+} from './prices';
 export { foldOps, renderMarkdown, renderTerminal, renderVerification } from './render';
 export {
   GitleaksScanner,
@@ -35,3 +45,16 @@ export {
   type RunRecordStore,
   recordStatus,
 } from './store';
+export {
+  egressEntries,
+  meteredUsage,
+  type SpendLine,
+  type SpendRow,
+  type SpendSummary,
+  spendOf,
+  spendSince,
+  summarizeSpend,
+  totalTokens,
+  type Usage,
+  UsageSchema,
+} from './usage';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { UsageSchema } from './usage';
 
 export const RECORD_VERSION = 1;
 
@@ -73,6 +74,11 @@ export const RunRecordSchema = z.object({
   }),
   /** Omitted when the bottle had no egress log. */
   egress: z.unknown().optional(),
+  /**
+   * The model tokens this turn used, as the credential proxy metered the
+   * answers, and their estimated cost. Omitted when no answer was metered.
+   */
+  usage: UsageSchema.optional(),
   /**
    * What the agent asked the operator for in this turn (supervise requests), each
    * with the decision (who, when, scope, the final file's hash) and what the

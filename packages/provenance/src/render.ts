@@ -1,7 +1,16 @@
 import { forMarkdown, forTerminalLine } from '@bb/wall';
 import type { SignedRecord } from './record';
 import type { Verification } from './sign';
+import type { Usage } from './usage';
 import { recordStatus } from './store';
+
+const thousands = (n: number) => n.toLocaleString('en-US');
+
+/** A turn's usage on one line: the tokens of each kind, the estimate, and each model's share. */
+export function usageLine(u: Usage): string {
+  const estimated = u.models.reduce((n, m) => n + m.estimated, 0);
+  return `${thousands(u.input)} in, ${thousands(u.output)} out, ${thousands(u.cacheRead)} cache read, ${thousands(u.cacheWrite)} cache write; about $${u.costUsd.toFixed(4)}${estimated ? ` (${estimated} answers did not say their usage: counted from their size)` : ''}; ${u.models.map((m) => `${m.model} ×${m.requests}${m.priced === '*' ? ' (no price of its own: priced as *)' : ''}`).join(', ')}`;
+}
 
 function lines(s: SignedRecord): Array<[string, string]> {
   const r = s.record;
@@ -40,6 +49,7 @@ function lines(s: SignedRecord): Array<[string, string]> {
       `${foldOps(r.opLog.entries).length} operations (${r.opLog.entries.length} lines); ${r.opLog.verified ? 'chain intact' : `TAMPERED: ${r.opLog.problems.map((p) => `line ${p.line}: ${p.problem}`).join('; ')}`}`,
     ],
     ['egress', r.egress ? JSON.stringify(r.egress) : 'no egress log'],
+    ['usage', r.usage ? usageLine(r.usage) : 'not metered (no model answer went through the proxy)'],
     [
       'supervise',
       r.supervise?.length

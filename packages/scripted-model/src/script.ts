@@ -25,6 +25,16 @@ export const ScriptStepSchema = z
     fail: z.number().int().min(400).max(599).optional(),
     cut: z.literal(true).optional(),
     delayMs: z.number().int().min(0).max(600_000).optional(),
+    /** The tokens this answer reports (as the API's usage). @default 12 in, 7 out */
+    usage: z
+      .object({
+        input: z.number().int().min(0).optional(),
+        output: z.number().int().min(0).optional(),
+        cacheRead: z.number().int().min(0).optional(),
+        cacheWrite: z.number().int().min(0).optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict()
   .refine((s) => s.say !== undefined || s.tools?.length || s.fail || s.cut, {

@@ -25,6 +25,7 @@ import {
   createProvenanceHandler,
   GitleaksScanner,
   loadOrCreateSigningKey,
+  loadPrices,
   type SecretScanner,
 } from '@bb/provenance';
 import { resolveBbHome } from '@bb/state';
@@ -118,6 +119,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const state = options.state ?? (await openState(config.BB_DATABASE_URL, home));
   const { store, runs: provStore, local: db } = state;
   const key = loadOrCreateSigningKey(home);
+  // A price table that is not valid stops the start: spend would be counted wrong.
+  const prices = loadPrices(join(home, 'config'));
   const botLogin = options.botLogin ?? (await site.whoami(config.FORGE_TOKEN));
   const forgeFor = (owner: string, repo: string) =>
     site.forgeFor({ owner, repo, token: config.FORGE_TOKEN });
@@ -168,6 +171,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
       scanner: options.scanner ?? new GitleaksScanner(),
       bbVersion: pkg.version,
       gitCommit: installedCommit(),
+      prices,
     },
     env: bottleEnv,
     concurrency: config.BB_CONCURRENCY,

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Step } from '../script';
 import type { Dialect } from './dialect';
-import { sse, usage } from './sse';
+import { sse, usageOf } from './sse';
 
 function anthropic(step: Step, model: string, stream: boolean, res: ServerResponse): void {
   const id = `msg_${randomUUID().replace(/-/g, '').slice(0, 24)}`;
@@ -16,6 +16,13 @@ function anthropic(step: Step, model: string, stream: boolean, res: ServerRespon
       input: t.input,
     });
   const stop = step.tools?.length ? 'tool_use' : 'end_turn';
+  const u = usageOf(step);
+  const usage = {
+    input_tokens: u.input,
+    cache_creation_input_tokens: u.cacheWrite,
+    cache_read_input_tokens: u.cacheRead,
+    output_tokens: u.output,
+  };
   if (!stream) {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Step } from '../script';
 import { type Dialect, openAiError } from './dialect';
-import { sse, usage } from './sse';
+import { sse, usageOf } from './sse';
 
 function chat(step: Step, model: string, stream: boolean, res: ServerResponse): void {
   const id = `chatcmpl-${randomUUID().replace(/-/g, '').slice(0, 24)}`;
@@ -14,10 +14,13 @@ function chat(step: Step, model: string, stream: boolean, res: ServerResponse): 
     function: { name: t.name, arguments: JSON.stringify(t.input) },
   }));
   const finish = calls.length ? 'tool_calls' : 'stop';
+  const t = usageOf(step);
+  // OpenAI counts cached input tokens within the prompt tokens.
   const u = {
-    prompt_tokens: usage.input_tokens,
-    completion_tokens: usage.output_tokens,
-    total_tokens: usage.input_tokens + usage.output_tokens,
+    prompt_tokens: t.input + t.cacheRead,
+    completion_tokens: t.output,
+    total_tokens: t.input + t.cacheRead + t.output,
+    prompt_tokens_details: { cached_tokens: t.cacheRead },
   };
   if (!stream) {
     res.writeHead(200, { 'content-type': 'application/json' });

@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Step } from '../script';
 import { type Dialect, openAiError } from './dialect';
-import { sse, usage } from './sse';
+import { sse, usageOf } from './sse';
 
 function responses(step: Step, model: string, res: ServerResponse): void {
   const id = `resp_${randomUUID().replace(/-/g, '')}`;
+  const u = usageOf(step);
   const items: Array<Record<string, unknown>> = [];
   if (step.say !== undefined)
     items.push({
@@ -59,11 +60,11 @@ function responses(step: Step, model: string, res: ServerResponse): void {
         status: 'completed',
         output: items,
         usage: {
-          input_tokens: usage.input_tokens,
-          input_tokens_details: { cached_tokens: 0 },
-          output_tokens: usage.output_tokens,
+          input_tokens: u.input + u.cacheRead,
+          input_tokens_details: { cached_tokens: u.cacheRead },
+          output_tokens: u.output,
           output_tokens_details: { reasoning_tokens: 0 },
-          total_tokens: usage.input_tokens + usage.output_tokens,
+          total_tokens: u.input + u.cacheRead + u.output,
         },
       },
     },

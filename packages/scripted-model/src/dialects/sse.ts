@@ -1,3 +1,4 @@
+import type { Step } from '../script';
 import type { ServerResponse } from 'node:http';
 
 /** Write `events` as one server-sent-events response and end it. */
@@ -14,7 +15,8 @@ export function sse(res: ServerResponse, events: Array<[string | undefined, unkn
   res.end();
 }
 
-const _usage = { input_tokens: 12, output_tokens: 7 };
+/** The usage a scripted answer reports unless its step says otherwise. */
+export const DEFAULT_USAGE = { input: 12, output: 7, cacheRead: 0, cacheWrite: 0 };
 
-/** The usage every scripted answer reports. */
-export const usage = { input_tokens: 12, output_tokens: 7 };
+/** The tokens a step's answer reports (its `usage`, over the defaults). */
+export const usageOf = (step: Step) => ({ ...DEFAULT_USAGE, ...step.usage });

@@ -272,7 +272,8 @@ export function createCredentialProxy(options: {
           meter?.result({
             up,
             down,
-            generated: req.method === 'POST' && status !== undefined && status < 300 && status >= 200,
+            generated:
+              req.method === 'POST' && status !== undefined && status < 300 && status >= 200,
           }),
         ),
         bytesUp: up,

@@ -1,6 +1,6 @@
-import type { ModelUsage } from './usage-meter';
 import { closeSync, fstatSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { ModelUsage } from './usage-meter';
 
 /** One line of an egress or credential-proxy log. */
 export interface EgressLogEntry {

@@ -33,7 +33,9 @@ beforeAll(async () => {
     req.resume();
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.end(`data: ${JSON.stringify({ choices: [{ delta: { content: 'x'.repeat(400) } }] })}\n\ndata: [DONE]\n\n`);
+      res.end(
+        `data: ${JSON.stringify({ choices: [{ delta: { content: 'x'.repeat(400) } }] })}\n\ndata: [DONE]\n\n`,
+      );
     });
   });
   await new Promise<void>((r) => bare.listen(0, '127.0.0.1', r));
@@ -45,7 +47,11 @@ beforeAll(async () => {
       routes: [
         { prefix: '/anthropic', upstream: model.url, headers: { 'x-api-key': 'env:K' } },
         { prefix: '/openai', upstream: model.url, headers: { authorization: 'env:K' } },
-        { prefix: '/bare', upstream: `http://127.0.0.1:${port}`, headers: { authorization: 'env:K' } },
+        {
+          prefix: '/bare',
+          upstream: `http://127.0.0.1:${port}`,
+          headers: { authorization: 'env:K' },
+        },
       ],
     }),
   );
@@ -77,7 +83,8 @@ async function post(path: string, body: unknown): Promise<EgressLogEntry> {
     req.on('error', () => resolve());
     req.end(JSON.stringify(body));
   });
-  for (let i = 0; i < 100 && log.length === before; i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 100 && log.length === before; i++)
+    await new Promise((r) => setTimeout(r, 10));
   return log[log.length - 1]!;
 }
 
@@ -87,7 +94,12 @@ const reported: ModelUsage = { model: 'claude-sonnet-4-5', ...USAGE, reported: t
 describe('the credential proxy meters model answers', () => {
   test('Anthropic Messages, whole and streamed: input, output and both cache counts', async () => {
     for (const stream of [false, true]) {
-      const e = await post('/anthropic/v1/messages', { model: 'x', max_tokens: 10, messages, stream });
+      const e = await post('/anthropic/v1/messages', {
+        model: 'x',
+        max_tokens: 10,
+        messages,
+        stream,
+      });
       expect(e.usage).toEqual(reported);
     }
   });
@@ -112,7 +124,12 @@ describe('the credential proxy meters model answers', () => {
 
   test('a stream cut short is counted from its size, over what it said at the start', async () => {
     model.setScript([{ cut: true }]);
-    const e = await post('/anthropic/v1/messages', { model: 'x', max_tokens: 10, messages, stream: true });
+    const e = await post('/anthropic/v1/messages', {
+      model: 'x',
+      max_tokens: 10,
+      messages,
+      stream: true,
+    });
     model.setScript([{ say: 'hello', usage: USAGE }]);
     expect(e.usage?.reported).toBe(false);
     expect(e.usage?.output).toBeGreaterThan(1);
@@ -125,7 +142,8 @@ describe('the credential proxy meters model answers', () => {
         res.on('end', resolve);
       }).end(),
     );
-    for (let i = 0; i < 50 && log.at(-1)?.method !== 'GET'; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 50 && log.at(-1)?.method !== 'GET'; i++)
+      await new Promise((r) => setTimeout(r, 10));
     expect(log.at(-1)?.method).toBe('GET');
     expect(log.at(-1)?.usage).toBeUndefined();
   });
@@ -135,7 +153,10 @@ describe('UsageMeter', () => {
   test('reads an event stream fed a byte at a time, and keeps the largest running totals', () => {
     const m = new UsageMeter('text/event-stream; charset=utf-8');
     const events = [
-      { type: 'message_start', message: { model: 'claude-opus-4-5', usage: { input_tokens: 50, output_tokens: 1 } } },
+      {
+        type: 'message_start',
+        message: { model: 'claude-opus-4-5', usage: { input_tokens: 50, output_tokens: 1 } },
+      },
       { type: 'content_block_delta', delta: { text: 'é'.repeat(10) } },
       { type: 'message_delta', usage: { output_tokens: 40 } },
     ];
@@ -153,7 +174,17 @@ describe('UsageMeter', () => {
 
   test('negative, fractional or absurd figures are not taken as they are', () => {
     const m = new UsageMeter('application/json');
-    m.feed(Buffer.from(JSON.stringify({ usage: { input_tokens: -5, output_tokens: 2.9, cache_read_input_tokens: 'lots' } })));
-    expect(m.result({ up: 0, down: 0, generated: true })).toMatchObject({ input: 0, output: 2, cacheRead: 0 });
+    m.feed(
+      Buffer.from(
+        JSON.stringify({
+          usage: { input_tokens: -5, output_tokens: 2.9, cache_read_input_tokens: 'lots' },
+        }),
+      ),
+    );
+    expect(m.result({ up: 0, down: 0, generated: true })).toMatchObject({
+      input: 0,
+      output: 2,
+      cacheRead: 0,
+    });
   });
 });

@@ -1,6 +1,7 @@
 import type { Forge, ForgeKind, ForgeSite } from '@bb/forge';
 import type { BottleRunner, SessionLimits } from '@bb/headless';
 import type { EventInbox, ForgeStateStore } from '@bb/state';
+import type { Budget, BudgetPolicy, SpendLedger } from './budget';
 import type { Capacity, CapacityOptions } from './capacity';
 import type { Ack } from './decide';
 import type { Fleet } from './fleet';
@@ -67,6 +68,16 @@ export interface OrchestratorOptions {
    * was kept, how to go on. @default true
    */
   turnOutcomes?: boolean;
+  /**
+   * Budgets and the loop breaker: caps per turn and issue (under each agent's
+   * manifest `budget`), the org's daily cap, and what continues a bottle
+   * stopped at one. @default a turn may run 120 min; no token or cost caps
+   */
+  budgets?: BudgetPolicy;
+  /** An agent's own budget (its manifest's `budget` by default). */
+  budgetOf?: (agent: string) => Budget | undefined;
+  /** Forge logins whose comments, reviews and pushes never wake an agent (other bots). */
+  ignoreUsers?: string[];
   /** An issue that waits this long for room to run is told so on the forge (once). @default 10 min */
   capacityNoticeMs?: number;
   /**
@@ -144,6 +155,10 @@ export interface Core {
   readonly capacity: Capacity;
   readonly warm: WarmBottles;
   readonly fleet: Fleet;
+  /** What earlier runs spent (budgets hold this turn's spend against it). */
+  readonly spend: SpendLedger;
+  /** Issues whose new turns wait for the org's daily budget. */
+  readonly budgetWaiting: Set<string>;
   /** Inbox events on this process's queues (or waiting to be retried), by id. */
   readonly queued: Set<number>;
   readonly retryMs: number[];

@@ -58,6 +58,8 @@ export interface BottleView {
 
 export interface DecidePolicy {
   botLogin: string;
+  /** Other bots: what they say or push never wakes an agent. */
+  ignoreUsers?: string[];
   resumeOnHumanPush?: boolean;
 }
 
@@ -92,6 +94,10 @@ export type Decision =
       /** What was taken out of the text the prompt quotes (its readers could not see it). */
       hidden?: HiddenNote[];
     };
+
+/** The bot itself, or a login the operator listed as a bot: never heard (no agent is woken by a bot). */
+const isBot = (policy: DecidePolicy, login: string) =>
+  login === policy.botLogin || (policy.ignoreUsers?.includes(login) ?? false);
 
 const live = (v: BottleView) => v.state.status === 'running' || v.state.status === 'frozen';
 
@@ -158,7 +164,7 @@ export function decide(
       const pr = event.on === 'pr' ? event.number : undefined;
       const author = event.comment.author;
       // Only a live bottle's own issue and PRs are heard; nothing is asked of the forge otherwise.
-      if (!isLive || author === policy.botLogin) return { kind: 'done' };
+      if (!isLive || isBot(policy, author)) return { kind: 'done' };
       if (pr !== undefined && !prs.includes(pr)) return { kind: 'done' };
       if (!facts.may)
         return { kind: 'need', needs: [{ type: 'may_drive', author, body: event.comment.body }] };
@@ -181,7 +187,7 @@ export function decide(
     case 'review_submitted': {
       const pr = event.pr.number;
       const author = event.author;
-      if (!isLive || !prs.includes(pr) || author === policy.botLogin) return { kind: 'done' };
+      if (!isLive || !prs.includes(pr) || isBot(policy, author)) return { kind: 'done' };
       if (!facts.may)
         return { kind: 'need', needs: [{ type: 'may_drive', author, body: event.body }] };
       if (!facts.may.ok)
@@ -208,8 +214,7 @@ export function decide(
       const seen = event.pr.headSha ? { pr, sha: event.pr.headSha } : undefined;
       const at = seen ? { seen } : {};
       const author = event.sender.login;
-      if (!isLive || !prs.includes(pr) || author === policy.botLogin)
-        return { kind: 'done', ...at };
+      if (!isLive || !prs.includes(pr) || isBot(policy, author)) return { kind: 'done', ...at };
       if (policy.resumeOnHumanPush) {
         if (!facts.may)
           return { kind: 'need', needs: [{ type: 'may_drive', author, body: undefined }] };

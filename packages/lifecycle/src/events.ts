@@ -7,6 +7,7 @@
 import type { ForgeEvent } from '@bb/forge';
 import type { InboxEvent } from '@bb/state';
 import { carryOut } from './actions';
+import { budgetGate } from './budget-watch';
 import { type Core, threadDesk } from './core';
 import { type Decision, decide, type Facts } from './decide';
 import { gatherFacts } from './facts';
@@ -33,6 +34,7 @@ export async function handleEvent(
   }
   const policy = {
     botLogin: core.o.botLogin,
+    ...(core.o.ignoreUsers?.length ? { ignoreUsers: core.o.ignoreUsers } : {}),
     ...(core.o.resumeOnHumanPush ? { resumeOnHumanPush: true } : {}),
   };
   const facts: Facts = {};
@@ -54,6 +56,9 @@ export async function handleEvent(
     if (d.feedback) await core.feedback(key, d.feedback);
     return 'done';
   }
+  // Budgets: a paused bottle waits to be told to go on; the org's spent day holds new turns.
+  const gate = await budgetGate(core, key, known, d, event);
+  if (gate !== 'go') return gate;
   const s = core.sessions.open(key);
   if (d.bottles) s.bottles = d.bottles;
   const next = transition(s.state, d.input, core.ctx);

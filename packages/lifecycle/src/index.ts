@@ -14,6 +14,15 @@ export {
   type SessionLimits,
 } from '@bb/headless';
 export { type BottleRow, saveBottleRow } from './bottle-row';
+export {
+  type Allowance,
+  type Budget,
+  type BudgetPolicy,
+  DEFAULT_BUDGET,
+  type Grant,
+  type Hold,
+  parseContinue,
+} from './budget';
 export { Capacity, type CapacityOptions } from './capacity';
 export {
   type BottleView,

@@ -96,8 +96,10 @@ export async function routeParked(core: Core, s: BottleSession, pr: number): Pro
 }
 
 /** Put every event that waited for capacity back on its issue's queue. */
-export async function retryWaiting(core: Core): Promise<void> {
-  const waiting = new Set(core.capacity.takeWaiting());
+export async function retryWaiting(core: Core, keys?: Set<string>): Promise<void> {
+  // The issues that waited for room (or, given, for the daily budget) are taken off the list.
+  const waiting = new Set(keys ?? core.capacity.takeWaiting());
+  keys?.clear();
   if (waiting.size === 0) return;
   for (const e of await core.o.inbox.openEvents()) {
     if (e.state !== 'deferred' || !e.issue || !waiting.has(e.issue)) continue;

@@ -28,7 +28,13 @@ export type WatchdogReason =
   | 'sidecar_death'
   | 'vanished'
   | 'closed'
-  | 'stopped';
+  | 'stopped'
+  /** A turn ran past its wall-time cap. */
+  | 'wall_time'
+  /** A token or cost cap (the turn's, the or the org's day) was reached. */
+  | 'budget'
+  /** The loop breaker: too many comments in a turn, or turns without a push. */
+  | 'loop';
 
 export type LifecycleInput =
   | { type: 'targeted' }

@@ -1,6 +1,7 @@
 import { errorMessage } from '@bb/errors';
 import type { Forge, ForgeEvent } from '@bb/forge';
 import { sessionRows } from './bottle-row';
+import { SpendLedger } from './budget';
 import { Capacity } from './capacity';
 import { type Core, type Notice, type OrchestratorOptions, RETRY_MS, threadDesk } from './core';
 import { handleEvent } from './events';
@@ -113,6 +114,8 @@ export class Orchestrator {
       capacity: this.capacity,
       warm: this.#warm,
       fleet: this.#fleet,
+      spend: new SpendLedger(options.provenance.store, options.provenance.prices),
+      budgetWaiting: new Set(),
       queued: this.#queued,
       retryMs,
       ctx,

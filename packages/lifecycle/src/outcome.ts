@@ -27,6 +27,10 @@ export function turnOutcomeMessage(fired: Fired, c: OutcomeContext): string {
       return `The agent lost its connection to the forge (${fired.detail}), so bot-bottle stopped its turn. ${kept} ${reply}`;
     case 'vanished':
       return `The agent's container was gone before its turn ended. ${kept} ${reply}`;
+    case 'wall_time':
+    case 'budget':
+    case 'loop':
+      return `bot-bottle stopped the agent's turn: ${fired.detail}. ${kept} Reply /bb continue to have it go on (/bb continue --budget 500k, --budget $5 or --budget 90min for a different budget for the next turn).`;
     case 'stopped':
       return `bot-bottle stopped the agent: ${fired.detail}. ${kept} To go on, give the issue back to the bot (the bot-bottle:${c.agent} label, assigned to the bot).`;
     default:

@@ -6,9 +6,9 @@ import {
 } from '@bb/headless';
 import {
   buildRunRecord,
+  type PriceTable,
   type RunRecord,
   type RunRecordStore,
-  type PriceTable,
   type SecretScanner,
   type SigningKey,
   signRecord,

@@ -7,6 +7,7 @@
 import { errorMessage } from '@bb/errors';
 import type { TurnOutcome } from '@bb/headless';
 import { carryOut, resumeBottle } from './actions';
+import { idleCheck } from './budget-watch';
 import type { Core } from './core';
 import { routeParked } from './intake';
 import { type LifecycleInput, transition } from './machine';
@@ -107,6 +108,7 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
     });
     done = recorded.done;
     turn = recorded.record.turn;
+    core.spend.recorded();
     for (const pr of recorded.prs)
       if (!s.state.prs.includes(pr)) {
         s.set({ ...s.state, prs: [...s.state.prs, pr] });
@@ -135,8 +137,19 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
     done: done?.status ?? null,
     ...(fired ? { fired: fired.reason } : {}),
   });
+  // Turns in a row without a push: paused, and the thread asked (in place of what follows).
+  const idle =
+    ended.closing || rebuilt ? undefined : await idleCheck(core, s).catch(() => undefined);
+  if (idle) {
+    turn ??= (await runner.storage.meta(s.slug))?.turns.length ?? 1;
+    await core
+      .turnOutcome(s.key, ended.prs.at(-1) ?? s.issue, idle, `idle:${s.slug}:${turn}`)
+      .catch((err) =>
+        core.log({ msg: 'could not tell the turn outcome', key: s.key, error: errorMessage(err) }),
+      );
+  }
   // Ended without a word from the agent, and not by people closing its work: the thread is told.
-  if (!done && !ended.closing && fired?.reason !== 'closed' && !rebuilt) {
+  else if (!done && !ended.closing && fired?.reason !== 'closed' && !rebuilt) {
     turn ??= (await runner.storage.meta(s.slug))?.turns.length ?? 1;
     await core
       .turnOutcome(

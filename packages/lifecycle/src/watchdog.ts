@@ -5,8 +5,10 @@
  * that says running with no turn watched is watched again.
  */
 import { errorMessage } from '@bb/errors';
+import { dayCapReached } from './budget';
+import { checkBudget } from './budget-watch';
 import type { Core } from './core';
-import { expireParked } from './intake';
+import { expireParked, retryWaiting } from './intake';
 import type { BottleSession, Fired } from './session';
 import { updateTurnLog } from './turn-log';
 import type { TurnReport } from './turn-monitor';
@@ -83,7 +85,15 @@ export async function checkWatchdog(core: Core, now: number): Promise<void> {
         reason: 'silence',
         detail: `no check-in for ${Math.round(silent / 1000)} s (limit ${Math.round(timeout / 1000)} s)`,
       });
+    // Steady output is not progress: its caps stop a turn that talks and spends for ever.
+    else
+      await checkBudget(core, s, now).catch((err) =>
+        core.log({ msg: 'could not check the budget', slug: s.slug, error: errorMessage(err) }),
+      );
   }
+  // Turns that waited for the org's daily budget go on once it is no longer spent.
+  if (core.budgetWaiting.size > 0 && !dayCapReached(core.o.budgets, await core.spend.today(now)))
+    await retryWaiting(core, core.budgetWaiting);
   // Work that waited long for room to run: the person who asked is told, once.
   const patience = core.o.capacityNoticeMs ?? 10 * 60_000;
   for (const w of core.capacity.waiting())

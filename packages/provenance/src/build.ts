@@ -3,8 +3,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { summarizeEgress } from '@bb/egress';
 import { GENESIS, verifyOpLog } from '@bb/forge-sidecar';
-import { GENESIS_HASH, RECORD_VERSION, type RunRecord } from './record';
 import { DEFAULT_PRICES, type PriceTable } from './prices';
+import { GENESIS_HASH, RECORD_VERSION, type RunRecord } from './record';
 import type { SecretScanner } from './scanner';
 import { egressEntries, meteredUsage } from './usage';
 
@@ -53,7 +53,9 @@ export async function buildRunRecord(input: BuildInput): Promise<RunRecord> {
   const opsText = existsSync(opsFile) ? readFileSync(opsFile, 'utf8') : '';
   const ops = verifyOpLog(opsText, input.opLogHead, input.earlierHeads ?? []);
   const egressFile = join(input.stateDir, 'state', 'egress.jsonl');
-  const egress = existsSync(egressFile) ? egressEntries(readFileSync(egressFile, 'utf8')) : undefined;
+  const egress = existsSync(egressFile)
+    ? egressEntries(readFileSync(egressFile, 'utf8'))
+    : undefined;
   const usage = egress && meteredUsage(egress, input.startedAt, input.prices ?? DEFAULT_PRICES);
   const scan = await input.scanner.scanCommits(
     input.scan ?? {

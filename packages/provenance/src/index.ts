@@ -10,13 +10,6 @@ export { canonicalJson, sha256Hex } from './canonical';
 export { createProvenanceHandler, type ProvenanceHandlerOptions } from './http';
 export { keyIdOf, loadOrCreateSigningKey, type SigningKey } from './keys';
 export {
-  GENESIS_HASH,
-  RECORD_VERSION,
-  type RunRecord,
-  RunRecordSchema,
-  type SignedRecord,
-} from './record';
-export {
   costOf,
   DEFAULT_PRICES,
   loadPrices,
@@ -26,6 +19,13 @@ export {
   priceOf,
   type TokenCounts,
 } from './prices';
+export {
+  GENESIS_HASH,
+  RECORD_VERSION,
+  type RunRecord,
+  RunRecordSchema,
+  type SignedRecord,
+} from './record';
 export { foldOps, renderMarkdown, renderTerminal, renderVerification } from './render';
 export {
   GitleaksScanner,

@@ -60,6 +60,9 @@ export const RunRecordSchema = z.object({
         'vanished',
         'closed',
         'stopped',
+        'wall_time',
+        'budget',
+        'loop',
       ]),
       detail: z.string(),
     })

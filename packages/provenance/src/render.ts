@@ -1,8 +1,8 @@
 import { forMarkdown, forTerminalLine } from '@bb/wall';
 import type { SignedRecord } from './record';
 import type { Verification } from './sign';
-import type { Usage } from './usage';
 import { recordStatus } from './store';
+import type { Usage } from './usage';
 
 const thousands = (n: number) => n.toLocaleString('en-US');
 
@@ -49,7 +49,10 @@ function lines(s: SignedRecord): Array<[string, string]> {
       `${foldOps(r.opLog.entries).length} operations (${r.opLog.entries.length} lines); ${r.opLog.verified ? 'chain intact' : `TAMPERED: ${r.opLog.problems.map((p) => `line ${p.line}: ${p.problem}`).join('; ')}`}`,
     ],
     ['egress', r.egress ? JSON.stringify(r.egress) : 'no egress log'],
-    ['usage', r.usage ? usageLine(r.usage) : 'not metered (no model answer went through the proxy)'],
+    [
+      'usage',
+      r.usage ? usageLine(r.usage) : 'not metered (no model answer went through the proxy)',
+    ],
     [
       'supervise',
       r.supervise?.length

@@ -59,6 +59,66 @@ const count = (name: string, fallback: string, max: number) =>
     )
     .transform(Number);
 
+/** A comma-separated list of forge logins, or undefined when unset. */
+const logins = (name: string) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === '') return undefined;
+      const list = v.split(',').map((l) => l.trim());
+      const bad = list.find((l) => !/^[A-Za-z0-9_.[\]-]{1,100}$/.test(l));
+      if (bad !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${name} must be a comma-separated list of forge logins (got ${JSON.stringify(bad)})`,
+        });
+        return z.NEVER;
+      }
+      return list;
+    });
+
+/** A token count such as 500000, 500k or 2m, or undefined when unset. */
+const tokens = (name: string) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === '') return undefined;
+      const m = /^(\d+(?:\.\d+)?)([km]?)$/i.exec(v.trim());
+      const n = m
+        ? Math.round(
+            Number(m[1]) * { '': 1, k: 1e3, m: 1e6 }[m[2]!.toLowerCase() as '' | 'k' | 'm'],
+          )
+        : NaN;
+      if (!(n >= 1000)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${name} must be a number of tokens of at least 1000, such as 500000, 500k or 2m (got ${JSON.stringify(v)})`,
+        });
+        return z.NEVER;
+      }
+      return n;
+    });
+
+/** US dollars such as 5, 0.50 or $5, or undefined when unset. */
+const dollars = (name: string) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === '') return undefined;
+      const m = /^\$?(\d+(?:\.\d+)?)$/.exec(v.trim());
+      if (!m || !(Number(m[1]) > 0)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${name} must be an amount of US dollars above 0, such as 5 or 0.50 (got ${JSON.stringify(v)})`,
+        });
+        return z.NEVER;
+      }
+      return Number(m[1]);
+    });
+
 const duration = (name: string, fallback: string) =>
   z
     .string()
@@ -192,22 +252,43 @@ export const ConfigSchema = z.object({
    * Who may decide supervise requests on the forge thread (`/bb approve`, `/bb
    * reject`): a comma-separated list of logins. Unset: the repository's admins.
    */
-  BB_SUPERVISE_DECIDERS: z
+  BB_SUPERVISE_DECIDERS: logins('BB_SUPERVISE_DECIDERS'),
+  /**
+   * Other bots on the forge (a comma-separated list of logins): what they comment,
+   * review or push never wakes an agent. The bot itself is never heard anyway.
+   */
+  BB_IGNORE_USERS: logins('BB_IGNORE_USERS'),
+  /** How long one turn may run before it is stopped and the thread asked (`off`: no cap). */
+  BB_BUDGET_TURN_TIME: z
     .string()
-    .optional()
+    .default('2h')
     .transform((v, ctx) => {
-      if (v === undefined || v.trim() === '') return undefined;
-      const logins = v.split(',').map((l) => l.trim());
-      const bad = logins.find((l) => !/^[A-Za-z0-9_.-]{1,100}$/.test(l));
-      if (bad !== undefined) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `BB_SUPERVISE_DECIDERS must be a comma-separated list of forge logins (got ${JSON.stringify(bad)})`,
-        });
+      if (v.trim().toLowerCase() === 'off') return undefined;
+      const ms = parseDuration(v);
+      if (ms === undefined || ms <= 0) {
+        ctx.addIssue({ code: 'custom', message: durationProblem('BB_BUDGET_TURN_TIME', v) });
         return z.NEVER;
       }
-      return logins;
+      return ms;
     }),
+  /** Tokens one turn may use (every kind; `500k`, `2m`). Unset: no cap. An agent's manifest `budget` overrides each cap. */
+  BB_BUDGET_TURN_TOKENS: tokens('BB_BUDGET_TURN_TOKENS'),
+  /** Estimated US dollars one turn may spend (`5`, `0.50`). Unset: no cap. */
+  BB_BUDGET_TURN_USD: dollars('BB_BUDGET_TURN_USD'),
+  /** Tokens one issue's bottle may use over all its turns. Unset: no cap. */
+  BB_BUDGET_ISSUE_TOKENS: tokens('BB_BUDGET_ISSUE_TOKENS'),
+  /** Estimated US dollars one issue's bottle may spend over all its turns. Unset: no cap. */
+  BB_BUDGET_ISSUE_USD: dollars('BB_BUDGET_ISSUE_USD'),
+  /** Tokens all agents together may use in a day (UTC); past it new turns wait. Unset: no cap. */
+  BB_BUDGET_DAY_TOKENS: tokens('BB_BUDGET_DAY_TOKENS'),
+  /** Estimated US dollars all agents together may spend in a day (UTC). Unset: no cap. */
+  BB_BUDGET_DAY_USD: dollars('BB_BUDGET_DAY_USD'),
+  /** What wakes a bottle stopped at a cap: `command` (only `/bb continue`) or `reply` (any reply). */
+  BB_BUDGET_RESUME: z.enum(['command', 'reply']).default('command'),
+  /** Turns in a row without a new push before the agent is paused and the thread asked. */
+  BB_LOOP_IDLE_TURNS: count('BB_LOOP_IDLE_TURNS', '8', 1000),
+  /** Comments one turn may post before it is stopped and the thread asked. */
+  BB_LOOP_TURN_COMMENTS: count('BB_LOOP_TURN_COMMENTS', '20', 10_000),
   /**
    * Auto mode: a supervise request the analyser finds harmless (a proxy change within
    * the operator's ceiling, nothing above info) is approved at once, decided by

@@ -186,6 +186,24 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     mentionOnly: config.FORGE_MENTION_ONLY,
     feedback: config.FORGE_FEEDBACK,
     turnOutcomes: config.BB_TURN_COMMENTS,
+    budgets: {
+      defaults: {
+        turnMinutes:
+          config.BB_BUDGET_TURN_TIME === undefined
+            ? undefined
+            : config.BB_BUDGET_TURN_TIME / 60_000,
+        turnTokens: config.BB_BUDGET_TURN_TOKENS,
+        turnUsd: config.BB_BUDGET_TURN_USD,
+        issueTokens: config.BB_BUDGET_ISSUE_TOKENS,
+        issueUsd: config.BB_BUDGET_ISSUE_USD,
+      },
+      dayTokens: config.BB_BUDGET_DAY_TOKENS,
+      dayUsd: config.BB_BUDGET_DAY_USD,
+      resume: config.BB_BUDGET_RESUME,
+      maxIdleTurns: config.BB_LOOP_IDLE_TURNS,
+      maxTurnComments: config.BB_LOOP_TURN_COMMENTS,
+    },
+    ...(config.BB_IGNORE_USERS ? { ignoreUsers: config.BB_IGNORE_USERS } : {}),
     acknowledge: config.FORGE_ACKNOWLEDGE,
     // Requests are posted on their issues and decided there too (`/bb approve …`).
     supervise: desk,

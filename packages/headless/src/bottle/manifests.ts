@@ -36,6 +36,25 @@ export const AgentManifestSchema = z
      * model read `maxTokens` input tokens (where the CLI reports usage), the next
      * turn starts a fresh session seeded with a summary of the work so far.
      */
+    /**
+     * What this agent may spend (over the orchestrator's defaults): minutes a turn,
+     * tokens and estimated US dollars a turn and over an issue. Reaching one stops
+     * the turn, freezes it with its session, and asks the thread.
+     */
+    budget: z
+      .object({
+        turnMinutes: z
+          .number()
+          .positive()
+          .max(7 * 24 * 60)
+          .optional(),
+        turnTokens: z.number().int().min(1000, 'must be at least 1000').optional(),
+        turnUsd: z.number().positive().optional(),
+        issueTokens: z.number().int().min(1000, 'must be at least 1000').optional(),
+        issueUsd: z.number().positive().optional(),
+      })
+      .strict()
+      .optional(),
     session: z
       .object({
         maxTurns: z.number().int().min(1, 'must be at least 1').max(10_000).optional(),

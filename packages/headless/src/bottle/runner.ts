@@ -6,7 +6,12 @@ import type { Backend, BottleInfo } from '../engine/backend';
 import type { TurnOutcome } from './bottle-parts';
 import { cool, destroy, finishTurn, startLaunch, startResume, stopAgent } from './bottles';
 import { type ForgeWiring, HOME_LABEL, homeLabel, readMeta } from './layout';
-import { loadAgentManifest, loadBottleManifest, memoryBytes } from './manifests';
+import {
+  type AgentManifest,
+  loadAgentManifest,
+  loadBottleManifest,
+  memoryBytes,
+} from './manifests';
 import { type BottleStorage, hostBottleStorage } from './storage';
 import { takeResumeRequest } from './supervise-remedy';
 import { noteExpiringToken, startTokenKeeper } from './token-keeper';
@@ -65,6 +70,8 @@ export interface BottleRunner {
   memoryOf(agent: string, bottles?: string[] | undefined): number;
   /** How long one session of this agent may grow before it is rotated (its manifest's `session`). */
   sessionLimits?(agent: string): SessionLimits;
+  /** What this agent may spend (its manifest's `budget`). */
+  budgetOf?(agent: string): AgentManifest['budget'];
   /** The resume a capability rebuild asked for once the turn ends (taken: used once). */
   takeResumeRequest?(slug: string): { prompt: string; requestId: string } | undefined;
   /**
@@ -192,6 +199,13 @@ export function headlessRunner(
         return loadAgentManifest(agent, o.env).manifest.session ?? {};
       } catch {
         return {};
+      }
+    },
+    budgetOf(agent) {
+      try {
+        return loadAgentManifest(agent, o.env).manifest.budget;
+      } catch {
+        return undefined;
       }
     },
     memoryOf(agent, bottles) {

@@ -1,5 +1,5 @@
-import type { Step } from '../script';
 import type { ServerResponse } from 'node:http';
+import type { Step } from '../script';
 
 /** Write `events` as one server-sent-events response and end it. */
 export function sse(res: ServerResponse, events: Array<[string | undefined, unknown]>): void {

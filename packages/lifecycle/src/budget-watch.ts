@@ -1,0 +1,193 @@
+/**
+ * Budgets at work: a running turn is held against its caps on each watchdog
+ * pass and stopped at one; a bottle stopped so waits, frozen with its
+ * session, until an allowed person says `/bb continue` (or replies, as the
+ * policy says); new turns wait while the org's daily budget is spent; a
+ * bottle that keeps taking turns without pushing is paused and the thread
+ * asked.
+ */
+import type { ForgeEvent } from '@bb/forge';
+import {
+  type Budget,
+  budgetFor,
+  capReached,
+  clearHold,
+  dayCapReached,
+  type Grant,
+  parseContinue,
+  readAllowance,
+  readHold,
+  turnSpend,
+  writeAllowance,
+  writeHold,
+} from './budget';
+import type { Core } from './core';
+import type { Decision } from './decide';
+import type { BottleSession } from './session';
+
+/** An agent's caps now: the policy's, its manifest's, and what `/bb continue` gave. */
+async function capsOf(core: Core, s: BottleSession): Promise<Budget> {
+  const manifest = core.o.budgetOf?.(s.agent) ?? core.o.runner.budgetOf?.(s.agent);
+  const allowance = s.slug ? await readAllowance(core.o.runner.storage, s.slug) : undefined;
+  return budgetFor(core.o.budgets, manifest, allowance?.grant);
+}
+
+/** What the bottle's recorded turns spent, less what a `/bb continue` counts from. */
+async function issueSpent(core: Core, s: BottleSession): Promise<{ tokens: number; usd: number }> {
+  const turns = (await core.o.runner.storage.meta(s.slug))?.turns.length ?? 0;
+  const all = await core.spend.bottle(s.slug, turns);
+  const from = (await readAllowance(core.o.runner.storage, s.slug))?.from;
+  return {
+    tokens: Math.max(0, all.tokens - (from?.tokens ?? 0)),
+    usd: Math.max(0, all.usd - (from?.usd ?? 0)),
+  };
+}
+
+/**
+ * Hold a running turn against its caps; stop it at one (its turn then ends the
+ * ordinary way, frozen, recorded with the reason) and keep the bottle from
+ * waking until it is told to go on.
+ */
+export async function checkBudget(core: Core, s: BottleSession, now: number): Promise<void> {
+  const monitor = s.monitor;
+  if (!monitor || monitor.ended || s.fired || !s.slug) return;
+  const caps = await capsOf(core, s);
+  const since = new Date(monitor.startedAt).toISOString();
+  const turn = await turnSpend(core.o.runner.storage, s.slug, since, core.spend.prices);
+  const today = await core.spend.today(now);
+  const fired = capReached(caps, core.o.budgets, {
+    turn,
+    issue: await issueSpent(core, s),
+    day: { tokens: today.tokens + turn.tokens, usd: today.usd + turn.usd },
+    minutes: (now - monitor.startedAt) / 60_000,
+  });
+  if (!fired) return;
+  await writeHold(core.o.runner.storage, s.slug, {
+    what: fired.detail,
+    at: new Date(now).toISOString(),
+  });
+  await core.fire(s, fired);
+}
+
+/** The text of a comment or review that would wake the agent. */
+const bodyOf = (event: ForgeEvent): string | undefined =>
+  event.kind === 'comment_created'
+    ? event.comment.body
+    : event.kind === 'review_submitted'
+      ? event.body
+      : undefined;
+
+/**
+ * Before a decided wake or launch is carried out: whether the budgets let it
+ * happen. `go` carries on; `done` answered it on the thread and does nothing
+ * more; `deferred` waits for the org's daily budget.
+ */
+export async function budgetGate(
+  core: Core,
+  key: string,
+  s: BottleSession | undefined,
+  d: Extract<Decision, { kind: 'input' }>,
+  event: ForgeEvent,
+): Promise<'go' | 'done' | 'deferred'> {
+  const wakes = d.input.type === 'message' || d.input.type === 'pr_synchronized';
+  const launches = d.input.type === 'targeted' && !s?.slug;
+  if ((!wakes || s?.state.status !== 'frozen') && !launches) return 'go';
+  const storage = core.o.runner.storage;
+  // A comment to a running turn waits behind it; only a frozen bottle is woken here.
+  if (wakes && s?.slug && s.state.status === 'frozen') {
+    const body = bodyOf(event);
+    const said = body === undefined ? undefined : parseContinue(body);
+    if (said && 'error' in said) {
+      await core.feedback(
+        key,
+        `bot-bottle could not read that: ${said.error}.`,
+        `continue-error:${event.kind === 'comment_created' ? event.comment.id : event.kind}:${s.slug}`,
+      );
+      return 'done';
+    }
+    const hold = await readHold(storage, s.slug);
+    if (hold && !said && (core.o.budgets?.resume ?? 'command') === 'command') {
+      await core.feedback(
+        key,
+        `This agent is paused: ${hold.what}. Its work so far is kept. Reply /bb continue to have it go on (/bb continue --budget 500k, --budget $5 or --budget 90min for a different budget for the next turn).`,
+        `hold:${s.slug}:${hold.at}`,
+      );
+      return 'done';
+    }
+    if (hold || said) await allow(core, s, said?.grant ?? {});
+    else if (await overIssueCap(core, s)) return 'done';
+  }
+  const day = dayCapReached(core.o.budgets, await core.spend.today());
+  if (day) {
+    core.budgetWaiting.add(key);
+    core.log({ msg: 'waiting for the daily budget', key, why: day });
+    await core.feedback(
+      key,
+      `This waits: ${day}. It starts when the budget renews at 00:00 UTC, or when the operator raises it.`,
+      `day:${new Date().toISOString().slice(0, 10)}:${key}`,
+    );
+    return 'deferred';
+  }
+  return 'go';
+}
+
+/** A bottle told to go on: its hold is lifted and the issue's spend is counted afresh. */
+async function allow(core: Core, s: BottleSession, grant: Grant): Promise<void> {
+  const storage = core.o.runner.storage;
+  const turns = (await storage.meta(s.slug))?.turns.length ?? 0;
+  const all = await core.spend.bottle(s.slug, turns);
+  await writeAllowance(storage, s.slug, {
+    from: { tokens: all.tokens, usd: all.usd },
+    ...(Object.keys(grant).length ? { grant } : {}),
+    idleFrom: turns,
+  });
+  await clearHold(storage, s.slug);
+  core.log({ msg: 'budget: told to go on', key: s.key, slug: s.slug, grant });
+}
+
+/** A bottle whose issue already spent its cap is paused before a turn starts (and the thread told). */
+async function overIssueCap(core: Core, s: BottleSession): Promise<boolean> {
+  const caps = await capsOf(core, s);
+  const spent = await issueSpent(core, s);
+  const fired = capReached({ issueTokens: caps.issueTokens, issueUsd: caps.issueUsd }, undefined, {
+    turn: { tokens: 0, usd: 0, comments: 0 },
+    issue: spent,
+    day: { tokens: 0, usd: 0 },
+    minutes: 0,
+  });
+  if (!fired) return false;
+  const at = new Date().toISOString();
+  await writeHold(core.o.runner.storage, s.slug, { what: fired.detail, at });
+  await core.feedback(
+    s.key,
+    `This agent is paused: ${fired.detail}. Its work so far is kept. Reply /bb continue to have it go on.`,
+    `hold:${s.slug}:${at}`,
+  );
+  return true;
+}
+
+/**
+ * After a turn is recorded: a bottle whose last turns (since it was last told
+ * to go on) pushed nothing is paused, in case it goes round in circles. What
+ * the thread is told, or undefined when it goes on.
+ */
+export async function idleCheck(core: Core, s: BottleSession): Promise<string | undefined> {
+  const max = core.o.budgets?.maxIdleTurns ?? 8;
+  const storage = core.o.runner.storage;
+  const from = (await readAllowance(storage, s.slug))?.idleFrom ?? 0;
+  const chain = await core.o.provenance.store.chain(s.slug);
+  let idle = 0;
+  for (const { record: r } of [...chain].reverse()) {
+    if (r.turn <= from) break;
+    const pushed = r.opLog.entries.some(
+      (e) => e['method'] === 'push' && e['outcome'] === 'ok' && String(e['time']) >= r.startedAt,
+    );
+    if (pushed) break;
+    idle++;
+  }
+  if (idle < max) return undefined;
+  const what = `it took ${idle} turns in a row without pushing anything`;
+  await writeHold(storage, s.slug, { what, at: new Date().toISOString() });
+  core.log({ msg: 'loop breaker: paused', key: s.key, slug: s.slug, idle });
+  return `bot-bottle paused the agent: ${what}, so it may be going round in circles. Its work so far is kept. Reply /bb continue to have it go on.`;
+}

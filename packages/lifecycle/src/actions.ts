@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { errorMessage, isBbError } from '@bb/errors';
+import { AGENT_LABEL_PREFIX } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import { supervises } from '@bb/headless';
 import { SUPERVISE_PROMPT_OVERLAY } from '@bb/supervise';
@@ -136,7 +137,12 @@ async function launchBottle(
       // Nothing a retry fixes (an unknown agent or bottle): the person who asked is told.
       await core.feedback(
         s.key,
-        `bot-bottle could not start agent ${agent}${s.bottles ? ` in bottle ${s.bottles.join(', ')}` : ''}: ${errorMessage(err)}`,
+        // In fixed words: the error names the orchestrator's paths and engine (the log has it).
+        `bot-bottle could not start agent ${agent}${s.bottles ? ` in bottle ${s.bottles.join(', ')}` : ''}: ${
+          isBbError(err, 'NOT_FOUND')
+            ? `there is no agent or bottle of that name here; check the ${AGENT_LABEL_PREFIX}<agent> label`
+            : "its configuration on the orchestrator is not valid; the operator's log says why"
+        }.`,
       );
       return;
     }

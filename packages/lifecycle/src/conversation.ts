@@ -184,7 +184,10 @@ export async function rotationPrompt(
   ];
   if (o.pr !== undefined) {
     const pr = await forge.readPr(o.pr);
-    lines.push('', `Your PR: #${pr.number} "${pr.title}" (${pr.state}), branch ${pr.head.ref}.`);
+    lines.push(
+      '',
+      `Your PR: #${pr.number} "${seen.plain(pr.title, `title of PR #${pr.number}`)}" (${pr.state}), branch ${pr.head.ref}.`,
+    );
     const reviews = (await forge.readReviews(o.pr)).filter((r) => r.state !== 'approved');
     const open: string[] = [];
     for (const r of reviews.slice(-5)) {

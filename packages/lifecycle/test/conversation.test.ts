@@ -242,7 +242,10 @@ describe('the forge conversation', () => {
     await until('told', () => t.world.repo(OWNER, REPO).items.get(n)!.comments.length === 1);
     const said = t.world.repo(OWNER, REPO).items.get(n)!.comments[0]!;
     expect(said.author.login).toBe('bb-bot');
-    expect(said.body).toBe('bot-bottle could not start agent nosuch: no agent manifest "nosuch"');
+    // In fixed words: what the error says (paths, the engine) stays in the operator's log.
+    expect(said.body).toBe(
+      'bot-bottle could not start agent nosuch: there is no agent or bottle of that name here; check the bot-bottle:\\<agent\\> label.',
+    );
     expect(t.orch.notices.at(-1)).toMatchObject({ key: `${OWNER}/${REPO}#${n}` });
     // The same problem again (a relabel, a replayed webhook) is not said twice.
     t.runner.failNext('launch', new BbError('NOT_FOUND', 'no agent manifest "nosuch"'));

@@ -167,9 +167,16 @@ describe('bb orchestrate status and bb provenance', () => {
     });
     const key = loadOrCreateSigningKey(home);
     const prov = new ProvenanceStore(db);
+    // The second turn's model answers, as its credential proxy metered them.
+    const metered = join(home, 'metered');
+    mkdirSync(join(metered, 'state'), { recursive: true });
+    writeFileSync(
+      join(metered, 'state', 'egress.jsonl'),
+      `${JSON.stringify({ time: '2026-11-22T10:00:30.000Z', kind: 'credential', host: 'api.anthropic.com', port: 443, decision: 'allowed', rule: '/anthropic', route: '/anthropic', method: 'POST', status: 200, usage: { model: 'claude-sonnet-4-5-20250929', input: 1000, output: 100, cacheRead: 0, cacheWrite: 0, reported: true }, bytesUp: 1, bytesDown: 1, durationMs: 1 })}\n`,
+    );
     for (const turn of [1, 2]) {
       const record = await buildRunRecord({
-        stateDir: join(home, 'nowhere'),
+        stateDir: turn === 2 ? metered : join(home, 'nowhere'),
         slug: 'implementer-k3x9q',
         agent: 'implementer',
         bottles: ['default'],
@@ -195,7 +202,11 @@ describe('bb orchestrate status and bb provenance', () => {
   it('status prints a table, and --json the documented shape with URLs', async () => {
     const t = io({ BB_HOME: home, FORGE_GITEA_API: 'https://gitea.example/api/v1' });
     expect(await runCli(['orchestrate', 'status'], t.io)).toBe(0);
-    expect(t.out).toMatch(/^BOTTLE +STATUS +AGENT +ISSUE +PR +LAST CHECK-IN$/m);
+    expect(t.out).toMatch(/^BOTTLE +STATUS +AGENT +ISSUE +PR +LAST CHECK-IN +COST$/m);
+    expect(t.out).toMatch(/implementer-k3x9q {2}frozen .* \$0\.00$/m);
+    expect(t.out).toMatch(
+      /^today \(UTC\): 0 turns, 0 tokens, about \$0\.00 \(bb usage for more\)$/m,
+    );
     expect(t.out).toContain('implementer-k3x9q  frozen');
     const j = io({ BB_HOME: home, FORGE_GITEA_API: 'https://gitea.example/api/v1' });
     expect(await runCli(['orchestrate', 'status', '--json'], j.io)).toBe(0);
@@ -213,8 +224,10 @@ describe('bb orchestrate status and bb provenance', () => {
           lastCheckinAt: expect.any(String),
           sessionId: expect.toSatisfy((v: unknown) => v === null || typeof v === 'string'),
           awaitingOperator: false,
+          usage: { turns: 2, tokens: 1100, costUsd: 0.0045 },
         },
       ],
+      today: { turns: 0, tokens: 0, costUsd: 0 },
       supervise: [],
       waiting: [
         {
@@ -247,6 +260,36 @@ describe('bb orchestrate status and bb provenance', () => {
     const empty = io({ BB_HOME: join(home, 'empty') });
     expect(await runCli(['orchestrate', 'status'], empty.io)).toBe(0);
     expect(empty.out).toBe('no managed bottles\n');
+  });
+
+  it('usage sums the records of a window; --json is what /api/usage answers; a window it cannot read is a usage error', async () => {
+    const t = io({ BB_HOME: home });
+    expect(await runCli(['usage', '--since', '2026-11-01'], t.io)).toBe(0);
+    expect(t.out).toContain('2 turns, 1,100 tokens, about $0.00 (estimated from the price table)');
+    expect(t.out).toMatch(/^2026-11-22 +2 +1,100 +\$0\.00$/m);
+    expect(t.out).toMatch(/^implementer +2 +1,100 +\$0\.00$/m);
+    expect(t.out).toMatch(/^acme\/widgets#17 +2 +1,100 +\$0\.00$/m);
+    const j = io({ BB_HOME: home });
+    expect(await runCli(['usage', '--since', '2026-11-01', '--json'], j.io)).toBe(0);
+    expect(JSON.parse(j.out)).toMatchObject({
+      since: '2026-11-01T00:00:00.000Z',
+      total: { turns: 2, tokens: 1100, costUsd: 0.0045 },
+    });
+    const recent = io({ BB_HOME: home });
+    expect(await runCli(['usage'], recent.io)).toBe(0);
+    expect(recent.out).toContain(': 0 turns, 0 tokens');
+    const bad = io({ BB_HOME: home });
+    expect(await runCli(['usage', '--since', 'lately'], bad.io)).toBe(EXIT.USAGE);
+    expect(bad.err).toContain('cannot read the time "lately"');
+  });
+
+  it('provenance show tells what a turn used and what it cost', async () => {
+    const t = io({ BB_HOME: home });
+    expect(await runCli(['provenance', 'show', 'implementer-k3x9q'], t.io)).toBe(0);
+    expect(t.out).toContain(
+      'usage      1,000 in, 100 out, 0 cache read, 0 cache write; about $0.0045; claude-sonnet-4-5-20250929 ×1',
+    );
+    expect(t.out).toContain('not metered (no model answer went through the proxy)');
   });
 
   it('provenance show prints a run or a bottle chain as text, JSON or Markdown', async () => {

@@ -79,6 +79,8 @@ export async function runCli(argv: string[], io: CliIo, deps: CliDeps = {}): Pro
         return await (await import('./commands/forge')).forgeCommand(rest, io);
       case 'provenance':
         return await (await import('./commands/provenance')).provenanceCommand(rest, io);
+      case 'usage':
+        return await (await import('./commands/usage')).usageCommand(rest, io);
       case 'forklift': {
         const { runForkliftCli } = await import('@bb/forklift');
         return await runForkliftCli(rest, io, deps.backend?.('docker'));

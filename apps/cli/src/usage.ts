@@ -158,6 +158,19 @@ Options:
   -h, --help          show this help
 `;
 
+export const USAGE_USAGE = `Usage: bb usage [--since SPAN|DATE] [--json]
+
+What the agents spent: model tokens and estimated cost, summed per day (UTC),
+per agent and for the dearest issues, from the run records (each record holds
+what its bottle's credential proxy metered, priced from the price table:
+$BB_HOME/config/prices.json over the built-in prices).
+
+Options:
+  --since SPAN|DATE   from when: 7d, 24h, 90m, 2w, or a date such as 2026-11-01 (default 7d)
+  --json              the summary as JSON (what GET /api/usage answers)
+  -h, --help          show this help
+`;
+
 export const STATE_USAGE = `Usage: bb state migrate [--to postgres://USER:PASSWORD@HOST:PORT/DATABASE] [--from FILE]
 
 Copy this install's state from its SQLite file into an empty PostgreSQL database, so
@@ -352,6 +365,11 @@ export const COMMANDS: readonly CommandInfo[] = [
     ],
   },
   { name: 'provenance', summary: 'show and verify signed run records', usage: PROVENANCE_USAGE },
+  {
+    name: 'usage',
+    summary: 'what the agents spent: tokens and estimated cost per day, agent and issue',
+    usage: USAGE_USAGE,
+  },
   {
     name: 'supervise',
     summary: 'decide what stuck agents ask for: routes, allowlist, Dockerfile',

@@ -48,9 +48,11 @@ export {
 export {
   egressEntries,
   meteredUsage,
+  renderSpend,
   type SpendLine,
   type SpendRow,
   type SpendSummary,
+  sinceOf,
   spendOf,
   spendSince,
   summarizeSpend,

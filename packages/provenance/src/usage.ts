@@ -4,6 +4,7 @@
  * spend of many runs summed per day, per agent and per issue.
  */
 import type { EgressLogEntry } from '@bb/egress';
+import { BbError } from '@bb/errors';
 import { z } from 'zod';
 import { costOf, type PriceTable, priceOf, type TokenCounts } from './prices';
 import type { SignedRecord } from './record';
@@ -184,4 +185,46 @@ export async function spendSince(
     }
     if (records.length < 200) return out;
   }
+}
+
+/**
+ * The start of a window given as a span back from `now` (`7d`, `24h`, `90m`,
+ * `2w`) or as a date or time (`2026-11-01`, ISO). An INVALID_INPUT names what
+ * could not be read.
+ */
+export function sinceOf(text: string, now = Date.now()): string {
+  const span = /^(\d{1,6})([mhdw])$/.exec(text.trim());
+  if (span) {
+    const unit = { m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 }[
+      span[2] as 'm' | 'h' | 'd' | 'w'
+    ];
+    return new Date(now - Number(span[1]) * unit).toISOString();
+  }
+  const at = /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:\d{2})?)?$/.test(text.trim())
+    ? Date.parse(text.trim())
+    : Number.NaN;
+  if (Number.isNaN(at))
+    throw new BbError(
+      'INVALID_INPUT',
+      `cannot read the time ${JSON.stringify(text)}: give a span back from now (7d, 24h, 90m, 2w) or a date (2026-11-01)`,
+    );
+  return new Date(at).toISOString();
+}
+
+const dollars = (n: number) => `$${n.toFixed(2)}`;
+const tokenCount = (n: number) => n.toLocaleString('en-US');
+
+/** A spend summary as terminal text: totals, then per day, per agent and the dearest issues. */
+export function renderSpend(s: SpendSummary): string {
+  const table = (title: string, rows: SpendRow[]) => {
+    if (rows.length === 0) return `${title}: none\n`;
+    const w = Math.max(title.length, ...rows.map((r) => r.key.length));
+    return `${title.padEnd(w)}  ${'turns'.padStart(6)}  ${'tokens'.padStart(14)}  ${'cost'.padStart(10)}\n${rows
+      .map(
+        (r) =>
+          `${r.key.padEnd(w)}  ${String(r.turns).padStart(6)}  ${tokenCount(r.tokens).padStart(14)}  ${dollars(r.costUsd).padStart(10)}`,
+      )
+      .join('\n')}\n`;
+  };
+  return `Since ${s.since}: ${s.total.turns} turns, ${tokenCount(s.total.tokens)} tokens, about ${dollars(s.total.costUsd)} (estimated from the price table).\n\n${table('day (UTC)', s.byDay)}\n${table('agent', s.byAgent)}\n${table('issue', s.topIssues)}`;
 }

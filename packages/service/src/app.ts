@@ -1,6 +1,6 @@
 import { errorMessage, isBbError } from '@bb/errors';
 import type { ForgeSite } from '@bb/forge';
-import type { RunRecordStore } from '@bb/provenance';
+import { type RunRecordStore, sinceOf, spendSince, summarizeSpend } from '@bb/provenance';
 import type { ForgeStateStore } from '@bb/state';
 import { jsonText } from '@bb/wall';
 import { type AccessPolicy, authenticate } from './access';
@@ -50,6 +50,9 @@ export function createApp(parts: {
           // Live bottles, then the most recently destroyed ones.
           bottles: [...(await parts.store.all()), ...(await parts.store.history({ limit: 20 }))],
           runs: (await parts.runs?.list({}, 1, 20))?.records,
+          ...(parts.runs
+            ? { spend: summarizeSpend(await spendSince(parts.runs, sinceOf('7d')), sinceOf('7d')) }
+            : {}),
           capacity: parts.capacity,
           notices: parts.notices?.() ?? [],
           proposals: parts.proposals?.() ?? [],
@@ -92,6 +95,17 @@ export function createApp(parts: {
         if (isBbError(err, 'INVALID_INPUT')) return json(400, { error: errorMessage(err) });
         throw err;
       }
+    }
+    if (pathname === '/api/usage' && req.method === 'GET') {
+      // What the agents spent since `?since=` (7d, 24h, a date; default 7d), from the run records.
+      let since: string;
+      try {
+        since = sinceOf(new URL(req.url).searchParams.get('since') ?? '7d');
+      } catch (err) {
+        return json(400, { error: errorMessage(err) });
+      }
+      const lines = parts.runs ? await spendSince(parts.runs, since) : [];
+      return json(200, summarizeSpend(lines, since));
     }
     if (pathname === '/api/notices' && req.method === 'GET')
       return json(200, { notices: [...(parts.notices?.() ?? [])].reverse() });

@@ -1,5 +1,5 @@
 import type { ForgeSite } from '@bb/forge';
-import type { SignedRecord } from '@bb/provenance';
+import type { SignedRecord, SpendSummary } from '@bb/provenance';
 import { recordStatus } from '@bb/provenance';
 import type { ForgeState } from '@bb/state';
 import { forHtml } from '@bb/wall';
@@ -56,6 +56,8 @@ export interface DashboardInput {
   notices?: NoticeView[];
   /** The most recent runs, newest first. */
   runs?: SignedRecord[] | undefined;
+  /** What the agents spent lately (the last 7 days). */
+  spend?: SpendSummary | undefined;
   /** Where people read issues and PRs on the forge. */
   site: Pick<ForgeSite, 'webUrl'>;
   version: string;
@@ -155,11 +157,29 @@ ${proposals
   <td>${esc(r.record.agent)}</td>
   <td><span class="badge ${esc(recordStatus(r))}">${esc(recordStatus(r))}</span></td>
   <td>${esc(r.record.done?.summary ?? r.record.watchdogFired?.detail ?? '')}</td>
+  <td>${r.record.usage ? esc(`$${r.record.usage.costUsd.toFixed(4)}`) : '—'}</td>
   <td title="${esc(r.record.finishedAt)}">${esc(ago(r.record.finishedAt, now))}</td>
   <td><a href="/api/runs/${encodeURIComponent(r.record.id)}/verify">verify</a></td>
 </tr>`,
     )
     .join('\n');
+  const spend = input.spend;
+  const spendTable = (id: string, title: string, rows: SpendSummary['byDay']) =>
+    `<table id="${id}" class="spend">
+<thead><tr><th>${esc(title)}</th><th>Turns</th><th>Tokens</th><th>Cost</th></tr></thead>
+<tbody>
+${rows.map((r) => `<tr><td>${esc(r.key)}</td><td>${esc(r.turns)}</td><td>${esc(r.tokens.toLocaleString('en-US'))}</td><td>${esc(`$${r.costUsd.toFixed(2)}`)}</td></tr>`).join('\n') || '<tr><td colspan="4" class="empty">Nothing spent.</td></tr>'}
+</tbody>
+</table>`;
+  const spendBlock = spend
+    ? `<h2>Spend</h2>
+<p id="spend-total" class="sub">Since ${esc(spend.since.slice(0, 10))}: ${esc(spend.total.turns)} turns, ${esc(spend.total.tokens.toLocaleString('en-US'))} tokens, about ${esc(`$${spend.total.costUsd.toFixed(2)}`)} (estimated from the price table) · <a href="/api/usage">JSON</a></p>
+<div class="spend-panel">
+${spendTable('spend-days', 'Day (UTC)', spend.byDay)}
+${spendTable('spend-agents', 'Agent', spend.byAgent)}
+${spendTable('spend-issues', 'Top issues', spend.topIssues)}
+</div>`
+    : '';
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -178,6 +198,7 @@ ${proposals
   .running { background: #d7f5dd; } .awaiting { background: #fff1c7; } .frozen { background: #dbe9ff; } .destroyed { background: #eee; color: #777; }
   .success { background: #d7f5dd; } .failure, .failed, .watchdog { background: #ffe0de; } .blocked { background: #fff1c7; }
   .empty { color: #777; padding: 1rem .7rem; }
+  .spend-panel { display: flex; gap: 1rem; flex-wrap: wrap; } .spend-panel table { width: auto; flex: 1; }
 </style>
 </head>
 <body>
@@ -193,11 +214,12 @@ ${capacityLine}
 ${bottleRows || '<tr><td colspan="7" class="empty">No bottles yet: assign an issue labelled <code>bot-bottle:&lt;agent&gt;</code> to the bot.</td></tr>'}
 </tbody>
 </table>
+${spendBlock}
 <h2>Recent runs</h2>
 <table id="runs">
-<thead><tr><th>Record</th><th>Bottle</th><th>Agent</th><th>Outcome</th><th>Summary</th><th>Finished</th><th>Signature</th></tr></thead>
+<thead><tr><th>Record</th><th>Bottle</th><th>Agent</th><th>Outcome</th><th>Summary</th><th>Cost</th><th>Finished</th><th>Signature</th></tr></thead>
 <tbody>
-${runRows || '<tr><td colspan="7" class="empty">No runs recorded yet.</td></tr>'}
+${runRows || '<tr><td colspan="8" class="empty">No runs recorded yet.</td></tr>'}
 </tbody>
 </table>
 </body>

@@ -10,6 +10,7 @@ import {
   type TurnOutcome,
 } from '@bb/headless';
 import { installedCommit, recordTurn, saveBottleRow } from '@bb/lifecycle';
+import { type SignedRecord, spendOf, spendSince, summarizeSpend } from '@bb/provenance';
 import type { ForgeState, ForgeStateStore, Lease } from '@bb/state';
 import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
 import { forTerminalDeep, forTerminalLine, jsonText } from '@bb/wall';
@@ -276,7 +277,11 @@ export interface StatusJson {
     sessionId: string | null;
     /** A request of the agent waits for the operator (`bb supervise`); its watchdog is paused. */
     awaitingOperator: boolean;
+    /** What its recorded turns used (as its credential proxy metered), priced from the price table. */
+    usage: { turns: number; tokens: number; costUsd: number };
   }>;
+  /** What every run recorded today (UTC) used. */
+  today: { turns: number; tokens: number; costUsd: number };
   /** Supervise requests waiting for the operator, oldest first. */
   supervise: Array<{
     id: string;
@@ -299,6 +304,11 @@ export interface StatusJson {
   replicas: Array<{ holder: string; issues: number }>;
   /** Why targeted issues could not launch (what the bot said on them), newest first. */
   notices: Array<{ issue: string; message: string; at: string }>;
+}
+
+/** What a bottle's records say it used. */
+function spentBy(chain: SignedRecord[]): { turns: number; tokens: number; costUsd: number } {
+  return summarizeSpend(chain.map(spendOf), '').total;
 }
 
 /** Live issue leases by orchestrator: who is working on how many issues. */
@@ -329,21 +339,30 @@ async function status(argv: string[], io: CliIo): Promise<number> {
       policy: loadPolicy(state.home),
     }).list({ status: 'pending' });
     const awaiting = new Set(pending.map((p) => p.slug));
+    const today = `${new Date().toISOString().slice(0, 10)}T00:00:00.000Z`;
     const json: StatusJson = {
-      bottles: rows.map((r) => ({
-        slug: r.slug,
-        agent: r.agentName,
-        status: r.status,
-        repo: `${r.owner}/${r.repo}`,
-        issue: r.issueNumber,
-        issueUrl: site ? site.webUrl({ owner: r.owner, repo: r.repo, issue: r.issueNumber }) : null,
-        pr: r.prNumber,
-        prUrl:
-          site && r.prNumber ? site.webUrl({ owner: r.owner, repo: r.repo, pr: r.prNumber }) : null,
-        lastCheckinAt: r.lastCheckinAt,
-        sessionId: r.sessionId,
-        awaitingOperator: r.status === 'running' && awaiting.has(r.slug),
-      })),
+      bottles: await Promise.all(
+        rows.map(async (r) => ({
+          slug: r.slug,
+          agent: r.agentName,
+          status: r.status,
+          repo: `${r.owner}/${r.repo}`,
+          issue: r.issueNumber,
+          issueUrl: site
+            ? site.webUrl({ owner: r.owner, repo: r.repo, issue: r.issueNumber })
+            : null,
+          pr: r.prNumber,
+          prUrl:
+            site && r.prNumber
+              ? site.webUrl({ owner: r.owner, repo: r.repo, pr: r.prNumber })
+              : null,
+          lastCheckinAt: r.lastCheckinAt,
+          sessionId: r.sessionId,
+          awaitingOperator: r.status === 'running' && awaiting.has(r.slug),
+          usage: spentBy(await state.provenance.chain(r.slug)),
+        })),
+      ),
+      today: summarizeSpend(await spendSince(state.provenance, today), today).total,
       supervise: pending.map((p) => ({
         id: p.id,
         slug: p.slug,
@@ -404,7 +423,7 @@ async function status(argv: string[], io: CliIo): Promise<number> {
       return 0;
     }
     const table = [
-      ['BOTTLE', 'STATUS', 'AGENT', 'ISSUE', 'PR', 'LAST CHECK-IN'],
+      ['BOTTLE', 'STATUS', 'AGENT', 'ISSUE', 'PR', 'LAST CHECK-IN', 'COST'],
       ...shown.bottles.map((b) => [
         b.slug,
         b.awaitingOperator ? 'awaiting operator' : b.status,
@@ -412,6 +431,7 @@ async function status(argv: string[], io: CliIo): Promise<number> {
         b.issueUrl ?? `${b.repo}#${b.issue}`,
         b.prUrl ?? (b.pr ? `#${b.pr}` : '-'),
         b.lastCheckinAt,
+        `$${b.usage.costUsd.toFixed(2)}`,
       ]),
     ];
     const widths = table[0]!.map((_, i) => Math.max(...table.map((r) => r[i]!.length)));
@@ -422,6 +442,9 @@ async function status(argv: string[], io: CliIo): Promise<number> {
           .join('  ')
           .trimEnd()}\n`,
       );
+    io.stdout(
+      `\ntoday (UTC): ${shown.today.turns} turns, ${shown.today.tokens.toLocaleString('en-US')} tokens, about $${shown.today.costUsd.toFixed(2)} (bb usage for more)\n`,
+    );
     waiting();
     return 0;
   } finally {

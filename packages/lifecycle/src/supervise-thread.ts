@@ -13,6 +13,7 @@
  * Who may decide: the logins the operator names, else the repository's admins;
  * never the bot (the agent writes as the bot). Anything else is ignored and logged.
  */
+
 import { errorMessage, isBbError } from '@bb/errors';
 import type { Forge } from '@bb/forge';
 import {
@@ -24,6 +25,7 @@ import {
   type RequestView,
 } from '@bb/supervise';
 import { forMarkdown, markdownFence } from '@bb/wall';
+import { CONTINUE } from './budget';
 import type { Core } from './core';
 import { parseIssueKey } from './routing';
 
@@ -64,7 +66,8 @@ function firstCodeBlock(body: string): string | undefined {
 }
 
 /** Whether a comment is addressed to bot-bottle (`/bb` at its start). */
-export const isThreadCommand = (body: string): boolean => /^\s*\/bb\b/.test(body);
+export const isThreadCommand = (body: string): boolean =>
+  /^\s*\/bb\b/.test(body) && !CONTINUE.test(body);
 
 /** Parse a `/bb` comment: its first line, and for `modify` the code block after it. */
 export function parseThreadCommand(raw: string): ThreadCommand {

@@ -7,6 +7,7 @@ import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { budgetFor, parseContinue } from '../src/budget';
+import { isThreadCommand } from '../src/supervise-thread';
 import { OWNER, REPO, setup, until } from './orchestrator-setup';
 
 const bodies = (t: ReturnType<typeof setup>, n: number) =>
@@ -206,6 +207,9 @@ describe('/bb continue', () => {
     });
     expect(parseContinue('please /bb continue')).toBeUndefined();
     expect(parseContinue('/bb approve sr_1')).toBeUndefined();
+    // It wakes the agent: the supervise desk, which takes the other /bb commands, leaves it.
+    expect(isThreadCommand('/bb continue --budget 5k')).toBe(false);
+    expect(isThreadCommand('/bb approve sr_1')).toBe(true);
   });
 
   it("a grant sets the next turn's caps and the issue's afresh; the manifest's are over the defaults", () => {

@@ -3,8 +3,10 @@
  * and what a person's comment, review or push tells the agent. Forge-agnostic:
  * everything goes through `Forge`.
  */
+
 import { errorMessage, isBbError } from '@bb/errors';
 import type { Forge, ReviewComment } from '@bb/forge';
+import { CONTINUE } from './budget';
 import { type HiddenNote, Seen } from './visible';
 
 /** Who may start an agent turn with a comment, a review or a push. */
@@ -33,7 +35,13 @@ export async function mayDrive(
   body: string | undefined,
 ): Promise<Verdict> {
   if (author === policy.botLogin) return { ok: false, why: 'written by the bot itself' };
-  if (policy.mentionOnly && body !== undefined && !mentions(body, policy.botLogin))
+  // `/bb continue` is addressed to the bot as plainly as a mention is.
+  if (
+    policy.mentionOnly &&
+    body !== undefined &&
+    !mentions(body, policy.botLogin) &&
+    !CONTINUE.test(body)
+  )
     return { ok: false, why: `does not mention @${policy.botLogin} (mention-only is on)` };
   let permission: string | undefined;
   let unknown = '';

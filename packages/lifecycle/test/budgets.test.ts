@@ -158,6 +158,16 @@ describe('budgets', () => {
     await until('turn 3', () => t.runner.resumes.length === 2);
   });
 
+  it('with mention-only on, /bb continue is heard without a mention', async () => {
+    const t = setup({ mentionOnly: true, budgets: { defaults: { turnTokens: 1000 } } });
+    const { n, slug } = await t.launched();
+    metered(t, slug, 2000);
+    await t.orch.checkWatchdog();
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    await t.orch.accept(t.ev.comment(n, '/bb continue', 45, { on: 'issue' }));
+    await until('resumed', () => t.runner.resumes.length === 1);
+  });
+
   it("with the policy 'reply', any reply wakes a paused bottle", async () => {
     const t = setup({ budgets: { defaults: { turnTokens: 1000 }, resume: 'reply' } });
     const { n, slug } = await t.launched();

@@ -157,6 +157,8 @@ export function createCredentialProxy(options: {
   canLog?: () => boolean;
   /** Hold room in the log for an allowed request's line (see `EgressProxyOptions.reserve`). */
   reserve?: () => LogTicket;
+  /** Read each model answer's usage into its log line. @default true (off only to measure what it costs) */
+  meter?: boolean;
 }): CredentialProxy {
   let routes = options.routes;
   const log = options.log ?? (() => {});
@@ -301,11 +303,12 @@ export function createCredentialProxy(options: {
         const out = withoutHopByHop(ures.headers);
         delete out['content-length'];
         res.writeHead(ures.statusCode ?? 502, redactHeaders(out, secrets));
-        const m = new UsageMeter(ures.headers['content-type']);
+        const m =
+          options.meter === false ? undefined : new UsageMeter(ures.headers['content-type']);
         meter = m;
         ures.on('data', (c: Buffer) => {
           down += c.length;
-          m.feed(c);
+          m?.feed(c);
         });
         ures.pipe(new SecretRedactor(secrets)).pipe(res);
         // An answer the upstream cut off is cut off for the client too (a pipe would leave it waiting).

@@ -6,8 +6,6 @@
  * Completions are understood, streamed (server-sent events) or whole.
  */
 
-import { StringDecoder } from 'node:string_decoder';
-
 /** Tokens one model response used. `input` never includes the cached tokens. */
 export interface ModelUsage {
   /** The model the upstream said answered (at most 64 characters). */
@@ -29,6 +27,9 @@ const JSON_MAX = 2 * 1024 * 1024;
 /** One server-sent-event line is read up to this size (content deltas are small). */
 const LINE_MAX = 1024 * 1024;
 const BYTES_PER_TOKEN = 4;
+const NL = 0x0a;
+const EMPTY = Buffer.alloc(0);
+const USAGE_KEY = Buffer.from('"usage"');
 
 type Obj = Record<string, unknown>;
 type Counts = Omit<ModelUsage, 'model' | 'reported'>;
@@ -43,8 +44,7 @@ const num = (v: unknown): number =>
  */
 export class UsageMeter {
   readonly #sse: boolean;
-  readonly #decoder = new StringDecoder('utf8');
-  #line = '';
+  #tail: Buffer = EMPTY;
   #skipLine = false;
   #json: Buffer[] = [];
   #jsonBytes = 0;
@@ -64,24 +64,49 @@ export class UsageMeter {
       else this.#json = [];
       return;
     }
-    const text = this.#decoder.write(chunk);
     let start = 0;
-    for (;;) {
-      const nl = text.indexOf('\n', start);
-      const piece = text.slice(start, nl < 0 ? undefined : nl);
-      if (!this.#skipLine) {
-        this.#line += piece;
-        if (this.#line.length > LINE_MAX) {
-          this.#line = '';
-          this.#skipLine = true;
-        }
-      }
+    if (this.#skipLine) {
+      // The rest of a line too long to read: up to its end, nothing is looked at.
+      const nl = chunk.indexOf(NL);
       if (nl < 0) return;
-      if (!this.#skipLine) this.#event(this.#line);
-      this.#line = '';
+      start = nl + 1;
       this.#skipLine = false;
+    } else if (this.#tail.length > 0) {
+      // The line the last chunk left open ends in this one: only it is joined.
+      const nl = chunk.indexOf(NL);
+      if (nl < 0) {
+        this.#keep(Buffer.concat([this.#tail, chunk]));
+        return;
+      }
+      const line = Buffer.concat([this.#tail, chunk.subarray(0, nl)]);
+      this.#tail = EMPTY;
+      if (line.length <= LINE_MAX && line.indexOf(USAGE_KEY) >= 0)
+        this.#event(line.toString('utf8'));
       start = nl + 1;
     }
+    const last = chunk.lastIndexOf(NL);
+    if (last < start) {
+      this.#keep(chunk.subarray(start));
+      return;
+    }
+    // Only a line that names a usage can tell one (and each that does names its model):
+    // it is found in the bytes, and the text deltas between are never decoded or parsed.
+    let at = chunk.indexOf(USAGE_KEY, start);
+    while (at >= 0 && at < last) {
+      const from = Math.max(start, chunk.lastIndexOf(NL, at) + 1);
+      const end = chunk.indexOf(NL, at);
+      if (end - from <= LINE_MAX) this.#event(chunk.toString('utf8', from, end));
+      at = chunk.indexOf(USAGE_KEY, end);
+    }
+    this.#keep(chunk.subarray(last + 1));
+  }
+
+  /** Keep the start of a line that has not ended yet (a copy: the chunk is not held). */
+  #keep(rest: Buffer): void {
+    if (rest.length > LINE_MAX) {
+      this.#tail = EMPTY;
+      this.#skipLine = true;
+    } else this.#tail = rest.length ? Buffer.from(rest) : EMPTY;
   }
 
   #event(line: string): void {

@@ -23,6 +23,7 @@ import {
 } from './budget';
 import type { Core } from './core';
 import type { Decision } from './decide';
+import type { LifecycleAction, LifecycleState } from './machine';
 import type { BottleSession } from './session';
 
 /** An agent's caps now: the policy's, its manifest's, and what `/bb continue` gave. */
@@ -69,6 +70,35 @@ export async function checkBudget(core: Core, s: BottleSession, now: number): Pr
   await core.fire(s, fired);
 }
 
+/** What a paused bottle's thread is told when someone replies to it. */
+const pausedMessage = (what: string) =>
+  `This agent is paused: ${what}. Its work so far is kept. Reply /bb continue to have it go on (/bb continue --budget 500k, --budget $5 or --budget 90min for a different budget for the next turn).`;
+
+/**
+ * A turn's end that would resume the bottle at once for the comments that came
+ * in meanwhile: when the turn left it paused (at a cap, or by the loop breaker),
+ * it stays frozen, those comments are taken as heard, and the thread is told how
+ * to go on.
+ */
+export async function holdBack<T extends { state: LifecycleState; actions: LifecycleAction[] }>(
+  core: Core,
+  s: BottleSession,
+  next: T,
+): Promise<T> {
+  if (!next.actions.some((a) => a.type === 'resume')) return next;
+  if ((core.o.budgets?.resume ?? 'command') !== 'command') return next;
+  const hold = await readHold(core.o.runner.storage, s.slug);
+  if (!hold) return next;
+  for (const id of s.deferred.splice(0)) await core.o.inbox.settle(id, 'done');
+  await core.feedback(s.key, pausedMessage(hold.what), `hold:${s.slug}:${hold.at}`);
+  core.log({ msg: 'paused: the comments that waited do not wake it', key: s.key, slug: s.slug });
+  return {
+    ...next,
+    state: { ...next.state, status: 'frozen', pending: [] },
+    actions: next.actions.filter((a) => a.type !== 'resume'),
+  };
+}
+
 /** The text of a comment or review that would wake the agent. */
 const bodyOf = (event: ForgeEvent): string | undefined =>
   event.kind === 'comment_created'
@@ -107,11 +137,7 @@ export async function budgetGate(
     }
     const hold = await readHold(storage, s.slug);
     if (hold && !said && (core.o.budgets?.resume ?? 'command') === 'command') {
-      await core.feedback(
-        key,
-        `This agent is paused: ${hold.what}. Its work so far is kept. Reply /bb continue to have it go on (/bb continue --budget 500k, --budget $5 or --budget 90min for a different budget for the next turn).`,
-        `hold:${s.slug}:${hold.at}`,
-      );
+      await core.feedback(key, pausedMessage(hold.what), `hold:${s.slug}:${hold.at}`);
       return 'done';
     }
     if (hold || said) await allow(core, s, said?.grant ?? {});

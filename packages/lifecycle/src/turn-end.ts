@@ -7,7 +7,7 @@
 import { errorMessage } from '@bb/errors';
 import type { TurnOutcome } from '@bb/headless';
 import { carryOut, resumeBottle } from './actions';
-import { idleCheck } from './budget-watch';
+import { holdBack, idleCheck } from './budget-watch';
 import type { Core } from './core';
 import { routeParked } from './intake';
 import { type LifecycleInput, transition } from './machine';
@@ -188,7 +188,8 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
       : done || ended.closing
         ? { type: 'agent_stopped' }
         : { type: 'watchdog', reason: 'exit_without_signal' };
-  const next = transition(ended, input, core.ctx);
+  // Paused at a cap or by the loop breaker: the comments that came meanwhile do not wake it.
+  const next = await holdBack(core, s, transition(ended, input, core.ctx));
   s.decided(next.state);
   await carryOut(core, s, next.actions);
   core.freed();

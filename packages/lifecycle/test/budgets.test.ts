@@ -85,6 +85,26 @@ describe('budgets', () => {
     expect(t.runner.isRunning(slug)).toBe(true);
   });
 
+  it('a comment that came in during a turn stopped at a cap does not wake it when the turn ends', async () => {
+    const t = setup({ budgets: { defaults: { turnTokens: 5000 } } });
+    const { n, slug } = await t.launched();
+    await t.orch.accept(t.ev.comment(n, 'also fix the docs', 71, { on: 'issue' }));
+    await t.orch.idle();
+    metered(t, slug, 6000);
+    await t.orch.checkWatchdog();
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    await until('told it is paused', () =>
+      bodies(t, n).some((b) => b.startsWith('This agent is paused')),
+    );
+    await t.orch.idle();
+    expect(t.runner.resumes).toHaveLength(0);
+    expect(t.row(n)?.status).toBe('frozen');
+    // Heard, not lost: nothing waits in the inbox for a turn that will not come.
+    expect((await t.store.openEvents()).filter((e) => e.issue === `${OWNER}/${REPO}#${n}`)).toEqual(
+      [],
+    );
+  });
+
   it('a turn past its wall time is stopped and the thread told', async () => {
     const t = setup({ budgets: { defaults: { turnMinutes: 0.001 } } });
     const { n, slug } = await t.launched();

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import {
+  type ClientRequest,
   createServer,
   request as httpRequest,
   type IncomingMessage,
@@ -141,6 +142,9 @@ export interface CredentialProxy {
   close(): Promise<void>;
 }
 
+/** How long an answer whose client hung up is still read, to count what it used. */
+const DRAIN_MS = 10 * 60_000;
+
 /** Pipelined requests on one connection that may wait for their turn; past this it is closed. */
 const MAX_QUEUED = 16;
 
@@ -161,6 +165,8 @@ export function createCredentialProxy(options: {
   meter?: boolean;
 }): CredentialProxy {
   let routes = options.routes;
+  // Requests upstream not ended yet (a closing proxy ends them).
+  const inFlight = new Set<ClientRequest>();
   const log = options.log ?? (() => {});
   // node:http hands pipelined requests over at once; each goes upstream only when the
   // one before it on its connection has ended, so no key is spent on a request whose
@@ -235,6 +241,16 @@ export function createCredentialProxy(options: {
       return;
     }
     const rest = path.slice(route.prefix.length) || '/';
+    // Batches and stored files make answers that never pass back through here, so their
+    // usage could not be counted against the bottle's budget: not through a credential route.
+    if (/\/(batches|files)(\/|$|\?)/.test(rest.split('?')[0]!)) {
+      res
+        .writeHead(403, { 'content-type': 'text/plain' })
+        .end(
+          `refused: ${route.prefix}${rest.split('?')[0]} makes answers whose usage the bottle cannot count (batches, files); ask the model directly instead\n`,
+        );
+      return;
+    }
     const base = route.upstream.pathname.replace(/\/$/, '');
     // Hop-by-hop headers (and those Connection names) stop here.
     const headers = withoutHopByHop(req.headers);
@@ -283,11 +299,33 @@ export function createCredentialProxy(options: {
         durationMs: Date.now() - started,
       });
     req.on('data', (c: Buffer) => (up += c.length));
-    const socket = req.socket;
-    socket.once('close', logged);
-    res.once('close', () => {
-      socket.off('close', logged);
+    // The exchange is logged when the upstream's side of it ends, not the client's: an
+    // agent that hangs up on an answer does not stop the model making it (or billing it),
+    // so the answer is read to its end (within DRAIN_MS) and counted all the same.
+    let ures: IncomingMessage | undefined;
+    let over = false;
+    const finished = () => {
+      if (over) return;
+      over = true;
+      clearTimeout(drain);
+      inFlight.delete(upstream);
       logged();
+    };
+    let drain: NodeJS.Timeout | undefined;
+    res.once('close', () => {
+      if (over) return;
+      // Only a model's answer (a POST, answered or not yet) is worth reading on; the rest ends here.
+      const answering = req.method === 'POST' && (!ures || (status !== undefined && status < 300));
+      if (!answering) {
+        finished();
+        return;
+      }
+      if (ures) {
+        ures.unpipe();
+        ures.resume();
+      }
+      drain = setTimeout(() => upstream.destroy(), DRAIN_MS);
+      drain.unref();
     });
     const upstream = send(
       {
@@ -297,32 +335,44 @@ export function createCredentialProxy(options: {
         path: `${base}${rest}`,
         headers,
       },
-      (ures) => {
-        status = ures.statusCode;
-        // The body may shrink or grow where a key is redacted: no content-length.
-        const out = withoutHopByHop(ures.headers);
-        delete out['content-length'];
-        res.writeHead(ures.statusCode ?? 502, redactHeaders(out, secrets));
+      (answer) => {
+        ures = answer;
+        status = answer.statusCode;
         const m =
-          options.meter === false ? undefined : new UsageMeter(ures.headers['content-type']);
+          options.meter === false ? undefined : new UsageMeter(answer.headers['content-type']);
         meter = m;
-        ures.on('data', (c: Buffer) => {
+        answer.on('data', (c: Buffer) => {
           down += c.length;
           m?.feed(c);
         });
-        ures.pipe(new SecretRedactor(secrets)).pipe(res);
-        // An answer the upstream cut off is cut off for the client too (a pipe would leave it waiting).
-        ures.once('close', () => {
-          if (!ures.complete) res.destroy();
+        answer.once('close', () => {
+          // An answer the upstream cut off is cut off for the client too (a pipe would leave it waiting).
+          if (!answer.complete) res.destroy();
+          finished();
         });
+        if (res.destroyed) {
+          // The client is gone already: the answer is read for its count alone.
+          answer.resume();
+          return;
+        }
+        // The body may shrink or grow where a key is redacted: no content-length.
+        const out = withoutHopByHop(answer.headers);
+        delete out['content-length'];
+        res.writeHead(answer.statusCode ?? 502, redactHeaders(out, secrets));
+        answer.pipe(new SecretRedactor(secrets)).pipe(res);
       },
     );
+    inFlight.add(upstream);
     upstream.on('error', (err) => {
-      if (!res.headersSent)
+      if (!res.headersSent && !res.destroyed)
         res
           .writeHead(502, { 'content-type': 'text/plain' })
           .end(`upstream for ${route.prefix} failed: ${err.message}\n`);
       else res.destroy();
+      finished();
+    });
+    upstream.on('close', () => {
+      if (!ures) finished();
     });
     req.pipe(upstream);
   }
@@ -334,6 +384,7 @@ export function createCredentialProxy(options: {
     },
     close: () =>
       new Promise<void>((resolve) => {
+        for (const u of inFlight) u.destroy();
         server.closeAllConnections();
         server.close(() => resolve());
       }),

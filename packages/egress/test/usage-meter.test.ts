@@ -28,9 +28,22 @@ beforeAll(async () => {
     model: 'claude-sonnet-4-5',
     script: [{ say: 'hello', usage: USAGE }],
   });
-  // An upstream whose stream says nothing of usage (OpenAI's chat without include_usage).
+  // An upstream whose stream says nothing of usage (OpenAI's chat without include_usage);
+  // on /slow, an Anthropic stream that takes its time and says its usage at the end.
   bare = createServer((req, res) => {
     req.resume();
+    if (req.url?.includes('/slow'))
+      return req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(
+          `data: ${JSON.stringify({ type: 'message_start', message: { model: 'claude-opus-4-5', usage: { input_tokens: 10, output_tokens: 1 } } })}\n\n`,
+        );
+        setTimeout(() => {
+          res.end(
+            `data: ${JSON.stringify({ type: 'message_delta', usage: { output_tokens: 90_000 } })}\n\n`,
+          );
+        }, 300);
+      });
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.end(
@@ -133,6 +146,50 @@ describe('the credential proxy meters model answers', () => {
     model.setScript([{ say: 'hello', usage: USAGE }]);
     expect(e.usage?.reported).toBe(false);
     expect(e.usage?.output).toBeGreaterThan(1);
+  });
+
+  test('an agent that hangs up on an answer is counted for all of it: the answer is read to its end', async () => {
+    const before = log.length;
+    await new Promise<void>((resolve) => {
+      const req = request(
+        { socketPath: socket, path: '/bare/v1/messages/slow', method: 'POST' },
+        (res) => {
+          res.once('data', () => {
+            req.destroy();
+            resolve();
+          });
+        },
+      );
+      req.on('error', () => {});
+      req.end('{}');
+    });
+    for (let i = 0; i < 200 && log.length === before; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(log.at(-1)?.usage).toEqual({
+      model: 'claude-opus-4-5',
+      input: 10,
+      output: 90_000,
+      cacheRead: 0,
+      cacheWrite: 0,
+      reported: true,
+    });
+  });
+
+  test('batches and files, whose answers never pass back through the proxy, are refused', async () => {
+    for (const path of [
+      '/anthropic/v1/messages/batches',
+      '/openai/v1/batches',
+      '/openai/v1/files/f-1/content',
+    ]) {
+      const status = await new Promise<number>((resolve) =>
+        request({ socketPath: socket, path, method: 'POST' }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        }).end('{}'),
+      );
+      expect(status, path).toBe(403);
+    }
+    expect(model.requests.some((r) => r.path.includes('batches'))).toBe(false);
   });
 
   test('a request that is not a model answer (a GET) carries no usage', async () => {

@@ -42,12 +42,25 @@ export const DEFAULT_PRICES: PriceTable = {
   'claude-sonnet-4': { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 },
   'claude-haiku-4-5': { input: 1, output: 5, cacheRead: 0.1, cacheWrite: 1.25 },
   'claude-3-5-haiku': { input: 0.8, output: 4, cacheRead: 0.08, cacheWrite: 1 },
+  'claude-3-7-sonnet': { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 },
   'gpt-5': { input: 1.25, output: 10, cacheRead: 0.125 },
+  'gpt-5-codex': { input: 1.25, output: 10, cacheRead: 0.125 },
   'gpt-5-mini': { input: 0.25, output: 2, cacheRead: 0.025 },
   'gpt-5-nano': { input: 0.05, output: 0.4, cacheRead: 0.005 },
+  'gpt-5-pro': { input: 15, output: 120 },
   'gpt-4.1': { input: 2, output: 8, cacheRead: 0.5 },
+  'gpt-4o': { input: 2.5, output: 10, cacheRead: 1.25 },
+  'gpt-4o-mini': { input: 0.15, output: 0.6, cacheRead: 0.075 },
+  'gpt-4.1-mini': { input: 0.4, output: 1.6, cacheRead: 0.1 },
+  'gpt-4.1-nano': { input: 0.1, output: 0.4, cacheRead: 0.025 },
+  o1: { input: 15, output: 60, cacheRead: 7.5 },
+  'o1-pro': { input: 150, output: 600 },
+  o3: { input: 2, output: 8, cacheRead: 0.5 },
+  'o3-pro': { input: 20, output: 80 },
+  'o3-mini': { input: 1.1, output: 4.4, cacheRead: 0.55 },
   'o4-mini': { input: 1.1, output: 4.4, cacheRead: 0.275 },
-  '*': { input: 15, output: 75, cacheRead: 1.5, cacheWrite: 18.75 },
+  // As dear as the dearest model above: an unknown model is never counted cheap.
+  '*': { input: 150, output: 600 },
 };
 
 /**
@@ -76,15 +89,29 @@ export function loadPrices(configDir: string): PriceTable {
   return { ...DEFAULT_PRICES, ...parsed.data.models };
 }
 
-/** The entry that prices `model`: the longest prefix of its name in the table, else `*`. */
+/**
+ * Whether table entry `key` names `model`: the whole name, or its start followed by a
+ * version or date (`-5`, `.1`, `-20250929`) or `-latest`. So `gpt-5` prices
+ * `gpt-5-2025-08-07` and `gpt-5.1`, never `gpt-5-pro`; a provider's prefix
+ * (`anthropic/`) is not part of the name.
+ */
+function names(key: string, model: string): boolean {
+  if (model === key) return true;
+  if (!model.startsWith(key)) return false;
+  const rest = model.slice(key.length);
+  return /^[-.@:_]\d/.test(rest) || rest === '-latest';
+}
+
+/** The entry that prices `model`: the longest entry that names it, else `*`. */
 export function priceOf(
   table: PriceTable,
   model: string | undefined,
 ): { key: string; price: Price } | undefined {
   let best: string | undefined;
-  if (model)
+  const name = model?.split('/').at(-1);
+  if (name)
     for (const key of Object.keys(table))
-      if (key !== '*' && model.startsWith(key) && key.length > (best?.length ?? 0)) best = key;
+      if (key !== '*' && names(key, name) && key.length > (best?.length ?? 0)) best = key;
   const key = best ?? (table['*'] ? '*' : undefined);
   return key ? { key, price: table[key]! } : undefined;
 }

@@ -6,6 +6,7 @@
  * bottle that keeps taking turns without pushing is paused and the thread
  * asked.
  */
+import { errorMessage } from '@bb/errors';
 import type { ForgeEvent } from '@bb/forge';
 import {
   type Budget,
@@ -17,7 +18,7 @@ import {
   parseContinue,
   readAllowance,
   readHold,
-  turnSpend,
+  type TurnSpend,
   writeAllowance,
   writeHold,
 } from './budget';
@@ -26,11 +27,14 @@ import type { Decision } from './decide';
 import type { LifecycleAction, LifecycleState } from './machine';
 import type { BottleSession } from './session';
 
-/** An agent's caps now: the policy's, its manifest's, and what `/bb continue` gave. */
+/** An agent's caps now: the policy's, its manifest's, and what `/bb continue` gave this turn. */
 async function capsOf(core: Core, s: BottleSession): Promise<Budget> {
   const manifest = core.o.budgetOf?.(s.agent) ?? core.o.runner.budgetOf?.(s.agent);
   const allowance = s.slug ? await readAllowance(core.o.runner.storage, s.slug) : undefined;
-  return budgetFor(core.o.budgets, manifest, allowance?.grant);
+  // A grant is for the turn it woke (while the turns ended are those it counted from), not for ever.
+  const ended = (await core.o.runner.storage.meta(s.slug))?.turns.length ?? 0;
+  const grant = allowance && ended <= (allowance.idleFrom ?? 0) ? allowance.grant : undefined;
+  return budgetFor(core.o.budgets, manifest, grant);
 }
 
 /** What the bottle's recorded turns spent, less what a `/bb continue` counts from. */
@@ -44,25 +48,62 @@ async function issueSpent(core: Core, s: BottleSession): Promise<{ tokens: numbe
   };
 }
 
+/** What each running turn has used so far (the watched sessions'), read once a pass. */
+export async function runningSpend(
+  core: Core,
+  sessions: BottleSession[],
+): Promise<Map<BottleSession, TurnSpend>> {
+  const out = new Map<BottleSession, TurnSpend>();
+  for (const s of sessions) {
+    const m = s.monitor;
+    if (!m || m.ended || !s.slug) continue;
+    try {
+      out.set(
+        s,
+        await core.turnLogs.spend(
+          core.o.runner.storage,
+          s.slug,
+          new Date(m.startedAt).toISOString(),
+          core.spend.prices,
+        ),
+      );
+    } catch (err) {
+      core.log({ msg: 'could not read what a turn used', slug: s.slug, error: errorMessage(err) });
+    }
+  }
+  return out;
+}
+
 /**
- * Hold a running turn against its caps; stop it at one (its turn then ends the
+ * Hold a running turn against its caps (`spent`: what every running turn used
+ * so far, this one's among them); stop it at one (its turn then ends the
  * ordinary way, frozen, recorded with the reason) and keep the bottle from
- * waking until it is told to go on.
+ * waking until it is told to go on. Waiting for the operator does not count as
+ * the turn's time.
  */
-export async function checkBudget(core: Core, s: BottleSession, now: number): Promise<void> {
+export async function checkBudget(
+  core: Core,
+  s: BottleSession,
+  now: number,
+  spent: Map<BottleSession, TurnSpend>,
+): Promise<void> {
   const monitor = s.monitor;
-  if (!monitor || monitor.ended || s.fired || !s.slug) return;
+  const turn = spent.get(s);
+  if (!monitor || monitor.ended || s.fired || !s.slug || !turn) return;
   const caps = await capsOf(core, s);
-  const since = new Date(monitor.startedAt).toISOString();
-  const turn = await turnSpend(core.o.runner.storage, s.slug, since, core.spend.prices);
   const today = await core.spend.today(now);
+  let running = { tokens: 0, usd: 0 };
+  for (const t of spent.values())
+    running = { tokens: running.tokens + t.tokens, usd: running.usd + t.usd };
+  const paused = s.pause ? s.pause.last - s.pause.since : 0;
   const fired = capReached(caps, core.o.budgets, {
     turn,
     issue: await issueSpent(core, s),
-    day: { tokens: today.tokens + turn.tokens, usd: today.usd + turn.usd },
-    minutes: (now - monitor.startedAt) / 60_000,
+    day: { tokens: today.tokens + running.tokens, usd: today.usd + running.usd },
+    minutes: (now - monitor.startedAt - paused) / 60_000,
   });
-  if (!fired) return;
+  // Only the turn that was measured is stopped (it may have ended while this looked).
+  if (!fired || s.monitor !== monitor || monitor.ended || s.fired) return;
   await writeHold(core.o.runner.storage, s.slug, {
     what: fired.detail,
     at: new Date(now).toISOString(),
@@ -86,9 +127,13 @@ export async function holdBack<T extends { state: LifecycleState; actions: Lifec
   next: T,
 ): Promise<T> {
   if (!next.actions.some((a) => a.type === 'resume')) return next;
-  if ((core.o.budgets?.resume ?? 'command') !== 'command') return next;
   const hold = await readHold(core.o.runner.storage, s.slug);
   if (!hold) return next;
+  // Any reply goes on, as the policy says: the comments that waited are that reply.
+  if ((core.o.budgets?.resume ?? 'command') !== 'command') {
+    await allow(core, s, {});
+    return next;
+  }
   for (const id of s.deferred.splice(0)) await core.o.inbox.settle(id, 'done');
   await core.feedback(s.key, pausedMessage(hold.what), `hold:${s.slug}:${hold.at}`);
   core.log({ msg: 'paused: the comments that waited do not wake it', key: s.key, slug: s.slug });

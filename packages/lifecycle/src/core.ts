@@ -1,7 +1,7 @@
 import type { Forge, ForgeKind, ForgeSite } from '@bb/forge';
 import type { BottleRunner, SessionLimits } from '@bb/headless';
 import type { EventInbox, ForgeStateStore } from '@bb/state';
-import type { Budget, BudgetPolicy, SpendLedger } from './budget';
+import type { Budget, BudgetPolicy, SpendLedger, TurnLogs } from './budget';
 import type { Capacity, CapacityOptions } from './capacity';
 import type { Ack } from './decide';
 import type { Fleet } from './fleet';
@@ -157,6 +157,8 @@ export interface Core {
   readonly fleet: Fleet;
   /** What earlier runs spent (budgets hold this turn's spend against it). */
   readonly spend: SpendLedger;
+  /** The running turns' logs, read as they grow (what each turn used so far). */
+  readonly turnLogs: TurnLogs;
   /** Issues whose new turns wait for the org's daily budget. */
   readonly budgetWaiting: Set<string>;
   /** Inbox events on this process's queues (or waiting to be retried), by id. */

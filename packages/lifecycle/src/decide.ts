@@ -97,7 +97,8 @@ export type Decision =
 
 /** The bot itself, or a login the operator listed as a bot: never heard (no agent is woken by a bot). */
 const isBot = (policy: DecidePolicy, login: string) =>
-  login === policy.botLogin || (policy.ignoreUsers?.includes(login) ?? false);
+  login === policy.botLogin ||
+  (policy.ignoreUsers?.some((u) => u.toLowerCase() === login.toLowerCase()) ?? false);
 
 const live = (v: BottleView) => v.state.status === 'running' || v.state.status === 'frozen';
 

@@ -1,7 +1,7 @@
 import { errorMessage } from '@bb/errors';
 import type { Forge, ForgeEvent } from '@bb/forge';
 import { sessionRows } from './bottle-row';
-import { SpendLedger } from './budget';
+import { SpendLedger, TurnLogs } from './budget';
 import { Capacity } from './capacity';
 import { type Core, type Notice, type OrchestratorOptions, RETRY_MS, threadDesk } from './core';
 import { handleEvent } from './events';
@@ -116,6 +116,7 @@ export class Orchestrator {
       fleet: this.#fleet,
       spend: new SpendLedger(options.provenance.store, options.provenance.prices),
       budgetWaiting: new Set(),
+      turnLogs: new TurnLogs(),
       queued: this.#queued,
       retryMs,
       ctx,

@@ -109,6 +109,7 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
     done = recorded.done;
     turn = recorded.record.turn;
     core.spend.recorded();
+    core.turnLogs.forget(s.slug);
     for (const pr of recorded.prs)
       if (!s.state.prs.includes(pr)) {
         s.set({ ...s.state, prs: [...s.state.prs, pr] });

@@ -6,7 +6,7 @@
  */
 import { errorMessage } from '@bb/errors';
 import { dayCapReached } from './budget';
-import { checkBudget } from './budget-watch';
+import { checkBudget, runningSpend } from './budget-watch';
 import type { Core } from './core';
 import { expireParked, retryWaiting } from './intake';
 import type { BottleSession, Fired } from './session';
@@ -65,8 +65,17 @@ export async function checkWatchdog(core: Core, now: number): Promise<void> {
   // Bottles whose holder is gone (or, after a restart, that nobody holds yet) first.
   await core.fleet.takeOver();
   const timeout = core.o.watchdogTimeoutMs ?? 30 * 60_000;
-  for (const s of core.sessions.watched()) {
+  const watched = [...core.sessions.watched()];
+  // What every running turn used so far: each is held against its caps and the org's day.
+  const spent = await runningSpend(core, watched);
+  for (const s of watched) {
     if (s.monitor?.ended || s.fired) continue;
+    // Steady output is not progress, and waiting for the operator is no licence to spend:
+    // the caps stop a turn that talks and spends for ever.
+    await checkBudget(core, s, now, spent).catch((err) =>
+      core.log({ msg: 'could not check the budget', slug: s.slug, error: errorMessage(err) }),
+    );
+    if (s.fired) continue;
     // Waiting for the operator is not silence: the clock starts again once decided.
     // At most `superviseMaxPauseMs` in a turn: chained requests do not keep an agent alive for ever.
     if (core.o.supervise?.awaitingOperator(s.slug)) {
@@ -85,11 +94,6 @@ export async function checkWatchdog(core: Core, now: number): Promise<void> {
         reason: 'silence',
         detail: `no check-in for ${Math.round(silent / 1000)} s (limit ${Math.round(timeout / 1000)} s)`,
       });
-    // Steady output is not progress: its caps stop a turn that talks and spends for ever.
-    else
-      await checkBudget(core, s, now).catch((err) =>
-        core.log({ msg: 'could not check the budget', slug: s.slug, error: errorMessage(err) }),
-      );
   }
   // Turns that waited for the org's daily budget go on once it is no longer spent.
   if (core.budgetWaiting.size > 0 && !dayCapReached(core.o.budgets, await core.spend.today(now)))

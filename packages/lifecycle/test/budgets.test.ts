@@ -83,6 +83,42 @@ describe('budgets', () => {
     metered(t, slug, 15_000);
     await t.orch.checkWatchdog();
     expect(t.runner.isRunning(slug)).toBe(true);
+    // The grant was for that turn: the next one has the usual cap again.
+    t.finish(slug);
+    await until('frozen again', () => t.row(n)?.status === 'frozen' && !t.runner.isRunning(slug));
+    await t.orch.accept(t.ev.comment(n, 'one more thing', 13, { on: 'issue' }));
+    await until('turn 3', () => t.runner.resumes.length === 2 && t.runner.isRunning(slug));
+    metered(t, slug, 6000);
+    await t.orch.checkWatchdog();
+    await until('stopped at the usual cap', () => t.records(slug).length === 3);
+    expect(t.records(slug)[2]?.watchdogFired?.detail).toContain('5,000 tokens a turn');
+  });
+
+  it('waiting for the operator stops neither the spend count nor the clock of what is spent', async () => {
+    let awaiting = true;
+    const t = setup({
+      budgets: { defaults: { turnTokens: 5000 } },
+      supervise: { awaitingOperator: () => awaiting },
+    });
+    const { n, slug } = await t.launched();
+    metered(t, slug, 6000);
+    await t.orch.checkWatchdog();
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    expect(t.records(slug)[0]?.watchdogFired).toMatchObject({ reason: 'budget' });
+    awaiting = false;
+  });
+
+  it('the day counts every running turn: two bottles cannot each spend what is left of it', async () => {
+    const t = setup({ budgets: { dayTokens: 10_000 } });
+    const a = await t.launched('first');
+    const b = await t.launched('second');
+    metered(t, a.slug, 6000);
+    metered(t, b.slug, 6000);
+    await t.orch.checkWatchdog();
+    await until(
+      'both stopped',
+      () => t.row(a.n)?.status === 'frozen' && t.row(b.n)?.status === 'frozen',
+    );
   });
 
   it('a comment that came in during a turn stopped at a cap does not wake it when the turn ends', async () => {

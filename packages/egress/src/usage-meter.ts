@@ -30,6 +30,7 @@ const BYTES_PER_TOKEN = 4;
 const NL = 0x0a;
 const EMPTY = Buffer.alloc(0);
 const USAGE_KEY = Buffer.from('"usage"');
+const USAGE_TEXT = '"usage"';
 
 type Obj = Record<string, unknown>;
 type Counts = Omit<ModelUsage, 'model' | 'reported'>;
@@ -91,12 +92,15 @@ export class UsageMeter {
     }
     // Only a line that names a usage can tell one (and each that does names its model):
     // it is found in the bytes, and the text deltas between are never decoded or parsed.
-    let at = chunk.indexOf(USAGE_KEY, start);
-    while (at >= 0 && at < last) {
-      const from = Math.max(start, chunk.lastIndexOf(NL, at) + 1);
-      const end = chunk.indexOf(NL, at);
+    // (Searched as Latin-1 text, a byte a character: far quicker than a Buffer's search.)
+    const bytes = chunk.toString('latin1', 0, last);
+    let at = bytes.indexOf(USAGE_TEXT, start);
+    while (at >= 0) {
+      const from = Math.max(start, bytes.lastIndexOf('\n', at) + 1);
+      const found = bytes.indexOf('\n', at);
+      const end = found < 0 ? last : found;
       if (end - from <= LINE_MAX) this.#event(chunk.toString('utf8', from, end));
-      at = chunk.indexOf(USAGE_KEY, end);
+      at = bytes.indexOf(USAGE_TEXT, end);
     }
     this.#keep(chunk.subarray(last + 1));
   }

@@ -37,6 +37,10 @@ async function capsOf(core: Core, s: BottleSession): Promise<Budget> {
   return budgetFor(core.o.budgets, manifest, grant);
 }
 
+/** Whether the org's day has a cap (only then is today's spend read). */
+const dayCapped = (core: Core) =>
+  core.o.budgets?.dayTokens !== undefined || core.o.budgets?.dayUsd !== undefined;
+
 /** What the bottle's recorded turns spent, less what a `/bb continue` counts from. */
 async function issueSpent(core: Core, s: BottleSession): Promise<{ tokens: number; usd: number }> {
   const turns = (await core.o.runner.storage.meta(s.slug))?.turns.length ?? 0;
@@ -91,7 +95,7 @@ export async function checkBudget(
   const turn = spent.get(s);
   if (!monitor || monitor.ended || s.fired || !s.slug || !turn) return;
   const caps = await capsOf(core, s);
-  const today = await core.spend.today(now);
+  const today = dayCapped(core) ? await core.spend.today(now) : { tokens: 0, usd: 0 };
   let running = { tokens: 0, usd: 0 };
   for (const t of spent.values())
     running = { tokens: running.tokens + t.tokens, usd: running.usd + t.usd };
@@ -188,7 +192,9 @@ export async function budgetGate(
     if (hold || said) await allow(core, s, said?.grant ?? {});
     else if (await overIssueCap(core, s)) return 'done';
   }
-  const day = dayCapReached(core.o.budgets, await core.spend.today());
+  const day = dayCapped(core)
+    ? dayCapReached(core.o.budgets, await core.spend.today())
+    : undefined;
   if (day) {
     core.budgetWaiting.add(key);
     core.log({ msg: 'waiting for the daily budget', key, why: day });

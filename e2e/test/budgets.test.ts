@@ -61,6 +61,22 @@ describe.skipIf(!hasImage)('real Docker: budgets freeze and ask', () => {
         git: { name: 'claude agent', email: 'claude@example.test' },
       }),
     );
+    // Agents of their own caps (a manifest's budget over the orchestrator's).
+    for (const [name, budget] of [
+      ['costly', { turnUsd: 0.05 }],
+      ['slow', { turnMinutes: 0.05 }],
+    ] as const)
+      writeFileSync(
+        join(home, 'config', 'agents', `${name}.json`),
+        JSON.stringify({
+          provider: 'claude',
+          model: 'scripted-model',
+          retries: 0,
+          bottles: ['claude'],
+          budget,
+          git: { name: `${name} agent`, email: `${name}@example.test` },
+        }),
+      );
     writeFileSync(
       join(home, 'config', 'bottles', 'claude.json'),
       JSON.stringify({
@@ -184,8 +200,57 @@ describe.skipIf(!hasImage)('real Docker: budgets freeze and ask', () => {
     expect(bodies(n).filter((b) => b.includes('/bb continue'))).toHaveLength(3);
   }, 300_000);
 
+  /** Issue `n`'s first turn, frozen and recorded. */
+  const firstTurn = (n: number, what: string) =>
+    until(
+      what,
+      () => {
+        const r = row(n);
+        return r?.status === 'frozen' && chain(r.slug).length === 1 ? r : undefined;
+      },
+      120_000,
+    );
+  /** After /bb continue, whichever answer the resumed conversation asks for signals done. */
+  const thenDone: ScriptStep[] = [
+    { tools: forge('signal_done', { status: 'success', summary: 'Done.' }) },
+    { tools: forge('signal_done', { status: 'success', summary: 'Done.' }) },
+    { say: 'Done.' },
+    { say: 'Done.' },
+  ];
+
+  it("a turn over its agent's cost cap is stopped and told; the bottle keeps its session", async () => {
+    const n = fileIssue(gitea, 'costly', 'Polish the widgets', 'Shiny.');
+    // $0.09 at Sonnet's price: over the agent's $0.05 a turn.
+    model.setScript([{ tools: busy(), usage: { input: 30_000 } }, ...thenDone]);
+    const frozen = await firstTurn(n, 'stopped at the cost cap');
+    expect(chain(frozen.slug)[0]!.record.watchdogFired).toEqual({
+      reason: 'budget',
+      detail: 'it used about $0.09, over its budget of $0.05 a turn',
+    });
+    expect(frozen.sessionId).toBeTruthy();
+    await until('told once', () => (mine(n).length === 1 ? true : undefined), 30_000);
+    expect(mine(n)[0]).toContain('over its budget of \\$0.05 a turn');
+  }, 300_000);
+
+  it('a turn past its wall time is stopped, told, and goes on in its session with more time', async () => {
+    const n = fileIssue(gitea, 'slow', 'Sort the widgets', 'By size.');
+    model.setScript([{ tools: busy() }, ...thenDone]);
+    const frozen = await firstTurn(n, 'stopped at the wall-time cap');
+    expect(chain(frozen.slug)[0]!.record.watchdogFired).toMatchObject({ reason: 'wall_time' });
+    await until('told once', () => (mine(n).length === 1 ? true : undefined), 30_000);
+    expect(mine(n)[0]).toMatch(/it ran for \d+ s, over its limit of 3 s a turn/);
+    gitea.comment('alice', 'acme/widgets', n, '/bb continue --budget 90min');
+    await until(
+      'resumed and done',
+      () => (chain(frozen.slug).length === 2 ? true : undefined),
+      120_000,
+    );
+    expect(chain(frozen.slug)[1]!.record.done).toEqual({ status: 'success', summary: 'Done.' });
+    expect(row(n)?.sessionId).toBe(frozen.sessionId);
+  }, 300_000);
+
   it("with the org's daily budget spent, a new issue waits and is told why", async () => {
-    // What the first test spent today (over 60,000 tokens) and this turn take the day past 100,000.
+    // What the tests before spent today (over 90,000 tokens) and this turn take the day past 100,000.
     const n = fileIssue(gitea, 'claude', 'Paint the widgets', 'Blue, please.');
     model.setScript([{ tools: busy(), usage: { input: 45_000 } }, { say: 'never reached' }]);
     const frozen = await until(

@@ -192,9 +192,7 @@ export async function budgetGate(
     if (hold || said) await allow(core, s, said?.grant ?? {});
     else if (await overIssueCap(core, s)) return 'done';
   }
-  const day = dayCapped(core)
-    ? dayCapReached(core.o.budgets, await core.spend.today())
-    : undefined;
+  const day = dayCapped(core) ? dayCapReached(core.o.budgets, await core.spend.today()) : undefined;
   if (day) {
     core.budgetWaiting.add(key);
     core.log({ msg: 'waiting for the daily budget', key, why: day });

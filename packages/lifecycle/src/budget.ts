@@ -131,6 +131,10 @@ export function parseContinue(body: string): { grant: Grant } | { error: string 
   return { error: `cannot read the budget "${v.slice(0, 40)}": ${usage}` };
 }
 
+/** Minutes as people say them: seconds under a minute, else minutes. */
+const span = (minutes: number) =>
+  minutes < 1 ? `${Math.round(minutes * 60)} s` : `${Math.round(minutes)} min`;
+
 const thousands = (n: number) => Math.round(n).toLocaleString('en-US');
 const usd = (n: number) => `$${n.toFixed(2)}`;
 
@@ -294,7 +298,7 @@ export function capReached(
   if (b.turnMinutes !== undefined && spent.minutes > b.turnMinutes)
     return {
       reason: 'wall_time',
-      detail: `it ran for ${Math.round(spent.minutes)} min, over its limit of ${b.turnMinutes} min a turn`,
+      detail: `it ran for ${span(spent.minutes)}, over its limit of ${span(b.turnMinutes)} a turn`,
     };
   if (b.turnTokens !== undefined && spent.turn.tokens > b.turnTokens)
     return over(

@@ -149,7 +149,9 @@ describe('budgets', () => {
     await until('frozen', () => t.row(n)?.status === 'frozen');
     expect(t.records(slug)[0]?.watchdogFired).toMatchObject({ reason: 'wall_time' });
     await until('told', () => bodies(t, n).length === 1);
-    expect(bodies(t, n)[0]).toMatch(/stopped the agent's turn: it ran for 0 min, over its limit/);
+    expect(bodies(t, n)[0]).toMatch(
+      /stopped the agent's turn: it ran for \d s, over its limit of 0 s a turn/,
+    );
   });
 
   it("a bottle over its issue's cost cap does not start another turn until told to go on", async () => {

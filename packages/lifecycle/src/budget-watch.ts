@@ -223,6 +223,8 @@ async function allow(core: Core, s: BottleSession, grant: Grant): Promise<void> 
 /** A bottle whose issue already spent its cap is paused before a turn starts (and the thread told). */
 async function overIssueCap(core: Core, s: BottleSession): Promise<boolean> {
   const caps = await capsOf(core, s);
+  // No cap for the issue: its records are not read (a resume is not held up for nothing).
+  if (caps.issueTokens === undefined && caps.issueUsd === undefined) return false;
   const spent = await issueSpent(core, s);
   const fired = capReached({ issueTokens: caps.issueTokens, issueUsd: caps.issueUsd }, undefined, {
     turn: { tokens: 0, usd: 0, comments: 0 },

@@ -3,7 +3,8 @@
 // A turn that passes its token cap is stopped mid-tool, frozen with its session,
 // recorded with the reason and the metered usage, and its thread told once. Any
 // other reply is answered, not obeyed; `/bb continue --budget` resumes the same
-// session, and a comment's hidden text never reaches the model. With the org's daily budget spent, a new issue waits and is told why.
+// session, and a comment's hidden text never reaches the model. An agent's own comments
+// never wake it; turns without a push pause it. With the org's daily budget spent, a new issue waits and is told why.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -102,6 +103,7 @@ describe.skipIf(!hasImage)('real Docker: budgets freeze and ask', () => {
         BB_TEST_MODEL_KEY: MODEL_KEY,
         BB_BUDGET_TURN_TOKENS: '50k',
         BB_BUDGET_DAY_TOKENS: '100k',
+        BB_LOOP_IDLE_TURNS: '3',
         FORGE_WATCHDOG_INTERVAL: '500ms',
         BB_WARM_WINDOW: 'off',
       },
@@ -247,6 +249,34 @@ describe.skipIf(!hasImage)('real Docker: budgets freeze and ask', () => {
     );
     expect(chain(frozen.slug)[1]!.record.done).toEqual({ status: 'success', summary: 'Done.' });
     expect(row(n)?.sessionId).toBe(frozen.sessionId);
+  }, 300_000);
+
+  it('an agent is never woken by its own comments, and turns without a push are paused and the thread asked', async () => {
+    const n = fileIssue(gitea, 'claude', 'Explain the widgets', 'What do they do?');
+    // Each turn the agent comments on its issue (its own comment wakes nothing) and says done.
+    const turn: ScriptStep[] = [
+      { tools: forge('post_comment', { number: n, body: 'Still looking into it.' }) },
+      { tools: forge('signal_done', { status: 'success', summary: 'Looked.' }) },
+      { say: 'Looked.' },
+    ];
+    model.setScript([...turn, ...turn, ...turn, ...turn]);
+    const first = await firstTurn(n, 'the first turn');
+    const turns = () => chain(first.slug).length;
+    for (const [i, ask] of ['Anything else?', 'And now?'].entries()) {
+      gitea.comment('alice', 'acme/widgets', n, ask);
+      await until(`turn ${i + 2}`, () => (turns() === i + 2 && row(n)?.status === 'frozen' ? true : undefined), 120_000);
+    }
+    await until(
+      'paused by the loop breaker',
+      () => (mine(n).some((b) => b.includes('3 turns in a row without pushing')) ? true : undefined),
+      30_000,
+    );
+    // Three turns for three asks: none was started by the agent's own comments.
+    expect(mine(n).filter((b) => b === 'Still looking into it.').length).toBeGreaterThanOrEqual(3);
+    expect(turns()).toBe(3);
+    gitea.comment('alice', 'acme/widgets', n, 'Once more?');
+    await until('answered, not obeyed', () => (mine(n).some((b) => b.startsWith('This agent is paused: it took 3 turns')) ? true : undefined), 30_000);
+    expect(turns()).toBe(3);
   }, 300_000);
 
   it("with the org's daily budget spent, a new issue waits and is told why", async () => {

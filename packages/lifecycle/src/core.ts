@@ -1,7 +1,7 @@
 import type { Forge, ForgeKind, ForgeSite } from '@bb/forge';
 import type { BottleRunner, SessionLimits } from '@bb/headless';
 import type { EventInbox, ForgeStateStore } from '@bb/state';
-import type { Budget, BudgetPolicy, SpendLedger, TurnLogs } from './budget';
+import type { Budget, BudgetPolicy, SpendLedger } from './budget';
 import type { Capacity, CapacityOptions } from './capacity';
 import type { Ack } from './decide';
 import type { Fleet } from './fleet';
@@ -10,6 +10,7 @@ import type { LifecycleContext } from './machine';
 import type { ProvenanceOptions, RecordTurnOptions } from './record-turn';
 import type { BottleSession, Fired, Sessions } from './session';
 import type { ThreadDesk } from './supervise-thread';
+import type { TurnLogs } from './turn-spend';
 import type { WarmBottles } from './warm-bottles';
 import type { Work } from './work';
 

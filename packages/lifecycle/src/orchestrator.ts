@@ -1,7 +1,7 @@
 import { errorMessage } from '@bb/errors';
 import type { Forge, ForgeEvent } from '@bb/forge';
 import { sessionRows } from './bottle-row';
-import { SpendLedger, TurnLogs } from './budget';
+import { SpendLedger } from './budget';
 import { Capacity } from './capacity';
 import { type Core, type Notice, type OrchestratorOptions, RETRY_MS, threadDesk } from './core';
 import { handleEvent } from './events';
@@ -15,6 +15,7 @@ import { Sessions } from './session';
 import { announceRequests } from './supervise-thread';
 import { turnWork } from './turn-end';
 import { TurnMonitor } from './turn-monitor';
+import { TurnLogs } from './turn-spend';
 import { WarmBottles } from './warm-bottles';
 import { checkWatchdog, everyInterval, fire, onReport } from './watchdog';
 import type { Work } from './work';

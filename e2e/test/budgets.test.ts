@@ -264,18 +264,30 @@ describe.skipIf(!hasImage)('real Docker: budgets freeze and ask', () => {
     const turns = () => chain(first.slug).length;
     for (const [i, ask] of ['Anything else?', 'And now?'].entries()) {
       gitea.comment('alice', 'acme/widgets', n, ask);
-      await until(`turn ${i + 2}`, () => (turns() === i + 2 && row(n)?.status === 'frozen' ? true : undefined), 120_000);
+      await until(
+        `turn ${i + 2}`,
+        () => (turns() === i + 2 && row(n)?.status === 'frozen' ? true : undefined),
+        120_000,
+      );
     }
     await until(
       'paused by the loop breaker',
-      () => (mine(n).some((b) => b.includes('3 turns in a row without pushing')) ? true : undefined),
+      () =>
+        mine(n).some((b) => b.includes('3 turns in a row without pushing')) ? true : undefined,
       30_000,
     );
     // Three turns for three asks: none was started by the agent's own comments.
     expect(mine(n).filter((b) => b === 'Still looking into it.').length).toBeGreaterThanOrEqual(3);
     expect(turns()).toBe(3);
     gitea.comment('alice', 'acme/widgets', n, 'Once more?');
-    await until('answered, not obeyed', () => (mine(n).some((b) => b.startsWith('This agent is paused: it took 3 turns')) ? true : undefined), 30_000);
+    await until(
+      'answered, not obeyed',
+      () =>
+        mine(n).some((b) => b.startsWith('This agent is paused: it took 3 turns'))
+          ? true
+          : undefined,
+      30_000,
+    );
     expect(turns()).toBe(3);
   }, 300_000);
 

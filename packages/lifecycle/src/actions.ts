@@ -6,7 +6,7 @@ import { AGENT_LABEL_PREFIX } from '@bb/forge';
 import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import { supervises } from '@bb/headless';
 import { SUPERVISE_PROMPT_OVERLAY } from '@bb/supervise';
-import { issueText, rotationPrompt } from './conversation';
+import { issueText, mayDrive, rotationPrompt } from './conversation';
 import type { Core } from './core';
 import { INITIAL, type LifecycleAction } from './machine';
 import type { BottleSession } from './session';
@@ -243,7 +243,10 @@ async function rotation(core: Core, s: BottleSession, prompt: string): Promise<s
   const summaries = (await core.o.provenance.store.chain(s.slug))
     .slice(-inSession)
     .map((r) => r.record.done?.summary ?? `(turn ${r.record.turn} ended without a summary)`);
-  const rotated = await rotationPrompt(core.forgeFor(s.owner, s.repo), {
+  const forge = core.forgeFor(s.owner, s.repo);
+  const policy = { org: core.o.org ?? 'bot-bottle', botLogin: core.o.botLogin };
+  const rotated = await rotationPrompt(forge, {
+    mayQuote: async (author) => (await mayDrive(forge, policy, author, undefined)).ok,
     overlay: promptOverlay(core.o.env ?? process.env, core.o.runner),
     issue: s.issue,
     pr: s.state.prs.at(-1),

@@ -180,6 +180,11 @@ export async function rotationPrompt(
     previousTurns: number;
     summaries: string[];
     now: string;
+    /**
+     * Whether a review's author may drive the agent: only theirs are quoted (anyone
+     * may review a PR on a public forge). @default everyone's
+     */
+    mayQuote?: (author: string) => Promise<boolean>;
   },
 ): Promise<{ prompt: string; summary: string; hidden: HiddenNote[] }> {
   const issue = await forge.readIssue(o.issue);
@@ -196,8 +201,16 @@ export async function rotationPrompt(
       '',
       `Your PR: #${pr.number} "${seen.plain(pr.title, `title of PR #${pr.number}`)}" (${pr.state}), branch ${pr.head.ref}.`,
     );
-    const reviews = (await forge.readReviews(o.pr)).filter((r) => r.state !== 'approved');
+    const all = (await forge.readReviews(o.pr)).filter((r) => r.state !== 'approved');
+    const reviews: typeof all = [];
+    for (const r of all)
+      if (!o.mayQuote || (await o.mayQuote(r.author.login).catch(() => false))) reviews.push(r);
     const open: string[] = [];
+    const left = all.length - reviews.length;
+    if (left > 0)
+      open.push(
+        `- (${left === 1 ? 'a review by someone' : `${left} reviews by people`} who may not drive you left out)`,
+      );
     for (const r of reviews.slice(-5)) {
       const from = `review by ${r.author.login} on PR #${o.pr}`;
       open.push(

@@ -40,5 +40,5 @@ export { type ProxiesOptions, type ReloadStatus, startProxies } from './proxies'
 export { runProxiesFromEnv } from './proxies-main';
 export { isReservedSecret } from './reserved';
 export { type Decision, decide, type EgressRule, parseRules } from './rules';
-export { type EgressSummary, summarizeEgress } from './summary';
+export { type EgressSummary, parseEgressLog, summarizeEgress } from './summary';
 export { type ModelUsage, UsageMeter } from './usage-meter';

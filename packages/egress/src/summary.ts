@@ -21,18 +21,20 @@ export interface EgressSummary {
   totals: { connections: number; denied: number; bytesUp: number; bytesDown: number };
 }
 
+/** An egress or credential-proxy log's lines as entries; unreadable lines are skipped. */
+export function parseEgressLog(text: string): EgressLogEntry[] {
+  return text.split('\n').flatMap((l) => {
+    try {
+      return l.trim() ? [JSON.parse(l) as EgressLogEntry] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
 /** Summarise egress and credential-proxy log entries (JSON lines or parsed). Unreadable lines are skipped. */
 export function summarizeEgress(input: string | EgressLogEntry[]): EgressSummary {
-  const entries: EgressLogEntry[] =
-    typeof input === 'string'
-      ? input.split('\n').flatMap((l) => {
-          try {
-            return l.trim() ? [JSON.parse(l) as EgressLogEntry] : [];
-          } catch {
-            return [];
-          }
-        })
-      : input;
+  const entries = typeof input === 'string' ? parseEgressLog(input) : input;
   const allowed = new Map<string, EgressSummary['allowed'][number]>();
   const denied = new Map<string, EgressSummary['denied'][number]>();
   const creds = new Map<string, EgressSummary['credentialRoutes'][number]>();

@@ -11,6 +11,7 @@ import type { ForgeEvent } from '@bb/forge';
 import {
   type Budget,
   budgetFor,
+  CONTINUE_HINT,
   capReached,
   clearHold,
   dayCapReached,
@@ -117,7 +118,7 @@ export async function checkBudget(
 
 /** What a paused bottle's thread is told when someone replies to it. */
 const pausedMessage = (what: string) =>
-  `This agent is paused: ${what}. Its work so far is kept. Reply /bb continue to have it go on (/bb continue --budget 500k, --budget $5 or --budget 90min for a different budget for the next turn).`;
+  `This agent is paused: ${what}. Its work so far is kept. ${CONTINUE_HINT}`;
 
 /**
  * A turn's end that would resume the bottle at once for the comments that came

@@ -97,6 +97,19 @@ export const readAllowance = (storage: BottleStorage, slug: string) =>
 export const writeAllowance = (storage: BottleStorage, slug: string, a: Allowance) =>
   storage.writeNote(slug, ALLOWANCE, JSON.stringify(a));
 
+/** How a thread goes on with a bottle stopped at a cap (said wherever it is told it stopped). */
+export const CONTINUE_HINT =
+  'Reply /bb continue to have it go on (/bb continue --budget 500k, --budget $5 or --budget 90min for a different budget for the next turn).';
+
+/** A number of tokens as people write it (`500000`, `500k`, `2m`), or undefined. */
+export function tokenAmount(text: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)([km]?)$/i.exec(text.trim());
+  if (!m) return undefined;
+  return Math.round(
+    Number(m[1]) * { '': 1, k: 1e3, m: 1e6 }[m[2]!.toLowerCase() as '' | 'k' | 'm'],
+  );
+}
+
 /** `/bb continue` at the start of a comment (a supervise command is something else). */
 export const CONTINUE = /^\s*\/bb\s+continue\b/i;
 
@@ -119,11 +132,8 @@ export function parseContinue(body: string): { grant: Grant } | { error: string 
   if (dollars) return { grant: { usd: Number(dollars[1]) } };
   const minutes = /^(\d+)min$/i.exec(v);
   if (minutes) return { grant: { minutes: Number(minutes[1]) } };
-  const tokens = /^(\d+(?:\.\d+)?)([km]?)$/i.exec(v);
-  if (tokens) {
-    const scale = { '': 1, k: 1e3, m: 1e6 }[tokens[2]!.toLowerCase() as '' | 'k' | 'm'];
-    return { grant: { tokens: Math.round(Number(tokens[1]) * scale) } };
-  }
+  const tokens = tokenAmount(v);
+  if (tokens !== undefined) return { grant: { tokens } };
   return { error: `cannot read the budget "${v.slice(0, 40)}": ${usage}` };
 }
 

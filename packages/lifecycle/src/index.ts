@@ -22,6 +22,7 @@ export {
   type Grant,
   type Hold,
   parseContinue,
+  tokenAmount,
 } from './budget';
 export { Capacity, type CapacityOptions } from './capacity';
 export {

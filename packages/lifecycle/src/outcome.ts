@@ -4,6 +4,7 @@
  * how to go on. Never the run record: that stays behind the API.
  */
 import type { ForgeEvent } from '@bb/forge';
+import { CONTINUE_HINT } from './budget';
 import type { Fired } from './session';
 
 export interface OutcomeContext {
@@ -30,7 +31,7 @@ export function turnOutcomeMessage(fired: Fired, c: OutcomeContext): string {
     case 'wall_time':
     case 'budget':
     case 'loop':
-      return `bot-bottle stopped the agent's turn: ${fired.detail}. ${kept} Reply /bb continue to have it go on (/bb continue --budget 500k, --budget $5 or --budget 90min for a different budget for the next turn).`;
+      return `bot-bottle stopped the agent's turn: ${fired.detail}. ${kept} ${CONTINUE_HINT}`;
     case 'stopped':
       return `bot-bottle stopped the agent: ${fired.detail}. ${kept} To go on, give the issue back to the bot (the bot-bottle:${c.agent} label, assigned to the bot).`;
     default:

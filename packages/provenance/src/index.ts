@@ -26,7 +26,13 @@ export {
   RunRecordSchema,
   type SignedRecord,
 } from './record';
-export { foldOps, renderMarkdown, renderTerminal, renderVerification } from './render';
+export {
+  foldOps,
+  renderMarkdown,
+  renderSpend,
+  renderTerminal,
+  renderVerification,
+} from './render';
 export {
   GitleaksScanner,
   indexPatch,
@@ -48,7 +54,6 @@ export {
 export {
   egressEntries,
   meteredUsage,
-  renderSpend,
   type SpendLine,
   type SpendRow,
   type SpendSummary,

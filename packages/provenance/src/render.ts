@@ -2,9 +2,10 @@ import { forMarkdown, forTerminalLine } from '@bb/wall';
 import type { SignedRecord } from './record';
 import type { Verification } from './sign';
 import { recordStatus } from './store';
-import type { Usage } from './usage';
+import type { SpendRow, SpendSummary, Usage } from './usage';
 
 const thousands = (n: number) => n.toLocaleString('en-US');
+const dollars = (n: number) => `$${n.toFixed(2)}`;
 
 /** A turn's usage on one line: the tokens of each kind, the estimate, and each model's share. */
 export function usageLine(u: Usage): string {
@@ -120,4 +121,19 @@ export function renderVerification(v: Verification, what: string): string {
   return v.ok
     ? `${w}: OK\n`
     : `${w}: FAILED\n${v.problems.map((p) => `  - ${forTerminalLine(p)}`).join('\n')}\n`;
+}
+
+/** A spend summary as terminal text: totals, then per day, per agent and the dearest issues. */
+export function renderSpend(s: SpendSummary): string {
+  const table = (title: string, rows: SpendRow[]) => {
+    if (rows.length === 0) return `${title}: none\n`;
+    const w = Math.max(title.length, ...rows.map((r) => r.key.length));
+    return `${title.padEnd(w)}  ${'turns'.padStart(6)}  ${'tokens'.padStart(14)}  ${'cost'.padStart(10)}\n${rows
+      .map(
+        (r) =>
+          `${r.key.padEnd(w)}  ${String(r.turns).padStart(6)}  ${thousands(r.tokens).padStart(14)}  ${dollars(r.costUsd).padStart(10)}`,
+      )
+      .join('\n')}\n`;
+  };
+  return `Since ${s.since}: ${s.total.turns} turns, ${thousands(s.total.tokens)} tokens, about ${dollars(s.total.costUsd)} (estimated from the price table).\n\n${table('day (UTC)', s.byDay)}\n${table('agent', s.byAgent)}\n${table('issue', s.topIssues)}`;
 }

@@ -3,7 +3,7 @@
  * proxy metered it (the model API's own figures, never the agent's), and the
  * spend of many runs summed per day, per agent and per issue.
  */
-import type { EgressLogEntry } from '@bb/egress';
+import { type EgressLogEntry, parseEgressLog } from '@bb/egress';
 import { BbError } from '@bb/errors';
 import { z } from 'zod';
 import { costOf, type PriceTable, priceOf, type TokenCounts } from './prices';
@@ -45,16 +45,7 @@ export const totalTokens = (t: TokenCounts): number =>
   t.input + t.output + t.cacheRead + t.cacheWrite;
 
 /** Parse an egress log's lines; unreadable ones are skipped. */
-export function egressEntries(text: string): EgressLogEntry[] {
-  return text.split('\n').flatMap((l) => {
-    if (!l.trim()) return [];
-    try {
-      return [JSON.parse(l) as EgressLogEntry];
-    } catch {
-      return [];
-    }
-  });
-}
+export const egressEntries = parseEgressLog;
 
 /**
  * What the model answers logged at or after `since` (ISO time) used, per model
@@ -209,22 +200,4 @@ export function sinceOf(text: string, now = Date.now()): string {
       `cannot read the time ${JSON.stringify(text)}: give a span back from now (7d, 24h, 90m, 2w) or a date (2026-11-01)`,
     );
   return new Date(at).toISOString();
-}
-
-const dollars = (n: number) => `$${n.toFixed(2)}`;
-const tokenCount = (n: number) => n.toLocaleString('en-US');
-
-/** A spend summary as terminal text: totals, then per day, per agent and the dearest issues. */
-export function renderSpend(s: SpendSummary): string {
-  const table = (title: string, rows: SpendRow[]) => {
-    if (rows.length === 0) return `${title}: none\n`;
-    const w = Math.max(title.length, ...rows.map((r) => r.key.length));
-    return `${title.padEnd(w)}  ${'turns'.padStart(6)}  ${'tokens'.padStart(14)}  ${'cost'.padStart(10)}\n${rows
-      .map(
-        (r) =>
-          `${r.key.padEnd(w)}  ${String(r.turns).padStart(6)}  ${tokenCount(r.tokens).padStart(14)}  ${dollars(r.costUsd).padStart(10)}`,
-      )
-      .join('\n')}\n`;
-  };
-  return `Since ${s.since}: ${s.total.turns} turns, ${tokenCount(s.total.tokens)} tokens, about ${dollars(s.total.costUsd)} (estimated from the price table).\n\n${table('day (UTC)', s.byDay)}\n${table('agent', s.byAgent)}\n${table('issue', s.topIssues)}`;
 }

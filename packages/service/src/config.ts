@@ -1,5 +1,6 @@
 import { BbError, errorMessage } from '@bb/errors';
 import { type ForgeKind, type ForgeKindRegistry, type ForgeSite, forgeKinds } from '@bb/forge';
+import { tokenAmount } from '@bb/lifecycle';
 import { z } from 'zod';
 import { backendKinds } from './backends';
 
@@ -85,13 +86,8 @@ const tokens = (name: string) =>
     .optional()
     .transform((v, ctx) => {
       if (v === undefined || v.trim() === '') return undefined;
-      const m = /^(\d+(?:\.\d+)?)([km]?)$/i.exec(v.trim());
-      const n = m
-        ? Math.round(
-            Number(m[1]) * { '': 1, k: 1e3, m: 1e6 }[m[2]!.toLowerCase() as '' | 'k' | 'm'],
-          )
-        : NaN;
-      if (!(n >= 1000)) {
+      const n = tokenAmount(v);
+      if (n === undefined || n < 1000) {
         ctx.addIssue({
           code: 'custom',
           message: `${name} must be a number of tokens of at least 1000, such as 500000, 500k or 2m (got ${JSON.stringify(v)})`,

@@ -405,6 +405,13 @@ export function kubernetesRunner(
         createdAt: new Date().toISOString(),
       };
       const { token } = await gateToken(o, l.forge, l.forge.token);
+      // Nothing is made in the cluster unless the issue is still the caller's.
+      try {
+        await l.fence?.();
+      } catch (err) {
+        rmSync(p.dir, { recursive: true, force: true });
+        throw err;
+      }
       startTurn(meta, l.prompt);
       await bottles.launch(specOf(meta, l.prompt, token, true));
     },
@@ -423,6 +430,7 @@ export function kubernetesRunner(
       }
       if (r.pr !== undefined && meta.forge) meta.forge = { ...meta.forge, pr: r.pr };
       const token = meta.forge ? (await gateToken(o, meta.forge)).token : undefined;
+      await r.fence?.();
       startTurn(meta, r.prompt);
       await bottles.resume(specOf(meta, r.prompt, token));
     },

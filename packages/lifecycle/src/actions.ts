@@ -119,6 +119,8 @@ async function launchBottle(
         // The forge's API says where the default branch is: a mirror already there
         // needs no fetch.
         defaultHead: () => forge.defaultBranchHead(),
+        // No agent starts once the issue is another orchestrator's (a stall past the lease).
+        fence: () => core.fleet.fence(s.key),
       }),
     );
   } catch (err) {
@@ -190,6 +192,7 @@ export async function resumeBottle(
         ...(pr !== undefined
           ? { prHead: async () => (await core.forgeFor(s.owner, s.repo).readPr(pr)).head.sha }
           : {}),
+        fence: () => core.fleet.fence(s.key),
       }),
     );
   } catch (err) {

@@ -18,6 +18,11 @@ export interface FeedbackOptions {
   turnOutcomes?: boolean;
   /** Waits before a comment the forge failed is posted again; after the last it is given up. */
   retryMs?: number[];
+  /**
+   * Asked just before each forge write about an issue: `false` (the issue is
+   * another orchestrator's now) and nothing is written. @default always
+   */
+  mayWrite?: (key: string) => Promise<boolean>;
   /** Run `fn` after `ms` (unless the orchestrator is closed by then). */
   later?: (ms: number, fn: () => void | Promise<void>) => void;
   log(entry: Record<string, unknown>): void;
@@ -97,6 +102,7 @@ export class Feedback {
   async #post(key: string, on: number, message: string, topic: Topic, attempt: number) {
     const { owner, repo } = parseIssueKey(key);
     try {
+      if (!(await this.#mayWrite(key, topic))) return;
       // Literal text, never markup: the message quotes labels, names and errors (I8).
       await this.#o.forgeFor(owner, repo).postComment(on, forMarkdown(message));
     } catch (err) {
@@ -119,11 +125,18 @@ export class Feedback {
   acknowledge(key: string, target: Ack): void {
     if (this.#o.acknowledge === false) return;
     const { owner, repo } = parseIssueKey(key);
-    void this.#o
-      .forgeFor(owner, repo)
-      .react(target, 'eyes')
-      .catch((err) =>
-        this.#o.log({ msg: 'could not acknowledge', key, target, error: errorMessage(err) }),
-      );
+    void (async () => {
+      if (await this.#mayWrite(key, 'acknowledgement'))
+        await this.#o.forgeFor(owner, repo).react(target, 'eyes');
+    })().catch((err) =>
+      this.#o.log({ msg: 'could not acknowledge', key, target, error: errorMessage(err) }),
+    );
+  }
+
+  /** Whether the issue is still this orchestrator's to write about (logged when not). */
+  async #mayWrite(key: string, what: string): Promise<boolean> {
+    if (!this.#o.mayWrite || (await this.#o.mayWrite(key))) return true;
+    this.#o.log({ msg: `not posted: ${what}; another orchestrator holds the issue`, key });
+    return false;
   }
 }

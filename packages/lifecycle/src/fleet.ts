@@ -1,5 +1,5 @@
 import { existsSync, rmSync } from 'node:fs';
-import { errorMessage } from '@bb/errors';
+import { BbError, errorMessage } from '@bb/errors';
 import type { ForgeEvent, ForgeKind } from '@bb/forge';
 import type { BottleRunner } from '@bb/headless';
 import { homeLayout, LABEL } from '@bb/names';
@@ -117,11 +117,18 @@ export class Fleet {
     if (!this.leases.holds(key)) {
       // Held before and only run out here (a stall): this process's state of it stands
       // if nobody took it meanwhile.
-      const knew = this.leases.knows(key);
+      let knew = this.leases.knows(key);
       const claim = await this.leases.claim(key);
       if (!claim.held) {
         if (knew) this.letGo(key);
         return undefined;
+      }
+      if (knew && !claim.continued) {
+        // Its lease changed hands while this process stalled, and came back: what this
+        // process knew of the issue is stale. It is taken over afresh, from the store.
+        this.#dropLocal(key);
+        knew = false;
+        this.#h.log({ msg: 'lease came back after another held it: issue read again', key });
       }
       if (claim.takenFrom)
         this.#h.log({
@@ -150,10 +157,12 @@ export class Fleet {
         Object.assign(report, took);
       }
     }
+    // Comments already waiting in its session for the running turn are not taken again.
+    const waiting = new Set(this.#h.sessions.get(key)?.deferred ?? []);
     for (const e of await this.#h.inbox.openEvents()) {
       if (e.issue !== key || e.state === 'parked') continue;
       report.open.add(e.id);
-      if (this.#h.queued.has(e.id)) continue;
+      if (this.#h.queued.has(e.id) || waiting.has(e.id)) continue;
       this.#h.push(key, eventWork(e));
       report.replayed++;
     }
@@ -345,11 +354,15 @@ export class Fleet {
 
   /** Stop working on `key` here (its lease is someone else's). */
   letGo(key: string): void {
+    this.#dropLocal(key);
+    this.leases.forget(key);
+  }
+
+  /** Forget what this process holds of `key`'s bottle (its room, its session, its turn's watch). */
+  #dropLocal(key: string): void {
     const s = this.#h.sessions.get(key);
     if (s?.slug) this.#h.capacity.release(s.slug);
-    // Its turn's watch stops with it.
     this.#h.sessions.delete(key);
-    this.leases.forget(key);
   }
 
   /**
@@ -367,12 +380,33 @@ export class Fleet {
     await this.leases.release(key);
   }
 
-  /** Whether this process holds `key`, asking the store again when its lease ran out here. */
+  /**
+   * Whether this process may still act on `key`: held by its own reckoning, or,
+   * once that ran out, claimed again by the same fencing token. Lost (taken, even
+   * if it came back since): the issue is let go here.
+   */
   async stillHolds(key: string): Promise<boolean> {
     if (this.leases.holds(key)) return true;
-    if (!this.leases.knows(key)) return false;
-    if ((await this.leases.claim(key)).held) return true;
-    this.letGo(key);
+    const knew = this.leases.knows(key);
+    if (await this.leases.confirm(key)) return true;
+    if (knew) {
+      this.#h.log({ msg: 'lease lost: another orchestrator held the issue meanwhile', key });
+      this.letGo(key);
+    }
     return false;
+  }
+
+  /**
+   * Throw unless this process may still act on `key` (`stillHolds`): asked
+   * just before each thing that cannot be taken back (a forge write, an agent
+   * started, a turn recorded), so one that stalled past its lease and lost the
+   * issue does none of them after it wakes.
+   */
+  async fence(key: string): Promise<void> {
+    if (!(await this.stillHolds(key)))
+      throw new BbError(
+        'CONFLICT',
+        `issue ${key} is another orchestrator's now (this one stalled past its lease): its work here stops`,
+      );
   }
 }

@@ -42,7 +42,7 @@ export class IssueLeases {
    * less one renewal period (the database's clock and ours may drift apart by
    * that much). Past it the issue counts as not held, renewed or not.
    */
-  readonly #held = new Map<string, number>();
+  readonly #held = new Map<string, { until: number; token: number }>();
   readonly #now: () => number;
 
   constructor(o: FleetOptions, now: () => number = () => performance.now()) {
@@ -56,8 +56,8 @@ export class IssueLeases {
 
   /** Whether this process holds `issue` and its lease has not run out by this process's reckoning. */
   holds(issue: string): boolean {
-    const until = this.#held.get(issue);
-    return until !== undefined && this.#now() < until;
+    const held = this.#held.get(issue);
+    return held !== undefined && this.#now() < held.until;
   }
 
   get held(): string[] {
@@ -73,13 +73,37 @@ export class IssueLeases {
     return sentAt + this.ttlMs - this.heartbeatMs;
   }
 
-  /** Claim `issue`; `held` says whether it is ours now. */
-  async claim(issue: string): Promise<ClaimResult> {
+  /** The fencing token this process holds `issue` by (0: not held). */
+  token(issue: string): number {
+    return this.#held.get(issue)?.token ?? 0;
+  }
+
+  /**
+   * Claim `issue`; `held` says whether it is ours now, `continued` whether this
+   * process held it before by the same token (nobody held it in between, so what
+   * this process knows of it stands).
+   */
+  async claim(issue: string): Promise<ClaimResult & { continued: boolean }> {
     const sentAt = this.#now();
+    const before = this.#held.get(issue)?.token;
     const r = await this.#store.claim(NAME + issue, this.holder, this.ttlMs);
-    if (r.held) this.#held.set(issue, this.#deadline(sentAt));
+    if (r.held) this.#held.set(issue, { until: this.#deadline(sentAt), token: r.token });
     else this.#held.delete(issue);
-    return r;
+    return { ...r, continued: r.held && before !== undefined && before === r.token };
+  }
+
+  /**
+   * Whether this process may still act on `issue`: held by its own reckoning, or,
+   * once that ran out, claimed again by the same token. A lease that changed hands
+   * meanwhile (even if it came back) is lost: it is forgotten here.
+   */
+  async confirm(issue: string): Promise<boolean> {
+    if (this.holds(issue)) return true;
+    if (!this.#held.has(issue)) return false;
+    const r = await this.claim(issue);
+    if (r.continued) return true;
+    this.#held.delete(issue);
+    return false;
   }
 
   /**
@@ -103,7 +127,7 @@ export class IssueLeases {
     for (const i of mine) {
       if (!this.#held.has(i)) continue;
       // Kept: nobody took it, even if it ran out meanwhile; this process's state of it stands.
-      if (kept.has(i)) this.#held.set(i, this.#deadline(sentAt));
+      if (kept.has(i)) this.#held.get(i)!.until = this.#deadline(sentAt);
       else {
         this.#held.delete(i);
         lost.push(i);

@@ -84,6 +84,7 @@ export class Orchestrator {
       ...(options.turnOutcomes === false ? { turnOutcomes: false } : {}),
       retryMs,
       later: (ms, fn) => this.#later(ms, fn),
+      mayWrite: (key) => this.#fleet.stillHolds(key),
       log,
     });
     // The one writer of a bottle's row: only the holder writes it.

@@ -262,6 +262,16 @@ const MAX_TRIES = 30;
 /** Post `u`; kept for the next pass when the forge fails (the ledger marked it already). */
 async function post(core: Core, id: string, u: ThreadPost): Promise<void> {
   try {
+    if (!(await core.fleet.stillHolds(u.key))) {
+      // Its issue is another orchestrator's now (this one stalled past its lease).
+      unposted(core).delete(id);
+      core.log({
+        msg: 'supervise request not posted: another orchestrator holds the issue',
+        key: u.key,
+        request: id,
+      });
+      return;
+    }
     await core.forgeFor(u.owner, u.repo).postComment(u.issue, u.body);
     unposted(core).delete(id);
     core.log({ msg: 'supervise request posted', key: u.key, request: id });

@@ -73,6 +73,12 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
     if (outcome.warm) await runner.cool?.(s.slug).catch(() => {});
     return;
   }
+  // Recorded, frozen and followed up by the issue's holder only: one that stalled past
+  // its lease leaves the turn to the orchestrator that took the issue (it watches it too).
+  if (!(await core.fleet.stillHolds(s.key))) {
+    core.log({ msg: 'turn end left to the holder of the issue', key: s.key, slug: s.slug });
+    return;
+  }
   // The monitor stays registered until the row says frozen: the watchdog must not
   // take the bottle for one whose wait was lost and watch (and record) it again.
   s.monitor?.close();

@@ -46,6 +46,8 @@ export class FakeRunner implements BottleRunner {
   bytes = 1024 ** 3;
   /** Keep bottles warm after their turns, this long, holding this much (as the real runner can). */
   warm: { ms: number; bytes: number } | undefined;
+  /** Each agent started (a launch's or a resume's turn), by slug, in order. */
+  readonly started: string[] = [];
   /** What each launch and resume was asked, in order. */
   readonly launches: Array<Parameters<BottleRunner['startLaunch']>[0]> = [];
   readonly resumes: Array<Parameters<BottleRunner['startResume']>[0]> = [];
@@ -59,7 +61,7 @@ export class FakeRunner implements BottleRunner {
     this.#failNext.set(step, err);
   }
 
-  /** Make the next start of a bottle wait for `until`. */
+  /** Make the next start of a bottle (a launch or a resume) wait for `until`. */
   holdStart(until: Promise<void>) {
     this.#hold.set('next', until);
   }
@@ -105,6 +107,13 @@ export class FakeRunner implements BottleRunner {
       createdAt: new Date().toISOString(),
     };
     writeMeta(meta, this.env);
+    try {
+      // As the real runner: asked before the agent starts; what was made goes when it throws.
+      await o.fence?.();
+    } catch (err) {
+      await this.destroy(o.slug);
+      throw err;
+    }
     this.#begin(o.slug);
   }
 
@@ -118,6 +127,10 @@ export class FakeRunner implements BottleRunner {
         `bottle ${o.slug} is ${meta?.status}; only a frozen bottle can be resumed`,
       );
     this.#take('resume');
+    const hold = this.#hold.get('next');
+    this.#hold.delete('next');
+    await hold;
+    await o.fence?.();
     meta.status = 'running';
     if (o.freshSession) {
       meta.sessionId = `session-${o.slug}-${meta.turns.length + 1}`;
@@ -133,6 +146,7 @@ export class FakeRunner implements BottleRunner {
   }
 
   #begin(slug: string): void {
+    this.started.push(slug);
     const p = bottlePaths(slug, this.env);
     mkdirSync(p.sock, { recursive: true });
     writeFileSync(join(p.sock, 'forge.sock'), '');

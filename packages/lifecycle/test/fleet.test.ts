@@ -12,12 +12,77 @@ import { cleanups, OWNER, REPO, setup, until } from './orchestrator-setup';
 
 const TTL = 400;
 
+/** A write one orchestrator made, with when (performance.now()). */
+interface Write {
+  at: number;
+  what: string;
+}
+
+/** `target` with `methods` recorded in `writes` as they are called. */
+function recorded<T extends object>(
+  target: T,
+  methods: string[],
+  name: string,
+  writes: Write[],
+): T {
+  return new Proxy(target, {
+    get(obj, prop, recv) {
+      const v = Reflect.get(obj, prop, recv);
+      if (typeof v !== 'function') return v;
+      if (!methods.includes(String(prop))) return v.bind(obj);
+      return (...args: unknown[]) => {
+        writes.push({ at: performance.now(), what: `${name}.${String(prop)}` });
+        return v.apply(obj, args);
+      };
+    },
+  });
+}
+
+const FORGE_WRITES = [
+  'postComment',
+  'react',
+  'addLabels',
+  'updateDescription',
+  'openPr',
+  'openIssue',
+  'closeIssue',
+];
+const ROW_WRITES = ['upsert', 'delete'];
+
 function fleetOf(
   t: ReturnType<typeof setup>,
   runnerB?: FakeRunner,
   pollMs: { a?: number; b?: number } = {},
+  /** Record a's forge and row writes, and let a test hold a's turn records. */
+  watchA = false,
 ) {
   const leases = new SqliteLeaseStore(t.db);
+  const writes: Write[] = [];
+  let recordHold: Promise<void> | undefined;
+  let recording = false;
+  const store = watchA ? recorded(t.options.store, ROW_WRITES, 'row', writes) : t.options.store;
+  const provenance = watchA
+    ? {
+        ...t.options.provenance,
+        store: new Proxy(t.options.provenance.store, {
+          get(obj, prop, recv) {
+            const v = Reflect.get(obj, prop, recv);
+            if (typeof v !== 'function') return v;
+            if (prop !== 'append') return v.bind(obj);
+            return async (...args: unknown[]) => {
+              recording = true;
+              const hold = recordHold;
+              recordHold = undefined;
+              await hold;
+              // Counted when stored: one the store refuses (its chain moved on) wrote nothing.
+              const out = await v.apply(obj, args);
+              writes.push({ at: performance.now(), what: 'record.append' });
+              return out;
+            };
+          },
+        }),
+      }
+    : t.options.provenance;
   const logs: { a: Array<Record<string, unknown>>; b: Array<Record<string, unknown>> } = {
     a: [],
     b: [],
@@ -26,6 +91,14 @@ function fleetOf(
     const orch = new Orchestrator({
       ...t.options,
       ...(holder === 'b' && runnerB ? { runner: runnerB } : {}),
+      ...(holder === 'a' && watchA
+        ? {
+            store,
+            provenance,
+            forgeFor: (o: string, r: string) =>
+              recorded(t.options.forgeFor!(o, r), FORGE_WRITES, 'forge', writes),
+          }
+        : {}),
       fleet: { leases, holder, ttlMs: TTL, heartbeatMs: 100, pollMs: pollMs[holder] ?? 20 },
       watchdogIntervalMs: 100,
       log: (e) => logs[holder].push(e),
@@ -34,7 +107,21 @@ function fleetOf(
     cleanups.push(() => orch.close());
     return orch;
   };
-  return { a: make('a'), b: make('b'), logs, leases };
+  return {
+    a: make('a'),
+    b: make('b'),
+    logs,
+    leases,
+    /** The moment a wakes from its pause (writes after it are what fencing forbids). */
+    wake: () => performance.now(),
+    /** a's forge, row and record writes since `since`. */
+    writesBy: (_who: 'a', since: number) => writes.filter((w) => w.at >= since).map((w) => w.what),
+    /** Make a's next turn record wait for `until`. */
+    holdRecordOfA: (until: Promise<void>) => {
+      recordHold = until;
+    },
+    recordingOfA: () => recording,
+  };
 }
 
 /** The keys of these events, in the order the log says they were handled. */
@@ -48,10 +135,10 @@ const launchesOf = (t: ReturnType<typeof setup>) =>
   t.runner.calls.filter((c) => c.startsWith('launch '));
 
 /** Two orchestrators over one database (the setup's own closed); an issue for them. */
-function twoOf(runnerB?: FakeRunner, pollMs?: { a?: number; b?: number }) {
+function twoOf(runnerB?: FakeRunner, pollMs?: { a?: number; b?: number }, watchA = false) {
   const t = setup();
   t.orch.close();
-  const fleet = fleetOf(t, runnerB, pollMs);
+  const fleet = fleetOf(t, runnerB, pollMs, watchA);
   const n = t.issue();
   return { t, ...fleet, n, key: issueKey(OWNER, REPO, n) };
 }
@@ -207,8 +294,11 @@ describe('orchestrators sharing one database', () => {
     expect(t.records(slug)).toHaveLength(1);
   });
 
-  it('one that stalled mid-launch past its lease writes nothing over the bottle its successor made', async () => {
-    const { t, a, b, logs, n, key } = twoOf();
+  // Fencing: a paused at a slow step past its lease (b takes the issue meanwhile) and
+  // woken makes no forge write, starts no agent and writes no row after it wakes.
+  it('one paused mid-launch past its lease starts no agent and writes nothing after it wakes', async () => {
+    const f = twoOf(undefined, {}, true);
+    const { t, a, b, logs, n, key } = f;
     let go!: () => void;
     t.runner.holdStart(new Promise<void>((r) => (go = r)));
     await a.accept(t.ev.targeted(n));
@@ -216,18 +306,86 @@ describe('orchestrators sharing one database', () => {
     const first = a.bottle(key)!.slug;
     a.stopWatchdog();
     // b takes the issue over: the half-made bottle is removed and launched again.
-    await until('b launched again', () => launchesOf(t).length === 2, TTL * 8);
+    await until('b launched again', () => t.runner.started.length === 1, TTL * 8);
     const second = b.bottle(key)!.slug;
     expect(second).not.toBe(first);
-    expect(t.runner.calls).toContain(`destroy ${first}`);
-    // a wakes: its launch goes on, its agent works and stops; a writes no row.
+    const woke = f.wake();
     go();
-    await until('a watching its bottle', () => a.running.includes(first));
-    t.finish(first);
+    await until('a gave up its launch', () => logs.a.some((e) => e['msg'] === 'launch failed'));
     await new Promise((r) => setTimeout(r, TTL));
-    expect(t.row(n)?.slug).toBe(second);
-    expect(t.row(n)?.status).toBe('running');
-    expect(logs.a.some((e) => e['msg'] === 'bottle launched')).toBe(true);
+    expect(t.runner.started).toEqual([second]);
+    expect(await t.runner.containers(first)).toEqual([]);
+    expect(logs.a.some((e) => e['msg'] === 'bottle launched')).toBe(false);
+    expect(t.row(n)).toMatchObject({ slug: second, status: 'running' });
+    expect(f.writesBy('a', woke)).toEqual([]);
+  });
+
+  it('one paused mid-resume past its lease starts no agent; the comment is heard once, by the new holder', async () => {
+    const f = twoOf(undefined, {}, true);
+    const { t, a, b, logs, n, key } = f;
+    const slug = await launchOnA(f);
+    t.finish(slug, 72);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    let go!: () => void;
+    t.runner.holdStart(new Promise<void>((r) => (go = r)));
+    await a.accept(t.ev.comment(72, 'please also update the docs'));
+    await until('a resuming', () => t.runner.resumes.length === 1);
+    a.stopWatchdog();
+    await until('b took the issue', () => b.fleet.held.includes(key), TTL * 8);
+    const woke = f.wake();
+    go();
+    await until('a let the issue go', () => !a.fleet.held.includes(key) && !a.bottle(key));
+    // The comment is b's to act on: one turn hears it, started by b.
+    await until('b resumed', () => t.runner.started.length === 2, TTL * 8);
+    await new Promise((r) => setTimeout(r, TTL));
+    expect(t.runner.started).toEqual([slug, slug]);
+    const heard = t.runner.resumes.filter((r) => r.prompt.includes('please also update the docs'));
+    expect(heard.length).toBe(2); // a's (stopped at its fence) and b's
+    expect(logs.b.some((e) => e['msg'] === 'bottle resumed')).toBe(true);
+    expect(logs.a.some((e) => e['msg'] === 'bottle resumed')).toBe(false);
+    expect(f.writesBy('a', woke)).toEqual([]);
+  });
+
+  it('one paused while it records a turn past its lease leaves it to the new holder: recorded once, no writes after it wakes', async () => {
+    const f = twoOf(undefined, {}, true);
+    const { t, a, b, n, key } = f;
+    const slug = await launchOnA(f);
+    let go!: () => void;
+    f.holdRecordOfA(new Promise<void>((r) => (go = r)));
+    t.finish(slug, 73);
+    await until('a recording', () => f.recordingOfA());
+    a.stopWatchdog();
+    await until('b took the issue', () => b.fleet.held.includes(key), TTL * 8);
+    await until('b recorded and froze it', () => t.row(n)?.status === 'frozen', TTL * 8);
+    const woke = f.wake();
+    go();
+    await new Promise((r) => setTimeout(r, TTL * 2));
+    expect(t.records(slug)).toHaveLength(1);
+    expect(f.writesBy('a', woke)).toEqual([]);
+    // b carries on with the issue: a comment wakes the bottle, through b.
+    await b.accept(t.ev.comment(73, 'thanks, one more'));
+    await until('resumed by b', () => t.runner.started.length === 2);
+  });
+
+  it('a comment waiting for the running turn is heard once when its holder takes the issue up again after its own clock ran the lease out', async () => {
+    const f = twoOf();
+    const { t, a, b, n, key } = f;
+    b.close();
+    const slug = await launchOnA(f);
+    await a.accept(t.ev.comment(n, 'also check the tests', undefined, { on: 'issue' }));
+    await until('waiting for the turn', () => (a.bottle(key)?.state.pending.length ?? 0) === 1);
+    // a stalls (no renewals) past its lease; nobody takes it: the database still says a's.
+    a.stopWatchdog();
+    await until('lapsed here', () => !a.fleet.held.includes(key), TTL * 4);
+    // Something else of the issue comes in: a takes the issue up again.
+    await a.accept(t.ev.comment(n, 'and the changelog', undefined, { on: 'issue' }));
+    await until('both waiting', () => (a.bottle(key)?.state.pending.length ?? 0) >= 2);
+    a.startWatchdog();
+    t.finish(slug, 74);
+    await until('resumed', () => t.runner.resumes.length === 1, TTL * 8);
+    const prompt = t.runner.resumes[0]!.prompt;
+    expect(prompt.split('also check the tests').length - 1).toBe(1);
+    expect(prompt.split('and the changelog').length - 1).toBe(1);
   });
 
   it('a bottle of another machine is left alone: not watched, not removed', async () => {

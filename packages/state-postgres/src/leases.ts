@@ -11,19 +11,23 @@ import { LEASES_PG_MIGRATIONS } from './migrations';
 
 /** The SQL the lease store runs, exported so the benchmark's baseline runs the same. */
 export const PG_LEASE_SQL = {
-  // One statement: taken when free, run out, or already ours; `old` is the row before.
+  // One statement: taken when free, run out, released or already ours; `old` is the row
+  // before. The token stays while the holder does and rises when the lease changes hands.
   claim: `WITH old AS (SELECT holder, expires_at FROM work_leases WHERE name = $1)
-    INSERT INTO work_leases AS l (name, holder, expires_at)
-    VALUES ($1, $2, now() + $3 * interval '1 millisecond')
-    ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-      WHERE l.holder = excluded.holder OR l.expires_at <= now()
-    RETURNING holder, expires_at, (SELECT holder FROM old) AS old_holder,
+    INSERT INTO work_leases AS l (name, holder, expires_at, token)
+    VALUES ($1, $2, now() + $3 * interval '1 millisecond', 1)
+    ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+      token = CASE WHEN l.holder = excluded.holder THEN l.token ELSE l.token + 1 END
+      WHERE l.holder = excluded.holder OR l.holder = '' OR l.expires_at <= now()
+    RETURNING holder, expires_at, token, (SELECT holder FROM old) AS old_holder,
       (SELECT expires_at FROM old) AS old_expires_at`,
   current: 'SELECT holder, expires_at FROM work_leases WHERE name = $1',
   renew: `UPDATE work_leases SET expires_at = now() + $3 * interval '1 millisecond'
     WHERE holder = $1 AND name = ANY($2) RETURNING name`,
-  release: 'DELETE FROM work_leases WHERE name = $1 AND holder = $2',
-  leases: 'SELECT name, holder, expires_at FROM work_leases WHERE expires_at > now() ORDER BY name',
+  release: `UPDATE work_leases SET holder = '', expires_at = now()
+    WHERE name = $1 AND holder = $2`,
+  leases: `SELECT name, holder, expires_at FROM work_leases
+    WHERE expires_at > now() AND holder <> '' ORDER BY name`,
 } as const;
 
 /**
@@ -45,6 +49,7 @@ export class PostgresLeaseStore implements LeaseStore {
     const r = await this.database.query<{
       holder: string;
       expires_at: Date;
+      token: string;
       old_holder: string | null;
       old_expires_at: Date | null;
     }>('claim a lease in', PG_LEASE_SQL.claim, [name, holder, ttlMs]);
@@ -54,6 +59,7 @@ export class PostgresLeaseStore implements LeaseStore {
         held: true,
         holder,
         expiresAt: won.expires_at.toISOString(),
+        token: Number(won.token),
         ...(won.old_holder && won.old_holder !== holder && won.old_expires_at
           ? { takenFrom: { holder: won.old_holder, expiredAt: won.old_expires_at.toISOString() } }
           : {}),
@@ -68,6 +74,7 @@ export class PostgresLeaseStore implements LeaseStore {
       held: false,
       holder: row?.holder ?? '',
       expiresAt: row?.expires_at.toISOString() ?? new Date().toISOString(),
+      token: 0,
     };
   }
 

@@ -115,4 +115,9 @@ export const LEASES_PG_MIGRATIONS: readonly PgMigration[] = [
       );
     `,
   },
+  {
+    // Fencing tokens (see `ClaimResult.token`); a released lease keeps its row with no holder.
+    version: 2,
+    up: 'ALTER TABLE work_leases ADD COLUMN token BIGINT NOT NULL DEFAULT 1;',
+  },
 ];

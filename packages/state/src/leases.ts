@@ -15,6 +15,15 @@ export interface ClaimResult {
   /** Who holds it (the claimant, or whoever kept it). */
   holder: string;
   expiresAt: string;
+  /**
+   * The lease's fencing token: the same for as long as one holder keeps it
+   * (claimed again, renewed, or run out and taken by nobody), and larger each
+   * time it changes hands or is released and claimed again. A holder that
+   * claims again after a stall and gets a token other than the one it had has
+   * lost the lease meanwhile: whatever it knew of the work is stale. `0` when
+   * not held.
+   */
+  token: number;
   /** When it was taken from another holder whose lease had run out: who, and when it ran out. */
   takenFrom?: { holder: string; expiredAt: string } | undefined;
 }
@@ -74,7 +83,8 @@ export function checkTtl(ttlMs: unknown): number {
 
 /** Leases in this process's memory: one orchestrator, nothing shared. */
 export class MemoryLeaseStore implements LeaseStore {
-  readonly #leases = new Map<string, { holder: string; until: number }>();
+  /** Released leases stay, with no holder, so their tokens keep rising. */
+  readonly #leases = new Map<string, { holder: string; until: number; token: number }>();
   constructor(private readonly now: () => number = Date.now) {}
 
   claim(name: string, holder: string, ttlMs: number): ClaimResult {
@@ -84,14 +94,21 @@ export class MemoryLeaseStore implements LeaseStore {
     const now = this.now();
     const cur = this.#leases.get(name);
     if (cur && cur.holder !== holder && cur.until > now)
-      return { held: false, holder: cur.holder, expiresAt: new Date(cur.until).toISOString() };
+      return {
+        held: false,
+        holder: cur.holder,
+        expiresAt: new Date(cur.until).toISOString(),
+        token: 0,
+      };
     const until = now + ttlMs;
-    this.#leases.set(name, { holder, until });
+    const token = cur ? (cur.holder === holder ? cur.token : cur.token + 1) : 1;
+    this.#leases.set(name, { holder, until, token });
     return {
       held: true,
       holder,
       expiresAt: new Date(until).toISOString(),
-      ...(cur && cur.holder !== holder
+      token,
+      ...(cur?.holder && cur.holder !== holder
         ? { takenFrom: { holder: cur.holder, expiredAt: new Date(cur.until).toISOString() } }
         : {}),
     };
@@ -114,13 +131,14 @@ export class MemoryLeaseStore implements LeaseStore {
   release(name: string, holder: string): void {
     checkLeaseName(name);
     checkLeaseHolder(holder);
-    if (this.#leases.get(name)?.holder === holder) this.#leases.delete(name);
+    const cur = this.#leases.get(name);
+    if (cur?.holder === holder) this.#leases.set(name, { holder: '', until: 0, token: cur.token });
   }
 
   leases(): Lease[] {
     const now = this.now();
     return [...this.#leases]
-      .filter(([, l]) => l.until > now)
+      .filter(([, l]) => l.holder !== '' && l.until > now)
       .map(([name, l]) => ({ name, holder: l.holder, expiresAt: new Date(l.until).toISOString() }))
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }

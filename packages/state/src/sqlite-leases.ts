@@ -22,6 +22,11 @@ export const LEASE_MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    // Fencing tokens (see `ClaimResult.token`); a released lease keeps its row with no holder.
+    version: 2,
+    up: `ALTER TABLE work_leases ADD COLUMN token INTEGER NOT NULL DEFAULT 1;`,
+  },
 ];
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -40,22 +45,29 @@ export class SqliteLeaseStore implements LeaseStore {
     database.migrate('leases', LEASE_MIGRATIONS);
     this.#db = database.db;
     this.#path = database.path;
-    const get = this.#db.prepare('SELECT holder, expires_at FROM work_leases WHERE name = ?');
+    const get = this.#db.prepare(
+      'SELECT holder, expires_at, token FROM work_leases WHERE name = ?',
+    );
     const put = this.#db.prepare(
-      `INSERT INTO work_leases (name, holder, expires_at) VALUES (?, ?, ?)
-       ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at`,
+      `INSERT INTO work_leases (name, holder, expires_at, token) VALUES (?, ?, ?, ?)
+       ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+         token = excluded.token`,
     );
     const claim = this.#db.transaction((name: string, holder: string, ttlMs: number) => {
       const now = Date.now();
-      const cur = get.get(name) as { holder: string; expires_at: number } | undefined;
-      if (cur && cur.holder !== holder && cur.expires_at > now)
-        return { held: false, holder: cur.holder, expiresAt: iso(cur.expires_at) };
-      put.run(name, holder, now + ttlMs);
+      const cur = get.get(name) as
+        | { holder: string; expires_at: number; token: number }
+        | undefined;
+      if (cur && cur.holder !== holder && cur.holder !== '' && cur.expires_at > now)
+        return { held: false, holder: cur.holder, expiresAt: iso(cur.expires_at), token: 0 };
+      const token = cur ? (cur.holder === holder ? cur.token : cur.token + 1) : 1;
+      put.run(name, holder, now + ttlMs, token);
       return {
         held: true,
         holder,
         expiresAt: iso(now + ttlMs),
-        ...(cur && cur.holder !== holder
+        token,
+        ...(cur?.holder && cur.holder !== holder
           ? { takenFrom: { holder: cur.holder, expiredAt: iso(cur.expires_at) } }
           : {}),
       };
@@ -90,7 +102,9 @@ export class SqliteLeaseStore implements LeaseStore {
     checkLeaseName(name);
     checkLeaseHolder(holder);
     this.#run('release a lease in', () =>
-      this.#db.prepare('DELETE FROM work_leases WHERE name = ? AND holder = ?').run(name, holder),
+      this.#db
+        .prepare("UPDATE work_leases SET holder = '', expires_at = 0 WHERE name = ? AND holder = ?")
+        .run(name, holder),
     );
   }
 
@@ -100,7 +114,8 @@ export class SqliteLeaseStore implements LeaseStore {
       () =>
         this.#db
           .prepare(
-            'SELECT name, holder, expires_at FROM work_leases WHERE expires_at > ? ORDER BY name',
+            `SELECT name, holder, expires_at FROM work_leases
+             WHERE expires_at > ? AND holder <> '' ORDER BY name`,
           )
           .all(Date.now()) as Array<{ name: string; holder: string; expires_at: number }>,
     );

@@ -107,6 +107,14 @@ export interface BottleOptions {
    * caller cools what outlives its window (`cool`). @default 0
    */
   warmMs?: number;
+  /**
+   * Asked just before the agent's container starts and, in a launch, again just
+   * before its program is let start (after the clone): throwing stops the turn
+   * there, and nothing of it ran (a launch's half-made bottle is removed, a
+   * resumed one frozen again). The orchestrator's lease check: one that lost its
+   * issue while it stalled starts no agent.
+   */
+  fence?: (() => Promise<void>) | undefined;
 }
 
 export interface LaunchOptions extends BottleOptions {

@@ -294,6 +294,8 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   }
   delete meta.syncPr;
   if (meta.warm) {
+    // The warm agent runs the turn as soon as it is given: asked before that.
+    await options.fence?.();
     // In the containers kept warm, when they can serve this turn; else cooled first.
     let warm: StartedTurn | string;
     try {

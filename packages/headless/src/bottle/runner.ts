@@ -38,6 +38,8 @@ export interface BottleRunner {
     bottles?: string[] | undefined;
     /** Where the default branch is, as the forge's API says (the mirror may need no fetch). */
     defaultHead?: (() => Promise<string | undefined>) | undefined;
+    /** Asked before the agent starts; throwing stops the launch (see `BottleOptions.fence`). */
+    fence?: (() => Promise<void>) | undefined;
   }): Promise<void>;
   /** Start a new turn of a frozen bottle; returns once the agent runs. */
   startResume(o: {
@@ -48,6 +50,8 @@ export interface BottleRunner {
     freshSession?: boolean | undefined;
     /** Where the PR branch is now, as the forge's API says (cheaper than asking its git). */
     prHead?: (() => Promise<string | undefined>) | undefined;
+    /** Asked before the agent starts; throwing stops the turn (see `BottleOptions.fence`). */
+    fence?: (() => Promise<void>) | undefined;
   }): Promise<void>;
   /** Wait for the running turn's end (the agent's exit), record it in the bottle, freeze it. */
   finishTurn(slug: string): Promise<TurnOutcome>;
@@ -169,6 +173,7 @@ export function headlessRunner(
         labels: { ...MANAGED_LABEL },
         ...(l.bottles ? { bottles: l.bottles } : {}),
         ...(l.defaultHead ? { defaultHead: l.defaultHead } : {}),
+        ...(l.fence ? { fence: l.fence } : {}),
       });
       noted(l.slug, t.expiresAt);
     },
@@ -183,6 +188,7 @@ export function headlessRunner(
         ...(r.pr !== undefined ? { pr: r.pr } : {}),
         ...(r.freshSession ? { freshSession: true } : {}),
         ...(r.prHead ? { prHead: r.prHead } : {}),
+        ...(r.fence ? { fence: r.fence } : {}),
       });
       if (forge) noted(r.slug, t?.expiresAt);
     },

@@ -304,11 +304,19 @@ export async function startTurn(
     gateUp.catch(() => {});
     progress(`running ${agent.provider} agent (turn ${turn})`);
     const aid = await created;
+    await options.fence?.();
     await backend.start(aid);
     if (workspaceReady) {
       // The agent's program starts once its workspace is made, while its gate may still be
       // coming up: its clients wait for the gate's sockets (and the bridge, for the proxies').
       await workspaceReady;
+      // The clone may have taken long: asked again before anything of the agent runs.
+      try {
+        await options.fence?.();
+      } catch (err) {
+        await backend.stop(aid, 1000).catch(() => {});
+        throw err;
+      }
       // Into the gate's directory, following no link: the launch's base for its pushes,
       // then the word that lets the agent's program start.
       if (meta.baseCommit)

@@ -66,6 +66,32 @@ export const describeLeaseConformance = conformanceSuite<LeaseStore>(
       await leases.release('never-held', 'r1');
     });
 
+    test('the fencing token stays while one holder keeps the lease and rises each time it changes hands', async () => {
+      const leases = await make();
+      const first = await leases.claim('fenced', 'r1', 100);
+      expect(first.token).toBeGreaterThan(0);
+      // Claimed again, renewed, run out and taken by nobody: the same holder, the same token.
+      expect((await leases.claim('fenced', 'r1', 100)).token).toBe(first.token);
+      await sleep(200);
+      expect((await leases.claim('fenced', 'r1', 100)).token).toBe(first.token);
+      // Refused: no token.
+      expect(await leases.claim('fenced', 'r2', 100)).toMatchObject({ held: false, token: 0 });
+      // Taken after it ran out: a larger token; the old holder's next claim is larger still.
+      await sleep(200);
+      const taken = await leases.claim('fenced', 'r2', 60_000);
+      expect(taken.token).toBeGreaterThan(first.token);
+      await leases.release('fenced', 'r2');
+      const back = await leases.claim('fenced', 'r1', 60_000);
+      expect(back.held).toBe(true);
+      expect(back.token).toBeGreaterThan(taken.token);
+      // Released and claimed again by the same holder: a new token too.
+      await leases.release('fenced', 'r1');
+      expect((await leases.claim('fenced', 'r1', 60_000)).token).toBeGreaterThan(back.token);
+      // A released lease is not listed.
+      await leases.release('fenced', 'r1');
+      expect((await leases.leases()).map((l) => l.name)).not.toContain('fenced');
+    });
+
     test('of many claimants of a free lease exactly one gets it', async () => {
       const leases = await make();
       const results = await Promise.all(

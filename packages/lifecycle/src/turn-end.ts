@@ -16,6 +16,7 @@ import { recordTurn } from './record-turn';
 import type { BottleSession, Fired } from './session';
 import { readTurnLog } from './turn-log';
 import type { TurnReport } from './turn-monitor';
+import { untilStored } from './until-stored';
 
 /** What a running turn reported: its PRs, its done signal, its end. */
 export async function turnWork(core: Core, key: string, report: TurnReport): Promise<void> {
@@ -75,7 +76,11 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
   }
   // Recorded, frozen and followed up by the issue's holder only: one that stalled past
   // its lease leaves the turn to the orchestrator that took the issue (it watches it too).
-  if (!(await core.fleet.stillHolds(s.key))) {
+  const waitOut = {
+    log: (e: Record<string, unknown>) => core.log({ ...e, key: s.key }),
+    closed: () => core.closed(),
+  };
+  if (!(await untilStored('the turn end', () => core.fleet.stillHolds(s.key), waitOut))) {
     core.log({ msg: 'turn end left to the holder of the issue', key: s.key, slug: s.slug });
     return;
   }
@@ -96,22 +101,29 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
   let done: Awaited<ReturnType<typeof recordTurn>>['done'] = null;
   let turn: number | undefined;
   try {
-    const recorded = await recordTurn({
-      slug: s.slug,
-      agent: s.agent,
-      env: core.o.env,
-      storage: runner.storage,
-      forge: { owner: s.owner, repo: s.repo, issue: s.issue },
-      prs: s.state.prs,
-      outcome,
-      startedAt:
-        (await runner.storage.meta(s.slug))?.turns.at(-1)?.startedAt ?? new Date().toISOString(),
-      fired,
-      provenance: core.o.provenance,
-      ...(core.o.supervise?.auditTurn
-        ? { supervise: (slug: string, at: string) => core.o.supervise!.auditTurn!(slug, at) }
-        : {}),
-    });
+    // Evidence first: an outage of the database holds the record until it is back.
+    const startedAt =
+      (await runner.storage.meta(s.slug))?.turns.at(-1)?.startedAt ?? new Date().toISOString();
+    const recorded = await untilStored(
+      'the turn record',
+      () =>
+        recordTurn({
+          slug: s.slug,
+          agent: s.agent,
+          env: core.o.env,
+          storage: runner.storage,
+          forge: { owner: s.owner, repo: s.repo, issue: s.issue },
+          prs: s.state.prs,
+          outcome,
+          startedAt,
+          fired,
+          provenance: core.o.provenance,
+          ...(core.o.supervise?.auditTurn
+            ? { supervise: (slug: string, at: string) => core.o.supervise!.auditTurn!(slug, at) }
+            : {}),
+        }),
+      waitOut,
+    );
     done = recorded.done;
     turn = recorded.record.turn;
     core.spend.recorded();
@@ -132,7 +144,7 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
   // The machine decides from the turn that ended; the row says frozen before anything it asks.
   const ended = s.state;
   try {
-    await s.commit({ ...ended, status: 'frozen' });
+    await untilStored('the frozen row', () => s.commit({ ...ended, status: 'frozen' }), waitOut);
   } finally {
     s.monitor = undefined;
   }

@@ -140,6 +140,12 @@ export class PostgresDatabase {
       throw mapPgError(err, this.where, action);
     }
     let broken = false;
+    // A connection the server drops while it is checked out (an outage mid-transaction)
+    // fails the statement in flight; its 'error' event must not end the process.
+    const dropped = () => {
+      broken = true;
+    };
+    client.on('error', dropped);
     try {
       await client.query('BEGIN');
       const out = await fn(client);
@@ -151,6 +157,7 @@ export class PostgresDatabase {
       });
       throw isBbError(err) ? err : mapPgError(err, this.where, action);
     } finally {
+      client.removeListener('error', dropped);
       client.release(broken);
     }
   }

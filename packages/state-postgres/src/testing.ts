@@ -26,6 +26,11 @@ export interface TestPostgres {
   dir: string;
   /** Stop the server at once and remove its directory. */
   stop(): Promise<void>;
+  /**
+   * An outage: stop the server at once (every connection dropped, as a crash
+   * would), wait `downMs`, and start it again on the same data and socket.
+   */
+  restart(downMs?: number): Promise<void>;
 }
 
 export interface StartPostgresOptions {
@@ -98,13 +103,8 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     `max_connections=${options.maxConnections ?? 200}`,
     ...(options.durable ? [] : ['fsync=off', 'synchronous_commit=off', 'full_page_writes=off']),
   ];
-  try {
-    await run(
-      join(bin, 'initdb'),
-      ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync'],
-      { ...as, cwd: dir, env: { ...process.env, LC_ALL: 'C' } },
-    );
-    await run(
+  const start = () =>
+    run(
       join(bin, 'pg_ctl'),
       [
         '-D',
@@ -120,6 +120,15 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
       ],
       { ...as, cwd: dir },
     );
+  const halt = () =>
+    run(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop'], { ...as, cwd: dir });
+  try {
+    await run(
+      join(bin, 'initdb'),
+      ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync'],
+      { ...as, cwd: dir, env: { ...process.env, LC_ALL: 'C' } },
+    );
+    await start();
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
     throw new Error(
@@ -133,11 +142,14 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     async stop() {
       if (stopped) return;
       stopped = true;
-      await run(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop'], {
-        ...as,
-        cwd: dir,
-      }).catch(() => {});
+      await halt().catch(() => {});
       rmSync(dir, { recursive: true, force: true });
+    },
+    async restart(downMs = 0) {
+      if (stopped) throw new Error('this PostgreSQL was stopped for good');
+      await halt();
+      if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
+      await start();
     },
   };
 }

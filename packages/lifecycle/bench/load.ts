@@ -34,9 +34,27 @@ export function deliveries(n: number, firstId = 10_000): Buffer[] {
   });
 }
 
+const issueHeaders = JSON.parse(
+  readFileSync(join(fixtures, 'issue_comment.created.headers.json'), 'utf8'),
+) as Record<string, string>;
+const issueTemplate = JSON.parse(
+  readFileSync(join(fixtures, 'issue_comment.created.json'), 'utf8'),
+);
+
+/** `n` distinct issue-comment deliveries over issues 1..`issues` (comment ids from `firstId`). */
+export function issueDeliveries(n: number, firstId: number, issues: number): Buffer[] {
+  return Array.from({ length: n }, (_, i) => {
+    const p = structuredClone(issueTemplate);
+    p.comment.id = firstId + i;
+    p.comment.body = `comment ${i}`;
+    p.issue.number = 1 + (i % issues);
+    return Buffer.from(JSON.stringify(p));
+  });
+}
+
 const sign = (b: Buffer) => createHmac('sha256', SECRET).update(b).digest('hex');
-const headersFor = (b: Buffer, good = true) => ({
-  ...headers0,
+const headersFor = (b: Buffer, good = true, onIssue = false) => ({
+  ...(onIssue ? issueHeaders : headers0),
   'Content-Length': String(b.length),
   'X-Gitea-Signature': good ? sign(b) : '0'.repeat(64),
   'X-Hub-Signature-256': '',
@@ -119,12 +137,17 @@ export function floorServer(dbPath: string): { server: Server; close: () => void
 
 /** POST every delivery at `conc` at a time; each one's latency (ms, sorted), the run's seconds, the statuses. */
 export async function load(
-  port: number,
+  port: number | number[],
   list: Buffer[],
   good = true,
   conc = 10,
+  /** The deliveries are issue comments (`issueDeliveries`): sent with their headers. */
+  onIssue = false,
 ): Promise<{ lat: number[]; seconds: number; statuses: Map<number, number> }> {
-  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: conc });
+  // Several ports: a load balancer's round robin, one delivery to each in turn.
+  const pools = (Array.isArray(port) ? port : [port]).map(
+    (p) => new Pool(`http://127.0.0.1:${p}`, { connections: conc }),
+  );
   const lat: number[] = [];
   const statuses = new Map<number, number>();
   let next = 0;
@@ -132,12 +155,13 @@ export async function load(
   await Promise.all(
     Array.from({ length: conc }, async () => {
       while (next < list.length) {
-        const b = list[next++]!;
+        const i = next++;
+        const b = list[i]!;
         const s = process.hrtime.bigint();
-        const res = await pool.request({
+        const res = await pools[i % pools.length]!.request({
           method: 'POST',
           path: '/webhooks/gitea',
-          headers: headersFor(b, good),
+          headers: headersFor(b, good, onIssue),
           body: b,
         });
         await res.body.dump();
@@ -147,7 +171,7 @@ export async function load(
     }),
   );
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-  await pool.close();
+  await Promise.all(pools.map((p) => p.close()));
   return { lat: lat.sort((a, b) => a - b), seconds, statuses };
 }
 
@@ -190,11 +214,16 @@ export function ackResult(o: {
   };
 }
 
-/** `load` run by a process of its own, on `n` deliveries from comment id `firstId`. */
+/**
+ * `load` run by a process of its own, on `n` deliveries from comment id `firstId`
+ * (PR comments; issue comments over `issues` issues when given), to `port` or
+ * round robin to each of `port`.
+ */
 export async function loadInChild(
-  port: number,
+  port: number | number[],
   n: number,
   firstId: number,
+  issues?: number,
 ): Promise<{ lat: number[]; seconds: number; statuses: Map<number, number> }> {
   const { execFile } = await import('node:child_process');
   const out = await new Promise<string>((resolve, reject) =>
@@ -205,9 +234,10 @@ export async function loadInChild(
         'tsx',
         '--conditions=@bb/source',
         fileURLToPath(new URL('./load-child.ts', import.meta.url)),
-        String(port),
+        Array.isArray(port) ? port.join(',') : String(port),
         String(n),
         String(firstId),
+        ...(issues ? [String(issues)] : []),
       ],
       { maxBuffer: 64 * 1024 * 1024 },
       (err, stdout, stderr) => (err ? reject(new Error(stderr || String(err))) : resolve(stdout)),

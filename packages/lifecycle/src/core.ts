@@ -164,6 +164,8 @@ export interface Core {
   readonly budgetWaiting: Set<string>;
   /** Inbox events on this process's queues (or waiting to be retried), by id. */
   readonly queued: Set<number>;
+  /** Keys of the events being accepted now (their inbox write in flight). */
+  readonly accepting: Set<string>;
   readonly retryMs: number[];
   readonly ctx: LifecycleContext;
   closed(): boolean;

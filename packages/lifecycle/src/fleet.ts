@@ -5,7 +5,7 @@ import type { BottleRunner } from '@bb/headless';
 import { homeLayout, LABEL } from '@bb/names';
 import type { EventInbox, ForgeStateStore, InboxEvent } from '@bb/state';
 import type { Capacity } from './capacity';
-import type { IssueLeases } from './issue-leases';
+import { ISSUE_LEASE, type IssueLeases } from './issue-leases';
 import { issueKey, issueOf, parseIssueKey } from './routing';
 import type { Sessions } from './session';
 import { eventWork, keyOf, type Work } from './work';
@@ -42,6 +42,10 @@ export interface FleetHost {
   sessions: Sessions;
   /** Inbox events on this process's queues (or waiting for a retry), by id. */
   queued: Set<number>;
+  /** Keys of the events this process is accepting now (their inbox write is in flight). */
+  accepting: Set<string>;
+  /** Whether this process has event `id` queued, or settled it lately. */
+  seen(id: number): boolean;
   push(key: string, work: Work): void;
   /** Items of `key` queued or running. */
   pending(key: string): number;
@@ -278,13 +282,16 @@ export class Fleet {
    */
   async takeOver(): Promise<void> {
     if (this.#h.closed()) return;
-    const others = await this.leases.heldByOthers();
     const want = new Set<string>();
-    for (const row of await this.#h.store.all()) {
+    const u = this.leases.unleased;
+    // Where the database can say what nobody holds, only that is read; else every row,
+    // every open event and every lease, compared here.
+    const others = u ? new Set<string>() : await this.leases.heldByOthers();
+    for (const row of u ? await u.unleasedRows(ISSUE_LEASE) : await this.#h.store.all()) {
       const key = keyOf(row);
       if (!this.leases.holds(key) && !others.has(key)) want.add(key);
     }
-    for (const e of await this.#h.inbox.openEvents()) {
+    for (const e of u ? await u.unleasedEvents(ISSUE_LEASE) : await this.#h.inbox.openEvents()) {
       if (e.state === 'parked') {
         await this.routeIfClaimed(e);
         continue;
@@ -326,6 +333,54 @@ export class Fleet {
     for (const key of unheld)
       if (!others.has(key) && !this.isForeign(key) && this.#h.pending(key) === 0)
         this.#h.push(key, { type: 'claim', occurredAt: '' });
+  }
+
+  /** Issues whose open events are being read for a notice (`heard`), and whether another came meanwhile. */
+  readonly #hearing = new Map<string, boolean>();
+
+  /**
+   * An event of an issue was accepted, by whichever orchestrator (the inbox's
+   * `watchPending`): queued here when this one holds the issue; left to its
+   * holder when a claim found one lately; else claimed. `null`: some
+   * may have been missed, the whole inbox is read. Notices of one issue that
+   * come while its events are read are answered by one more read.
+   */
+  async heard(event: { id: number; issue: string; key: string } | null): Promise<void> {
+    if (this.#h.closed()) return;
+    if (event === null) return this.pollInbox();
+    const { issue } = event;
+    // Accepted here: queued already, or about to be (the notice can come before the answer).
+    if (this.#h.seen(event.id) || this.#h.accepting.has(event.key)) return;
+    if (!this.leases.holds(issue)) {
+      // Its holder hears it. Held by nobody that this process knows of (a lease given up
+      // a moment ago, say): claimed, as the poll would, without waiting for it.
+      if (
+        !this.leases.heldElsewhere(issue) &&
+        !this.isForeign(issue) &&
+        this.#h.pending(issue) === 0
+      )
+        this.#h.push(issue, { type: 'claim', occurredAt: '' });
+      return;
+    }
+    if (this.#hearing.has(issue)) {
+      this.#hearing.set(issue, true);
+      return;
+    }
+    this.#hearing.set(issue, false);
+    try {
+      do {
+        this.#hearing.set(issue, false);
+        const inbox = this.#h.inbox;
+        const open = inbox.openEventsOf
+          ? await inbox.openEventsOf(issue)
+          : (await inbox.openEvents()).filter((e) => e.issue === issue);
+        for (const e of open)
+          if (e.state === 'pending' && !this.#h.seen(e.id))
+            this.#h.push(issue, eventWork(e, 0, true));
+      } while (this.#hearing.get(issue));
+    } finally {
+      this.#hearing.delete(issue);
+    }
   }
 
   /**

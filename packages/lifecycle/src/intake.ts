@@ -27,6 +27,22 @@ export async function acceptEvent(core: Core, event: ForgeEvent): Promise<boolea
     },
     core.o.forge.kind,
   );
+  // Its notice (the inbox's watchPending) may come before the write's answer: this
+  // process queues it itself.
+  core.accepting.add(event.key);
+  try {
+    return await acceptAndQueue(core, event, issue, pr);
+  } finally {
+    core.accepting.delete(event.key);
+  }
+}
+
+async function acceptAndQueue(
+  core: Core,
+  event: ForgeEvent,
+  issue: number | undefined,
+  pr: { owner: string; repo: string; pr: number } | undefined,
+): Promise<boolean> {
   const stored = await core.o.inbox.accept(event.key, {
     issue: issue === undefined ? null : issueKey(event.owner, event.repo, issue),
     occurredAt: event.occurredAt,
@@ -46,9 +62,11 @@ export async function acceptEvent(core: Core, event: ForgeEvent): Promise<boolea
       : {}),
   });
   if (!stored) return false;
-  if (stored.issue && stored.state !== 'done')
-    core.push(stored.issue, { type: 'event', inbox: stored, event, attempt: 0 });
-  else if (stored.state === 'done')
+  if (stored.issue && stored.state !== 'done') {
+    // Queued already when its notice (the inbox's watchPending) came first.
+    if (!core.queued.has(stored.id))
+      core.push(stored.issue, { type: 'event', inbox: stored, event, attempt: 0 });
+  } else if (stored.state === 'done')
     core.log({ msg: 'event not about a bottle', key: event.key, kind: event.kind });
   else core.log({ msg: 'event parked until a bottle claims its PR', key: event.key });
   return true;

@@ -1,4 +1,4 @@
-import { type ClaimResult, type LeaseStore, MemoryLeaseStore } from '@bb/state';
+import { type ClaimResult, type LeaseStore, MemoryLeaseStore, type UnleasedWork } from '@bb/state';
 
 /** How orchestrators sharing one database share the work. */
 export interface FleetOptions {
@@ -14,8 +14,17 @@ export interface FleetOptions {
   ttlMs?: number;
   /** How often leases are renewed and bottles nobody holds are taken over. @default ttlMs / 3 */
   heartbeatMs?: number;
-  /** How often the shared inbox is read for events other orchestrators accepted. @default 500 ms */
+  /**
+   * How often the shared inbox is read for events other orchestrators accepted
+   * (5 s at least where the inbox tells of them at once: `watchPending`). @default 500 ms
+   */
   pollMs?: number;
+  /**
+   * What nobody holds, read by the database itself, when the leases live in the
+   * same database as the bottles and the inbox (the PostgreSQL state store): the
+   * take-over scan reads only what it may take. @default every row and every lease, read and compared here
+   */
+  unleased?: UnleasedWork;
 }
 
 /** One orchestrator alone: leases in its own memory, always granted. */
@@ -23,7 +32,9 @@ export function soloFleet(): FleetOptions {
   return { leases: new MemoryLeaseStore(), holder: 'solo' };
 }
 
-const NAME = 'issue:';
+/** What an issue's lease name puts before its key. */
+export const ISSUE_LEASE = 'issue:';
+const NAME = ISSUE_LEASE;
 
 /**
  * This process's side of the issue leases: which issues it holds, claiming,
@@ -35,6 +46,7 @@ export class IssueLeases {
   readonly ttlMs: number;
   readonly heartbeatMs: number;
   readonly pollMs: number;
+  readonly unleased: UnleasedWork | undefined;
   readonly #store: LeaseStore;
   /**
    * Issues held, each with the local time until which this process may act on
@@ -44,6 +56,11 @@ export class IssueLeases {
    */
   readonly #held = new Map<string, { until: number; token: number }>();
   readonly #now: () => number;
+  /**
+   * Issues a claim found another holding, until when (local time) that is
+   * trusted without asking again: one renewal period from the claim.
+   */
+  readonly #others = new Map<string, number>();
 
   constructor(o: FleetOptions, now: () => number = () => performance.now()) {
     this.#now = now;
@@ -52,6 +69,7 @@ export class IssueLeases {
     this.ttlMs = o.ttlMs ?? 15_000;
     this.heartbeatMs = o.heartbeatMs ?? Math.max(1, Math.floor(this.ttlMs / 3));
     this.pollMs = o.pollMs ?? 500;
+    this.unleased = o.unleased;
   }
 
   /** Whether this process holds `issue` and its lease has not run out by this process's reckoning. */
@@ -62,6 +80,18 @@ export class IssueLeases {
 
   get held(): string[] {
     return [...this.#held.keys()].filter((i) => this.holds(i));
+  }
+
+  /**
+   * Whether a claim of `issue` found another holding it within the last renewal
+   * period (so claiming again now would be refused, most likely).
+   */
+  heldElsewhere(issue: string): boolean {
+    const until = this.#others.get(issue);
+    if (until === undefined) return false;
+    if (this.#now() < until) return true;
+    this.#others.delete(issue);
+    return false;
   }
 
   /** Whether this process held `issue` (its lease may have run out since, unrenewed). */
@@ -87,8 +117,14 @@ export class IssueLeases {
     const sentAt = this.#now();
     const before = this.#held.get(issue)?.token;
     const r = await this.#store.claim(NAME + issue, this.holder, this.ttlMs);
-    if (r.held) this.#held.set(issue, { until: this.#deadline(sentAt), token: r.token });
-    else this.#held.delete(issue);
+    if (r.held) {
+      this.#held.set(issue, { until: this.#deadline(sentAt), token: r.token });
+      this.#others.delete(issue);
+    } else {
+      this.#held.delete(issue);
+      this.#others.set(issue, sentAt + this.heartbeatMs);
+      if (this.#others.size > 10_000) this.#others.delete(this.#others.keys().next().value!);
+    }
     return { ...r, continued: r.held && before !== undefined && before === r.token };
   }
 

@@ -98,6 +98,8 @@ export class Orchestrator {
       capacity: this.capacity,
       sessions: this.#sessions,
       queued: this.#queued,
+      accepting: this.#accepting,
+      seen: (id) => this.#queued.has(id) || this.#settled.has(id),
       push: (key, work) => this.#push(key, work),
       pending: (key) => this.queue.pending(key),
       watch: (slug, startedAt) => this.watch(slug, startedAt),
@@ -120,6 +122,7 @@ export class Orchestrator {
       budgetWaiting: new Set(),
       turnLogs: new TurnLogs(),
       queued: this.#queued,
+      accepting: this.#accepting,
       retryMs,
       ctx,
       closed: () => this.#closed,
@@ -241,14 +244,27 @@ export class Orchestrator {
         'posting supervise requests',
         () => announceRequests(this.#core, desk),
       );
+    // Several orchestrators on one database server: the holder of an issue hears of each
+    // event another accepted as it commits; the inbox's poll is then only a safety net.
+    const watch = this.#o.fleet ? this.#o.inbox.watchPending?.bind(this.#o.inbox) : undefined;
+    if (watch && !this.#unwatchInbox)
+      this.#unwatchInbox = watch((issue) =>
+        this.#fleet
+          .heard(issue)
+          .catch((err) => this.#o.log?.({ msg: 'inbox notice failed', error: errorMessage(err) })),
+      );
+    const pollMs = watch ? Math.max(this.#fleet.leases.pollMs, 5000) : this.#fleet.leases.pollMs;
     if (this.#fleetTimers.length === 0)
       this.#fleetTimers = [
         // Renewal alone on its timer: nothing slow in front of it.
         every(this.#fleet.leases.heartbeatMs, 'lease renewal', () => this.#fleet.heartbeat()),
         every(this.#fleet.leases.heartbeatMs, 'take-over scan', () => this.takeOver()),
-        every(this.#fleet.leases.pollMs, 'inbox poll', () => this.#fleet.pollInbox()),
+        every(pollMs, 'inbox poll', () => this.#fleet.pollInbox()),
       ];
   }
+
+  #unwatchInbox: (() => void) | undefined;
+  readonly #accepting = new Set<string>();
 
   stopWatchdog(): void {
     if (this.#watchdogTimer) clearInterval(this.#watchdogTimer);
@@ -257,6 +273,8 @@ export class Orchestrator {
     this.#threadTimer = undefined;
     for (const t of this.#fleetTimers) clearInterval(t);
     this.#fleetTimers = [];
+    this.#unwatchInbox?.();
+    this.#unwatchInbox = undefined;
   }
 
   /** Stop watching turns and stop the watchdog (the bottles keep running; `coolAll` first for warm ones). */
@@ -333,8 +351,15 @@ export class Orchestrator {
   async #dispatch(key: string, work: Work): Promise<void> {
     if (work.type === 'retry_waiting') return retryWaiting(this.#core);
     // Only the holder of an issue's lease works on it; this process claims it when free.
-    if (!this.#fleet.leases.holds(key) && !(await adoptFor(this.#core, key, work, this.queue)))
-      return;
+    if (!this.#fleet.leases.holds(key)) {
+      // Another holds it, as a claim said a moment ago: it hears of the event from the
+      // inbox (at once where the inbox tells, else at its next poll); no claim is tried.
+      if (work.type === 'event' && this.#fleet.leases.heldElsewhere(key)) {
+        this.#queued.delete(work.inbox.id);
+        return;
+      }
+      if (!(await adoptFor(this.#core, key, work, this.queue))) return;
+    }
     if (work.type === 'claim') return this.#release(key);
     if (work.type === 'turn') {
       await turnWork(this.#core, key, work.report);
@@ -343,7 +368,7 @@ export class Orchestrator {
     const { inbox, event } = work;
     // Shared work: older events of this issue another orchestrator accepted, not read
     // here yet, go first (what happened earlier on the forge is handled earlier).
-    if (this.#o.fleet && (await takeOlder(this.#core, key, inbox))) {
+    if (this.#o.fleet && !work.listed && (await takeOlder(this.#core, key, inbox))) {
       this.queue.push(key, work);
       return;
     }

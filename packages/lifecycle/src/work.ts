@@ -5,7 +5,17 @@ import type { TurnReport } from './turn-monitor';
 
 /** A unit of work on an issue's queue: an accepted forge event, or what a turn reported. */
 export type Work =
-  | { type: 'event'; inbox: InboxEvent; event: ForgeEvent; attempt: number }
+  | {
+      type: 'event';
+      inbox: InboxEvent;
+      event: ForgeEvent;
+      attempt: number;
+      /**
+       * Queued from a reading of its issue's open events, in order, with the older
+       * ones: none needs looking for when it is taken up.
+       */
+      listed?: boolean;
+    }
   /**
    * Take the issue's lease when nobody holds it (a bottle or events left by
    * another); `done` is called once the claim was handled, whatever came of it.
@@ -15,11 +25,12 @@ export type Work =
   | { type: 'retry_waiting'; occurredAt: string };
 
 /** The work of handling an inbox event (its payload is the forge event it stored). */
-export const eventWork = (e: InboxEvent, attempt = 0): Work => ({
+export const eventWork = (e: InboxEvent, attempt = 0, listed = false): Work => ({
   type: 'event',
   inbox: e,
   event: e.payload as ForgeEvent,
   attempt,
+  ...(listed ? { listed: true } : {}),
 });
 
 export const keyOf = (row: ForgeState) => issueKey(row.owner, row.repo, row.issueNumber);

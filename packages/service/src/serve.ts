@@ -211,6 +211,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     superviseAuto: config.BB_SUPERVISE_AUTO,
     fleet: {
       leases: state.leases,
+      ...(state.unleased ? { unleased: state.unleased } : {}),
       // Unique among orchestrators on this machine (no two listen on one port) and the
       // same across a restart, so it takes its own leases back at once.
       holder:

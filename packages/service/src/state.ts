@@ -9,6 +9,7 @@ import {
   type LeaseStore,
   SqliteForgeStateStore,
   SqliteLeaseStore,
+  type UnleasedWork,
 } from '@bb/state';
 
 /** What the orchestrator keeps, wherever it lives. */
@@ -22,6 +23,8 @@ export interface OrchestratorState {
   runs: RunRecordStore;
   /** Leases on work, shared by the orchestrators using this state. */
   leases: LeaseStore;
+  /** What nobody holds, asked of the database (PostgreSQL, where leases and bottles are one database). */
+  unleased?: UnleasedWork;
   /** This machine's own SQLite file (supervise requests, which name this machine's bottles). */
   local: BbDatabase;
   close(): Promise<void>;
@@ -60,6 +63,7 @@ export async function openState(
       store: pg.store,
       runs: pg.runs,
       leases: pg.leases,
+      unleased: pg.store,
       local,
       close: async () => {
         await pg.close();

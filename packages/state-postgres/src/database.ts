@@ -77,10 +77,78 @@ export class PostgresDatabase {
   readonly where: string;
   readonly schema: string;
 
-  private constructor(pool: pg.Pool, where: string, schema: string) {
+  /** How a connection of its own is made (the pool's settings): for `listen`. */
+  readonly #config: pg.ClientConfig;
+  readonly #listeners = new Set<{ stop(): void }>();
+
+  private constructor(pool: pg.Pool, where: string, schema: string, config: pg.ClientConfig) {
     this.pool = pool;
     this.where = where;
     this.schema = schema;
+    this.#config = config;
+  }
+
+  /**
+   * Hear `channel`'s notifications (`NOTIFY`, `pg_notify`) on a connection of
+   * their own: `onMessage` gets each payload. The connection is made again when
+   * it drops (an outage, a restart: 0.25 s doubling to 5 s between tries), and
+   * `onGap` is called once it is back, since what was sent meanwhile was not
+   * heard. Returns what stops it.
+   */
+  listen(channel: string, onMessage: (payload: string) => void, onGap: () => void): () => void {
+    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(channel))
+      throw new BbError(
+        'INVALID_INPUT',
+        `channel ${JSON.stringify(channel)} is not a plain SQL name`,
+      );
+    let stopped = false;
+    let client: pg.Client | undefined;
+    let wait = 250;
+    let connected = false;
+    const connect = async (): Promise<void> => {
+      if (stopped) return;
+      const c = new pg.Client(this.#config);
+      client = c;
+      let failed = false;
+      const retry = () => {
+        if (failed || stopped) return;
+        failed = true;
+        c.removeAllListeners('notification');
+        c.end().catch(() => {});
+        const t = setTimeout(() => void connect(), wait);
+        t.unref();
+        wait = Math.min(wait * 2, 5000);
+      };
+      c.on('error', retry);
+      c.on('end', retry);
+      c.on('notification', (m) => {
+        if (m.channel === channel) onMessage(m.payload ?? '');
+      });
+      try {
+        await c.connect();
+        await c.query(`LISTEN ${channel}`);
+      } catch {
+        retry();
+        return;
+      }
+      wait = 250;
+      if (connected) onGap();
+      connected = true;
+    };
+    void connect();
+    const handle = {
+      stop: () => {
+        stopped = true;
+        client?.removeAllListeners();
+        client?.on('error', () => {});
+        client?.end().catch(() => {});
+      },
+    };
+    this.#listeners.add(handle);
+    return () => {
+      this.#listeners.delete(handle);
+      handle.stop();
+    };
   }
 
   /** Connect (one round trip, to fail early with a clear error) and create the schema. */
@@ -97,17 +165,17 @@ export class PostgresDatabase {
         `database URL ${redactUrl(options.url)} is not a postgres:// URL (e.g. postgres://bb@db.internal:5432/bot_bottle)`,
       );
     const where = redactUrl(options.url);
-    const pool = new pg.Pool({
+    const config: pg.ClientConfig = {
       connectionString: options.url,
-      max: options.max ?? 10,
       statement_timeout: options.statementTimeoutMs ?? 30_000,
       connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
       application_name: options.applicationName ?? 'bot-bottle',
       options: `-c search_path=${schema}`,
-    });
+    };
+    const pool = new pg.Pool({ ...config, max: options.max ?? 10 });
     // A connection the server drops while idle is replaced; it must not crash the process.
     pool.on('error', () => {});
-    const db = new PostgresDatabase(pool, where, schema);
+    const db = new PostgresDatabase(pool, where, schema, config);
     try {
       await db.query('open', `CREATE SCHEMA IF NOT EXISTS ${schema}`);
     } catch (err) {
@@ -221,6 +289,8 @@ export class PostgresDatabase {
   }
 
   async close(): Promise<void> {
+    for (const l of [...this.#listeners]) l.stop();
+    this.#listeners.clear();
     await this.pool.end().catch(() => {});
   }
 }

@@ -11,16 +11,24 @@ import { LEASES_PG_MIGRATIONS } from './migrations';
 
 /** The SQL the lease store runs, exported so the benchmark's baseline runs the same. */
 export const PG_LEASE_SQL = {
-  // One statement: taken when free, run out, released or already ours; `old` is the row
-  // before. The token stays while the holder does and rises when the lease changes hands.
-  claim: `WITH old AS (SELECT holder, expires_at FROM work_leases WHERE name = $1)
-    INSERT INTO work_leases AS l (name, holder, expires_at, token)
-    VALUES ($1, $2, now() + $3 * interval '1 millisecond', 1)
-    ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
-      token = CASE WHEN l.holder = excluded.holder THEN l.token ELSE l.token + 1 END
-      WHERE l.holder = excluded.holder OR l.holder = '' OR l.expires_at <= now()
-    RETURNING holder, expires_at, token, (SELECT holder FROM old) AS old_holder,
-      (SELECT expires_at FROM old) AS old_expires_at`,
+  // One statement: taken when free, run out, released or already ours (`held`), else who
+  // holds it; `old` is the row before. The token stays while the holder does and rises
+  // when the lease changes hands.
+  claim: `WITH old AS (SELECT holder, expires_at FROM work_leases WHERE name = $1),
+    won AS (
+      INSERT INTO work_leases AS l (name, holder, expires_at, token)
+      VALUES ($1, $2, now() + $3 * interval '1 millisecond', 1)
+      ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+        token = CASE WHEN l.holder = excluded.holder THEN l.token ELSE l.token + 1 END
+        WHERE l.holder = excluded.holder OR l.holder = '' OR l.expires_at <= now()
+      RETURNING holder, expires_at, token
+    )
+    SELECT true AS held, won.holder, won.expires_at, won.token,
+      (SELECT holder FROM old) AS old_holder, (SELECT expires_at FROM old) AS old_expires_at
+    FROM won
+    UNION ALL
+    SELECT false, old.holder, old.expires_at, 0, NULL, NULL
+    FROM old WHERE NOT EXISTS (SELECT 1 FROM won)`,
   current: 'SELECT holder, expires_at FROM work_leases WHERE name = $1',
   renew: `UPDATE work_leases SET expires_at = now() + $3 * interval '1 millisecond'
     WHERE holder = $1 AND name = ANY($2) RETURNING name`,
@@ -47,6 +55,7 @@ export class PostgresLeaseStore implements LeaseStore {
     checkLeaseHolder(holder);
     checkTtl(ttlMs);
     const r = await this.database.query<{
+      held: boolean;
       holder: string;
       expires_at: Date;
       token: string;
@@ -54,6 +63,8 @@ export class PostgresLeaseStore implements LeaseStore {
       old_expires_at: Date | null;
     }>('claim a lease in', PG_LEASE_SQL.claim, [name, holder, ttlMs]);
     const won = r.rows[0];
+    if (won && !won.held)
+      return { held: false, holder: won.holder, expiresAt: won.expires_at.toISOString(), token: 0 };
     if (won)
       return {
         held: true,
@@ -64,6 +75,7 @@ export class PostgresLeaseStore implements LeaseStore {
           ? { takenFrom: { holder: won.old_holder, expiredAt: won.old_expires_at.toISOString() } }
           : {}),
       };
+    // Made by another claimant after this statement's snapshot: who holds it, asked again.
     const cur = await this.database.query<{ holder: string; expires_at: Date }>(
       'read a lease in',
       PG_LEASE_SQL.current,

@@ -27,6 +27,7 @@ import {
   stateToRow,
   toDeliveryRecord,
   toInboxEvent,
+  type UnleasedWork,
 } from '@bb/state';
 import type { PostgresDatabase } from './database';
 import { STATE_PG_MIGRATIONS } from './migrations';
@@ -74,9 +75,9 @@ export const PG_STATE_SQL = {
         ELSE (SELECT owner || '/' || repo || '#' || issue_number FROM forge_state
               WHERE owner = $9::text AND repo = $10::text AND pr_number = $11::int LIMIT 1)
       END AS issue
-    )
-    INSERT INTO event_inbox (key, issue, state, occurred_at, received_at, payload)
-    SELECT fresh.key, owner.issue,
+    ), ins AS (
+      INSERT INTO event_inbox (key, issue, state, occurred_at, received_at, payload)
+      SELECT fresh.key, owner.issue,
       CASE
         WHEN $9::text IS NULL OR $5::text IS NOT NULL THEN $6::text
         WHEN $13::boolean THEN 'done'
@@ -87,8 +88,25 @@ export const PG_STATE_SQL = {
         ELSE 'done'
       END,
       $7, $4, $8
-    FROM fresh, owner RETURNING id, issue, state`,
+      FROM fresh, owner RETURNING id, issue, state
+    ), heard AS (
+      -- Whoever holds the issue hears of it at once (watchPending), at the commit.
+      SELECT pg_notify('bb_inbox', current_schema() || ' ' || id || ' ' || issue || ' ' || $1)
+      FROM ins
+      WHERE state = 'pending' AND issue IS NOT NULL
+    )
+    SELECT id, issue, state FROM ins WHERE (SELECT count(*) FROM heard) >= 0`,
   inboxOpen: `SELECT ${INBOX_COLUMNS} FROM event_inbox WHERE state <> 'done' ORDER BY occurred_at, id`,
+  // What nobody holds (UnleasedWork): $1 is the lease names' prefix.
+  unleasedRows: `SELECT ${COLUMNS} FROM forge_state f WHERE NOT EXISTS (
+      SELECT 1 FROM work_leases l WHERE l.name = $1 || f.owner || '/' || f.repo || '#' || f.issue_number
+        AND l.holder <> '' AND l.expires_at > now())
+    ORDER BY owner, repo, issue_number`,
+  unleasedEvents: `SELECT ${INBOX_COLUMNS} FROM event_inbox e WHERE e.state <> 'done' AND (
+      e.issue IS NULL OR NOT EXISTS (
+        SELECT 1 FROM work_leases l WHERE l.name = $1 || e.issue
+          AND l.holder <> '' AND l.expires_at > now()))
+    ORDER BY occurred_at, id`,
   inboxOpenOf: `SELECT ${INBOX_COLUMNS} FROM event_inbox WHERE issue = $1 AND state <> 'done'
     ORDER BY occurred_at, id`,
   inboxSettle: 'UPDATE event_inbox SET state = $1, issue = COALESCE($2, issue) WHERE id = $3',
@@ -125,7 +143,9 @@ export function rowValues(r: Row): unknown[] {
  * safe for several orchestrator processes on several machines at once.
  * Create it with `PostgresForgeStateStore.open(db)`: it migrates its tables.
  */
-export class PostgresForgeStateStore implements ForgeStateStore, DeliveryLedger, EventInbox {
+export class PostgresForgeStateStore
+  implements ForgeStateStore, DeliveryLedger, EventInbox, UnleasedWork
+{
   private constructor(readonly database: PostgresDatabase) {}
 
   static async open(database: PostgresDatabase): Promise<PostgresForgeStateStore> {
@@ -184,6 +204,29 @@ export class PostgresForgeStateStore implements ForgeStateStore, DeliveryLedger,
   async all(): Promise<ForgeState[]> {
     const r = await this.database.query<Row>('list', PG_STATE_SQL.all);
     return r.rows.map((row) => rowToState(row, this.database.where));
+  }
+
+  /**
+   * Live rows whose issue's lease nobody holds (`UnleasedWork`): the leases must be in
+   * this database and schema (`PostgresLeaseStore` on the same `PostgresDatabase`).
+   */
+  async unleasedRows(prefix: string): Promise<ForgeState[]> {
+    const r = await this.database.query<Row>(
+      'list unleased bottles in',
+      PG_STATE_SQL.unleasedRows,
+      [prefix],
+    );
+    return r.rows.map((row) => rowToState(row, this.database.where));
+  }
+
+  /** Open events whose issue's lease nobody holds, and parked ones (`UnleasedWork`). */
+  async unleasedEvents(prefix: string): Promise<InboxEvent[]> {
+    const r = await this.database.query<InboxRow>(
+      'read the unleased inbox of',
+      PG_STATE_SQL.unleasedEvents,
+      [prefix],
+    );
+    return r.rows.map(toInboxEvent);
   }
 
   async findByPr(owner: string, repo: string, pr: number): Promise<ForgeState | undefined> {
@@ -266,6 +309,29 @@ export class PostgresForgeStateStore implements ForgeStateStore, DeliveryLedger,
       receivedAt: now,
       payload: JSON.parse(e.payloadJson),
     };
+  }
+
+  /**
+   * Hear, as each commits, each pending event accepted (by any process on this
+   * database and schema): its id, issue and key; `null` after the database was away
+   * (read them all).
+   */
+  watchPending(
+    listener: (event: { id: number; issue: string; key: string } | null) => void,
+  ): () => void {
+    const prefix = `${this.database.schema} `;
+    return this.database.listen(
+      'bb_inbox',
+      (payload) => {
+        if (!payload.startsWith(prefix)) return;
+        // `<id> <issue> <key>`: neither an id nor an issue key has a space; the key may.
+        const [id, issue, ...key] = payload.slice(prefix.length).split(' ');
+        const n = Number(id);
+        if (Number.isSafeInteger(n) && issue && key.length > 0)
+          listener({ id: n, issue, key: key.join(' ') });
+      },
+      () => listener(null),
+    );
   }
 
   async openEvents(): Promise<InboxEvent[]> {

@@ -81,6 +81,16 @@ export interface EventInbox {
    * without it, callers filter `openEvents()`.
    */
   openEventsOf?(issue: string): Awaitable<InboxEvent[]>;
+  /**
+   * Hear at once of each pending event accepted (its id, issue and key), whichever
+   * process accepted it (processes sharing a database server); `null` when some
+   * may have been missed (the connection dropped and came back): read the open
+   * events again. Returns what stops it. Optional; without it, other processes'
+   * events are found by reading `openEvents()` from time to time.
+   */
+  watchPending?(
+    listener: (event: { id: number; issue: string; key: string } | null) => void,
+  ): () => void;
   /** Move an event to `state`; with `issue`, route it too. */
   settle(id: number, state: InboxState, issue?: string | null): Awaitable<void>;
   /** Delete done events accepted before `before`; returns how many. */

@@ -63,6 +63,7 @@ export {
   type Lease,
   type LeaseStore,
   MemoryLeaseStore,
+  type UnleasedWork,
 } from './leases';
 export { MemoryForgeStateStore } from './memory-store';
 export {

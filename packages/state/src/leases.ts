@@ -1,4 +1,6 @@
 import { BbError } from '@bb/errors';
+import type { ForgeState } from './forge-state';
+import type { InboxEvent } from './inbox';
 import type { Awaitable } from './store';
 
 /** A lease as it stands: who holds `name` until when (ISO 8601). */
@@ -52,6 +54,20 @@ export interface LeaseStore {
   release(name: string, holder: string): Awaitable<void>;
   /** Every lease that has not run out, by name. */
   leases(): Awaitable<Lease[]>;
+}
+
+/**
+ * What nobody holds, read by the database in one statement each where the
+ * leases live beside the bottles and the inbox (`PostgresForgeStateStore`): a
+ * fleet's take-over scan then reads only what it may take, not every row and
+ * every lease. `prefix` is what a lease name puts before the issue key
+ * (`issue:`).
+ */
+export interface UnleasedWork {
+  /** Live bottle rows whose issue's lease nobody holds (none, run out or released). */
+  unleasedRows(prefix: string): Awaitable<ForgeState[]>;
+  /** Open events whose issue's lease nobody holds, and the parked ones (no issue yet), in order. */
+  unleasedEvents(prefix: string): Awaitable<InboxEvent[]>;
 }
 
 export function checkLeaseName(name: unknown): string {

@@ -151,8 +151,9 @@ Signed run records: one per agent turn, chained per bottle.
   bb provenance verify <run-id|slug|file> [--key PEM]
       Check signatures, hashes and the chain. A file holds one signed record or a
       JSON array of them (e.g. from GET /api/runs/<id> or bb provenance show --json).
-      The key is this BB_HOME's unless --key names a public key PEM (GET /api/keys).
-      Exit 0 when valid, 1 when not.
+      The keys are every key the fleet trusts (each orchestrator adds its own to
+      the state) and this BB_HOME's, unless --key names a public key PEM (GET
+      /api/keys). It says which key signed. Exit 0 when valid, 1 when not.
 
 Options:
   -h, --help          show this help

@@ -1,13 +1,20 @@
 import type { KeyObject } from 'node:crypto';
 import { jsonText } from '@bb/wall';
+import { keyRing } from './keys';
 import { verifyChain, verifyRecord } from './sign';
 import { type RunFilter, type RunRecordStore, recordStatus } from './store';
 
 export interface ProvenanceHandlerOptions {
   store: RunRecordStore;
+  /** This orchestrator's own key. */
   publicKey: KeyObject;
   publicPem: string;
   keyId: string;
+  /**
+   * Verify against every key the fleet trusts (the store's `trustedKeys`), and
+   * list them all at `/api/keys`. @default this orchestrator's key alone
+   */
+  fleetKeys?: boolean;
 }
 
 /** JSON whose strings (summaries, details: the agent's words) hold nothing a terminal acts on (I8). */
@@ -29,9 +36,22 @@ export function createProvenanceHandler(options: ProvenanceHandlerOptions) {
     if (!url.pathname.startsWith('/api/runs') && url.pathname !== '/api/keys') return undefined;
     if (req.method !== 'GET')
       return json(405, { error: `${req.method} is not allowed here; use GET` });
+    const trusted = async () =>
+      options.fleetKeys
+        ? (await options.store.trustedKeys()).filter((k) => k.keyId !== options.keyId)
+        : [];
     if (url.pathname === '/api/keys') {
       return json(200, {
-        keys: [{ keyId: options.keyId, algorithm: 'ed25519', publicKey: options.publicPem }],
+        keys: [
+          { keyId: options.keyId, algorithm: 'ed25519', publicKey: options.publicPem, own: true },
+          ...(await trusted()).map((k) => ({
+            keyId: k.keyId,
+            algorithm: 'ed25519',
+            publicKey: k.publicKey,
+            by: k.by,
+            addedAt: k.addedAt,
+          })),
+        ],
       });
     }
     if (url.pathname === '/api/runs' || url.pathname === '/api/runs/') {
@@ -75,8 +95,12 @@ export function createProvenanceHandler(options: ProvenanceHandlerOptions) {
     const signed = await options.store.get(decodeURIComponent(m[1]!));
     if (!signed) return json(404, { error: `no run ${m[1]}` });
     if (!m[2]) return json(200, signed);
-    const record = verifyRecord(signed, options.publicKey);
-    const chain = verifyChain(await options.store.chain(signed.record.slug), options.publicKey);
+    const ring = new Map([
+      ...keyRing(await trusted()),
+      [options.keyId, options.publicKey] as const,
+    ]);
+    const record = verifyRecord(signed, ring);
+    const chain = verifyChain(await options.store.chain(signed.record.slug), ring);
     return json(200, {
       id: signed.record.id,
       record,

@@ -8,7 +8,16 @@
 export { type BuildInput, buildRunRecord } from './build';
 export { canonicalJson, sha256Hex } from './canonical';
 export { createProvenanceHandler, type ProvenanceHandlerOptions } from './http';
-export { keyIdOf, loadOrCreateSigningKey, type SigningKey } from './keys';
+export {
+  checkTrustedKey,
+  type KeyRing,
+  keyIdOf,
+  keyRing,
+  loadOrCreateSigningKey,
+  type SigningKey,
+  type TrustedKey,
+  trustedKeyOf,
+} from './keys';
 export {
   costOf,
   DEFAULT_PRICES,

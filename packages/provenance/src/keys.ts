@@ -104,3 +104,63 @@ export function loadOrCreateSigningKey(bbHome: string): SigningKey {
     publicPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
   };
 }
+
+/** A public key the fleet trusts to sign run records: each orchestrator adds its own. */
+export interface TrustedKey {
+  keyId: string;
+  /** SPKI PEM. */
+  publicKey: string;
+  /** Who added it (an orchestrator's replica name). */
+  by: string;
+  addedAt: string;
+}
+
+/** The keys records may be signed with, by id. */
+export type KeyRing = ReadonlyMap<string, KeyObject>;
+
+/**
+ * The ring of `trusted` keys: each key's id is checked against its PEM (an entry
+ * whose id is not its key's is a `STATE_CORRUPT` store, never trusted quietly).
+ */
+export function keyRing(trusted: readonly Pick<TrustedKey, 'keyId' | 'publicKey'>[]): KeyRing {
+  const ring = new Map<string, KeyObject>();
+  for (const t of trusted) {
+    let key: KeyObject;
+    try {
+      key = createPublicKey(t.publicKey);
+    } catch (err) {
+      throw new BbError(
+        'STATE_CORRUPT',
+        `trusted key ${t.keyId} is not a public key: ${(err as Error).message}`,
+      );
+    }
+    if (keyIdOf(key) !== t.keyId)
+      throw new BbError(
+        'STATE_CORRUPT',
+        `trusted key ${t.keyId} is stored with another key (its id is ${keyIdOf(key)})`,
+      );
+    ring.set(t.keyId, key);
+  }
+  return ring;
+}
+
+/** `key` as the entry that makes the fleet trust it, added by `by`. */
+export function trustedKeyOf(key: Pick<SigningKey, 'keyId' | 'publicPem'>, by: string): TrustedKey {
+  return { keyId: key.keyId, publicKey: key.publicPem, by, addedAt: new Date().toISOString() };
+}
+
+/** Checks a key to be trusted: its id is its key's, its holder a short plain name. */
+export function checkTrustedKey(k: TrustedKey): TrustedKey {
+  keyRing([k]);
+  if (!/^[\w.:@/-]{1,200}$/.test(k.by))
+    throw new BbError(
+      'INVALID_INPUT',
+      `trusted key ${k.keyId}: by ${JSON.stringify(k.by)} is not a plain name`,
+    );
+  if (Number.isNaN(Date.parse(k.addedAt)))
+    throw new BbError(
+      'INVALID_INPUT',
+      `trusted key ${k.keyId}: addedAt ${JSON.stringify(k.addedAt)} is not a time`,
+    );
+  return k;
+}

@@ -118,8 +118,9 @@ export function renderMarkdown(s: SignedRecord): string {
 /** A verification result for a terminal. */
 export function renderVerification(v: Verification, what: string): string {
   const w = forTerminalLine(what);
+  const keys = v.keyIds?.length ? ` (signed by key ${v.keyIds.join(', ')})` : '';
   return v.ok
-    ? `${w}: OK\n`
+    ? `${w}: OK${keys}\n`
     : `${w}: FAILED\n${v.problems.map((p) => `  - ${forTerminalLine(p)}`).join('\n')}\n`;
 }
 

@@ -1,6 +1,6 @@
 import { type KeyObject, sign, verify } from 'node:crypto';
 import { canonicalJson, sha256Hex } from './canonical';
-import { keyIdOf, type SigningKey } from './keys';
+import { type KeyRing, keyIdOf, type SigningKey } from './keys';
 import { GENESIS_HASH, type RunRecord, RunRecordSchema, type SignedRecord } from './record';
 
 export function signRecord(record: RunRecord, key: SigningKey): SignedRecord {
@@ -16,11 +16,29 @@ export function signRecord(record: RunRecord, key: SigningKey): SignedRecord {
 export interface Verification {
   ok: boolean;
   problems: string[];
+  /** The key(s) the record (or chain) was signed with, among those trusted. */
+  keyIds?: string[];
 }
 
-/** Check one signed record: its schema, hash, signature and key. Says exactly what is wrong. */
-export function verifyRecord(signed: SignedRecord, publicKey: KeyObject): Verification {
+/**
+ * Check one signed record: its schema, hash, signature and key. Says exactly
+ * what is wrong. `keys` is one public key, or the fleet's ring of trusted keys
+ * (`keyRing`): then the record's own key id picks the key, and a key the ring
+ * does not hold is refused.
+ */
+export function verifyRecord(signed: SignedRecord, keys: KeyObject | KeyRing): Verification {
   const problems: string[] = [];
+  let publicKey: KeyObject | undefined;
+  if (keys instanceof Map) {
+    publicKey = keys.get(signed.keyId);
+    if (!publicKey)
+      return {
+        ok: false,
+        problems: [
+          `signed with key ${signed.keyId}, which is not one this fleet trusts (${[...keys.keys()].join(', ') || 'none'})`,
+        ],
+      };
+  } else publicKey = keys as KeyObject;
   const parsed = RunRecordSchema.safeParse(signed.record);
   if (!parsed.success)
     problems.push(
@@ -46,21 +64,24 @@ export function verifyRecord(signed: SignedRecord, publicKey: KeyObject): Verifi
     sigOk = false;
   }
   if (!sigOk) problems.push('the signature does not verify');
+  const keyIds = [signed.keyId];
   // A record that says its op log was tampered with is evidence, not a clean run.
   if (signed.record.opLog && signed.record.opLog.verified === false)
     problems.push(
       `its op log was found tampered with when it was recorded: ${signed.record.opLog.problems.map((p) => `line ${p.line}: ${p.problem}`).join('; ') || 'no detail'}`,
     );
-  return { ok: problems.length === 0, problems };
+  return { ok: problems.length === 0, problems, keyIds };
 }
 
 /** Check one bottle's records in order: each verifies and names the previous one's hash. */
-export function verifyChain(records: SignedRecord[], publicKey: KeyObject): Verification {
+export function verifyChain(records: SignedRecord[], keys: KeyObject | KeyRing): Verification {
   const problems: string[] = [];
+  const keyIds = new Set<string>();
   let prev = GENESIS_HASH;
   records.forEach((r, i) => {
-    for (const p of verifyRecord(r, publicKey).problems)
-      problems.push(`record ${i + 1} (${r.record.id}): ${p}`);
+    const one = verifyRecord(r, keys);
+    if (one.ok) keyIds.add(r.keyId);
+    for (const p of one.problems) problems.push(`record ${i + 1} (${r.record.id}): ${p}`);
     if (r.record.prev !== prev) {
       problems.push(
         `record ${i + 1} (${r.record.id}) does not follow the record before it: a record was removed, inserted or reordered`,
@@ -81,5 +102,5 @@ export function verifyChain(records: SignedRecord[], publicKey: KeyObject): Veri
   });
   const slugs = new Set(records.map((r) => r.record.slug));
   if (slugs.size > 1) problems.push(`the chain mixes bottles: ${[...slugs].join(', ')}`);
-  return { ok: problems.length === 0, problems };
+  return { ok: problems.length === 0, problems, keyIds: [...keyIds] };
 }

@@ -1,5 +1,6 @@
 import { BbError } from '@bb/errors';
 import type { BbDatabase, Migration } from '@bb/state';
+import { checkTrustedKey, type TrustedKey } from './keys';
 import { GENESIS_HASH, type SignedRecord } from './record';
 
 export const PROVENANCE_MIGRATIONS: readonly Migration[] = [
@@ -21,6 +22,18 @@ export const PROVENANCE_MIGRATIONS: readonly Migration[] = [
       );
       CREATE INDEX provenance_by_slug ON provenance_records (slug, started_at);
       CREATE INDEX provenance_by_started ON provenance_records (started_at);
+    `,
+  },
+  {
+    // The keys the fleet trusts to sign records (each orchestrator adds its own).
+    version: 2,
+    up: `
+      CREATE TABLE provenance_keys (
+        key_id      TEXT PRIMARY KEY,
+        public_key  TEXT NOT NULL,
+        added_by    TEXT NOT NULL,
+        added_at    TEXT NOT NULL
+      );
     `,
   },
 ];
@@ -52,6 +65,14 @@ export interface RunRecordStore {
     page?: number,
     limit?: number,
   ): Awaitable<{ total: number; records: SignedRecord[] }>;
+  /**
+   * Trust `key` to sign this store's records (an orchestrator adds its own at
+   * start). Adding a key already trusted changes nothing (its first `by` and
+   * `addedAt` stay); a key whose id is not its own is `INVALID_INPUT` or `STATE_CORRUPT`.
+   */
+  trustKey(key: TrustedKey): Awaitable<void>;
+  /** Every key trusted, oldest first: what `keyRing` makes the verifiers' ring of. */
+  trustedKeys(): Awaitable<TrustedKey[]>;
 }
 
 export interface RunFilter {
@@ -76,6 +97,30 @@ export function recordStatus(s: SignedRecord): string {
 export class ProvenanceStore implements RunRecordStore {
   constructor(readonly database: BbDatabase) {
     database.migrate('provenance', PROVENANCE_MIGRATIONS);
+  }
+
+  trustKey(key: TrustedKey): void {
+    const k = checkTrustedKey(key);
+    this.database.db
+      .prepare(
+        `INSERT INTO provenance_keys (key_id, public_key, added_by, added_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (key_id) DO NOTHING`,
+      )
+      .run(k.keyId, k.publicKey, k.by, k.addedAt);
+  }
+
+  trustedKeys(): TrustedKey[] {
+    const rows = this.database.db
+      .prepare(
+        'SELECT key_id, public_key, added_by, added_at FROM provenance_keys ORDER BY added_at, key_id',
+      )
+      .all() as Array<{ key_id: string; public_key: string; added_by: string; added_at: string }>;
+    return rows.map((r) => ({
+      keyId: r.key_id,
+      publicKey: r.public_key,
+      by: r.added_by,
+      addedAt: r.added_at,
+    }));
   }
 
   /** The latest hash of a bottle's chain (the genesis hash when it has none). */

@@ -14,9 +14,9 @@ import { generateKeyPairSync } from 'node:crypto';
 import { isBbError } from '@bb/errors';
 import { type ConformanceOptions, conformanceSuite, expectCode } from '@bb/state/testing';
 import { expect } from 'vitest';
-import { keyIdOf, type SigningKey } from './keys';
+import { keyIdOf, keyRing, type SigningKey, trustedKeyOf } from './keys';
 import { GENESIS_HASH, RECORD_VERSION, type RunRecord, type SignedRecord } from './record';
-import { signRecord } from './sign';
+import { signRecord, verifyRecord } from './sign';
 import type { RunRecordStore } from './store';
 
 /** `create` (a fresh, empty store per test), `dispose`, `skip`: as in `@bb/state/testing`. */
@@ -156,6 +156,55 @@ export const describeRunStoreConformance = conformanceSuite<RunRecordStore>(
       expect((await store.list({ status: 'failure' })).total).toBe(2);
       expect((await store.list({ slug: 'l-5', status: 'success' })).total).toBe(3);
       expect((await store.list({ slug: 'nope' })).records).toEqual([]);
+    });
+
+    test("trusted keys: each is kept once, oldest first, and a key stored under another's id is refused", async () => {
+      const store = await make();
+      expect(await store.trustedKeys()).toEqual([]);
+      const a = testSigningKey();
+      const b = testSigningKey();
+      const first = trustedKeyOf(a, 'replica-a');
+      await store.trustKey({ ...first, addedAt: '2026-11-24T08:00:00.000Z' });
+      await store.trustKey({
+        ...trustedKeyOf(b, 'replica-b'),
+        addedAt: '2026-11-24T09:00:00.000Z',
+      });
+      // Added again (a restart): nothing changes, its first entry stays.
+      await store.trustKey({
+        ...trustedKeyOf(a, 'replica-c'),
+        addedAt: '2026-11-25T08:00:00.000Z',
+      });
+      expect(await store.trustedKeys()).toEqual([
+        {
+          keyId: a.keyId,
+          publicKey: a.publicPem,
+          by: 'replica-a',
+          addedAt: '2026-11-24T08:00:00.000Z',
+        },
+        {
+          keyId: b.keyId,
+          publicKey: b.publicPem,
+          by: 'replica-b',
+          addedAt: '2026-11-24T09:00:00.000Z',
+        },
+      ]);
+      // One key's id with another's key: never trusted.
+      const forged = testSigningKey();
+      await expectCode(
+        () =>
+          store.trustKey({
+            ...trustedKeyOf(forged, 'x'),
+            keyId: b.keyId.replace(/.$/, (c) => (c === '0' ? '1' : '0')),
+          }),
+        'STATE_CORRUPT',
+      );
+      expect(await store.trustedKeys()).toHaveLength(2);
+      // The ring of what is trusted verifies what each key signed, and says which.
+      const ring = keyRing(await store.trustedKeys());
+      const byB = signRecord(sampleRecord('k-1', 1, GENESIS_HASH), b);
+      expect(verifyRecord(byB, ring)).toMatchObject({ ok: true, keyIds: [b.keyId] });
+      const byForged = signRecord(sampleRecord('k-2', 1, GENESIS_HASH), forged);
+      expect(verifyRecord(byForged, ring).ok).toBe(false);
     });
   },
 );

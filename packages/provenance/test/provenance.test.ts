@@ -18,6 +18,7 @@ import {
   renderTerminal,
   type SignedRecord,
   signRecord,
+  trustedKeyOf,
   verifyChain,
   verifyRecord,
 } from '../src/index';
@@ -239,7 +240,11 @@ describe('run records', () => {
     const k = key();
     const other = loadOrCreateSigningKey(join(root, 'otherhome'));
     const signed = signRecord(record, k);
-    expect(verifyRecord(signed, k.publicKey)).toEqual({ ok: true, problems: [] });
+    expect(verifyRecord(signed, k.publicKey)).toEqual({
+      ok: true,
+      problems: [],
+      keyIds: [k.keyId],
+    });
     // Change one character of the canonical record, anywhere.
     const text = canonicalJson(signed.record);
     for (let at = 0; at < text.length; at += Math.max(1, Math.floor(text.length / 60))) {
@@ -366,6 +371,76 @@ describe('run records', () => {
     expect(renderTerminal(first)).toMatch(/secrets\s+\d+ FOUND: aws-access-token in config.py:3/);
     db.close();
   });
+
+  it('verify against every key the fleet trusts, say which signed, and refuse a key it does not', async () => {
+    const db = BbDatabase.open({ path: join(root, 'fleet.db') });
+    const store = new ProvenanceStore(db);
+    // Two orchestrators, each with a key of its own in its own BB_HOME, one store.
+    const a = loadOrCreateSigningKey(join(root, 'home-a'));
+    const b = loadOrCreateSigningKey(join(root, 'home-b'));
+    const stranger = loadOrCreateSigningKey(join(root, 'home-stranger'));
+    store.trustKey(trustedKeyOf(a, 'replica-a'));
+    store.trustKey(trustedKeyOf(b, 'replica-b'));
+    const t1 = signRecord({ ...record, id: 'fleet-1', slug: 'fleet-xyz' }, a);
+    store.append(t1);
+    // Turn 2 of the same bottle, resumed by the other orchestrator.
+    const t2 = signRecord(
+      {
+        ...record,
+        id: 'fleet-2',
+        slug: 'fleet-xyz',
+        turn: 2,
+        prev: t1.hash,
+        startedAt: '2026-11-22T06:00:00.000Z',
+      },
+      b,
+    );
+    store.append(t2);
+    const handler = createProvenanceHandler({ store, ...pick(a), fleetKeys: true });
+    const get = async (path: string) =>
+      // biome-ignore lint/suspicious/noExplicitAny: JSON bodies checked field by field below
+      (await (await handler(new Request(`http://x${path}`)))!.json()) as any;
+    const v = await get('/api/runs/fleet-2/verify');
+    expect(v.record).toMatchObject({ ok: true, keyIds: [b.keyId] });
+    expect(v.chain).toMatchObject({ ok: true });
+    expect([...v.chain.keyIds].sort()).toEqual([a.keyId, b.keyId].sort());
+    expect((await get('/api/keys')).keys.map((k: { keyId: string }) => k.keyId)).toEqual([
+      a.keyId,
+      b.keyId,
+    ]);
+    // Alone (no fleet keys), a's handler cannot vouch for b's record.
+    const alone = createProvenanceHandler({ store, ...pick(a) });
+    const lone = (await (await alone(new Request('http://x/api/runs/fleet-2/verify')))!.json()) as {
+      record: { ok: boolean; problems: string[] };
+    };
+    expect(lone.record.ok).toBe(false);
+    // A record signed by a key nobody added is refused, by name.
+    const t3 = signRecord(
+      {
+        ...record,
+        id: 'fleet-3',
+        slug: 'fleet-xyz',
+        turn: 3,
+        prev: t2.hash,
+        startedAt: '2026-11-22T07:00:00.000Z',
+      },
+      stranger,
+    );
+    store.append(t3);
+    const bad = await get('/api/runs/fleet-3/verify');
+    expect(bad.record.ok).toBe(false);
+    expect(bad.record.problems.join()).toContain(
+      `signed with key ${stranger.keyId}, which is not one this fleet trusts`,
+    );
+    expect(bad.chain.ok).toBe(false);
+    db.close();
+  });
+});
+
+const pick = (k: ReturnType<typeof loadOrCreateSigningKey>) => ({
+  publicKey: k.publicKey,
+  publicPem: k.publicPem,
+  keyId: k.keyId,
 });
 
 describe('the op log as a person reads it', () => {

@@ -27,6 +27,7 @@ import {
   loadOrCreateSigningKey,
   loadPrices,
   type SecretScanner,
+  trustedKeyOf,
 } from '@bb/provenance';
 import { resolveBbHome } from '@bb/state';
 import { createSuperviseApi, loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
@@ -119,6 +120,14 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const state = options.state ?? (await openState(config.BB_DATABASE_URL, home));
   const { store, runs: provStore, local: db } = state;
   const key = loadOrCreateSigningKey(home);
+  // Unique among orchestrators on this machine (no two listen on one port) and the
+  // same across a restart, so it takes its own leases back at once.
+  const replica =
+    config.BB_REPLICA_ID ??
+    `${hostname()}:${config.BB_PORT === 0 ? `pid${process.pid}` : config.BB_PORT}`;
+  // Each orchestrator may sign with a key of its own: the fleet trusts every one so added,
+  // and verifying a record says which signed it.
+  await state.runs.trustKey(trustedKeyOf(key, replica));
   // A price table that is not valid stops the start: spend would be counted wrong.
   const prices = loadPrices(join(home, 'config'));
   const botLogin = options.botLogin ?? (await site.whoami(config.FORGE_TOKEN));
@@ -212,11 +221,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     fleet: {
       leases: state.leases,
       ...(state.unleased ? { unleased: state.unleased } : {}),
-      // Unique among orchestrators on this machine (no two listen on one port) and the
-      // same across a restart, so it takes its own leases back at once.
-      holder:
-        config.BB_REPLICA_ID ??
-        `${hostname()}:${config.BB_PORT === 0 ? `pid${process.pid}` : config.BB_PORT}`,
+      holder: replica,
       ttlMs: config.BB_LEASE_TTL,
     },
     log: (e) => log.info(e),
@@ -238,6 +243,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
       publicKey: key.publicKey,
       publicPem: key.publicPem,
       keyId: key.keyId,
+      fleetKeys: true,
     }),
     store,
     runs: provStore,

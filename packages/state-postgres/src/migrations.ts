@@ -101,6 +101,18 @@ export const RUNS_PG_MIGRATIONS: readonly PgMigration[] = [
       CREATE INDEX provenance_by_started ON provenance_records (started_at, seq);
     `,
   },
+  {
+    // The keys the fleet trusts to sign records (each orchestrator adds its own).
+    version: 2,
+    up: `
+      CREATE TABLE provenance_keys (
+        key_id      TEXT COLLATE "C" PRIMARY KEY,
+        public_key  TEXT NOT NULL,
+        added_by    TEXT NOT NULL,
+        added_at    TEXT COLLATE "C" NOT NULL
+      );
+    `,
+  },
 ];
 
 /** The `leases` component: exclusive claims on named work, timed by the server's clock. */

@@ -1,10 +1,12 @@
 import { BbError } from '@bb/errors';
 import {
+  checkTrustedKey,
   GENESIS_HASH,
   type RunFilter,
   type RunRecordStore,
   recordStatus,
   type SignedRecord,
+  type TrustedKey,
 } from '@bb/provenance';
 import type pg from 'pg';
 import type { PostgresDatabase } from './database';
@@ -25,6 +27,34 @@ export class PostgresRunRecordStore implements RunRecordStore {
   static async open(database: PostgresDatabase): Promise<PostgresRunRecordStore> {
     await database.migrate('provenance', RUNS_PG_MIGRATIONS);
     return new PostgresRunRecordStore(database);
+  }
+
+  async trustKey(key: TrustedKey): Promise<void> {
+    const k = checkTrustedKey(key);
+    await this.database.query(
+      'trust a signing key in',
+      `INSERT INTO provenance_keys (key_id, public_key, added_by, added_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (key_id) DO NOTHING`,
+      [k.keyId, k.publicKey, k.by, k.addedAt],
+    );
+  }
+
+  async trustedKeys(): Promise<TrustedKey[]> {
+    const r = await this.database.query<{
+      key_id: string;
+      public_key: string;
+      added_by: string;
+      added_at: string;
+    }>(
+      'read the trusted keys of',
+      'SELECT key_id, public_key, added_by, added_at FROM provenance_keys ORDER BY added_at, key_id',
+    );
+    return r.rows.map((row) => ({
+      keyId: row.key_id,
+      publicKey: row.public_key,
+      by: row.added_by,
+      addedAt: row.added_at,
+    }));
   }
 
   async head(slug: string): Promise<string> {

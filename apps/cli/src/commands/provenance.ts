@@ -3,6 +3,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { BbError } from '@bb/errors';
 import {
+  type KeyRing,
+  keyRing,
   renderMarkdown,
   renderTerminal,
   renderVerification,
@@ -90,7 +92,7 @@ export async function provenanceCommand(argv: string[], io: CliIo): Promise<numb
   const records = existsSync(file)
     ? readRecords(file, what)
     : await withState(io, (st) => lookup(st, what));
-  let key: KeyObject;
+  let key: KeyObject | KeyRing;
   if (typeof values['key'] === 'string') {
     try {
       key = createPublicKey(readFileSync(resolve(io.cwd, values['key']), 'utf8'));
@@ -101,7 +103,11 @@ export async function provenanceCommand(argv: string[], io: CliIo): Promise<numb
       );
     }
   } else {
-    key = await withState(io, (st) => st.key().publicKey);
+    // Every key the fleet trusts, and this BB_HOME's own.
+    key = await withState(io, async (st) => {
+      const own = st.key();
+      return new Map([...keyRing(await st.provenance.trustedKeys()), [own.keyId, own.publicKey]]);
+    });
   }
   const v = records.length === 1 ? verifyRecord(records[0]!, key) : verifyChain(records, key);
   const label =

@@ -17,7 +17,8 @@ export const DEFAULT_NAMESPACE = 'bot-bottle-bottles';
  * - `BB_K8S_NAMESPACE`: where bottles go (default `bot-bottle-bottles`);
  * - `BB_K8S_API`: the API server's URL (default: the cluster the orchestrator's
  *   pod runs in, with its service account), with `BB_K8S_TOKEN_FILE` for a
- *   bearer token.
+ *   bearer token and `BB_K8S_CA` for the file of the CA certificate (PEM) its
+ *   https is verified against (default: the system's CAs).
  *
  * Every problem is named at once (`INVALID_INPUT`), before anything is made.
  */
@@ -76,8 +77,23 @@ function kubeConfigOf(env: Record<string, string | undefined>): KubeConfig {
         throw new Error(`BB_K8S_TOKEN_FILE ${file} cannot be read (${(err as Error).message})`);
       }
     }
-    return kubeConfigFor(api, token);
+    const caFile = env['BB_K8S_CA']?.trim();
+    let ca: string | undefined;
+    if (caFile) {
+      try {
+        ca = readFileSync(caFile, 'utf8');
+      } catch (err) {
+        throw new Error(`BB_K8S_CA ${caFile} cannot be read (${(err as Error).message})`);
+      }
+      if (!ca.includes('-----BEGIN CERTIFICATE-----'))
+        throw new Error(`BB_K8S_CA ${caFile} is not a PEM certificate (no BEGIN CERTIFICATE line)`);
+    }
+    return kubeConfigFor(api, token, ca);
   }
+  if (env['BB_K8S_CA']?.trim())
+    throw new Error(
+      'BB_K8S_CA is set but BB_K8S_API is not: inside a cluster the service account brings its own CA; set BB_K8S_API too, or unset BB_K8S_CA',
+    );
   if (!env['KUBERNETES_SERVICE_HOST'])
     throw new Error(
       'BB_K8S_API is not set and this is not a pod of a cluster (no KUBERNETES_SERVICE_HOST): set BB_K8S_API to the API server URL',

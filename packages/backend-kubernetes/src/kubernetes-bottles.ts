@@ -32,9 +32,11 @@ export interface KubeBottleStatus {
 
 /**
  * A kubeconfig for one API server URL (and a bearer token, when it needs one).
- * Plain http only to loopback (a test double or `kubectl proxy`); https is verified.
+ * Plain http only to loopback (a test double or `kubectl proxy`); https is
+ * verified, against `ca` (the cluster's CA certificate, PEM) when given, else
+ * against the system's CAs.
  */
-export function kubeConfigFor(server: string, token?: string): KubeConfig {
+export function kubeConfigFor(server: string, token?: string, ca?: string): KubeConfig {
   let url: URL;
   try {
     url = new URL(server);
@@ -50,7 +52,14 @@ export function kubeConfigFor(server: string, token?: string): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromOptions({
     // client-node refuses plain http unless told there is no TLS to verify.
-    clusters: [{ name: 'bb', server, skipTLSVerify: url.protocol === 'http:' }],
+    clusters: [
+      {
+        name: 'bb',
+        server,
+        skipTLSVerify: url.protocol === 'http:',
+        ...(ca ? { caData: Buffer.from(ca).toString('base64') } : {}),
+      },
+    ],
     users: [{ name: 'bb', ...(token ? { token } : {}) }],
     contexts: [{ name: 'bb', cluster: 'bb', user: 'bb' }],
     currentContext: 'bb',

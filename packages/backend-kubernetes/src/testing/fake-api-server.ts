@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
 /** One request the fake API server answered. */
@@ -103,20 +104,26 @@ export class FakeKubernetesApi {
    * `null`: pods stay Pending until `runPod` (a test that plays the kubelet).
    */
   static async start(
-    options: { check?: SchemaCheck; startDelayMs?: number | null } = {},
+    options: {
+      check?: SchemaCheck;
+      startDelayMs?: number | null;
+      /** Serve https with this key and certificate (PEM), as a real API server does. */
+      tls?: { key: string; cert: string };
+    } = {},
   ): Promise<FakeKubernetesApi> {
     const api = new FakeKubernetesApi(
       options.check,
       options.startDelayMs === undefined ? 5 : options.startDelayMs,
     );
-    api.#server = createServer((req, res) => {
+    const handler = (req: IncomingMessage, res: ServerResponse) => {
       api.#handle(req, res).catch((err) => {
         res.writeHead(500).end(String(err));
       });
-    });
+    };
+    api.#server = options.tls ? createHttpsServer(options.tls, handler) : createServer(handler);
     api.#server.keepAliveTimeout = 60_000;
     await new Promise<void>((r) => api.#server.listen(0, '127.0.0.1', r));
-    api.url = `http://127.0.0.1:${(api.#server.address() as AddressInfo).port}`;
+    api.url = `${options.tls ? 'https' : 'http'}://127.0.0.1:${(api.#server.address() as AddressInfo).port}`;
     return api;
   }
 

@@ -1,8 +1,14 @@
 // Helpers shared by the end-to-end tests.
-import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { acmeWorld, type GiteaTestServer, type GiteaWorldSeed } from '@bb/forge/test-server';
-import { type Backend, destroy, HOME_LABEL, homeLabel, listBottles } from '@bb/headless';
+import {
+  type Backend,
+  destroy,
+  HOME_LABEL,
+  homeLabel,
+  listBottles,
+  unmountAllUnder,
+} from '@bb/headless';
 import { scriptAgent as headlessScriptAgent, makeTestHome } from '@bb/headless/testing';
 import { type RunningOrchestrator, serve } from '@bb/service';
 import { BASE_IMAGE } from '@bb/tooling/docker';
@@ -128,23 +134,12 @@ export async function destroyHome(home: string, backend: Backend): Promise<void>
 }
 
 /**
- * Remove a test's BB_HOME. A bottle disk still mounted under it (a loop mount the
- * kernel is slow to let go of) is detached first, and the removal tried again.
+ * Remove a test's BB_HOME: whatever is still mounted below it (a bottle disk of a
+ * bottle not destroyed) is unmounted first, so the removal is never busy.
  */
 export async function removeHome(home: string): Promise<void> {
-  for (let i = 0; ; i++) {
-    try {
-      rmSync(home, { recursive: true, force: true });
-      return;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EBUSY' || i >= 10) throw err;
-      for (const line of readFileSync('/proc/mounts', 'utf8').split('\n')) {
-        const target = line.split(' ')[1];
-        if (target?.startsWith(`${home}/`)) spawnSync('umount', ['-l', target]);
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
+  await unmountAllUnder(home);
+  rmSync(home, { recursive: true, force: true });
 }
 
 /**

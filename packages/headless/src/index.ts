@@ -139,7 +139,7 @@ export {
   type WaitResult,
 } from './engine/backend';
 export { canBuildBounded, reclaimBuildEngines } from './engine/build-engine';
-export { canMountDisks, DEFAULT_DISK, diskQuota } from './engine/disk';
+export { canMountDisks, DEFAULT_DISK, diskQuota, unmountAllUnder } from './engine/disk';
 export {
   DockerBackend,
   type DockerBackendOptions,

@@ -20,7 +20,7 @@ import { ForgeSidecarClient } from '@bb/forge-sidecar';
 import { LABEL, NAME_PATTERN } from '@bb/names';
 import { type Owner, writeFileNoFollow } from '@bb/wall';
 import { type Backend, NETNS_LABEL } from '../engine/backend';
-import { unmountDisk } from '../engine/disk';
+import { unmountAllUnder, unmountDisk } from '../engine/disk';
 import { type CreatedGate, createGate, type GateOptions } from './gate';
 import {
   AGENT_USER,
@@ -315,6 +315,9 @@ export async function destroy(slug: string, options: BottleOptions): Promise<voi
   removeSecrets(slug, env);
   const p = bottlePaths(slug, env);
   await unmountDisk(p);
+  // Whatever else is mounted below it (a disk a launch was still mounting): the removal
+  // must not find it busy.
+  await unmountAllUnder(p.dir);
   rmSync(p.dir, { recursive: true, force: true });
 }
 

@@ -239,15 +239,71 @@ export async function unmountScratchDisk(mountpoint: string): Promise<void> {
   );
 }
 
-/** Mount the bottle's disk image when it has one and it is not mounted (after a reboot). */
+/** Mounts of bottle disks under way in this process, by mount point. */
+const mounting = new Map<string, Promise<void>>();
+
+/**
+ * Mount the bottle's disk image when it has one and it is not mounted (after a
+ * reboot). Callers asking at once (a resume, a record's read of a frozen bottle)
+ * share one mount: a second `mount` of the same image would be refused.
+ */
 export async function mountDisk(p: DiskPaths): Promise<void> {
-  if (!existsSync(p.diskImage) || mounted(p.disk)) return;
-  mkdirSync(p.disk, { recursive: true, mode: 0o755 });
-  await tool(
-    'mount',
-    ['-o', 'loop,nosuid,nodev', p.diskImage, p.disk],
-    'the bottle disk could not be mounted: check that loop devices are available',
-  );
+  const pending = mounting.get(p.disk);
+  if (pending) return pending;
+  const done = (async () => {
+    if (!existsSync(p.diskImage) || mounted(p.disk)) return;
+    mkdirSync(p.disk, { recursive: true, mode: 0o755 });
+    try {
+      await tool(
+        'mount',
+        ['-o', 'loop,nosuid,nodev', p.diskImage, p.disk],
+        'the bottle disk could not be mounted: check that loop devices are available',
+      );
+    } catch (err) {
+      // Mounted meanwhile by another process (a second orchestrator, bb): it is there.
+      if (!mounted(p.disk)) throw err;
+    }
+  })();
+  mounting.set(p.disk, done);
+  try {
+    await done;
+  } finally {
+    mounting.delete(p.disk);
+  }
+}
+
+/**
+ * Unmount everything mounted at or below `dir` (deepest first; detached lazily
+ * when something still holds one): what must go before `dir` is removed. A
+ * mount made there after the disk was unmounted (a launch still mounting its
+ * disk while the bottle is destroyed) goes too, so the removal is never busy.
+ */
+export async function unmountAllUnder(dir: string): Promise<void> {
+  let root: string;
+  try {
+    root = realpathSync(dir);
+  } catch {
+    return;
+  }
+  let info: string;
+  try {
+    info = readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return;
+  }
+  const unescape = (m: string) =>
+    m.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(Number.parseInt(o, 8)));
+  const points = info
+    .split('\n')
+    .map((l) => l.split(' ')[4])
+    .filter((m): m is string => !!m)
+    .map(unescape)
+    .filter((m) => m === root || m.startsWith(`${root}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const m of points)
+    await run('umount', [m], { env: minimalEnv() }).catch(() =>
+      run('umount', ['-l', m], { env: minimalEnv() }).catch(() => {}),
+    );
 }
 
 /** Unmount the bottle's disk (before it is removed). */

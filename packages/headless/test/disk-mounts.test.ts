@@ -1,0 +1,72 @@
+// A bottle's disk is mounted once however many ask at the same moment (a resume and a
+// record's read of a frozen bottle, say: a second mount of the image is refused), and
+// destroying a bottle leaves nothing mounted below its directory, which then goes at
+// once, with no "device or resource busy".
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { destroy } from '../src/bottle/bottle-parts';
+import { bottlePaths } from '../src/bottle/layout';
+import {
+  canMountDisks,
+  makeDisk,
+  mountDisk,
+  mountScratchDisk,
+  unmountDisk,
+} from '../src/engine/disk';
+import type { Backend } from '../src/index';
+
+const homes: string[] = [];
+afterEach(() => {
+  for (const h of homes.splice(0)) {
+    for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+      const at = line.split(' ')[4];
+      if (at?.startsWith(realpathSync(h))) execFileSync('umount', ['-l', at]);
+    }
+    rmSync(h, { recursive: true, force: true });
+  }
+});
+
+/** How many mounts sit at `dir` (stacked ones each count). */
+const mountsAt = (dir: string) =>
+  readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .filter((l) => l.split(' ')[4] === realpathSync(dir)).length;
+
+const SIZE = 32 * 1024 * 1024;
+
+describe.skipIf(!canMountDisks())("a bottle's disk", () => {
+  it('is mounted once when two ask at once, and unmounted whole: its directory goes at once', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'bb-mounts-'));
+    homes.push(home);
+    const env = { BB_HOME: home, BB_DISK_POOL: '0' };
+    const p = bottlePaths('mounts-a', env);
+    mkdirSync(p.dir, { recursive: true });
+    await makeDisk(p, SIZE, env);
+    await unmountDisk(p); // frozen: no mount
+    expect(mountsAt(p.disk)).toBe(0);
+    await Promise.all([mountDisk(p), mountDisk(p), mountDisk(p)]);
+    expect(mountsAt(p.disk)).toBe(1);
+    await unmountDisk(p);
+    expect(mountsAt(p.disk)).toBe(0);
+    rmSync(p.dir, { recursive: true });
+  });
+
+  it('destroy leaves nothing mounted below the bottle, a mount made there after its disk included', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'bb-mounts-'));
+    homes.push(home);
+    const env = { BB_HOME: home, BB_DISK_POOL: '0' };
+    const p = bottlePaths('mounts-b', env);
+    mkdirSync(p.dir, { recursive: true });
+    await makeDisk(p, SIZE, env);
+    // Something else mounted below the bottle's directory (a disk a launch was still
+    // mounting when the bottle was destroyed): the removal must not find it busy.
+    await mountScratchDisk(join(p.dir, 'scratch.img'), join(p.dir, 'state', 'scratch'), SIZE);
+    const engine = { list: async () => [], destroy: async () => {} } as unknown as Backend;
+    await destroy('mounts-b', { backend: engine, env });
+    expect(existsSync(p.dir)).toBe(false);
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(realpathSync(home));
+  });
+});

@@ -38,6 +38,7 @@ import { isLoopbackHost } from './access';
 import { createApp } from './app';
 import { backendKinds } from './backends';
 import { loadConfig, type OrchestratorConfig, webhookSecretsOf } from './config';
+import { awaitAgreement, configHash, keepCheckingIn } from './fleet-config';
 import { OperatorTokens } from './operators';
 import { type OrchestratorState, openState } from './state';
 
@@ -269,6 +270,20 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   await reclaimBuildEngines(join(home, 'builds')).catch((err) =>
     log.warn({ msg: 'could not clean up an earlier build engine', error: errorMessage(err) }),
   );
+  // Every replica must work from one configuration: one that differs waits here, taking
+  // no work, until it agrees with the fleet (the first-joined live member's).
+  const fleetConfig = {
+    roster: state.roster,
+    replica,
+    hash: configHash(join(home, 'config')),
+    ttlMs: config.BB_LEASE_TTL,
+    log: {
+      info: (e: Record<string, unknown>) => log.info(e),
+      error: (e: Record<string, unknown>) => log.error(e),
+    },
+  };
+  await awaitAgreement(fleetConfig);
+  const stopCheckIns = keepCheckingIn(fleetConfig);
   const report = await reconcile(orchestrator, { store, runner, log: (e) => log.info(e) });
   log.info({ msg: 'reconciled with the backend', ...report });
 
@@ -363,6 +378,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
         runner.close?.();
         // The others take this one's issues over now rather than when its leases run out.
         await orchestrator.releaseLeases().catch(() => {});
+        stopCheckIns();
+        await Promise.resolve(state.roster.leave(replica)).catch(() => {});
         await new Promise<void>((r) => {
           server.close(() => r());
           server.closeIdleConnections();

@@ -5,8 +5,10 @@ import {
   BbDatabase,
   type DeliveryLedger,
   type EventInbox,
+  type FleetRoster,
   type ForgeStateStore,
   type LeaseStore,
+  SqliteFleetRoster,
   SqliteForgeStateStore,
   SqliteLeaseStore,
   type UnleasedWork,
@@ -23,6 +25,8 @@ export interface OrchestratorState {
   runs: RunRecordStore;
   /** Leases on work, shared by the orchestrators using this state. */
   leases: LeaseStore;
+  /** Who is in the fleet, with what configuration. */
+  roster: FleetRoster;
   /** What nobody holds, asked of the database (PostgreSQL, where leases and bottles are one database). */
   unleased?: UnleasedWork;
   /** This machine's own SQLite file (supervise requests, which name this machine's bottles). */
@@ -48,6 +52,7 @@ export async function openState(
       store,
       runs: new ProvenanceStore(local),
       leases: new SqliteLeaseStore(local),
+      roster: new SqliteFleetRoster(local),
       local,
       close: async () => local.close(),
     };
@@ -63,6 +68,7 @@ export async function openState(
       store: pg.store,
       runs: pg.runs,
       leases: pg.leases,
+      roster: pg.roster,
       unleased: pg.store,
       local,
       close: async () => {

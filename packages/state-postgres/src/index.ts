@@ -25,5 +25,6 @@ export {
 export { PG_LEASE_SQL, PostgresLeaseStore } from './leases';
 export { LEASES_PG_MIGRATIONS, RUNS_PG_MIGRATIONS, STATE_PG_MIGRATIONS } from './migrations';
 export { openPostgresState, type PostgresState } from './open';
+export { PostgresFleetRoster, ROSTER_PG_MIGRATIONS } from './roster';
 export { PostgresRunRecordStore } from './run-store';
 export { PG_STATE_SQL, PostgresForgeStateStore, rowValues } from './state-store';

@@ -1,5 +1,6 @@
 import { type OpenPostgresOptions, PostgresDatabase } from './database';
 import { PostgresLeaseStore } from './leases';
+import { PostgresFleetRoster } from './roster';
 import { PostgresRunRecordStore } from './run-store';
 import { PostgresForgeStateStore } from './state-store';
 
@@ -12,6 +13,8 @@ export interface PostgresState {
   runs: PostgresRunRecordStore;
   /** Claims on work shared by the orchestrators. */
   leases: PostgresLeaseStore;
+  /** Who is in the fleet, with what configuration. */
+  roster: PostgresFleetRoster;
   close(): Promise<void>;
 }
 
@@ -22,7 +25,8 @@ export async function openPostgresState(options: OpenPostgresOptions): Promise<P
     const store = await PostgresForgeStateStore.open(database);
     const runs = await PostgresRunRecordStore.open(database);
     const leases = await PostgresLeaseStore.open(database);
-    return { database, store, runs, leases, close: () => database.close() };
+    const roster = await PostgresFleetRoster.open(database);
+    return { database, store, runs, leases, roster, close: () => database.close() };
   } catch (err) {
     await database.close();
     throw err;

@@ -6,12 +6,14 @@ import {
   describeInboxConformance,
   describeLeaseConformance,
   describeLedgerConformance,
+  describeRosterConformance,
   describeRoutedInboxConformance,
   describeStoreConformance,
 } from '@bb/state/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   PostgresDatabase,
+  PostgresFleetRoster,
   PostgresForgeStateStore,
   PostgresLeaseStore,
   PostgresRunRecordStore,
@@ -47,6 +49,10 @@ if (!skipped) {
   describeRoutedInboxConformance('PostgresForgeStateStore', states);
   describeLeaseConformance('PostgresLeaseStore', {
     create: async () => PostgresLeaseStore.open(await freshSchema()),
+    dispose: (s) => s.database.close(),
+  });
+  describeRosterConformance('PostgresFleetRoster', {
+    create: async () => PostgresFleetRoster.open(await freshSchema()),
     dispose: (s) => s.database.close(),
   });
   describeRunStoreConformance('PostgresRunRecordStore', {

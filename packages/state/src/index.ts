@@ -67,6 +67,15 @@ export {
 } from './leases';
 export { MemoryForgeStateStore } from './memory-store';
 export {
+  agreement,
+  checkConfigHash,
+  type FleetRoster,
+  type Member,
+  MemoryFleetRoster,
+  ROSTER_MIGRATIONS,
+  SqliteFleetRoster,
+} from './roster';
+export {
   COLUMNS,
   cellsToRow,
   type DeliveryRow,

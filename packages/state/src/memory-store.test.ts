@@ -1,9 +1,11 @@
 import { MemoryLeaseStore } from './leases';
 import { MemoryForgeStateStore } from './memory-store';
+import { MemoryFleetRoster } from './roster';
 import {
   describeInboxConformance,
   describeLeaseConformance,
   describeLedgerConformance,
+  describeRosterConformance,
   describeRoutedInboxConformance,
   describeStoreConformance,
 } from './testing';
@@ -38,3 +40,4 @@ describeLedgerConformance('MemoryForgeStateStore behind promises', { create });
 describeInboxConformance('MemoryForgeStateStore behind promises', { create });
 describeRoutedInboxConformance('MemoryForgeStateStore behind promises', { create });
 describeLeaseConformance('MemoryLeaseStore', { create: () => new MemoryLeaseStore() });
+describeRosterConformance('MemoryFleetRoster', { create: () => new MemoryFleetRoster() });

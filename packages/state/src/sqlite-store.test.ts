@@ -1,12 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SqliteFleetRoster } from './roster';
 import { SqliteLeaseStore } from './sqlite-leases';
 import { SqliteForgeStateStore } from './sqlite-store';
 import {
   describeInboxConformance,
   describeLeaseConformance,
   describeLedgerConformance,
+  describeRosterConformance,
   describeRoutedInboxConformance,
   describeStoreConformance,
 } from './testing';
@@ -38,5 +40,19 @@ describeLeaseConformance('SqliteLeaseStore', {
   dispose: (leases) => {
     dispose(leaseFiles.get(leases)!);
     leaseFiles.delete(leases);
+  },
+});
+
+const rosterFiles = new Map<SqliteFleetRoster, SqliteForgeStateStore>();
+describeRosterConformance('SqliteFleetRoster', {
+  create: () => {
+    const store = create();
+    const roster = new SqliteFleetRoster(store.database);
+    rosterFiles.set(roster, store);
+    return roster;
+  },
+  dispose: (roster) => {
+    dispose(rosterFiles.get(roster)!);
+    rosterFiles.delete(roster);
   },
 });

@@ -1,14 +1,17 @@
 // The manifests shipped in deploy/: valid against the API's published schemas, the
 // orchestrator's Role grants no way into a pod, and it grants every call
 // KubernetesBottles makes (as recorded by the fake API server), and no more kinds.
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadAgentManifest, loadBottleManifest } from '@bb/headless';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import {
+  ConfigMap,
   LimitRange,
   Namespace,
   PersistentVolume,
@@ -201,5 +204,76 @@ describe('deploy/', () => {
     );
     expect([...needed].filter((n) => !granted.has(n))).toEqual([]);
     expect(needed.size).toBeGreaterThanOrEqual(12);
+  });
+  it('gives every replica the same agents, bottles and policy from a ConfigMap, and its signing key from a Secret', () => {
+    type Pod = {
+      containers: Array<{
+        env: Array<{ name: string; value: string }>;
+        volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
+      }>;
+      volumes: Array<{
+        name: string;
+        emptyDir?: object;
+        configMap?: { name: string; items: Array<{ key: string; path: string }> };
+        secret?: {
+          secretName: string;
+          defaultMode?: number;
+          items: Array<{ key: string; path: string }>;
+        };
+      }>;
+    };
+    const pod = (
+      docs.find((d) => d.kind === 'Deployment')!.spec as unknown as {
+        template: { spec: Pod };
+      }
+    ).template.spec;
+    const c = pod.containers[0]!;
+    const home = c.env.find((e) => e.name === 'BB_HOME')!.value;
+    const volumeAt = (path: string) => {
+      const m = c.volumeMounts.find((v) => v.mountPath === path);
+      expect(m, `a volume at ${path}`).toBeDefined();
+      expect(m!.readOnly).toBe(true);
+      return pod.volumes.find((v) => v.name === m!.name)!;
+    };
+    // The configuration: a ConfigMap, each key the kustomization makes placed in its folder.
+    const config = volumeAt(`${home}/config`);
+    expect(config.emptyDir).toBeUndefined();
+    const k = load('kustomization.yaml')[0] as unknown as {
+      configMapGenerator: Array<{ name: string; namespace: string; files: string[] }>;
+    };
+    const gen = k.configMapGenerator.find((g) => g.name === config.configMap!.name)!;
+    expect(gen.namespace).toBe(docs.find((d) => d.kind === 'Deployment')!.metadata!.namespace);
+    const files = Object.fromEntries(gen.files.map((f) => f.split('=') as [string, string]));
+    expect(config.configMap!.items.map((i) => i.key).sort()).toEqual(Object.keys(files).sort());
+    // The ConfigMap it makes is one the API accepts.
+    const data = Object.fromEntries(
+      Object.entries(files).map(([key, file]) => [key, readFileSync(join(deploy, file), 'utf8')]),
+    );
+    new ConfigMap({ metadata: { name: gen.name, namespace: gen.namespace }, data }).validate();
+    // Laid out as the pod sees it, the manifests are valid and every agent's bottles exist.
+    const bbHome = mkdtempSync(join(tmpdir(), 'bb-deploy-config-'));
+    try {
+      for (const item of config.configMap!.items) {
+        const to = join(bbHome, 'config', item.path);
+        mkdirSync(dirname(to), { recursive: true });
+        writeFileSync(to, data[item.key]!);
+      }
+      const env = { BB_HOME: bbHome };
+      const agents = config
+        .configMap!.items.filter((i) => i.path.startsWith('agents/'))
+        .map((i) => basename(i.path).replace(/\.(json|ya?ml)$/, ''));
+      expect(agents.length).toBeGreaterThan(0);
+      for (const a of agents)
+        for (const b of loadAgentManifest(a, env).manifest.bottles) loadBottleManifest(b, env);
+    } finally {
+      rmSync(bbHome, { recursive: true, force: true });
+    }
+    // The signing key: a Secret only its owner may read, never a new key at each start.
+    const key = volumeAt(`${home}/keys`);
+    expect(key.emptyDir).toBeUndefined();
+    expect(key.secret!.items).toEqual([
+      { key: 'provenance-ed25519.pem', path: 'provenance-ed25519.pem' },
+    ]);
+    expect(key.secret!.defaultMode).toBe(0o400);
   });
 });

@@ -68,6 +68,8 @@ export async function carryOut(
         core.o.supervise?.cancelAll?.(s.slug, 'the bottle was destroyed');
         core.warm.forget(s.slug);
         await core.warm.cooling(s.slug);
+        // Never another orchestrator's bottle: one that stalled past its lease removes nothing.
+        await core.fleet.fence(s.key);
         await core.o.runner.destroy(s.slug);
         await s.commit({ ...s.state, status: 'destroyed', pending: [] });
         core.log({ msg: 'bottle destroyed', key: s.key, slug: s.slug });

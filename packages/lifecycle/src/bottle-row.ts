@@ -1,3 +1,4 @@
+import { BbError } from '@bb/errors';
 import type { BottleRunner, BottleStorage } from '@bb/headless';
 import type { ForgeState, ForgeStateStore } from '@bb/state';
 import type { RowWriter } from './session';
@@ -54,7 +55,8 @@ export async function saveBottleRow(
 /**
  * How the orchestrator's sessions write their rows: only while this process
  * holds the issue (one that stalled past its lease, and may have lost it, asks
- * again first and writes nothing if it did).
+ * again first and writes nothing if it did). A row not written is a `CONFLICT`:
+ * whatever was to follow it (a destroy, a resume) does not happen either.
  */
 export function sessionRows(
   o: { store: ForgeStateStore; runner: BottleRunner; botLogin: string },
@@ -70,7 +72,10 @@ export function sessionRows(
           slug: s.slug,
           status,
         });
-        return;
+        throw new BbError(
+          'CONFLICT',
+          `issue ${s.key} is another orchestrator's now: its row was not written, and what was to follow stops`,
+        );
       }
       await saveBottleRow(
         o.store,

@@ -59,6 +59,8 @@ export class Feedback {
   async say(key: string, message: string, once = message): Promise<void> {
     if (!this.#first(key, once, message, 'cannot launch')) return;
     if (this.#o.comment === false) return;
+    // Asked before the ledger notes it: one that lost the issue leaves it to the new holder.
+    if (!(await this.#mayWrite(key, 'cannot launch'))) return;
     if (!(await this.#ledger(key, once, message))) return;
     await this.#post(key, parseIssueKey(key).issue, message, 'cannot launch', 0);
   }
@@ -72,6 +74,7 @@ export class Feedback {
   async turnOutcome(key: string, on: number, message: string, once: string): Promise<void> {
     if (!this.#first(key, once, message, 'turn outcome')) return;
     if (this.#o.turnOutcomes === false) return;
+    if (!(await this.#mayWrite(key, 'turn outcome'))) return;
     if (!(await this.#ledger(key, once, message))) return;
     void this.#post(key, on, message, 'turn outcome', 0);
   }

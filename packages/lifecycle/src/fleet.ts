@@ -287,11 +287,15 @@ export class Fleet {
     // Where the database can say what nobody holds, only that is read; else every row,
     // every open event and every lease, compared here.
     const others = u ? new Set<string>() : await this.leases.heldByOthers();
-    for (const row of u ? await u.unleasedRows(ISSUE_LEASE) : await this.#h.store.all()) {
+    for (const row of u
+      ? await u.unleasedRows(ISSUE_LEASE, this.leases.holder)
+      : await this.#h.store.all()) {
       const key = keyOf(row);
       if (!this.leases.holds(key) && !others.has(key)) want.add(key);
     }
-    for (const e of u ? await u.unleasedEvents(ISSUE_LEASE) : await this.#h.inbox.openEvents()) {
+    for (const e of u
+      ? await u.unleasedEvents(ISSUE_LEASE, this.leases.holder)
+      : await this.#h.inbox.openEvents()) {
       if (e.state === 'parked') {
         await this.routeIfClaimed(e);
         continue;

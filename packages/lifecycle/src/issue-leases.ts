@@ -54,16 +54,26 @@ export class IssueLeases {
    * less one renewal period (the database's clock and ours may drift apart by
    * that much). Past it the issue counts as not held, renewed or not.
    */
-  readonly #held = new Map<string, { until: number; token: number }>();
+  readonly #held = new Map<string, { until: number; wallUntil: number; token: number }>();
   readonly #now: () => number;
+  readonly #wall: () => number;
   /**
    * Issues a claim found another holding, until when (local time) that is
    * trusted without asking again: one renewal period from the claim.
    */
   readonly #others = new Map<string, number>();
 
-  constructor(o: FleetOptions, now: () => number = () => performance.now()) {
+  constructor(
+    o: FleetOptions,
+    now: () => number = () => performance.now(),
+    /**
+     * The wall clock, held to the same deadline: the monotonic clock does not move
+     * while a VM is paused or suspended, the wall clock does (by NTP at the latest).
+     */
+    wall: () => number = Date.now,
+  ) {
     this.#now = now;
+    this.#wall = wall;
     this.#store = o.leases;
     this.holder = o.holder;
     this.ttlMs = o.ttlMs ?? 15_000;
@@ -75,7 +85,7 @@ export class IssueLeases {
   /** Whether this process holds `issue` and its lease has not run out by this process's reckoning. */
   holds(issue: string): boolean {
     const held = this.#held.get(issue);
-    return held !== undefined && this.#now() < held.until;
+    return held !== undefined && this.#now() < held.until && this.#wall() < held.wallUntil;
   }
 
   get held(): string[] {
@@ -115,10 +125,15 @@ export class IssueLeases {
    */
   async claim(issue: string): Promise<ClaimResult & { continued: boolean }> {
     const sentAt = this.#now();
+    const wallAt = this.#wall();
     const before = this.#held.get(issue)?.token;
     const r = await this.#store.claim(NAME + issue, this.holder, this.ttlMs);
     if (r.held) {
-      this.#held.set(issue, { until: this.#deadline(sentAt), token: r.token });
+      this.#held.set(issue, {
+        until: this.#deadline(sentAt),
+        wallUntil: this.#deadline(wallAt),
+        token: r.token,
+      });
       this.#others.delete(issue);
     } else {
       this.#held.delete(issue);
@@ -139,6 +154,9 @@ export class IssueLeases {
     const r = await this.claim(issue);
     if (r.continued) return true;
     this.#held.delete(issue);
+    // Claimed again but changed hands meanwhile: given back, so whoever takes it (this
+    // process included) takes it from the store.
+    if (r.held) await this.#store.release(NAME + issue, this.holder);
     return false;
   }
 
@@ -150,6 +168,7 @@ export class IssueLeases {
     const mine = [...this.#held.keys()];
     if (mine.length === 0) return [];
     const sentAt = this.#now();
+    const wallAt = this.#wall();
     const kept = new Set(
       (
         await this.#store.renew(
@@ -163,8 +182,11 @@ export class IssueLeases {
     for (const i of mine) {
       if (!this.#held.has(i)) continue;
       // Kept: nobody took it, even if it ran out meanwhile; this process's state of it stands.
-      if (kept.has(i)) this.#held.get(i)!.until = this.#deadline(sentAt);
-      else {
+      if (kept.has(i)) {
+        const h = this.#held.get(i)!;
+        h.until = this.#deadline(sentAt);
+        h.wallUntil = this.#deadline(wallAt);
+      } else {
         this.#held.delete(i);
         lost.push(i);
       }

@@ -314,6 +314,9 @@ export class Orchestrator {
       // Settled here already: a listing of open events read before it was settled (the
       // inbox's poll, an issue's adoption) must not have it handled a second time.
       if (this.#settled.has(work.inbox.id)) return;
+      // Waiting in its session for the running turn (settled deferred after a listing
+      // was read): its comment is in the turn's queue already, never twice.
+      if (this.#sessions.get(key)?.deferred.includes(work.inbox.id)) return;
       this.#queued.add(work.inbox.id);
     }
     this.queue.push(key, work);

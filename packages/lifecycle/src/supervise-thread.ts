@@ -214,6 +214,8 @@ export async function announceRequests(core: Core, desk: ThreadDesk): Promise<vo
   for (const r of desk.list({ status: 'pending' })) {
     const s = core.sessions.bySlug(r.slug);
     if (!s || unposted(core).has(r.id)) continue;
+    // Asked before the ledger notes the post: one that lost the issue leaves it to its holder.
+    if (!(await core.fleet.stillHolds(s.key))) continue;
     const first = await core.o.inbox.accept(`bb:supervise:${r.id}`, {
       issue: null,
       occurredAt: new Date().toISOString(),

@@ -367,6 +367,31 @@ describe('orchestrators sharing one database', () => {
     await until('resumed by b', () => t.runner.started.length === 2);
   });
 
+  it("one paused while it ends a turn of a closed PR past its lease removes nothing after it wakes: the bottle is the new holder's", async () => {
+    const f = twoOf(undefined, {}, true);
+    const { t, a, b, n, key } = f;
+    const slug = await launchOnA(f);
+    t.finish(slug, 75);
+    await until('frozen', () => t.row(n)?.status === 'frozen');
+    await a.accept(t.ev.comment(75, 'go on'));
+    await until('resumed', () => t.runner.started.length === 2);
+    let go!: () => void;
+    f.holdRecordOfA(new Promise<void>((r) => (go = r)));
+    // The PR is closed while the agent works: its turn ends, and a would destroy the bottle.
+    await a.accept(t.ev.closed(75));
+    await until('a recording', () => f.recordingOfA());
+    a.stopWatchdog();
+    await until('b took the issue', () => b.fleet.held.includes(key), TTL * 8);
+    await until('b froze it', () => t.row(n)?.status === 'frozen', TTL * 8);
+    const since = t.runner.calls.length;
+    const woke = f.wake();
+    go();
+    await new Promise((r) => setTimeout(r, TTL * 3));
+    expect(t.runner.calls.slice(since)).not.toContain(`destroy ${slug}`);
+    expect(f.writesBy('a', woke)).toEqual([]);
+    expect(t.row(n)).toMatchObject({ slug, status: 'frozen' });
+  });
+
   it('a comment waiting for the running turn is heard once when its holder takes the issue up again after its own clock ran the lease out', async () => {
     const f = twoOf();
     const { t, a, b, n, key } = f;

@@ -7,7 +7,9 @@ import {
   randomBytes,
 } from 'node:crypto';
 import {
+  accessSync,
   chmodSync,
+  constants,
   existsSync,
   linkSync,
   mkdirSync,
@@ -44,7 +46,9 @@ export function keyIdOf(publicKey: KeyObject): string {
 export function loadOrCreateSigningKey(bbHome: string): SigningKey {
   const dir = homeLayout({}, bbHome).keys;
   const file = join(dir, 'provenance-ed25519.pem');
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // Given, read-only (a Kubernetes Secret mounted at $BB_HOME/keys): used as it is.
+  const given = existsSync(file) && readOnly(dir);
+  if (!given) mkdirSync(dir, { recursive: true, mode: 0o700 });
   if (!existsSync(file)) {
     // Written whole under another name, then linked into place: orchestrators starting
     // together on one BB_HOME agree on one key, and none reads half a file.
@@ -78,7 +82,7 @@ export function loadOrCreateSigningKey(bbHome: string): SigningKey {
       `${file} is readable by others (mode ${mode.toString(8)}): run chmod 600 ${file}`,
     );
   }
-  chmodSync(dir, 0o700);
+  if (!given) chmodSync(dir, 0o700);
   let privateKey: KeyObject | undefined;
   for (let i = 0; ; i++) {
     try {
@@ -103,6 +107,16 @@ export function loadOrCreateSigningKey(bbHome: string): SigningKey {
     keyId: keyIdOf(publicKey),
     publicPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
   };
+}
+
+/** Whether `dir` is on a read-only mount (it cannot be made private, nor written). */
+function readOnly(dir: string): boolean {
+  try {
+    accessSync(dir, constants.W_OK);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EROFS';
+  }
 }
 
 /** A public key the fleet trusts to sign run records: each orchestrator adds its own. */

@@ -1,5 +1,13 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OpLog } from '@bb/forge-sidecar';
@@ -124,6 +132,32 @@ describe('signing keys', () => {
     expect(() => loadOrCreateSigningKey(home)).toThrow(/readable by others.*chmod 600/);
     chmodSync(join(home, 'keys', 'provenance-ed25519.pem'), 0o600);
   });
+
+  it.skipIf(process.getuid?.() !== 0)(
+    'given on a read-only mount (a Kubernetes Secret), used as it is, never replaced',
+    () => {
+      // The operator's key, 0400, in a folder mounted read-only at $BB_HOME/keys.
+      const made = join(root, 'made-key');
+      const key = loadOrCreateSigningKey(made);
+      const home = join(root, 'secret-home');
+      const keys = join(home, 'keys');
+      mkdirSync(keys, { recursive: true });
+      writeFileSync(
+        join(keys, 'provenance-ed25519.pem'),
+        readFileSync(join(made, 'keys', 'provenance-ed25519.pem')),
+        {
+          mode: 0o400,
+        },
+      );
+      execFileSync('mount', ['--bind', keys, keys]);
+      try {
+        execFileSync('mount', ['-o', 'remount,bind,ro', keys]);
+        expect(loadOrCreateSigningKey(home).keyId).toBe(key.keyId);
+      } finally {
+        execFileSync('umount', [keys]);
+      }
+    },
+  );
 
   it('made by several processes at once on one home: all get the same key, none fails', async () => {
     const home = join(root, 'racehome');

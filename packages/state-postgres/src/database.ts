@@ -107,7 +107,8 @@ export class PostgresDatabase {
     let connected = false;
     const connect = async (): Promise<void> => {
       if (stopped) return;
-      const c = new pg.Client(this.#config);
+      // TCP keep-alive: a connection left half-open by a failover is found dead, and made again.
+      const c = new pg.Client({ ...this.#config, keepAlive: true });
       client = c;
       let failed = false;
       const retry = () => {

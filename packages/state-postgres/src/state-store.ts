@@ -97,15 +97,15 @@ export const PG_STATE_SQL = {
     )
     SELECT id, issue, state FROM ins WHERE (SELECT count(*) FROM heard) >= 0`,
   inboxOpen: `SELECT ${INBOX_COLUMNS} FROM event_inbox WHERE state <> 'done' ORDER BY occurred_at, id`,
-  // What nobody holds (UnleasedWork): $1 is the lease names' prefix.
+  // What nobody else holds (UnleasedWork): $1 is the lease names' prefix, $2 the asker.
   unleasedRows: `SELECT ${COLUMNS} FROM forge_state f WHERE NOT EXISTS (
       SELECT 1 FROM work_leases l WHERE l.name = $1 || f.owner || '/' || f.repo || '#' || f.issue_number
-        AND l.holder <> '' AND l.expires_at > now())
+        AND l.holder <> '' AND l.holder <> $2 AND l.expires_at > now())
     ORDER BY owner, repo, issue_number`,
   unleasedEvents: `SELECT ${INBOX_COLUMNS} FROM event_inbox e WHERE e.state <> 'done' AND (
       e.issue IS NULL OR NOT EXISTS (
         SELECT 1 FROM work_leases l WHERE l.name = $1 || e.issue
-          AND l.holder <> '' AND l.expires_at > now()))
+          AND l.holder <> '' AND l.holder <> $2 AND l.expires_at > now()))
     ORDER BY occurred_at, id`,
   inboxOpenOf: `SELECT ${INBOX_COLUMNS} FROM event_inbox WHERE issue = $1 AND state <> 'done'
     ORDER BY occurred_at, id`,
@@ -207,24 +207,24 @@ export class PostgresForgeStateStore
   }
 
   /**
-   * Live rows whose issue's lease nobody holds (`UnleasedWork`): the leases must be in
+   * Live rows whose issue's lease nobody but `holder` holds (`UnleasedWork`): the leases must be in
    * this database and schema (`PostgresLeaseStore` on the same `PostgresDatabase`).
    */
-  async unleasedRows(prefix: string): Promise<ForgeState[]> {
+  async unleasedRows(prefix: string, holder: string): Promise<ForgeState[]> {
     const r = await this.database.query<Row>(
       'list unleased bottles in',
       PG_STATE_SQL.unleasedRows,
-      [prefix],
+      [prefix, holder],
     );
     return r.rows.map((row) => rowToState(row, this.database.where));
   }
 
-  /** Open events whose issue's lease nobody holds, and parked ones (`UnleasedWork`). */
-  async unleasedEvents(prefix: string): Promise<InboxEvent[]> {
+  /** Open events whose issue's lease nobody but `holder` holds, and parked ones (`UnleasedWork`). */
+  async unleasedEvents(prefix: string, holder: string): Promise<InboxEvent[]> {
     const r = await this.database.query<InboxRow>(
       'read the unleased inbox of',
       PG_STATE_SQL.unleasedEvents,
-      [prefix],
+      [prefix, holder],
     );
     return r.rows.map(toInboxEvent);
   }

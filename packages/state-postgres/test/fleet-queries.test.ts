@@ -106,14 +106,25 @@ describe.skipIf(skipped)(`a fleet's queries${skipped ? ` (skipped: ${skipped})` 
     await s.leases.claim('issue:acme/widgets#4', 'r2', 60_000);
     await s.leases.release('issue:acme/widgets#4', 'r2'); // given up
     await new Promise((r) => setTimeout(r, 150));
-    expect((await s.store.unleasedRows('issue:')).map((r) => r.issueNumber)).toEqual([2, 3, 4]);
+    expect((await s.store.unleasedRows('issue:', 'r9')).map((r) => r.issueNumber)).toEqual([
+      2, 3, 4,
+    ]);
+    // r1's own lease is r1's to take back (a restart): not held by anyone else.
+    expect((await s.store.unleasedRows('issue:', 'r1')).map((r) => r.issueNumber)).toEqual([
+      1, 2, 3, 4,
+    ]);
     const e1 = await s.store.accept('k1', event('acme/widgets#1'));
     const e3 = await s.store.accept('k3', event('acme/widgets#3'));
     const parked = await s.store.accept('k5', event(null));
     await s.store.accept('k6', event('acme/widgets#3', true));
-    const open = (await s.store.unleasedEvents('issue:')).map((e) => e.id);
+    const open = (await s.store.unleasedEvents('issue:', 'r9')).map((e) => e.id);
     expect(open).toEqual([e3!.id, parked!.id]);
     expect(open).not.toContain(e1!.id);
+    expect((await s.store.unleasedEvents('issue:', 'r1')).map((e) => e.id)).toEqual([
+      e1!.id,
+      e3!.id,
+      parked!.id,
+    ]);
     await s.close();
   }, 30_000);
 });

@@ -64,10 +64,13 @@ export interface LeaseStore {
  * (`issue:`).
  */
 export interface UnleasedWork {
-  /** Live bottle rows whose issue's lease nobody holds (none, run out or released). */
-  unleasedRows(prefix: string): Awaitable<ForgeState[]>;
-  /** Open events whose issue's lease nobody holds, and the parked ones (no issue yet), in order. */
-  unleasedEvents(prefix: string): Awaitable<InboxEvent[]>;
+  /**
+   * Live bottle rows whose issue's lease nobody but `holder` holds (none, run
+   * out, released, or `holder`'s own: a restarted holder takes its own back).
+   */
+  unleasedRows(prefix: string, holder: string): Awaitable<ForgeState[]>;
+  /** Open events of issues nobody but `holder` holds, and the parked ones (no issue yet), in order. */
+  unleasedEvents(prefix: string, holder: string): Awaitable<InboxEvent[]>;
 }
 
 export function checkLeaseName(name: unknown): string {

@@ -283,6 +283,8 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
       `bottle ${options.slug} talks to a forge: resume needs the forge token again`,
     );
   if (options.forgeToken) registerSecret(options.forgeToken);
+  // Asked before anything of the bottle changes (its disk, its meta), not only before its agent.
+  await options.fence?.();
   const { manifest: agent } = loadAgentManifest(meta.agent, env);
   const bottles = meta.bottles.map((b) => loadBottleManifest(b, env).manifest);
   const p = bottlePaths(meta.slug, env);
@@ -294,8 +296,6 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   }
   delete meta.syncPr;
   if (meta.warm) {
-    // The warm agent runs the turn as soon as it is given: asked before that.
-    await options.fence?.();
     // In the containers kept warm, when they can serve this turn; else cooled first.
     let warm: StartedTurn | string;
     try {

@@ -4,9 +4,10 @@
 // `stats` on stdin, prints what it asked of the database since it started (statements,
 // rows they returned) and how many events it handled.
 import { createInterface } from 'node:readline';
-import { openPostgresState, PG_STATE_SQL, PostgresDatabase } from '@bb/state-postgres';
+import { openPostgresState, PostgresDatabase } from '@bb/state-postgres';
 import { listen, SECRET, signedJsonServer } from './load';
 import { benchOrchestrator, orchestratorEndpoint } from './orchestrator';
+import { acceptStatement } from './pg-floor';
 
 const [url, schema, holder, home] = process.argv.slice(2) as [string, string, string, string];
 
@@ -54,27 +55,10 @@ if (holder.startsWith('floor')) {
   // its notice included), and nothing else: no orchestrator behind it.
   let written = 0;
   const floor = signedJsonServer((body) => {
-    const now = new Date().toISOString();
     written++;
-    return state.database.pool.query({
-      name: 'floor_accept',
-      text: PG_STATE_SQL.accept,
-      values: [
-        `comment:${body.comment.id}`,
-        null,
-        'comment_created',
-        now,
-        `acme/widgets#${body.issue.number}`,
-        'pending',
-        now,
-        JSON.stringify(body.comment),
-        null,
-        null,
-        null,
-        null,
-        false,
-      ],
-    });
+    return state.database.pool.query(
+      acceptStatement(body, { issue: `acme/widgets#${body.issue.number}` }),
+    );
   });
   process.stdout.write(`${JSON.stringify({ port: await listen(floor) })}\n`);
   for await (const line of createInterface({ input: process.stdin })) {

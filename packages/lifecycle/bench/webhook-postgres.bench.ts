@@ -1,12 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  openPostgresState,
-  PG_STATE_SQL,
-  PostgresDatabase,
-  PostgresForgeStateStore,
-} from '@bb/state-postgres';
+import { openPostgresState, PostgresDatabase, PostgresForgeStateStore } from '@bb/state-postgres';
 import { startPostgres } from '@bb/state-postgres/testing';
 import { reportBench } from '@bb/tooling/bench';
 import pg from 'pg';
@@ -21,6 +16,7 @@ import {
   signedJsonServer,
 } from './load';
 import { benchOrchestrator, orchestratorEndpoint } from './orchestrator';
+import { acceptStatement } from './pg-floor';
 
 const N = 5000;
 const server = await startPostgres({ durable: true });
@@ -45,28 +41,7 @@ try {
   // the store's own statement (both tables and their indexes) in its own schema.
   const sameSql = await PostgresDatabase.open({ url: server.url, schema: 'floor2', max: 10 });
   await PostgresForgeStateStore.open(sameSql);
-  const designFloor = signedJsonServer((body) => {
-    const now = new Date().toISOString();
-    return sameSql.pool.query({
-      name: 'floor_accept',
-      text: PG_STATE_SQL.accept,
-      values: [
-        `comment:${body.comment.id}`,
-        null,
-        'comment_created',
-        now,
-        null,
-        'parked',
-        now,
-        JSON.stringify(body.comment),
-        'acme',
-        'widgets',
-        body.issue.number,
-        'parkIfRunning',
-        false,
-      ],
-    });
-  });
+  const designFloor = signedJsonServer((body) => sameSql.pool.query(acceptStatement(body, 'byPr')));
   const bare = bareServer();
   const oursPort = await listen(ours);
   const barePort = await listen(bare);

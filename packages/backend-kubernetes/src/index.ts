@@ -23,4 +23,5 @@ export {
   planBottle,
   RUNTIME_DIR,
 } from './manifests';
-export { IN_POD, type KubernetesRunnerOptions, kubernetesRunner } from './runner';
+export { IN_POD } from './pod-paths';
+export { type KubernetesRunnerOptions, kubernetesRunner } from './runner';

@@ -20,11 +20,9 @@ import {
   HOME_LABEL,
   homeLabel,
   hostBottleStorage,
-  type InsidePaths,
   loadAgentManifest,
   loadBottleManifest,
   MANAGED_LABEL,
-  type MountRole,
   memoryBytes,
   planBottle,
   providerFor,
@@ -41,65 +39,8 @@ import {
 import { bbHome, LABEL } from '@bb/names';
 import { loadPolicy } from '@bb/supervise';
 import type { KubeBottleStatus, KubernetesBottles } from './kubernetes-bottles';
-import { type KubeBottleSpec, RUNTIME_DIR } from './manifests';
-
-/** Where things are inside a bottle's pods (manifests.ts mounts them there). */
-export const IN_POD = {
-  home: '/home/agent',
-  workspace: '/workspace',
-  /** bot-bottle's runtime, from the gate's image. */
-  runtime: RUNTIME_DIR,
-  /** The forge surface's socket: the gate's own, and the agent's bridge to it (each its /tmp). */
-  socket: '/tmp/bb/forge.sock',
-  /** Where the gate reads its Secret's files. */
-  secrets: '/run/bb-secrets',
-  /** The gate's queue and state: its folders of the shared claim. */
-  queue: '/queue',
-  state: '/state',
-} as const;
-
-/** The same places as the plan names them (the proxies' files are in the gate's Secret). */
-const IN_POD_PLAN: InsidePaths = {
-  home: IN_POD.home,
-  workspace: IN_POD.workspace,
-  runtime: IN_POD.runtime,
-  socket: IN_POD.socket,
-  socketDir: '/tmp',
-  secrets: IN_POD.secrets,
-  queue: IN_POD.queue,
-  state: IN_POD.state,
-  // The proxies' files (secret references only) on the claim, where a reload rewrites them.
-  proxy: '/proxy',
-  superviseSocket: '/tmp/bb/supervise.sock',
-  supervise: '/supervise',
-  currentConfig: '/etc/bot-bottle/current-config',
-  mirror: '',
-  turns: '',
-};
-
-/**
- * What the pods give a plan's mounts (manifests.ts): the runtime, the home and
- * workspace on the bottle's claim, the sockets (the bridge's and the gate's own),
- * the gate's Secret (its keys), and on the shared claim its queue, state, the
- * proxies' files, the supervise exchange and the bottle's current configuration.
- * The agent's pod has nothing of the shared claim: it reads its current
- * configuration from the supervise sidecar (`$BB_SUPERVISE config`).
- */
-const POD_ROLES: Record<'agent' | 'gate', ReadonlySet<MountRole>> = {
-  // The agent's pod: nothing of the gate's (its Secret, queue, state) is ever in it.
-  agent: new Set<MountRole>(['runtime', 'home', 'workspace', 'sockets', 'currentConfig']),
-  gate: new Set<MountRole>([
-    'runtime',
-    'workspace',
-    'sockets',
-    'secrets',
-    'proxy',
-    'queue',
-    'state',
-    'supervise',
-    'currentConfig',
-  ]),
-};
+import type { KubeBottleSpec } from './manifests';
+import { IN_POD, IN_POD_PLAN, POD_ROLES } from './pod-paths';
 
 /** Why a Kubernetes bottle's agent is refused a new image when it asks. */
 export const NO_REBUILD_ON_KUBERNETES =
@@ -371,10 +312,9 @@ export function kubernetesRunner(
       const image = imageOf(m.bottle, m.bottles[0]!);
       if (readMeta(l.slug, env))
         throw new BbError('CONFLICT', `bottle ${l.slug} exists already: destroy it first`);
-      // The bottle's folder of the shared claim: its meta and the orchestrator's notes at
-      // the top (no gate mounts that), the gate's queue and state below (its own). Root
-      // gives those to the gate's user; an orchestrator that runs as that user
-      // (deploy/orchestrator.yaml) has them already; any other could not read them.
+      // The bottle's folder of the shared claim: meta and notes on top (no gate mounts
+      // that), the gate's own queue and state below, the gate user's (root or that user
+      // can make them so: deploy/orchestrator.yaml runs as it).
       const uid = process.getuid?.();
       if (uid !== undefined && uid !== 0 && uid !== GATE_USER.uid)
         throw new BbError(
@@ -406,12 +346,7 @@ export function kubernetesRunner(
       };
       const { token } = await gateToken(o, l.forge, l.forge.token);
       // Nothing is made in the cluster unless the issue is still the caller's.
-      try {
-        await l.fence?.();
-      } catch (err) {
-        rmSync(p.dir, { recursive: true, force: true });
-        throw err;
-      }
+      await l.fence?.().catch((err: unknown) => rmThen(p.dir, err));
       startTurn(meta, l.prompt);
       await bottles.launch(specOf(meta, l.prompt, token, true));
     },
@@ -501,4 +436,10 @@ export function kubernetesRunner(
       }
     },
   };
+}
+
+/** Remove what a launch made of `dir`, then fail with `err`. */
+function rmThen(dir: string, err: unknown): never {
+  rmSync(dir, { recursive: true, force: true });
+  throw err;
 }

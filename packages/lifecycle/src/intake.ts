@@ -174,9 +174,9 @@ export function retryEvent(
   });
   if (wait === undefined) {
     core.queued.delete(work.inbox.id);
-    void Promise.resolve(core.o.inbox.settle(work.inbox.id, 'done')).catch((e) =>
-      core.log({ msg: 'could not give an event up', key, error: errorMessage(e) }),
-    );
+    void Promise.resolve()
+      .then(() => core.o.inbox.settle(work.inbox.id, 'done'))
+      .catch((e) => core.log({ msg: 'could not give an event up', key, error: errorMessage(e) }));
     // The person who asked is told, once: nothing will happen unless they ask again.
     void core
       .turnOutcome(

@@ -16,7 +16,7 @@ import { recordTurn } from './record-turn';
 import type { BottleSession, Fired } from './session';
 import { readTurnLog } from './turn-log';
 import type { TurnReport } from './turn-monitor';
-import { untilStored } from './until-stored';
+import { storeAway, untilStored } from './until-stored';
 
 /** What a running turn reported: its PRs, its done signal, its end. */
 export async function turnWork(core: Core, key: string, report: TurnReport): Promise<void> {
@@ -99,6 +99,8 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
   const rebuilt = runner.takeResumeRequest?.(s.slug);
   const fired = whyStopped(s, stopped, outcome, rebuilt);
   let done: Awaited<ReturnType<typeof recordTurn>>['done'] = null;
+  // The store (or its disk) failed the record at some try: it is not given up on.
+  let storeTrouble = false;
   let turn: number | undefined;
   try {
     // Evidence first: an outage of the database holds the record until it is back.
@@ -122,7 +124,12 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
             ? { supervise: (slug: string, at: string) => core.o.supervise!.auditTurn!(slug, at) }
             : {}),
         }),
-      waitOut,
+      {
+        ...waitOut,
+        onAway: () => {
+          storeTrouble = true;
+        },
+      },
     );
     done = recorded.done;
     turn = recorded.record.turn;
@@ -140,6 +147,9 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
       slug: s.slug,
       error: errorMessage(err),
     });
+    // Evidence first: a turn its store could not take is not frozen unrecorded. Its end is
+    // done again from the start (the watchdog finds its agent gone), when there is room.
+    if (storeTrouble || storeAway(err)) throw err;
   }
   // The machine decides from the turn that ended; the row says frozen before anything it asks.
   const ended = s.state;

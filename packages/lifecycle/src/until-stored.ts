@@ -4,9 +4,22 @@ import { isBbError } from '@bb/errors';
 export const OUTAGE_WAIT_MS = 10 * 60_000;
 
 /**
- * Run `fn` until the database takes it: while it fails because the database is
- * away or busy (`STATE_UNWRITABLE`, `STATE_BUSY`: an outage, a restart, a
- * failover), it is tried again, waiting 0.25 s doubling to 5 s, for `maxMs` at
+ * Whether `err` says the database server is away for now (an outage, a restart, a
+ * failover: `STATE_UNWRITABLE` from a PostgreSQL store, which names the server's
+ * code in `data.pg`) or busy (`STATE_BUSY`): what waiting fixes. A full local disk
+ * is not: the turn's end is then done again from the start once there is room.
+ */
+export function storeAway(err: unknown): boolean {
+  if (isBbError(err, 'STATE_BUSY')) return true;
+  if (!isBbError(err, 'STATE_UNWRITABLE')) return false;
+  const data = (err as { data?: unknown }).data;
+  return typeof data === 'object' && data !== null && 'pg' in data;
+}
+
+/**
+ * Run `fn` until the database takes it: while it fails because the database
+ * server is away or busy (`storeAway`: an outage, a restart, a failover), it is
+ * tried again, waiting 0.25 s doubling to 5 s, for `maxMs` at
  * most. For the steps nothing else would redo: a turn's record and its frozen row.
  * Any other error, the last one, or a close, is thrown.
  */
@@ -17,6 +30,8 @@ export async function untilStored<T>(
     log: (entry: Record<string, unknown>) => void;
     closed: () => boolean;
     maxMs?: number;
+    /** Called at each try the store was away for. */
+    onAway?: () => void;
   },
 ): Promise<T> {
   const end = Date.now() + (o.maxMs ?? OUTAGE_WAIT_MS);
@@ -25,7 +40,8 @@ export async function untilStored<T>(
     try {
       return await fn();
     } catch (err) {
-      const away = isBbError(err, 'STATE_UNWRITABLE') || isBbError(err, 'STATE_BUSY');
+      const away = storeAway(err);
+      if (away) o.onAway?.();
       if (!away || o.closed() || Date.now() + wait > end) throw err;
       // Once per doubling is enough for the log: an outage of minutes says so a few times.
       if (tries === 1 || wait < 5000)

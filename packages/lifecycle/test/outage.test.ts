@@ -16,10 +16,14 @@ describe('a database outage at the end of a turn', () => {
     await until('running', () => t.row(n)?.status === 'running');
     // The database goes away: every write fails as an outage's do.
     let down = true;
+    // As the PostgreSQL store says it: the server's code in data.pg (57P01: shut down).
     const away = () =>
       new BbError(
         'STATE_UNWRITABLE',
-        'PostgreSQL at postgres://db/bb is unavailable (scripted outage)',
+        'cannot reach PostgreSQL at postgres://db/bb (scripted outage)',
+        {
+          data: { pg: '57P01' },
+        },
       );
     const store = t.options.store;
     const upsert = store.upsert.bind(store);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BbDatabase, SqliteFleetRoster } from '@bb/state';
 import { afterEach, describe, expect, it } from 'vitest';
-import { awaitAgreement, configHash } from './fleet-config';
+import { awaitAgreement, configHash, keepCheckingIn } from './fleet-config';
 
 const dirs: string[] = [];
 const temp = () => {
@@ -76,5 +76,26 @@ describe("the fleet's configuration", () => {
     // One with the same configuration as the fleet's never waits.
     await awaitAgreement({ roster, replica: 'bb-3', hash: changed, ttlMs: 300, log });
     db.close();
+  });
+
+  it('keeps checking in, and a roster that fails at once (a full disk under SQLite) is logged, never fatal', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = {
+      info: (e: Record<string, unknown>) => lines.push(e),
+      error: (e: Record<string, unknown>) => lines.push(e),
+    };
+    let calls = 0;
+    const roster = {
+      checkIn: () => {
+        calls++;
+        throw new Error('database or disk is full (SQLITE_FULL)');
+      },
+      leave: () => {},
+    };
+    const stop = keepCheckingIn({ roster, replica: 'bb-1', hash: 'a'.repeat(64), ttlMs: 300, log });
+    await new Promise((r) => setTimeout(r, 450));
+    stop();
+    expect(calls).toBeGreaterThanOrEqual(2);
+    expect(lines.some((l) => l['msg'] === 'could not check in to the fleet roster')).toBe(true);
   });
 });

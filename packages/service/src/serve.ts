@@ -379,7 +379,9 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
         // The others take this one's issues over now rather than when its leases run out.
         await orchestrator.releaseLeases().catch(() => {});
         stopCheckIns();
-        await Promise.resolve(state.roster.leave(replica)).catch(() => {});
+        await Promise.resolve()
+          .then(() => state.roster.leave(replica))
+          .catch(() => {});
         await new Promise<void>((r) => {
           server.close(() => r());
           server.closeIdleConnections();

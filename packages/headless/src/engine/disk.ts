@@ -291,13 +291,13 @@ export async function unmountAllUnder(dir: string): Promise<void> {
   } catch {
     return;
   }
-  const unescape = (m: string) =>
+  const unescaped = (m: string) =>
     m.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(Number.parseInt(o, 8)));
   const points = info
     .split('\n')
     .map((l) => l.split(' ')[4])
     .filter((m): m is string => !!m)
-    .map(unescape)
+    .map(unescaped)
     .filter((m) => m === root || m.startsWith(`${root}/`))
     .sort((a, b) => b.length - a.length);
   for (const m of points)

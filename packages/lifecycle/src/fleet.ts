@@ -3,7 +3,12 @@ import { BbError, errorMessage } from '@bb/errors';
 import type { ForgeEvent, ForgeKind } from '@bb/forge';
 import type { BottleRunner } from '@bb/headless';
 import { homeLayout, LABEL } from '@bb/names';
-import type { EventInbox, ForgeStateStore, InboxEvent } from '@bb/state';
+import {
+  type EventInbox,
+  type ForgeStateStore,
+  type InboxEvent,
+  openEventsOfIssue,
+} from '@bb/state';
 import type { Capacity } from './capacity';
 import { ISSUE_LEASE, type IssueLeases } from './issue-leases';
 import { issueKey, issueOf, parseIssueKey } from './routing';
@@ -44,8 +49,11 @@ export interface FleetHost {
   queued: Set<number>;
   /** Keys of the events this process is accepting now (their inbox write is in flight). */
   accepting: Set<string>;
-  /** Whether this process has event `id` queued, or settled it lately. */
-  seen(id: number): boolean;
+  /**
+   * Whether event `id` of issue `key` needs nothing more from this process: queued
+   * here, settled here lately, or waiting in its session for the running turn.
+   */
+  seen(key: string, id: number): boolean;
   push(key: string, work: Work): void;
   /** Items of `key` queued or running. */
   pending(key: string): number;
@@ -161,12 +169,11 @@ export class Fleet {
         Object.assign(report, took);
       }
     }
-    // Comments already waiting in its session for the running turn are not taken again.
-    const waiting = new Set(this.#h.sessions.get(key)?.deferred ?? []);
-    for (const e of await this.#h.inbox.openEvents()) {
-      if (e.issue !== key || e.state === 'parked') continue;
+    for (const e of await openEventsOfIssue(this.#h.inbox, key)) {
+      if (e.state === 'parked') continue;
       report.open.add(e.id);
-      if (this.#h.queued.has(e.id) || waiting.has(e.id)) continue;
+      // Queued, or a comment waiting in its session for the running turn: not taken again.
+      if (this.#h.seen(key, e.id)) continue;
       this.#h.push(key, eventWork(e));
       report.replayed++;
     }
@@ -328,7 +335,7 @@ export class Fleet {
   async pollInbox(): Promise<void> {
     const unheld = new Set<string>();
     for (const e of await this.#h.inbox.openEvents()) {
-      if (!e.issue || e.state !== 'pending' || this.#h.queued.has(e.id)) continue;
+      if (!e.issue || e.state !== 'pending' || this.#h.seen(e.issue, e.id)) continue;
       if (this.leases.holds(e.issue)) this.#h.push(e.issue, eventWork(e));
       else unheld.add(e.issue);
     }
@@ -354,7 +361,7 @@ export class Fleet {
     if (event === null) return this.pollInbox();
     const { issue } = event;
     // Accepted here: queued already, or about to be (the notice can come before the answer).
-    if (this.#h.seen(event.id) || this.#h.accepting.has(event.key)) return;
+    if (this.#h.seen(issue, event.id) || this.#h.accepting.has(event.key)) return;
     if (!this.leases.holds(issue)) {
       // Its holder hears it. Held by nobody that this process knows of (a lease given up
       // a moment ago, say): claimed, as the poll would, without waiting for it.
@@ -374,12 +381,8 @@ export class Fleet {
     try {
       do {
         this.#hearing.set(issue, false);
-        const inbox = this.#h.inbox;
-        const open = inbox.openEventsOf
-          ? await inbox.openEventsOf(issue)
-          : (await inbox.openEvents()).filter((e) => e.issue === issue);
-        for (const e of open)
-          if (e.state === 'pending' && !this.#h.seen(e.id))
+        for (const e of await openEventsOfIssue(this.#h.inbox, issue))
+          if (e.state === 'pending' && !this.#h.seen(issue, e.id))
             this.#h.push(issue, eventWork(e, 0, true));
       } while (this.#hearing.get(issue));
     } finally {

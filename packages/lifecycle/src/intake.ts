@@ -1,6 +1,6 @@
 import { errorMessage } from '@bb/errors';
 import type { ForgeEvent } from '@bb/forge';
-import type { InboxEvent } from '@bb/state';
+import { type InboxEvent, openEventsOfIssue } from '@bb/state';
 import type { Core } from './core';
 import type { AdoptReport } from './fleet';
 import { gaveUpMessage } from './outcome';
@@ -135,15 +135,12 @@ export async function retryWaiting(core: Core, keys?: Set<string>): Promise<void
 export async function takeOlder(core: Core, key: string, than: InboxEvent): Promise<boolean> {
   let open: InboxEvent[];
   try {
-    open = core.o.inbox.openEventsOf
-      ? await core.o.inbox.openEventsOf(key)
-      : await core.o.inbox.openEvents();
+    open = await openEventsOfIssue(core.o.inbox, key);
   } catch {
     return false; // the next poll brings them; this one is not held back
   }
   const older = open.filter(
     (e) =>
-      e.issue === key &&
       e.state === 'pending' &&
       e.id !== than.id &&
       !core.queued.has(e.id) &&

@@ -34,7 +34,6 @@ export function soloFleet(): FleetOptions {
 
 /** What an issue's lease name puts before its key. */
 export const ISSUE_LEASE = 'issue:';
-const NAME = ISSUE_LEASE;
 
 /**
  * This process's side of the issue leases: which issues it holds, claiming,
@@ -113,11 +112,6 @@ export class IssueLeases {
     return sentAt + this.ttlMs - this.heartbeatMs;
   }
 
-  /** The fencing token this process holds `issue` by (0: not held). */
-  token(issue: string): number {
-    return this.#held.get(issue)?.token ?? 0;
-  }
-
   /**
    * Claim `issue`; `held` says whether it is ours now, `continued` whether this
    * process held it before by the same token (nobody held it in between, so what
@@ -127,7 +121,7 @@ export class IssueLeases {
     const sentAt = this.#now();
     const wallAt = this.#wall();
     const before = this.#held.get(issue)?.token;
-    const r = await this.#store.claim(NAME + issue, this.holder, this.ttlMs);
+    const r = await this.#store.claim(ISSUE_LEASE + issue, this.holder, this.ttlMs);
     if (r.held) {
       this.#held.set(issue, {
         until: this.#deadline(sentAt),
@@ -156,7 +150,7 @@ export class IssueLeases {
     this.#held.delete(issue);
     // Claimed again but changed hands meanwhile: given back, so whoever takes it (this
     // process included) takes it from the store.
-    if (r.held) await this.#store.release(NAME + issue, this.holder);
+    if (r.held) await this.#store.release(ISSUE_LEASE + issue, this.holder);
     return false;
   }
 
@@ -173,10 +167,10 @@ export class IssueLeases {
       (
         await this.#store.renew(
           this.holder,
-          mine.map((i) => NAME + i),
+          mine.map((i) => ISSUE_LEASE + i),
           this.ttlMs,
         )
-      ).map((n) => n.slice(NAME.length)),
+      ).map((n) => n.slice(ISSUE_LEASE.length)),
     );
     const lost: string[] = [];
     for (const i of mine) {
@@ -197,7 +191,7 @@ export class IssueLeases {
   /** Give `issue` up (its events go to whoever claims it next). */
   async release(issue: string): Promise<void> {
     this.#held.delete(issue);
-    await this.#store.release(NAME + issue, this.holder);
+    await this.#store.release(ISSUE_LEASE + issue, this.holder);
   }
 
   /** Give every issue up (a clean shutdown: the others take them over at once). */
@@ -214,7 +208,8 @@ export class IssueLeases {
   async heldByOthers(): Promise<Set<string>> {
     const out = new Set<string>();
     for (const l of await this.#store.leases())
-      if (l.name.startsWith(NAME) && l.holder !== this.holder) out.add(l.name.slice(NAME.length));
+      if (l.name.startsWith(ISSUE_LEASE) && l.holder !== this.holder)
+        out.add(l.name.slice(ISSUE_LEASE.length));
     return out;
   }
 

@@ -99,7 +99,7 @@ export class Orchestrator {
       sessions: this.#sessions,
       queued: this.#queued,
       accepting: this.#accepting,
-      seen: (id) => this.#queued.has(id) || this.#settled.has(id),
+      seen: (key, id) => this.#queued.has(id) || this.#doneWith(key, id),
       push: (key, work) => this.#push(key, work),
       pending: (key) => this.queue.pending(key),
       watch: (slug, startedAt) => this.watch(slug, startedAt),
@@ -311,15 +311,20 @@ export class Orchestrator {
       return;
     }
     if (work.type === 'event') {
-      // Settled here already: a listing of open events read before it was settled (the
-      // inbox's poll, an issue's adoption) must not have it handled a second time.
-      if (this.#settled.has(work.inbox.id)) return;
-      // Waiting in its session for the running turn (settled deferred after a listing
-      // was read): its comment is in the turn's queue already, never twice.
-      if (this.#sessions.get(key)?.deferred.includes(work.inbox.id)) return;
+      if (this.#doneWith(key, work.inbox.id)) return;
       this.#queued.add(work.inbox.id);
     }
     this.queue.push(key, work);
+  }
+
+  /**
+   * Whether this process is done with event `id` of `key` though a listing of open
+   * events read before may still show it: settled here as done (it must not be
+   * handled a second time), or waiting in its session for the running turn (settled
+   * deferred: its comment is in the turn's queue already, never twice).
+   */
+  #doneWith(key: string, id: number): boolean {
+    return this.#settled.has(id) || !!this.#sessions.get(key)?.deferred.includes(id);
   }
 
   /**

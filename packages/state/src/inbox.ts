@@ -103,6 +103,15 @@ export interface EventInbox {
   recentEvents(prefix: string, limit: number): Awaitable<InboxEvent[]>;
 }
 
+/**
+ * The open events of one issue, in order: the inbox's own `openEventsOf` when
+ * it has one, else `openEvents()` filtered (what the optional method promises).
+ */
+export async function openEventsOfIssue(inbox: EventInbox, issue: string): Promise<InboxEvent[]> {
+  if (inbox.openEventsOf) return inbox.openEventsOf(issue);
+  return (await inbox.openEvents()).filter((e) => e.issue === issue);
+}
+
 /** Checks `recentEvents`' arguments. */
 export function checkRecent(prefix: unknown, limit: unknown): void {
   if (typeof prefix !== 'string' || prefix.length === 0)

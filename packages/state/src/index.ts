@@ -53,6 +53,7 @@ export {
   type InboxRoute,
   type InboxState,
   initialState,
+  openEventsOfIssue,
   routeByPr,
 } from './inbox';
 export {

@@ -3,13 +3,22 @@
 // destroying a bottle leaves nothing mounted below its directory, which then goes at
 // once, with no "device or resource busy".
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { destroy } from '../src/bottle/bottle-parts';
 import { bottlePaths } from '../src/bottle/layout';
 import {
+  activeElsewhere,
   canMountDisks,
   makeDisk,
   mountDisk,
@@ -69,4 +78,52 @@ describe.skipIf(!canMountDisks())("a bottle's disk", () => {
     expect(existsSync(p.dir)).toBe(false);
     expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(realpathSync(home));
   });
+});
+
+// A shared bottle store: a replica that took a bottle over while the first one only stalled
+// must not mount the disk the first one's kernel still writes. Two loop devices over one
+// image are what two machines are: each its own block device, its own filesystem driver.
+describe.skipIf(!canMountDisks())("a bottle's disk, held by another machine", () => {
+  const attach = (file: string) =>
+    execFileSync('losetup', ['-f', '--show', file], { encoding: 'utf8' }).trim();
+  const detach = (dev: string) => execFileSync('losetup', ['-d', dev]);
+
+  it('is refused to a second machine while the first has it mounted, and says who holds it', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'bb-mounts-'));
+    homes.push(home);
+    const env = { BB_HOME: home, BB_DISK_POOL: '0' };
+    const p = bottlePaths('mounts-c', env);
+    mkdirSync(p.dir, { recursive: true });
+    await makeDisk(p, SIZE, env);
+    await unmountDisk(p);
+    const a = join(home, 'machine-a');
+    const b = join(home, 'machine-b');
+    mkdirSync(a);
+    mkdirSync(b);
+    const devA = attach(p.diskImage);
+    const devB = attach(p.diskImage);
+    try {
+      execFileSync('mount', [devA, a]);
+      writeFileSync(join(a, 'from-a'), 'a');
+      expect(await activeElsewhere(p.diskImage)).toMatch(/on loop\d+, updated /);
+      let refused = false;
+      try {
+        execFileSync('mount', [devB, b], { stdio: 'ignore' });
+      } catch {
+        refused = true;
+      }
+      if (!refused) execFileSync('umount', [b]);
+      expect(refused).toBe(true);
+      execFileSync('umount', [a]);
+      expect(await activeElsewhere(p.diskImage)).toBeUndefined();
+      // Let go: the other machine mounts it.
+      execFileSync('mount', [devB, b]);
+      expect(readFileSync(join(b, 'from-a'), 'utf8')).toBe('a');
+      execFileSync('umount', [b]);
+    } finally {
+      for (const m of [a, b]) if (mountsAt(m) > 0) execFileSync('umount', ['-l', m]);
+      detach(devA);
+      detach(devB);
+    }
+  }, 60_000);
 });

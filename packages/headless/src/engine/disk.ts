@@ -109,7 +109,7 @@ export async function makeDisk(
 ): Promise<void> {
   // A formatted image made ahead of time when there is one (mkfs is off the launch's path).
   const ready = takePooled(bytes, env, p.diskImage);
-  if (!ready) await formatImage(p.diskImage, bytes);
+  if (!ready) await formatImage(p.diskImage, bytes, { guarded: true });
   await mountDisk(p);
   refillPool(bytes, env);
 }
@@ -117,8 +117,18 @@ export async function makeDisk(
 const FIX =
   'install e2fsprogs and util-linux, run as root, or set BB_BOTTLE_DISK=off (no disk quota)';
 
-/** A fresh sparse image of `bytes`, formatted ext4, at `file` (which must not exist). */
-async function formatImage(file: string, bytes: number): Promise<void> {
+/**
+ * A fresh sparse image of `bytes`, formatted ext4, at `file` (which must not exist).
+ * `guarded`: with ext4's multiple-mount protection, as every bottle disk is. A disk
+ * one machine has mounted is refused to any other (a replica that took the bottle
+ * over while the first one only stalled, on a shared bottle store), instead of two
+ * kernels writing one filesystem. One machine's own mounts of it share its device.
+ */
+async function formatImage(
+  file: string,
+  bytes: number,
+  o: { guarded?: boolean } = {},
+): Promise<void> {
   const fd = openSync(file, 'wx', 0o600);
   try {
     ftruncateSync(fd, bytes);
@@ -127,7 +137,16 @@ async function formatImage(file: string, bytes: number): Promise<void> {
   }
   await tool(
     'mkfs.ext4',
-    ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', file],
+    [
+      '-q',
+      '-F',
+      '-m',
+      '0',
+      ...(o.guarded ? ['-O', 'mmp'] : []),
+      '-E',
+      'lazy_itable_init=1,lazy_journal_init=1',
+      file,
+    ],
     FIX,
   );
 }
@@ -204,7 +223,7 @@ function refillPool(bytes: number, env: Record<string, string | undefined>): voi
         if (names.filter((n) => n.endsWith('.img')).length >= want) return;
         const part = join(dir, `${randomBytes(6).toString('hex')}.part`);
         try {
-          await formatImage(part, bytes);
+          await formatImage(part, bytes, { guarded: true });
           renameSync(part, part.replace(/\.part$/, '.img'));
         } catch {
           rmSync(part, { force: true });
@@ -261,7 +280,14 @@ export async function mountDisk(p: DiskPaths): Promise<void> {
       );
     } catch (err) {
       // Mounted meanwhile by another process (a second orchestrator, bb): it is there.
-      if (!mounted(p.disk)) throw err;
+      if (mounted(p.disk)) return;
+      const holder = await activeElsewhere(p.diskImage);
+      if (holder !== undefined)
+        throw new BbError(
+          'CONFLICT',
+          `the bottle disk ${p.diskImage} is in use by another machine (${holder}): its bottle still runs there. It can be mounted here once that machine unmounts it, or, if that machine is gone, about 11 s after its last update`,
+        );
+      throw err;
     }
   })();
   mounting.set(p.disk, done);
@@ -271,6 +297,33 @@ export async function mountDisk(p: DiskPaths): Promise<void> {
     mounting.delete(p.disk);
   }
 }
+
+/**
+ * Who last held a guarded disk image mounted, as its multiple-mount protection
+ * block says (`node on device, updated <date>`), or `undefined` when it was let
+ * go cleanly (or the image is not guarded, or `e2mmpstatus` is missing). Read at
+ * once: what the block says, not a wait to see whether its holder still writes it
+ * (the kernel's mount waited for that already).
+ */
+export async function activeElsewhere(image: string): Promise<string | undefined> {
+  let info: string;
+  try {
+    info = (await run('e2mmpstatus', ['-i', image], { env: minimalEnv() })).stdout;
+  } catch {
+    return undefined;
+  }
+  const field = (k: string) => new RegExp(`${k}:\\s*(.+)`).exec(info)?.[1]?.trim();
+  const seq = field('mmp_sequence');
+  // No block (not guarded), or the sequence of a clean unmount.
+  if (!seq || seq.toLowerCase() === MMP_CLEAN) return undefined;
+  const node = field('mmp_node_name') || 'another node';
+  const device = field('mmp_device_name');
+  const at = field('mmp_update_date');
+  return `${node}${device ? ` on ${device}` : ''}${at ? `, updated ${at}` : ''}`;
+}
+
+/** `EXT4_MMP_SEQ_CLEAN`: the sequence a filesystem unmounted cleanly leaves. */
+const MMP_CLEAN = '0xff4d4d50';
 
 /**
  * Unmount everything mounted at or below `dir` (deepest first; detached lazily

@@ -46,14 +46,20 @@ const mountsAt = (dir: string) =>
 
 const SIZE = 32 * 1024 * 1024;
 
+/** A bottle `slug` with its own disk, made and mounted, in a home of its own. */
+async function bottleWithDisk(slug: string) {
+  const home = mkdtempSync(join(tmpdir(), 'bb-mounts-'));
+  homes.push(home);
+  const env = { BB_HOME: home, BB_DISK_POOL: '0' };
+  const p = bottlePaths(slug, env);
+  mkdirSync(p.dir, { recursive: true });
+  await makeDisk(p, SIZE, env);
+  return { home, env, p };
+}
+
 describe.skipIf(!canMountDisks())("a bottle's disk", () => {
   it('is mounted once when two ask at once, and unmounted whole: its directory goes at once', async () => {
-    const home = mkdtempSync(join(tmpdir(), 'bb-mounts-'));
-    homes.push(home);
-    const env = { BB_HOME: home, BB_DISK_POOL: '0' };
-    const p = bottlePaths('mounts-a', env);
-    mkdirSync(p.dir, { recursive: true });
-    await makeDisk(p, SIZE, env);
+    const { p } = await bottleWithDisk('mounts-a');
     await unmountDisk(p); // frozen: no mount
     expect(mountsAt(p.disk)).toBe(0);
     await Promise.all([mountDisk(p), mountDisk(p), mountDisk(p)]);
@@ -64,12 +70,7 @@ describe.skipIf(!canMountDisks())("a bottle's disk", () => {
   });
 
   it('destroy leaves nothing mounted below the bottle, a mount made there after its disk included', async () => {
-    const home = mkdtempSync(join(tmpdir(), 'bb-mounts-'));
-    homes.push(home);
-    const env = { BB_HOME: home, BB_DISK_POOL: '0' };
-    const p = bottlePaths('mounts-b', env);
-    mkdirSync(p.dir, { recursive: true });
-    await makeDisk(p, SIZE, env);
+    const { home, env, p } = await bottleWithDisk('mounts-b');
     // Something else mounted below the bottle's directory (a disk a launch was still
     // mounting when the bottle was destroyed): the removal must not find it busy.
     await mountScratchDisk(join(p.dir, 'scratch.img'), join(p.dir, 'state', 'scratch'), SIZE);
@@ -89,12 +90,7 @@ describe.skipIf(!canMountDisks())("a bottle's disk, held by another machine", ()
   const detach = (dev: string) => execFileSync('losetup', ['-d', dev]);
 
   it('is refused to a second machine while the first has it mounted, and says who holds it', async () => {
-    const home = mkdtempSync(join(tmpdir(), 'bb-mounts-'));
-    homes.push(home);
-    const env = { BB_HOME: home, BB_DISK_POOL: '0' };
-    const p = bottlePaths('mounts-c', env);
-    mkdirSync(p.dir, { recursive: true });
-    await makeDisk(p, SIZE, env);
+    const { home, p } = await bottleWithDisk('mounts-c');
     await unmountDisk(p);
     const a = join(home, 'machine-a');
     const b = join(home, 'machine-b');

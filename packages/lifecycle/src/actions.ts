@@ -235,11 +235,15 @@ async function rotation(core: Core, s: BottleSession, prompt: string): Promise<s
   const { runner } = core.o;
   const limits = core.o.sessionLimits?.(s.agent) ?? runner.sessionLimits?.(s.agent) ?? {};
   const meta = await runner.storage.meta(s.slug);
-  if (!meta || (!limits.maxTurns && !limits.maxTokens)) return undefined;
+  // Turns ran and no conversation was ever recorded: the turn that began it was lost
+  // (its machine went, and the agent's output with it). It goes on in a fresh one.
+  const lost = !!meta && !meta.sessionId && meta.turns.length > 0;
+  if (!meta || (!lost && !limits.maxTurns && !limits.maxTokens)) return undefined;
   const inSession = meta.turns.length - (meta.sessionStart ?? 1) + 1;
   const read = meta.turns.at(-1)?.tokens;
-  const reason =
-    limits.maxTurns && inSession >= limits.maxTurns
+  const reason = lost
+    ? 'its conversation was lost with the turn that began it'
+    : limits.maxTurns && inSession >= limits.maxTurns
       ? `the session ran ${inSession} turns (limit ${limits.maxTurns})`
       : limits.maxTokens && read !== undefined && read >= limits.maxTokens
         ? `its last turn read ${read} input tokens (limit ${limits.maxTokens})`

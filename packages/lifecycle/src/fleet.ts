@@ -240,16 +240,21 @@ export class Fleet {
       return { foreign: true };
     }
     const ours = await runner.ours();
+    // A bottle in a shared store whose turn ran on another engine: its containers are
+    // not here to ask, its meta says whether its agent got as far as running.
+    const here = meta?.engine ? await runner.engine?.() : undefined;
+    const elsewhere = here !== undefined && meta?.engine !== here;
     // An agent container made but never started, or one whose program still waits for
     // its workspace (the launch was cut short while it was made), did not run.
     const agentRan =
       !meta?.preparing &&
-      ours.some(
-        (c) =>
-          c.labels[LABEL.slug] === row.slug &&
-          c.labels[LABEL.role] === 'agent' &&
-          c.state !== 'created',
-      );
+      (elsewhere ||
+        ours.some(
+          (c) =>
+            c.labels[LABEL.slug] === row.slug &&
+            c.labels[LABEL.role] === 'agent' &&
+            c.state !== 'created',
+        ));
     if (
       !meta ||
       (meta.turns.length === 0 && !agentRan && !(await runner.storage.hasOperations(row.slug)))
@@ -279,7 +284,16 @@ export class Fleet {
     this.#h.capacity.adopt(row.slug, runner.memoryOf(row.agentName));
     this.#h.watch(row.slug, Date.parse(meta.current?.startedAt ?? row.lastCheckinAt) || Date.now());
     out.reattached = row.slug;
-    this.#h.log({ msg: 'watching a running bottle again', key, slug: row.slug });
+    this.#h.log(
+      elsewhere
+        ? {
+            msg: 'bottle ran on another engine: its turn is recorded as lost, it resumes here',
+            key,
+            slug: row.slug,
+            engine: meta.engine,
+          }
+        : { msg: 'watching a running bottle again', key, slug: row.slug },
+    );
     return out;
   }
 
@@ -414,10 +428,30 @@ export class Fleet {
     }
   }
 
-  /** Stop working on `key` here (its lease is someone else's). */
+  /**
+   * Stop working on `key` here (its lease is someone else's). With a shared
+   * bottle store, what of its bottle runs on this engine goes (the new holder
+   * runs it on its own): no container is left behind on an engine nobody watches.
+   */
   letGo(key: string): void {
+    const slug = this.#h.sessions.get(key)?.slug;
     this.#dropLocal(key);
     this.leases.forget(key);
+    const { runner } = this.#h;
+    if (slug && runner.release)
+      void runner.release(slug).then(
+        (removed) => {
+          if (removed)
+            this.#h.log({ msg: "a lost issue's containers removed from this engine", key, slug });
+        },
+        (err) =>
+          this.#h.log({
+            msg: "could not remove a lost issue's containers",
+            key,
+            slug,
+            error: errorMessage(err),
+          }),
+      );
   }
 
   /** Forget what this process holds of `key`'s bottle (its room, its session, its turn's watch). */

@@ -27,7 +27,9 @@ export function turnOutcomeMessage(fired: Fired, c: OutcomeContext): string {
     case 'sidecar_death':
       return `The agent lost its connection to the forge (${fired.detail}), so bot-bottle stopped its turn. ${kept} ${reply}`;
     case 'vanished':
-      return `The agent's container was gone before its turn ended. ${kept} ${reply}`;
+      return fired.lostWith
+        ? `The machine running the agent stopped before its turn ended, and another has taken the issue over. ${kept} ${reply}`
+        : `The agent's container was gone before its turn ended. ${kept} ${reply}`;
     case 'wall_time':
     case 'budget':
     case 'loop':

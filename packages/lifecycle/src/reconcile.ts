@@ -42,7 +42,10 @@ export async function reconcile(
     cooled: [],
   };
   const log = o.log ?? (() => {});
-  if (await orch.claimTask('reconcile', 120_000)) {
+  // Per engine: replicas that each run their own (a shared bottle store) each clean theirs.
+  const engine = await o.runner.engine?.();
+  const task = engine ? `reconcile:${engine}` : 'reconcile';
+  if (await orch.claimTask(task, 120_000)) {
     try {
       // Containers first, rows second: a bottle launched meanwhile saved its row
       // before it made a container, so no container listed lacks a row read after.
@@ -51,13 +54,21 @@ export async function reconcile(
       for (const slug of new Set(
         ours.map((c) => c.labels[LABEL.slug]).filter((s): s is string => !!s),
       )) {
-        if (slugs.has(slug)) continue;
+        if (slugs.has(slug)) {
+          // A bottle in a shared store that runs elsewhere now (taken over while this
+          // machine was down): what is left of it here goes, its files stay.
+          if (await o.runner.release?.(slug)) {
+            report.orphansRemoved.push(slug);
+            log({ msg: 'containers of a bottle that runs elsewhere now removed', slug });
+          }
+          continue;
+        }
         await o.runner.destroy(slug);
         report.orphansRemoved.push(slug);
         log({ msg: 'orphan bottle removed', slug });
       }
     } finally {
-      await orch.releaseTask('reconcile');
+      await orch.releaseTask(task);
     }
   }
   const issues = new Set(

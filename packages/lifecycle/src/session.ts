@@ -7,6 +7,8 @@ import type { TurnMonitor } from './turn-monitor';
 export interface Fired {
   reason: WatchdogReason;
   detail: string;
+  /** `vanished` only: the engine the turn ran on, lost with its machine (`TurnOutcome.lostWith`). */
+  lostWith?: string;
 }
 
 /** How a session's row is written (the orchestrator's store, through its lease). */

@@ -56,7 +56,12 @@ function whyStopped(
   if (outcome.vanished)
     return {
       reason: 'vanished',
-      detail: 'the agent container was gone when its turn was looked for',
+      ...(outcome.lostWith
+        ? {
+            detail: `its turn ran on engine ${outcome.lostWith}, whose orchestrator stopped: the turn was lost with it`,
+            lostWith: outcome.lostWith,
+          }
+        : { detail: 'the agent container was gone when its turn was looked for' }),
     };
   if (s.state.closing)
     return { reason: 'closed', detail: 'its PR or issue was closed while the agent worked' };

@@ -14,9 +14,19 @@ export interface HomeLayout {
   root: string;
   /** The SQLite state (when no BB_DATABASE_URL). */
   database: string;
-  /** One directory per bottle. */
+  /**
+   * One directory per bottle: under BB_HOME, or in `BB_BOTTLE_STORE` (a directory
+   * every replica reaches, such as NFS) so a bottle outlives its machine.
+   */
   bottles: string;
   bottle(slug: string): string;
+  /** Whether the bottles are in a shared store (`BB_BOTTLE_STORE`) rather than BB_HOME. */
+  shared: boolean;
+  /**
+   * Where this machine mounts a bottle's disk when the bottles are in a shared
+   * store: a mount is one kernel's, so its mount point is too.
+   */
+  mount(slug: string): string;
   /** Bare mirrors of the repositories bottles clone. */
   mirrors: string;
   mirror(id: string): string;
@@ -36,11 +46,15 @@ export interface HomeLayout {
 /** The layout of `home` (default: `bbHome(env)`). */
 export function homeLayout(env: Env = process.env, home = bbHome(env)): HomeLayout {
   const config = join(home, 'config');
+  const store = env['BB_BOTTLE_STORE'];
+  const bottles = store && store.length > 0 ? resolve(store) : join(home, 'bottles');
   return {
     root: home,
     database: join(home, 'bot-bottle.db'),
-    bottles: join(home, 'bottles'),
-    bottle: (slug) => join(home, 'bottles', slug),
+    bottles,
+    bottle: (slug) => join(bottles, slug),
+    shared: bottles !== join(home, 'bottles'),
+    mount: (slug) => join(home, 'mounts', slug),
     mirrors: join(home, 'mirrors'),
     mirror: (id) => join(home, 'mirrors', `${id}.git`),
     launching: join(home, 'launching'),

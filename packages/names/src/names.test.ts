@@ -18,5 +18,16 @@ describe('names', () => {
     expect(l.mirror('m1')).toBe('/srv/bb/mirrors/m1.git');
     expect(l.launchMark('s')).toBe('/srv/bb/launching/s');
     expect(l.agents).toBe('/srv/bb/config/agents');
+    expect(l.shared).toBe(false);
+  });
+
+  it('keeps bottles in BB_BOTTLE_STORE when it is set, and their disks mounted per machine', () => {
+    const l = homeLayout({ BB_HOME: '/srv/bb', BB_BOTTLE_STORE: '/mnt/nfs/bottles' });
+    expect(l.shared).toBe(true);
+    expect(l.bottle('impl-abc12')).toBe('/mnt/nfs/bottles/impl-abc12');
+    expect(l.mount('impl-abc12')).toBe('/srv/bb/mounts/impl-abc12');
+    // Everything else stays this machine's.
+    expect(l.mirror('m1')).toBe('/srv/bb/mirrors/m1.git');
+    expect(l.launchMark('s')).toBe('/srv/bb/launching/s');
   });
 });

@@ -130,6 +130,17 @@ const duration = (name: string, fallback: string) =>
 
 export const ConfigSchema = z.object({
   BB_HOME: z.string().optional(),
+  /**
+   * A directory every replica reaches (NFS, a shared volume) holding the bottles,
+   * so any replica can resume a bottle another machine ran. Unset: BB_HOME/bottles.
+   */
+  BB_BOTTLE_STORE: z
+    .string()
+    .regex(
+      /^\/./,
+      'BB_BOTTLE_STORE must be an absolute path to a directory every replica mounts (e.g. /mnt/bb-bottles), or unset to keep bottles in BB_HOME',
+    )
+    .optional(),
   FORGE_ORG: z
     .string()
     .regex(/^[A-Za-z0-9_.-]{1,100}$/, 'FORGE_ORG must be an organisation name')

@@ -17,7 +17,7 @@ import {
 import { join } from 'node:path';
 import { BbError, redactString } from '@bb/errors';
 import { ForgeSidecarClient } from '@bb/forge-sidecar';
-import { LABEL, NAME_PATTERN } from '@bb/names';
+import { homeLayout, LABEL, NAME_PATTERN } from '@bb/names';
 import { type Owner, writeFileNoFollow } from '@bb/wall';
 import { type Backend, NETNS_LABEL } from '../engine/backend';
 import { unmountAllUnder, unmountDisk } from '../engine/disk';
@@ -29,6 +29,8 @@ import {
   bottlePaths,
   type ForgeWiring,
   GATE_USER,
+  HOME_LABEL,
+  homeLabel,
   readMeta,
   writeMeta,
 } from './layout';
@@ -48,6 +50,11 @@ export interface TurnOutcome {
   output: string;
   /** `reattach` only: the bottle's agent container was gone, so the turn's end is unknown. */
   vanished?: boolean;
+  /**
+   * With `vanished`: the turn ran on this other engine (`BottleMeta.engine`), which
+   * this one cannot reach: it was lost with the machine, or the replica, that ran it.
+   */
+  lostWith?: string;
   /** Input tokens the model read this turn, when the CLI reports usage. */
   tokens?: number;
   /** The agent provider, and the CLI's version when its image announces it (bb-agents does). */
@@ -299,6 +306,31 @@ export async function freeze(slug: string, options: BottleOptions): Promise<void
   }
 }
 
+/**
+ * A bottle in a shared store that this orchestrator no longer holds (another
+ * took its issue over while this one stalled): whatever of it runs on this
+ * engine is removed and this machine's mount of its disk let go, unless its meta
+ * says it runs here still (then it is the holder's, on this same engine). Its
+ * files are the holder's now and are not touched. Nothing to do outside a
+ * shared store. Whether anything was removed.
+ */
+export async function releaseHere(slug: string, options: BottleOptions): Promise<boolean> {
+  const env = options.env ?? process.env;
+  if (!homeLayout(env).shared) return false;
+  const meta = readMeta(slug, env);
+  const here = await options.backend.identity?.();
+  if (meta && here && meta.engine === here && (meta.status === 'running' || meta.warm))
+    return false;
+  const mine = await options.backend.list({ [LABEL.slug]: slug, [HOME_LABEL]: homeLabel(env) });
+  for (const c of mine) {
+    await options.backend.destroy(c.id);
+    await destroyHolder(options.backend, c.labels[NETNS_LABEL]);
+  }
+  removeSecrets(slug, env);
+  await unmountDisk(bottlePaths(slug, env));
+  return mine.length > 0;
+}
+
 /** Remove a bottle's containers, its disk and its state directory. Idempotent. */
 export async function destroy(slug: string, options: BottleOptions): Promise<void> {
   const env = options.env ?? process.env;
@@ -319,6 +351,8 @@ export async function destroy(slug: string, options: BottleOptions): Promise<voi
   // must not find it busy.
   await unmountAllUnder(p.dir);
   rmSync(p.dir, { recursive: true, force: true });
+  // This machine's mount point of a bottle in a shared store (empty once unmounted).
+  if (!p.disk.startsWith(`${p.dir}/`)) rmSync(p.disk, { recursive: true, force: true });
 }
 
 /** What a bottle's running gate says of itself: the issue and PRs it may write to, its turn. */

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { BbError, registerSecret } from '@bb/errors';
 import { checkBottleBranch, checkSiteEnv, forgeKinds } from '@bb/forge';
 import { homeLayout, LABEL } from '@bb/names';
-import { chownTreeNoFollow, readHeadAsData } from '@bb/wall';
+import { chownTreeNoFollow, readHeadAsData, runGit, wallGitEnv } from '@bb/wall';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from '../engine/disk';
 import { providerFor } from '../providers';
 import {
@@ -104,6 +104,14 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
   // Fail on an unknown provider and a bad disk size before anything is created.
   providerFor(agent.provider);
   const quota = diskQuota(first.resources.disk, env);
+  if (
+    homeLayout(env).shared &&
+    !(quota !== undefined && options.backend.isolates && canMountDisks())
+  )
+    throw new BbError(
+      'INVALID_INPUT',
+      `BB_BOTTLE_STORE keeps each bottle's workspace and home on its own disk image, so another machine can mount it: bottle ${bottleNames[0]} gets none here (give it a disk quota, run the orchestrator as root on an isolating backend), or unset BB_BOTTLE_STORE`,
+    );
   // A forge that stops answering cannot hold a launch: the clone has a deadline
   // (BB_CLONE_TIMEOUT_MS, default 10 min) and a low-speed limit.
   const cloneMs = cloneTimeoutMs(env);
@@ -114,11 +122,13 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
   const sidecarImage = gateImage(options, env);
   const images = [...new Set([first.image, ...(options.forge ? [sidecarImage] : [])])];
   // Asked of the engine together; a name conflict is reported before a missing image.
-  const [taken, ...checked] = await Promise.allSettled([
+  const [taken, engine, ...checked] = await Promise.allSettled([
     options.backend.list({ [LABEL.slug]: slug }),
+    options.backend.identity?.(),
     ...images.map((image) => options.backend.ensureImage(image)),
   ]);
   if (taken!.status === 'rejected') throw taken!.reason;
+  if (engine!.status === 'rejected') throw engine!.reason;
   if (existsSync(p.dir) || taken!.value.length > 0) {
     throw new BbError(
       'CONFLICT',
@@ -177,6 +187,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
         ? { mirror: await initMirror(mirrorDir(options.forge.cloneUrl, env)) }
         : {}),
       ...(options.labels ? { labels: options.labels } : {}),
+      ...(engine!.value ? { engine: engine!.value } : {}),
       createdAt: new Date().toISOString(),
     };
     writeMeta(meta, env);
@@ -290,6 +301,9 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   const p = bottlePaths(meta.slug, env);
   migrateLayout(p);
   if (options.pr !== undefined && meta.forge) meta.forge.pr = options.pr;
+  const here = await options.backend.identity?.();
+  if (meta.engine && here && meta.engine !== here) await moveHere(meta, options, env);
+  if (here) meta.engine = here;
   if (options.freshSession) {
     meta.sessionId = null;
     meta.sessionStart = meta.turns.length + 1;
@@ -341,6 +355,45 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
     options,
     env,
   });
+}
+
+/**
+ * A frozen bottle in a shared store, last run on another engine (a replica that
+ * died, or a fleet that moved it): resumed here from its files. What held it
+ * there is not here: containers kept warm there are not this engine's (their own
+ * replica, or their engine's end, takes them), and its mirror is this machine's,
+ * brought up to date first. Its workspace borrows the mirror's objects, so the
+ * commit it started from must be there: a forge whose default branch was
+ * rewritten since (a leaked secret pruned away) may have taken it, and then the
+ * bottle cannot move, and says so.
+ */
+async function moveHere(
+  meta: BottleMeta,
+  options: ResumeOptions,
+  env: Record<string, string | undefined>,
+): Promise<void> {
+  options.onProgress?.(
+    `bottle ${meta.slug} last ran on ${meta.engine}: resuming it here from its files`,
+  );
+  meta.warm = null;
+  if (!meta.forge || !options.forgeToken) return;
+  const forge = { ...meta.forge, token: options.forgeToken };
+  const { dir } = await syncMirror(forge, env, cloneTimeoutMs(env));
+  meta.mirror = dir;
+  const base = meta.baseCommit;
+  if (!base) return;
+  const have = await runGit([`--git-dir=${dir}`, 'cat-file', '-e', `${base}^{commit}`], {
+    env: wallGitEnv({ config: [] }),
+    timeoutMs: 30_000,
+  }).then(
+    () => true,
+    () => false,
+  );
+  if (!have)
+    throw new BbError(
+      'CONFLICT',
+      `bottle ${meta.slug} cannot move to this machine: its workspace started from commit ${base}, which the forge's ${meta.forge.owner}/${meta.forge.repo} no longer has (its default branch was rewritten). Resume it where it last ran, or close its PR to start afresh`,
+    );
 }
 
 /**

@@ -75,6 +75,12 @@ export interface BottleMeta {
   /** Extra container labels given at launch. */
   labels?: Record<string, string>;
   /**
+   * The engine its containers are on (`Backend.identity`), where the backend can
+   * say: a bottle in a shared store that another engine ran is resumed here from
+   * its files, its containers there are not this engine's to watch.
+   */
+  engine?: string;
+  /**
    * The turn in progress (so a restarted orchestrator can finish it), or absent.
    * `waiter`: its agent runs under the waiter (its end is said by a file, the
    * container may outlive it).
@@ -151,7 +157,7 @@ export interface BottlePaths {
   turns: string;
 }
 
-/** `$BB_HOME/bottles/<slug>`. */
+/** `$BB_HOME/bottles/<slug>`, or `$BB_BOTTLE_STORE/<slug>`. */
 export function bottleDir(
   slug: string,
   env: Record<string, string | undefined> = process.env,
@@ -163,8 +169,10 @@ export function bottlePaths(
   slug: string,
   env: Record<string, string | undefined> = process.env,
 ): BottlePaths {
-  const dir = bottleDir(slug, env);
-  const disk = join(dir, 'disk');
+  const l = homeLayout(env);
+  const dir = l.bottle(slug);
+  // In a shared store the disk image is the bottle's, its mount this machine's.
+  const disk = l.shared ? l.mount(slug) : join(dir, 'disk');
   return {
     dir,
     disk,
@@ -274,7 +282,7 @@ export function writeMeta(meta: BottleMeta, env: Record<string, string | undefin
   renameSync(`${file}.tmp`, file);
 }
 
-/** Slugs of the bottles under `$BB_HOME/bottles`. */
+/** Slugs of the bottles under `$BB_HOME/bottles` (or in `$BB_BOTTLE_STORE`). */
 export function listBottles(env: Record<string, string | undefined> = process.env): string[] {
   const d = homeLayout(env).bottles;
   return existsSync(d)

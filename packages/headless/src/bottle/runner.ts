@@ -3,7 +3,7 @@ import type { RepoName, SiteCredentials } from '@bb/forge';
 import { LABEL, MANAGED_LABEL } from '@bb/names';
 import type { Remediator } from '@bb/supervise';
 import type { Backend, BottleInfo } from '../engine/backend';
-import type { TurnOutcome } from './bottle-parts';
+import { releaseHere, type TurnOutcome } from './bottle-parts';
 import { cool, destroy, finishTurn, startLaunch, startResume, stopAgent } from './bottles';
 import { type ForgeWiring, HOME_LABEL, homeLabel, readMeta } from './layout';
 import {
@@ -66,6 +66,13 @@ export interface BottleRunner {
   cool?(slug: string): Promise<boolean>;
   /** The bottle's containers, as the backend reports them. */
   containers(slug: string): Promise<BottleInfo[]>;
+  /** Which engine this runner's bottles run on (`Backend.identity`), where it can say. */
+  engine?(): Promise<string | undefined>;
+  /**
+   * Let go of a bottle whose issue another orchestrator took over: what of it runs
+   * on this engine goes, its files stay (`releaseHere`). Whether anything went.
+   */
+  release?(slug: string): Promise<boolean>;
   /** Every container this orchestrator's bottles have (labels `bb.managed-by` and `bb.home`). */
   ours(): Promise<BottleInfo[]>;
   /** Where each bottle's state is read from. */
@@ -198,6 +205,8 @@ export function headlessRunner(
     destroy: (slug) => destroy(slug, opts),
     cool: (slug) => cool(slug, opts),
     containers: (slug) => o.backend.list({ [LABEL.slug]: slug }),
+    engine: async () => o.backend.identity?.(),
+    release: (slug) => releaseHere(slug, opts),
     ours: () => o.backend.list({ ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(o.env) }),
     takeResumeRequest: (slug) => takeResumeRequest(slug, o.env),
     sessionLimits(agent) {

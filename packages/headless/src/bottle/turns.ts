@@ -626,7 +626,11 @@ export async function finishTurn(slug: string, options: BottleOptions): Promise<
     await freeze(slug, options);
     return lastEnd();
   }
-  const containers = await options.backend.list({ [LABEL.slug]: slug });
+  // Its turn ran on another engine (a shared store's bottle whose replica is gone):
+  // nothing of it is here to wait for.
+  const here = meta.engine ? await options.backend.identity?.() : undefined;
+  const elsewhere = here !== undefined && meta.engine !== here ? meta.engine : undefined;
+  const containers = elsewhere ? [] : await options.backend.list({ [LABEL.slug]: slug });
   // A warm resume cut short between its word and unpausing them: the turn was given
   // (its command is there), so its containers go on.
   for (const c of containers)
@@ -647,9 +651,12 @@ export async function finishTurn(slug: string, options: BottleOptions): Promise<
       exitCode: -1,
       ok: false,
       sessionId: meta.sessionId ?? undefined,
-      error: 'the agent container was gone',
+      error: elsewhere
+        ? `the turn ran on engine ${elsewhere}, not this one: it was lost with the machine that ran it`
+        : 'the agent container was gone',
       output: '',
       vanished: true,
+      ...(elsewhere ? { lostWith: elsewhere } : {}),
     };
   }
   try {

@@ -118,6 +118,12 @@ export interface Backend {
    * (the local backend), commands see the host's `source` paths instead.
    */
   readonly mapsMounts: boolean;
+  /**
+   * Which engine this is, stable across its restarts and distinct from every other
+   * engine (two daemons on one machine included): recorded with each bottle, so a
+   * replica that takes a bottle over knows whether its containers are here.
+   */
+  identity?(): Promise<string>;
   /** Throw `NOT_FOUND` with the fix when the image is not available. */
   ensureImage(image: string): Promise<void>;
   /** The id an image name stands for now (undefined: not known). */

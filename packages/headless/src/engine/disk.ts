@@ -16,7 +16,7 @@ import {
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { BbError } from '@bb/errors';
-import { bbHome } from '@bb/names';
+import { bbHome, homeLayout } from '@bb/names';
 import { minimalEnv } from '@bb/wall';
 import { memoryBytes } from './size';
 
@@ -166,9 +166,17 @@ export function diskPoolSize(env: Record<string, string | undefined>): number {
   return Number(raw);
 }
 
-/** `$BB_HOME/disk-pool/<bytes>/`: images made by this host alone, only ever handed out once. */
+/**
+ * `$BB_HOME/disk-pool/`: images made by the host, each only ever handed out once.
+ * With a shared bottle store, in the store beside the bottles (`.disk-pool/`, a name
+ * no bottle can have): a disk is taken by a rename, which must not cross filesystems.
+ */
+const poolRoot = (env: Record<string, string | undefined>) => {
+  const l = homeLayout(env);
+  return l.shared ? join(l.bottles, '.disk-pool') : join(bbHome(env), 'disk-pool');
+};
 const poolDir = (bytes: number, env: Record<string, string | undefined>) =>
-  join(bbHome(env), 'disk-pool', String(bytes));
+  join(poolRoot(env), String(bytes));
 
 /** Move a pooled image to `target`; whether there was one. */
 function takePooled(
@@ -185,7 +193,7 @@ function takePooled(
   }
   for (const n of names) {
     try {
-      // Same filesystem (both under BB_HOME): the image is taken whole, by one taker.
+      // Same filesystem (both under BB_HOME, or both in the store): taken whole, by one taker.
       renameSync(join(dir, n), target);
       return true;
     } catch {
@@ -213,8 +221,8 @@ function refillPool(bytes: number, env: Record<string, string | undefined>): voi
       for (;;) {
         // Never made again under a BB_HOME that went away meanwhile.
         if (!existsSync(bbHome(env))) return;
-        for (const d of [join(bbHome(env), 'disk-pool'), dir])
-          if (!existsSync(d)) mkdirSync(d, { mode: 0o700 });
+        for (const d of [poolRoot(env), dir])
+          if (!existsSync(d)) mkdirSync(d, { recursive: true, mode: 0o700 });
         const names = readdirSync(dir);
         // A part left by a process that died while formatting goes.
         for (const n of names)

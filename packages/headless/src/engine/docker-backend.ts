@@ -169,6 +169,23 @@ export class DockerBackend implements Backend {
       });
   }
 
+  #identity: Promise<string> | undefined;
+
+  /**
+   * `docker:<name>:<data root>` as the engine says: its `ID` is not enough, every
+   * daemon on one machine has the same one (it comes from a host file).
+   */
+  identity(): Promise<string> {
+    this.#identity ??= (async () => {
+      const info = (await (await this.#docker).info()) as { Name?: string; DockerRootDir?: string };
+      return `docker:${info.Name ?? '?'}:${info.DockerRootDir ?? '?'}`;
+    })().catch((err) => {
+      this.#identity = undefined;
+      throw this.#error(err, 'the engine', {});
+    });
+    return this.#identity;
+  }
+
   async ensureImage(image: string): Promise<void> {
     try {
       await (await this.#docker).getImage(image).inspect();

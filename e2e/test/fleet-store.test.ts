@@ -1,0 +1,413 @@
+// Bottles outlive their machine: three `bb orchestrate serve` replicas, each with its own
+// BB_HOME and its own Docker engine (a separate dockerd: its own data root, exec root and
+// socket), share one real PostgreSQL and one bottle store (BB_BOTTLE_STORE). One replica
+// launches two bottles; then it and its engine die together (SIGKILL, every process of
+// its containers too). Another replica takes both issues over: the turn that was running
+// is recorded once as lost and its bottle frozen from its files; the next event resumes
+// each bottle on the new replica's engine with its workspace, and the one whose turn
+// finished with its conversation. PostgreSQL restarts once on the way. When the dead
+// machine comes back, nothing of it is left on its engine.
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { unmountAllUnder } from '@bb/headless';
+import { PostgresDatabase } from '@bb/state-postgres';
+import { postgresSkipReason, startPostgres, type TestPostgres } from '@bb/state-postgres/testing';
+import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { freePort } from '@bb/tooling/net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { enginesSkipReason, startEngine, type TestEngine } from './engines';
+import { MAIN } from './faults/harness';
+import { fileIssue, forgeWorld, makeHome, prTurn, scriptAgent, until } from './support';
+
+const run = promisify(execFile);
+const docker = await probeDocker();
+const noPostgres = postgresSkipReason();
+// Under BB_REQUIRE_DOCKER=1 (CI) a machine that cannot start engines fails instead of skipping.
+const noEngines = docker.ok ? enginesSkipReason() : undefined;
+if (noEngines && process.env['BB_REQUIRE_DOCKER'] === '1')
+  throw new Error(`BB_REQUIRE_DOCKER=1 but the store test cannot run: ${noEngines}`);
+const skip = !docker.ok ? docker.reason : (noPostgres ?? noEngines);
+
+const TOKEN = 'bb-claude-token-store-4242';
+const SECRET = 'store-webhook-secret';
+const TTL_MS = 3000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Opens a PR; next turn checks its file is there, commits on top and says what it remembers. */
+const quick = scriptAgent([
+  prTurn(),
+  {
+    steps: [
+      { do: 'sh', cmd: 'test "$(cat fix.txt)" = fixed' },
+      { do: 'write', path: 'more.txt', content: 'more\n' },
+      { do: 'commit', message: 'More' },
+      { do: 'push' },
+      { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
+      { do: 'done', status: 'success', summary: 'Pushed more.' },
+    ],
+  },
+]);
+/** Writes a note, says "Starting." and works for ten minutes; next turn checks the note. */
+const slow = scriptAgent([
+  prTurn({
+    before: [
+      { do: 'write', path: 'notes.txt', content: 'noted\n' },
+      { do: 'comment', body: 'Starting.' },
+      { do: 'sleep', ms: 600_000 },
+    ],
+  }),
+  {
+    steps: [
+      { do: 'sh', cmd: 'test "$(cat notes.txt)" = noted' },
+      { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
+      { do: 'done', status: 'success', summary: 'Carried on.' },
+    ],
+  },
+]);
+
+interface Replica {
+  id: string;
+  port: number;
+  home: string;
+  engine: TestEngine;
+  proc: ChildProcess | undefined;
+  starts: number;
+}
+
+describe.skipIf(!!skip)(
+  `bottles outlive their machine: three replicas, three engines, one store${skip ? ` (skipped: ${skip})` : ''}`,
+  () => {
+    let pg: TestPostgres;
+    let gitea: GiteaTestServer;
+    let lb: Server;
+    let root: string;
+    let store: string;
+    const replicas: Replica[] = [];
+
+    const env = (r: Replica): Record<string, string> => ({
+      PATH: process.env['PATH'] ?? '',
+      DOCKER_HOST: r.engine.host,
+      BB_HOME: r.home,
+      BB_BOTTLE_STORE: store,
+      BB_BOTTLE_DISK: '256m',
+      BB_BASE_IMAGE: BASE_IMAGE,
+      BB_PORT: String(r.port),
+      BB_DATABASE_URL: pg.url,
+      BB_REPLICA_ID: r.id,
+      BB_LEASE_TTL: `${TTL_MS}ms`,
+      BB_WARM_WINDOW: '0',
+      FORGE_GITEA_API: gitea.apiUrl,
+      FORGE_TOKEN: TOKEN,
+      FORGE_WEBHOOK_SECRET: SECRET,
+      BB_SWEEP_INTERVAL: '0',
+      FORGE_WATCHDOG_INTERVAL: '1s',
+      BB_MEMORY_BUDGET: '200g',
+    });
+
+    async function start(r: Replica): Promise<void> {
+      r.starts++;
+      const log = createWriteStream(join(root, `${r.id}-${r.starts}.log`));
+      const proc = spawn(process.execPath, [MAIN], {
+        env: env(r),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      r.proc = proc;
+      proc.stdout!.pipe(log);
+      proc.stderr!.pipe(log);
+      await until(
+        `${r.id} to listen`,
+        async () => {
+          if (proc.exitCode !== null)
+            throw new Error(`${r.id} exited: ${readFileSync(log.path, 'utf8')}`);
+          return fetch(`http://127.0.0.1:${r.port}/healthz`).then(
+            (res) => res.ok,
+            () => undefined,
+          );
+        },
+        60_000,
+      );
+    }
+
+    async function kill(r: Replica): Promise<void> {
+      const p = r.proc;
+      r.proc = undefined;
+      if (!p || p.exitCode !== null) return;
+      const exited = new Promise<void>((res) => p.once('exit', () => res()));
+      p.kill('SIGKILL');
+      await exited;
+    }
+
+    const logLines = () =>
+      replicas.flatMap((r) =>
+        Array.from({ length: r.starts }, (_, i) => {
+          try {
+            return readFileSync(join(root, `${r.id}-${i + 1}.log`), 'utf8').split('\n');
+          } catch {
+            return [];
+          }
+        })
+          .flat()
+          .filter((l) => l.startsWith('{'))
+          .map((l) => {
+            try {
+              return { ...(JSON.parse(l) as Record<string, unknown>), replica: r.id };
+            } catch {
+              return { replica: r.id };
+            }
+          }),
+      );
+
+    /** The bottles' containers on an engine (the namespace holders aside). */
+    const containersOn = async (e: TestEngine) =>
+      (
+        await run('docker', [
+          '-H',
+          e.host,
+          'ps',
+          '-a',
+          '--filter',
+          'label=bb.slug',
+          '--format',
+          '{{.Names}}',
+        ])
+      ).stdout
+        .split('\n')
+        // Namespace holders carry the label empty and a name of the engine's.
+        .filter((n) => n.startsWith('bb-'));
+
+    beforeAll(async () => {
+      root = mkdtempSync(join(tmpdir(), 'bb-store-'));
+      store = join(root, 'store');
+      pg = await startPostgres({ maxConnections: 100 });
+      const lbPort = await freePort();
+      gitea = await createGiteaTestServer({
+        world: forgeWorld(TOKEN),
+        hooks: [{ url: `http://127.0.0.1:${lbPort}/hook`, secret: SECRET }],
+      });
+      // Deliveries go to the first replica that is up (r1 while it lives).
+      lb = createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', async () => {
+          const headers: Record<string, string> = {};
+          for (const [k, v] of Object.entries(req.headers))
+            if (typeof v === 'string' && !['host', 'content-length', 'connection'].includes(k))
+              headers[k] = v;
+          for (let attempt = 0; attempt < 200; attempt++) {
+            for (const r of replicas.filter((x) => x.proc)) {
+              try {
+                const out = await fetch(`http://127.0.0.1:${r.port}/webhooks/gitea`, {
+                  method: 'POST',
+                  headers,
+                  body: Buffer.concat(chunks),
+                  signal: AbortSignal.timeout(10_000),
+                });
+                if (out.status >= 500) continue;
+                res.writeHead(out.status, { 'content-type': 'application/json' });
+                res.end(await out.text());
+                return;
+              } catch {
+                // down: the next one
+              }
+            }
+            await sleep(50);
+          }
+          res.writeHead(502);
+          res.end();
+        });
+      });
+      await new Promise<void>((r) => lb.listen(lbPort, '127.0.0.1', r));
+      for (const id of ['r1', 'r2', 'r3']) {
+        const engine = await startEngine(id, join(root, `engine-${id}`), [BASE_IMAGE]);
+        replicas.push({
+          id,
+          port: await freePort(),
+          home: makeHome(`bb-store-${id}-`, { quick, slow }),
+          engine,
+          proc: undefined,
+          starts: 0,
+        });
+      }
+      // r1 alone at first: its machine launches the bottles; r2 and r3 join after.
+      await start(replicas[0]!);
+    }, 240_000);
+
+    afterAll(async () => {
+      for (const r of replicas) await kill(r);
+      for (const r of replicas) {
+        const ids = (
+          await run('docker', ['-H', r.engine.host, 'ps', '-aq']).catch(() => ({
+            stdout: '',
+          }))
+        ).stdout
+          .split('\n')
+          .filter(Boolean);
+        if (ids.length)
+          await run('docker', ['-H', r.engine.host, 'rm', '-f', ...ids]).catch(() => {});
+        await r.engine.remove().catch(() => {});
+        await unmountAllUnder(r.home).catch(() => {});
+        rmSync(r.home, { recursive: true, force: true });
+      }
+      await unmountAllUnder(root).catch(() => {});
+      await new Promise((r) => lb?.close(r));
+      await gitea?.close();
+      await pg?.stop();
+      if (process.env['BB_KEEP_HOME']) console.error(`kept logs in ${root}`);
+      else rmSync(root, { recursive: true, force: true });
+    }, 180_000);
+
+    it('resumes a dead machine’s bottles on another engine, its lost turn recorded once', async () => {
+      const db = await PostgresDatabase.open({ url: pg.url, max: 2 });
+      const q = async <T extends Record<string, unknown>>(sql: string, args: unknown[] = []) =>
+        (await db.query<T>('store check', sql, args)).rows;
+      const row = async (n: number) =>
+        (
+          await q<{ slug: string; status: string; pr_number: number | null }>(
+            'SELECT slug, status, pr_number FROM forge_state WHERE issue_number = $1',
+            [n],
+          )
+        )[0];
+      const records = async (slug: string) =>
+        Number(
+          (
+            await q<{ n: string }>('SELECT count(*) AS n FROM provenance_records WHERE slug = $1', [
+              slug,
+            ])
+          )[0]!.n,
+        );
+      const comments = (n: number) => gitea.issue('acme/widgets', n).comments.map((c) => c.body);
+      const metaOf = (slug: string) =>
+        JSON.parse(readFileSync(join(store, slug, 'meta.json'), 'utf8')) as {
+          engine?: string;
+          status: string;
+        };
+      const [r1, r2, r3] = replicas as [Replica, Replica, Replica];
+      try {
+        // ---- r1's machine launches both: one turn done, one still working
+        const a = fileIssue(gitea, 'quick', 'Fix A', 'A is broken.');
+        const fa = await until(
+          'A to freeze with its PR',
+          async () => {
+            const r = await row(a);
+            return r?.status === 'frozen' && r.pr_number ? r : undefined;
+          },
+          120_000,
+        );
+        const b = fileIssue(gitea, 'slow', 'Fix B', 'B is broken.');
+        await until(
+          'B to start',
+          () => (comments(b).includes('Starting.') ? true : undefined),
+          120_000,
+        );
+        const slugB = (await row(b))!.slug;
+        const engineOf = (r: Replica) => `docker:vm:${join(r.engine.dir, 'data')}`;
+        expect(metaOf(fa.slug).engine).toBe(engineOf(r1));
+        expect(metaOf(slugB)).toMatchObject({ engine: engineOf(r1), status: 'running' });
+        // B's agent and gate run there; A, frozen, has none.
+        expect((await containersOn(r1.engine)).sort()).toEqual(
+          [`bb-${slugB}-agent`, `bb-${slugB}-gate`].sort(),
+        );
+        await Promise.all([start(r2), start(r3)]);
+
+        // ---- r1 and its engine die together
+        const killedAt = Date.now();
+        await kill(r1);
+        await r1.engine.die();
+        // Its kernel's mounts of the bottle disks end with it.
+        await unmountAllUnder(join(r1.home, 'mounts'));
+
+        // ---- another replica takes B over: the lost turn recorded once, said once
+        const lostSaid = 'The machine running the agent stopped before its turn ended';
+        await until(
+          'B’s lost turn to be said on the issue',
+          () => (comments(b).some((c) => c.startsWith(lostSaid)) ? true : undefined),
+          60_000,
+        );
+        const takeoverMs = Date.now() - killedAt;
+        console.log(`takeover: ${takeoverMs} ms from kill -9 to the lost turn's comment`);
+        // Lease TTL, one renewal period, a scan: well inside this on 2 loaded cores.
+        expect(takeoverMs).toBeLessThan(TTL_MS * 2 + 15_000);
+        await until('B frozen', async () =>
+          (await row(b))?.status === 'frozen' ? true : undefined,
+        );
+        expect(await records(slugB)).toBe(1);
+        expect(metaOf(slugB).status).toBe('frozen');
+
+        // ---- PostgreSQL goes away and comes back
+        await pg.restart(1500);
+
+        // ---- the next event resumes each on the engine of the replica that holds it
+        gitea.comment('alice', 'acme/widgets', a, 'Please carry on with A.');
+        await until(
+          'A’s second turn',
+          () => (comments(a).some((c) => c.startsWith('Turn 2: I remember')) ? true : undefined),
+          120_000,
+        );
+        // Its conversation came along: it remembers its first prompt.
+        expect(comments(a).find((c) => c.startsWith('Turn 2: I remember'))).toMatch(
+          /I remember "[\s\S]*Fix A[\s\S]*"/,
+        );
+        gitea.comment('alice', 'acme/widgets', b, 'Please carry on with B.');
+        await until(
+          'B’s second turn',
+          () => (comments(b).some((c) => c.startsWith('Turn 2: I remember')) ? true : undefined),
+          120_000,
+        );
+        await until('both frozen again', async () =>
+          (await row(a))?.status === 'frozen' && (await row(b))?.status === 'frozen'
+            ? true
+            : undefined,
+        );
+        const moved = [engineOf(r2), engineOf(r3)];
+        expect(moved).toContain(metaOf(fa.slug).engine);
+        expect(moved).toContain(metaOf(slugB).engine);
+        // A's workspace came along: its second commit is on top of its first, on the forge.
+        const branch = (
+          await run('git', [
+            `--git-dir=${gitea.git.dirOf('acme', 'widgets')}`,
+            'log',
+            '--format=%s',
+            '-3',
+            `refs/heads/bb/quick-${a}`,
+          ])
+        ).stdout.trim();
+        expect(branch.split('\n').slice(0, 2)).toEqual(['More', 'Fix']);
+
+        // ---- every event acted on once, every turn recorded once
+        expect(comments(a).filter((c) => c === 'PR is up.')).toHaveLength(1);
+        expect(comments(a).filter((c) => c.startsWith('Turn 2:'))).toHaveLength(1);
+        expect(comments(b).filter((c) => c === 'Starting.')).toHaveLength(1);
+        expect(comments(b).filter((c) => c.startsWith(lostSaid))).toHaveLength(1);
+        expect(comments(b).filter((c) => c.startsWith('Turn 2:'))).toHaveLength(1);
+        expect(await records(fa.slug)).toBe(2);
+        expect(await records(slugB)).toBe(2);
+        const open = await q("SELECT 1 FROM event_inbox WHERE state <> 'done'");
+        expect(open).toHaveLength(0);
+
+        // ---- the dead machine comes back: what its engine still had of B goes
+        await r1.engine.start();
+        await start(r1);
+        await until(
+          'r1 to clear its engine',
+          async () => ((await containersOn(r1.engine)).length === 0 ? true : undefined),
+          60_000,
+        );
+        for (const r of [r2, r3]) expect(await containersOn(r.engine)).toEqual([]);
+        expect(
+          logLines().filter(
+            (l) =>
+              l['msg'] ===
+              'bottle ran on another engine: its turn is recorded as lost, it resumes here',
+          ),
+        ).toHaveLength(1);
+      } finally {
+        await db.close();
+      }
+    }, 600_000);
+  },
+);

@@ -8,7 +8,7 @@
 // finished with its conversation. PostgreSQL restarts once on the way. When the dead
 // machine comes back, nothing of it is left on its engine.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -183,7 +183,7 @@ describe.skipIf(!!skip)(
     beforeAll(async () => {
       root = mkdtempSync(join(tmpdir(), 'bb-store-'));
       store = join(root, 'store');
-      pg = await startPostgres({ maxConnections: 100 });
+      pg = await startPostgres({ maxConnections: 100, durable: true });
       const lbPort = await freePort();
       gitea = await createGiteaTestServer({
         world: forgeWorld(TOKEN),
@@ -318,8 +318,11 @@ describe.skipIf(!!skip)(
         const killedAt = Date.now();
         await kill(r1);
         await r1.engine.die();
-        // Its kernel's mounts of the bottle disks end with it.
+        // Its kernel's mounts of the bottle disks end with it, and what only its own disk
+        // held (its repository mirror, which the workspaces borrow objects from) is out of
+        // reach until it is back.
         await unmountAllUnder(join(r1.home, 'mounts'));
+        renameSync(join(r1.home, 'mirrors'), join(root, 'r1-mirrors-while-down'));
 
         // ---- another replica takes B over: the lost turn recorded once, said once
         const lostSaid = 'The machine running the agent stopped before its turn ended';
@@ -390,6 +393,7 @@ describe.skipIf(!!skip)(
         expect(open).toHaveLength(0);
 
         // ---- the dead machine comes back: what its engine still had of B goes
+        renameSync(join(root, 'r1-mirrors-while-down'), join(r1.home, 'mirrors'));
         await r1.engine.start();
         await start(r1);
         await until(

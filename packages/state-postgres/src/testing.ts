@@ -29,6 +29,7 @@ export interface TestPostgres {
   /**
    * An outage: stop the server at once (every connection dropped, as a crash
    * would), wait `downMs`, and start it again on the same data and socket.
+   * Only for a server started `durable` (else its last commits would be lost).
    */
   restart(downMs?: number): Promise<void>;
 }
@@ -147,6 +148,12 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     },
     async restart(downMs = 0) {
       if (stopped) throw new Error('this PostgreSQL was stopped for good');
+      // Without durable commits an immediate stop loses the last ones (a commit the
+      // clients were told of is gone after): an outage no production server has.
+      if (!options.durable)
+        throw new Error(
+          'restart() needs a server started with { durable: true }: without it the commits of the last moments before the stop are lost',
+        );
       await halt();
       if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
       await start();

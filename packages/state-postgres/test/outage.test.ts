@@ -50,3 +50,17 @@ describe.skipIf(skipped)(`a PostgreSQL outage${skipped ? ` (skipped: ${skipped})
     await db.close();
   }, 30_000);
 });
+
+describe.skipIf(skipped)(
+  `the test server's outage${skipped ? ` (skipped: ${skipped})` : ''}`,
+  () => {
+    it('is refused on a server that does not make its commits durable (it would lose the last ones)', async () => {
+      const fast = await startPostgres();
+      try {
+        await expect(fast.restart(0)).rejects.toThrow(/durable: true/);
+      } finally {
+        await fast.stop();
+      }
+    }, 60_000);
+  },
+);

@@ -19,6 +19,8 @@ export const BB_ERROR_CODES = {
   ALREADY_DONE: 'the turn already signalled done; writes wait for the next turn',
   OUTCOME_UNKNOWN: 'the forge did not answer a write: read before you retry',
   AUDIT_UNAVAILABLE: 'the op log cannot be written, so nothing is sent (fail closed)',
+  NOT_HELD:
+    "the bottle's orchestrator no longer holds its issue (it stalled, or another took it over), so no write is sent",
   GATE_UNAVAILABLE: "a bottle's gate (its supervise sidecar) went away before it answered",
   PARSE_ERROR: 'a JSON-RPC line was not JSON',
   INVALID_REQUEST: 'a JSON-RPC request was malformed',

@@ -31,6 +31,8 @@ export const ERROR_TABLE = {
   AUDIT_UNAVAILABLE: { wire: -32011, kind: 'audit_unavailable' },
   // A gate's platform cannot do what was asked (a supervise kind it cannot apply).
   UNSUPPORTED: { wire: -32012, kind: 'unsupported' },
+  // Fencing: the host that runs this bottle has not renewed its hold on the issue.
+  NOT_HELD: { wire: -32013, kind: 'not_held' },
 } as const satisfies Partial<Record<BbErrorCode, { wire: number; kind: string }>>;
 
 export type WireCode = keyof typeof ERROR_TABLE;

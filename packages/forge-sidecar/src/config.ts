@@ -84,6 +84,17 @@ export const SidecarEnvSchema = z.object({
    * until it says a later turn. Without it, one sidecar serves one turn.
    */
   BB_TURN_FILE: absPath('BB_TURN_FILE').optional(),
+  /**
+   * Fencing (`hold.ts`): a file the host renews with this gate's id and a deadline,
+   * where the agent cannot write. With it, a forge write is sent only while the file
+   * names this gate (BB_HOLD_ID) and its deadline is ahead. Without it, none is asked.
+   */
+  BB_HOLD_FILE: absPath('BB_HOLD_FILE').optional(),
+  /** This gate's id in BB_HOLD_FILE; required with it. */
+  BB_HOLD_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{8,64}$/, 'BB_HOLD_ID must be 8 to 64 letters, digits, _ or -')
+    .optional(),
   /** The sidecar's own bare repository, where the agent's commits are received and pushed from. @default `<dir of BB_OPS_LOG>/push.git` */
   BB_GIT_DIR: absPath('BB_GIT_DIR').optional(),
   /**
@@ -150,6 +161,12 @@ export function readSidecarToken(env: SidecarEnv): string {
  */
 export function loadSidecarEnv(env: Record<string, string | undefined>): SidecarEnv {
   const result = SidecarEnvSchema.safeParse(env);
+  if (result.success && !result.data.BB_HOLD_FILE !== !result.data.BB_HOLD_ID)
+    throw new BbError(
+      'INVALID_INPUT',
+      "the forge sidecar's configuration is invalid:\n- BB_HOLD_FILE and BB_HOLD_ID go together: set both (fencing) or neither",
+      { data: { fields: ['BB_HOLD_FILE', 'BB_HOLD_ID'] } },
+    );
   if (result.success) return result.data;
   const lines = result.error.issues.map((i) => `- ${i.message}`);
   throw new BbError(

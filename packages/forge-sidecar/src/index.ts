@@ -25,6 +25,7 @@ export {
   pushCommit,
   remoteDefaultBranch,
 } from './git-push';
+export { formatHold, HOLD_FILE, holdReader } from './hold';
 export type { Peer, Unreachable } from './line-client';
 export {
   BASE_FILE,

@@ -5,6 +5,7 @@ import { BbError, errorMessage, isBbError, redactString, registerSecret } from '
 import { type Forge, type ForgeKind, type ForgeSite, forgeKinds, ScopedForge } from '@bb/forge';
 import { loadSidecarEnv, readSidecarToken, type SidecarEnv } from './config';
 import { createGitGate } from './git-push';
+import { holdReader } from './hold';
 import { OpLog } from './op-log';
 import { bundlePrBranch, PR_BUNDLE } from './pr-bundle';
 import { QueueWriter } from './queue';
@@ -142,6 +143,9 @@ export async function runSidecarFromEnv(options: RunSidecarOptions): Promise<Run
     }),
     branch: env.BB_BRANCH,
     ...(env.BB_TURN_FILE ? { turn: turnFrom(env.BB_TURN_FILE) } : {}),
+    ...(env.BB_HOLD_FILE && env.BB_HOLD_ID
+      ? { notHeld: holdReader(env.BB_HOLD_FILE, env.BB_HOLD_ID) }
+      : {}),
     socketOwner: owner ? { uid: owner[0], gid: owner[1] } : undefined,
     ...(env.BB_SOCKET_MODE !== undefined ? { socketMode: env.BB_SOCKET_MODE } : {}),
     logger,

@@ -19,6 +19,8 @@ export interface MethodContext {
   branch: string;
   /** The turn being served, as the host says. */
   turn: () => number;
+  /** Fencing: why the host does not hold the issue now (`undefined`: it does, or none is asked). */
+  notHeld?: () => string | undefined;
   /** The first `signal_done` of a turn, once it happened: every later write of that turn is refused. */
   done?: (DoneSignal & { turn: number }) | undefined;
 }
@@ -84,6 +86,7 @@ async function audited<T>(
 ): Promise<T> {
   // Checked here, with no await before the started line: a write racing signal_done loses.
   assertOpen(ctx, method);
+  assertHeld(ctx, method, what);
   const start = ctx.opLog.append(
     { method, target: what.target, outcome: 'started', summary: what.intent },
     { sync: true, reserve: MAX_LINE_BYTES },
@@ -134,6 +137,35 @@ function assertOpen(ctx: MethodContext, method: string): void {
       'ALREADY_DONE',
       `this turn already ended with signal_done (${ctx.done.status}); ${method.replace('_', ' ')} is closed until a new turn`,
     );
+}
+
+/**
+ * Refuse a write the host no longer vouches for (fencing, `hold.ts`): its refusal
+ * is in the op log, so the log shows nothing was sent after the hold ran out.
+ */
+function assertHeld(
+  ctx: MethodContext,
+  method: string,
+  what: { target: string; intent: string },
+): void {
+  const why = ctx.notHeld?.();
+  if (why === undefined) return;
+  ctx.opLog.append(
+    {
+      method,
+      target: what.target,
+      outcome: 'rejected',
+      reason: why,
+      summary: `refused to ${what.intent}: not held`,
+    },
+    { sync: true },
+  );
+  const err = new BbError(
+    'NOT_HELD',
+    `${method.replace('_', ' ')} refused: ${why}. Nothing was sent. Call signal_done with status blocked and stop; your work is kept and the host that holds the issue resumes you`,
+  );
+  AUDITED.add(err);
+  throw err;
 }
 
 /** Errors whose outcome line `audited` already wrote. */

@@ -35,6 +35,11 @@ export interface SidecarOptions {
    * several): a `signal_done` closes writes for its turn only. @default always 0
    */
   turn?: () => number;
+  /**
+   * Fencing: why the host does not hold this bottle's issue now, or `undefined`
+   * when it does (`holdReader`). Asked before every forge write. @default always held
+   */
+  notHeld?: () => string | undefined;
 }
 
 export interface RunningSidecar {
@@ -54,6 +59,7 @@ export async function startSidecar(options: SidecarOptions): Promise<RunningSide
   const log = options.logger ?? silent;
   const ctx: MethodContext = {
     turn: options.turn ?? (() => 0),
+    ...(options.notHeld ? { notHeld: options.notHeld } : {}),
     forge: options.forge,
     opLog: options.opLog,
     queue: options.queue,

@@ -43,6 +43,7 @@ export {
   routeSecrets,
   startProxyGate,
 } from './bottle/gate';
+export { renewHold } from './bottle/hold';
 export {
   AGENT_USER,
   type BottleMeta,

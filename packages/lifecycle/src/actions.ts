@@ -123,6 +123,8 @@ async function launchBottle(
         defaultHead: () => forge.defaultBranchHead(),
         // No agent starts once the issue is another orchestrator's (a stall past the lease).
         fence: () => core.fleet.fence(s.key),
+        // Its gate writes only while this process's hold on the issue is renewed.
+        holdUntil: () => core.fleet.holdUntil(s.key),
       }),
     );
   } catch (err) {
@@ -195,6 +197,8 @@ export async function resumeBottle(
           ? { prHead: async () => (await core.forgeFor(s.owner, s.repo).readPr(pr)).head.sha }
           : {}),
         fence: () => core.fleet.fence(s.key),
+        // Its gate writes only while this process's hold on the issue is renewed.
+        holdUntil: () => core.fleet.holdUntil(s.key),
       }),
     );
   } catch (err) {

@@ -426,6 +426,34 @@ export class Fleet {
       this.#h.log({ msg: 'lease lost: another orchestrator holds the issue now', key });
       this.letGo(key);
     }
+    await this.#renewHolds();
+  }
+
+  /** The gates of the bottles this process holds may write until its new deadline. */
+  async #renewHolds(): Promise<void> {
+    const { runner } = this.#h;
+    if (!runner.hold || !this.leases.fenceGates) return;
+    for (const key of this.leases.held) {
+      const s = this.#h.sessions.get(key);
+      const until = this.leases.holdUntil(key);
+      if (!s?.slug || !until || (s.state.status !== 'running' && s.state.status !== 'frozen'))
+        continue;
+      await runner
+        .hold(s.slug, until)
+        .catch((err: unknown) =>
+          this.#h.log({
+            msg: 'could not renew a gate’s hold',
+            key,
+            slug: s.slug,
+            error: errorMessage(err),
+          }),
+        );
+    }
+  }
+
+  /** Until when a bottle's gate may write for `key` (`IssueLeases.holdUntil`). */
+  holdUntil(key: string): number | undefined {
+    return this.leases.holdUntil(key);
   }
 
   /**

@@ -25,11 +25,18 @@ export interface FleetOptions {
    * take-over scan reads only what it may take. @default every row and every lease, read and compared here
    */
   unleased?: UnleasedWork;
+  /**
+   * Fence the agents' writes too: a bottle's gate sends forge writes only while
+   * this orchestrator renews its hold on the issue (`holdUntil`), so a bottle
+   * whose orchestrator stalled past its lease writes nothing through it. Off for
+   * one orchestrator alone, whose lease nobody else can take. @default true
+   */
+  fenceGates?: boolean;
 }
 
 /** One orchestrator alone: leases in its own memory, always granted. */
 export function soloFleet(): FleetOptions {
-  return { leases: new MemoryLeaseStore(), holder: 'solo' };
+  return { leases: new MemoryLeaseStore(), holder: 'solo', fenceGates: false };
 }
 
 /** What an issue's lease name puts before its key. */
@@ -46,6 +53,7 @@ export class IssueLeases {
   readonly heartbeatMs: number;
   readonly pollMs: number;
   readonly unleased: UnleasedWork | undefined;
+  readonly fenceGates: boolean;
   readonly #store: LeaseStore;
   /**
    * Issues held, each with the local time until which this process may act on
@@ -79,12 +87,23 @@ export class IssueLeases {
     this.heartbeatMs = o.heartbeatMs ?? Math.max(1, Math.floor(this.ttlMs / 3));
     this.pollMs = o.pollMs ?? 500;
     this.unleased = o.unleased;
+    this.fenceGates = o.fenceGates ?? true;
   }
 
   /** Whether this process holds `issue` and its lease has not run out by this process's reckoning. */
   holds(issue: string): boolean {
     const held = this.#held.get(issue);
     return held !== undefined && this.#now() < held.until && this.#wall() < held.wallUntil;
+  }
+
+  /**
+   * Until when (wall clock) a bottle's gate may write for `issue`: this process's
+   * own deadline on its lease, `0` when it does not hold it now, `undefined` when
+   * gates are not fenced (`fenceGates`).
+   */
+  holdUntil(issue: string): number | undefined {
+    if (!this.fenceGates) return undefined;
+    return this.holds(issue) ? this.#held.get(issue)!.wallUntil : 0;
   }
 
   get held(): string[] {

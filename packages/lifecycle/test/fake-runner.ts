@@ -51,6 +51,8 @@ export class FakeRunner implements BottleRunner {
   /** What each launch and resume was asked, in order. */
   readonly launches: Array<Parameters<BottleRunner['startLaunch']>[0]> = [];
   readonly resumes: Array<Parameters<BottleRunner['startResume']>[0]> = [];
+  /** Each renewal of a gate's hold (`BottleRunner.hold`): until when, and when it was asked. */
+  readonly holds: Array<{ slug: string; until: number; at: number }> = [];
 
   constructor(home: string) {
     this.env = { BB_HOME: home };
@@ -72,6 +74,11 @@ export class FakeRunner implements BottleRunner {
       this.#failNext.delete(step);
       throw err;
     }
+  }
+
+  async hold(slug: string, until: number): Promise<boolean> {
+    this.holds.push({ slug, until, at: Date.now() });
+    return true;
   }
 
   async startLaunch(o: Parameters<BottleRunner['startLaunch']>[0]): Promise<void> {

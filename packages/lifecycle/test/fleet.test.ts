@@ -413,6 +413,44 @@ describe('orchestrators sharing one database', () => {
     expect(prompt.split('and the changelog').length - 1).toBe(1);
   });
 
+  it("a bottle's gate may write only while its holder renews its hold: a paused holder's hold runs out before the issue can be taken, the new holder renews it", async () => {
+    const f = twoOf();
+    const { t, a, b, key } = f;
+    const slug = await launchOnA(f);
+    // The launch's gate starts under a's hold: until a's own deadline on the lease.
+    const atLaunch = t.runner.launches[0]!.holdUntil?.();
+    expect(atLaunch).toBeGreaterThan(Date.now());
+    expect(atLaunch).toBeLessThanOrEqual(Date.now() + TTL);
+    await until('a renews it', () => t.runner.holds.some((h) => h.slug === slug));
+    // a stalls: no more renewals; b takes the issue once the lease ran out.
+    a.stopWatchdog();
+    const stalledAt = Date.now();
+    await until('taken over', () => b.fleet.held.includes(key), TTL * 5);
+    const takenAt = Date.now();
+    // a's (a renewal in flight as it stalled included): b cannot hold the issue before
+    // the lease a renewed last ran out, a renewal period and more after the stall.
+    const ofA = t.runner.holds.filter((h) => h.at < stalledAt + 50);
+    expect(ofA.length).toBeGreaterThan(0);
+    // Every hold a gave had run out before the lease could change hands.
+    for (const h of ofA) expect(h.until).toBeLessThanOrEqual(takenAt);
+    // b watches the running turn, and its gate may write again under b's hold.
+    await until('b renews it', () =>
+      t.runner.holds.some((h) => h.slug === slug && h.at >= takenAt && h.until > Date.now()),
+    );
+    // a, awake again, finds the lease gone, and its launch's deadline is over.
+    a.startWatchdog();
+    await until('a let go', () => f.logs.a.some((e) => String(e['msg']).startsWith('lease lost')));
+    expect(t.runner.launches[0]!.holdUntil?.()).toBe(0);
+  });
+
+  it('one orchestrator alone does not fence its gates', async () => {
+    const t = setup();
+    const n = t.issue();
+    await t.orch.accept(t.ev.targeted(n));
+    await until('launched', () => launchesOf(t).length === 1);
+    expect(t.runner.launches[0]!.holdUntil?.()).toBeUndefined();
+  });
+
   it('a bottle of another machine is left alone: not watched, not removed', async () => {
     // b sees another BB_HOME: no trace of a's bottles.
     const elsewhere = mkdtempSync(join(tmpdir(), 'bb-elsewhere-'));

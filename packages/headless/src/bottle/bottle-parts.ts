@@ -122,6 +122,13 @@ export interface BottleOptions {
    * issue while it stalled starts no agent.
    */
   fence?: (() => Promise<void>) | undefined;
+  /**
+   * Until when (wall clock, ms) the orchestrator holds the bottle's issue (its
+   * lease, less a renewal period), or `undefined` outside a fleet: a bottle's gate
+   * started under a hold sends forge writes only while it is renewed
+   * (`renewHold`), so a host that stalls past its lease makes none through it.
+   */
+  holdUntil?: (() => number | undefined) | undefined;
 }
 
 export interface LaunchOptions extends BottleOptions {

@@ -26,6 +26,7 @@ import {
   type TurnOutcome,
 } from './bottle-parts';
 import type { CreatedGate } from './gate';
+import { holdNewGate, writeHold } from './hold';
 import { type BottleMeta, bottlePaths, IN_BOTTLE, readMeta, writeMeta } from './layout';
 import { loadAgentManifest, loadBottleManifest } from './manifests';
 import { initMirror, mirrorDir, syncMirror } from './mirror';
@@ -190,7 +191,10 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       ...(engine!.value ? { engine: engine!.value } : {}),
       createdAt: new Date().toISOString(),
     };
+    const holdUntil = holdNewGate(meta, options.holdUntil);
     writeMeta(meta, env);
+    // Before its gate serves: it writes only while the hold is renewed.
+    if (holdUntil !== undefined) writeHold(p, meta, holdUntil);
     const gate = gateOptions(options, env);
     // The gate's and the agent's containers are created while the disk is made (their
     // mounts are resolved when they start, after the disk is mounted).

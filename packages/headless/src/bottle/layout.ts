@@ -81,6 +81,12 @@ export interface BottleMeta {
    */
   engine?: string;
   /**
+   * Its gate's id in the hold file (`hold.ts`), when its turns run under a hold
+   * (an orchestrator in a fleet): a gate sends forge writes only while the host
+   * renews the hold for this id.
+   */
+  holdId?: string;
+  /**
    * The turn in progress (so a restarted orchestrator can finish it), or absent.
    * `waiter`: its agent runs under the waiter (its end is said by a file, the
    * container may outlive it).

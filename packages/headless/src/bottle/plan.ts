@@ -7,6 +7,7 @@
  * its own.
  */
 
+import { HOLD_FILE } from '@bb/forge-sidecar';
 import { type AgentProvider, modelApiFor } from '../providers';
 import { type BottleMeta, BRIDGE_PORTS, type IN_BOTTLE } from './layout';
 import { type AgentManifest, type BottleManifest, memoryBytes } from './manifests';
@@ -115,6 +116,7 @@ export type PlannedBottle = Pick<
   | 'diskBytes'
   | 'baseCommit'
   | 'syncPr'
+  | 'holdId'
 >;
 
 export interface PlanInput {
@@ -205,6 +207,8 @@ export function forgeSidecarEnv(
     ...(meta.baseCommit ? { BB_BASE_COMMIT: meta.baseCommit } : {}),
     // The turn it serves, as the host writes it (a warm gate serves several).
     BB_TURN_FILE: `${P.state}/${TURN_FILE}`,
+    // Fenced: it writes only while the host renews its hold for this id.
+    ...(meta.holdId ? { BB_HOLD_FILE: `${P.state}/${HOLD_FILE}`, BB_HOLD_ID: meta.holdId } : {}),
   };
 }
 

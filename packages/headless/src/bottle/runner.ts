@@ -5,6 +5,7 @@ import type { Remediator } from '@bb/supervise';
 import type { Backend, BottleInfo } from '../engine/backend';
 import { releaseHere, type TurnOutcome } from './bottle-parts';
 import { cool, destroy, finishTurn, startLaunch, startResume, stopAgent } from './bottles';
+import { renewHold } from './hold';
 import { type ForgeWiring, HOME_LABEL, homeLabel, readMeta } from './layout';
 import {
   type AgentManifest,
@@ -40,6 +41,8 @@ export interface BottleRunner {
     defaultHead?: (() => Promise<string | undefined>) | undefined;
     /** Asked before the agent starts; throwing stops the launch (see `BottleOptions.fence`). */
     fence?: (() => Promise<void>) | undefined;
+    /** Until when the caller holds the issue (see `BottleOptions.holdUntil`). */
+    holdUntil?: (() => number | undefined) | undefined;
   }): Promise<void>;
   /** Start a new turn of a frozen bottle; returns once the agent runs. */
   startResume(o: {
@@ -52,6 +55,8 @@ export interface BottleRunner {
     prHead?: (() => Promise<string | undefined>) | undefined;
     /** Asked before the agent starts; throwing stops the turn (see `BottleOptions.fence`). */
     fence?: (() => Promise<void>) | undefined;
+    /** Until when the caller holds the issue (see `BottleOptions.holdUntil`). */
+    holdUntil?: (() => number | undefined) | undefined;
   }): Promise<void>;
   /** Wait for the running turn's end (the agent's exit), record it in the bottle, freeze it. */
   finishTurn(slug: string): Promise<TurnOutcome>;
@@ -73,6 +78,12 @@ export interface BottleRunner {
    * on this engine goes, its files stay (`releaseHere`). Whether anything went.
    */
   release?(slug: string): Promise<boolean>;
+  /**
+   * The caller's hold on the bottle's issue was renewed until `untilMs` (wall
+   * clock): its gate may write until then (`renewHold`). Whether it has a gate
+   * under a hold. Absent: this runner's gates are not fenced.
+   */
+  hold?(slug: string, untilMs: number): Promise<boolean>;
   /** Every container this orchestrator's bottles have (labels `bb.managed-by` and `bb.home`). */
   ours(): Promise<BottleInfo[]>;
   /** Where each bottle's state is read from. */
@@ -181,6 +192,7 @@ export function headlessRunner(
         ...(l.bottles ? { bottles: l.bottles } : {}),
         ...(l.defaultHead ? { defaultHead: l.defaultHead } : {}),
         ...(l.fence ? { fence: l.fence } : {}),
+        ...(l.holdUntil ? { holdUntil: l.holdUntil } : {}),
       });
       noted(l.slug, t.expiresAt);
     },
@@ -196,6 +208,7 @@ export function headlessRunner(
         ...(r.freshSession ? { freshSession: true } : {}),
         ...(r.prHead ? { prHead: r.prHead } : {}),
         ...(r.fence ? { fence: r.fence } : {}),
+        ...(r.holdUntil ? { holdUntil: r.holdUntil } : {}),
       });
       if (forge) noted(r.slug, t?.expiresAt);
     },
@@ -207,6 +220,7 @@ export function headlessRunner(
     containers: (slug) => o.backend.list({ [LABEL.slug]: slug }),
     engine: async () => o.backend.identity?.(),
     release: (slug) => releaseHere(slug, opts),
+    hold: async (slug, untilMs) => renewHold(slug, untilMs, o.env),
     ours: () => o.backend.list({ ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(o.env) }),
     takeResumeRequest: (slug) => takeResumeRequest(slug, o.env),
     sessionLimits(agent) {

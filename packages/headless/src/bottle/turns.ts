@@ -41,6 +41,7 @@ import {
   proxySocketsScript,
   routeSecrets,
 } from './gate';
+import { holdNewGate, writeHold } from './hold';
 import {
   AGENT_USER,
   type BottleMeta,
@@ -210,6 +211,8 @@ export async function startTurn(
   const P = pathsFor(backend, p, gate.runtime, '');
   // Kept warm after the turn: the agent's container runs the waiter, which runs the turn.
   const waiter = canKeepWarm(backend) && (options.warmMs ?? 0) > 0;
+  // A launch's gate has its hold already; a new turn's gate gets its own id.
+  const holdUntil = launch ? options.holdUntil?.() : holdNewGate(meta, options.holdUntil);
   // The container's own turn runs before its waiter starts (after it, the waiter waits).
   const plan = planTurn(input, {
     launch: !!workspaceReady,
@@ -283,6 +286,7 @@ export async function startTurn(
     for (const [rel, content] of Object.entries(plan.bottle.agent.files))
       writeFileNoFollow(p.home, rel, content, { owner: agentOwner });
     prepareDirs(p, backend);
+    if (holdUntil !== undefined) writeHold(p, meta, holdUntil);
     meta.current = { turn, prompt, startedAt, ...(waiter ? { waiter: true, nonce } : {}) };
     if (meta.forge) writeTurnFile(p, turn);
     if (waiter)
@@ -431,7 +435,10 @@ export async function resumeWarm(
   meta.warm = null;
   writeMeta(meta, env);
   // The gate's turn, then the waiter's command: both before either runs again, so the
-  // agent's first call already finds the new turn (the gate reads it at each write).
+  // agent's first call already finds the new turn (the gate reads it at each write),
+  // and its hold renewed (it ran out while the bottle was idle).
+  const holdUntil = options.holdUntil?.();
+  if (holdUntil !== undefined) writeHold(p, meta, holdUntil);
   if (meta.forge) writeTurnFile(p, plan.bottle.turn);
   writeTurnCommand(p, plan.bottle.turn, {
     argv: plan.argv,

@@ -6,7 +6,10 @@
 // is recorded once as lost and its bottle frozen from its files; the next event resumes
 // each bottle on the new replica's engine with its workspace, and the one whose turn
 // finished with its conversation. PostgreSQL restarts once on the way. When the dead
-// machine comes back, nothing of it is left on its engine.
+// machine comes back, nothing of it is left on its engine. Then a replica stalls past its
+// lease (SIGSTOP) while its agent keeps commenting: its gate refuses every write once its
+// hold runs out (the op log says so), another replica takes the issue, and the stalled
+// one, woken (SIGCONT), removes what it ran and writes nothing.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -14,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { verifyOpLogFile } from '@bb/forge-sidecar';
 import { unmountAllUnder } from '@bb/headless';
 import { PostgresDatabase } from '@bb/state-postgres';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '@bb/state-postgres/testing';
@@ -66,6 +70,30 @@ const slow = scriptAgent([
       { do: 'sh', cmd: 'test "$(cat notes.txt)" = noted' },
       { do: 'comment', body: 'Turn {{turn}}: I remember "{{previousPrompts}}"' },
       { do: 'done', status: 'success', summary: 'Carried on.' },
+    ],
+  },
+]);
+
+/**
+ * Says "Ticking.", then posts a comment every few tenths of a second for half a minute
+ * and more, going on when one is refused; next turn says it is back.
+ */
+const ticker = scriptAgent([
+  {
+    steps: [
+      { do: 'comment', body: 'Ticking.' },
+      {
+        do: 'sh',
+        cmd: 'i=0; while [ $i -lt 90 ]; do i=$((i+1)); node /opt/bb/bb-forge.mjs comment {{issue}} "tick $i" >/dev/null 2>&1 || echo "refused $i"; sleep 0.3; done',
+        mayFail: true,
+      },
+      { do: 'done', status: 'success', summary: 'Ticked.' },
+    ],
+  },
+  {
+    steps: [
+      { do: 'comment', body: 'Turn {{turn}}: back.' },
+      { do: 'done', status: 'success', summary: 'Back.' },
     ],
   },
 ]);
@@ -227,7 +255,7 @@ describe.skipIf(!!skip)(
         replicas.push({
           id,
           port: await freePort(),
-          home: makeHome(`bb-store-${id}-`, { quick, slow }),
+          home: makeHome(`bb-store-${id}-`, { quick, slow, ticker }),
           engine,
           proc: undefined,
           starts: 0,
@@ -261,7 +289,7 @@ describe.skipIf(!!skip)(
       else rmSync(root, { recursive: true, force: true });
     }, 180_000);
 
-    it('resumes a dead machine’s bottles on another engine, its lost turn recorded once', async () => {
+    it('resumes a dead machine’s bottles on another engine, its lost turn recorded once; a stalled replica’s agent writes nothing after its lease', async () => {
       const db = await PostgresDatabase.open({ url: pg.url, max: 2 });
       const q = async <T extends Record<string, unknown>>(sql: string, args: unknown[] = []) =>
         (await db.query<T>('store check', sql, args)).rows;
@@ -409,6 +437,62 @@ describe.skipIf(!!skip)(
               'bottle ran on another engine: its turn is recorded as lost, it resumes here',
           ),
         ).toHaveLength(1);
+
+        // ---- a replica stalls past its lease (SIGSTOP) while its agent keeps writing
+        const c = fileIssue(gitea, 'ticker', 'Fix C', 'C is broken.');
+        const ticks = () => comments(c).filter((t) => /^tick \d+$/.test(t)).length;
+        await until('C to tick', () => (ticks() >= 2 ? true : undefined), 120_000);
+        const slugC = (await row(c))!.slug;
+        const stalled = replicas.find((r) => engineOf(r) === metaOf(slugC).engine)!;
+        stalled.proc!.kill('SIGSTOP');
+        const stalledAt = Date.now();
+        await until(
+          'C’s lost turn to be said by another replica',
+          () => (comments(c).some((t) => t.startsWith(lostSaid)) ? true : undefined),
+          60_000,
+        );
+        const takenMs = Date.now() - stalledAt;
+        console.log(`stall takeover: ${takenMs} ms from SIGSTOP to the lost turn's comment`);
+        // Its agent runs on, on an engine nobody stopped: its gate refuses what it writes.
+        const ticksAtTakeover = ticks();
+        await sleep(3000);
+        expect(ticks()).toBe(ticksAtTakeover);
+        stalled.proc!.kill('SIGCONT');
+        // Awake, it finds its lease gone and removes what its engine runs of C.
+        await until(
+          `${stalled.id} to let C go`,
+          async () =>
+            (await containersOn(stalled.engine)).some((n) => n.includes(slugC)) ? undefined : true,
+          60_000,
+        );
+        expect(ticks()).toBe(ticksAtTakeover);
+        expect(comments(c).filter((t) => t.startsWith(lostSaid))).toHaveLength(1);
+        // The op log shows the refusals, and no write sent after the first of them.
+        const ops = verifyOpLogFile(join(store, slugC, 'state', 'ops.jsonl'));
+        expect(ops.ok).toBe(true);
+        const comments$ = ops.entries.filter((e) => e.method === 'post_comment');
+        const firstRefused = comments$.findIndex((e) => e.outcome === 'rejected');
+        expect(firstRefused).toBeGreaterThan(0);
+        expect(comments$[firstRefused]!.reason).toMatch(/hold on this issue ran out/);
+        expect(comments$.slice(firstRefused).filter((e) => e.outcome !== 'rejected')).toEqual([]);
+        // The next event resumes C under its new holder, whose gate writes.
+        gitea.comment('alice', 'acme/widgets', c, 'Please carry on with C.');
+        await until(
+          'C’s second turn',
+          () => (comments(c).includes('Turn 2: back.') ? true : undefined),
+          120_000,
+        );
+        await until('C frozen', async () =>
+          (await row(c))?.status === 'frozen' ? true : undefined,
+        );
+        expect(metaOf(slugC).engine).not.toBe(engineOf(stalled));
+        expect(await records(slugC)).toBe(2);
+        for (const r of replicas)
+          await until(
+            `${r.id}'s engine to hold no bottle`,
+            async () => ((await containersOn(r.engine)).length === 0 ? true : undefined),
+            60_000,
+          );
       } finally {
         await db.close();
       }

@@ -10,23 +10,19 @@
 // lease (SIGSTOP) while its agent keeps commenting: its gate refuses every write once its
 // hold runs out (the op log says so), another replica takes the issue, and the stalled
 // one, woken (SIGCONT), removes what it ran and writes nothing.
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
+import { execFile } from 'node:child_process';
+import { readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { verifyOpLogFile } from '@bb/forge-sidecar';
 import { unmountAllUnder } from '@bb/headless';
 import { PostgresDatabase } from '@bb/state-postgres';
-import { postgresSkipReason, startPostgres, type TestPostgres } from '@bb/state-postgres/testing';
-import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
-import { freePort } from '@bb/tooling/net';
+import { postgresSkipReason } from '@bb/state-postgres/testing';
+import { probeDocker } from '@bb/tooling/docker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { enginesSkipReason, startEngine, type TestEngine } from './engines';
-import { MAIN } from './faults/harness';
-import { fileIssue, forgeWorld, makeHome, prTurn, scriptAgent, until } from './support';
+import { enginesSkipReason } from './engines';
+import { type Replica, type StoreFleet, storeFleet } from './store-fleet';
+import { fileIssue, prTurn, scriptAgent, until } from './support';
 
 const run = promisify(execFile);
 const docker = await probeDocker();
@@ -37,8 +33,6 @@ if (noEngines && process.env['BB_REQUIRE_DOCKER'] === '1')
   throw new Error(`BB_REQUIRE_DOCKER=1 but the store test cannot run: ${noEngines}`);
 const skip = !docker.ok ? docker.reason : (noPostgres ?? noEngines);
 
-const TOKEN = 'bb-claude-token-store-4242';
-const SECRET = 'store-webhook-secret';
 const TTL_MS = 3000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -98,198 +92,28 @@ const ticker = scriptAgent([
   },
 ]);
 
-interface Replica {
-  id: string;
-  port: number;
-  home: string;
-  engine: TestEngine;
-  proc: ChildProcess | undefined;
-  starts: number;
-}
-
 describe.skipIf(!!skip)(
   `bottles outlive their machine: three replicas, three engines, one store${skip ? ` (skipped: ${skip})` : ''}`,
   () => {
-    let pg: TestPostgres;
-    let gitea: GiteaTestServer;
-    let lb: Server;
-    let root: string;
-    let store: string;
-    const replicas: Replica[] = [];
-
-    const env = (r: Replica): Record<string, string> => ({
-      PATH: process.env['PATH'] ?? '',
-      DOCKER_HOST: r.engine.host,
-      BB_HOME: r.home,
-      BB_BOTTLE_STORE: store,
-      BB_BOTTLE_DISK: '256m',
-      BB_BASE_IMAGE: BASE_IMAGE,
-      BB_PORT: String(r.port),
-      BB_DATABASE_URL: pg.url,
-      BB_REPLICA_ID: r.id,
-      BB_LEASE_TTL: `${TTL_MS}ms`,
-      BB_WARM_WINDOW: '0',
-      FORGE_GITEA_API: gitea.apiUrl,
-      FORGE_TOKEN: TOKEN,
-      FORGE_WEBHOOK_SECRET: SECRET,
-      BB_SWEEP_INTERVAL: '0',
-      FORGE_WATCHDOG_INTERVAL: '1s',
-      BB_MEMORY_BUDGET: '200g',
-    });
-
-    async function start(r: Replica): Promise<void> {
-      r.starts++;
-      const log = createWriteStream(join(root, `${r.id}-${r.starts}.log`));
-      const proc = spawn(process.execPath, [MAIN], {
-        env: env(r),
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      r.proc = proc;
-      proc.stdout!.pipe(log);
-      proc.stderr!.pipe(log);
-      await until(
-        `${r.id} to listen`,
-        async () => {
-          if (proc.exitCode !== null)
-            throw new Error(`${r.id} exited: ${readFileSync(log.path, 'utf8')}`);
-          return fetch(`http://127.0.0.1:${r.port}/healthz`).then(
-            (res) => res.ok,
-            () => undefined,
-          );
-        },
-        60_000,
-      );
-    }
-
-    async function kill(r: Replica): Promise<void> {
-      const p = r.proc;
-      r.proc = undefined;
-      if (!p || p.exitCode !== null) return;
-      const exited = new Promise<void>((res) => p.once('exit', () => res()));
-      p.kill('SIGKILL');
-      await exited;
-    }
-
-    const logLines = () =>
-      replicas.flatMap((r) =>
-        Array.from({ length: r.starts }, (_, i) => {
-          try {
-            return readFileSync(join(root, `${r.id}-${i + 1}.log`), 'utf8').split('\n');
-          } catch {
-            return [];
-          }
-        })
-          .flat()
-          .filter((l) => l.startsWith('{'))
-          .map((l) => {
-            try {
-              return { ...(JSON.parse(l) as Record<string, unknown>), replica: r.id };
-            } catch {
-              return { replica: r.id };
-            }
-          }),
-      );
-
-    /** The bottles' containers on an engine (the namespace holders aside). */
-    const containersOn = async (e: TestEngine) =>
-      (
-        await run('docker', [
-          '-H',
-          e.host,
-          'ps',
-          '-a',
-          '--filter',
-          'label=bb.slug',
-          '--format',
-          '{{.Names}}',
-        ])
-      ).stdout
-        .split('\n')
-        // Namespace holders carry the label empty and a name of the engine's.
-        .filter((n) => n.startsWith('bb-'));
+    let fleet: StoreFleet;
 
     beforeAll(async () => {
-      root = mkdtempSync(join(tmpdir(), 'bb-store-'));
-      store = join(root, 'store');
-      pg = await startPostgres({ maxConnections: 100, durable: true });
-      const lbPort = await freePort();
-      gitea = await createGiteaTestServer({
-        world: forgeWorld(TOKEN),
-        hooks: [{ url: `http://127.0.0.1:${lbPort}/hook`, secret: SECRET }],
+      fleet = await storeFleet({
+        ids: ['r1', 'r2', 'r3'],
+        agents: { quick, slow, ticker },
+        ttlMs: TTL_MS,
       });
-      // Deliveries go to the first replica that is up (r1 while it lives).
-      lb = createServer((req, res) => {
-        const chunks: Buffer[] = [];
-        req.on('data', (c: Buffer) => chunks.push(c));
-        req.on('end', async () => {
-          const headers: Record<string, string> = {};
-          for (const [k, v] of Object.entries(req.headers))
-            if (typeof v === 'string' && !['host', 'content-length', 'connection'].includes(k))
-              headers[k] = v;
-          for (let attempt = 0; attempt < 200; attempt++) {
-            for (const r of replicas.filter((x) => x.proc)) {
-              try {
-                const out = await fetch(`http://127.0.0.1:${r.port}/webhooks/gitea`, {
-                  method: 'POST',
-                  headers,
-                  body: Buffer.concat(chunks),
-                  signal: AbortSignal.timeout(10_000),
-                });
-                if (out.status >= 500) continue;
-                res.writeHead(out.status, { 'content-type': 'application/json' });
-                res.end(await out.text());
-                return;
-              } catch {
-                // down: the next one
-              }
-            }
-            await sleep(50);
-          }
-          res.writeHead(502);
-          res.end();
-        });
-      });
-      await new Promise<void>((r) => lb.listen(lbPort, '127.0.0.1', r));
-      for (const id of ['r1', 'r2', 'r3']) {
-        const engine = await startEngine(id, join(root, `engine-${id}`), [BASE_IMAGE]);
-        replicas.push({
-          id,
-          port: await freePort(),
-          home: makeHome(`bb-store-${id}-`, { quick, slow, ticker }),
-          engine,
-          proc: undefined,
-          starts: 0,
-        });
-      }
       // r1 alone at first: its machine launches the bottles; r2 and r3 join after.
-      await start(replicas[0]!);
+      await fleet.start(fleet.replicas[0]!);
     }, 240_000);
 
     afterAll(async () => {
-      for (const r of replicas) await kill(r);
-      for (const r of replicas) {
-        const ids = (
-          await run('docker', ['-H', r.engine.host, 'ps', '-aq']).catch(() => ({
-            stdout: '',
-          }))
-        ).stdout
-          .split('\n')
-          .filter(Boolean);
-        if (ids.length)
-          await run('docker', ['-H', r.engine.host, 'rm', '-f', ...ids]).catch(() => {});
-        await r.engine.remove().catch(() => {});
-        await unmountAllUnder(r.home).catch(() => {});
-        rmSync(r.home, { recursive: true, force: true });
-      }
-      await unmountAllUnder(root).catch(() => {});
-      await new Promise((r) => lb?.close(r));
-      await gitea?.close();
-      await pg?.stop();
-      if (process.env['BB_KEEP_HOME']) console.error(`kept logs in ${root}`);
-      else rmSync(root, { recursive: true, force: true });
+      await fleet?.close();
     }, 180_000);
 
     it('resumes a dead machine’s bottles on another engine, its lost turn recorded once; a stalled replica’s agent writes nothing after its lease', async () => {
+      const { pg, gitea, store, root, replicas, start, kill, containersOn, engineOf, logLines } =
+        fleet;
       const db = await PostgresDatabase.open({ url: pg.url, max: 2 });
       const q = async <T extends Record<string, unknown>>(sql: string, args: unknown[] = []) =>
         (await db.query<T>('store check', sql, args)).rows;
@@ -333,7 +157,6 @@ describe.skipIf(!!skip)(
           120_000,
         );
         const slugB = (await row(b))!.slug;
-        const engineOf = (r: Replica) => `docker:vm:${join(r.engine.dir, 'data')}`;
         expect(metaOf(fa.slug).engine).toBe(engineOf(r1));
         expect(metaOf(slugB)).toMatchObject({ engine: engineOf(r1), status: 'running' });
         // B's agent and gate run there; A, frozen, has none.

@@ -9,7 +9,7 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
+import { type ApiExchange, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { unmountAllUnder } from '@bb/headless';
 import { startPostgres, type TestPostgres } from '@bb/state-postgres/testing';
 import { BASE_IMAGE } from '@bb/tooling/docker';
@@ -59,6 +59,8 @@ export async function storeFleet(o: {
   ids: string[];
   agents: Record<string, unknown>;
   ttlMs: number;
+  /** Each answer the Gitea double gives, as it gives it. */
+  onResponse?: (x: ApiExchange) => void;
 }): Promise<StoreFleet> {
   const root = mkdtempSync(join(tmpdir(), 'bb-store-'));
   const store = join(root, 'store');
@@ -68,6 +70,7 @@ export async function storeFleet(o: {
   const gitea = await createGiteaTestServer({
     world: forgeWorld(STORE_TOKEN),
     hooks: [{ url: `http://127.0.0.1:${lbPort}/hook`, secret: SECRET }],
+    ...(o.onResponse ? { onResponse: o.onResponse } : {}),
   });
   const replicas: Replica[] = [];
   const lb: Server = createServer((req, res) => {

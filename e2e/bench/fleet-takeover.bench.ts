@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { unmountAllUnder } from '@bb/headless';
 import { PostgresDatabase } from '@bb/state-postgres';
 import { postgresSkipReason } from '@bb/state-postgres/testing';
-import { reportBench } from '@bb/tooling/bench';
+import { benchRounds, reportBench } from '@bb/tooling/bench';
 import { probeDocker } from '@bb/tooling/docker';
 import { enginesSkipReason } from '../test/engines';
 import { storeFleet } from '../test/store-fleet';
@@ -24,7 +24,7 @@ if (skip) {
   console.log(`fleet-takeover bench skipped: ${skip}`);
   process.exit(0);
 }
-const ROUNDS = Number(process.env['BB_BENCH_ROUNDS'] ?? 3);
+const ROUNDS = benchRounds(3, 1);
 const TTL_MS = 3000;
 const slow = scriptAgent([
   prTurn({

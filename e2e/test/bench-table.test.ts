@@ -36,12 +36,13 @@ function bench(results: Array<{ name: string; pass: boolean; old?: boolean }>) {
   return dir;
 }
 
-const run = (dir: string, since?: number) => {
+const run = (dir: string, since?: number, quick = false) => {
   const out: string[] = [];
   const err: string[] = [];
   const code = report({
     dir,
     since,
+    quick,
     log: (l: string) => out.push(l),
     warn: (l: string) => err.push(l),
   });
@@ -101,5 +102,21 @@ describe('pnpm bench: the verdict and the history', () => {
     const dir = mkdtempSync(join(tmpdir(), 'bb-bench-empty-'));
     dirs.push(dir);
     expect(run(dir).code).toBe(1);
+  });
+
+  it('quick mode passes a missed goal (a few rounds judge nothing) but not a result this run did not write, and keeps no history', () => {
+    const dir = bench([
+      { name: 'fast', pass: true },
+      { name: 'slow', pass: false },
+    ]);
+    const quick = run(dir, Date.now() - 60_000, true);
+    expect(quick.code).toBe(0);
+    expect(quick.out).toMatch(/quick mode/);
+    expect(() => readFileSync(join(dir, 'history.jsonl'))).toThrow();
+    const stale = bench([
+      { name: 'ran', pass: true },
+      { name: 'gone', pass: true, old: true },
+    ]);
+    expect(run(stale, Date.now() - 60_000, true).code).toBe(1);
   });
 });

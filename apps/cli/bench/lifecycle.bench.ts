@@ -30,7 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer } from '@bb/forge/testing';
 import { type BottleMeta, DockerBackend, GATE_USER, HOME_LABEL, homeLabel } from '@bb/headless';
 import { makeTestHome, prSteps, scriptAgent } from '@bb/headless/testing';
-import { reportBench, waitForPath } from '@bb/tooling/bench';
+import { benchRounds, benchSize, QUICK, reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { freePort } from '@bb/tooling/net';
 
@@ -42,9 +42,9 @@ if (!docker.ok) {
 const BB = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 const TOKEN = 'bench-token-0123456789';
 const SECRET = 'bench-webhook-secret';
-const ROUNDS = Number(process.env['BB_BENCH_ROUNDS'] ?? 5);
+const ROUNDS = benchRounds(5, 1);
 const WARM_WINDOW_MS = 4000;
-const LARGE_FILES = Number(process.env['BB_BENCH_LARGE_FILES'] ?? 20_000);
+const LARGE_FILES = Number(process.env['BB_BENCH_LARGE_FILES'] ?? benchSize(20_000, 2000));
 const large: Record<string, string> = {};
 for (let i = 0; i < LARGE_FILES; i++) large[`f${i}.txt`] = `file ${i}\n${'x'.repeat(i % 300)}\n`;
 const server = await createGiteaTestServer({
@@ -446,7 +446,7 @@ try {
     server.cloneUrl('acme/large'),
     join(mirror, 'large.git'),
   ]);
-  const largeRounds = Math.max(3, Math.ceil(ROUNDS / 2));
+  const largeRounds = QUICK ? 1 : Math.max(3, Math.ceil(ROUNDS / 2));
   for (let r = 0; r < largeRounds; r++) {
     const large = await launchRound('large', `Large ${r}`);
     oursLarge.push(large.ms);

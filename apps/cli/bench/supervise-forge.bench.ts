@@ -26,7 +26,7 @@ import { makeTestHome, scriptAgent } from '@bb/headless/testing';
 import { serve } from '@bb/service';
 import { BbDatabase } from '@bb/state';
 import { loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
-import { reportBench } from '@bb/tooling/bench';
+import { benchRounds, reportBench } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 
 const docker = await probeDocker();
@@ -34,7 +34,7 @@ if (!docker.ok) {
   console.log(`supervise-forge bench skipped: ${docker.reason}`);
   process.exit(0);
 }
-const ROUNDS = Number(process.env['BB_BENCH_ROUNDS'] ?? 10);
+const ROUNDS = benchRounds(10, 2);
 const TOKEN = 'bench-token-supervise-forge-01';
 const SECRET = 'bench-supervise-forge-secret';
 const ID = /request `(sr_[a-z0-9]{20})`/;

@@ -8,14 +8,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { reportBench } from '@bb/tooling/bench';
+import { benchSize, reportBench } from '@bb/tooling/bench';
 import { CoreV1Api, NetworkingV1Api, type V1Pod, Watch } from '@kubernetes/client-node';
 import { KubernetesBottles, kubeConfigFor } from '../src/kubernetes-bottles';
 import { type KubeBottleSpec, planBottle } from '../src/manifests';
 
 const BIN = fileURLToPath(new URL('./fake-server-bin.ts', import.meta.url));
-const LAUNCHES = 100;
-const SEEDED = 1000;
+const LAUNCHES = benchSize(100, 10);
+const SEEDED = benchSize(1000, 100);
 
 async function server(seed: number): Promise<{ url: string; child: ChildProcess }> {
   const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@bb/source', BIN], {

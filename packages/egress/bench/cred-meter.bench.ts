@@ -12,7 +12,7 @@ import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { reportBench } from '@bb/tooling/bench';
+import { benchRounds, reportBench } from '@bb/tooling/bench';
 import { createCredentialProxy } from '../src/index';
 
 const quick = process.argv.includes('--quick');
@@ -88,7 +88,7 @@ const time = async (p: typeof on) => {
   for (let i = 0; i < perRound; i++) await p.one();
   return Number(process.hrtime.bigint() - t) / 1e6 / perRound;
 };
-for (let i = 0; i < 20; i++) {
+for (let i = 0; i < benchRounds(20, 3); i++) {
   await on.one();
   await off.one();
 }

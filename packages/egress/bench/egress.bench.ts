@@ -14,7 +14,7 @@ import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { killOnExit, reportBench, spawnNodeOn, waitForPath } from '@bb/tooling/bench';
+import { benchRounds, killOnExit, reportBench, spawnNodeOn, waitForPath } from '@bb/tooling/bench';
 import { freePort } from '@bb/tooling/net';
 
 const MiB = Buffer.alloc(1024 * 1024, 7);
@@ -223,7 +223,7 @@ async function interleaved<K extends string>(
     for (const k of Object.keys(runs) as K[]) total[k] += await time(runs[k], per);
   return total;
 }
-for (let r = 0; r < 9; r++) {
+for (let r = 0; r < benchRounds(9, 2); r++) {
   const bigRound = await interleaved(
     { floor: () => bigVia('floor'), bridge: () => bigVia('bridge') },
     4,

@@ -8,7 +8,7 @@ import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { closeGiteaPools } from '@bb/forge';
-import { reportBench, spawnNodeOn, waitForPath } from '@bb/tooling/bench';
+import { benchRounds, reportBench, spawnNodeOn, waitForPath } from '@bb/tooling/bench';
 import { Pool } from 'undici';
 import { ForgeSidecarClient } from '../src/client';
 import { startHarness, TOKEN } from '../test/harness';
@@ -129,7 +129,7 @@ for (const [name, conc] of [
   const ours: number[] = [];
   const relayed: number[] = [];
   const lined: number[] = [];
-  for (let r = 0; r < 4; r++) {
+  for (let r = 0; r < benchRounds(4, 1); r++) {
     base.push(...(await latencies(viaDirect, 250, conc)));
     relayed.push(...(await latencies(viaRelay, 250, conc)));
     lined.push(...(await latencies(viaLineRelay, 250, conc)));

@@ -1,13 +1,13 @@
 // GiteaForge.readIssue against the Gitea-compatible test server vs a raw undici GET
 // of the same URL (body read and JSON-parsed), in one run. Goal: ratio <= 1.1.
-import { reportBench } from '@bb/tooling/bench';
+import { benchRounds, benchSize, reportBench } from '@bb/tooling/bench';
 import { Pool } from 'undici';
 import { closeGiteaPools, GiteaForge } from '../src/index';
 import { createGiteaTestServer } from '../src/testing/index';
 import { TOKENS, WORLD } from '../test/support/world';
 
-const N = 2000;
-const ROUNDS = 7;
+const N = benchSize(2000, 200);
+const ROUNDS = benchRounds(7, 2);
 const server = await createGiteaTestServer({ world: WORLD });
 const forge = new GiteaForge({
   baseUrl: server.apiUrl,

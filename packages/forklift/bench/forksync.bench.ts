@@ -39,7 +39,7 @@ import { promisify } from 'node:util';
 import { closeGiteaPools } from '@bb/forge';
 import { createGiteaTestServer } from '@bb/forge/testing';
 import { DockerBackend } from '@bb/headless';
-import { reportBench } from '@bb/tooling/bench';
+import { QUICK, reportBench } from '@bb/tooling/bench';
 import { probeDocker } from '@bb/tooling/docker';
 import { type AgentChoice, type AgentName, modelRouteFromEnv } from '../src/agent';
 import { runBounded } from '../src/disk';
@@ -93,7 +93,10 @@ const ok = (p: Promise<unknown>) =>
 
 // FORKSYNC_ONLY=<regex> runs the scenarios whose id matches (for work on one; no goal is judged then).
 const only = process.env['FORKSYNC_ONLY'];
-const list = scenarios().filter((s) => !only || new RegExp(only).test(s.id));
+// Quick mode (`pnpm bench --quick`): every eighth scenario, to show the benchmark runs.
+const list = scenarios()
+  .filter((s) => !only || new RegExp(only).test(s.id))
+  .filter((_, i) => !QUICK || i % 8 === 0);
 const root = mkdtempSync(join(tmpdir(), 'bb-forksync-'));
 const gitea = await createGiteaTestServer({
   world: {

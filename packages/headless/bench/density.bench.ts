@@ -10,7 +10,7 @@
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createGiteaTestServer } from '@bb/forge/testing';
-import { reportBench } from '@bb/tooling/bench';
+import { benchSize, reportBench } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import Docker from 'dockerode';
 import { destroy, startLaunch } from '../src/bottle/bottles';
@@ -23,7 +23,7 @@ if (!docker.ok) {
   console.log(`density bench skipped: ${docker.reason}`);
   process.exit(0);
 }
-const N = Number(process.env['BB_DENSITY_BOTTLES'] ?? 20);
+const N = Number(process.env['BB_DENSITY_BOTTLES'] ?? benchSize(20, 3));
 const TOKEN = 'bench-density-token-7f3a';
 const MODEL_KEY = 'bench-density-model-key-19c2';
 const engine = new Docker();

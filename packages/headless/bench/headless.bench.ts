@@ -5,7 +5,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { closeGiteaPools } from '@bb/forge';
 import { createGiteaTestServer } from '@bb/forge/testing';
-import { reportBench } from '@bb/tooling/bench';
+import { benchRounds, reportBench } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { destroy, launch, resume } from '../src/bottle/bottles';
 import { bottleDir, GATE_USER } from '../src/bottle/layout';
@@ -18,7 +18,7 @@ if (!docker.ok) {
   process.exit(0);
 }
 const TOKEN = 'bench-token-0123456789';
-const ROUNDS = 7;
+const ROUNDS = benchRounds(7, 2);
 const server = await createGiteaTestServer({
   world: {
     users: [{ login: 'alice' }, { login: 'bot', tokens: [TOKEN] }],

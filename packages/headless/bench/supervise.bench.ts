@@ -23,13 +23,13 @@ import {
   SuperviseStore,
   serveSupervise,
 } from '@bb/supervise';
-import { reportBench, waitForPath } from '@bb/tooling/bench';
+import { benchRounds, reportBench, waitForPath } from '@bb/tooling/bench';
 import { type BottleMeta, bottlePaths, writeMeta } from '../src/bottle/layout';
 import { secretsDir } from '../src/bottle/secrets';
 import { reloadBottleProxies, supervisedBottles } from '../src/bottle/supervise-remedy';
 import type { Backend } from '../src/engine/backend';
 
-const ROUNDS = 25;
+const ROUNDS = benchRounds(25, 3);
 const SLUG = 'bench-sup01';
 const KEY = 'sk-bench-supervise-key-0001';
 const home = mkdtempSync(join(tmpdir(), 'bb-bench-supervise-'));

@@ -16,12 +16,12 @@ import { createInterface, type Interface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { openPostgresState } from '@bb/state-postgres';
 import { startPostgres } from '@bb/state-postgres/testing';
-import { killOnExit, reportBench } from '@bb/tooling/bench';
+import { benchRounds, benchSize, killOnExit, reportBench } from '@bb/tooling/bench';
 import { loadInChild, ms3 } from './load';
 
-const N = Number(process.env['BB_BENCH_N'] ?? 3000);
+const N = Number(process.env['BB_BENCH_N'] ?? benchSize(3000, 300));
 const ISSUES = 200;
-const ROUNDS = Number(process.env['BB_BENCH_ROUNDS'] ?? 3);
+const ROUNDS = benchRounds(3, 1);
 
 interface Replica {
   child: ChildProcess;

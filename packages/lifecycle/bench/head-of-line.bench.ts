@@ -10,11 +10,11 @@ import type { ForgeEvent } from '@bb/forge';
 import { MemoryForge } from '@bb/forge/testing';
 import { ProvenanceStore } from '@bb/provenance';
 import { SqliteForgeStateStore } from '@bb/state';
-import { reportBench } from '@bb/tooling/bench';
+import { benchSize, reportBench } from '@bb/tooling/bench';
 import { ms3, pct } from './load';
 import { benchOrchestrator } from './orchestrator';
 
-const TRIALS = 200;
+const TRIALS = benchSize(200, 20);
 const LONG = 8;
 
 async function measure(long: number): Promise<{ lat: number[]; floor: number[] }> {

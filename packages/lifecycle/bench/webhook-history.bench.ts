@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ProvenanceStore } from '@bb/provenance';
 import { SqliteForgeStateStore } from '@bb/state';
-import { reportBench } from '@bb/tooling/bench';
+import { benchSize, reportBench } from '@bb/tooling/bench';
 import { ackResult, bareServer, floorServer, listen, loadInChild, ms3, pct, SECRET } from './load';
 import { benchOrchestrator, orchestratorEndpoint } from './orchestrator';
 
-const N = 5000;
+const N = benchSize(5000, 500);
 const DESTROYED = 10_000;
 const LEDGER = 100_000;
 

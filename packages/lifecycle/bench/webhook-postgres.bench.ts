@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openPostgresState, PostgresDatabase, PostgresForgeStateStore } from '@bb/state-postgres';
 import { startPostgres } from '@bb/state-postgres/testing';
-import { reportBench } from '@bb/tooling/bench';
+import { benchSize, reportBench } from '@bb/tooling/bench';
 import pg from 'pg';
 import {
   ackResult,
@@ -18,7 +18,7 @@ import {
 import { benchOrchestrator, orchestratorEndpoint } from './orchestrator';
 import { acceptStatement } from './pg-floor';
 
-const N = 5000;
+const N = benchSize(5000, 500);
 const server = await startPostgres({ durable: true });
 const dir = mkdtempSync(join(tmpdir(), 'bb-webhook-pg-'));
 try {

@@ -10,11 +10,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ProvenanceStore } from '@bb/provenance';
 import { SqliteForgeStateStore } from '@bb/state';
-import { reportBench } from '@bb/tooling/bench';
+import { benchSize, reportBench } from '@bb/tooling/bench';
 import { ackResult, bareServer, deliveries, listen, load, pct, SECRET } from './load';
 import { benchOrchestrator, orchestratorEndpoint } from './orchestrator';
 
-const N = 5000;
+const N = benchSize(5000, 500);
 const bodies = deliveries(N);
 
 const dir = mkdtempSync(join(tmpdir(), 'bb-webhook-bench-'));

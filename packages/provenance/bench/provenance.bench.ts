@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OpLog } from '@bb/forge-sidecar';
 import { BbDatabase } from '@bb/state';
-import { reportBench } from '@bb/tooling/bench';
+import { benchSize, reportBench } from '@bb/tooling/bench';
 import {
   buildRunRecord,
   loadOrCreateSigningKey,
@@ -41,7 +41,7 @@ const base = {
   bbVersion: '0.0.0',
   gitCommit: null,
 };
-const N = 30;
+const N = benchSize(30, 5);
 const ours: number[] = [];
 const plain: number[] = [];
 const sample = await buildRunRecord({ ...base, slug: 'sample' });

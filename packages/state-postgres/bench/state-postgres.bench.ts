@@ -6,7 +6,7 @@
 
 import { stateToRow } from '@bb/state';
 import { sampleState } from '@bb/state/testing';
-import { reportBench } from '@bb/tooling/bench';
+import { benchRounds, benchSize, reportBench } from '@bb/tooling/bench';
 import {
   PG_STATE_SQL,
   PostgresDatabase,
@@ -17,9 +17,9 @@ import {
 import { rowValues as rawRow } from '../src/state-store';
 import { startPostgres } from '../src/testing';
 
-const N = 4000;
+const N = benchSize(4000, 400);
 const IN_FLIGHT = 8;
-const ROUNDS = 5;
+const ROUNDS = benchRounds(5, 1);
 
 const pg = await startPostgres({ durable: true });
 try {

@@ -3,15 +3,15 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { reportBench } from '@bb/tooling/bench';
+import { benchRounds, benchSize, reportBench } from '@bb/tooling/bench';
 import Database from 'better-sqlite3';
 import { SqliteForgeStateStore, STATE_MIGRATIONS, STATE_SQL } from '../src/index';
 import { stateToRow } from '../src/rows';
 import { sampleState } from '../src/testing-data';
 
-const N = 20_000;
+const N = benchSize(20_000, 2000);
 // Odd, so the median is one round; each round measures both sides back to back.
-const ROUNDS = 9;
+const ROUNDS = benchRounds(9, 2);
 const dir = mkdtempSync(join(tmpdir(), 'bb-bench-state-'));
 
 function opsPerSec(fn: () => void): number {

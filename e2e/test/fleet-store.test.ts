@@ -7,9 +7,9 @@
 // each bottle on the new replica's engine with its workspace, and the one whose turn
 // finished with its conversation. PostgreSQL restarts once on the way. When the dead
 // machine comes back, nothing of it is left on its engine. Then a replica stalls past its
-// lease (SIGSTOP) while its agent keeps commenting: its gate refuses every write once its
-// hold runs out (the op log says so), another replica takes the issue, and the stalled
-// one, woken (SIGCONT), removes what it ran and writes nothing.
+// lease (SIGSTOP) while its agent keeps commenting: its gate refuses every call once its
+// hold runs out (the op log shows nothing sent after), another replica takes the issue,
+// and the stalled one, woken (SIGCONT), removes what it ran and writes nothing.
 import { execFile } from 'node:child_process';
 import { readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
@@ -290,14 +290,14 @@ describe.skipIf(!!skip)(
         );
         expect(ticks()).toBe(ticksAtTakeover);
         expect(comments(c).filter((t) => t.startsWith(lostSaid))).toHaveLength(1);
-        // The op log shows the refusals, and no write sent after the first of them.
+        // The op log, whole: every comment its gate sent went out before its hold ran out
+        // (within a lease of the stall), and nothing after (a gate not held writes nothing
+        // there: the log may be the new holder's).
         const ops = verifyOpLogFile(join(store, slugC, 'state', 'ops.jsonl'));
         expect(ops.ok).toBe(true);
-        const comments$ = ops.entries.filter((e) => e.method === 'post_comment');
-        const firstRefused = comments$.findIndex((e) => e.outcome === 'rejected');
-        expect(firstRefused).toBeGreaterThan(0);
-        expect(comments$[firstRefused]!.reason).toMatch(/hold on this issue ran out/);
-        expect(comments$.slice(firstRefused).filter((e) => e.outcome !== 'rejected')).toEqual([]);
+        const sent = ops.entries.filter((e) => e.method === 'post_comment' && e.outcome === 'ok');
+        expect(sent).toHaveLength(ticksAtTakeover + 1);
+        for (const e of sent) expect(Date.parse(e.time)).toBeLessThanOrEqual(stalledAt + TTL_MS);
         // The next event resumes C under its new holder, whose gate writes.
         gitea.comment('alice', 'acme/widgets', c, 'Please carry on with C.');
         await until(

@@ -27,7 +27,12 @@ export function holdReader(
   file: string,
   id: string,
   now: () => number = Date.now,
+  monotonic: () => number = () => performance.now(),
 ): () => string | undefined {
+  // Each renewal's deadline also as this process's monotonic time, taken when first
+  // read: a wall clock stepped back (NTP, a VM resumed with its old time) does not
+  // stretch it.
+  let seen: { text: string; until: number } | undefined;
   return () => {
     let text: string;
     try {
@@ -38,8 +43,10 @@ export function holdReader(
     const [holder, until] = text.trim().split(' ');
     if (holder !== id) return 'another host runs this bottle now';
     const ms = Number(until);
-    if (!Number.isSafeInteger(ms) || now() >= ms)
-      return `the host's hold on this issue ran out${Number.isSafeInteger(ms) ? ` at ${new Date(ms).toISOString()}` : ''} (it may have stalled, or another host may be taking the issue over)`;
+    if (!Number.isSafeInteger(ms)) return "the host's hold on this issue ran out";
+    if (seen?.text !== text) seen = { text, until: monotonic() + (ms - now()) };
+    if (now() >= ms || monotonic() >= seen.until)
+      return `the host's hold on this issue ran out at ${new Date(ms).toISOString()} (it may have stalled, or another host may be taking the issue over)`;
     return undefined;
   };
 }

@@ -86,7 +86,8 @@ async function audited<T>(
 ): Promise<T> {
   // Checked here, with no await before the started line: a write racing signal_done loses.
   assertOpen(ctx, method);
-  assertHeld(ctx, method, what);
+  // Asked again at the write itself: the call may have waited (a push's commits read).
+  assertHeld(ctx, method);
   const start = ctx.opLog.append(
     { method, target: what.target, outcome: 'started', summary: what.intent },
     { sync: true, reserve: MAX_LINE_BYTES },
@@ -140,30 +141,18 @@ function assertOpen(ctx: MethodContext, method: string): void {
 }
 
 /**
- * Refuse a write the host no longer vouches for (fencing, `hold.ts`): its refusal
- * is in the op log, so the log shows nothing was sent after the hold ran out.
+ * Refuse any call the host no longer vouches for (fencing, `hold.ts`): a gate its
+ * host does not hold the issue for serves nothing, and writes nothing where the
+ * host that holds it now reads (the op log, the queue): they may be that host's.
  */
-function assertHeld(
-  ctx: MethodContext,
-  method: string,
-  what: { target: string; intent: string },
-): void {
+function assertHeld(ctx: MethodContext, method: string): void {
   const why = ctx.notHeld?.();
   if (why === undefined) return;
-  ctx.opLog.append(
-    {
-      method,
-      target: what.target,
-      outcome: 'rejected',
-      reason: why,
-      summary: `refused to ${what.intent}: not held`,
-    },
-    { sync: true },
-  );
   const err = new BbError(
     'NOT_HELD',
-    `${method.replace('_', ' ')} refused: ${why}. Nothing was sent. Call signal_done with status blocked and stop; your work is kept and the host that holds the issue resumes you`,
+    `${method.replace('_', ' ')} refused: ${why}. Nothing was sent. Stop here: your work so far is kept, and the host that holds the issue resumes you`,
   );
+  // Not logged: its op log may be another host's now.
   AUDITED.add(err);
   throw err;
 }
@@ -357,6 +346,7 @@ export async function callMethod(
 ): Promise<unknown> {
   let answer: Answer;
   try {
+    assertHeld(ctx, method);
     answer = await run(ctx, method, params);
   } catch (err) {
     // Writes logged their own outcome once started; everything refused or failed before is logged here.

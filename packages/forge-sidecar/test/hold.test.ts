@@ -1,7 +1,8 @@
-// Fencing of the agent's writes: with a hold file, the sidecar sends a forge write only
-// while the file names its gate and a deadline still ahead (the host renews it with its
-// lease). A host that stalled stops renewing; a gate another host replaced finds another
-// id. Either way the write is refused before any request, and the op log says so.
+// Fencing of the agent's calls: with a hold file, the sidecar serves a call only while the
+// file names its gate and a deadline still ahead (the host renews it with its lease). A
+// host that stalled stops renewing; a gate another host replaced finds another id. Either
+// way the call is refused before any request, and nothing is written where the host that
+// holds the issue now reads (the op log, the queue).
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +16,7 @@ const harness = useHarness();
 const ID = 'gate-4f2a9c1e';
 
 describe('the hold file fences the agent’s writes', () => {
-  it('writes go out while the host holds the issue and stop, logged, once its hold runs out or names another gate; reads go on', async () => {
+  it('calls are served while the host holds the issue and refused, unlogged, once its hold runs out or names another gate', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bb-hold-'));
     const file = join(dir, 'hold');
     writeFileSync(file, formatHold(ID, Date.now() + 60_000));
@@ -40,20 +41,18 @@ describe('the hold file fences the agent’s writes', () => {
     expect(replaced.code).toBe('NOT_HELD');
     expect(replaced.message).toMatch(/another host runs this bottle now/);
 
-    // Reads are not fenced.
-    expect((await h.client.readIssue(1)).number).toBe(1);
+    // Nor a read (its op-log line would be written into another host's log), nor the
+    // turn's end (its event would reach the queue the new holder reads).
+    expect((await h.client.readIssue(1).catch((e) => e)).code).toBe('NOT_HELD');
+    expect((await h.client.signalDone('success', 'late').catch((e) => e)).code).toBe('NOT_HELD');
     expect(writes()).toBe(1);
     expect(h.server.issue('acme/widgets', 1).comments.map((c) => c.body)).toEqual(['Held.']);
+    // The op log has the held comment only: nothing of what was refused.
     const log = verifyOpLogFile(h.env['BB_OPS_LOG']!);
     expect(log.ok).toBe(true);
-    expect(
-      log.entries.filter((e) => !e.method.startsWith('read_')).map((e) => [e.method, e.outcome]),
-    ).toEqual([
+    expect(log.entries.map((e) => [e.method, e.outcome])).toEqual([
       ['post_comment', 'started'],
       ['post_comment', 'ok'],
-      ['post_comment', 'rejected'],
-      ['push', 'rejected'],
-      ['update_description', 'rejected'],
     ]);
 
     // Renewed for this gate again: it writes.
@@ -73,6 +72,28 @@ describe('the hold file fences the agent’s writes', () => {
     expect(held()).toBeUndefined();
     writeFileSync(file, formatHold(ID, 1000));
     expect(held()).toMatch(/ran out at 1970-01-01T00:00:01.000Z/);
+  });
+
+  it('a wall clock stepped back does not stretch a hold: its deadline is kept on the monotonic clock too', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bb-hold-'));
+    const file = join(dir, 'hold');
+    let wall = 10_000;
+    let mono = 500;
+    const held = holdReader(
+      file,
+      ID,
+      () => wall,
+      () => mono,
+    );
+    writeFileSync(file, formatHold(ID, 12_000));
+    expect(held()).toBeUndefined();
+    // 3 s pass, and the wall clock is set back 5 s: by the wall the hold has 4 s left.
+    mono += 3000;
+    wall += 3000 - 5000;
+    expect(held()).toMatch(/ran out/);
+    // A renewal is a new deadline.
+    writeFileSync(file, formatHold(ID, wall + 1000));
+    expect(held()).toBeUndefined();
   });
 
   it('BB_HOLD_FILE and BB_HOLD_ID are set together or not at all', () => {

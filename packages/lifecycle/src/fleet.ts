@@ -426,8 +426,15 @@ export class Fleet {
       this.#h.log({ msg: 'lease lost: another orchestrator holds the issue now', key });
       this.letGo(key);
     }
-    await this.#renewHolds();
+    // Beside the renewal, never in front of the next (its files may be on a slow
+    // shared store); one pass at a time.
+    if (!this.#renewing)
+      this.#renewing = this.#renewHolds().finally(() => {
+        this.#renewing = undefined;
+      });
   }
+
+  #renewing: Promise<void> | undefined;
 
   /** The gates of the bottles this process holds may write until its new deadline. */
   async #renewHolds(): Promise<void> {
@@ -438,16 +445,14 @@ export class Fleet {
       const until = this.leases.holdUntil(key);
       if (!s?.slug || !until || (s.state.status !== 'running' && s.state.status !== 'frozen'))
         continue;
-      await runner
-        .hold(s.slug, until)
-        .catch((err: unknown) =>
-          this.#h.log({
-            msg: 'could not renew a gate’s hold',
-            key,
-            slug: s.slug,
-            error: errorMessage(err),
-          }),
-        );
+      await runner.hold(s.slug, until).catch((err: unknown) =>
+        this.#h.log({
+          msg: 'could not renew a gate’s hold',
+          key,
+          slug: s.slug,
+          error: errorMessage(err),
+        }),
+      );
     }
   }
 

@@ -306,7 +306,9 @@ export async function startResume(options: ResumeOptions): Promise<StartedTurn> 
   migrateLayout(p);
   if (options.pr !== undefined && meta.forge) meta.forge.pr = options.pr;
   const here = await options.backend.identity?.();
-  if (meta.engine && here && meta.engine !== here) await moveHere(meta, options, env);
+  // Moved only between machines sharing a store (one engine renamed stays one engine).
+  if (meta.engine && here && meta.engine !== here && homeLayout(env).shared)
+    await moveHere(meta, options, env);
   if (here) meta.engine = here;
   if (options.freshSession) {
     meta.sessionId = null;

@@ -24,15 +24,19 @@ export function writeHold(p: BottlePaths, meta: Pick<BottleMeta, 'holdId'>, unti
 
 /**
  * Renew the hold of a bottle's gate until `untilMs`: only a bottle started under a
- * hold whose gate may serve (running, or kept warm). Whether it was renewed.
+ * hold whose gate may serve (running, or kept warm), on this engine (`engine`, when
+ * the backend can say): a gate that runs on another machine (one that stalled, whose
+ * issue this process took over) is never renewed from here. Whether it was renewed.
  */
 export function renewHold(
   slug: string,
   untilMs: number,
   env: Record<string, string | undefined> = process.env,
+  engine?: string,
 ): boolean {
   const meta = readMeta(slug, env);
   if (!meta?.holdId || (meta.status !== 'running' && !meta.warm)) return false;
+  if (meta.engine && engine && meta.engine !== engine) return false;
   writeHold(bottlePaths(slug, env), meta, untilMs);
   return true;
 }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { legacyForgeWiring } from '@bb/forge';
@@ -284,8 +284,10 @@ export function readMeta(
 /** Write `meta.json` whole (beside it, then renamed: a crash never leaves half of it). */
 export function writeMeta(meta: BottleMeta, env: Record<string, string | undefined>): void {
   const file = bottlePaths(meta.slug, env).meta;
-  writeFileSync(`${file}.tmp`, `${JSON.stringify(meta, null, 2)}\n`);
-  renameSync(`${file}.tmp`, file);
+  // A name of this writer's own: hosts sharing a bottle store never write one file.
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(meta, null, 2)}\n`);
+  renameSync(tmp, file);
 }
 
 /** Slugs of the bottles under `$BB_HOME/bottles` (or in `$BB_BOTTLE_STORE`). */

@@ -220,7 +220,7 @@ export function headlessRunner(
     containers: (slug) => o.backend.list({ [LABEL.slug]: slug }),
     engine: async () => o.backend.identity?.(),
     release: (slug) => releaseHere(slug, opts),
-    hold: async (slug, untilMs) => renewHold(slug, untilMs, o.env),
+    hold: async (slug, untilMs) => renewHold(slug, untilMs, o.env, await o.backend.identity?.()),
     ours: () => o.backend.list({ ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(o.env) }),
     takeResumeRequest: (slug) => takeResumeRequest(slug, o.env),
     sessionLimits(agent) {

@@ -27,6 +27,7 @@ import {
   prBranchHead,
   prepareDirs,
   type ResumeOptions,
+  releaseHere,
   type StartedTurn,
   type TurnOutcome,
   writeTurnFile,
@@ -491,6 +492,14 @@ async function completeTurn(
   const { exitCode, oomKilled } = end;
   // The turn was long: what others changed meanwhile (a rebuild's new image) stays.
   const latest = readMeta(meta.slug, env);
+  // Ended meanwhile by another host (this one stalled; the one that took the issue over
+  // recorded the turn lost, and may run the bottle now): nothing here is written.
+  if (latest?.current?.startedAt !== current.startedAt || latest.holdId !== meta.holdId)
+    throw new BbError(
+      'CONFLICT',
+      `turn ${current.turn} of ${meta.slug} was ended by another host while this one waited for it: its bottle is theirs now`,
+      { data: { endedElsewhere: true } },
+    );
   if (latest) {
     meta.image = latest.image;
     // And the session a rebuild's approval wrote down while the turn ran.
@@ -635,7 +644,9 @@ export async function finishTurn(slug: string, options: BottleOptions): Promise<
   }
   // Its turn ran on another engine (a shared store's bottle whose replica is gone):
   // nothing of it is here to wait for.
-  const here = meta.engine ? await options.backend.identity?.() : undefined;
+  // Only in a shared store: one machine's engine renamed (its host) is the same engine.
+  const here =
+    meta.engine && homeLayout(env).shared ? await options.backend.identity?.() : undefined;
   const elsewhere = here !== undefined && meta.engine !== here ? meta.engine : undefined;
   const containers = elsewhere ? [] : await options.backend.list({ [LABEL.slug]: slug });
   // A warm resume cut short between its word and unpausing them: the turn was given
@@ -669,7 +680,11 @@ export async function finishTurn(slug: string, options: BottleOptions): Promise<
   try {
     return await completeTurn(meta, agentC.id, options, env);
   } catch (err) {
-    await freeze(slug, options).catch(() => {});
+    // Another host's bottle now: only what of it runs on this engine goes (its meta,
+    // secrets and files are theirs).
+    if ((err as BbError<{ endedElsewhere?: boolean }>).data?.endedElsewhere)
+      await releaseHere(slug, options).catch(() => false);
+    else await freeze(slug, options).catch(() => {});
     throw err;
   }
 }

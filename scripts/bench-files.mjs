@@ -10,11 +10,19 @@ if (files.length === 0) {
   console.error('bench-files: name the benchmark files to run');
   process.exit(2);
 }
-const failed = files.filter(
-  (f) =>
-    spawnSync(process.execPath, ['--import', 'tsx', '--conditions=@bb/source', f], {
+const failed = files.filter((f) => {
+  const start = Date.now();
+  const { status } = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', '--conditions=@bb/source', f],
+    {
       stdio: 'inherit',
-    }).status !== 0,
-);
+    },
+  );
+  console.log(
+    `bench-files: ${f} ${status === 0 ? 'done' : 'FAILED'} in ${((Date.now() - start) / 1000).toFixed(1)} s`,
+  );
+  return status !== 0;
+});
 if (failed.length > 0) console.error(`bench-files: failed or missed a goal: ${failed.join(', ')}`);
 process.exit(failed.length > 0 ? 1 : 0);

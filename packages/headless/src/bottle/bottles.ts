@@ -34,7 +34,8 @@ import { syncsPr } from './plan';
 import { hostPlan } from './plan-host';
 import { clearPrBundle } from './pr-sync';
 import { takeResumeRequest } from './supervise-remedy';
-import { finishTurn, resumeWarm, startTurn } from './turns';
+import { finishTurn } from './turn-end';
+import { resumeWarm, startTurn } from './turns';
 import { prepareWorkspace } from './workspace';
 
 export {
@@ -46,7 +47,7 @@ export {
   type StartedTurn,
   type TurnOutcome,
 } from './bottle-parts';
-export { finishTurn, reattach, stopAgent } from './turns';
+export { finishTurn, reattach, stopAgent } from './turn-end';
 
 /** Start a bottle for `agent`, run its first turn to the end, and freeze it. */
 export async function launch(options: LaunchOptions): Promise<TurnOutcome> {

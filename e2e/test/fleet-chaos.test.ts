@@ -1,15 +1,5 @@
-// Chaos: three `bb orchestrate serve` processes share one real PostgreSQL and one real
-// Docker engine. 1,000 signed deliveries over 200 issues (10% duplicates, 5% replays
-// with new delivery ids) reach them through a load balancer that picks one at random
-// (and tries another when one is down); every 10 s one of them is killed with SIGKILL
-// and started again after its leases ran out. Afterwards, as an operator would check:
-// one bottle per targeted issue, each delivery accepted once, no comment made twice,
-// events of an issue never handled by two at once and in the forge's order, nothing
-// left open, no orphan container, and every lease a killed one held on work that was
-// left taken over within its TTL plus one heartbeat.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +11,7 @@ import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { freePort } from '@bb/tooling/net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { worker } from './faults/agents';
-import { MAIN } from './faults/harness';
+import { killServe, type ServeProcess, startServe } from './serve-process';
 import { forgeWorld, makeHome, removeHome, until } from './support';
 
 const docker = await probeDocker();
@@ -41,12 +31,7 @@ const ORIGINALS = 850;
 const DUPLICATES = 100;
 const REPLAYS = 50;
 
-interface Replica {
-  id: string;
-  port: number;
-  proc: ChildProcess | undefined;
-  starts: number;
-}
+type Replica = ServeProcess;
 
 interface Answer {
   uuid: string;
@@ -96,11 +81,10 @@ describe.skipIf(!docker.ok || !!noPostgres)(
       return out;
     };
 
-    async function start(r: Replica): Promise<void> {
-      r.starts++;
-      const log = createWriteStream(join(logDir, `${r.id}-${r.starts}.log`));
-      const proc = spawn(process.execPath, [MAIN], {
-        env: {
+    const start = (r: Replica) =>
+      startServe(
+        r,
+        {
           PATH: process.env['PATH'],
           ...(process.env['DOCKER_HOST'] ? { DOCKER_HOST: process.env['DOCKER_HOST'] } : {}),
           BB_HOME: home,
@@ -117,33 +101,9 @@ describe.skipIf(!docker.ok || !!noPostgres)(
           FORGE_WATCHDOG_INTERVAL: '1s',
           BB_MEMORY_BUDGET: '200g',
         },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      r.proc = proc;
-      proc.stdout!.pipe(log);
-      proc.stderr!.pipe(log);
-      await until(
-        `${r.id} to listen`,
-        async () => {
-          if (proc.exitCode !== null)
-            throw new Error(`${r.id} exited: ${readFileSync(log.path, 'utf8')}`);
-          return fetch(`http://127.0.0.1:${r.port}/healthz`).then(
-            (res) => res.ok,
-            () => undefined,
-          );
-        },
-        60_000,
+        (n) => join(logDir, `${r.id}-${n}.log`),
       );
-    }
-
-    async function kill(r: Replica): Promise<void> {
-      const p = r.proc;
-      r.proc = undefined;
-      if (!p || p.exitCode !== null) return;
-      const exited = new Promise<void>((res) => p.once('exit', () => res()));
-      p.kill('SIGKILL');
-      await exited;
-    }
+    const kill = killServe;
 
     /** Forward one delivery to a live replica picked at random; another when it fails. */
     async function forward(

@@ -48,7 +48,8 @@ const LONG: Record<string, string> = {
     "the Gitea-compatible test double's world: its model and each change to it with the webhooks Gitea sends (the HTTP side is server.ts, the endpoints the route table in routes.ts)",
   'packages/wall/src/git.ts':
     'git across the wall: every host-side git run on agent data, kept together so its rules are read at once',
-  'packages/headless/src/bottle/turns.ts': 'a bottle turn: its plan, its start and its end',
+  'packages/lifecycle/src/fleet.ts':
+    'one orchestrator among several: its leases, take-overs, the shared inbox, letting an issue go',
   'packages/egress/src/egress-connection.ts':
     'one egress connection: CONNECT, TLS peeking and relaying',
   'packages/forklift/src/run.ts': "forklift's one run, from fork to verified PR",

@@ -3,8 +3,8 @@
 // all on one real PostgreSQL and one bottle store (BB_BOTTLE_STORE), behind a load
 // balancer that gives each webhook delivery to the first replica that is up. Used by
 // the store test and the fleet-takeover benchmark.
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,8 +15,8 @@ import { startPostgres, type TestPostgres } from '@bb/state-postgres/testing';
 import { BASE_IMAGE } from '@bb/tooling/docker';
 import { freePort } from '@bb/tooling/net';
 import { startEngine, type TestEngine } from './engines';
-import { MAIN } from './faults/harness';
-import { forgeWorld, makeHome, until } from './support';
+import { killServe, type ServeProcess, startServe } from './serve-process';
+import { forgeWorld, makeHome } from './support';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -24,13 +24,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const STORE_TOKEN = 'bb-claude-token-store-4242';
 const SECRET = 'store-webhook-secret';
 
-export interface Replica {
-  id: string;
-  port: number;
+export interface Replica extends ServeProcess {
   home: string;
   engine: TestEngine;
-  proc: ChildProcess | undefined;
-  starts: number;
 }
 
 export interface StoreFleet {
@@ -144,37 +140,8 @@ export async function storeFleet(o: {
     store,
     root,
     replicas,
-    async start(r) {
-      r.starts++;
-      const log = createWriteStream(logOf(r, r.starts));
-      const proc = spawn(process.execPath, [MAIN], {
-        env: env(r),
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      r.proc = proc;
-      proc.stdout!.pipe(log);
-      proc.stderr!.pipe(log);
-      await until(
-        `${r.id} to listen`,
-        async () => {
-          if (proc.exitCode !== null)
-            throw new Error(`${r.id} exited: ${readFileSync(log.path, 'utf8')}`);
-          return fetch(`http://127.0.0.1:${r.port}/healthz`).then(
-            (res) => res.ok,
-            () => undefined,
-          );
-        },
-        60_000,
-      );
-    },
-    async kill(r) {
-      const p = r.proc;
-      r.proc = undefined;
-      if (!p || p.exitCode !== null) return;
-      const exited = new Promise<void>((res) => p.once('exit', () => res()));
-      p.kill('SIGKILL');
-      await exited;
-    },
+    start: (r) => startServe(r, env(r), (n) => logOf(r, n)),
+    kill: killServe,
     async containersOn(e) {
       const { stdout } = await run('docker', [
         '-H',

@@ -10,6 +10,7 @@ import {
   openEventsOfIssue,
 } from '@bb/state';
 import type { Capacity } from './capacity';
+import { GateHolds } from './gate-holds';
 import { ISSUE_LEASE, type IssueLeases } from './issue-leases';
 import { issueKey, issueOf, parseIssueKey } from './routing';
 import type { Sessions } from './session';
@@ -78,9 +79,17 @@ export class Fleet {
   /** Event retries waiting on a timer, by issue: its lease is kept for them. */
   readonly retrying = new Map<string, number>();
 
+  readonly #holds: GateHolds;
+
   constructor(leases: IssueLeases, host: FleetHost) {
     this.leases = leases;
     this.#h = host;
+    this.#holds = new GateHolds({
+      leases,
+      runner: host.runner,
+      sessions: host.sessions,
+      log: (e) => host.log(e),
+    });
   }
 
   /** Whether `key` is being taken over now (the watchdog leaves it to that). */
@@ -426,34 +435,7 @@ export class Fleet {
       this.#h.log({ msg: 'lease lost: another orchestrator holds the issue now', key });
       this.letGo(key);
     }
-    // Beside the renewal, never in front of the next (its files may be on a slow
-    // shared store); one pass at a time.
-    if (!this.#renewing)
-      this.#renewing = this.#renewHolds().finally(() => {
-        this.#renewing = undefined;
-      });
-  }
-
-  #renewing: Promise<void> | undefined;
-
-  /** The gates of the bottles this process holds may write until its new deadline. */
-  async #renewHolds(): Promise<void> {
-    const { runner } = this.#h;
-    if (!runner.hold || !this.leases.fenceGates) return;
-    for (const key of this.leases.held) {
-      const s = this.#h.sessions.get(key);
-      const until = this.leases.holdUntil(key);
-      if (!s?.slug || !until || (s.state.status !== 'running' && s.state.status !== 'frozen'))
-        continue;
-      await runner.hold(s.slug, until).catch((err: unknown) =>
-        this.#h.log({
-          msg: 'could not renew a gate’s hold',
-          key,
-          slug: s.slug,
-          error: errorMessage(err),
-        }),
-      );
-    }
+    this.#holds.renew();
   }
 
   /** Until when a bottle's gate may write for `key` (`IssueLeases.holdUntil`). */

@@ -192,7 +192,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       ...(engine!.value ? { engine: engine!.value } : {}),
       createdAt: new Date().toISOString(),
     };
-    const holdUntil = holdNewGate(meta, options.holdUntil);
+    const holdUntil = holdNewGate(meta, options.holdUntil, env);
     writeMeta(meta, env);
     // Before its gate serves: it writes only while the hold is renewed.
     if (holdUntil !== undefined) writeHold(p, meta, holdUntil);

@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { formatHold, HOLD_FILE } from '@bb/forge-sidecar';
+import { homeLayout } from '@bb/names';
 import { writeFileNoFollow } from '@bb/wall';
 import { type BottleMeta, type BottlePaths, bottlePaths, readMeta } from './layout';
 
@@ -43,14 +44,19 @@ export function renewHold(
 
 /**
  * Whether `meta`'s next gate runs under a hold: a new gate id when it does (a
- * bottle with a forge, its orchestrator holding the issue), none when not.
+ * bottle with a forge in a shared bottle store, its orchestrator holding the
+ * issue), none when not.
  * Returns the hold's deadline, to write once the gate's state folder is there.
  */
 export function holdNewGate(
   meta: Pick<BottleMeta, 'holdId' | 'forge'>,
   holdUntil: (() => number | undefined) | undefined,
+  env: Record<string, string | undefined>,
 ): number | undefined {
-  const until = meta.forge ? holdUntil?.() : undefined;
+  // Only in a shared store, where another host may run the bottle next. With one
+  // BB_HOME and one engine, a host taking the issue over goes on with the same
+  // turn in the same containers: their calls are its own, never refused meanwhile.
+  const until = meta.forge && homeLayout(env).shared ? holdUntil?.() : undefined;
   if (until === undefined) delete meta.holdId;
   else meta.holdId = newHoldId();
   return until;

@@ -177,7 +177,7 @@ export async function startTurn(
   // Kept warm after the turn: the agent's container runs the waiter, which runs the turn.
   const waiter = canKeepWarm(backend) && (options.warmMs ?? 0) > 0;
   // A launch's gate has its hold already; a new turn's gate gets its own id.
-  const holdUntil = launch ? options.holdUntil?.() : holdNewGate(meta, options.holdUntil);
+  const holdUntil = launch ? options.holdUntil?.() : holdNewGate(meta, options.holdUntil, env);
   // The container's own turn runs before its waiter starts (after it, the waiter waits).
   const plan = planTurn(input, {
     launch: !!workspaceReady,

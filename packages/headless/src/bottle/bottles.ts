@@ -106,10 +106,9 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
   // Fail on an unknown provider and a bad disk size before anything is created.
   providerFor(agent.provider);
   const quota = diskQuota(first.resources.disk, env);
-  if (
-    homeLayout(env).shared &&
-    !(quota !== undefined && options.backend.isolates && canMountDisks())
-  )
+  // The agent's own filesystem: its writes stop at the quota, nobody else's do.
+  const ownDisk = quota !== undefined && options.backend.isolates && canMountDisks();
+  if (homeLayout(env).shared && !ownDisk)
     throw new BbError(
       'INVALID_INPUT',
       `BB_BOTTLE_STORE keeps each bottle's workspace and home on its own disk image, so another machine can mount it: bottle ${bottleNames[0]} gets none here (give it a disk quota, run the orchestrator as root on an isolating backend), or unset BB_BOTTLE_STORE`,
@@ -157,8 +156,6 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
   try {
     progress(`preparing bottle ${slug}`);
     prepareDirs(p, options.backend);
-    // The agent's own filesystem: its writes stop at the quota, nobody else's do.
-    const ownDisk = quota !== undefined && options.backend.isolates && canMountDisks();
     const meta: BottleMeta = {
       slug,
       agent: options.agent,

@@ -1,6 +1,6 @@
 import { BbError } from '@bb/errors';
 import type { RepoName, SiteCredentials } from '@bb/forge';
-import { LABEL, MANAGED_LABEL } from '@bb/names';
+import { homeLayout, LABEL, MANAGED_LABEL } from '@bb/names';
 import type { Remediator } from '@bb/supervise';
 import type { Backend, BottleInfo } from '../engine/backend';
 import { releaseHere, type TurnOutcome } from './bottle-parts';
@@ -71,7 +71,11 @@ export interface BottleRunner {
   cool?(slug: string): Promise<boolean>;
   /** The bottle's containers, as the backend reports them. */
   containers(slug: string): Promise<BottleInfo[]>;
-  /** Which engine this runner's bottles run on (`Backend.identity`), where it can say. */
+  /**
+   * Which engine this runner's bottles run on (`Backend.identity`), where bottles
+   * can move between engines (a shared bottle store) and the backend can say;
+   * undefined otherwise (every bottle this runner sees is on its one engine).
+   */
   engine?(): Promise<string | undefined>;
   /**
    * Let go of a bottle whose issue another orchestrator took over: what of it runs
@@ -218,7 +222,7 @@ export function headlessRunner(
     destroy: (slug) => destroy(slug, opts),
     cool: (slug) => cool(slug, opts),
     containers: (slug) => o.backend.list({ [LABEL.slug]: slug }),
-    engine: async () => o.backend.identity?.(),
+    engine: async () => (homeLayout(o.env).shared ? o.backend.identity?.() : undefined),
     release: (slug) => releaseHere(slug, opts),
     hold: async (slug, untilMs) => renewHold(slug, untilMs, o.env, await o.backend.identity?.()),
     ours: () => o.backend.list({ ...MANAGED_LABEL, [HOME_LABEL]: homeLabel(o.env) }),

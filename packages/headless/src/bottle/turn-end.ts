@@ -1,3 +1,8 @@
+/**
+ * A bottle's turn as it ends: waiting for the agent (or the waiter's word), the
+ * turn written down, the bottle frozen or kept warm; a turn whose containers are
+ * gone, or that ran on another engine, recorded as lost; the agent stopped on demand.
+ */
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BbError, redactString } from '@bb/errors';

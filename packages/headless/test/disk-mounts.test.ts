@@ -14,7 +14,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { destroy } from '../src/bottle/bottle-parts';
 import { bottlePaths } from '../src/bottle/layout';
 import {
@@ -111,7 +111,14 @@ describe.skipIf(!canMountDisks())("a bottle's disk, held by another machine", ()
       if (!refused) execFileSync('umount', [b]);
       expect(refused).toBe(true);
       execFileSync('umount', [a]);
-      expect(await activeElsewhere(p.diskImage)).toBeUndefined();
+      // `umount` returns once the mount is gone from this namespace; the filesystem itself
+      // shuts down (and writes its clean MMP sequence) when the last reference goes, which
+      // a mount namespace cloned meanwhile (a container starting on a busy CI machine)
+      // holds for a moment. Not a wait for a live holder: that would never end.
+      await vi.waitFor(async () => expect(await activeElsewhere(p.diskImage)).toBeUndefined(), {
+        timeout: 20_000,
+        interval: 250,
+      });
       // Let go: the other machine mounts it.
       execFileSync('mount', [devB, b]);
       expect(readFileSync(join(b, 'from-a'), 'utf8')).toBe('a');

@@ -1,9 +1,18 @@
 // `pnpm bench`'s verdict and its kept history (scripts/bench-table.mjs), on results
 // written here: a missed goal fails the run, as does a result this run did not write;
 // each run leaves a dated line with the commit, the machine and this run's figures.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 // @ts-expect-error a plain ES module script of the repository, without types
 import { report } from '../../scripts/bench-table.mjs';
@@ -118,5 +127,33 @@ describe('pnpm bench: the verdict and the history', () => {
       { name: 'gone', pass: true, old: true },
     ]);
     expect(run(stale, Date.now() - 60_000, true).code).toBe(1);
+  });
+});
+
+// docs/benchmarks.md explains every benchmark `pnpm bench` runs: each file a package's
+// `bench` script names is in its table, and each file the table names is run.
+describe('docs/benchmarks.md', () => {
+  const root = resolve(import.meta.dirname, '..', '..');
+  const doc = readFileSync(join(root, 'docs', 'benchmarks.md'), 'utf8');
+  const run = ['packages', 'apps']
+    .flatMap((d) => readdirSync(join(root, d)).map((p) => `${d}/${p}`))
+    .concat('e2e')
+    .flatMap((dir) => {
+      const f = join(root, dir, 'package.json');
+      if (!existsSync(f)) return [];
+      const script = (JSON.parse(readFileSync(f, 'utf8')) as { scripts?: Record<string, string> })
+        .scripts?.['bench'];
+      return (script?.match(/bench\/[\w.-]+\.bench\.ts/g) ?? []).map((b) => `${dir}/${b}`);
+    });
+
+  it('names every benchmark file a package runs', () => {
+    expect(run.length).toBeGreaterThan(10);
+    expect(run.filter((f) => !doc.includes(`\`${f}\``))).toEqual([]);
+  });
+
+  it('names only benchmark files that exist and are run', () => {
+    const named = [...doc.matchAll(/`([\w./-]+\.bench\.ts)`/g)].map((m) => m[1]!);
+    expect(named.length).toBeGreaterThan(10);
+    expect(named.filter((f) => !run.includes(f) || !existsSync(join(root, f)))).toEqual([]);
   });
 });

@@ -4,63 +4,38 @@
 // call (its entry in the op log) and set, round by round in the same run, against
 // the design's floor on this machine:
 //   lifecycle        issue webhook -> first call vs a bare `docker run` of the same
-//                    agent making the same call to an already running sidecar (<= 1.2x)
+//                    agent making the same call to an already running sidecar, in a
+//                    network namespace made beforehand as the service's are (<= 1.2x)
 //   lifecycle-large  the same on a 20,000-file repository, from its second bottle
-//                    on, vs `git clone --shared` of a local mirror + that `docker run`
-//                    (<= 1.2x)
+//                    on, vs `git clone --shared` of a local mirror onto a loop-mounted
+//                    disk made beforehand + that `docker run` (<= 1.2x)
 //   resume-warm      PR-comment webhook -> the resumed agent's first call inside the
 //                    bottle's warm window vs a `docker exec` of the same agent in an
 //                    idle running container (<= 1.2x)
 //   resume-cold      the same once the window is over vs a `docker start` of a
-//                    stopped sidecar + agent pair (<= 1.0x)
-import { spawn } from 'node:child_process';
-import {
-  appendFileSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+//                    stopped sidecar + agent pair, both at once (<= 0.6x)
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createGiteaTestServer } from '@bb/forge/testing';
-import { type BottleMeta, DockerBackend, GATE_USER, HOME_LABEL, homeLabel } from '@bb/headless';
-import { makeTestHome, prSteps, scriptAgent } from '@bb/headless/testing';
+import { type BottleMeta, GATE_USER, HOME_LABEL, homeLabel } from '@bb/headless';
+import { prSteps, scriptAgent } from '@bb/headless/testing';
 import { benchRounds, benchSize, QUICK, reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
-import { freePort } from '@bb/tooling/net';
+import { median, opTimesIn, startServeBench, TOKEN, until } from './serve-harness';
 
 const docker = await probeDocker();
 if (!docker.ok) {
   console.log(`lifecycle bench skipped: ${docker.reason}`);
   process.exit(0);
 }
-const BB = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
-const TOKEN = 'bench-token-0123456789';
-const SECRET = 'bench-webhook-secret';
 const ROUNDS = benchRounds(5, 1);
 const WARM_WINDOW_MS = 4000;
 const LARGE_FILES = Number(process.env['BB_BENCH_LARGE_FILES'] ?? benchSize(20_000, 2000));
 const large: Record<string, string> = {};
 for (let i = 0; i < LARGE_FILES; i++) large[`f${i}.txt`] = `file ${i}\n${'x'.repeat(i % 300)}\n`;
-const server = await createGiteaTestServer({
-  world: {
-    users: [{ login: 'alice' }, { login: 'bot', tokens: [TOKEN] }],
-    orgs: [
-      { name: 'acme', members: ['alice'] },
-      { name: 'bot-bottle', members: ['bot'] },
-    ],
-    repos: [
-      { owner: 'acme', name: 'widgets', collaborators: ['bot'], admins: ['bot'] },
-      { owner: 'acme', name: 'large', collaborators: ['bot'], admins: ['bot'], files: large },
-    ],
-  },
-});
-const home = makeTestHome('bb-bench-life-', {
+const h = await startServeBench({
+  prefix: 'bb-bench-life-',
+  repos: { large },
   agents: {
     bench: scriptAgent(
       [
@@ -82,148 +57,18 @@ const home = makeTestHome('bb-bench-life-', {
       { name: 'B' },
     ),
   },
-  image: BASE_IMAGE,
+  // Short, so a round also measures the cold resume once it is over.
+  serviceEnv: { BB_WARM_WINDOW: `${WARM_WINDOW_MS}ms` },
 });
-const env = { BB_HOME: home, BB_BASE_IMAGE: BASE_IMAGE };
-const backend = new DockerBackend();
-
-function run(cmd: string, args: string[], extraEnv: Record<string, string> = {}) {
-  return new Promise<string>((resolve, reject) => {
-    const child = spawn(cmd, args, {
-      env: { ...process.env, ...env, ...extraEnv },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-    });
-    child.stderr.on('data', (d) => {
-      err += d;
-    });
-    child.once('exit', (code) =>
-      code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')}: ${code} ${err}`)),
-    );
-  });
-}
-const opTimesIn = (file: string) =>
-  existsSync(file)
-    ? readFileSync(file, 'utf8')
-        .trim()
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => Date.parse((JSON.parse(l) as { time: string }).time))
-    : [];
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-async function until<T>(what: string, f: () => T | undefined, ms = 60_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-/** The bottle the service made for an issue, from its meta. */
-function bottleOf(repo: string, issue: number): { slug: string; meta: BottleMeta } | undefined {
-  const dir = join(home, 'bottles');
-  if (!existsSync(dir)) return undefined;
-  for (const slug of readdirSync(dir)) {
-    const f = join(dir, slug, 'meta.json');
-    if (!existsSync(f)) continue;
-    try {
-      const meta = JSON.parse(readFileSync(f, 'utf8')) as BottleMeta;
-      if (meta.forge?.repo === repo && meta.forge.issue === issue) return { slug, meta };
-    } catch {}
-  }
-  return undefined;
-}
-/** The service's own word on a bottle (its turn recorded and the row saved). */
-async function serviceStatus(slug: string): Promise<string | undefined> {
-  const r = await fetch(`http://127.0.0.1:${port}/api/bottles`);
-  const { bottles } = (await r.json()) as { bottles: Array<{ slug: string; status: string }> };
-  return bottles.find((b) => b.slug === slug)?.status;
-}
-async function untilFrozen(slug: string, turns: number): Promise<void> {
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const m = bottleOf2(slug);
-    if (
-      m?.status === 'frozen' &&
-      m.turns.length === turns &&
-      (await serviceStatus(slug)) === 'frozen'
-    )
-      return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${slug} to be frozen`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-const bottleOf2 = (slug: string): BottleMeta | undefined => {
-  try {
-    return JSON.parse(readFileSync(join(home, 'bottles', slug, 'meta.json'), 'utf8')) as BottleMeta;
-  } catch {
-    return undefined;
-  }
-};
-const ops = (slug: string) => opTimesIn(join(home, 'bottles', slug, 'state', 'ops.jsonl'));
-
-// The service, as an operator runs it.
-const port = await freePort();
-const service = spawn(process.execPath, [BB, 'orchestrate', 'serve'], {
-  env: {
-    ...process.env,
-    ...env,
-    FORGE_GITEA_API: server.apiUrl,
-    FORGE_TOKEN: TOKEN,
-    FORGE_WEBHOOK_SECRET: SECRET,
-    BB_PORT: String(port),
-    BB_SWEEP_INTERVAL: '0',
-    BB_DONE_GRACE: '2s',
-    // Short, so a round also measures the cold resume once it is over.
-    BB_WARM_WINDOW: `${WARM_WINDOW_MS}ms`,
-  },
-  stdio: ['ignore', 'pipe', 'pipe'],
-});
-let serviceLog = '';
-service.stdout.on('data', (d) => {
-  if (process.env['BB_BENCH_SERVICE_LOG']) appendFileSync(process.env['BB_BENCH_SERVICE_LOG'], d);
-});
-service.stderr.on('data', (d) => {
-  serviceLog = (serviceLog + d).slice(-20_000);
-  if (process.env['BB_BENCH_SERVICE_LOG']) appendFileSync(process.env['BB_BENCH_SERVICE_LOG'], d);
-});
-process.on('exit', () => service.kill('SIGKILL'));
-for (let i = 0; ; i++) {
-  const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then(
-    (r) => r.ok,
-    () => false,
-  );
-  if (ok) break;
-  if (i > 400 || service.exitCode !== null)
-    throw new Error(`bb orchestrate serve did not start:\n${serviceLog}`);
-  await new Promise((r) => setTimeout(r, 25));
-}
-server.addHook({ url: `http://127.0.0.1:${port}/webhooks/gitea`, secret: SECRET });
+const { server, home, env, backend, run, ops, untilFrozen } = h;
+const bottleOf2 = h.meta;
 
 /** Issue webhook -> the launched agent's first forge call; the bottle frozen after. */
 async function launchRound(repo: string, title: string): Promise<{ ms: number; slug: string }> {
-  const t0 = Date.now();
-  const n = server.createIssue('alice', `acme/${repo}`, {
-    title,
-    labels: ['bot-bottle:bench'],
-    assignees: ['bot'],
-  });
-  const { slug } = await until('the bottle to be made', () => bottleOf(repo, n));
-  const first = await until('its first forge call', () => ops(slug)[0]);
+  const out = await h.firstCall(repo, title, 'bench');
   // Its turn recorded by the service: the next event of the issue is not queued behind it.
-  await untilFrozen(slug, 1);
-  // Beside the service's own log, for reading a round's timeline against it.
-  if (process.env['BB_BENCH_SERVICE_LOG'])
-    appendFileSync(
-      process.env['BB_BENCH_SERVICE_LOG'],
-      `${JSON.stringify({ msg: 'bench launch', slug, webhookAt: t0, firstCallAt: first })}\n`,
-    );
-  return { ms: first - t0, slug };
+  await untilFrozen(out.slug, 1);
+  return out;
 }
 
 /** The id of a bottle's agent container, when it has one. */
@@ -252,9 +97,7 @@ async function resumeRound(repo: string, slug: string, warm: boolean): Promise<n
     throw new Error(
       `${slug} is ${agentBefore ? 'warm' : 'cold'}, the round needs it ${warm ? 'warm' : 'cold'}`,
     );
-  const meta = JSON.parse(
-    readFileSync(join(home, 'bottles', slug, 'meta.json'), 'utf8'),
-  ) as BottleMeta;
+  const meta = bottleOf2(slug)!;
   const issue = server.issue(`acme/${repo}`, meta.forge!.issue);
   const pr = [...server.repos.get(`acme/${repo}`)!.issues.values()].find(
     (i) => i.pull && i.pull.headRef === meta.branch,
@@ -347,14 +190,49 @@ function bareDirs(): { root: string; sock: string; state: string; home: string; 
     ws: join(root, 'ws'),
   };
 }
+/** A bottle's kind of disk at `dir`: a sparse image, ext4 as the service formats it, loop-mounted. */
+async function loopDisk(dir: string): Promise<void> {
+  const image = `${dir}.img`;
+  await run('truncate', ['-s', '10G', image]);
+  await run('mkfs.ext4', [
+    '-q',
+    '-F',
+    '-m',
+    '0',
+    '-O',
+    'mmp',
+    '-E',
+    'lazy_itable_init=1,lazy_journal_init=1',
+    image,
+  ]);
+  await run('mount', ['-o', 'loop,nosuid,nodev', image, dir]);
+}
 async function own(d: ReturnType<typeof bareDirs>) {
   // As in a bottle: the agent's files are its user's, the gate's its own.
   await run('chown', ['-R', '1000:1000', d.home, d.ws]);
   await run('chown', ['-R', `${GATE_USER.uid}:${GATE_USER.gid}`, d.state, d.sock]);
 }
-const agentFlags = (d: ReturnType<typeof bareDirs>) => [
+/**
+ * A network namespace made ahead of need, as the service keeps a pool of them: a
+ * sleeping container with no network, whose namespace the bare agent joins.
+ */
+const netnsHolder = async () =>
+  (
+    await run('docker', [
+      'run',
+      '-d',
+      '--network',
+      'none',
+      '--label',
+      `${HOME_LABEL}=${homeLabel(env)}`,
+      BASE_IMAGE,
+      'sleep',
+      '3600',
+    ])
+  ).trim();
+const agentFlags = (d: ReturnType<typeof bareDirs>, net: string) => [
   '--network',
-  'none',
+  `container:${net}`,
   '--user',
   '1000:1000',
   '--label',
@@ -373,7 +251,11 @@ const agentFlags = (d: ReturnType<typeof bareDirs>) => [
   'BB_AGENT_HOME=/home/bottle',
 ];
 const AGENT_CMD = ['node', '/opt/bb/script-agent.mjs', '--prompt', 'go'];
-const agentArgs = (d: ReturnType<typeof bareDirs>) => [...agentFlags(d), BASE_IMAGE, ...AGENT_CMD];
+const agentArgs = (d: ReturnType<typeof bareDirs>, net: string) => [
+  ...agentFlags(d, net),
+  BASE_IMAGE,
+  ...AGENT_CMD,
+];
 
 const ours: number[] = [];
 const base: number[] = [];
@@ -408,28 +290,29 @@ try {
     const sidecar = await bareSidecar('widgets', issue, d.sock, d.state, d.ws);
     await waitForPath(join(d.sock, 'forge.sock'));
     const bare = () => opTimesIn(join(d.state, 'ops.jsonl'));
+    const net = await netnsHolder();
     const t1 = Date.now();
-    await run('docker', ['run', '--rm', ...agentArgs(d)]);
+    await run('docker', ['run', '--rm', ...agentArgs(d, net)]);
     base.push(bare()[0]! - t1);
     // A stopped pair, started again: the cheapest way back to a bottle that ran.
-    const agent = (await run('docker', ['create', ...agentArgs(d)])).trim();
+    const agent = (await run('docker', ['create', ...agentArgs(d, net)])).trim();
     await run('docker', ['start', '-a', agent]);
     await run('docker', ['stop', '-t', '1', sidecar]);
     const before = bare().length;
     const t2 = Date.now();
-    await run('docker', ['start', sidecar]);
-    await run('docker', ['start', agent]);
+    // Both at once, as the service starts a bottle's pair.
+    await Promise.all([run('docker', ['start', sidecar]), run('docker', ['start', agent])]);
     const firstAgain = await until('the restarted pair to call', () => bare()[before]);
     starts.push(firstAgain - t2);
     // The same agent run by `docker exec` in a running, idle container beside a running sidecar.
     const idle = (
-      await run('docker', ['run', '-d', ...agentFlags(d), BASE_IMAGE, 'sleep', '3600'])
+      await run('docker', ['run', '-d', ...agentFlags(d, net), BASE_IMAGE, 'sleep', '3600'])
     ).trim();
     const beforeExec = bare().length;
     const t3 = Date.now();
     await run('docker', ['exec', idle, ...AGENT_CMD]);
     execs.push((await until('the exec to call', () => bare()[beforeExec])) - t3);
-    await run('docker', ['rm', '-f', sidecar, agent, idle]);
+    await run('docker', ['rm', '-f', sidecar, agent, idle, net]);
     rmSync(d.root, { recursive: true, force: true });
   }
 
@@ -452,29 +335,30 @@ try {
     oursLarge.push(large.ms);
     await untilCooled(large.slug);
     const d = bareDirs();
+    // The clone lands on a disk like a bottle's, made before the clock starts (the
+    // service takes its disks from a pool made ahead of need): the same filesystem,
+    // not the host's, which is slower at 20,000 small files.
+    await loopDisk(d.ws);
     await own(d);
-    rmSync(d.ws, { recursive: true });
+    d.ws = join(d.ws, 'workspace');
     const issue = server.createIssue('alice', 'acme/large', { title: `Bare ${r}` });
     const sidecar = await bareSidecar('large', issue, d.sock, d.state, d.root);
     await waitForPath(join(d.sock, 'forge.sock'));
+    const net = await netnsHolder();
     const t = Date.now();
     await run('git', ['clone', '-q', '--shared', join(mirror, 'large.git'), d.ws]);
-    await run('docker', ['run', '--rm', ...agentArgs(d)]);
+    await run('docker', ['run', '--rm', ...agentArgs(d, net)]);
     baseLarge.push(opTimesIn(join(d.state, 'ops.jsonl'))[0]! - t);
-    await run('docker', ['rm', '-f', sidecar]);
+    await run('docker', ['rm', '-f', sidecar, net]);
+    await run('umount', [join(d.root, 'ws')]);
     rmSync(d.root, { recursive: true, force: true });
   }
   rmSync(mirror, { recursive: true, force: true });
 } catch (err) {
-  console.error(
-    `${(err as Error).message}\n--- service log (tail) ---\n${serviceLog.slice(-4000)}`,
-  );
+  console.error(`${(err as Error).message}\n--- service log (tail) ---\n${h.log().slice(-4000)}`);
   process.exitCode = 1;
 } finally {
-  service.kill('SIGTERM');
-  await new Promise((r) => service.once('exit', r));
-  for (const c of await backend.list({ [HOME_LABEL]: homeLabel(env) })) await backend.destroy(c.id);
-  await server.close();
+  await h.close();
 }
 
 if (process.exitCode !== 1) {
@@ -500,7 +384,7 @@ if (process.exitCode !== 1) {
   };
   report(
     'lifecycle',
-    "ms from the issue webhook to the agent's first forge call through `bb orchestrate serve` (vs a bare `docker run` of the same agent making the same call)",
+    "ms from the issue webhook to the agent's first forge call through `bb orchestrate serve` (vs a bare `docker run` of the same agent making the same call, in a network namespace made beforehand)",
     ours,
     base,
     1.2,
@@ -514,17 +398,16 @@ if (process.exitCode !== 1) {
   );
   report(
     'resume-cold',
-    "ms from the PR-comment webhook to the resumed agent's first forge call (vs `docker start` of a stopped sidecar + agent pair)",
+    "ms from the PR-comment webhook to the resumed agent's first forge call (vs `docker start` of a stopped sidecar + agent pair, both at once)",
     resumes,
     starts,
-    1.0,
+    0.6,
   );
   report(
     'lifecycle-large',
-    `ms from the issue webhook to the agent's first forge call on a ${LARGE_FILES}-file repository, second bottle on (vs \`git clone --shared\` of a local mirror + a bare \`docker run\`)`,
+    `ms from the issue webhook to the agent's first forge call on a ${LARGE_FILES}-file repository, second bottle on (vs \`git clone --shared\` of a local mirror onto a loop-mounted disk made beforehand + a bare \`docker run\`)`,
     oursLarge,
     baseLarge,
     1.2,
   );
 }
-rmSync(home, { recursive: true, force: true });

@@ -1,13 +1,13 @@
 // Throughput of the path a bottle's agent really uses - its in-bottle bridge on
 // 127.0.0.1 (bb-relay, the bridge's relay in C) to the egress proxy's Unix socket,
-// then the proxy - against, in the same run, two blind relays in the same places
-// (TCP to a Unix socket, the socket to the server: nothing parsed, checked or
-// logged), the floor the issue set. Against a loopback server: 1 MiB downloads
+// then the proxy - against, in the same run, two blind relays in C in the same places
+// (bb-relay from TCP to a Unix socket, the same source built the other way from the
+// socket to the server: nothing parsed, checked or logged), the floor. Against a loopback server: 1 MiB downloads
 // through a CONNECT tunnel, and small absolute-form requests. Goal: >= 0.9x that
 // floor. Reported beside it: one blind relay between client and server (the floor of
 // any design with one process in the path), the bridge relaying in Node (a bottle
 // without bb-relay), direct (no process between) and the proxy alone.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
@@ -74,11 +74,42 @@ net.createServer((c) => {
   );
 }
 
+/**
+ * A blind relay in C: bb-relay itself (TCP port -> Unix socket), or, `floor`, the same
+ * source built the other way round (Unix socket -> TCP port on 127.0.0.1). Resolves
+ * once it says it is ready.
+ */
+async function cRelay(bin: string, args: string[]) {
+  const child = killOnExit(spawn(bin, args, { stdio: ['ignore', 'pipe', 'inherit'] }));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`${bin} ${args.join(' ')} exited ${code}`)));
+  });
+  return child;
+}
+const relayBin = join(dirname(bundle), 'bb-relay');
+const floorBin = join(dir, 'bb-relay-floor');
+const cc = spawnSync(
+  process.env['CC'] || 'cc',
+  [
+    '-O2',
+    '-DBB_RELAY_FLOOR',
+    '-o',
+    floorBin,
+    fileURLToPath(new URL('../native/bb-relay.c', import.meta.url)),
+  ],
+  { stdio: 'inherit' },
+);
+if (cc.status !== 0)
+  throw new Error(
+    'the floor relay (native/bb-relay.c, -DBB_RELAY_FLOOR) did not build: it needs a C compiler',
+  );
+
 // The floor under any proxy that is its own process: a blind relay from a Unix socket
-// to the server's port. Measured in the same rounds, so the gap between it and the
-// proxy is what the proxy's own work costs.
+// to the server's port, the same C relay as the bridge's. Measured in the same rounds,
+// so the gap between it and the proxy is what the proxy's own work costs.
 const relaySocket = join(dir, 'relay.sock');
-const relay = await blindRelay(relaySocket, port, 'relay');
+const relay = await cRelay(floorBin, [relaySocket, String(port)]);
 
 // The bridge, as in a bottle: the bundled bb-bridge from a TCP port to the proxy's socket;
 // and the floor's first hop, a blind TCP relay to the blind Unix relay.
@@ -105,7 +136,8 @@ async function bridgeTo(to: string, name: string, inNode = false) {
 }
 const { port: bridgePort, child: bridge } = await bridgeTo(socket, 'bridge');
 const floorPort = await freePort();
-const floorRelay = await blindRelay(floorPort, relaySocket, 'floor');
+// The floor's first hop is bb-relay, the very relay the bridge runs.
+const floorRelay = await cRelay(relayBin, [String(floorPort), relaySocket]);
 
 // The bridge relaying in Node, and one blind relay from a TCP port to the server.
 const { port: nodeBridgePort, child: nodeBridge } = await bridgeTo(socket, 'node-bridge', true);
@@ -262,7 +294,7 @@ const floorBigMBps = 20 / (await time(() => bigVia('floor'), 20));
 reportBench({
   name: 'egress',
   metric:
-    'throughput of 1 MiB transfers (CONNECT tunnel), bridge + proxy vs two blind relays (the floor), MiB/s',
+    'throughput of 1 MiB transfers (CONNECT tunnel), bridge + proxy vs two blind C relays (the floor), MiB/s',
   ours: floorBigMBps * median(bigPath),
   baseline: floorBigMBps,
   goal: 0.9,
@@ -272,13 +304,14 @@ reportBench({
     bridgePathVsDirect: r2((floorBigMBps * median(bigPath)) / bigDirectMBps),
     proxyAloneVsDirect: r2(median(big)),
     oneBlindRelayVsDirect: r2(median(bigRelay)),
-    floor: 'node blind relays (no haproxy on this machine)',
+    floor:
+      'two blind relays in C: bb-relay (TCP to the Unix socket) and the same source built from a Unix socket to TCP',
   },
 });
 reportBench({
   name: 'egress-small',
   metric:
-    'small requests on a kept connection, bridge + proxy vs two blind relays (the floor), throughput ratio',
+    'small requests on a kept connection, bridge + proxy vs two blind C relays (the floor), throughput ratio',
   ours: median(smallPath),
   baseline: 1,
   goal: 0.9,
@@ -289,7 +322,7 @@ reportBench({
     oursUsPerRequest: Math.round(median(oursUs)),
     oursVsOneBlindRelay: r2(median(onePath)),
     oneBlindRelay:
-      'one blind relay between the client and the server: the floor of any design with one process in the path',
+      'one blind relay in Node between the client and the server: the floor of any design with one process in the path',
     nodeBridgeVsFloor: r2(median(nodeBridgePath)),
     nodeBridge: 'the bridge relaying in Node (a bottle without bb-relay) + the proxy',
     proxyAloneVsDirect: r2(median(small)),

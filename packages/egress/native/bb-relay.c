@@ -55,7 +55,14 @@ static int ep;
 static int conns;
 static int listener;
 static int listening = 1;  // the listener is in the epoll set
+#ifdef BB_RELAY_FLOOR
+// Built so (-DBB_RELAY_FLOOR) only by the egress benchmark: the same relay the other
+// way round, from a Unix socket to 127.0.0.1:PORT (`bb-relay-floor SOCKET PORT`),
+// the blind hop its floor puts where the proxy is. Never shipped.
+static struct sockaddr_in target;
+#else
 static struct sockaddr_un target;
+#endif
 #define SKIP ((void *)-1)
 
 static void pause_ms(long ms) {
@@ -134,14 +141,22 @@ static void open_conn(int client) {
     close(client);
     return;
   }
+#ifdef BB_RELAY_FLOOR
+  int gate = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // loopback: connected at once
+#else
   int gate = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);  // never wait on a full backlog
+#endif
   if (gate < 0 || connect(gate, (struct sockaddr *)&target, sizeof target) < 0) {
     if (gate >= 0) close(gate);
     close(client);
     return;
   }
   int one = 1;
+#ifdef BB_RELAY_FLOOR
+  setsockopt(gate, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+#else
   setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // bytes go out as they come
+#endif
   struct conn *c = calloc(1, sizeof *c);
   char *a = malloc(BUF), *b = malloc(BUF);
   int ok = c && a && b;
@@ -172,18 +187,33 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: bb-relay PORT SOCKET\n");
     return 2;
   }
+#ifdef BB_RELAY_FLOOR
+  const char *port_arg = argv[2], *path_arg = argv[1];
+#else
+  const char *port_arg = argv[1], *path_arg = argv[2];
+#endif
   char *end = NULL;
-  long port = strtol(argv[1], &end, 10);
-  if (argv[1][0] < '0' || argv[1][0] > '9' || !end || *end || port < 1 || port > 65535) {
-    fprintf(stderr, "bb-relay: port %s must be 1 to 65535\n", argv[1]);
+  long port = strtol(port_arg, &end, 10);
+  if (port_arg[0] < '0' || port_arg[0] > '9' || !end || *end || port < 1 || port > 65535) {
+    fprintf(stderr, "bb-relay: port %s must be 1 to 65535\n", port_arg);
     return 2;
   }
-  if (strlen(argv[2]) >= sizeof target.sun_path) {
-    fprintf(stderr, "bb-relay: socket path %s is too long\n", argv[2]);
+  struct sockaddr_un path = {0};
+  if (strlen(path_arg) >= sizeof path.sun_path) {
+    fprintf(stderr, "bb-relay: socket path %s is too long\n", path_arg);
     return 2;
   }
-  target.sun_family = AF_UNIX;
-  strcpy(target.sun_path, argv[2]);
+  path.sun_family = AF_UNIX;
+  strcpy(path.sun_path, path_arg);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((unsigned short)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+#ifdef BB_RELAY_FLOOR
+  target = a;
+#else
+  target = path;
+#endif
   // It serves its parent (the bridge) and goes with it, even when the parent went
   // before this could be asked (BB_RELAY_PARENT names it).
   prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -196,14 +226,15 @@ int main(int argc, char **argv) {
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
   signal(SIGPIPE, SIG_IGN);
-  int l = listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+#ifdef BB_RELAY_FLOOR
+  int l = listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (l < 0 || bind(l, (struct sockaddr *)&path, sizeof path) < 0 || listen(l, 511) < 0) {
+#else
   int one = 1;
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((unsigned short)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int l = listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
       bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 511) < 0) {
+#endif
     fprintf(stderr, "bb-relay: cannot listen on 127.0.0.1:%ld: %s\n", port, strerror(errno));
     return 4;
   }

@@ -1,7 +1,9 @@
-// read_issue through the forge sidecar vs a direct undici call to the same
-// Gitea-compatible test server, in one run: 1,000 sequential calls and 16
-// concurrent callers. Goal: overhead <= +50 µs at p50 and <= +500 µs at p99.
-// The sidecar runs as its own process from the bundle, as it does beside a bottle.
+// read_issue through the forge sidecar vs the thinnest relay that does its job on
+// the same transport (newline-delimited JSON-RPC on a Unix socket, the token added,
+// an undici pool to the same Gitea-compatible test server), in one run: 1,000
+// sequential calls and 16 concurrent callers. Goal: <= 1.15x at p50, both ways.
+// A direct call, an HTTP relay and a raw socket echo are reported beside it. The
+// sidecar runs as its own process from the bundle, as it does beside a bottle.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -174,36 +176,38 @@ const seq = results['sequential']!;
 const conc = results['concurrent16']!;
 const overhead50 = pct(seq.ours, 50) - pct(seq.base, 50);
 const overhead99 = pct(seq.ours, 99) - pct(seq.base, 99);
-const ratio = pct(seq.ours, 50) / pct(seq.relay, 50);
+// The floor: the same relay on the sidecar's own line transport. An HTTP relay would
+// carry a cost the sidecar does not pay, and make its own overhead look smaller.
+const ratio = pct(seq.ours, 50) / pct(seq.lineRelay, 50);
+const concRatio = pct(conc.ours, 50) / pct(conc.lineRelay, 50);
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
 reportBench({
   name: 'forge-sidecar',
   metric:
-    'read_issue p50 µs, 1,000 sequential: the sidecar vs a token-adding relay process (the floor)',
+    'read_issue p50 µs, 1,000 sequential: the sidecar vs a token-adding relay on the same line transport (the floor)',
   ours: pct(seq.ours, 50),
-  baseline: pct(seq.relay, 50),
+  baseline: pct(seq.lineRelay, 50),
   goal: 1.15,
   higherIsBetter: false,
-  target: '<= 1.15x the relay floor at p50 (sequential and 16 concurrent)',
-  pass: ratio <= 1.15 && pct(conc.ours, 50) / pct(conc.relay, 50) <= 1.15,
+  target: '<= 1.15x the same-transport relay at p50 (sequential and 16 concurrent)',
+  pass: ratio <= 1.15 && concRatio <= 1.15,
   extra: {
     directP50us: Math.round(pct(seq.base, 50)),
     overheadVsDirectP50us: Math.round(overhead50),
     overheadVsDirectP99us: Math.round(overhead99),
-    relayOverheadVsDirectP50us: Math.round(pct(seq.relay, 50) - pct(seq.base, 50)),
     transportFloorP50us: Math.round(pct(floor, 50)),
     rawSocketEchoP50us: Math.round(pct(echoLat, 50)),
     oursP99us: Math.round(pct(seq.ours, 99)),
-    relayP99us: Math.round(pct(seq.relay, 99)),
+    lineRelayP99us: Math.round(pct(seq.lineRelay, 99)),
     concurrent16OursP50us: Math.round(pct(conc.ours, 50)),
-    concurrent16RelayP50us: Math.round(pct(conc.relay, 50)),
+    concurrent16LineRelayP50us: Math.round(pct(conc.lineRelay, 50)),
     concurrent16DirectP50us: Math.round(pct(conc.base, 50)),
-    concurrent16RatioP50: Math.round((pct(conc.ours, 50) / pct(conc.relay, 50)) * 1000) / 1000,
-    // Against a relay on the sidecar's own transport: what the sidecar's semantic work
-    // (JSON-RPC, scope checks, the op log) costs over the thinnest relay of its design.
-    lineRelayP50us: Math.round(pct(seq.lineRelay, 50)),
-    lineRelayRatioP50: Math.round((pct(seq.ours, 50) / pct(seq.lineRelay, 50)) * 1000) / 1000,
-    concurrent16LineRelayRatioP50:
-      Math.round((pct(conc.ours, 50) / pct(conc.lineRelay, 50)) * 1000) / 1000,
+    concurrent16RatioP50: round3(concRatio),
+    // Against an HTTP relay (what this benchmark was once measured against): it pays
+    // for HTTP on the agent's side, which the sidecar does not.
+    httpRelayP50us: Math.round(pct(seq.relay, 50)),
+    httpRelayRatioP50: round3(pct(seq.ours, 50) / pct(seq.relay, 50)),
+    concurrent16HttpRelayRatioP50: round3(pct(conc.ours, 50) / pct(conc.relay, 50)),
   },
 });
 console.log(

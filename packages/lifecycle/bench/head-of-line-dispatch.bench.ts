@@ -1,6 +1,8 @@
-// No issue waits for another: the time from a new issue's delivery being
-// accepted to the orchestrator's first forge call for it (its fresh read),
-// with 8 long agent turns running, vs the same with none running, in one run.
+// No issue waits for another in the orchestrator's dispatch: the time from a new
+// issue's delivery being accepted to the orchestrator's first forge call for it (its
+// fresh read), with 8 long agent turns running, vs the same with none running, in one
+// run. The turns are a test runner's, not bottles: this isolates the orchestrator
+// (apps/cli/bench/head-of-line.bench.ts measures the same with real bottles).
 // The design's floor, reported beside them: the forge call made directly. Goal:
 // <= 1.5x.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -100,8 +102,8 @@ await measure(0); // warm-up
 const idle = await measure(0);
 const busy = await measure(LONG);
 reportBench({
-  name: 'head-of-line',
-  metric: `median ms from a new issue's accepted delivery to its first forge call, ${LONG} long turns running vs none`,
+  name: 'head-of-line-dispatch',
+  metric: `median ms from a new issue's accepted delivery to the orchestrator's first forge call for it, ${LONG} long turns of a test runner running vs none`,
   ours: pct(busy.lat, 50),
   baseline: pct(idle.lat, 50),
   goal: 1.5,

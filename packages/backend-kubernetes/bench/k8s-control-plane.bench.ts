@@ -9,9 +9,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { benchSize, reportBench } from '@bb/tooling/bench';
-import { CoreV1Api, NetworkingV1Api, type V1Pod, Watch } from '@kubernetes/client-node';
+import { CoreV1Api } from '@kubernetes/client-node';
 import { KubernetesBottles, kubeConfigFor } from '../src/kubernetes-bottles';
-import { type KubeBottleSpec, planBottle } from '../src/manifests';
+import { BareLauncher, spec } from './bare-launch';
 
 const BIN = fileURLToPath(new URL('./fake-server-bin.ts', import.meta.url));
 const LAUNCHES = benchSize(100, 10);
@@ -26,17 +26,6 @@ async function server(seed: number): Promise<{ url: string; child: ChildProcess 
   return { url: line.toString().trim(), child };
 }
 
-const spec = (slug: string): KubeBottleSpec => ({
-  slug,
-  agent: {
-    image: 'bb-agents:latest',
-    command: ['bb-waiter'],
-    resources: { memoryBytes: 2 ** 31, cpus: 2 },
-  },
-  gate: { image: 'bb-base:latest', command: ['node', 'bb-gate.mjs'] },
-  secrets: { token: 'forge-token', 'keys.json': '{}' },
-});
-
 const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(xs.length * 0.95) - 1]!;
 
 async function timed(n: number, one: (i: number) => Promise<void>): Promise<number[]> {
@@ -49,44 +38,6 @@ async function timed(n: number, one: (i: number) => Promise<void>): Promise<numb
   );
 }
 
-/** The floor: the same objects, created bare, the gate awaited with a bare watch. */
-async function bareLaunch(url: string, ns: string, slug: string): Promise<void> {
-  const kc = kubeConfigFor(url);
-  const core = kc.makeApiClient(CoreV1Api);
-  const net = kc.makeApiClient(NetworkingV1Api);
-  const p = planBottle(spec(slug));
-  await core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: p.claim });
-  await Promise.all([
-    net.createNamespacedNetworkPolicy({ namespace: ns, body: p.agentPolicy }),
-    net.createNamespacedNetworkPolicy({ namespace: ns, body: p.gatePolicy }),
-  ]);
-  await core.createNamespacedService({ namespace: ns, body: p.service });
-  await core.createNamespacedSecret({ namespace: ns, body: p.secret! });
-  await core.createNamespacedPod({ namespace: ns, body: p.gate });
-  await new Promise<void>((resolve, reject) => {
-    let abort: AbortController | undefined;
-    let done = false;
-    new Watch(kc)
-      .watch(
-        `/api/v1/namespaces/${ns}/pods`,
-        { fieldSelector: `metadata.name=${p.gate.metadata!.name}` },
-        (_t, o: V1Pod) => {
-          if (!done && o.status?.phase === 'Running') {
-            done = true;
-            abort?.abort();
-            resolve();
-          }
-        },
-        (err) => (done ? undefined : err && reject(err)),
-      )
-      .then((a) => {
-        abort = a;
-        if (done) a.abort();
-      }, reject);
-  });
-  await core.createNamespacedPod({ namespace: ns, body: p.agent });
-}
-
 // ---- launches
 {
   const { url, child } = await server(0);
@@ -94,9 +45,11 @@ async function bareLaunch(url: string, ns: string, slug: string): Promise<void> 
     const bottles = new KubernetesBottles({ kubeConfig: kubeConfigFor(url), namespace: 'ours' });
     // One of each first, so neither side pays for loading the client.
     await bottles.launch(spec('warm-ours'));
-    await bareLaunch(url, 'bare', 'warm-bare');
+    const bare0 = new BareLauncher(url, 'bare');
+    await bare0.launch('warm-bare');
     const ours = await timed(LAUNCHES, (i) => bottles.launch(spec(`ours-${i}`)));
-    const bare = await timed(LAUNCHES, (i) => bareLaunch(url, 'bare', `bare-${i}`));
+    const bare = await timed(LAUNCHES, (i) => bare0.launch(`bare-${i}`));
+    await bare0.close();
     reportBench({
       name: 'k8s-control-plane',
       metric: `launch time p95, ${LAUNCHES} at once, ms (excluding pod start)`,

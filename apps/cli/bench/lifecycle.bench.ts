@@ -14,13 +14,14 @@
 //                    idle running container (<= 1.2x)
 //   resume-cold      the same once the window is over vs a `docker start` of a
 //                    stopped sidecar + agent pair, both at once (<= 0.6x)
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type BottleMeta, GATE_USER, HOME_LABEL, homeLabel } from '@bb/headless';
+import type { BottleMeta } from '@bb/headless';
 import { prSteps, scriptAgent } from '@bb/headless/testing';
 import { benchRounds, benchSize, QUICK, reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
+import { floorPieces } from './floor-pieces';
 import { median, opTimesIn, startServeBench, TOKEN, until } from './serve-harness';
 
 const docker = await probeDocker();
@@ -60,7 +61,7 @@ const h = await startServeBench({
   // Short, so a round also measures the cold resume once it is over.
   serviceEnv: { BB_WARM_WINDOW: `${WARM_WINDOW_MS}ms` },
 });
-const { server, home, env, backend, run, ops, untilFrozen } = h;
+const { server, home, backend, run, ops, untilFrozen } = h;
 const bottleOf2 = h.meta;
 
 /** Issue webhook -> the launched agent's first forge call; the bottle frozen after. */
@@ -117,145 +118,8 @@ async function resumeRound(repo: string, slug: string, warm: boolean): Promise<n
   return first - t0;
 }
 
-// The floor's pieces: a sidecar already up, its op log on a host directory, and the
-// same agent program in a bare container, as root's `docker run` gives it.
-async function bareSidecar(
-  repo: string,
-  issue: number,
-  sock: string,
-  state: string,
-  workspace: string,
-) {
-  return (
-    await run('docker', [
-      'run',
-      '-d',
-      '--network',
-      'host',
-      '--user',
-      `${GATE_USER.uid}:${GATE_USER.gid}`,
-      '--label',
-      `${HOME_LABEL}=${homeLabel(env)}`,
-      '-v',
-      `${join(home, 'runtime')}:/opt/bb:ro`,
-      '-v',
-      `${sock}:/run/bb`,
-      '-v',
-      `${workspace}:/workspace:ro`,
-      '-v',
-      `${state}:/run/bb-state`,
-      '-e',
-      'HOME=/tmp',
-      '-e',
-      `FORGE_GITEA_API=${server.apiUrl}`,
-      '-e',
-      'FORGE_OWNER=acme',
-      '-e',
-      `FORGE_REPO=${repo}`,
-      '-e',
-      `FORGE_ISSUE_NUMBER=${issue}`,
-      '-e',
-      `FORGE_TOKEN=${TOKEN}`,
-      '-e',
-      'BB_SIDECAR_SOCKET=/run/bb/forge.sock',
-      '-e',
-      'BB_QUEUE_DIR=/tmp/q',
-      '-e',
-      'BB_OPS_LOG=/run/bb-state/ops.jsonl',
-      '-e',
-      'BB_WORKSPACE=/workspace',
-      '-e',
-      'BB_BRANCH=bb/bench',
-      '-e',
-      'BB_SOCKET_MODE=666',
-      BASE_IMAGE,
-      'node',
-      '/opt/bb/sidecar.mjs',
-    ])
-  ).trim();
-}
-function bareDirs(): { root: string; sock: string; state: string; home: string; ws: string } {
-  const root = mkdtempSync(join(tmpdir(), 'bb-bench-bare-'));
-  for (const d of ['state', 'sock', 'home/.bb', 'ws'])
-    mkdirSync(join(root, d), { recursive: true });
-  writeFileSync(
-    join(root, 'home', '.bb', 'script.json'),
-    JSON.stringify({ turns: [{ steps: [{ do: 'read_issue' }] }] }),
-  );
-  return {
-    root,
-    sock: join(root, 'sock'),
-    state: join(root, 'state'),
-    home: join(root, 'home'),
-    ws: join(root, 'ws'),
-  };
-}
-/** A bottle's kind of disk at `dir`: a sparse image, ext4 as the service formats it, loop-mounted. */
-async function loopDisk(dir: string): Promise<void> {
-  const image = `${dir}.img`;
-  await run('truncate', ['-s', '10G', image]);
-  await run('mkfs.ext4', [
-    '-q',
-    '-F',
-    '-m',
-    '0',
-    '-O',
-    'mmp',
-    '-E',
-    'lazy_itable_init=1,lazy_journal_init=1',
-    image,
-  ]);
-  await run('mount', ['-o', 'loop,nosuid,nodev', image, dir]);
-}
-async function own(d: ReturnType<typeof bareDirs>) {
-  // As in a bottle: the agent's files are its user's, the gate's its own.
-  await run('chown', ['-R', '1000:1000', d.home, d.ws]);
-  await run('chown', ['-R', `${GATE_USER.uid}:${GATE_USER.gid}`, d.state, d.sock]);
-}
-/**
- * A network namespace made ahead of need, as the service keeps a pool of them: a
- * sleeping container with no network, whose namespace the bare agent joins.
- */
-const netnsHolder = async () =>
-  (
-    await run('docker', [
-      'run',
-      '-d',
-      '--network',
-      'none',
-      '--label',
-      `${HOME_LABEL}=${homeLabel(env)}`,
-      BASE_IMAGE,
-      'sleep',
-      '3600',
-    ])
-  ).trim();
-const agentFlags = (d: ReturnType<typeof bareDirs>, net: string) => [
-  '--network',
-  `container:${net}`,
-  '--user',
-  '1000:1000',
-  '--label',
-  `${HOME_LABEL}=${homeLabel(env)}`,
-  '-v',
-  `${join(home, 'runtime')}:/opt/bb:ro`,
-  '-v',
-  `${d.sock}:/run/bb`,
-  '-v',
-  `${d.home}:/home/bottle`,
-  '-v',
-  `${d.ws}:/workspace`,
-  '-e',
-  'BB_SIDECAR_SOCKET=/run/bb/forge.sock',
-  '-e',
-  'BB_AGENT_HOME=/home/bottle',
-];
-const AGENT_CMD = ['node', '/opt/bb/script-agent.mjs', '--prompt', 'go'];
-const agentArgs = (d: ReturnType<typeof bareDirs>, net: string) => [
-  ...agentFlags(d, net),
-  BASE_IMAGE,
-  ...AGENT_CMD,
-];
+const { bareSidecar, bareDirs, loopDisk, own, netnsHolder, agentFlags, agentArgs, AGENT_CMD } =
+  floorPieces(h);
 
 const ours: number[] = [];
 const base: number[] = [];

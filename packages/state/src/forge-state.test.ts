@@ -1,6 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ForgeStateSchema, parseForgeState } from './forge-state';
+import {
+  ForgeStateKeySchema,
+  ForgeStateSchema,
+  parseForgeState,
+  parseForgeStateKey,
+} from './forge-state';
 import { sampleState } from './testing-data';
 
 // parseForgeState has a hand-written fast path; it must never accept what the
@@ -48,6 +53,41 @@ describe('parseForgeState fast path', () => {
         },
       ),
       { numRuns: 2000 },
+    );
+  });
+});
+
+// parseForgeStateKey checks a valid key by hand: it accepts exactly what the schema
+// accepts and returns what the schema returns.
+describe('parseForgeStateKey fast path', () => {
+  const name = fc.oneof(
+    fc.string(),
+    fc.stringMatching(/^[A-Za-z0-9_.-]{0,102}$/),
+    fc.constantFrom('acme', 'a.b-c_d', '', 'x'.repeat(100), 'x'.repeat(101), 'bad/name', 'é'),
+    fc.integer(),
+    fc.constant(null),
+  );
+  const number = fc.oneof(
+    fc.integer(),
+    fc.double(),
+    fc.constantFrom(0, 1, -1, 1.5, 2_147_483_647, 2_147_483_648, Number.NaN, Infinity, '1'),
+  );
+  it('agrees with the zod schema', () => {
+    fc.assert(
+      fc.property(name, name, number, (owner, repo, issueNumber) => {
+        const zod = ForgeStateKeySchema.safeParse({ owner, repo, issueNumber });
+        let ours: unknown;
+        try {
+          ours = parseForgeStateKey(owner, repo, issueNumber);
+        } catch (err) {
+          expect((err as { code?: string }).code).toBe('INVALID_INPUT');
+          expect(zod.success).toBe(false);
+          return;
+        }
+        expect(zod.success).toBe(true);
+        expect(ours).toEqual(zod.data);
+      }),
+      { numRuns: 5000 },
     );
   });
 });

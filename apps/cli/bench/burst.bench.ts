@@ -125,8 +125,7 @@ try {
     rmSync(d.root, { recursive: true, force: true });
   }
 } catch (err) {
-  console.error(`${(err as Error).message}\n--- service log (tail) ---\n${h.log().slice(-4000)}`);
-  process.exitCode = 1;
+  h.failed(err);
 } finally {
   await h.close();
 }

@@ -58,8 +58,7 @@ try {
     if (h.bottleOf('widgets', issue)?.meta.status !== 'running')
       throw new Error(`the long turn of issue #${issue} ended before the busy rounds did`);
 } catch (err) {
-  console.error(`${(err as Error).message}\n--- service log (tail) ---\n${h.log().slice(-4000)}`);
-  process.exitCode = 1;
+  h.failed(err);
 } finally {
   await h.close();
 }

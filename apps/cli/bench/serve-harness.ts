@@ -76,6 +76,8 @@ export interface ServeBench {
   untilFrozen(slug: string, turns: number): Promise<void>;
   /** The service's stderr, its last 20,000 characters. */
   log(): string;
+  /** Say why the bench failed, with the tail of the service's log, and fail the process. */
+  failed(err: unknown): void;
   /** Stop the service, remove every container and disk mount of the bench's home, close the server, remove the home. */
   close(): Promise<void>;
 }
@@ -233,6 +235,12 @@ export async function startServeBench(o: ServeBenchOptions): Promise<ServeBench>
       }
     },
     log: () => serviceLog,
+    failed(err) {
+      console.error(
+        `${(err as Error).message}\n--- service log (tail) ---\n${serviceLog.slice(-4000)}`,
+      );
+      process.exitCode = 1;
+    },
     async close() {
       service.kill('SIGTERM');
       if (service.exitCode === null) await new Promise((r) => service.once('exit', r));

@@ -90,8 +90,11 @@ export function floorPieces(h: ServeBench) {
       ws: join(root, 'ws'),
     };
   }
-  /** A bottle's kind of disk at `dir`: a sparse image, ext4 as the service formats it, loop-mounted. */
-  async function loopDisk(dir: string): Promise<void> {
+  /**
+   * A bottle's kind of disk for `dir`: a sparse image beside it, ext4 as the service
+   * formats it (what its disk pool holds); `mount` puts it at `dir`.
+   */
+  async function loopDisk(dir: string): Promise<{ mount: () => Promise<void> }> {
     const image = `${dir}.img`;
     await run('truncate', ['-s', '10G', image]);
     await run('mkfs.ext4', [
@@ -105,7 +108,7 @@ export function floorPieces(h: ServeBench) {
       'lazy_itable_init=1,lazy_journal_init=1',
       image,
     ]);
-    await run('mount', ['-o', 'loop,nosuid,nodev', image, dir]);
+    return { mount: () => run('mount', ['-o', 'loop,nosuid,nodev', image, dir]).then(() => {}) };
   }
   async function own(d: BareDirs) {
     // As in a bottle: the agent's files are its user's, the gate's its own.
@@ -130,9 +133,10 @@ export function floorPieces(h: ServeBench) {
         '3600',
       ])
     ).trim();
-  const agentFlags = (d: BareDirs, net: string) => [
+  /** `net`: the holder whose network namespace the agent joins; none, its own made at start. */
+  const agentFlags = (d: BareDirs, net?: string) => [
     '--network',
-    `container:${net}`,
+    net ? `container:${net}` : 'none',
     '--user',
     '1000:1000',
     '--label',
@@ -151,6 +155,10 @@ export function floorPieces(h: ServeBench) {
     'BB_AGENT_HOME=/home/bottle',
   ];
   const AGENT_CMD = ['node', '/opt/bb/script-agent.mjs', '--prompt', 'go'];
-  const agentArgs = (d: BareDirs, net: string) => [...agentFlags(d, net), BASE_IMAGE, ...AGENT_CMD];
+  const agentArgs = (d: BareDirs, net?: string) => [
+    ...agentFlags(d, net),
+    BASE_IMAGE,
+    ...AGENT_CMD,
+  ];
   return { bareSidecar, bareDirs, loopDisk, own, netnsHolder, agentFlags, agentArgs, AGENT_CMD };
 }

@@ -5,7 +5,7 @@
 // idle rounds first, then the 8 turns are started and kept going through the busy
 // rounds). Goal: <= 1.5x.
 import { scriptAgent } from '@bb/headless/testing';
-import { benchRounds, reportBench } from '@bb/tooling/bench';
+import { benchRounds, benchSize, reportBench } from '@bb/tooling/bench';
 import { probeDocker } from '@bb/tooling/docker';
 import { median, startServeBench, until } from './serve-harness';
 
@@ -15,7 +15,7 @@ if (!docker.ok) {
   process.exit(0);
 }
 const ROUNDS = benchRounds(5, 1);
-const LONG = 8;
+const LONG = benchSize(8, 2);
 const h = await startServeBench({
   prefix: 'bb-bench-hol-',
   agents: {

@@ -20,14 +20,18 @@ export const spec = (slug: string): KubeBottleSpec => ({
     command: ['bb-waiter'],
     resources: { memoryBytes: 2 ** 31, cpus: 2 },
   },
-  gate: { image: 'bb-base:latest', command: ['node', 'bb-gate.mjs'] },
+  // The workspace is cloned by the gate pod's init container, as the service's are.
+  gate: {
+    image: 'bb-base:latest',
+    command: ['node', 'bb-gate.mjs'],
+    clone: { name: 'Implementer', email: 'i@example.test' },
+  },
   secrets: { token: 'forge-token', 'keys.json': '{}' },
 });
 
 /**
  * The floor: the same objects, created bare with one client, each gate awaited on one
- * watch of the namespace's pods (the cheapest way to wait for many); `between` (the
- * workspace made, say) runs once the gate runs, before the agent's pod.
+ * watch of the namespace's pods (the cheapest way to wait for many), then the agent's pod.
  */
 export class BareLauncher {
   readonly #kc: KubeConfig;
@@ -46,7 +50,7 @@ export class BareLauncher {
     this.#net = this.#kc.makeApiClient(NetworkingV1Api);
   }
 
-  async launch(slug: string, between?: () => Promise<void>): Promise<void> {
+  async launch(slug: string): Promise<void> {
     const namespace = this.namespace;
     const p = planBottle(spec(slug));
     this.#watch ??= new Watch(this.#kc).watch(
@@ -75,7 +79,6 @@ export class BareLauncher {
     await this.#core.createNamespacedPod({ namespace, body: p.gate });
     if (!this.#running.has(gate)) await running;
     this.#waiting.delete(gate);
-    await between?.();
     await this.#core.createNamespacedPod({ namespace, body: p.agent });
   }
 

@@ -36,7 +36,7 @@ const STATUSES = new Set(['running', 'frozen', 'destroyed']);
 const isIso = (t: unknown): boolean =>
   typeof t === 'string' && t.length >= 20 && t.charCodeAt(4) === 45 && t.charCodeAt(10) === 84;
 
-function rowFields(row: Row): Omit<ForgeState, 'bottleNames'> {
+export function rowFields(row: Row): Omit<ForgeState, 'bottleNames'> {
   return {
     owner: row.owner,
     repo: row.repo,

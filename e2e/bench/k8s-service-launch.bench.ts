@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createGiteaTestServer } from '@bb/forge/test-server';
-import { benchSize, reportBench } from '@bb/tooling/bench';
+import { benchSize, median, p95, reportBench } from '@bb/tooling/bench';
 import { freePort } from '@bb/tooling/net';
 import { killServe, type ServeProcess, startServe } from '../test/serve-process';
 import { fileIssue, forgeWorld, makeHome, removeHome, scriptAgent, until } from '../test/support';
@@ -67,9 +67,6 @@ function watchAgents(api: string, ns: string): { seen: Map<string, number>; stop
   req.on('error', () => {});
   return { seen, stop: () => req.destroy() };
 }
-
-const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(xs.length * 0.95) - 1]!;
-const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const fake = tsx(k8sBench('fake-server-bin.ts'));
 const api = await firstLine(fake);
@@ -163,8 +160,8 @@ try {
     extra: {
       launches: N,
       concurrency: CONCURRENCY,
-      oursMedianMs: p50(oursMs),
-      bareMedianMs: p50(bareMs),
+      oursMedianMs: median(oursMs),
+      bareMedianMs: median(bareMs),
     },
   });
 } catch (err) {

@@ -44,6 +44,14 @@ export function benchSize(full: number, quick: number): number {
   return QUICK ? quick : full;
 }
 
+/** The middle of `xs` (the upper one of an even count); `xs` is not changed. */
+export const median = (xs: number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** The 95th percentile of `xs` (nearest rank); `xs` is not changed. */
+export const p95 = (xs: number[]): number =>
+  [...xs].sort((a, b) => a - b)[Math.ceil(xs.length * 0.95) - 1]!;
+
 /** Wait until `path` exists: the socket a process under test is about to listen on. */
 export async function waitForPath(path: string, timeoutMs = 5000): Promise<void> {
   const end = Date.now() + timeoutMs;

@@ -11,7 +11,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { HOME_LABEL, homeLabel } from '@bb/headless';
 import { scriptAgent } from '@bb/headless/testing';
-import { benchSize, reportBench, waitForPath } from '@bb/tooling/bench';
+import { benchSize, median, p95, reportBench, waitForPath } from '@bb/tooling/bench';
 import { probeDocker } from '@bb/tooling/docker';
 import { floorPieces } from './floor-pieces';
 import { opTimesIn, startServeBench } from './serve-harness';
@@ -49,8 +49,6 @@ const h = await startServeBench({
 });
 const { run } = h;
 const { bareSidecar, bareDirs, own, agentArgs } = floorPieces(h);
-const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(xs.length * 0.95) - 1]!;
-const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 /** Memory in use on the machine (MemTotal - MemAvailable), MiB. */
 const inUse = () => {
   const m = Object.fromEntries(
@@ -164,8 +162,8 @@ if (process.exitCode !== 1) {
     extra: {
       issues: N,
       failed,
-      oursMedianMs: p50(ours),
-      floorMedianMs: p50(floor),
+      oursMedianMs: median(ours),
+      floorMedianMs: median(floor),
       memoryPeakMiB: Math.round(oursPeak),
       floorMemoryPeakMiB: Math.round(floorPeak),
     },

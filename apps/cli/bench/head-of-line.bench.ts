@@ -5,9 +5,9 @@
 // idle rounds first, then the 8 turns are started and kept going through the busy
 // rounds). Goal: <= 1.5x.
 import { scriptAgent } from '@bb/headless/testing';
-import { benchRounds, benchSize, reportBench } from '@bb/tooling/bench';
+import { benchRounds, benchSize, median, reportBench } from '@bb/tooling/bench';
 import { probeDocker } from '@bb/tooling/docker';
-import { median, startServeBench, until } from './serve-harness';
+import { startServeBench, until } from './serve-harness';
 
 const docker = await probeDocker();
 if (!docker.ok) {

@@ -19,10 +19,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BottleMeta } from '@bb/headless';
 import { prSteps, scriptAgent } from '@bb/headless/testing';
-import { benchRounds, benchSize, QUICK, reportBench, waitForPath } from '@bb/tooling/bench';
+import { benchRounds, benchSize, median, QUICK, reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { floorPieces } from './floor-pieces';
-import { median, opTimesIn, startServeBench, TOKEN, until } from './serve-harness';
+import { opTimesIn, startServeBench, TOKEN, until } from './serve-harness';
 
 const docker = await probeDocker();
 if (!docker.ok) {

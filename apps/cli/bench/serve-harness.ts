@@ -22,8 +22,6 @@ const BB = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 export const TOKEN = 'bench-token-0123456789';
 const SECRET = 'bench-webhook-secret';
 
-export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
 /** The times of an op log's entries (ms since the epoch), in order; none when it is not there. */
 export const opTimesIn = (file: string) =>
   existsSync(file)

@@ -8,7 +8,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { benchSize, reportBench } from '@bb/tooling/bench';
+import { benchSize, p95, reportBench } from '@bb/tooling/bench';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { KubernetesBottles, kubeConfigFor } from '../src/kubernetes-bottles';
 import { BareLauncher, spec } from './bare-launch';
@@ -25,8 +25,6 @@ async function server(seed: number): Promise<{ url: string; child: ChildProcess 
   const [line] = (await once(child.stdout!, 'data')) as [Buffer];
   return { url: line.toString().trim(), child };
 }
-
-const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(xs.length * 0.95) - 1]!;
 
 async function timed(n: number, one: (i: number) => Promise<void>): Promise<number[]> {
   return Promise.all(

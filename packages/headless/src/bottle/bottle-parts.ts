@@ -21,6 +21,7 @@ import { homeLayout, LABEL, NAME_PATTERN } from '@bb/names';
 import { type Owner, writeFileNoFollow } from '@bb/wall';
 import { type Backend, NETNS_LABEL } from '../engine/backend';
 import { unmountAllUnder, unmountDisk } from '../engine/disk';
+import { clearSlot } from '../engine/mirror-slot';
 import { type CreatedGate, createGate, type GateOptions } from './gate';
 import {
   AGENT_USER,
@@ -303,7 +304,9 @@ export async function freeze(slug: string, options: BottleOptions): Promise<void
     await options.backend.destroy(c.id);
   }
   removeSecrets(slug, env);
-  // A frozen bottle holds no mount: its disk is mounted again to resume or to be read.
+  // A frozen bottle holds no mount: its disk is mounted again to resume or to be read
+  // (a bottle that came from the pool let go of its mirror slot too).
+  await clearSlot(p.dir);
   await unmountDisk(p);
   const meta = readMeta(slug, env);
   if (meta) {
@@ -334,6 +337,7 @@ export async function releaseHere(slug: string, options: BottleOptions): Promise
     await destroyHolder(options.backend, c.labels[NETNS_LABEL]);
   }
   removeSecrets(slug, env);
+  await clearSlot(bottlePaths(slug, env).dir);
   await unmountDisk(bottlePaths(slug, env));
   return mine.length > 0;
 }

@@ -32,6 +32,7 @@ import { loadAgentManifest, loadBottleManifest } from './manifests';
 import { initMirror, mirrorDir, syncMirror } from './mirror';
 import { syncsPr } from './plan';
 import { hostPlan } from './plan-host';
+import { bindPooled } from './pool';
 import { clearPrBundle } from './pr-sync';
 import { takeResumeRequest } from './supervise-remedy';
 import { finishTurn } from './turn-end';
@@ -93,6 +94,12 @@ async function continueRebuilt(
 export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> {
   const env = options.env ?? process.env;
   const progress = options.onProgress ?? (() => {});
+  // A bottle of the warm pool, taken for this launch: bound to its issue, or (when it
+  // cannot serve it) removed, and the launch goes on the ordinary way under its slug.
+  if (options.slug && readMeta(options.slug, env)?.pooled) {
+    const bound = await bindPooled({ ...options, slug: options.slug });
+    if (bound) return bound;
+  }
   if (options.forge) registerSecret(options.forge.token);
   const { manifest: agent } = loadAgentManifest(options.agent, env);
   const bottleNames = options.bottles ?? agent.bottles;

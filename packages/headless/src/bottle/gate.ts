@@ -5,8 +5,9 @@ import { BbError, redactString, registerSecret } from '@bb/errors';
 import { checkSiteEnv } from '@bb/forge';
 import { LABEL } from '@bb/names';
 import type { Owner } from '@bb/wall';
-import { type Backend, NETNS_LABEL, VERSION_LABEL } from '../engine/backend';
+import { type Backend, type BottleSpec, NETNS_LABEL, VERSION_LABEL } from '../engine/backend';
 import { bbHome } from '../home';
+import { BIND_FILE } from './gate-bind';
 import {
   type BottleMeta,
   BRIDGE_PORTS,
@@ -20,7 +21,7 @@ import {
 import type { BottlePlan } from './plan';
 import { hostMounts, hostSources, insideFor, secretValue } from './plan-host';
 import { kindModule } from './runtime';
-import { removeSecret, removeSecrets, secretsRoot, writeSecret } from './secrets';
+import { makeSecretsDir, removeSecret, removeSecrets, secretsRoot, writeSecret } from './secrets';
 
 /**
  * The gate of a bottle: one process in one container beside the agent's, the
@@ -37,6 +38,12 @@ export interface GateOptions {
   /** The image the gate runs in (needs node and git). */
   image: string;
   onProgress?: ((message: string) => void) | undefined;
+  /**
+   * A pooled bottle's gate (`pool.ts`): made with no forge settings and no token,
+   * it waits for its bind file; `slot` is the host path of the bottle's mirror slot,
+   * mounted so that the mirror bound there later appears inside.
+   */
+  pooled?: { slot: string } | undefined;
 }
 
 const RESERVED_LABELS: ReadonlySet<string> = new Set([
@@ -88,7 +95,7 @@ export async function createGate(
   token: string | undefined,
   o: GateOptions,
 ): Promise<CreatedGate | undefined> {
-  if (meta.forge && !token)
+  if (meta.forge && !token && !o.pooled)
     throw new BbError('INVALID_INPUT', 'a forge bottle needs the forge token to start its gate');
   const g = plan.gate;
   const forge = g?.serves.forge ? meta.forge : null;
@@ -99,16 +106,24 @@ export async function createGate(
   const owner = isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined;
   removeSecrets(meta.slug, o.env);
   writeProxyFiles(plan, p.proxy);
-  const secrets = writePlanSecrets(plan, meta.slug, 'gate', token, o.env, owner);
+  // A pooled gate gets its token when it is bound; its folder is there from the start.
+  const secrets = o.pooled
+    ? (writePlanSecrets(
+        { ...plan, secrets: withoutToken(plan) },
+        meta.slug,
+        'gate',
+        undefined,
+        o.env,
+        owner,
+      ) ?? makeSecretsDir(meta.slug, 'gate', o.env, owner))
+    : writePlanSecrets(plan, meta.slug, 'gate', token, o.env, owner);
   // A socket a killed gate left behind must not pass for this one's.
   for (const s of g.sockets) rmSync(join(p.sock, s), { force: true });
-  const runtimeInside = insideFor(o.backend, p, o.runtime, meta.slug, o.env).runtime;
-  const mirror = mirrorObjectsFor(o.backend, meta);
-  const env = {
-    ...g.env,
-    ...(forge ? kindModule(o.runtime, runtimeInside, forge.kind) : {}),
-    ...(forge && mirror ? { BB_GIT_ALTERNATE: mirror } : {}),
-  };
+  const inside = insideFor(o.backend, p, o.runtime, meta.slug, o.env);
+  const env = o.pooled
+    ? { HOME: g.env['HOME'] ?? '/tmp', BB_GATE_BIND: `${inside.secrets}/${BIND_FILE}` }
+    : gateEnv(meta, plan, o);
+  const mounts = hostMounts(g.mounts, hostSources(p, o.runtime, meta, o.env));
   o.onProgress?.(`creating the gate (${g.sockets.map((s) => s.replace('.sock', '')).join(', ')})`);
   const id = await o.backend.create({
     name: `bb-${meta.slug}-gate`,
@@ -122,14 +137,53 @@ export async function createGate(
     readOnlyRootfs: true,
     tmpfs: { '/tmp': 'rw,size=64m' },
     env,
-    mounts: hostMounts(g.mounts, hostSources(p, o.runtime, meta, o.env)),
+    mounts: o.pooled ? propagateSlot(mounts, o.pooled.slot) : mounts,
     resources: g.limits,
   });
   return { id, sockets: g.sockets.map((s) => join(p.sock, s)), secrets };
 }
 
+/**
+ * The variables a gate of `plan` runs with: its plan's, with where its forge
+ * kind's module and the mirror's objects are inside.
+ */
+export function gateEnv(
+  meta: BottleMeta,
+  plan: BottlePlan,
+  o: Pick<GateOptions, 'backend' | 'env' | 'runtime'>,
+): Record<string, string> {
+  const g = plan.gate;
+  if (!g) return {};
+  const forge = g.serves.forge ? meta.forge : null;
+  const p = bottlePaths(meta.slug, o.env);
+  const runtimeInside = insideFor(o.backend, p, o.runtime, meta.slug, o.env).runtime;
+  const mirror = mirrorObjectsFor(o.backend, meta);
+  return {
+    ...g.env,
+    ...(forge ? kindModule(o.runtime, runtimeInside, forge.kind) : {}),
+    ...(forge && mirror ? { BB_GIT_ALTERNATE: mirror } : {}),
+  };
+}
+
+/** A pooled bottle's mounts, its mirror slot's propagating what the host mounts there later. */
+export function propagateSlot(
+  mounts: BottleSpec['mounts'],
+  slot: string,
+): NonNullable<BottleSpec['mounts']> {
+  return (mounts ?? []).map((m) =>
+    m.source === slot ? { ...m, propagation: 'rslave' as const } : m,
+  );
+}
+
+/** A plan's secrets but the forge token (a pooled gate is given it when it is bound). */
+function withoutToken(plan: BottlePlan): BottlePlan['secrets'] {
+  return Object.fromEntries(
+    Object.entries(plan.secrets).filter(([, r]) => r.from !== 'forge-token'),
+  );
+}
+
 /** The proxies' configuration of a plan, into its host folder (read only to the gate). */
-function writeProxyFiles(plan: BottlePlan, dir: string): void {
+export function writeProxyFiles(plan: BottlePlan, dir: string): void {
   for (const [name, content] of Object.entries(plan.proxyFiles ?? {}))
     writeFileSync(join(dir, name), content);
 }
@@ -139,7 +193,7 @@ function writeProxyFiles(plan: BottlePlan, dir: string): void {
  * of the bottle (a tmpfs, read by the gate once): the folder, or undefined
  * when the plan names none.
  */
-function writePlanSecrets(
+export function writePlanSecrets(
   plan: BottlePlan,
   slug: string,
   role: 'gate' | 'proxy',

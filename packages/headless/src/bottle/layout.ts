@@ -119,6 +119,12 @@ export interface BottleMeta {
     /** The issue and PRs its gate may write to, as it said before it was paused. */
     scope?: number[];
   } | null;
+  /**
+   * A bottle of the warm pool (`pool.ts`), not yet bound to an issue: its
+   * containers up (the gate waiting for its bind file, the waiter for turn 1),
+   * nothing of any issue in it. `key`: what they were made for, as a digest.
+   */
+  pooled?: { since: string; key: string; gate: string; agent: string };
   createdAt: string;
 }
 

@@ -66,6 +66,22 @@ export function writeSecret(
   return dir;
 }
 
+/** Make `role`'s secrets folder of bottle `slug`, empty, as `writeSecret` makes it. Returns it. */
+export function makeSecretsDir(
+  slug: string,
+  role: 'gate' | 'proxy',
+  env: Record<string, string | undefined>,
+  owner?: Owner,
+): string {
+  const root = secretsRoot(env);
+  mkdirSync(root, { recursive: true, mode: 0o711 });
+  trustedDir(root, 'remove it, or set BB_RUN_DIR');
+  const dir = secretsDir(slug, role, env);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (owner) chownSync(dir, owner.uid, owner.gid);
+  return dir;
+}
+
 /**
  * Throw UNSAFE_PATH unless `dir` is a real directory (no symlink) of this user's, or of
  * `owner` (the gate's user, to whom a role's folder is given), that no one else may

@@ -58,7 +58,7 @@ export interface LaunchParts {
  * A turn as this host runs it, the same whether its container is new or warm:
  * the bottle's plan, and the shell lines run before the agent's command.
  */
-interface TurnPlan {
+export interface TurnPlan {
   /** The bottle's plan for the turn: its agent's command, variables, home files, workdir. */
   bottle: BottlePlan;
   proxies: boolean;
@@ -80,7 +80,7 @@ export interface TurnStart {
   env: Record<string, string | undefined>;
 }
 
-function planTurn(
+export function planTurn(
   input: TurnStart,
   /** `underWaiter`: a warm bottle's waiter runs it (and serves its bridge). */
   how: { launch: boolean; underWaiter: boolean; waiter?: boolean },
@@ -132,7 +132,7 @@ function planTurn(
  * key), the supervise policy, the images, forge and token. Asked only of warm
  * bottles.
  */
-function turnKey(
+export function turnKey(
   meta: BottleMeta,
   bottles: BottleManifest[],
   plan: TurnPlan,

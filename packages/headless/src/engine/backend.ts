@@ -45,7 +45,11 @@ export interface BottleSpec {
   workdir?: string;
   /** Always include `bb.slug` and `bb.role`; the backend adds `bb.version`. */
   labels: Record<string, string>;
-  mounts?: Array<{ source: string; target: string; readOnly?: boolean }>;
+  /**
+   * `propagation: 'rslave'`: what the host mounts below `source` later (it must be a
+   * shared mount) appears inside too; a pooled bottle's mirror comes that way.
+   */
+  mounts?: Array<{ source: string; target: string; readOnly?: boolean; propagation?: 'rslave' }>;
   /** Writable scratch filesystems, e.g. `{ '/tmp': 'size=64m' }`. */
   tmpfs?: Record<string, string>;
   /** `none`: no network at all (agents). `host`: the host's network (sidecars that reach the forge). */

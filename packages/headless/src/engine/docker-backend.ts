@@ -241,9 +241,10 @@ export class DockerBackend implements Backend {
         HostConfig: {
           NetworkMode:
             spec.netns && spec.network === 'none' ? `container:${spec.netns}` : spec.network,
-          Binds: (spec.mounts ?? []).map(
-            (m) => `${m.source}:${m.target}${m.readOnly ? ':ro' : ''}`,
-          ),
+          Binds: (spec.mounts ?? []).map((m) => {
+            const opts = [m.readOnly ? 'ro' : '', m.propagation ?? ''].filter(Boolean).join(',');
+            return `${m.source}:${m.target}${opts ? `:${opts}` : ''}`;
+          }),
           Tmpfs: spec.tmpfs ?? {},
           ...(spec.groups?.length ? { GroupAdd: spec.groups.map(String) } : {}),
           ReadonlyRootfs: spec.readOnlyRootfs ?? false,

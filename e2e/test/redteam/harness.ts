@@ -220,6 +220,10 @@ export class RedTeam {
       name?: string;
       /** Keep the bottle warm this long after the turn. @default 0 */
       warmMs?: number;
+      /** Run it in a bottle of the warm pool, made (with no issue) before its agent is written. */
+      pooled?: boolean;
+      /** The issue it works on. @default the bench's */
+      issue?: number;
     } = {},
   ): Promise<HostileRun> {
     const name = options.name ?? `rt${++this.#n}`;
@@ -232,7 +236,17 @@ export class RedTeam {
         script: { turns: turns.map((steps) => ({ steps })) },
       }),
     );
-    const slug = `rt-${name}-${++this.#n}-${process.pid}`;
+    const site = this.github
+      ? { FORGE_GITHUB_API: this.github.apiUrl, FORGE_GITHUB_URL: this.github.url }
+      : { FORGE_GITEA_API: this.gitea.apiUrl };
+    const slug = options.pooled
+      ? await headless.makePooled({
+          agent: name,
+          backend: this.backend,
+          env: { ...this.env, ...options.env },
+          forge: { kind: this.forgeKind, site },
+        })
+      : `rt-${name}-${++this.#n}-${process.pid}`;
     const startedAt = new Date().toISOString();
     const outcome = await launch({
       agent: name,
@@ -243,13 +257,11 @@ export class RedTeam {
       ...(options.warmMs ? { warmMs: options.warmMs } : {}),
       forge: {
         kind: this.forgeKind,
-        site: this.github
-          ? { FORGE_GITHUB_API: this.github.apiUrl, FORGE_GITHUB_URL: this.github.url }
-          : { FORGE_GITEA_API: this.gitea.apiUrl },
+        site,
         token: TOKEN,
         owner: 'acme',
         repo: 'widgets',
-        issue: this.issue,
+        issue: options.issue ?? this.issue,
         cloneUrl: this.cloneUrl('acme/widgets'),
       },
     });

@@ -90,12 +90,21 @@ export {
   type SupervisePolicyPlan,
 } from './bottle/plan';
 export { secretValue, supervises } from './bottle/plan-host';
+export { canPool, makePooled, type PoolBottleOptions, poolKey } from './bottle/pool';
+export {
+  type PoolRoom,
+  parsePoolSizes,
+  WarmPool,
+  type WarmPoolOptions,
+} from './bottle/pool-keeper';
 export {
   type BottleRunner,
   type GateTokens,
   gateToken,
   headlessRunner,
   MANAGED_LABEL,
+  type PoolSettings,
+  type RunnerPool,
   type SessionLimits,
 } from './bottle/runner';
 export { prepareRuntime } from './bottle/runtime';

@@ -4,10 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forge/testing';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { destroy, finishTurn, launch, startLaunch } from '../src/bottle/bottles';
 import { bottlePaths, readMeta } from '../src/bottle/layout';
 import { canPool, makePooled } from '../src/bottle/pool';
+import { parsePoolSizes, WarmPool } from '../src/bottle/pool-keeper';
 import { secretsDir } from '../src/bottle/secrets';
 import { DockerBackend } from '../src/engine/docker-backend';
 import { giteaWiring, scriptAgent, writeManifests } from '../src/test-home';
@@ -83,9 +84,10 @@ describe.skipIf(!docker.ok || !canPool(backend))('real Docker: the warm pool', (
       );
       expect(gateEnv).toContain('BB_GATE_BIND=');
       expect(gateEnv).not.toContain('FORGE_');
-      // No repository in its workspace, nothing in its mirror slot.
+      // An empty repository in its workspace (no commit, no file), nothing in its mirror slot.
       const p = bottlePaths(slug, env());
-      expect(readdirSync(p.workspace)).toEqual([]);
+      expect(readdirSync(p.workspace)).toEqual(['.git']);
+      expect(readdirSync(join(p.workspace, '.git', 'refs', 'heads'))).toEqual([]);
       expect(readdirSync(join(p.dir, 'pool-mirror', 'objects'))).toEqual([]);
 
       const issue = server.createIssue('alice', 'acme/widgets', { title: 'Look around' });
@@ -197,4 +199,57 @@ describe.skipIf(!docker.ok || !canPool(backend))('real Docker: the warm pool', (
       await destroy(slug, opts());
     }
   }, 120_000);
+
+  it('keeps the pool filled while there is room, hands each bottle out once, and removes what it holds at close', async () => {
+    const made: string[] = [];
+    const log: Array<Record<string, unknown>> = [];
+    let room = true;
+    const pool = new WarmPool({
+      ...opts(),
+      sizes: parsePoolSizes('implementer:1'),
+      forge: site(),
+      log: (e) => log.push(e),
+      retryMs: 50,
+    });
+    try {
+      pool.fill({ room: () => room, made: (slug) => made.push(slug) });
+      await vi.waitFor(() => expect(pool.held()).toHaveLength(1), { timeout: 60_000 });
+      const first = pool.take('implementer')!;
+      expect(first).toBe(made[0]);
+      expect(pool.owns(first)).toBe(false);
+      // No room: nothing is made, and nothing is there to take.
+      room = false;
+      expect(pool.take('implementer')).toBeUndefined();
+      await new Promise((r) => setTimeout(r, 500));
+      expect(pool.held()).toEqual([]);
+      // Room again: a new bottle, never the one handed out.
+      room = true;
+      await vi.waitFor(() => expect(pool.held()).toHaveLength(1), { timeout: 60_000 });
+      const second = pool.take('implementer')!;
+      expect(second).not.toBe(first);
+      expect(pool.take('reviewer')).toBeUndefined();
+      await vi.waitFor(() => expect(pool.held()).toHaveLength(1), { timeout: 60_000 });
+      const third = pool.held()[0]!.slug;
+      await pool.close();
+      expect(readMeta(third, env())).toBeUndefined();
+      expect(await backend.list({ 'bb.slug': third })).toEqual([]);
+      for (const s of [first, second]) await destroy(s, opts());
+    } finally {
+      await pool.close();
+    }
+  }, 180_000);
+
+  it('says what is wrong with a BB_POOL value', () => {
+    expect([...parsePoolSizes('implementer:4, reviewer:1')]).toEqual([
+      ['implementer', 4],
+      ['reviewer', 1],
+    ]);
+    expect(parsePoolSizes('off').size).toBe(0);
+    expect(() => parsePoolSizes('implementer')).toThrow(
+      'BB_POOL "implementer": "implementer" must be <agent>:<n>, each agent once, n from 1 to 32',
+    );
+    expect(() => parsePoolSizes('a:1,a:2')).toThrow('each agent once');
+    expect(() => parsePoolSizes('a:0')).toThrow('n from 1 to 32');
+    expect(() => parsePoolSizes('a:33')).toThrow('n from 1 to 32');
+  });
 });

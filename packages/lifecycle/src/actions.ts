@@ -87,7 +87,9 @@ async function launchBottle(
   const { owner, repo, issue } = s;
   const { runner } = core.o;
   s.agent = agent;
-  s.slug = `${agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
+  // A bottle of the warm pool when one is ready (made ahead, bound to this issue now).
+  s.slug =
+    runner.pool?.take(agent, s.bottles) ?? `${agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
   core.capacity.tryRun(s.slug, runner.memoryOf(agent, s.bottles));
   const forge = core.forgeFor(owner, repo);
   const mark = core.fleet.launchMark(s.slug);

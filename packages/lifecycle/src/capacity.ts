@@ -21,6 +21,8 @@ export class Capacity {
   readonly #running = new Map<string, number>();
   /** Warm bottles and the memory each holds, the longest warm first. */
   readonly #warm = new Map<string, number>();
+  /** Bottles of the warm pool (made ahead of their issues) and the memory each holds. */
+  readonly #pooled = new Map<string, number>();
   /** Issues waiting for room, in the order they asked. */
   readonly #waiting = new Map<string, { since: string; bytes: number }>();
 
@@ -29,9 +31,10 @@ export class Capacity {
     this.memoryBudget = options.memoryBudget ?? Number.POSITIVE_INFINITY;
   }
 
-  /** Memory taken by running bottles and held by warm ones. */
+  /** Memory taken by running bottles and held by warm and pooled ones. */
   get used(): number {
     let n = this.warmBytes;
+    for (const b of this.#pooled.values()) n += b;
     for (const b of this.#running.values()) n += b;
     return n;
   }
@@ -48,7 +51,7 @@ export class Capacity {
    * runs); for `slug`, a warm bottle, what it holds already is not counted twice.
    */
   fits(bytes: number, slug?: string): boolean {
-    const held = slug ? (this.#warm.get(slug) ?? 0) : 0;
+    const held = slug ? (this.#warm.get(slug) ?? this.#pooled.get(slug) ?? 0) : 0;
     return this.#running.size === 0 || this.used - held + bytes <= this.memoryBudget;
   }
 
@@ -64,14 +67,35 @@ export class Capacity {
     return this.#warm.delete(slug);
   }
 
+  /** Count a bottle of the warm pool with the memory it holds. */
+  holdPooled(slug: string, bytes: number): void {
+    this.#pooled.set(slug, bytes);
+  }
+
+  /** Stop counting a pooled bottle (it went unused); whether it was counted. */
+  releasePooled(slug: string): boolean {
+    return this.#pooled.delete(slug);
+  }
+
+  /** The pooled bottles, for the dashboard. */
+  pooled(): Array<{ slug: string; bytes: number }> {
+    return [...this.#pooled].map(([slug, bytes]) => ({ slug, bytes }));
+  }
+
+  /** Whether start-up work is under way (the pool refills only when none is). */
+  get startingNow(): number {
+    return this.#starting;
+  }
+
   /**
-   * Warm bottles to cool, the longest warm first, so that `bytes` more fit in
-   * the budget (all of them would not be enough: as many as there are).
+   * Warm bottles to cool, the longest warm first, then pooled ones to remove,
+   * so that `bytes` more fit in the budget (all of them would not be enough: as
+   * many as there are).
    */
   toCool(bytes: number, except?: string): string[] {
     const out: string[] = [];
     let over = this.used + bytes - this.memoryBudget;
-    for (const [slug, held] of this.#warm) {
+    for (const [slug, held] of [...this.#warm, ...this.#pooled]) {
       if (over <= 0) break;
       if (slug === except) continue;
       out.push(slug);
@@ -91,10 +115,11 @@ export class Capacity {
    */
   tryRun(slug: string, bytes: number): boolean {
     if (this.#running.has(slug)) return true;
-    // A warm bottle resumed: what it held is counted as running from now on.
-    const held = this.#warm.get(slug) ?? 0;
+    // A warm bottle resumed, a pooled one launched: what it held is counted as running from now on.
+    const held = this.#warm.get(slug) ?? this.#pooled.get(slug) ?? 0;
     if (this.#running.size > 0 && this.used - held + bytes > this.memoryBudget) return false;
     this.#warm.delete(slug);
+    this.#pooled.delete(slug);
     this.#running.set(slug, bytes);
     return true;
   }

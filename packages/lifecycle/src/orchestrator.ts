@@ -1,5 +1,6 @@
 import { errorMessage } from '@bb/errors';
 import type { Forge, ForgeEvent } from '@bb/forge';
+import type { PoolRoom } from '@bb/headless';
 import { sessionRows } from './bottle-row';
 import { SpendLedger } from './budget';
 import { Capacity } from './capacity';
@@ -340,10 +341,35 @@ export class Orchestrator {
     }
   }
 
-  /** Room came free: whoever waited for it tries again. */
+  /** Room came free: whoever waited for it tries again; the warm pool may refill. */
   #freed(): void {
     if (this.capacity.waiting().length > 0)
       this.#push('_capacity', { type: 'retry_waiting', occurredAt: '' });
+    else if (this.#poolRoom) this.#o.runner.pool?.fill(this.#poolRoom);
+  }
+
+  #poolRoom: PoolRoom | undefined;
+
+  /**
+   * Keep the runner's warm pool filled (after `reconcile`, which removes what an
+   * earlier process left of its pool): a pooled bottle is made only while the
+   * memory budget has room for it, nobody waits for room and no launch is being
+   * started; its memory counts in the budget until a launch takes it, and it is
+   * removed when work needs the room.
+   */
+  startPool(): void {
+    const pool = this.#o.runner.pool;
+    if (!pool || this.#closed) return;
+    const c = this.capacity;
+    this.#poolRoom = {
+      room: (bytes) =>
+        c.waiting().length === 0 && c.startingNow === 0 && c.used + bytes <= c.memoryBudget,
+      made: (slug, bytes) => c.holdPooled(slug, bytes),
+      gone: (slug) => {
+        c.releasePooled(slug);
+      },
+    };
+    pool.fill(this.#poolRoom);
   }
 
   // ---- dispatching ----

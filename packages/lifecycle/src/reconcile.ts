@@ -54,6 +54,8 @@ export async function reconcile(
       for (const slug of new Set(
         ours.map((c) => c.labels[LABEL.slug]).filter((s): s is string => !!s),
       )) {
+        // This process's warm pool: made ahead of any issue, so no row is theirs yet.
+        if (o.runner.pool?.owns(slug)) continue;
         if (slugs.has(slug)) {
           // A bottle in a shared store that runs elsewhere now (taken over while this
           // machine was down): what is left of it here goes, its files stay.

@@ -56,8 +56,21 @@ export class WarmBottles {
     return this.#cooling.get(slug);
   }
 
-  /** Cool a warm bottle (its containers go); nothing when it is not warm any more. */
+  /**
+   * Cool a warm bottle (its containers go); nothing when it is not warm any more.
+   * A bottle of the warm pool (never used) is removed.
+   */
   async cool(slug: string, why: string): Promise<void> {
+    if (this.#o.capacity.releasePooled(slug)) {
+      await this.#o.runner.pool
+        ?.drop(slug)
+        .catch((err) =>
+          this.#o.log({ msg: 'could not remove a pooled bottle', slug, error: errorMessage(err) }),
+        );
+      // Its room is for whoever needed it: nobody else is told it came free.
+      this.#o.log({ msg: 'pooled bottle removed', slug, why });
+      return;
+    }
     const held = this.#o.capacity.warm().find((w) => w.slug === slug)?.bytes ?? 0;
     if (!this.forget(slug)) return;
     const cooling = (async () => {

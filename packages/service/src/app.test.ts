@@ -185,6 +185,12 @@ describe('orchestrator configuration', () => {
     expect(() => loadConfig({ ...base, BB_WARM_WINDOW: 'a while' })).toThrow(
       'BB_WARM_WINDOW must be a duration such as 30m, 90s or 1500ms (got "a while"); 0 or off turns it off, 24h at most',
     );
+    // The warm pool: agents and counts, none by default.
+    expect(loadConfig(base).BB_POOL.size).toBe(0);
+    expect([...loadConfig({ ...base, BB_POOL: 'claude:2' }).BB_POOL]).toEqual([['claude', 2]]);
+    expect(() => loadConfig({ ...base, BB_POOL: 'claude=2' })).toThrow(
+      'BB_POOL "claude=2": "claude=2" must be <agent>:<n>',
+    );
     expect(loadConfig({ ...base, FORGE_WATCHDOG_TIMEOUT: '1800s' }).FORGE_WATCHDOG_TIMEOUT).toBe(
       1_800_000,
     );
@@ -312,6 +318,7 @@ describe('orchestrator routes', () => {
     const capacity = new Capacity({ maxStarting: 2, memoryBudget: 4 * 1024 ** 3 });
     capacity.tryRun('busy-1', 3 * 1024 ** 3);
     capacity.wait('acme/widgets#9', 2 * 1024 ** 3);
+    capacity.holdPooled('claude-pool1', 30 * 1024 ** 2);
     const app = createApp({
       webhook: { path: '/webhooks/gitea', handle: async () => new Response(null, { status: 202 }) },
       store,
@@ -325,10 +332,11 @@ describe('orchestrator routes', () => {
     );
     const cap = await (await app(new Request('http://localhost:8080/api/capacity'))).json();
     expect(cap).toMatchObject({
-      usedBytes: 3 * 1024 ** 3,
+      usedBytes: 3 * 1024 ** 3 + 30 * 1024 ** 2,
       memoryBudgetBytes: 4 * 1024 ** 3,
       maxStarting: 2,
       waiting: [{ issue: 'acme/widgets#9', bytes: 2 * 1024 ** 3 }],
+      pooled: [{ slug: 'claude-pool1', bytes: 30 * 1024 ** 2 }],
     });
     expect(store.all()).toEqual([]);
     const page1 = (await (

@@ -118,6 +118,7 @@ export function createApp(parts: {
         waiting: c?.waiting() ?? [],
         warmBytes: c?.warmBytes ?? 0,
         warm: c?.warm?.() ?? [],
+        pooled: c?.pooled?.() ?? [],
       });
     }
     const p = await parts.provenance?.(req);

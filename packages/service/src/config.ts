@@ -1,5 +1,6 @@
 import { BbError, errorMessage } from '@bb/errors';
 import { type ForgeKind, type ForgeKindRegistry, type ForgeSite, forgeKinds } from '@bb/forge';
+import { parsePoolSizes } from '@bb/headless';
 import { tokenAmount } from '@bb/lifecycle';
 import { z } from 'zod';
 import { backendKinds } from './backends';
@@ -349,6 +350,22 @@ export const ConfigSchema = z.object({
   BB_CONCURRENCY: count('BB_CONCURRENCY', '64', 999),
   /** Bottles being started at once (clone, create, start: the disk- and CPU-heavy part). */
   BB_STARTUP_CONCURRENCY: count('BB_STARTUP_CONCURRENCY', '2', 64),
+  /**
+   * The warm pool: bottles kept ready ahead of their issues for the agents named
+   * (`implementer:4,reviewer:1`), so a launch binds one instead of making it.
+   * Refilled in the background while the memory budget has room. Docker only.
+   */
+  BB_POOL: z
+    .string()
+    .default('')
+    .transform((v, ctx) => {
+      try {
+        return parsePoolSizes(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: errorMessage(err) });
+        return z.NEVER;
+      }
+    }),
   /**
    * Memory all running bottles may take together (each counts its limit);
    * work that does not fit waits, in order. @default the host's memory

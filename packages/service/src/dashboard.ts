@@ -25,6 +25,8 @@ export interface CapacityView {
   waiting(): Array<{ issue: string; since: string; bytes: number }>;
   /** Bottles kept warm between turns and the memory each holds. */
   warm?(): Array<{ slug: string; bytes: number }>;
+  /** Bottles of the warm pool (`BB_POOL`), not yet given an issue, and the memory each holds. */
+  pooled?(): Array<{ slug: string; bytes: number }>;
 }
 
 /** Something a person should know about an issue: why it could not launch. */

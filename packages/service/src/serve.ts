@@ -151,6 +151,10 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     credentials: site.credentials,
     warmMs: config.BB_WARM_WINDOW,
     backend,
+    ...(config.BB_POOL.size > 0
+      ? { pool: { sizes: config.BB_POOL, forge: { kind: kind.name, site: site.env() } } }
+      : {}),
+    log: (e) => log.info(e),
   });
   if (!runner.isolates) log.warn(LOCAL_BACKEND_WARNING);
   // What stuck agents ask for: kept in this database, decided with `bb supervise`.
@@ -286,6 +290,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const stopCheckIns = keepCheckingIn(fleetConfig);
   const report = await reconcile(orchestrator, { store, runner, log: (e) => log.info(e) });
   log.info({ msg: 'reconciled with the backend', ...report });
+  // What an earlier process left of its pool went with the reconcile: this one's is made now.
+  orchestrator.startPool();
 
   const appListener = toNodeListener(app);
   const server: Server = createServer((req, res) => {
@@ -375,6 +381,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
         clearInterval(pruneTimer);
         await orchestrator.coolAll();
         orchestrator.close();
+        // Nothing stays pooled with nobody to hand it out.
+        await runner.pool?.close();
         runner.close?.();
         // The others take this one's issues over now rather than when its leases run out.
         await orchestrator.releaseLeases().catch(() => {});

@@ -2,7 +2,7 @@ import { BbError } from '@bb/errors';
 import type { Backend } from '../engine/backend';
 import { DockerBackend } from '../engine/docker-backend';
 import { LocalBackend } from '../engine/local-backend';
-import { type BottleRunner, type GateTokens, headlessRunner } from './runner';
+import { type BottleRunner, type GateTokens, headlessRunner, type PoolSettings } from './runner';
 
 /** How a named backend is made: from the environment, with a way to warn the operator. */
 export type BackendFactory = (options: {
@@ -16,6 +16,10 @@ export interface RunnerOptions extends GateTokens {
   warn?: (message: string) => void;
   /** How long a bottle may stay warm after its turn (0: never; a platform may keep none). */
   warmMs: number;
+  /** A warm pool to keep (`BB_POOL`): container backends keep one, a platform refuses it. */
+  pool?: PoolSettings | undefined;
+  /** Log lines of what the runner does in the background (its pool). */
+  log?: ((entry: Record<string, unknown>) => void) | undefined;
 }
 
 /**
@@ -114,7 +118,14 @@ export class BackendRegistry {
     let backend = made;
     if (!backend) {
       const entry = this.#made.get(this.check(name))!;
-      if ('groups' in entry) return entry.groups(rest);
+      if ('groups' in entry) {
+        if (rest.pool?.sizes.size)
+          throw new BbError(
+            'INVALID_INPUT',
+            `BB_POOL keeps bottles ready on an engine of containers (docker); BB_BACKEND=${name} keeps none: unset BB_POOL`,
+          );
+        return entry.groups(rest);
+      }
       backend = entry.containers(rest);
     }
     return Object.assign(
@@ -125,6 +136,8 @@ export class BackendRegistry {
         credentials: rest.credentials,
         warmMs: rest.warmMs,
         warn: rest.warn,
+        pool: rest.pool,
+        log: rest.log,
       }),
       { isolates: backend.isolates },
     );

@@ -400,7 +400,8 @@ export function bridgeMappings(socketDir: string): string[] {
 export function proxySocketsScript(socketDir: string): string {
   const egress = `${socketDir}/egress.sock`;
   const cred = `${socketDir}/cred.sock`;
-  return `i=0; while { [ ! -S ${egress} ] || [ ! -S ${cred} ]; } && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done`;
+  // Looked at every 10 ms: the gate comes up beside the agent, and each look is cheap.
+  return `i=0; while { [ ! -S ${egress} ] || [ ! -S ${cred} ]; } && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done`;
 }
 
 /**

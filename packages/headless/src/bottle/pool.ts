@@ -62,7 +62,7 @@ import { replaceSecret, writeSecret } from './secrets';
 import { writeCurrentConfig } from './supervise-gate';
 import { planTurn, turnKey } from './turns';
 import { canKeepWarm, TURN_END_DIR, turnNonce, writeTurnCommand } from './warm';
-import { prepareWorkspace } from './workspace';
+import { initWorkspace, prepareWorkspace } from './workspace';
 
 export interface PoolBottleOptions extends BottleOptions {
   agent: string;
@@ -90,6 +90,8 @@ export const canPool = (backend: BottleOptions['backend']): boolean =>
 export function poolKey(
   meta: Pick<BottleMeta, 'bottles' | 'diskBytes' | 'labels'>,
   plan: BottlePlan,
+  /** The commit identity its workspace was made with. */
+  identity: { name: string; email: string },
   options: BottleOptions,
   env: Record<string, string | undefined>,
 ): string {
@@ -121,6 +123,7 @@ export function poolKey(
         secrets: Object.keys(plan.secrets).sort(),
         proxyFiles: plan.proxyFiles ?? null,
         supervised: supervises(env),
+        identity,
       }),
     )
     .digest('hex');
@@ -203,6 +206,8 @@ export async function makePooled(o: PoolBottleOptions): Promise<string> {
       else mkdirSync(p.disk, { recursive: true, mode: 0o755 });
       for (const d of [p.workspace, join(p.home, '.bb')])
         mkdirSync(d, { recursive: true, mode: 0o755 });
+      // The empty repository with the agent's identity: its branch is named when it is bound.
+      await initWorkspace({ workspace: p.workspace, identity: agent.git, timeoutMs: 60_000 });
     })();
     disk.catch(() => {});
     await makeSlot(p.dir);
@@ -268,7 +273,12 @@ export async function makePooled(o: PoolBottleOptions): Promise<string> {
     const g = await created;
     if (!g) throw new BbError('INTERNAL', `a pooled bottle of ${o.agent} planned no gate`);
     await Promise.all([backend.start(g.id), backend.start(agentId)]);
-    meta.pooled = { since, key: poolKey(meta, plan, o, env), gate: g.id, agent: agentId };
+    meta.pooled = {
+      since,
+      key: poolKey(meta, plan, agent.git, o, env),
+      gate: g.id,
+      agent: agentId,
+    };
     writeMeta(meta, env);
     return slug;
   } catch (err) {
@@ -343,7 +353,7 @@ export async function bindPooled(
     env,
   };
   const turn = planTurn(input, { launch: false, underWaiter: true, waiter: true });
-  const why = await unusable(meta, options, poolKey(meta, turn.bottle, options, env));
+  const why = await unusable(meta, options, poolKey(meta, turn.bottle, agent.git, options, env));
   if (why) {
     progress(`pooled bottle ${slug} cannot serve this launch (${why}): launching afresh`);
     await destroy(slug, options);
@@ -361,9 +371,8 @@ export async function bindPooled(
     if (holdUntil !== undefined) writeHold(p, meta, holdUntil);
     writeCurrentConfig(slug, turn.bottle.config, env);
     if (meta.forge) writeTurnFile(p, turn.bottle.turn);
-    // The mirror appears in both running containers; then the gate gets its token and,
-    // last, its configuration: the word that starts its surfaces.
-    await fillSlot(p.dir, meta.mirror);
+    // The gate first (its surfaces take longest to come up): its token, then its
+    // configuration, the word that starts them. It reads nothing of the mirror yet.
     const { agent: agentOwner, gate: gateOwner } = owners(backend);
     const secrets = writeSecret(slug, 'gate', 'token', forge.token, env, gateOwner);
     const gate = gateOptions(options, env);
@@ -378,7 +387,11 @@ export async function bindPooled(
       slug,
     );
     gateUp.catch(() => {});
-    await prepareWorkspace({
+    // Meanwhile the mirror is mounted into both running containers and the workspace
+    // checked out from it on the host.
+    const slotted = fillSlot(p.dir, meta.mirror);
+    slotted.catch(() => {});
+    const checkedOut = prepareWorkspace({
       workspace: p.workspace,
       forge,
       branch: meta.branch,
@@ -388,7 +401,12 @@ export async function bindPooled(
       mirrorInBottle: IN_BOTTLE.mirror,
       onProgress: progress,
       synced,
+      initialized: true,
     });
+    checkedOut.catch(() => {});
+    const [slot, checkout] = await Promise.allSettled([slotted, checkedOut]);
+    if (slot.status === 'rejected') throw slot.reason;
+    if (checkout.status === 'rejected') throw checkout.reason;
     meta.baseCommit = readHeadAsData(p.workspace) ?? null;
     // Ownership is set once, before the agent ever runs; never again through what it made.
     if (agentOwner) await chownTreeNoFollow(agentOwner, p.workspace, p.home);

@@ -13,6 +13,7 @@ import {
   loadBottleManifest,
   memoryBytes,
 } from './manifests';
+import { type PoolRoom, WarmPool } from './pool-keeper';
 import { type BottleStorage, hostBottleStorage } from './storage';
 import { takeResumeRequest } from './supervise-remedy';
 import { noteExpiringToken, startTokenKeeper } from './token-keeper';
@@ -112,8 +113,30 @@ export interface BottleRunner {
    * service's own, over its backend
    */
   readonly remediator?: Remediator | undefined;
+  /** The warm pool (`BB_POOL`), where this runner keeps one: bottles made ahead of their issues. */
+  readonly pool?: RunnerPool | undefined;
   /** Stop what it runs in the background (renewing tokens). */
   close?(): void;
+}
+
+/** A runner's warm pool, as the orchestrator uses it (`WarmPool`). */
+export interface RunnerPool {
+  /** A pooled bottle of `agent`, taken for a launch: launch under its slug. Undefined: none ready. */
+  take(agent: string, bottles?: string[] | undefined): string | undefined;
+  /** Keep it filled, asking for room before each bottle (see `PoolRoom`). */
+  fill(room: PoolRoom): void;
+  owns(slug: string): boolean;
+  held(): Array<{ slug: string; agent: string; bytes: number }>;
+  /** Remove one held bottle (its memory is needed). Whether it was held. */
+  drop(slug: string): Promise<boolean>;
+  /** Stop refilling and remove what it holds. */
+  close(): Promise<void>;
+}
+
+/** A warm pool's settings: how many of each agent, and the forge their issues are on. */
+export interface PoolSettings {
+  sizes: Map<string, number>;
+  forge: { kind: string; site: Record<string, string> };
 }
 
 /** What each bottle's gate is given to reach the forge: the bot's token, or one made for it. */
@@ -157,6 +180,10 @@ export function headlessRunner(
     warmMs?: number;
     /** Said to the operator: a token that could not be renewed. */
     warn?: ((message: string) => void) | undefined;
+    /** Keep a warm pool (`BB_POOL`) of bottles for this forge's issues. */
+    pool?: PoolSettings | undefined;
+    /** The pool's log lines. */
+    log?: ((entry: Record<string, unknown>) => void) | undefined;
   },
 ): BottleRunner {
   const minted = !o.token && !!o.credentials;
@@ -181,9 +208,20 @@ export function headlessRunner(
   const noted = (slug: string, expiresAt: Date | undefined) => {
     if (expiresAt) noteExpiringToken(slug, expiresAt, o.env);
   };
+  const pool =
+    o.pool && o.pool.sizes.size > 0
+      ? new WarmPool({
+          ...opts,
+          sizes: o.pool.sizes,
+          forge: o.pool.forge,
+          labels: { ...MANAGED_LABEL },
+          log: o.log,
+        })
+      : undefined;
   return {
     storage: hostBottleStorage(o.env),
     backendName: o.backend.name,
+    ...(pool ? { pool } : {}),
     async startLaunch(l) {
       const t = await gateToken(o, l.forge, l.forge.token);
       await startLaunch({

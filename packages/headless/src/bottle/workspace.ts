@@ -25,6 +25,27 @@ export interface WorkspaceOptions {
   onProgress?: ((message: string) => void) | undefined;
   /** The mirror's fetch, when the caller started it already (`syncMirror`). */
   synced?: Promise<{ dir: string; head: string | undefined }> | undefined;
+  /**
+   * The empty repository was made already, with this identity (`initWorkspace`, a
+   * pooled bottle's): only its branch is named now.
+   */
+  initialized?: boolean | undefined;
+}
+
+/**
+ * Make the empty repository a workspace starts from, with the agent's identity,
+ * on a placeholder branch (a pooled bottle's, made before its issue names the
+ * branch; `prepareWorkspace` with `initialized` names it).
+ */
+export async function initWorkspace(
+  o: Pick<WorkspaceOptions, 'workspace' | 'identity' | 'timeoutMs'>,
+  branch = 'bb/unbound',
+): Promise<void> {
+  const git = (args: string[]) =>
+    runGit(args, { env: wallGitEnv({ config: [] }), timeoutMs: o.timeoutMs });
+  await git(['init', '-q', '-b', branch, o.workspace]);
+  await git(['-C', o.workspace, 'config', 'user.name', o.identity.name]);
+  await git(['-C', o.workspace, 'config', 'user.email', o.identity.email]);
 }
 
 /**
@@ -40,11 +61,12 @@ export async function prepareWorkspace(o: WorkspaceOptions): Promise<{ mirror?: 
   const git = (args: string[]) =>
     runGit(args, { env: wallGitEnv({ config: [] }), timeoutMs: o.timeoutMs });
   const ws = o.workspace;
-  const made = (async () => {
-    await git(['init', '-q', '-b', o.branch, ws]);
-    await git(['-C', ws, 'config', 'user.name', o.identity.name]);
-    await git(['-C', ws, 'config', 'user.email', o.identity.email]);
-  })();
+  const made = o.initialized
+    ? // The host's own repository, never the agent's yet: its HEAD written as git would.
+      Promise.resolve().then(() =>
+        writeFileSync(join(ws, '.git', 'HEAD'), `ref: refs/heads/${o.branch}\n`),
+      )
+    : initWorkspace(o, o.branch);
   if (!o.forge) {
     await made;
     return {};

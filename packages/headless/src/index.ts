@@ -90,7 +90,13 @@ export {
   type SupervisePolicyPlan,
 } from './bottle/plan';
 export { secretValue, supervises } from './bottle/plan-host';
-export { canPool, makePooled, type PoolBottleOptions, poolKey } from './bottle/pool';
+export {
+  canPool,
+  heldByLivePool,
+  makePooled,
+  type PoolBottleOptions,
+  poolKey,
+} from './bottle/pool';
 export {
   type PoolRoom,
   parsePoolSizes,

@@ -6,7 +6,7 @@ import { acmeWorld, createGiteaTestServer, type GiteaTestServer } from '@bb/forg
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { destroy, finishTurn, launch, startLaunch } from '../src/bottle/bottles';
-import { bottlePaths, readMeta } from '../src/bottle/layout';
+import { bottlePaths, readMeta, writeMeta } from '../src/bottle/layout';
 import { canPool, makePooled } from '../src/bottle/pool';
 import { parsePoolSizes, WarmPool } from '../src/bottle/pool-keeper';
 import { secretsDir } from '../src/bottle/secrets';
@@ -68,13 +68,10 @@ describe.skipIf(!docker.ok || !canPool(backend))('real Docker: the warm pool', (
         ['agent', 'running'],
         ['gate', 'running'],
       ]);
-      // Its gate has no forge settings and no token: it waits for its bind file (the
-      // operator's own route keys, which are no issue's, are there already).
+      // Its gate has no forge settings and no secret at all: it waits for its bind file.
       const gate = before.find((c) => c.labels['bb.role'] === 'gate')!;
       expect(await backend.logs(gate.id)).not.toContain('gate serving');
-      const secrets = readdirSync(secretsDir(slug, 'gate', env()));
-      expect(secrets).not.toContain('token');
-      expect(secrets).not.toContain('bind.json');
+      expect(readdirSync(secretsDir(slug, 'gate', env()))).toEqual([]);
       const gateEnv = execFileSync(
         'docker',
         ['inspect', '--format', '{{json .Config.Env}}', gate.id],
@@ -239,12 +236,37 @@ describe.skipIf(!docker.ok || !canPool(backend))('real Docker: the warm pool', (
     }
   }, 180_000);
 
+  it('removes the pooled bottles a process before it left, and only those', async () => {
+    const [left, mine] = await Promise.all([pooled(), pooled()]);
+    // `left` was made by a process that is gone (a crash): nobody will ever bind it.
+    const meta = readMeta(left, env())!;
+    writeMeta(
+      {
+        ...meta,
+        pooled: { ...meta.pooled!, owner: { host: meta.pooled!.owner!.host, pid: 2 ** 22 + 1 } },
+      },
+      env(),
+    );
+    const pool = new WarmPool({ ...opts(), sizes: parsePoolSizes('implementer:1'), forge: site() });
+    try {
+      pool.fill({ room: () => false });
+      await vi.waitFor(() => expect(readMeta(left, env())).toBeUndefined(), { timeout: 30_000 });
+      expect(await backend.list({ 'bb.slug': left })).toEqual([]);
+      // Still its live process's (this one's): left alone.
+      expect(readMeta(mine, env())?.pooled).toBeDefined();
+    } finally {
+      await pool.close();
+      await destroy(mine, opts());
+    }
+  }, 120_000);
+
   it('says what is wrong with a BB_POOL value', () => {
     expect([...parsePoolSizes('implementer:4, reviewer:1')]).toEqual([
       ['implementer', 4],
       ['reviewer', 1],
     ]);
     expect(parsePoolSizes('off').size).toBe(0);
+    expect(parsePoolSizes(' OFF ').size).toBe(0);
     expect(() => parsePoolSizes('implementer')).toThrow(
       'BB_POOL "implementer": "implementer" must be <agent>:<n>, each agent once, n from 1 to 32',
     );

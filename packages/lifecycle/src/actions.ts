@@ -88,8 +88,8 @@ async function launchBottle(
   const { runner } = core.o;
   s.agent = agent;
   // A bottle of the warm pool when one is ready (made ahead, bound to this issue now).
-  s.slug =
-    runner.pool?.take(agent, s.bottles) ?? `${agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
+  const pooled = runner.pool?.take(agent, s.bottles);
+  s.slug = pooled ?? `${agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
   core.capacity.tryRun(s.slug, runner.memoryOf(agent, s.bottles));
   const forge = core.forgeFor(owner, repo);
   const mark = core.fleet.launchMark(s.slug);
@@ -132,6 +132,17 @@ async function launchBottle(
   } catch (err) {
     // Nothing ran: nothing to keep. The issue is launchable again; the event retries.
     core.capacity.release(s.slug);
+    // A pooled bottle taken and never bound goes: it is handed out once, to nobody else.
+    if (pooled)
+      await runner.pool
+        ?.discard(pooled)
+        .catch((e) =>
+          core.log({
+            msg: 'could not remove a pooled bottle',
+            slug: pooled,
+            error: errorMessage(e),
+          }),
+        );
     core.freed();
     s.set(INITIAL);
     // Its own row only, while the issue is still this process's.

@@ -64,12 +64,17 @@ export async function handleEvent(
   const next = transition(s.state, d.input, core.ctx);
   // Work that needs room to run waits for it, in order, without holding the issue.
   if (next.actions.some((a) => a.type === 'launch' || a.type === 'resume')) {
-    const bytes = core.o.runner.memoryOf(d.agent ?? s.agent, s.bottles);
+    const agent = d.agent ?? s.agent;
+    const bytes = core.o.runner.memoryOf(agent, s.bottles);
+    // A launch that will take a pooled bottle counts the room that bottle holds as its own.
+    const mine = next.actions.some((a) => a.type === 'launch')
+      ? core.o.runner.pool?.held().find((h) => h.agent === agent)?.slug
+      : s.slug;
     // Warm bottles give way to work that needs their room (no await when none has to:
     // from the check to taking the room nothing else may run).
-    const room = core.warm.makeRoom(bytes, s.slug);
+    const room = core.warm.makeRoom(bytes, mine);
     if (room) await room;
-    if (!core.capacity.fits(bytes, s.slug)) {
+    if (!core.capacity.fits(bytes, mine)) {
       core.capacity.wait(key, bytes);
       core.log({ msg: 'waiting for capacity', key, usedBytes: core.capacity.used });
       return 'deferred';

@@ -361,10 +361,25 @@ export class Orchestrator {
     const pool = this.#o.runner.pool;
     if (!pool || this.#closed) return;
     const c = this.capacity;
+    // The room a bottle being made will take, kept for it from the moment it is given.
+    const making = '\0pool-making';
     this.#poolRoom = {
-      room: (bytes) =>
-        c.waiting().length === 0 && c.startingNow === 0 && c.used + bytes <= c.memoryBudget,
-      made: (slug, bytes) => c.holdPooled(slug, bytes),
+      room: (bytes) => {
+        const free =
+          c.waiting().length === 0 &&
+          c.startingNow === 0 &&
+          !this.#warm.coolingNow &&
+          c.used + bytes <= c.memoryBudget;
+        if (free) c.holdPooled(making, bytes);
+        return free;
+      },
+      made: (slug, bytes) => {
+        c.releasePooled(making);
+        c.holdPooled(slug, bytes);
+      },
+      unmade: () => {
+        c.releasePooled(making);
+      },
       gone: (slug) => {
         c.releasePooled(slug);
       },

@@ -1,4 +1,4 @@
-import type { BottleRunner } from '@bb/headless';
+import { type BottleRunner, heldByLivePool } from '@bb/headless';
 import { LABEL } from '@bb/names';
 import type { ForgeStateStore } from '@bb/state';
 import type { Orchestrator } from './orchestrator';
@@ -54,8 +54,10 @@ export async function reconcile(
       for (const slug of new Set(
         ours.map((c) => c.labels[LABEL.slug]).filter((s): s is string => !!s),
       )) {
-        // This process's warm pool: made ahead of any issue, so no row is theirs yet.
-        if (o.runner.pool?.owns(slug)) continue;
+        // A warm pool's (this process's, or another's alive on this machine): made ahead
+        // of any issue, so no row is theirs yet. A dead process's pool is orphaned.
+        if (o.runner.pool?.owns(slug) || heldByLivePool(await o.runner.storage.meta(slug)))
+          continue;
         if (slugs.has(slug)) {
           // A bottle in a shared store that runs elsewhere now (taken over while this
           // machine was down): what is left of it here goes, its files stay.

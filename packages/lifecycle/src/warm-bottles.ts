@@ -51,6 +51,11 @@ export class WarmBottles {
     return this.#o.capacity.releaseWarm(slug);
   }
 
+  /** How many bottles are being cooled (or pooled ones removed) now. */
+  get coolingNow(): number {
+    return this.#cooling.size;
+  }
+
   /** The cooling of a bottle under way, if any. */
   cooling(slug: string): Promise<void> | undefined {
     return this.#cooling.get(slug);
@@ -62,13 +67,22 @@ export class WarmBottles {
    */
   async cool(slug: string, why: string): Promise<void> {
     if (this.#o.capacity.releasePooled(slug)) {
-      await this.#o.runner.pool
-        ?.drop(slug)
-        .catch((err) =>
-          this.#o.log({ msg: 'could not remove a pooled bottle', slug, error: errorMessage(err) }),
-        );
+      const dropping = (async () => {
+        try {
+          if (await this.#o.runner.pool?.drop(slug))
+            this.#o.log({ msg: 'pooled bottle removed', slug, why });
+        } catch (err) {
+          this.#o.log({ msg: 'could not remove a pooled bottle', slug, error: errorMessage(err) });
+        }
+      })();
+      // Counted as a cooling, so the pool makes none meanwhile in the room it frees.
+      this.#cooling.set(slug, dropping);
+      try {
+        await dropping;
+      } finally {
+        this.#cooling.delete(slug);
+      }
       // Its room is for whoever needed it: nobody else is told it came free.
-      this.#o.log({ msg: 'pooled bottle removed', slug, why });
       return;
     }
     const held = this.#o.capacity.warm().find((w) => w.slug === slug)?.bytes ?? 0;

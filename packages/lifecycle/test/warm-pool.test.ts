@@ -48,6 +48,9 @@ class FakePool implements RunnerPool {
     this.#room?.gone?.(slug);
     return true;
   }
+  async discard(slug: string): Promise<void> {
+    this.dropped.push(slug);
+  }
   async close(): Promise<void> {
     this.ready.length = 0;
   }
@@ -92,6 +95,21 @@ describe('the warm pool', () => {
     expect(t.slugOf(n)).toMatch(/^reviewer-/);
     expect(pool.dropped.length).toBeGreaterThanOrEqual(1);
     expect(t.orch.capacity.used).toBeLessThanOrEqual(2 * GiB);
+  });
+
+  it('a pooled bottle taken for a launch that fails is removed, never handed out again', async () => {
+    const t = setup();
+    const pool = new FakePool(1, 64 * MiB);
+    Object.assign(t.runner, { pool });
+    t.orch.startPool();
+    t.runner.failNext('launch');
+    const n = t.issue();
+    await t.orch.accept(t.ev.targeted(n));
+    await until('discarded', () => pool.dropped.includes('claude-p0'));
+    expect(t.orch.capacity.pooled().map((p) => p.slug)).not.toContain('claude-p0');
+    // The event is tried again, in another bottle.
+    await until('launched', () => t.runner.isRunning(t.slugOf(n)));
+    expect(t.slugOf(n)).not.toBe('claude-p0');
   });
 
   it("a reconcile leaves this process's pooled bottles alone", async () => {

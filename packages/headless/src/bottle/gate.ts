@@ -106,16 +106,10 @@ export async function createGate(
   const owner = isolated(o.backend) && process.getuid?.() === 0 ? GATE_USER : undefined;
   removeSecrets(meta.slug, o.env);
   writeProxyFiles(plan, p.proxy);
-  // A pooled gate gets its token when it is bound; its folder is there from the start.
+  // A pooled gate gets its secrets when it is bound (not one sits here before); its
+  // folder is there from the start.
   const secrets = o.pooled
-    ? (writePlanSecrets(
-        { ...plan, secrets: withoutToken(plan) },
-        meta.slug,
-        'gate',
-        undefined,
-        o.env,
-        owner,
-      ) ?? makeSecretsDir(meta.slug, 'gate', o.env, owner))
+    ? makeSecretsDir(meta.slug, 'gate', o.env, owner)
     : writePlanSecrets(plan, meta.slug, 'gate', token, o.env, owner);
   // A socket a killed gate left behind must not pass for this one's.
   for (const s of g.sockets) rmSync(join(p.sock, s), { force: true });
@@ -172,13 +166,6 @@ export function propagateSlot(
 ): NonNullable<BottleSpec['mounts']> {
   return (mounts ?? []).map((m) =>
     m.source === slot ? { ...m, propagation: 'rslave' as const } : m,
-  );
-}
-
-/** A plan's secrets but the forge token (a pooled gate is given it when it is bound). */
-function withoutToken(plan: BottlePlan): BottlePlan['secrets'] {
-  return Object.fromEntries(
-    Object.entries(plan.secrets).filter(([, r]) => r.from !== 'forge-token'),
   );
 }
 

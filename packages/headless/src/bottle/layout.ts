@@ -124,7 +124,14 @@ export interface BottleMeta {
    * containers up (the gate waiting for its bind file, the waiter for turn 1),
    * nothing of any issue in it. `key`: what they were made for, as a digest.
    */
-  pooled?: { since: string; key: string; gate: string; agent: string };
+  pooled?: {
+    since: string;
+    key: string;
+    gate: string;
+    agent: string;
+    /** The process whose pool made it (`heldByLivePool`). */
+    owner?: { host: string; pid: number };
+  };
   createdAt: string;
 }
 

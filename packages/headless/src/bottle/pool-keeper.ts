@@ -8,13 +8,14 @@
 import { BbError, errorMessage } from '@bb/errors';
 import { LABEL } from '@bb/names';
 import { destroy } from './bottle-parts';
+import { listBottles, readMeta } from './layout';
 import { loadAgentManifest } from './manifests';
-import { canPool, makePooled, type PoolBottleOptions } from './pool';
+import { canPool, heldByLivePool, makePooled, type PoolBottleOptions } from './pool';
 
 /** `BB_POOL`'s value: how many pooled bottles to keep of each agent. */
 export function parsePoolSizes(raw: string | undefined): Map<string, number> {
   const sizes = new Map<string, number>();
-  if (raw === undefined || raw.trim() === '' || raw === 'off') return sizes;
+  if (raw === undefined || raw.trim() === '' || raw.trim().toLowerCase() === 'off') return sizes;
   for (const part of raw.split(',')) {
     const m = /^\s*([a-z0-9][a-z0-9._-]{0,62}):(\d{1,2})\s*$/.exec(part);
     const n = m ? Number(m[2]) : Number.NaN;
@@ -30,10 +31,15 @@ export function parsePoolSizes(raw: string | undefined): Map<string, number> {
 
 /** What the pool asks of its caller before it makes another bottle, and tells it after. */
 export interface PoolRoom {
-  /** Whether a pooled bottle holding about `bytes` may be made now. */
+  /**
+   * Whether a pooled bottle holding about `bytes` may be made now; when it may,
+   * the caller keeps that room for it until `made` or `unmade`.
+   */
   room(bytes: number): boolean;
-  /** A bottle was made and is held (counted in the caller's budget until it is taken or dropped). */
+  /** The bottle made in the room kept (counted in the caller's budget until it is taken or dropped). */
   made?(slug: string, bytes: number): void;
+  /** The room kept came to nothing (the make failed, or the pool closed meanwhile). */
+  unmade?(): void;
   /** A held bottle is gone without being taken (dropped, or found broken). */
   gone?(slug: string): void;
 }
@@ -118,8 +124,35 @@ export class WarmPool {
    * again (when room may have come free), it looks at once.
    */
   fill(room: PoolRoom): void {
+    const first = !this.#room;
     this.#room = room;
+    if (first) this.#swept = this.#sweep();
     this.#later(0);
+  }
+
+  #swept: Promise<void> | undefined;
+
+  /**
+   * Remove the pooled bottles a process before this one left (its pool is gone, so
+   * nobody will bind them): those a crash left half-made, with no container for a
+   * reconcile to find, included.
+   */
+  async #sweep(): Promise<void> {
+    const env = this.#o.env ?? process.env;
+    for (const slug of listBottles(env)) {
+      const meta = readMeta(slug, env);
+      if (!meta?.pooled || heldByLivePool(meta)) continue;
+      await destroy(slug, this.#o).catch(() => {});
+      this.#o.log?.({ msg: 'pooled bottle an earlier process left removed', slug });
+    }
+  }
+
+  /**
+   * A bottle taken for a launch that failed before it was bound: removed (it was
+   * never the issue's, and is never handed out again). Nothing for one bound since.
+   */
+  async discard(slug: string): Promise<void> {
+    if (readMeta(slug, this.#o.env ?? process.env)?.pooled) await destroy(slug, this.#o);
   }
 
   #later(ms: number): void {
@@ -141,6 +174,7 @@ export class WarmPool {
 
   async #fillNow(): Promise<void> {
     if (this.#making || this.#closed) return;
+    await this.#swept;
     const agent = this.#short();
     if (!agent) return;
     const room = this.#room!;
@@ -154,6 +188,7 @@ export class WarmPool {
         const { sizes: _, log: __, retryMs: ___, ...o } = this.#o;
         const slug = await makePooled({ ...o, agent });
         if (this.#closed) {
+          room.unmade?.();
           await destroy(slug, this.#o).catch(() => {});
           return;
         }
@@ -166,6 +201,7 @@ export class WarmPool {
         if (this.#ready.get(slug) === held) room.made?.(slug, held.bytes);
         this.#o.log?.({ msg: 'pooled bottle ready', slug, agent, bytes: held.bytes });
       } catch (err) {
+        room.unmade?.();
         const error = errorMessage(err);
         if (this.#failed.get(agent) !== error)
           this.#o.log?.({ msg: 'could not make a pooled bottle', agent, error });

@@ -10,12 +10,13 @@
  * it is an ordinary bottle, frozen, resumed and destroyed as any other.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, rmdirSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { dirname, join } from 'node:path';
 import { BbError, registerSecret } from '@bb/errors';
 import { checkBottleBranch, checkSiteEnv, forgeKinds } from '@bb/forge';
 import { BASE_FILE } from '@bb/forge-sidecar';
-import { homeLayout } from '@bb/names';
+import { homeLayout, LABEL } from '@bb/names';
 import { chownTreeNoFollow, readHeadAsData, writeFileNoFollow } from '@bb/wall';
 import pkg from '../../package.json' with { type: 'json' };
 import type { BottleSpec } from '../engine/backend';
@@ -31,6 +32,7 @@ import {
   type LaunchOptions,
   owners,
   prepareDirs,
+  SLUG,
   type StartedTurn,
   writeTurnFile,
 } from './bottle-parts';
@@ -41,12 +43,15 @@ import {
   createGate,
   gateEnv,
   propagateSlot,
+  routeSecrets,
+  writePlanSecrets,
 } from './gate';
 import { BIND_FILE } from './gate-bind';
 import { holdNewGate, writeHold } from './hold';
 import {
   AGENT_USER,
   type BottleMeta,
+  bottleDir,
   bottlePaths,
   IN_BOTTLE,
   pathsFor,
@@ -58,7 +63,7 @@ import { loadAgentManifest, loadBottleManifest } from './manifests';
 import { initMirror, mirrorDir, syncMirror } from './mirror';
 import type { BottlePlan } from './plan';
 import { hostMounts, hostPlan, hostSources, supervises } from './plan-host';
-import { replaceSecret, writeSecret } from './secrets';
+import { replaceSecret } from './secrets';
 import { writeCurrentConfig } from './supervise-gate';
 import { planTurn, turnKey } from './turns';
 import { canKeepWarm, TURN_END_DIR, turnNonce, writeTurnCommand } from './warm';
@@ -121,6 +126,12 @@ export function poolKey(
             }
           : null,
         secrets: Object.keys(plan.secrets).sort(),
+        // The route keys' values (a rotated key): its gate was given them when it was made.
+        routeKeys: plan.proxyFiles
+          ? createHash('sha256')
+              .update(JSON.stringify(routeSecrets(plan.config.routes, env)))
+              .digest('hex')
+          : null,
         proxyFiles: plan.proxyFiles ?? null,
         supervised: supervises(env),
         identity,
@@ -139,6 +150,57 @@ function unboundForge(o: PoolBottleOptions['forge']): NonNullable<BottleMeta['fo
     issue: 1,
     cloneUrl: 'http://pool.invalid/pool/pool.git',
   };
+}
+
+/**
+ * A new slug for a pooled bottle of `agent`, claimed: its directory made here and
+ * now (an exclusive mkdir: never another bottle's, frozen ones included) and no
+ * container of the engine carries it.
+ */
+async function claimSlug(
+  agent: string,
+  o: Pick<BottleOptions, 'backend'>,
+  env: Record<string, string | undefined>,
+): Promise<string> {
+  for (let i = 0; i < 8; i++) {
+    const slug = `${agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
+    if (!SLUG.test(slug))
+      throw new BbError(
+        'INVALID_INPUT',
+        `agent ${JSON.stringify(agent)} makes bottle names longer than ${SLUG.source} allows: give it a shorter name to pool it`,
+      );
+    const dir = bottleDir(slug, env);
+    mkdirSync(dirname(dir), { recursive: true, mode: 0o755 });
+    try {
+      mkdirSync(dir, { mode: 0o755 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') continue;
+      throw err;
+    }
+    if ((await o.backend.list({ [LABEL.slug]: slug })).length === 0) return slug;
+    rmdirSync(dir);
+  }
+  throw new BbError(
+    'CONFLICT',
+    `no free bottle name for a pooled ${agent} after 8 tries: remove old bottles (bb gc)`,
+  );
+}
+
+/**
+ * Whether a bottle is a pooled one whose pool is alive (its process, on this
+ * machine, still runs): then it is that pool's to hand out, and no reconcile of
+ * another process's removes it. A pooled bottle whose process is gone is a
+ * leftover: nobody will ever bind it.
+ */
+export function heldByLivePool(meta: Pick<BottleMeta, 'pooled'> | undefined): boolean {
+  const owner = meta?.pooled?.owner;
+  if (!owner || owner.host !== hostname()) return false;
+  try {
+    process.kill(owner.pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /**
@@ -171,12 +233,13 @@ export async function makePooled(o: PoolBottleOptions): Promise<string> {
       'INVALID_INPUT',
       `BB_BOTTLE_STORE keeps each bottle's workspace and home on its own disk image: bottle ${names[0]} gets none (give it a disk quota)`,
     );
-  const slug = `${o.agent}-${randomBytes(4).toString('hex').slice(0, 5)}`;
-  const p = bottlePaths(slug, env);
   const [engine] = await Promise.all([
     backend.identity?.(),
     ...[...new Set([first.image, gateImage(o, env)])].map((i) => backend.ensureImage(i)),
   ]);
+  // Its own from here: nothing of it is anyone else's to remove.
+  const slug = await claimSlug(o.agent, o, env);
+  const p = bottlePaths(slug, env);
   const since = new Date().toISOString();
   const meta: BottleMeta = {
     slug,
@@ -195,7 +258,7 @@ export async function makePooled(o: PoolBottleOptions): Promise<string> {
     preparing: true,
     ...(o.labels ? { labels: o.labels } : {}),
     ...(engine ? { engine } : {}),
-    pooled: { since, key: '', gate: '', agent: '' },
+    pooled: { since, key: '', gate: '', agent: '', owner: { host: hostname(), pid: process.pid } },
     createdAt: since,
   };
   prepareDirs(p, backend);
@@ -274,7 +337,7 @@ export async function makePooled(o: PoolBottleOptions): Promise<string> {
     if (!g) throw new BbError('INTERNAL', `a pooled bottle of ${o.agent} planned no gate`);
     await Promise.all([backend.start(g.id), backend.start(agentId)]);
     meta.pooled = {
-      since,
+      ...meta.pooled!,
       key: poolKey(meta, plan, agent.git, o, env),
       gate: g.id,
       agent: agentId,
@@ -317,54 +380,74 @@ export async function bindPooled(
   const env = options.env ?? process.env;
   const progress = options.onProgress ?? (() => {});
   const { backend, slug } = options;
-  const meta = readMeta(slug, env);
-  const pooled = meta?.pooled;
-  if (!meta || !pooled) return undefined;
+  const read = readMeta(slug, env);
+  const pooled = read?.pooled;
+  if (!read || !pooled) return undefined;
+  const meta: BottleMeta = read;
   if (!options.forge) {
     await destroy(slug, options);
     return undefined;
   }
-  const forge = options.forge;
-  registerSecret(forge.token);
-  checkSiteEnv(forge.kind, forge.site);
-  const { manifest: agent } = loadAgentManifest(meta.agent, env);
-  const bottles = (options.bottles ?? meta.bottles).map((b) => loadBottleManifest(b, env).manifest);
-  meta.bottles = options.bottles ?? meta.bottles;
-  const cloneMs = cloneTimeoutMs(env);
-  const p = bottlePaths(slug, env);
-  meta.forge = {
-    kind: forge.kind,
-    site: forge.site,
-    owner: forge.owner,
-    repo: forge.repo,
-    issue: forge.issue,
-    pr: forge.pr,
-    cloneUrl: forge.cloneUrl,
-  };
-  meta.branch = checkBottleBranch(forgeKinds.get(forge.kind), meta.agent, forge.issue);
-  meta.mirror = mirrorDir(forge.cloneUrl, env);
-  const input = {
-    meta,
-    agent,
-    bottles,
-    prompt: options.prompt,
-    token: forge.token,
-    options,
-    env,
-  };
-  const turn = planTurn(input, { launch: false, underWaiter: true, waiter: true });
-  const why = await unusable(meta, options, poolKey(meta, turn.bottle, agent.git, options, env));
-  if (why) {
-    progress(`pooled bottle ${slug} cannot serve this launch (${why}): launching afresh`);
-    await destroy(slug, options);
-    return undefined;
+  /** The launch's plan for this bottle, its meta given the issue (not written yet). */
+  async function planBind() {
+    const forge = options.forge!;
+    registerSecret(forge.token);
+    checkSiteEnv(forge.kind, forge.site);
+    const { manifest: agent } = loadAgentManifest(meta.agent, env);
+    const bottles = (options.bottles ?? meta.bottles).map(
+      (b) => loadBottleManifest(b, env).manifest,
+    );
+    meta.bottles = options.bottles ?? meta.bottles;
+    const cloneMs = cloneTimeoutMs(env);
+    const p = bottlePaths(slug, env);
+    meta.forge = {
+      kind: forge.kind,
+      site: forge.site,
+      owner: forge.owner,
+      repo: forge.repo,
+      issue: forge.issue,
+      pr: forge.pr,
+      cloneUrl: forge.cloneUrl,
+    };
+    meta.branch = checkBottleBranch(forgeKinds.get(forge.kind), meta.agent, forge.issue);
+    meta.mirror = mirrorDir(forge.cloneUrl, env);
+    const input = {
+      meta,
+      agent,
+      bottles,
+      prompt: options.prompt,
+      token: forge.token,
+      options,
+      env,
+    };
+    const turn = planTurn(input, { launch: false, underWaiter: true, waiter: true });
+    return { forge, agent, bottles, cloneMs, p, turn, mirror: meta.mirror };
   }
+  // Taken out of the pool for this launch: whatever fails from here, it goes.
+  let planned: Awaited<ReturnType<typeof planBind>>;
+  try {
+    planned = await planBind();
+    const why = await unusable(
+      meta,
+      options,
+      poolKey(meta, planned.turn.bottle, planned.agent.git, options, env),
+    );
+    if (why) {
+      progress(`pooled bottle ${slug} cannot serve this launch (${why}): launching afresh`);
+      await destroy(slug, options);
+      return undefined;
+    }
+  } catch (err) {
+    await destroy(slug, options).catch(() => {});
+    throw err;
+  }
+  const { forge, agent, bottles, cloneMs, p, turn, mirror } = planned;
   progress(`binding pooled bottle ${slug} to ${forge.owner}/${forge.repo}#${forge.issue}`);
   // The repository is fetched into its mirror from the first moment.
   const synced = syncMirror(forge, env, cloneMs, options.defaultHead?.());
   synced.catch(() => {});
   try {
-    await initMirror(meta.mirror);
+    await initMirror(mirror);
     delete meta.pooled;
     const holdUntil = holdNewGate(meta, options.holdUntil, env);
     writeMeta(meta, env);
@@ -374,7 +457,9 @@ export async function bindPooled(
     // The gate first (its surfaces take longest to come up): its token, then its
     // configuration, the word that starts them. It reads nothing of the mirror yet.
     const { agent: agentOwner, gate: gateOwner } = owners(backend);
-    const secrets = writeSecret(slug, 'gate', 'token', forge.token, env, gateOwner);
+    // Its secrets (the token, the route keys) only now: none waited in the pool.
+    const secrets = writePlanSecrets(turn.bottle, slug, 'gate', forge.token, env, gateOwner);
+    if (!secrets) throw new BbError('INTERNAL', `the gate of ${slug} was planned with no token`);
     const gate = gateOptions(options, env);
     replaceSecret(secrets, BIND_FILE, JSON.stringify(gateEnv(meta, turn.bottle, gate)), gateOwner);
     const gateUp = awaitGate(
@@ -389,7 +474,7 @@ export async function bindPooled(
     gateUp.catch(() => {});
     // Meanwhile the mirror is mounted into both running containers and the workspace
     // checked out from it on the host.
-    const slotted = fillSlot(p.dir, meta.mirror);
+    const slotted = fillSlot(p.dir, mirror);
     slotted.catch(() => {});
     const checkedOut = prepareWorkspace({
       workspace: p.workspace,

@@ -129,6 +129,8 @@ export interface RunnerPool {
   held(): Array<{ slug: string; agent: string; bytes: number }>;
   /** Remove one held bottle (its memory is needed). Whether it was held. */
   drop(slug: string): Promise<boolean>;
+  /** Remove a bottle taken for a launch that failed before binding it (see `WarmPool.discard`). */
+  discard(slug: string): Promise<void>;
   /** Stop refilling and remove what it holds. */
   close(): Promise<void>;
 }

@@ -6,7 +6,8 @@
  * mirror objects there, read-only, and the mount appears inside them.
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync, rmdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { BbError } from '@bb/errors';
@@ -49,8 +50,9 @@ export async function makeSlot(bottleDir: string): Promise<void> {
  * that mount is bound into the slot, which copies its flags.
  */
 export async function fillSlot(bottleDir: string, mirror: string): Promise<void> {
-  const stage = join(bottleDir, '.pool-stage');
-  mkdirSync(stage, { recursive: true, mode: 0o700 });
+  // Root's own, away from the bottle (between the bind and its read-only remount, an
+  // older mount binary shows the objects writable there).
+  const stage = mkdtempSync(join(tmpdir(), 'bb-slot-'));
   try {
     await mount(['--bind', '-o', 'ro', join(mirror, 'objects'), stage]);
     await mount(['--bind', stage, slotOf(bottleDir)]);

@@ -134,15 +134,13 @@ async function launchBottle(
     core.capacity.release(s.slug);
     // A pooled bottle taken and never bound goes: it is handed out once, to nobody else.
     if (pooled)
-      await runner.pool
-        ?.discard(pooled)
-        .catch((e) =>
-          core.log({
-            msg: 'could not remove a pooled bottle',
-            slug: pooled,
-            error: errorMessage(e),
-          }),
-        );
+      await runner.pool?.discard(pooled).catch((e) =>
+        core.log({
+          msg: 'could not remove a pooled bottle',
+          slug: pooled,
+          error: errorMessage(e),
+        }),
+      );
     core.freed();
     s.set(INITIAL);
     // Its own row only, while the issue is still this process's.

@@ -214,11 +214,15 @@ int main(int argc, char **argv) {
 #else
   target = path;
 #endif
-  // It serves its parent (the bridge) and goes with it, even when the parent went
-  // before this could be asked (BB_RELAY_PARENT names it).
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  // Started by a bridge (BB_RELAY_PARENT names it), it serves that parent and goes
+  // with it, even when the parent went before this could be asked. Started on its own
+  // (a bottle's shell, which leaves it to the container's init), it lives as long as
+  // the container.
   const char *parent = getenv("BB_RELAY_PARENT");
-  if (parent && atol(parent) != (long)getppid()) return 0;
+  if (parent) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (atol(parent) != (long)getppid()) return 0;
+  }
   // Two fds per connection: as many as the hard limit allows.
   struct rlimit nofile;
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {

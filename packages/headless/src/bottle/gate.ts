@@ -394,19 +394,39 @@ export function proxySocketsScript(socketDir: string): string {
 /**
  * The shell lines that start the in-agent bridge (TCP on 127.0.0.1 to the gate's
  * proxy sockets), run before the agent's command: with `wait`, once the sockets are
- * there, and until it listens.
+ * there, and until it listens. Where the runtime has `bb-relay` (C), one relay per
+ * port carries it, with no node process beside the agent; one that does not say it
+ * listens within 2 s gives way to the node bridge, which serves every port itself.
  */
 export function bridgePrelude(
   runtimeDir: string,
   socketDir: string,
   o: { wait: boolean } = { wait: true },
 ): string {
-  // Started from a subshell that exits at once, so the bridge's parent is the container's
-  // init, which reaps it: a warm container's waiter (the shell's heir) could not, and its
+  const mappings = bridgeMappings(socketDir);
+  // Started from subshells that exit at once, so their parent is the container's init,
+  // which reaps them: a warm container's waiter (the shell's heir) could not, and its
   // end of turn would wait on the unreaped bridge.
-  const start = `(BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${bridgeMappings(socketDir).join(' ')} &)`;
-  if (!o.wait) return start;
-  return `${proxySocketsScript(socketDir)}; ${start}; i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`;
+  const node = `(BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${mappings.join(' ')} &)`;
+  const nodeReady = 'i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done';
+  const relays = mappings
+    .map((m) => {
+      const [port, sock] = m.split('=') as [string, string];
+      return `("$bb_relay" ${port} ${sock} > /tmp/.bb-relay-${port} 2>&1 & echo $! > /tmp/.bb-relay-${port}.pid)`;
+    })
+    .join('; ');
+  const ports = mappings.map((m) => m.split('=')[0]!);
+  const ready = ports.map((p) => `grep -qs '^ready' /tmp/.bb-relay-${p}`).join(' && ');
+  const native = o.wait
+    ? [
+        relays,
+        `i=0; until { ${ready}; } || [ $i -ge 200 ]; do sleep 0.01; i=$((i+1)); done`,
+        // Not listening (a port taken, a relay that cannot run here): the node bridge instead.
+        `if ! { ${ready}; }; then kill ${ports.map((p) => `$(cat /tmp/.bb-relay-${p}.pid 2>/dev/null)`).join(' ')} 2>/dev/null; ${node}; ${nodeReady}; fi`,
+      ].join('; ')
+    : relays;
+  const start = `bb_relay=${runtimeDir}/bb-relay; if [ -x "$bb_relay" ]; then ${native}; else ${node}${o.wait ? `; ${nodeReady}` : ''}; fi`;
+  return o.wait ? `${proxySocketsScript(socketDir)}; ${start}` : start;
 }
 
 /** Wait until a helper container's socket exists; fail with its own words if it exits first. */

@@ -408,7 +408,8 @@ export function bridgePrelude(
   // which reaps them: a warm container's waiter (the shell's heir) could not, and its
   // end of turn would wait on the unreaped bridge.
   const node = `(BB_BRIDGE_READY=/tmp/.bb-bridge node ${runtimeDir}/bb-bridge.mjs ${mappings.join(' ')} &)`;
-  const nodeReady = 'i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done';
+  const nodeReady =
+    'i=0; while [ ! -e /tmp/.bb-bridge ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done';
   const relays = mappings
     .map((m) => {
       const [port, sock] = m.split('=') as [string, string];

@@ -205,7 +205,9 @@ async function nextCommand(
         return { argv: ['sh', '-c', 'exit 70'], env: {}, nonce: 'unreadable' };
       }
     }
-    // Told by the kernel when the host writes it, or at the latest a quarter second on.
+    // Told by the kernel when the host renames it into place (not woken by the file it
+    // writes aside first, which would close the watch just before the rename), or at the
+    // latest 50 ms on, where the filesystem says nothing.
     await new Promise<void>((resolve) => {
       let w: ReturnType<typeof watch> | undefined;
       const done = () => {
@@ -213,12 +215,16 @@ async function nextCommand(
         w?.close();
         resolve();
       };
-      const timer = setTimeout(done, 250);
+      const timer = setTimeout(done, 50);
       try {
-        w = watch(dir, () => done());
+        w = watch(dir, (_event, name) => {
+          if (!name || name === turnCommandFile(n)) done();
+        });
       } catch {
         // polled
       }
+      // Renamed into place between the look and the watch.
+      if (existsSync(file)) done();
     });
   }
 }

@@ -18,11 +18,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BottleMeta } from '@bb/headless';
-import { prSteps, scriptAgent } from '@bb/headless/testing';
 import { benchRounds, benchSize, median, QUICK, reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { floorPieces } from './floor-pieces';
-import { opTimesIn, startServeBench, TOKEN, until } from './serve-harness';
+import { opTimesIn, prAgent, startServeBench, TOKEN, until } from './serve-harness';
 
 const docker = await probeDocker();
 if (!docker.ok) {
@@ -37,27 +36,7 @@ for (let i = 0; i < LARGE_FILES; i++) large[`f${i}.txt`] = `file ${i}\n${'x'.rep
 const h = await startServeBench({
   prefix: 'bb-bench-life-',
   repos: { large },
-  agents: {
-    bench: scriptAgent(
-      [
-        {
-          steps: [
-            { do: 'read_issue' },
-            ...prSteps({
-              path: 'bench.txt',
-              content: 'turn {{turn}}\n',
-              message: 'bench',
-              title: 'Bench',
-              body: 'bench',
-            }),
-            { do: 'done', status: 'success', summary: 'ok' },
-          ],
-        },
-        { steps: [{ do: 'read_issue' }, { do: 'done', status: 'success', summary: 'ok' }] },
-      ],
-      { name: 'B' },
-    ),
-  },
+  agents: { bench: prAgent() },
   // Short, so a round also measures the cold resume once it is over.
   serviceEnv: { BB_WARM_WINDOW: `${WARM_WINDOW_MS}ms` },
 });

@@ -14,13 +14,38 @@ import {
   homeLabel,
   unmountAllUnder,
 } from '@bb/headless';
-import { makeTestHome } from '@bb/headless/testing';
+import { makeTestHome, prSteps, scriptAgent } from '@bb/headless/testing';
 import { BASE_IMAGE } from '@bb/tooling/docker';
 import { freePort } from '@bb/tooling/net';
 
 const BB = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 export const TOKEN = 'bench-token-0123456789';
 const SECRET = 'bench-webhook-secret';
+
+/**
+ * The benchmarks' agent: its first turn reads its issue (its first forge call), opens
+ * a PR and signals done; each later turn reads the issue and signals done.
+ */
+export const prAgent = () =>
+  scriptAgent(
+    [
+      {
+        steps: [
+          { do: 'read_issue' },
+          ...prSteps({
+            path: 'bench.txt',
+            content: 'turn {{turn}}\n',
+            message: 'bench',
+            title: 'Bench',
+            body: 'bench',
+          }),
+          { do: 'done', status: 'success', summary: 'ok' },
+        ],
+      },
+      { steps: [{ do: 'read_issue' }, { do: 'done', status: 'success', summary: 'ok' }] },
+    ],
+    { name: 'B' },
+  );
 
 /** The times of an op log's entries (ms since the epoch), in order; none when it is not there. */
 export const opTimesIn = (file: string) =>

@@ -11,11 +11,10 @@
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BottleMeta } from '@bb/headless';
-import { prSteps, scriptAgent } from '@bb/headless/testing';
 import { benchRounds, median, reportBench, waitForPath } from '@bb/tooling/bench';
 import { BASE_IMAGE, probeDocker } from '@bb/tooling/docker';
 import { floorPieces } from './floor-pieces';
-import { opTimesIn, startServeBench, until } from './serve-harness';
+import { opTimesIn, prAgent, startServeBench, until } from './serve-harness';
 
 const docker = await probeDocker();
 if (!docker.ok) {
@@ -25,26 +24,7 @@ if (!docker.ok) {
 const ROUNDS = benchRounds(7, 2);
 const h = await startServeBench({
   prefix: 'bb-bench-pool-',
-  agents: {
-    bench: scriptAgent(
-      [
-        {
-          steps: [
-            { do: 'read_issue' },
-            ...prSteps({
-              path: 'bench.txt',
-              content: 'turn {{turn}}\n',
-              message: 'bench',
-              title: 'Bench',
-              body: 'bench',
-            }),
-            { do: 'done', status: 'success', summary: 'ok' },
-          ],
-        },
-      ],
-      { name: 'B' },
-    ),
-  },
+  agents: { bench: prAgent() },
   serviceEnv: { BB_POOL: 'bench:1', BB_WARM_WINDOW: '0' },
 });
 const { home, run, untilFrozen } = h;

@@ -6,9 +6,9 @@
  * variables are the gate's real configuration, then starts its surfaces as any
  * gate does.
  */
-import { existsSync, readFileSync, watch } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { BbError } from '@bb/errors';
+import { untilFile } from './until-file';
 
 /** The bind file's name in the gate's secrets folder. */
 export const BIND_FILE = 'bind.json';
@@ -48,26 +48,8 @@ export async function awaitBind(
 ): Promise<Record<string, string | undefined>> {
   const file = env['BB_GATE_BIND'];
   if (!file) return env;
-  const dir = dirname(file);
-  while (!existsSync(file)) {
-    await new Promise<void>((resolve) => {
-      let w: ReturnType<typeof watch> | undefined;
-      const done = () => {
-        clearTimeout(timer);
-        w?.close();
-        resolve();
-      };
-      // A watch can miss an event on some filesystems: a look every second anyway.
-      const timer = setTimeout(done, 1000);
-      try {
-        w = watch(dir, (_e, name) => {
-          if (!name || name === basename(file)) done();
-        });
-      } catch {}
-      // Written between the look and the watch.
-      if (existsSync(file)) done();
-    });
-  }
+  // An idle pooled gate looks once a second where the filesystem says nothing.
+  await untilFile(file, 1000);
   const bound = parseBind(readFileSync(file, 'utf8'));
   const { BB_GATE_BIND: _, ...rest } = env;
   return { ...rest, ...bound };

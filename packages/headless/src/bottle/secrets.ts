@@ -51,11 +51,7 @@ export function writeSecret(
   env: Record<string, string | undefined>,
   owner?: Owner,
 ): string {
-  const root = secretsRoot(env);
-  mkdirSync(root, { recursive: true, mode: 0o711 });
-  trustedDir(root, 'remove it, or set BB_RUN_DIR');
-  const dir = secretsDir(slug, role, env);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const dir = makeSecretsDir(slug, role, env);
   const file = join(dir, name);
   rmSync(file, { force: true });
   writeFileSync(file, content, { mode: 0o400, flag: 'wx' });

@@ -19,11 +19,11 @@ import {
   readdirSync,
   readFileSync,
   renameSync,
-  watch,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { type BridgeMapping, type RunningBridge, startBridge } from '@bb/egress/bridge';
+import { untilFile } from './until-file';
 
 /** One turn's command, as the host writes it. */
 export interface TurnCommand {
@@ -205,27 +205,8 @@ async function nextCommand(
         return { argv: ['sh', '-c', 'exit 70'], env: {}, nonce: 'unreadable' };
       }
     }
-    // Told by the kernel when the host renames it into place (not woken by the file it
-    // writes aside first, which would close the watch just before the rename), or at the
-    // latest 50 ms on, where the filesystem says nothing.
-    await new Promise<void>((resolve) => {
-      let w: ReturnType<typeof watch> | undefined;
-      const done = () => {
-        clearTimeout(timer);
-        w?.close();
-        resolve();
-      };
-      const timer = setTimeout(done, 50);
-      try {
-        w = watch(dir, (_event, name) => {
-          if (!name || name === turnCommandFile(n)) done();
-        });
-      } catch {
-        // polled
-      }
-      // Renamed into place between the look and the watch.
-      if (existsSync(file)) done();
-    });
+    // Told by the kernel when the host renames it into place, or 50 ms on at the latest.
+    await untilFile(file, 50);
   }
 }
 

@@ -123,9 +123,15 @@ async function measure(gateId: string, agentId: string, bridge: RegExp): Promise
   ]);
   const gcg = cgroupOf(g.State.Pid);
   const acg = cgroupOf(a.State.Pid);
-  // The holder of the network namespace the agent joined (made ahead of time), when it did.
+  // The holder of the network namespace the agent joined (made ahead of time), when it
+  // did and it is still there (it goes once the agent runs).
   const holderId = a.Config.Labels?.[NETNS_LABEL];
-  const h = holderId ? await engine.getContainer(holderId).inspect() : undefined;
+  const h = holderId
+    ? await engine
+        .getContainer(holderId)
+        .inspect()
+        .catch(() => undefined)
+    : undefined;
   const holder = h ? procs(cgroupOf(h.State.Pid)).reduce((s, p) => s + pss(p), 0) : 0;
   return {
     gate: procs(gcg).reduce((s, p) => s + pss(p), 0) + holder,

@@ -46,6 +46,10 @@ const LOOK_THEN_MARK = {
 describe.skipIf(!docker.ok || !canPool(backend))('real Docker: the warm pool', () => {
   beforeAll(async () => {
     server = await createGiteaTestServer({ world: acmeWorld(TOKEN) });
+    // The backend's pool of network namespaces fills on first use: full before the tests.
+    const first = await backend.takeNetns();
+    if (first) await backend.destroy(first);
+    await new Promise((r) => setTimeout(r, 3000));
   });
   afterAll(() => server?.close());
   beforeEach(() => {
@@ -68,6 +72,11 @@ describe.skipIf(!docker.ok || !canPool(backend))('real Docker: the warm pool', (
         ['agent', 'running'],
         ['gate', 'running'],
       ]);
+      // The holder of the network namespace its agent joined is gone: the namespace
+      // lives on with the waiter in it, loopback only.
+      const agentC = before.find((c) => c.labels['bb.role'] === 'agent')!;
+      expect(agentC.labels['bb.netns']).toBeTruthy();
+      expect(await backend.inspect(agentC.labels['bb.netns']!)).toBeUndefined();
       // Its gate has no forge settings and no secret at all: it waits for its bind file.
       const gate = before.find((c) => c.labels['bb.role'] === 'gate')!;
       expect(await backend.logs(gate.id)).not.toContain('gate serving');
@@ -189,8 +198,15 @@ describe.skipIf(!docker.ok || !canPool(backend))('real Docker: the warm pool', (
       expect(progress.join('\n')).toContain(
         'cannot serve this launch (what its containers were made for changed',
       );
-      const now = (await backend.list({ 'bb.slug': slug })).map((c) => c.id);
+      const listed = await backend.list({ 'bb.slug': slug });
+      const now = listed.map((c) => c.id);
       expect(now.some((id) => before.includes(id))).toBe(false);
+      // An ordinary launch's agent lets go of its namespace's holder too, once it runs.
+      const holder = listed.find((c) => c.labels['bb.role'] === 'agent')!.labels['bb.netns'];
+      expect(holder).toBeTruthy();
+      await vi.waitFor(async () => expect(await backend.inspect(holder!)).toBeUndefined(), {
+        timeout: 10_000,
+      });
       expect((await finishTurn(started.slug, opts())).ok).toBe(true);
     } finally {
       await destroy(slug, opts());

@@ -286,6 +286,16 @@ async function destroyHolder(backend: Backend, holder: string | undefined): Prom
   await backend.destroy(info.id).catch(() => {});
 }
 
+/**
+ * Remove the holder of the network namespace an agent container joined, once that
+ * container runs: the namespace lives as long as a process is in it, and the agent
+ * never starts again (each turn gets a new container, a warm one is only paused).
+ * Nothing when it is gone already; a failure is not the turn's.
+ */
+export async function releaseHolder(backend: Backend, holder: string): Promise<void> {
+  await destroyHolder(backend, holder).catch(() => {});
+}
+
 /** Stop a bottle's containers, keep their output, and mark it frozen. Idempotent. */
 export async function freeze(slug: string, options: BottleOptions): Promise<void> {
   const env = options.env ?? process.env;

@@ -32,6 +32,7 @@ import {
   type LaunchOptions,
   owners,
   prepareDirs,
+  releaseHolder,
   SLUG,
   type StartedTurn,
   writeTurnFile,
@@ -336,6 +337,8 @@ export async function makePooled(o: PoolBottleOptions): Promise<string> {
     const g = await created;
     if (!g) throw new BbError('INTERNAL', `a pooled bottle of ${o.agent} planned no gate`);
     await Promise.all([backend.start(g.id), backend.start(agentId)]);
+    // Its namespace lives on with the waiter in it (see `releaseHolder`).
+    if (netns) await releaseHolder(backend, netns);
     meta.pooled = {
       ...meta.pooled!,
       key: poolKey(meta, plan, agent.git, o, env),

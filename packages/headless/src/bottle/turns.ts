@@ -22,6 +22,7 @@ import {
   prBranchHead,
   prepareDirs,
   type ResumeOptions,
+  releaseHolder,
   type StartedTurn,
   writeTurnFile,
 } from './bottle-parts';
@@ -188,6 +189,7 @@ export async function startTurn(
   const startedAt = new Date().toISOString();
   let gateStarted: Promise<CreatedGate | undefined> | undefined;
   let created: Promise<string> | undefined;
+  let netns: string | undefined;
   try {
     const nonce = turnNonce();
     const agentSpec: BottleSpec = {
@@ -234,7 +236,7 @@ export async function startTurn(
     // Created while a launch's disk is made (its mounts are resolved when it starts), in
     // an empty network namespace made ahead of time when the backend has one ready.
     created = (async () => {
-      const netns = await backend.takeNetns?.().catch(() => undefined);
+      netns = await backend.takeNetns?.().catch(() => undefined);
       if (netns) agentSpec.netns = netns;
       try {
         return await backend.create(agentSpec);
@@ -275,6 +277,9 @@ export async function startTurn(
     const aid = await created;
     await options.fence?.();
     await backend.start(aid);
+    // The namespace lives on with the agent's processes in it: its holder (one more
+    // container and shim for the bottle's whole life) goes, off the turn's path.
+    if (netns) void releaseHolder(backend, netns);
     if (workspaceReady) {
       // The agent's program starts once its workspace is made, while its gate may still be
       // coming up: its clients wait for the gate's sockets (and the bridge, for the proxies').

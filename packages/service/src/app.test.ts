@@ -328,7 +328,7 @@ describe('orchestrator routes', () => {
     });
     const html = await (await app(new Request('http://localhost:8080/'))).text();
     expect(html).toMatch(
-      /running bottles take 3\.0 GiB of a 4\.0 GiB budget; <strong>1 waiting for capacity<\/strong>: <code>acme\/widgets#9<\/code>/,
+      /running bottles take 3\.0 GiB of a 4\.0 GiB budget, 1 pooled ready for their issues hold 30 MB; <strong>1 waiting for capacity<\/strong>: <code>acme\/widgets#9<\/code>/,
     );
     const cap = await (await app(new Request('http://localhost:8080/api/capacity'))).json();
     expect(cap).toMatchObject({

@@ -118,7 +118,7 @@ export function createApp(parts: {
         waiting: c?.waiting() ?? [],
         warmBytes: c?.warmBytes ?? 0,
         warm: c?.warm?.() ?? [],
-        pooled: c?.pooled?.() ?? [],
+        pooled: (c?.pooled?.() ?? []).filter((p) => !p.slug.startsWith('\0')),
       });
     }
     const p = await parts.provenance?.(req);

@@ -105,11 +105,17 @@ export function renderDashboard(input: DashboardInput): string {
   const live = bottles.filter((b) => b.status !== 'destroyed').length;
   const waiting = input.capacity?.waiting() ?? [];
   const warm = input.capacity?.warm?.() ?? [];
+  // The pool's own room while a bottle is being made is kept under a name no bottle has.
+  const pooled = (input.capacity?.pooled?.() ?? []).filter((p) => !p.slug.startsWith('\0'));
   const budget = input.capacity?.memoryBudget;
   const capacityLine = input.capacity
     ? `<p id="capacity" class="sub">running bottles take ${esc(gib(input.capacity.used))}${budget !== undefined && Number.isFinite(budget) ? ` of a ${esc(gib(budget))} budget` : ''}${
         warm.length > 0
           ? ` (${warm.length} warm between turns hold ${esc(gib(input.capacity.warmBytes ?? 0))})`
+          : ''
+      }${
+        pooled.length > 0
+          ? `, ${pooled.length} pooled ready for their issues hold ${Math.round(pooled.reduce((n, p) => n + p.bytes, 0) / 1024 ** 2)} MB`
           : ''
       }; ${
         waiting.length === 0

@@ -32,7 +32,7 @@ import { loadAgentManifest, loadBottleManifest } from './manifests';
 import { initMirror, mirrorDir, syncMirror } from './mirror';
 import { syncsPr } from './plan';
 import { hostPlan } from './plan-host';
-import { bindPooled } from './pool';
+import { bindPooled } from './pool-bind';
 import { clearPrBundle } from './pr-sync';
 import { takeResumeRequest } from './supervise-remedy';
 import { finishTurn } from './turn-end';

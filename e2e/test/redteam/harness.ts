@@ -236,7 +236,7 @@ export class RedTeam {
         script: { turns: turns.map((steps) => ({ steps })) },
       }),
     );
-    const site = this.github
+    const site: Record<string, string> = this.github
       ? { FORGE_GITHUB_API: this.github.apiUrl, FORGE_GITHUB_URL: this.github.url }
       : { FORGE_GITEA_API: this.gitea.apiUrl };
     const slug = options.pooled

@@ -22,6 +22,7 @@ import { type Owner, writeFileNoFollow } from '@bb/wall';
 import { type Backend, NETNS_LABEL } from '../engine/backend';
 import { unmountAllUnder, unmountDisk } from '../engine/disk';
 import { clearSlot } from '../engine/mirror-slot';
+import { providerFor } from '../providers';
 import { type CreatedGate, createGate, type GateOptions } from './gate';
 import {
   AGENT_USER,
@@ -35,6 +36,12 @@ import {
   readMeta,
   writeMeta,
 } from './layout';
+import {
+  type AgentManifest,
+  type BottleManifest,
+  loadAgentManifest,
+  loadBottleManifest,
+} from './manifests';
 import { remoteBranchHead } from './mirror';
 import { type BottlePlan, TURN_FILE } from './plan';
 import { prepareRuntime } from './runtime';
@@ -225,6 +232,29 @@ export function migrateLayout(p: BottlePaths): void {
   mkdirSync(p.disk, { mode: 0o755 });
   for (const d of ['workspace', 'home'])
     if (existsSync(join(p.dir, d))) renameSync(join(p.dir, d), join(p.disk, d));
+}
+
+/**
+ * The manifests a new bottle of `agentName` is made from (`given` bottles, or the
+ * agent's), checked before anything is made: its first bottle names an image, its
+ * provider is known. `image` is that first bottle's.
+ */
+export function newBottleManifests(
+  agentName: string,
+  given: string[] | undefined,
+  env: Record<string, string | undefined>,
+): { agent: AgentManifest; names: string[]; bottles: BottleManifest[]; image: string } {
+  const { manifest: agent } = loadAgentManifest(agentName, env);
+  const names = given ?? agent.bottles;
+  const bottles = names.map((b) => loadBottleManifest(b, env).manifest);
+  const image = bottles[0]!.image;
+  if (!image)
+    throw new BbError(
+      'INVALID_INPUT',
+      `bottle ${names[0]} names a dockerfile; building images is not supported yet: give an image`,
+    );
+  providerFor(agent.provider);
+  return { agent, names, bottles, image };
 }
 
 /** The image the gate runs in. */

@@ -6,7 +6,6 @@ import { checkBottleBranch, checkSiteEnv, forgeKinds } from '@bb/forge';
 import { homeLayout, LABEL } from '@bb/names';
 import { chownTreeNoFollow, readHeadAsData, runGit, wallGitEnv } from '@bb/wall';
 import { canMountDisks, diskQuota, makeDisk, mountDisk, unmountDisk } from '../engine/disk';
-import { providerFor } from '../providers';
 import {
   type BottleOptions,
   cloneTimeoutMs,
@@ -17,6 +16,7 @@ import {
   gateOptions,
   type LaunchOptions,
   migrateLayout,
+  newBottleManifests,
   owners,
   prBranchHead,
   prepareDirs,
@@ -101,17 +101,14 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     if (bound) return bound;
   }
   if (options.forge) registerSecret(options.forge.token);
-  const { manifest: agent } = loadAgentManifest(options.agent, env);
-  const bottleNames = options.bottles ?? agent.bottles;
-  const bottles = bottleNames.map((b) => loadBottleManifest(b, env).manifest);
+  // An unknown provider, a bottle with no image and a bad disk size fail before anything is made.
+  const {
+    agent,
+    names: bottleNames,
+    bottles,
+    image,
+  } = newBottleManifests(options.agent, options.bottles, env);
   const first = bottles[0]!;
-  if (!first.image)
-    throw new BbError(
-      'INVALID_INPUT',
-      `bottle ${bottleNames[0]} names a dockerfile; building images is not supported yet: give an image`,
-    );
-  // Fail on an unknown provider and a bad disk size before anything is created.
-  providerFor(agent.provider);
   const quota = diskQuota(first.resources.disk, env);
   // The agent's own filesystem: its writes stop at the quota, nobody else's do.
   const ownDisk = quota !== undefined && options.backend.isolates && canMountDisks();
@@ -128,7 +125,7 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
     throw new BbError('INVALID_INPUT', `slug ${JSON.stringify(slug)} must match ${SLUG.source}`);
   const p = bottlePaths(slug, env);
   const sidecarImage = gateImage(options, env);
-  const images = [...new Set([first.image, ...(options.forge ? [sidecarImage] : [])])];
+  const images = [...new Set([image, ...(options.forge ? [sidecarImage] : [])])];
   // Asked of the engine together; a name conflict is reported before a missing image.
   const [taken, engine, ...checked] = await Promise.allSettled([
     options.backend.list({ [LABEL.slug]: slug }),
@@ -168,8 +165,8 @@ export async function startLaunch(options: LaunchOptions): Promise<StartedTurn> 
       agent: options.agent,
       bottles: bottleNames,
       backend: options.backend.name,
-      image: first.image,
-      baseImage: first.image,
+      image,
+      baseImage: image,
       status: 'running',
       sessionId: null,
       cwd: options.backend.mapsMounts ? IN_BOTTLE.workspace : p.workspace,

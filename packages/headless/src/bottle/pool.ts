@@ -20,12 +20,12 @@ import pkg from '../../package.json' with { type: 'json' };
 import type { BottleSpec } from '../engine/backend';
 import { canMountDisks, diskQuota, makeDisk } from '../engine/disk';
 import { makeSlot, slotMirror } from '../engine/mirror-slot';
-import { providerFor } from '../providers';
 import {
   type BottleOptions,
   destroy,
   gateImage,
   gateOptions,
+  newBottleManifests,
   prepareDirs,
   releaseHolder,
   SLUG,
@@ -41,7 +41,6 @@ import {
   userSpec,
   writeMeta,
 } from './layout';
-import { loadAgentManifest, loadBottleManifest } from './manifests';
 import type { BottlePlan } from './plan';
 import { hostMounts, hostPlan, hostSources, supervises } from './plan-host';
 import { writeCurrentConfig } from './supervise-gate';
@@ -195,16 +194,8 @@ export async function makePooled(o: PoolBottleOptions): Promise<string> {
       'INVALID_INPUT',
       `a warm pool needs root and a backend whose containers' processes can be counted (docker), not ${backend.name}`,
     );
-  const { manifest: agent } = loadAgentManifest(o.agent, env);
-  const names = o.bottles ?? agent.bottles;
-  const bottles = names.map((b) => loadBottleManifest(b, env).manifest);
+  const { agent, names, bottles, image } = newBottleManifests(o.agent, o.bottles, env);
   const first = bottles[0]!;
-  if (!first.image)
-    throw new BbError(
-      'INVALID_INPUT',
-      `bottle ${names[0]} names a dockerfile; building images is not supported yet: give an image`,
-    );
-  providerFor(agent.provider);
   checkSiteEnv(o.forge.kind, o.forge.site);
   const quota = diskQuota(first.resources.disk, env);
   if (homeLayout(env).shared && quota === undefined)
@@ -214,7 +205,7 @@ export async function makePooled(o: PoolBottleOptions): Promise<string> {
     );
   const [engine] = await Promise.all([
     backend.identity?.(),
-    ...[...new Set([first.image, gateImage(o, env)])].map((i) => backend.ensureImage(i)),
+    ...[...new Set([image, gateImage(o, env)])].map((i) => backend.ensureImage(i)),
   ]);
   // Its own from here: nothing of it is anyone else's to remove.
   const slug = await claimSlug(o.agent, o, env);
@@ -225,8 +216,8 @@ export async function makePooled(o: PoolBottleOptions): Promise<string> {
     agent: o.agent,
     bottles: names,
     backend: backend.name,
-    image: first.image,
-    baseImage: first.image,
+    image,
+    baseImage: image,
     status: 'running',
     sessionId: null,
     cwd: IN_BOTTLE.workspace,

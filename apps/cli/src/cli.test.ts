@@ -14,7 +14,7 @@ import { BbDatabase, SqliteForgeStateStore, SqliteLeaseStore } from '@bb/state';
 import { sampleState } from '@bb/state/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT, runCli } from './cli';
-import { runDoctor } from './commands/doctor';
+import { doctorCommand, runDoctor } from './commands/doctor';
 import { captureIo as io } from './test-io';
 
 const noScan: SecretScanner = {
@@ -366,30 +366,51 @@ describe('bb doctor', () => {
   });
   afterAll(() => gitea.close());
 
-  it('asks a platform of whole bottles itself, not a Docker engine, naming what its configuration lacks', async () => {
+  it('asks a platform of whole bottles itself, not a Docker engine, naming what its configuration lacks, then holds the cluster to what bottles need', async () => {
     const { FakeKubernetesApi } = await import('@bb/backend-kubernetes/testing');
-    const api = await FakeKubernetesApi.start();
+    // A cluster that enforces nothing: its probe pod reaches the API server's address.
+    const api = await FakeKubernetesApi.start({
+      kubelet: ({ image }) =>
+        image === 'bb-gate:1'
+          ? { exit: 2, log: 'RUNTIME ok\nREACHED 10.96.0.1:443\n' }
+          : { exit: 0, log: 'NODE v20.19.5\n' },
+    });
     const home = mkdtempSync(join(tmpdir(), 'bb-doc-k8s-'));
     const env = {
       ...doctorEnv(home),
-      BB_BACKEND: 'kubernetes',
       BB_K8S_API: api.url,
       BB_K8S_STATE_CLAIM: 'bb-bottle-state',
     };
     try {
-      const lacking = await runDoctor(io(env).io);
-      expect(lacking.map((c) => c.check)).not.toContain('docker engine');
-      expect(lacking.find((c) => c.check === 'kubernetes backend')).toMatchObject({
+      // --backend names the platform; BB_BACKEND is not set.
+      const lacking = io(env);
+      expect(await doctorCommand(['--backend', 'kubernetes', '--json'], lacking.io)).toBe(1);
+      const first = JSON.parse(lacking.out) as Array<{ check: string; ok: boolean | null }>;
+      expect(first.map((c) => c.check)).not.toContain('docker engine');
+      expect(first.find((c) => c.check === 'kubernetes backend')).toMatchObject({
         ok: false,
         detail: expect.stringMatching(/BB_K8S_GATE_IMAGE must name the gate image/),
         fix: expect.stringMatching(/kubernetes\.md/),
       });
-      const whole = await runDoctor(io({ ...env, BB_K8S_GATE_IMAGE: 'bb-gate:1' }).io);
+      expect(first.find((c) => c.check === 'kubernetes cluster')?.ok).toBeNull();
+      const whole = await runDoctor(
+        io({ ...env, BB_BACKEND: 'kubernetes', BB_K8S_GATE_IMAGE: 'bb-gate:1' }).io,
+      );
       expect(whole.find((c) => c.check === 'kubernetes backend')).toMatchObject({
         ok: true,
         detail: 'answers; 0 bottles of this orchestrator',
       });
-      expect(api.calls.some((c) => c.path.endsWith('/pods'))).toBe(true);
+      // An admin token: every access, and the forbidden ones too; nothing enforced.
+      expect(Object.fromEntries(whole.map((c) => [c.check, c.ok]))).toMatchObject({
+        'kubernetes access': false,
+        'pod security': false,
+        'gate image': true,
+        'network policy': false,
+      });
+      expect(api.objects('pods', 'bot-bottle-bottles')).toEqual([]);
+      const bad = io(env);
+      expect(await doctorCommand(['--backend', 'nomad'], bad.io)).toBe(2);
+      expect(bad.err).toMatch(/no backend "nomad"; give one of .*kubernetes/);
     } finally {
       await api.close();
       rmSync(home, { recursive: true, force: true });

@@ -191,11 +191,19 @@ Options:
   -h, --help    show this help
 `;
 
-export const DOCTOR_USAGE = `Usage: bb doctor [--json]
+export const DOCTOR_USAGE = `Usage: bb doctor [--backend docker|local|kubernetes] [--json]
 
-Check that this machine can run bottles, and say how to fix what is missing:
-  - the Docker engine answers (DOCKER_HOST or the local socket)
-  - the bottle base image exists (BB_BASE_IMAGE, default bb-base:latest)
+Check that this machine (or cluster) can run bottles, and say how to fix what is missing:
+  - docker (the default): the engine answers (DOCKER_HOST or the local socket), the
+    bottle base image exists (BB_BASE_IMAGE, default bb-base:latest), bottles get
+    disks of their own
+  - kubernetes (BB_K8S_*, run with the orchestrator's identity): the API server
+    answers; the orchestrator may do what bottles need in their namespace and has
+    no way into a pod or a Secret (SelfSubjectAccessReview); Pod Security
+    "restricted" refuses a privileged pod (a dry run); a probe pod that no policy
+    allows cannot connect out (to BB_K8S_PROBE_TARGET, host:port, default the API
+    server's service address); the gate's image and each bottle's image run there.
+    Probe pods are deleted after
   - the agent and bottle manifests in $BB_HOME/config are valid
   - the orchestrator's configuration is valid (when the forge is configured here)
   - the forge answers with the token's user, the forge kind's own checks (Gitea:
@@ -203,6 +211,7 @@ Check that this machine can run bottles, and say how to fix what is missing:
 Exit 0 when every check passes, 1 otherwise.
 
 Options:
+  --backend NAME      check this backend instead of BB_BACKEND's (default docker)
   --json              print the checks as JSON: [{ "check", "ok", "detail", "fix" }]
   -h, --help          show this help
 `;

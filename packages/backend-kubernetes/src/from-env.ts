@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { BbError } from '@bb/errors';
 import type { BottleRunner, RunnerOptions } from '@bb/headless';
 import { KubeConfig } from '@kubernetes/client-node';
+import { type ClusterCheck, clusterChecks } from './doctor';
 import { KubernetesBottles, kubeConfigFor } from './kubernetes-bottles';
 import { kubernetesRunner } from './runner';
 
@@ -62,6 +63,48 @@ export function kubernetesRunnerFromEnv(
     credentials: o.credentials,
     gateImage,
     stateClaim,
+  });
+}
+
+/**
+ * `clusterChecks` for the cluster this environment names (the runner's variables, and
+ * `BB_K8S_PROBE_TARGET`, `host:port`, for the network probe). A configuration that is
+ * invalid is one failed check naming every problem.
+ */
+export async function clusterChecksFromEnv(
+  env: Record<string, string | undefined>,
+  agentImages: readonly string[] = [],
+): Promise<ClusterCheck[]> {
+  let kubeConfig: KubeConfig;
+  try {
+    kubeConfig = kubeConfigOf(env);
+  } catch (err) {
+    return [
+      {
+        check: 'kubernetes access',
+        ok: false,
+        detail: (err as Error).message,
+        fix: 'docs/guides/kubernetes.md says what to set',
+      },
+    ];
+  }
+  const gateImage = env['BB_K8S_GATE_IMAGE']?.trim();
+  if (!gateImage)
+    return [
+      {
+        check: 'gate image',
+        ok: false,
+        detail: 'BB_K8S_GATE_IMAGE is not set',
+        fix: 'build it (sh scripts/build-k8s-images.sh), push it, and set BB_K8S_GATE_IMAGE to its name',
+      },
+    ];
+  const probeTarget = env['BB_K8S_PROBE_TARGET']?.trim();
+  return clusterChecks({
+    kubeConfig,
+    namespace: env['BB_K8S_NAMESPACE']?.trim() || DEFAULT_NAMESPACE,
+    gateImage,
+    agentImages,
+    ...(probeTarget ? { probeTarget } : {}),
   });
 }
 

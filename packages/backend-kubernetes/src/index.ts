@@ -7,7 +7,16 @@
  * Test it with `@bb/backend-kubernetes/testing` (an in-process fake API server).
  */
 
-export { DEFAULT_NAMESPACE, kubernetesRunnerFromEnv } from './from-env';
+export {
+  type Access,
+  describeAccess,
+  ORCHESTRATOR_ACCESS,
+  ORCHESTRATOR_FORBIDDEN,
+  type PolicyRule,
+  rulesAllow,
+} from './access';
+export { type ClusterCheck, type ClusterCheckOptions, clusterChecks } from './doctor';
+export { clusterChecksFromEnv, DEFAULT_NAMESPACE, kubernetesRunnerFromEnv } from './from-env';
 export {
   type KubeBottleStatus,
   KubernetesBottles,

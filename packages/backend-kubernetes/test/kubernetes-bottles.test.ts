@@ -28,7 +28,12 @@ const spec = (slug: string, over: Partial<KubeBottleSpec> = {}): KubeBottleSpec 
 });
 
 beforeAll(async () => {
-  api = await FakeKubernetesApi.start({ check: publishedSchemas });
+  // Pod Security "restricted" enforced, as deploy/namespaces.yaml has it: every pod of a
+  // bottle must be admitted under it.
+  api = await FakeKubernetesApi.start({
+    check: publishedSchemas,
+    podSecurity: { [NS]: 'restricted' },
+  });
   bottles = new KubernetesBottles({ kubeConfig: kubeConfigFor(api.url), namespace: NS });
 });
 afterAll(() => api.close());

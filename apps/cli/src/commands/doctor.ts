@@ -1,5 +1,6 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { clusterChecksFromEnv } from '@bb/backend-kubernetes';
 import { errorMessage } from '@bb/errors';
 import { forgeKinds } from '@bb/forge';
 import {
@@ -149,6 +150,50 @@ async function platformCheck(io: CliIo, name: string): Promise<DoctorCheck> {
   }
 }
 
+/** The agent and bottle manifests are valid; the images the bottles name. */
+function manifestCheck(env: Record<string, string | undefined>): {
+  check: DoctorCheck;
+  images: string[];
+} {
+  const dir = configDir(env);
+  const manifests: string[] = [];
+  const problems: string[] = [];
+  const images = new Set<string>();
+  for (const kind of ['agents', 'bottles'] as const) {
+    const d = join(dir, kind);
+    if (!existsSync(d)) continue;
+    for (const f of readdirSync(d)) {
+      const m = /^(.+)\.(json|ya?ml)$/.exec(f);
+      if (!m) continue;
+      try {
+        if (kind === 'agents') loadAgentManifest(m[1]!, env);
+        else {
+          const image = loadBottleManifest(m[1]!, env).manifest.image;
+          if (image) images.add(image);
+        }
+        manifests.push(`${kind}/${f}`);
+      } catch (err) {
+        problems.push(errorMessage(err));
+      }
+    }
+  }
+  const check: DoctorCheck = problems.length
+    ? {
+        check: 'manifests',
+        ok: false,
+        detail: problems.join('; '),
+        fix: 'see docs/manifests.md for the fields',
+      }
+    : {
+        check: 'manifests',
+        ok: true,
+        detail: manifests.length
+          ? `${manifests.length} valid in ${dir}`
+          : `none yet in ${dir} (bb demo brings its own)`,
+      };
+  return { check, images: [...images] };
+}
+
 /** Run every check; never throws. */
 export async function runDoctor(
   io: CliIo,
@@ -164,45 +209,28 @@ export async function runDoctor(
   } catch {
     // an unknown name: the configuration check says so
   }
-  if (platform) checks.push(await platformCheck(io, backendName));
-  else {
+  const manifests = manifestCheck(io.env);
+  if (platform) {
+    const answers = await platformCheck(io, backendName);
+    checks.push(answers);
+    // A cluster is held to what bottles need of it (docs/guides/kubernetes.md).
+    if (backendName === 'kubernetes')
+      checks.push(
+        ...(answers.ok
+          ? await clusterChecksFromEnv(io.env, manifests.images)
+          : [
+              {
+                check: 'kubernetes cluster',
+                ok: null,
+                detail: 'not probed: the backend is not configured (above)',
+              },
+            ]),
+      );
+  } else {
     checks.push(...(await engineChecks(io, docker)));
     checks.push(diskCheck(io.env));
   }
-
-  const dir = configDir(io.env);
-  const manifests: string[] = [];
-  const problems: string[] = [];
-  for (const kind of ['agents', 'bottles'] as const) {
-    const d = join(dir, kind);
-    if (!existsSync(d)) continue;
-    for (const f of readdirSync(d)) {
-      const m = /^(.+)\.(json|ya?ml)$/.exec(f);
-      if (!m) continue;
-      try {
-        (kind === 'agents' ? loadAgentManifest : loadBottleManifest)(m[1]!, io.env);
-        manifests.push(`${kind}/${f}`);
-      } catch (err) {
-        problems.push(errorMessage(err));
-      }
-    }
-  }
-  checks.push(
-    problems.length
-      ? {
-          check: 'manifests',
-          ok: false,
-          detail: problems.join('; '),
-          fix: 'see docs/manifests.md for the fields',
-        }
-      : {
-          check: 'manifests',
-          ok: true,
-          detail: manifests.length
-            ? `${manifests.length} valid in ${dir}`
-            : `none yet in ${dir} (bb demo brings its own)`,
-        },
-  );
+  checks.push(manifests.check);
 
   // The operator's supervise ceiling: optional, but a broken one would refuse every decision.
   try {
@@ -326,8 +354,22 @@ export async function runDoctor(
 }
 
 export async function doctorCommand(argv: string[], io: CliIo, docker?: Backend): Promise<number> {
-  const { values } = parse(argv, { json: { type: 'boolean' } }, DOCTOR_USAGE);
-  const checks = await runDoctor(io, docker);
+  const { values } = parse(
+    argv,
+    { json: { type: 'boolean' }, backend: { type: 'string' } },
+    DOCTOR_USAGE,
+  );
+  const backend = values['backend'] as string | undefined;
+  if (backend !== undefined && !backendKinds.names().includes(backend)) {
+    io.stderr(
+      `bb doctor: no backend ${JSON.stringify(backend)}; give one of ${backendKinds.names().join(', ')}\n`,
+    );
+    return 2;
+  }
+  const checks = await runDoctor(
+    backend ? { ...io, env: { ...io.env, BB_BACKEND: backend } } : io,
+    docker,
+  );
   if (values['json']) io.stdout(`${JSON.stringify(checks, null, 2)}\n`);
   else
     for (const c of checks) {

@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { type Access, type PolicyRule, rulesAllow } from '../access';
+import { restrictedViolations } from './pod-security';
 
 /** One request the fake API server answered. */
 export interface ApiCall {
@@ -57,6 +59,26 @@ const RESOURCES: Resource[] = [
   },
 ];
 
+/** What the fake cluster enforces beyond its schemas. */
+export interface FakeClusterOptions {
+  /**
+   * The caller's RBAC: its Role's rules in each namespace, answered by
+   * `SelfSubjectAccessReview` (and only there: other calls are not authorized).
+   * Unset: the caller may do anything (a cluster admin).
+   */
+  access?: Record<string, PolicyRule[]>;
+  /** Namespaces where Pod Security admission enforces "restricted" on every pod made. */
+  podSecurity?: Record<string, 'restricted'>;
+  /**
+   * Plays the kubelet for pods once they run: how each ends (`exit` with its `log`),
+   * or why it cannot start (`stall`, as `stallPod`); `undefined` leaves it running.
+   */
+  kubelet?: (pod: { namespace: string; name: string; image: string }) => PodFate | undefined;
+}
+
+/** What `FakeClusterOptions.kubelet` makes of a pod. */
+export type PodFate = { exit: number; log?: string } | { stall: string; message?: string };
+
 /** `a=b,c=d` (equality only, what bot-bottle uses) as a predicate. */
 function selects(selector: string | undefined, labels: Record<string, string> = {}): boolean {
   if (!selector) return true;
@@ -97,6 +119,7 @@ export class FakeKubernetesApi {
   private constructor(
     readonly check: SchemaCheck | undefined,
     readonly startDelayMs: number | null,
+    readonly o: FakeClusterOptions,
   ) {}
 
   /**
@@ -109,11 +132,12 @@ export class FakeKubernetesApi {
       startDelayMs?: number | null;
       /** Serve https with this key and certificate (PEM), as a real API server does. */
       tls?: { key: string; cert: string };
-    } = {},
+    } & FakeClusterOptions = {},
   ): Promise<FakeKubernetesApi> {
     const api = new FakeKubernetesApi(
       options.check,
       options.startDelayMs === undefined ? 5 : options.startDelayMs,
+      options,
     );
     const handler = (req: IncomingMessage, res: ServerResponse) => {
       api.#handle(req, res).catch((err) => {
@@ -170,6 +194,38 @@ export class FakeKubernetesApi {
     if ((pod.status as { phase?: string } | undefined)?.phase !== 'Pending') return;
     pod.status = { phase: 'Running', podIP, conditions: [{ type: 'Ready', status: 'True' }] };
     this.#touch('pods', pod, 'MODIFIED');
+    const image = (pod.spec as { containers?: Array<{ image?: string }> } | undefined)
+      ?.containers?.[0]?.image;
+    const fate = this.o.kubelet?.({ namespace, name, image: image ?? '' });
+    if (fate)
+      setTimeout(() => {
+        if (this.#objects.get(`pods/${namespace}/${name}`) !== pod) return;
+        if ('stall' in fate) this.stallPod(namespace, name, fate.stall, fate.message);
+        else this.finishPod(namespace, name, fate.exit, fate.log);
+      }, 5).unref();
+  }
+
+  /**
+   * A Pending pod's container waits for `reason` (`ErrImagePull`, say), as a kubelet
+   * reports a pod it cannot start.
+   */
+  stallPod(namespace: string, name: string, reason: string, message = ''): void {
+    const pod = this.#objects.get(`pods/${namespace}/${name}`);
+    if (!pod) throw new Error(`no pod ${namespace}/${name}`);
+    pod.status = {
+      phase: 'Pending',
+      containerStatuses: [
+        {
+          name: 'main',
+          ready: false,
+          restartCount: 0,
+          image: '',
+          imageID: '',
+          state: { waiting: { reason, message } },
+        },
+      ],
+    };
+    this.#touch('pods', pod, 'MODIFIED');
   }
 
   /**
@@ -222,6 +278,42 @@ export class FakeKubernetesApi {
     // Nothing bot-bottle does needs a way into a pod: refused, and on the record.
     if (/\/pods\/[^/]+\/(exec|attach|portforward)$/.test(url.pathname))
       return status(403, 'Forbidden', 'bot-bottle never runs anything in a pod');
+    if (url.pathname === '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews') {
+      if (req.method !== 'POST')
+        return status(405, 'MethodNotAllowed', `${req.method} is not served here`);
+      let body = '';
+      for await (const chunk of req) body += chunk;
+      let review: {
+        apiVersion?: string;
+        kind?: string;
+        spec?: { resourceAttributes?: Partial<Access> & { namespace?: string } };
+      };
+      try {
+        review = JSON.parse(body);
+        this.check?.('SelfSubjectAccessReview', review);
+      } catch (err) {
+        return status(
+          422,
+          'Invalid',
+          `SelfSubjectAccessReview is invalid: ${(err as Error).message}`,
+        );
+      }
+      const a = review.spec?.resourceAttributes ?? {};
+      const rules = this.o.access?.[a.namespace ?? ''];
+      const allowed =
+        !this.o.access ||
+        (!!rules &&
+          rulesAllow(rules, {
+            verb: a.verb ?? '',
+            group: a.group ?? '',
+            resource: a.resource ?? '',
+            ...(a.subresource ? { subresource: a.subresource } : {}),
+          }));
+      return send(201, {
+        ...review,
+        status: { allowed, ...(allowed ? { reason: 'RBAC: allowed by Role' } : {}) },
+      });
+    }
     const log = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/log$/.exec(url.pathname);
     if (log && req.method === 'GET') {
       const pod = this.#objects.get(`pods/${log[1]}/${log[2]}`);
@@ -297,8 +389,20 @@ export class FakeKubernetesApi {
       }
       const n = obj.metadata?.name;
       if (!n) return status(422, 'Invalid', 'metadata.name is required');
+      if (resource.kind === 'Pod' && this.o.podSecurity?.[namespace] === 'restricted') {
+        const refused = restrictedViolations((obj.spec ?? {}) as never);
+        if (refused.length)
+          return status(
+            403,
+            'Forbidden',
+            `pods "${n}" is forbidden: violates PodSecurity "restricted:latest": ${refused.join(', ')}`,
+          );
+      }
       if (this.#objects.has(key(n)))
         return status(409, 'AlreadyExists', `${resource.plural} "${n}" already exists`);
+      // A dry run is admitted (or refused) as a create would be, and nothing is stored.
+      if (query['dryRun'] === 'All')
+        return send(201, { ...obj, metadata: { ...obj.metadata, namespace } });
       obj.metadata = {
         ...obj.metadata,
         namespace,

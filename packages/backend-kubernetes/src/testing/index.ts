@@ -6,6 +6,13 @@
  * `publishedSchemas`), for tests where no cluster can be had, and
  * `describeKubernetesIsolation`, what a Kubernetes backend must ask of the cluster.
  */
-export { type ApiCall, FakeKubernetesApi, type SchemaCheck } from './fake-api-server';
+export {
+  type ApiCall,
+  type FakeClusterOptions,
+  FakeKubernetesApi,
+  type PodFate,
+  type SchemaCheck,
+} from './fake-api-server';
 export { describeKubernetesIsolation, type KubernetesIsolationOptions } from './isolation';
+export { restrictedViolations } from './pod-security';
 export { publishedSchemas } from './schemas';

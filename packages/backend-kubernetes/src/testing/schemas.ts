@@ -1,3 +1,4 @@
+import { SelfSubjectAccessReview } from 'kubernetes-models/authorization.k8s.io/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PersistentVolumeClaim, Pod, Secret, Service } from 'kubernetes-models/v1';
 import type { SchemaCheck } from './fake-api-server';
@@ -8,6 +9,7 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   PersistentVolumeClaim,
   Service,
   NetworkPolicy,
+  SelfSubjectAccessReview,
 };
 
 /**

@@ -126,8 +126,9 @@ export class DockerKubelet {
   async #run(pod: Pod, run: { ids: string[]; dirs: string[] }): Promise<void> {
     const { api, namespace, backend } = this.#o;
     const name = pod.metadata.name;
-    const slug = pod.metadata.labels?.['bb.slug'] ?? '';
-    const role = pod.metadata.labels?.['bb.role'] ?? '';
+    // A pod of no bottle (a probe) is labelled by its own name.
+    const slug = pod.metadata.labels?.['bb.slug'] ?? name;
+    const role = pod.metadata.labels?.['bb.role'] ?? 'pod';
     const sc = pod.spec.securityContext ?? {};
     const uid = sc.runAsUser ?? 0;
     const gid = sc.runAsGroup ?? 0;

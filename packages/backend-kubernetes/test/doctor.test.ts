@@ -3,10 +3,6 @@
 // "restricted", a CNI that drops what no policy allows, images that run) and one that
 // does not. The fake's kubelet is this test: it ends each probe pod as a node of such
 // a cluster would (what a probe prints is the probe's own contract, see doctor.ts).
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { loadAllYaml } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   ORCHESTRATOR_ACCESS,
@@ -18,6 +14,7 @@ import { type ClusterCheck, clusterChecks } from '../src/doctor';
 import { kubeConfigFor } from '../src/kubernetes-bottles';
 import { planBottle } from '../src/manifests';
 import {
+  deployedRoleRules,
   type FakeClusterOptions,
   FakeKubernetesApi,
   type PodFate,
@@ -26,13 +23,7 @@ import {
 } from '../src/testing/index';
 
 const NS = 'bot-bottle-bottles';
-const deploy = join(dirname(fileURLToPath(import.meta.url)), '..', 'deploy');
-const role = (
-  loadAllYaml(readFileSync(join(deploy, 'rbac.yaml'), 'utf8')) as Array<{
-    kind: string;
-    rules?: PolicyRule[];
-  }>
-).find((d) => d.kind === 'Role')!;
+const role = { rules: deployedRoleRules() };
 
 let api: FakeKubernetesApi | undefined;
 afterEach(() => api?.close());

@@ -6,6 +6,8 @@
  * `publishedSchemas`), for tests where no cluster can be had, and
  * `describeKubernetesIsolation`, what a Kubernetes backend must ask of the cluster.
  */
+
+export { deployedRoleRules } from './deploy';
 export {
   type ApiCall,
   type FakeClusterOptions,

@@ -7,7 +7,7 @@
  * `describeKubernetesIsolation`, what a Kubernetes backend must ask of the cluster.
  */
 
-export { deployedRoleRules } from './deploy';
+export { deployedObjects, deployedRoleRules } from './deploy';
 export {
   type ApiCall,
   type FakeClusterOptions,

@@ -301,7 +301,7 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
       });
       const asked = await until(
         'the request',
-        () => desk.list({ status: 'pending' }).find((r) => r.slug === slug),
+        async () => (await desk.list({ status: 'pending' })).find((r) => r.slug === slug),
         90_000,
       );
       expect(asked.kind).toBe('allowlist');
@@ -312,12 +312,9 @@ describe.skipIf(!docker.ok)('the planned pods, run by a kubelet double on Docker
       expect(outcome, outcome.output).toMatchObject({ exitCode: 0, ok: true });
       expect(seen).toEqual(['/after']);
       // The Dockerfile never reached the operator.
-      expect(
-        desk
-          .list({})
-          .filter((r) => r.slug === slug)
-          .map((r) => r.kind),
-      ).toEqual(['allowlist']);
+      expect((await desk.list({})).filter((r) => r.slug === slug).map((r) => r.kind)).toEqual([
+        'allowlist',
+      ]);
     } finally {
       db.close();
       target.close();

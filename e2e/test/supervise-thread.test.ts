@@ -118,13 +118,13 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
     w.gitea.comment('mallory', 'acme/widgets', n, `/bb approve ${id}`);
     await w.gitea.settle();
     await new Promise((r) => setTimeout(r, 1500));
-    expect(store().get(id)?.status).toBe('pending');
+    expect((await store().get(id))?.status).toBe('pending');
 
     w.gitea.comment('alice', 'acme/widgets', n, `/bb approve ${id}`);
     await until('the answer on the thread', () =>
       bodies().find((b) => b.startsWith(`Approved \`${id}\``)),
     );
-    const decided = store().get(id)!;
+    const decided = (await store().get(id))!;
     expect(decided).toMatchObject({
       status: 'approved',
       decidedBy: 'forge:alice',
@@ -162,9 +162,9 @@ describe.skipIf(!docker.ok)('supervise on the forge thread, through the service'
     await until('the answer on the thread', () =>
       bodies().find((b) => b.startsWith(`Approved, as modified, \`${id}\``)),
     );
-    const decided = new SuperviseStore(
+    const decided = (await new SuperviseStore(
       BbDatabase.open({ path: join(w.home, 'bot-bottle.db') }),
-    ).get(id)!;
+    ).get(id))!;
     expect(decided).toMatchObject({
       status: 'modified',
       decidedBy: 'forge:alice',
@@ -227,7 +227,7 @@ describe.skipIf(!docker.ok)('supervise decided remotely, through the service API
     }
     const db = BbDatabase.open({ path: join(w.home, 'bot-bottle.db') });
     try {
-      expect(new SuperviseStore(db).get(id)).toMatchObject({
+      expect(await new SuperviseStore(db).get(id)).toMatchObject({
         status: 'approved',
         decidedBy: 'carol',
         decidedVia: 'api',
@@ -311,13 +311,13 @@ describe.skipIf(!docker.ok)('a rebuild approved on the thread keeps the conversa
     expect(second).toBe(`Second turn, in session ${session}, with newtool.`);
     const db = BbDatabase.open({ path: join(w.home, 'bot-bottle.db') });
     try {
-      expect(new SuperviseStore(db).get(id)).toMatchObject({
+      expect(await new SuperviseStore(db).get(id)).toMatchObject({
         status: 'approved',
         decidedBy: 'forge:alice',
         decidedVia: 'forge',
         scope: 'bottle',
       });
-      const slug = new SuperviseStore(db).get(id)!.slug;
+      const slug = (await new SuperviseStore(db).get(id))!.slug;
       const chain = await until(
         'both turns recorded',
         () => {
@@ -376,7 +376,7 @@ describe.skipIf(!docker.ok)('supervise auto mode, through the service', () => {
       return { n, body, id: ID.exec(body)![1]! };
     };
     const harmless = await filed('harmless', (b) => b.startsWith('**Approved automatically**'));
-    expect(store().get(harmless.id)).toMatchObject({
+    expect(await store().get(harmless.id)).toMatchObject({
       status: 'approved',
       decidedBy: 'auto',
       decidedVia: 'auto',
@@ -385,9 +385,11 @@ describe.skipIf(!docker.ok)('supervise auto mode, through the service', () => {
 
     const risky = await filed('risky', (b) => b.includes('/bb approve'));
     const other = risky.id;
-    expect(store().get(other)?.status).toBe('pending');
+    expect((await store().get(other))?.status).toBe('pending');
     // A person ends it, so the agent does not wait out its time.
     w.gitea.comment('alice', 'acme/widgets', risky.n, `/bb reject ${other} not from a bottle`);
-    await until('rejected', () => (store().get(other)?.status === 'rejected' ? true : undefined));
+    await until('rejected', async () =>
+      (await store().get(other))?.status === 'rejected' ? true : undefined,
+    );
   }, 240_000);
 });

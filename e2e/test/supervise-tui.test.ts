@@ -120,7 +120,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
     tmux('send-keys', '-t', session, 'Enter');
     s = await waitFor(/rejected sr_/, 'the rejection');
     expect(s).toMatch(/0 pending/);
-    expect(store().find((r) => r.id === first.request_id)).toMatchObject({
+    expect((await store()).find((r) => r.id === first.request_id)).toMatchObject({
       status: 'rejected',
       reason: 'Use the mirror.',
       decidedBy: 'erin',
@@ -141,13 +141,13 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
     // Past the operator's ceiling (empty here): refused until overridden, knowingly.
     tmux('send-keys', '-t', session, 'a');
     await waitFor(/goes beyond the operator's ceiling/, 'the ceiling refusal');
-    expect(store().find((r) => r.id === second.request_id)?.status).toBe('pending');
+    expect((await store()).find((r) => r.id === second.request_id)?.status).toBe('pending');
     tmux('send-keys', '-t', session, 'o');
     await waitFor(/OVERRIDE/, 'the override');
     tmux('send-keys', '-t', session, 'a');
     s = await waitFor(/approved sr_/, 'the approval');
     expect(s).toContain("kept for impl-tui01's next turn");
-    expect(store().find((r) => r.id === second.request_id)).toMatchObject({
+    expect((await store()).find((r) => r.id === second.request_id)).toMatchObject({
       status: 'approved',
       scope: 'bottle',
       override: true,
@@ -231,7 +231,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
       await on(/OVERRIDE/, 'the override');
       tmux('send-keys', '-t', remote, 'a');
       s = await on(/approved sr_/, 'the approval');
-      expect(store().find((r) => r.id === asked.request_id)).toMatchObject({
+      expect((await store()).find((r) => r.id === asked.request_id)).toMatchObject({
         status: 'approved',
         decidedBy: 'dana',
         decidedVia: 'api',
@@ -284,7 +284,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
       // The operator's next key was meant for the first request: it decides nothing.
       tmux('send-keys', '-t', lost, 'a');
       await new Promise((r) => setTimeout(r, 1500));
-      expect(store().find((r) => r.id === b.request_id)?.status).toBe('pending');
+      expect((await store()).find((r) => r.id === b.request_id)?.status).toBe('pending');
       // Chosen on purpose, it can be decided.
       tmux('send-keys', '-t', lost, 'Down');
       await on(/why: the second request/, 'the second request chosen');
@@ -293,7 +293,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
       tmux('send-keys', '-t', lost, '-l', 'Not now.');
       tmux('send-keys', '-t', lost, 'Enter');
       await on(/rejected sr_/, 'the rejection');
-      expect(store().find((r) => r.id === b.request_id)).toMatchObject({
+      expect((await store()).find((r) => r.id === b.request_id)).toMatchObject({
         status: 'rejected',
         decidedBy: 'erin',
       });
@@ -319,7 +319,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
       const stray = s.split('\n').filter((l) => /building bb-rebuilt-|tui-build-step-ran/.test(l));
       expect(stray, s).toEqual([]);
       expect(s.split('\n')[0]).toMatch(/bot-bottle supervise/);
-      expect(store().find((r) => r.id === asked.request_id)).toMatchObject({
+      expect((await store()).find((r) => r.id === asked.request_id)).toMatchObject({
         status: 'approved',
         decidedBy: 'erin',
         decidedVia: 'tui',

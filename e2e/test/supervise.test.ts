@@ -54,7 +54,7 @@ describe.skipIf(!docker.ok)(
     ) => {
       const d = desk();
       for (let i = 0; i < 600; i++) {
-        const [r] = d.list({ status: 'pending' });
+        const [r] = await d.list({ status: 'pending' });
         if (r) return act(d, r);
         await new Promise((res) => setTimeout(res, 100));
       }
@@ -372,8 +372,8 @@ describe.skipIf(!docker.ok)(
         });
         expect((await rt.readWorkspace(run, 'answer.json.code'))!.trim()).toBe('5');
         const d = desk();
-        d.sync();
-        expect(d.list({ status: 'expired' }).map((r) => r.slug)).toContain(run.slug);
+        await d.sync();
+        expect((await d.list({ status: 'expired' })).map((r) => r.slug)).toContain(run.slug);
       } finally {
         writeFileSync(join(rt.home, 'config', 'supervise.json'), '{}');
       }

@@ -2,7 +2,10 @@ import { bundleBuild, packageBuild } from '@bb/tooling/tsup';
 import { defineConfig } from 'tsup';
 
 export default defineConfig([
-  packageBuild({ index: 'src/index.ts' }),
+  packageBuild(
+    { index: 'src/index.ts', testing: 'src/testing/index.ts' },
+    { external: ['vitest'] },
+  ),
   bundleBuild({
     'supervise-sidecar': 'src/sidecar-bin.ts',
     'bb-supervise': 'src/bb-supervise-bin.ts',

@@ -149,7 +149,7 @@ try {
     const t0 = now();
     if (i % 2 === 0) gitea.comment('alice', 'acme/widgets', n, `/bb approve ${id}`);
     else {
-      const r = desk.show(id);
+      const r = await desk.show(id);
       await desk.approve(id, {
         by: 'bench',
         via: 'tui',

@@ -63,10 +63,10 @@ describe('bb supervise --server: decided from another BB_HOME', () => {
       { allowlist: `${JSON.stringify({ allow })}\n`, justification: 'the tests need it' },
       0,
     );
-  const decided = (id: string) => {
+  const decided = async (id: string) => {
     const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
     try {
-      return new SuperviseStore(db).get(id);
+      return await new SuperviseStore(db).get(id);
     } finally {
       db.close();
     }
@@ -133,7 +133,7 @@ describe('bb supervise --server: decided from another BB_HOME', () => {
     expect(ok.err).toBe('');
     expect(ok.code).toBe(0);
     expect(ok.out).toMatch(/^approved sr_\w+ \(impl-remote1, scope bottle\)/);
-    expect(decided(a.request_id)).toMatchObject({
+    expect(await decided(a.request_id)).toMatchObject({
       status: 'approved',
       decidedBy: 'carol',
       decidedVia: 'api',

@@ -179,9 +179,9 @@ several orchestrators can share it (then start them with BB_DATABASE_URL set to 
 same URL). Stop the orchestrator first: a file it still works on is refused.
 
 Copied, in one transaction (on failure PostgreSQL is left as it was): bottles and
-their history, the delivery ledger, the event inbox, signed run records. The SQLite
-file keeps everything (its schema is brought up to date, as any bb command does).
-Supervise requests stay in it: they name this machine's bottles.
+their history, the delivery ledger, the event inbox, signed run records, supervise
+requests and their decisions. The SQLite file keeps everything (its schema is brought
+up to date, as any bb command does).
 
 Options:
   --to URL      the PostgreSQL database (default $BB_DATABASE_URL, which keeps the

@@ -503,7 +503,7 @@ export function busyOperator(
     let acted = 0;
     for (let i = 0; i < 1200 && !over && acted < count; i++) {
       const d = desk();
-      const [r] = d.list({ status: 'pending' });
+      const [r] = await d.list({ status: 'pending' });
       if (r) {
         await act(d, r);
         acted++;

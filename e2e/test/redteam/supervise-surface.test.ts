@@ -54,7 +54,7 @@ describe.skipIf(!docker.ok)("red team: the supervise plane's own surfaces", () =
       bottles: supervisedBottles(rt.env),
       policy: defaultPolicy(),
     });
-    const [r] = desk.list({ status: 'pending' });
+    const [r] = await desk.list({ status: 'pending' });
     expect(r?.kind).toBe('allowlist');
     for (const s of spellings) {
       const mine = r!.findings.filter((f) => f.message.includes(s));

@@ -225,7 +225,7 @@ for (let i = 0; i < ROUNDS; i++)
     );
     let id: string | undefined;
     while (!id) {
-      id = desk.list({ status: 'pending' })[0]?.id;
+      id = (await desk.list({ status: 'pending' }))[0]?.id;
       if (!id) await new Promise((r) => setTimeout(r, 2));
     }
     visible.push(performance.now() - made);

@@ -65,7 +65,15 @@ export async function carryOut(
         if (s.state.status !== 'frozen') await s.commit({ ...s.state, status: 'frozen' });
         break;
       case 'destroy':
-        core.o.supervise?.cancelAll?.(s.slug, 'the bottle was destroyed');
+        await Promise.resolve(
+          core.o.supervise?.cancelAll?.(s.slug, 'the bottle was destroyed'),
+        ).catch((err) =>
+          core.log({
+            msg: 'could not cancel the supervise requests',
+            slug: s.slug,
+            error: errorMessage(err),
+          }),
+        );
         core.warm.forget(s.slug);
         await core.warm.cooling(s.slug);
         // Never another orchestrator's bottle: one that stalled past its lease removes nothing.

@@ -117,7 +117,7 @@ export interface OrchestratorOptions {
 
 /** What the orchestrator needs of the supervise plane. */
 export interface SupervisePlane {
-  awaitingOperator(slug: string): boolean;
+  awaitingOperator(slug: string): boolean | Promise<boolean>;
   auditTurn?(
     slug: string,
     startedAt: string,

@@ -45,7 +45,12 @@ export interface RecordTurnOptions {
    * The bottle's supervise requests made during this turn, with their decisions
    * and remediations (`auditTurn` of `@bb/supervise`'s desk).
    */
-  supervise?: ((slug: string, startedAt: string) => RunRecord['supervise']) | undefined;
+  supervise?:
+    | ((
+        slug: string,
+        startedAt: string,
+      ) => RunRecord['supervise'] | Promise<RunRecord['supervise']>)
+    | undefined;
 }
 
 export interface RecordedTurn {
@@ -114,7 +119,7 @@ export async function recordTurn(o: RecordTurnOptions): Promise<RecordedTurn> {
     turn,
     ...(log.rotated ? { sessionRotated: log.rotated } : {}),
     ...(log.hidden?.length ? { promptHidden: log.hidden } : {}),
-    ...(o.supervise ? { supervise: o.supervise(o.slug, o.startedAt) } : {}),
+    ...(o.supervise ? { supervise: await o.supervise(o.slug, o.startedAt) } : {}),
     startedAt: o.startedAt,
     finishedAt: new Date().toISOString(),
     exitCode: o.outcome.exitCode,

@@ -31,8 +31,8 @@ import { parseIssueKey } from './routing';
 
 /** What the thread needs of the supervise desk (a `SuperviseDesk` has it). */
 export interface ThreadDesk {
-  list(filter: { status: 'pending' }): RequestView[];
-  show(id: string): RequestView;
+  list(filter: { status: 'pending' }): Promise<RequestView[]>;
+  show(id: string): Promise<RequestView>;
   /** As the desk approves (`edited`: the decider's own file, in the proposal's place). */
   approve(
     id: string,
@@ -208,10 +208,10 @@ export async function announceRequests(core: Core, desk: ThreadDesk): Promise<vo
   // What this process could not post: tried again, a request that waits as long as it
   // waits, and an automatic approval until it is said (it applies either way).
   for (const [id, u] of unposted(core)) {
-    if (!u.auto && !isPending(desk, id)) unposted(core).delete(id);
+    if (!u.auto && !(await isPending(desk, id))) unposted(core).delete(id);
     else await post(core, id, u);
   }
-  for (const r of desk.list({ status: 'pending' })) {
+  for (const r of await desk.list({ status: 'pending' })) {
     const s = core.sessions.bySlug(r.slug);
     if (!s || unposted(core).has(r.id)) continue;
     // Asked before the ledger notes the post: one that lost the issue leaves it to its holder.
@@ -237,9 +237,9 @@ export async function announceRequests(core: Core, desk: ThreadDesk): Promise<vo
   }
 }
 
-const isPending = (desk: ThreadDesk, id: string): boolean => {
+const isPending = async (desk: ThreadDesk, id: string): Promise<boolean> => {
   try {
-    return desk.show(id).status === 'pending';
+    return (await desk.show(id)).status === 'pending';
   } catch {
     return false;
   }
@@ -366,7 +366,7 @@ export async function handleThreadCommand(
   const slug = core.sessions.get(key)?.slug;
   let request: RequestView | undefined;
   try {
-    request = desk.show(cmd.id);
+    request = await desk.show(cmd.id);
   } catch {}
   if (!request || !slug || request.slug !== slug) {
     await reply(`@${comment.author}: \`${cmd.id}\` is not a request of this issue's bottle.`);
@@ -375,7 +375,7 @@ export async function handleThreadCommand(
   const by = `forge:${comment.author}`;
   try {
     if (cmd.verb === 'reject') {
-      desk.reject(cmd.id, cmd.reason, { by, via: 'forge' });
+      await desk.reject(cmd.id, cmd.reason, { by, via: 'forge' });
       core.log({ msg: 'supervise request rejected on the forge', key, request: cmd.id, by });
       await reply(`Rejected \`${cmd.id}\` (@${comment.author}); the agent is told why.`);
       return;

@@ -100,7 +100,15 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
   s.fired = undefined;
   s.pause = undefined;
   // A request the turn left waiting has no one to answer: the next turn asks again if it must.
-  core.o.supervise?.cancelAll?.(s.slug, 'the turn it was asked in ended before a decision');
+  await Promise.resolve(
+    core.o.supervise?.cancelAll?.(s.slug, 'the turn it was asked in ended before a decision'),
+  ).catch((err) =>
+    core.log({
+      msg: 'could not cancel the supervise requests',
+      slug: s.slug,
+      error: errorMessage(err),
+    }),
+  );
   const rebuilt = runner.takeResumeRequest?.(s.slug);
   const fired = whyStopped(s, stopped, outcome, rebuilt);
   let done: Awaited<ReturnType<typeof recordTurn>>['done'] = null;

@@ -78,7 +78,7 @@ export async function checkWatchdog(core: Core, now: number): Promise<void> {
     if (s.fired) continue;
     // Waiting for the operator is not silence: the clock starts again once decided.
     // At most `superviseMaxPauseMs` in a turn: chained requests do not keep an agent alive for ever.
-    if (core.o.supervise?.awaitingOperator(s.slug)) {
+    if (await core.o.supervise?.awaitingOperator(s.slug)) {
       const since = s.pause?.since ?? now;
       s.pause = { since, last: s.pause?.last ?? 0 };
       if (now - since <= (core.o.superviseMaxPauseMs ?? 24 * 3600_000)) {

@@ -43,8 +43,8 @@ function desk(
     }) as unknown as RequestView;
   const plane: SupervisePlane = {
     awaitingOperator: () => status === 'pending',
-    list: () => (status === 'pending' && slugOf() ? [view()] : []),
-    show: (id) => {
+    list: async () => (status === 'pending' && slugOf() ? [view()] : []),
+    show: async (id) => {
       if (id !== ID) throw new Error('no such request');
       return view();
     },

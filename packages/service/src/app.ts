@@ -22,7 +22,7 @@ export function createApp(parts: {
   /** What waits for room to run, for the dashboard and `/api/capacity`. */
   capacity?: CapacityView;
   /** Pending supervise requests (dashboard, `/api/supervise`, `awaitingOperator` in `/api/bottles`). */
-  proposals?: () => ProposalView[];
+  proposals?: () => ProposalView[] | Promise<ProposalView[]>;
   /** Why targeted issues could not launch, newest last (dashboard and `/api/notices`). */
   notices?: () => NoticeView[];
   /** Where people read issues and PRs on the forge. */
@@ -55,18 +55,18 @@ export function createApp(parts: {
             : {}),
           capacity: parts.capacity,
           notices: parts.notices?.() ?? [],
-          proposals: parts.proposals?.() ?? [],
+          proposals: (await parts.proposals?.()) ?? [],
           site: parts.site,
           version: parts.version,
         }),
         { headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' } },
       );
     if (pathname === '/api/supervise' && req.method === 'GET')
-      return json(200, { pending: parts.proposals?.() ?? [] });
+      return json(200, { pending: (await parts.proposals?.()) ?? [] });
     const decided = await parts.supervise?.(req, { operator: access.operator });
     if (decided) return decided;
     if (pathname === '/api/bottles' && req.method === 'GET') {
-      const awaiting = new Set((parts.proposals?.() ?? []).map((p) => p.slug));
+      const awaiting = new Set(((await parts.proposals?.()) ?? []).map((p) => p.slug));
       return json(200, {
         bottles: (await parts.store.all()).map((s) => ({
           ...s,

@@ -9,6 +9,7 @@ import {
   type Backend,
   bottleRemediator,
   LOCAL_BACKEND_WARNING,
+  readMeta,
   reclaimBuildEngines,
   supervisedBottles,
 } from '@bb/headless';
@@ -21,6 +22,7 @@ import {
   sweep as sweepForge,
   toNodeListener,
 } from '@bb/lifecycle';
+import { homeLayout } from '@bb/names';
 import {
   createProvenanceHandler,
   GitleaksScanner,
@@ -30,7 +32,7 @@ import {
   trustedKeyOf,
 } from '@bb/provenance';
 import { resolveBbHome } from '@bb/state';
-import { createSuperviseApi, loadPolicy, SuperviseDesk, SuperviseStore } from '@bb/supervise';
+import { createSuperviseApi, loadPolicy, SuperviseDesk } from '@bb/supervise';
 import { forLog } from '@bb/wall';
 import { pino } from 'pino';
 import pkg from '../package.json' with { type: 'json' };
@@ -159,9 +161,20 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   if (!runner.isolates) log.warn(LOCAL_BACKEND_WARNING);
   // What stuck agents ask for: kept in this database, decided with `bb supervise`.
   const operators = new OperatorTokens(db);
+  // The engine this replica runs bottles on: in a fleet sharing a bottle store, a
+  // decision is applied where its bottle runs (its meta's engine), by that replica.
+  const engine = homeLayout(bottleEnv).shared ? await backend?.identity?.() : undefined;
   const desk = new SuperviseDesk({
-    store: new SuperviseStore(db),
+    store: state.supervise,
     bottles: supervisedBottles(bottleEnv),
+    ...(engine
+      ? {
+          appliesTo: (slug: string) => {
+            const ran = readMeta(slug, bottleEnv)?.engine;
+            return !ran || ran === engine;
+          },
+        }
+      : {}),
     policy: loadPolicy(home),
     // Applied on the engine of containers, or as the platform of pods applies them (its
     // gates watch their proxies' files; it rebuilds nothing).

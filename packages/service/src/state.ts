@@ -13,6 +13,7 @@ import {
   SqliteLeaseStore,
   type UnleasedWork,
 } from '@bb/state';
+import { type SuperviseRecords, SuperviseStore } from '@bb/supervise';
 
 /** What the orchestrator keeps, wherever it lives. */
 export interface OrchestratorState {
@@ -29,7 +30,9 @@ export interface OrchestratorState {
   roster: FleetRoster;
   /** What nobody holds, asked of the database (PostgreSQL, where leases and bottles are one database). */
   unleased?: UnleasedWork;
-  /** This machine's own SQLite file (supervise requests, which name this machine's bottles). */
+  /** Supervise requests, decisions and remediations (the fleet's, on PostgreSQL). */
+  supervise: SuperviseRecords;
+  /** This machine's own SQLite file (what stays with it: operator tokens). */
   local: BbDatabase;
   close(): Promise<void>;
 }
@@ -53,6 +56,7 @@ export async function openState(
       runs: new ProvenanceStore(local),
       leases: new SqliteLeaseStore(local),
       roster: new SqliteFleetRoster(local),
+      supervise: new SuperviseStore(local),
       local,
       close: async () => local.close(),
     };
@@ -70,6 +74,7 @@ export async function openState(
       leases: pg.leases,
       roster: pg.roster,
       unleased: pg.store,
+      supervise: pg.supervise,
       local,
       close: async () => {
         await pg.close();

@@ -62,15 +62,48 @@ const PLANS: TablePlan[] = [
     order: 'rowid',
     optional: true,
   },
+  {
+    // A fleet decides them through any replica: they move with the rest.
+    table: 'supervise_requests',
+    columns: [
+      'id',
+      'slug',
+      'kind',
+      'tool',
+      'status',
+      'created_at',
+      'expires_at',
+      'turn',
+      'base_text',
+      'base_hash',
+      'candidate_text',
+      'candidate_hash',
+      'justification',
+      'rerouted',
+      'evidence',
+      'findings',
+      'decided_by',
+      'decided_via',
+      'decided_at',
+      'scope',
+      'final_text',
+      'final_hash',
+      'reason',
+      'override',
+      'remediation',
+      'remediated_at',
+    ],
+    order: 'created_at, id',
+    optional: true,
+  },
 ];
 
 /**
  * Copy an existing SQLite install's state (bottles, their history, the delivery
- * ledger, the event inbox, run records) into an empty, migrated PostgreSQL
+ * ledger, the event inbox, run records, supervise requests) into an empty, migrated PostgreSQL
  * state, in one transaction: on any failure PostgreSQL is left as it was, and
  * the SQLite file is only read. Refuses (`CONFLICT`) a target that has rows.
- * Supervise requests are not copied: they name this machine's bottles and stay
- * in its SQLite file.
+ * Supervise requests are copied too (a fleet shares them).
  */
 export async function copySqliteToPostgres(options: CopyOptions): Promise<CopiedTable[]> {
   const { from, to } = options;

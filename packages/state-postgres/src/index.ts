@@ -7,6 +7,7 @@
  * - {@link PostgresForgeStateStore}: `ForgeStateStore`, `DeliveryLedger` and
  *   `EventInbox` in one.
  * - {@link PostgresRunRecordStore}: the `RunRecordStore` of `@bb/provenance`.
+ * - {@link PostgresSuperviseStore}: the `SuperviseRecords` of `@bb/supervise`.
  * - {@link PostgresDatabase}: the connection pool, with per-component migrations.
  * - {@link openPostgresState}: all of it from one URL (`BB_DATABASE_URL`).
  *
@@ -28,3 +29,4 @@ export { openPostgresState, type PostgresState } from './open';
 export { PostgresFleetRoster, ROSTER_PG_MIGRATIONS } from './roster';
 export { PostgresRunRecordStore } from './run-store';
 export { PG_STATE_SQL, PostgresForgeStateStore, rowValues } from './state-store';
+export { PostgresSuperviseStore, SUPERVISE_PG_MIGRATIONS } from './supervise-store';

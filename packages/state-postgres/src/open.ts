@@ -3,6 +3,7 @@ import { PostgresLeaseStore } from './leases';
 import { PostgresFleetRoster } from './roster';
 import { PostgresRunRecordStore } from './run-store';
 import { PostgresForgeStateStore } from './state-store';
+import { PostgresSuperviseStore } from './supervise-store';
 
 /** Everything an orchestrator keeps, on one PostgreSQL database. */
 export interface PostgresState {
@@ -15,6 +16,8 @@ export interface PostgresState {
   leases: PostgresLeaseStore;
   /** Who is in the fleet, with what configuration. */
   roster: PostgresFleetRoster;
+  /** Supervise requests, decisions and remediations, shared by every replica. */
+  supervise: PostgresSuperviseStore;
   close(): Promise<void>;
 }
 
@@ -26,7 +29,8 @@ export async function openPostgresState(options: OpenPostgresOptions): Promise<P
     const runs = await PostgresRunRecordStore.open(database);
     const leases = await PostgresLeaseStore.open(database);
     const roster = await PostgresFleetRoster.open(database);
-    return { database, store, runs, leases, roster, close: () => database.close() };
+    const supervise = await PostgresSuperviseStore.open(database);
+    return { database, store, runs, leases, roster, supervise, close: () => database.close() };
   } catch (err) {
     await database.close();
     throw err;

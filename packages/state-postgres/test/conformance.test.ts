@@ -10,6 +10,7 @@ import {
   describeRoutedInboxConformance,
   describeStoreConformance,
 } from '@bb/state/testing';
+import { describeSuperviseRecords } from '@bb/supervise/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   PostgresDatabase,
@@ -17,6 +18,7 @@ import {
   PostgresForgeStateStore,
   PostgresLeaseStore,
   PostgresRunRecordStore,
+  PostgresSuperviseStore,
 } from '../src/index';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '../src/testing';
 
@@ -57,6 +59,10 @@ if (!skipped) {
   });
   describeRunStoreConformance('PostgresRunRecordStore', {
     create: async () => PostgresRunRecordStore.open(await freshSchema()),
+    dispose: (s) => s.database.close(),
+  });
+  describeSuperviseRecords('PostgresSuperviseStore', {
+    create: async () => PostgresSuperviseStore.open(await freshSchema()),
     dispose: (s) => s.database.close(),
   });
 }

@@ -9,12 +9,17 @@ import {
   type DecisionScope,
   KINDS,
   type ProposalKind,
-  type RequestStatus,
   sha256,
 } from './contract';
 import { Exchange, newRequestId } from './exchange';
 import type { Policy } from './policy';
-import type { Evidence, Remediation, SuperviseRequest, SuperviseStore } from './store';
+import type {
+  Evidence,
+  Remediation,
+  RequestFilter,
+  SuperviseRecords,
+  SuperviseRequest,
+} from './store';
 import { validateProposal } from './validate';
 
 /** Where the desk finds a bottle's supervise files, and what it knows of the bottle. */
@@ -49,10 +54,18 @@ export interface Remediator {
 }
 
 export interface SuperviseDeskOptions {
-  store: SuperviseStore;
+  /** Where requests and decisions are kept: this orchestrator's SQLite, or the fleet's PostgreSQL. */
+  store: SuperviseRecords;
   bottles: SupervisedBottles;
   policy: Policy;
   remediator?: Remediator | undefined;
+  /**
+   * Whether this desk applies decisions to `slug`: in a fleet, only the replica whose
+   * engine runs the bottle can reload its proxies or rebuild it. A decision made on
+   * another replica is kept decided and unapplied, and this one applies it at its next
+   * `sync`. Default: every bottle is this desk's (one orchestrator).
+   */
+  appliesTo?: (slug: string) => boolean | Promise<boolean>;
   now?: () => number;
 }
 
@@ -69,6 +82,7 @@ export interface RequestView extends SuperviseRequest {
 /** What an approval (or an operator's own edit) did. */
 export interface DecisionOutcome {
   request: SuperviseRequest;
+  /** `null`: decided here, applied by the replica that runs the bottle (`SuperviseDeskOptions.appliesTo`). */
   remediation: Remediation | null;
 }
 
@@ -141,15 +155,20 @@ export class SuperviseDesk {
    * Take in every new request of every bottle (with its evidence and findings),
    * and expire what waited past its TTL. Returns what changed.
    */
-  sync(only?: string): { ingested: string[]; expired: string[]; bad: string[] } {
+  async sync(
+    only?: string,
+  ): Promise<{ ingested: string[]; expired: string[]; applied: string[]; bad: string[] }> {
     const ingested: string[] = [];
     const bad: string[] = [];
-    for (const slug of only ? [only] : this.#o.bottles.slugs()) {
+    const slugs = only ? [only] : this.#o.bottles.slugs();
+    for (const slug of slugs) {
       const ex = this.exchange(slug);
       const seen: string[] = [];
-      for (const id of ex.requestIds()) {
-        // Known requests are not read again: a sync costs a directory listing.
-        if (this.#o.store.get(id)) continue;
+      const ids = ex.requestIds();
+      // Known requests are not read again: a sync costs a directory listing and one query.
+      const known = ids.length ? await this.#o.store.known(ids) : new Set<string>();
+      for (const id of ids) {
+        if (known.has(id)) continue;
         const r = ex.request(id);
         if (!r || r.slug !== slug) {
           seen.push(`${id}.json`);
@@ -159,7 +178,7 @@ export class SuperviseDesk {
         // The sidecar says which file it started from; the host checks it against its own.
         const baseText = sha256(base) === r.baseHash ? base : '';
         if (
-          this.#o.store.ingest(r, {
+          await this.#o.store.ingest(r, {
             base: baseText,
             evidence: this.#evidence(slug, r.kind, r.createdAt),
             findings: analyse(r.kind, baseText, r.file),
@@ -171,9 +190,9 @@ export class SuperviseDesk {
       bad.push(...seen.map((n) => `${slug}/${n}`));
     }
     const expired: string[] = [];
-    for (const r of this.#o.store.expired(this.#now())) {
+    for (const r of await this.#o.store.expired(this.#now())) {
       if (
-        this.#decide(r, {
+        await this.#decide(r, {
           status: 'expired',
           by: 'bot-bottle',
           via: 'system',
@@ -182,34 +201,44 @@ export class SuperviseDesk {
       )
         expired.push(r.id);
     }
-    return { ingested, expired, bad };
+    // Decisions made on another replica, for bottles this one runs.
+    const applied: string[] = [];
+    const mine = new Set(slugs);
+    for (const r of await this.#o.store.unapplied()) {
+      if (!mine.has(r.slug) || this.#inFlight.has(r.id) || !(await this.#appliesTo(r.slug)))
+        continue;
+      if (!this.#o.remediator) continue;
+      const out = await this.#serial(r.slug, r.kind, () => this.#applyDecided(r.id));
+      if (out?.remediation) applied.push(r.id);
+    }
+    return { ingested, expired, applied, bad };
   }
 
-  list(filter: { status?: RequestStatus; slug?: string } = {}): RequestView[] {
-    this.sync();
-    return this.#o.store.list(filter).map((r) => this.#view(r));
+  async list(filter: RequestFilter = {}): Promise<RequestView[]> {
+    await this.sync();
+    return Promise.all((await this.#o.store.list(filter)).map((r) => this.#view(r)));
   }
 
-  show(id: string): RequestView {
-    this.sync();
-    return this.#view(this.#get(id));
+  async show(id: string): Promise<RequestView> {
+    await this.sync();
+    return this.#view(await this.#get(id));
   }
+
+  async #appliesTo(slug: string): Promise<boolean> {
+    return this.#o.appliesTo ? await this.#o.appliesTo(slug) : true;
+  }
+
+  /** Requests this desk is applying now: a sync meanwhile leaves them alone. */
+  readonly #inFlight = new Set<string>();
 
   /**
-   * Approve a pending request (with `edited`, the operator's own version: `modified`).
-   * `expect` binds the decision to the hashes of the files the operator was shown:
-   * if either changed since, it must be reviewed again.
+   * One approval of a bottle's proxies (allowlist and routes reload together) or image
+   * at a time: the next is checked against what the one before it applied (two approved
+   * from the same base, the second is a CONFLICT) and never reloads over it.
    */
-  async approve(id: string, d: Decision): Promise<DecisionOutcome> {
-    this.sync();
-    const r = this.#pending(id);
-    // One approval of a bottle's proxies (allowlist and routes reload together) or image at
-    // a time: the next is checked against what the one before it applied (two approved from
-    // the same base, the second is a CONFLICT) and never reloads over it.
-    const key = `${r.slug}\0${r.kind === 'dockerfile' ? 'image' : 'proxies'}`;
-    const run = (this.#applying.get(key) ?? Promise.resolve())
-      .catch(() => {})
-      .then(() => this.#approve(id, d));
+  async #serial<T>(slug: string, kind: ProposalKind, work: () => Promise<T>): Promise<T> {
+    const key = `${slug}\0${kind === 'dockerfile' ? 'image' : 'proxies'}`;
+    const run = (this.#applying.get(key) ?? Promise.resolve()).catch(() => {}).then(work);
     this.#applying.set(key, run);
     try {
       return await run;
@@ -218,11 +247,22 @@ export class SuperviseDesk {
     }
   }
 
-  readonly #applying = new Map<string, Promise<DecisionOutcome>>();
+  /**
+   * Approve a pending request (with `edited`, the operator's own version: `modified`).
+   * `expect` binds the decision to the hashes of the files the operator was shown:
+   * if either changed since, it must be reviewed again.
+   */
+  async approve(id: string, d: Decision): Promise<DecisionOutcome> {
+    await this.sync();
+    const r = await this.#pending(id);
+    return this.#serial(r.slug, r.kind, () => this.#approve(id, d));
+  }
+
+  readonly #applying = new Map<string, Promise<unknown>>();
 
   async #approve(id: string, d: Decision): Promise<DecisionOutcome> {
-    this.sync();
-    const r = this.#pending(id);
+    await this.sync();
+    const r = await this.#pending(id);
     if (d.expect?.baseHash && !r.baseHash.startsWith(d.expect.baseHash))
       throw new BbError(
         'CONFLICT',
@@ -233,7 +273,15 @@ export class SuperviseDesk {
         'CONFLICT',
         `request ${id}: the proposal is not the one you reviewed; show it again`,
       );
-    const base = this.current(r.slug, r.kind);
+    // A replica that does not see the bottle's files (another machine's, in a fleet with
+    // no shared store) checks against the file the request was made from, as recorded.
+    const seen = this.#o.bottles.slugs().includes(r.slug);
+    if (!seen && r.kind === 'dockerfile')
+      throw new BbError(
+        'INVALID_INPUT',
+        `request ${id} rebuilds ${r.slug}, whose files this replica does not see: decide it through the replica that runs it (nothing was decided)`,
+      );
+    const base = seen ? this.current(r.slug, r.kind) : r.base;
     if (sha256(base) !== r.baseHash)
       throw new BbError(
         'CONFLICT',
@@ -271,41 +319,79 @@ export class SuperviseDesk {
         'INVALID_INPUT',
         `request ${id} rebuilds the image, which stays for the bottle: approve it with scope bottle`,
       );
-    if (!this.#o.remediator)
+    // Applied here, or kept for the replica that runs the bottle.
+    const here = seen && (await this.#appliesTo(r.slug));
+    if (here && !this.#o.remediator)
       throw new BbError(
         'INVALID_INPUT',
         'this desk cannot apply decisions (no remediator): nothing was decided',
       );
-    if (r.kind === 'dockerfile' && !this.#o.remediator.rebuild)
+    if (here && r.kind === 'dockerfile' && !this.#o.remediator?.rebuild)
       throw new BbError('INVALID_INPUT', 'this desk cannot rebuild images: nothing was decided');
-    const decided = this.#o.store.decide(id, {
-      status: modified ? 'modified' : 'approved',
-      by: d.by,
-      via: d.via,
-      at: new Date(this.#now()).toISOString(),
-      scope,
-      final: { text: final, hash: sha256(final) },
-      override: !!d.override && beyond.length > 0,
-    });
-    if (!decided)
-      throw new BbError('CONFLICT', `request ${id} was decided meanwhile: ${this.#get(id).status}`);
-    // The remediation first: the agent hears `approved` only once the change is in place.
+    if (here) this.#inFlight.add(id);
+    try {
+      const decided = await this.#o.store.decide(id, {
+        status: modified ? 'modified' : 'approved',
+        by: d.by,
+        via: d.via,
+        at: new Date(this.#now()).toISOString(),
+        scope,
+        final: { text: final, hash: sha256(final) },
+        override: !!d.override && beyond.length > 0,
+      });
+      if (!decided)
+        throw new BbError(
+          'CONFLICT',
+          `request ${id} was decided meanwhile: ${(await this.#get(id)).status}`,
+        );
+      if (!here) return { request: await this.#get(id), remediation: null };
+      return (await this.#applyDecided(id))!;
+    } finally {
+      this.#inFlight.delete(id);
+    }
+  }
+
+  /**
+   * Apply a decided (approved or modified) request not applied yet: the remediation
+   * first, then the answer to the agent, which hears `approved` only once the change is
+   * in place. `undefined` when it was applied meanwhile.
+   */
+  async #applyDecided(id: string): Promise<DecisionOutcome | undefined> {
+    const r = await this.#get(id);
+    if ((r.status !== 'approved' && r.status !== 'modified') || r.remediation) return undefined;
+    const remediator = this.#o.remediator!;
+    const final = r.final ?? r.candidate;
+    const scope = r.scope ?? (r.kind === 'dockerfile' ? 'bottle' : 'turn');
     let remediation: Remediation;
     try {
+      // Decided elsewhere, perhaps a while ago: checked again on this bottle as it is now.
+      if (r.kind !== 'dockerfile' && sha256(this.current(r.slug, r.kind)) !== r.baseHash)
+        throw new Error(
+          `${r.slug}'s ${KINDS[r.kind].file} changed between the proposal and the decision's being applied`,
+        );
+      validateProposal(r.kind, final, {
+        allowedBases: this.#o.bottles.allowedBases(r.slug),
+        operator: r.tool === 'operator-edit',
+      });
       remediation =
         r.kind === 'dockerfile'
-          ? await this.#o.remediator.rebuild!(
-              r.slug,
-              final,
-              id,
-              `the operator ${modified ? 'approved with changes' : 'approved'} your capability-block request ${id}`,
-            )
-          : await this.#o.remediator.reloadProxies(r.slug, r.kind, final, scope);
+          ? remediator.rebuild
+            ? await remediator.rebuild(
+                r.slug,
+                final,
+                id,
+                `the operator ${r.status === 'modified' ? 'approved with changes' : 'approved'} your capability-block request ${id}`,
+              )
+            : { ok: false, detail: 'this replica cannot rebuild images' }
+          : await remediator.reloadProxies(r.slug, r.kind, final, scope);
     } catch (err) {
       remediation = { ok: false, detail: (err as Error).message };
     }
-    this.#o.store.recordRemediation(id, remediation, new Date(this.#now()).toISOString());
-    const after = this.#get(id);
+    if (
+      !(await this.#o.store.recordRemediation(id, remediation, new Date(this.#now()).toISOString()))
+    )
+      return undefined;
+    const after = await this.#get(id);
     if (remediation.ok)
       this.exchange(r.slug).writeDecision({
         id,
@@ -314,7 +400,7 @@ export class SuperviseDesk {
         file: final,
         decidedAt: after.decidedAt!,
       });
-    if (remediation.ok && r.kind === 'dockerfile') await this.#o.remediator.afterRebuild?.(r.slug);
+    if (remediation.ok && r.kind === 'dockerfile') await remediator.afterRebuild?.(r.slug);
     if (!remediation.ok)
       this.exchange(r.slug).writeDecision({
         id,
@@ -346,7 +432,7 @@ export class SuperviseDesk {
     const base = this.current(slug, kind);
     const now = this.#now();
     const id = newRequestId();
-    this.#o.store.ingest(
+    await this.#o.store.ingest(
       {
         id,
         slug,
@@ -366,43 +452,48 @@ export class SuperviseDesk {
   }
 
   /** Reject a pending request; the agent is told `reason` verbatim. */
-  reject(id: string, reason: string, who: Decider): SuperviseRequest {
+  async reject(id: string, reason: string, who: Decider): Promise<SuperviseRequest> {
     if (!reason.trim())
       throw new BbError('INVALID_INPUT', 'a rejection needs a reason: the agent is told it');
-    this.sync();
-    const r = this.#pending(id);
-    if (!this.#decide(r, { status: 'rejected', ...who, reason }))
-      throw new BbError('CONFLICT', `request ${id} was decided meanwhile: ${this.#get(id).status}`);
+    await this.sync();
+    const r = await this.#pending(id);
+    if (!(await this.#decide(r, { status: 'rejected', ...who, reason })))
+      throw new BbError(
+        'CONFLICT',
+        `request ${id} was decided meanwhile: ${(await this.#get(id)).status}`,
+      );
     return this.#get(id);
   }
 
   /** Cancel a pending request (the bottle went away, or the operator withdrew it). */
-  cancel(id: string, who: Decider, reason = 'cancelled by the operator'): SuperviseRequest {
-    this.sync();
-    const r = this.#pending(id);
-    this.#decide(r, { status: 'cancelled', ...who, reason });
+  async cancel(
+    id: string,
+    who: Decider,
+    reason = 'cancelled by the operator',
+  ): Promise<SuperviseRequest> {
+    await this.sync();
+    const r = await this.#pending(id);
+    await this.#decide(r, { status: 'cancelled', ...who, reason });
     return this.#get(id);
   }
 
   /** Cancel every pending request of a bottle (destroyed, or its turn ended for good). */
-  cancelAll(slug: string, reason: string): string[] {
-    this.sync();
-    return this.#o.store
-      .list({ slug, status: 'pending' })
-      .filter((r) =>
-        this.#decide(r, { status: 'cancelled', by: 'bot-bottle', via: 'system', reason }),
-      )
-      .map((r) => r.id);
+  async cancelAll(slug: string, reason: string): Promise<string[]> {
+    await this.sync();
+    const cancelled: string[] = [];
+    for (const r of await this.#o.store.list({ slug, status: 'pending' }))
+      if (await this.#decide(r, { status: 'cancelled', by: 'bot-bottle', via: 'system', reason }))
+        cancelled.push(r.id);
+    return cancelled;
   }
 
   /**
    * The bottle's requests of a turn (made since `startedAt`), for the turn's
    * provenance record: each with its decision and what the remediation did.
    */
-  auditTurn(slug: string, startedAt: string): AuditEntry[] {
-    this.sync(slug);
-    return this.#o.store
-      .list({ slug })
+  async auditTurn(slug: string, startedAt: string): Promise<AuditEntry[]> {
+    await this.sync(slug);
+    return (await this.#o.store.list({ slug }))
       .filter((r) => r.createdAt >= startedAt)
       .map((r) => ({
         id: r.id,
@@ -430,17 +521,17 @@ export class SuperviseDesk {
   }
 
   /** Whether a bottle waits for the operator now (its watchdog pauses meanwhile). */
-  awaitingOperator(slug: string): boolean {
-    this.sync(slug);
+  async awaitingOperator(slug: string): Promise<boolean> {
+    await this.sync(slug);
     return this.#o.store.hasPending(slug, this.#now());
   }
 
-  #decide(
+  async #decide(
     r: SuperviseRequest,
     d: { status: 'rejected' | 'expired' | 'cancelled'; reason: string } & Decider,
-  ): boolean {
+  ): Promise<boolean> {
     const at = new Date(this.#now()).toISOString();
-    if (!this.#o.store.decide(r.id, { ...d, at })) return false;
+    if (!(await this.#o.store.decide(r.id, { ...d, at }))) return false;
     this.exchange(r.slug).writeDecision({
       id: r.id,
       status: d.status,
@@ -450,15 +541,15 @@ export class SuperviseDesk {
     return true;
   }
 
-  #get(id: string): SuperviseRequest {
-    const r = this.#o.store.get(id);
+  async #get(id: string): Promise<SuperviseRequest> {
+    const r = await this.#o.store.get(id);
     if (!r)
       throw new BbError('NOT_FOUND', `no supervise request ${id}: bb supervise list shows them`);
     return r;
   }
 
-  #pending(id: string): SuperviseRequest {
-    const r = this.#get(id);
+  async #pending(id: string): Promise<SuperviseRequest> {
+    const r = await this.#get(id);
     if (r.status !== 'pending')
       throw new BbError(
         'CONFLICT',
@@ -467,7 +558,7 @@ export class SuperviseDesk {
     return r;
   }
 
-  #view(r: SuperviseRequest): RequestView {
+  async #view(r: SuperviseRequest): Promise<RequestView> {
     const file = KINDS[r.kind].file;
     return {
       ...r,
@@ -481,7 +572,7 @@ export class SuperviseDesk {
         '',
         { context: 3 },
       ),
-      rejections: this.#o.store.rejectionStreak(r.slug, r.kind),
+      rejections: await this.#o.store.rejectionStreak(r.slug, r.kind),
       beyondCeiling:
         r.status === 'pending' ? beyondCeiling(r.kind, r.base, r.candidate, this.#o.policy) : [],
     };

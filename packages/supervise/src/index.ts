@@ -64,5 +64,17 @@ export { COMMAND_NOT_FOUND_HINT, SUPERVISE_PROMPT_OVERLAY } from './prompt';
 export { RemoteDesk, type RemoteDeskOptions } from './remote';
 export { type RunningSuperviseServer, serveSupervise } from './server';
 export { SuperviseSidecar, type SuperviseSidecarOptions } from './sidecar';
-export { type Evidence, type Remediation, type SuperviseRequest, SuperviseStore } from './store';
+export {
+  type Evidence,
+  type IngestExtra,
+  type Remediation,
+  type RequestDecision,
+  type RequestFilter,
+  type Row,
+  requestFromRow,
+  type SuperviseRecords,
+  type SuperviseRequest,
+  SuperviseStore,
+  streakOf,
+} from './store';
 export { AllowlistFileSchema, baseImagesOf, parseDockerfile, validateProposal } from './validate';

@@ -101,9 +101,78 @@ export interface SuperviseRequest {
   remediatedAt: string | null;
 }
 
-type Row = Record<string, unknown>;
+export type Row = Record<string, unknown>;
 
-const fromRow = (r: Row): SuperviseRequest => ({
+/** Which requests `list` returns. */
+export interface RequestFilter {
+  status?: RequestStatus;
+  slug?: string;
+}
+
+/** How a pending request is decided (`SuperviseRecords.decide`). */
+export interface RequestDecision {
+  status: Exclude<RequestStatus, 'pending'>;
+  by: string;
+  via: DecisionChannel;
+  at: string;
+  scope?: DecisionScope | undefined;
+  final?: { text: string; hash: string } | undefined;
+  reason?: string | undefined;
+  override?: boolean | undefined;
+}
+
+/** What a request holds beyond its file, as the desk takes it in. */
+export interface IngestExtra {
+  base: string;
+  evidence: Evidence[];
+  findings: Finding[];
+  turn: number | null;
+}
+
+/**
+ * Where supervise requests, decisions and remediations are kept: one orchestrator's
+ * SQLite (`SuperviseStore`), or the PostgreSQL database a fleet of orchestrators
+ * shares (`PostgresSuperviseStore` in `@bb/state-postgres`), so a request made in a
+ * bottle of one replica is seen, and decided, through any. Checked by
+ * `describeSuperviseRecords` (`@bb/supervise/testing`).
+ */
+export interface SuperviseRecords {
+  /** Record a request the sidecar wrote, once (a second sight of the same id changes nothing): whether it was new. */
+  ingest(r: RequestFile, extra: IngestExtra): Promise<boolean>;
+  get(id: string): Promise<SuperviseRequest | undefined>;
+  /** Which of `ids` are recorded (a sync asks for a bottle's whole exchange at once). */
+  known(ids: readonly string[]): Promise<Set<string>>;
+  /** Requests, oldest first; by status and/or bottle. */
+  list(filter?: RequestFilter): Promise<SuperviseRequest[]>;
+  /** Whether the bottle has a request waiting for the operator (its watchdog and turn budget pause). */
+  hasPending(slug: string, now?: number): Promise<boolean>;
+  /**
+   * Decide a pending request. Only a pending one: a request decided meanwhile
+   * (by another operator or replica, or expired) is left as it is and `false` returned.
+   */
+  decide(id: string, d: RequestDecision): Promise<boolean>;
+  /** What applying an approved request did, once: a second report is ignored (`false`). */
+  recordRemediation(id: string, r: Remediation, at: string): Promise<boolean>;
+  /** Approved (or modified) requests not applied yet, oldest first: for the replica that runs their bottle. */
+  unapplied(): Promise<SuperviseRequest[]>;
+  /** Pending requests past their TTL. */
+  expired(now?: number): Promise<SuperviseRequest[]>;
+  /** Requests not granted (rejected or expired) in a row for a bottle and kind: the loop the operator is told about. */
+  rejectionStreak(slug: string, kind: ProposalKind): Promise<number>;
+}
+
+/** How many of `statuses` (newest first) are rejections or expiries in a row. */
+export function streakOf(statuses: readonly string[]): number {
+  let n = 0;
+  for (const s of statuses) {
+    if (s !== 'rejected' && s !== 'expired') break;
+    n++;
+  }
+  return n;
+}
+
+/** A row of `supervise_requests` (SQLite's or PostgreSQL's: the same columns) as a request. */
+export const requestFromRow = (r: Row): SuperviseRequest => ({
   id: r['id'] as string,
   slug: r['slug'] as string,
   kind: r['kind'] as ProposalKind,
@@ -117,9 +186,13 @@ const fromRow = (r: Row): SuperviseRequest => ({
   candidate: r['candidate_text'] as string,
   candidateHash: r['candidate_hash'] as string,
   justification: r['justification'] as string,
-  rerouted: r['rerouted'] === 1,
-  evidence: JSON.parse(r['evidence'] as string) as Evidence[],
-  findings: JSON.parse(r['findings'] as string) as Finding[],
+  rerouted: r['rerouted'] === 1 || r['rerouted'] === true,
+  evidence: (typeof r['evidence'] === 'string'
+    ? JSON.parse(r['evidence'])
+    : r['evidence']) as Evidence[],
+  findings: (typeof r['findings'] === 'string'
+    ? JSON.parse(r['findings'])
+    : r['findings']) as Finding[],
   decidedBy: (r['decided_by'] as string | null) ?? null,
   decidedVia: (r['decided_via'] as DecisionChannel | null) ?? null,
   decidedAt: (r['decided_at'] as string | null) ?? null,
@@ -127,28 +200,28 @@ const fromRow = (r: Row): SuperviseRequest => ({
   final: (r['final_text'] as string | null) ?? null,
   finalHash: (r['final_hash'] as string | null) ?? null,
   reason: (r['reason'] as string | null) ?? null,
-  override: r['override'] === 1,
-  remediation: r['remediation'] ? (JSON.parse(r['remediation'] as string) as Remediation) : null,
+  override: r['override'] === 1 || r['override'] === true,
+  remediation: r['remediation']
+    ? ((typeof r['remediation'] === 'string'
+        ? JSON.parse(r['remediation'])
+        : r['remediation']) as Remediation)
+    : null,
   remediatedAt: (r['remediated_at'] as string | null) ?? null,
 });
 
 /**
- * Supervise requests in bot-bottle's database: every proposal an agent made,
+ * Supervise requests in bot-bottle's SQLite database: every proposal an agent made,
  * the operator's decision and what the remediation did. The database is the
  * record; the bottle's exchange directory only carries requests in and answers out.
  */
-export class SuperviseStore {
+export class SuperviseStore implements SuperviseRecords {
   readonly #db: BbDatabase;
   constructor(db: BbDatabase) {
     this.#db = db;
     db.migrate('supervise', MIGRATIONS);
   }
 
-  /** Record a request the sidecar wrote, once (a second sight of the same id changes nothing). */
-  ingest(
-    r: RequestFile,
-    extra: { base: string; evidence: Evidence[]; findings: Finding[]; turn: number | null },
-  ): boolean {
+  async ingest(r: RequestFile, extra: IngestExtra): Promise<boolean> {
     const res = this.#db.db
       .prepare(
         `INSERT OR IGNORE INTO supervise_requests
@@ -176,15 +249,19 @@ export class SuperviseStore {
     return res.changes > 0;
   }
 
-  get(id: string): SuperviseRequest | undefined {
+  async get(id: string): Promise<SuperviseRequest | undefined> {
     const r = this.#db.db.prepare('SELECT * FROM supervise_requests WHERE id = ?').get(id) as
       | Row
       | undefined;
-    return r ? fromRow(r) : undefined;
+    return r ? requestFromRow(r) : undefined;
   }
 
-  /** Requests, oldest first; by status and/or bottle. */
-  list(filter: { status?: RequestStatus; slug?: string } = {}): SuperviseRequest[] {
+  async known(ids: readonly string[]): Promise<Set<string>> {
+    const one = this.#db.db.prepare('SELECT 1 FROM supervise_requests WHERE id = ?');
+    return new Set(ids.filter((id) => one.get(id)));
+  }
+
+  async list(filter: RequestFilter = {}): Promise<SuperviseRequest[]> {
     const where: string[] = [];
     const args: unknown[] = [];
     if (filter.status) {
@@ -201,11 +278,10 @@ export class SuperviseStore {
           `SELECT * FROM supervise_requests ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`,
         )
         .all(...args) as Row[]
-    ).map(fromRow);
+    ).map(requestFromRow);
   }
 
-  /** Whether the bottle has a request waiting for the operator (its watchdog and turn budget pause). */
-  hasPending(slug: string, now = Date.now()): boolean {
+  async hasPending(slug: string, now = Date.now()): Promise<boolean> {
     return !!this.#db.db
       .prepare(
         "SELECT 1 FROM supervise_requests WHERE slug = ? AND status = 'pending' AND expires_at > ? LIMIT 1",
@@ -213,23 +289,7 @@ export class SuperviseStore {
       .get(slug, new Date(now).toISOString());
   }
 
-  /**
-   * Decide a pending request. Only a pending one: a request decided meanwhile
-   * (by another operator, or expired) is left as it is and `false` returned.
-   */
-  decide(
-    id: string,
-    d: {
-      status: Exclude<RequestStatus, 'pending'>;
-      by: string;
-      via: DecisionChannel;
-      at: string;
-      scope?: DecisionScope | undefined;
-      final?: { text: string; hash: string } | undefined;
-      reason?: string | undefined;
-      override?: boolean | undefined;
-    },
-  ): boolean {
+  async decide(id: string, d: RequestDecision): Promise<boolean> {
     return (
       this.#db.db
         .prepare(
@@ -252,33 +312,40 @@ export class SuperviseStore {
     );
   }
 
-  recordRemediation(id: string, r: Remediation, at: string): void {
-    this.#db.db
-      .prepare('UPDATE supervise_requests SET remediation = ?, remediated_at = ? WHERE id = ?')
-      .run(JSON.stringify(r), at, id);
+  async recordRemediation(id: string, r: Remediation, at: string): Promise<boolean> {
+    return (
+      this.#db.db
+        .prepare(
+          'UPDATE supervise_requests SET remediation = ?, remediated_at = ? WHERE id = ? AND remediation IS NULL',
+        )
+        .run(JSON.stringify(r), at, id).changes > 0
+    );
   }
 
-  /** Pending requests past their TTL. */
-  expired(now = Date.now()): SuperviseRequest[] {
+  async unapplied(): Promise<SuperviseRequest[]> {
+    return (
+      this.#db.db
+        .prepare(
+          "SELECT * FROM supervise_requests WHERE status IN ('approved', 'modified') AND remediation IS NULL ORDER BY decided_at, id",
+        )
+        .all() as Row[]
+    ).map(requestFromRow);
+  }
+
+  async expired(now = Date.now()): Promise<SuperviseRequest[]> {
     return (
       this.#db.db
         .prepare("SELECT * FROM supervise_requests WHERE status = 'pending' AND expires_at <= ?")
         .all(new Date(now).toISOString()) as Row[]
-    ).map(fromRow);
+    ).map(requestFromRow);
   }
 
-  /** Requests not granted (rejected or expired) in a row for a bottle and kind: the loop the operator is told about. */
-  rejectionStreak(slug: string, kind: ProposalKind): number {
+  async rejectionStreak(slug: string, kind: ProposalKind): Promise<number> {
     const rows = this.#db.db
       .prepare(
         "SELECT status FROM supervise_requests WHERE slug = ? AND kind = ? AND status NOT IN ('pending', 'cancelled') ORDER BY decided_at DESC",
       )
       .all(slug, kind) as Array<{ status: string }>;
-    let n = 0;
-    for (const r of rows) {
-      if (r.status !== 'rejected' && r.status !== 'expired') break;
-      n++;
-    }
-    return n;
+    return streakOf(rows.map((r) => r.status));
   }
 }

@@ -119,6 +119,83 @@ describe('supervise: propose, decide, answer', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
+  /** Another replica on the same records: it sees the bottle's files (or not) but does not run it. */
+  const elsewhere = (o: { sees: boolean }) => {
+    const calls: string[] = [];
+    const d = new SuperviseDesk({
+      store: new SuperviseStore(db),
+      bottles: {
+        slugs: () => (o.sees ? [SLUG] : []),
+        dir: () => bottle,
+        turn: () => 2,
+        allowedBases: () => ['bb-base:latest'],
+      },
+      policy: { ...defaultPolicy(), egressCeiling: ['pypi.org'] },
+      remediator: {
+        async reloadProxies(slug) {
+          calls.push(slug);
+          return { ok: true, detail: 'reloaded on the wrong engine' };
+        },
+      },
+      appliesTo: () => false,
+      now: () => now,
+    });
+    return { desk: d, calls };
+  };
+
+  it('in a fleet, a decision made on a replica that does not run the bottle is applied by the one that does, once', async () => {
+    const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    const runs = desk();
+    const compact = JSON.stringify({ allow: ['registry.npmjs.org', 'pypi.org'] });
+    for (const sees of [true, false]) {
+      // Then a second request, decided on a replica that does not even see the bottle's files.
+      const req = sees
+        ? a
+        : await client.propose('pipelock-block', { allowlist: compact, justification: WHY });
+      await runs.sync();
+      const other = elsewhere({ sees });
+      const out = await other.desk.approve(req.request_id, { by: 'bob', via: 'api' });
+      expect(out.remediation).toBeNull();
+      expect(out.request).toMatchObject({
+        status: 'approved',
+        decidedBy: 'bob',
+        remediation: null,
+      });
+      expect(other.calls).toEqual([]);
+      expect(applied).toEqual([]);
+      // The agent hears nothing until the change is in place.
+      expect(await client.wait(req.request_id, 0)).toMatchObject({ status: 'pending' });
+      // The replica that runs the bottle applies it at its next look, and only once.
+      expect((await runs.sync()).applied).toEqual([req.request_id]);
+      expect((await runs.sync()).applied).toEqual([]);
+      expect((await other.desk.sync()).applied).toEqual([]);
+      expect(applied.map((x) => x.text)).toEqual([sees ? WANT : compact]);
+      expect(await client.wait(req.request_id, 0)).toMatchObject({ status: 'approved' });
+      expect((await runs.show(req.request_id)).remediation).toEqual({
+        ok: true,
+        detail: 'reloaded',
+      });
+      expect(other.calls).toEqual([]);
+      applied.length = 0;
+      writeFileSync(join(bottle, 'current-config', 'allowlist.json'), ALLOW);
+    }
+  });
+
+  it('in a fleet, a decision whose bottle changed before it could be applied is not applied, and the agent is told', async () => {
+    const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    const runs = desk();
+    await runs.sync();
+    await elsewhere({ sees: true }).desk.approve(a.request_id, { by: 'bob', via: 'api' });
+    // Meanwhile the operator changed the bottle's allowlist on the host.
+    writeFileSync(join(bottle, 'current-config', 'allowlist.json'), '{"allow":["other.example"]}');
+    expect((await runs.sync()).applied).toEqual([a.request_id]);
+    expect(applied).toEqual([]);
+    expect(await client.wait(a.request_id, 0)).toMatchObject({
+      status: 'cancelled',
+      reason: expect.stringContaining('changed between the proposal and the decision'),
+    });
+  });
+
   it('refuses at once, with its reason, a kind the platform cannot apply; nothing reaches the operator', async () => {
     await start(sidecar({ refused: { dockerfile: 'this bottle runs on Kubernetes' } }));
     const err = await client
@@ -131,7 +208,7 @@ describe('supervise: propose, decide, answer', () => {
     expect((err as Error).message).toBe(
       'capability-block cannot be applied here: this bottle runs on Kubernetes',
     );
-    expect(desk().list({})).toEqual([]);
+    expect(await desk().list({})).toEqual([]);
     // What it can apply is asked for as ever.
     expect((await askToAllow(client, 'pypi.org')).status).toBe('pending');
   });
@@ -184,7 +261,7 @@ describe('supervise: propose, decide, answer', () => {
     expect(first.request_id).toMatch(/^sr_[a-z0-9]{20}$/);
 
     const d = desk();
-    const [view] = d.list({ status: 'pending' });
+    const [view] = await d.list({ status: 'pending' });
     expect(view).toMatchObject({
       id: first.request_id,
       slug: SLUG,
@@ -197,15 +274,15 @@ describe('supervise: propose, decide, answer', () => {
       expect.objectContaining({ host: 'pypi.org', port: 443, kind: 'egress' }),
     ]);
     expect(view!.findings.map((f) => f.code)).toEqual(['host-new']);
-    expect(d.awaitingOperator(SLUG)).toBe(true);
+    expect(await d.awaitingOperator(SLUG)).toBe(true);
 
     const waiting = client.wait(first.request_id, 5000);
     const outcome = await d.approve(first.request_id, { by: 'alice', via: 'cli', scope: 'bottle' });
     expect(outcome.remediation).toEqual({ ok: true, detail: 'reloaded' });
     expect(applied).toEqual([{ slug: SLUG, kind: 'allowlist', text: WANT, scope: 'bottle' }]);
     expect(await waiting).toMatchObject({ status: 'approved', scope: 'bottle', file: WANT });
-    expect(d.awaitingOperator(SLUG)).toBe(false);
-    expect(new SuperviseStore(db).get(first.request_id)).toMatchObject({
+    expect(await d.awaitingOperator(SLUG)).toBe(false);
+    expect(await new SuperviseStore(db).get(first.request_id)).toMatchObject({
       status: 'approved',
       decidedBy: 'alice',
       decidedVia: 'cli',
@@ -227,8 +304,8 @@ describe('supervise: propose, decide, answer', () => {
     });
     expect(b.request_id).toBe(a.request_id);
     const d = desk();
-    expect(d.list()).toHaveLength(1);
-    d.reject(a.request_id, 'Use the vendored wheels in ./vendor instead.', {
+    expect(await d.list()).toHaveLength(1);
+    await d.reject(a.request_id, 'Use the vendored wheels in ./vendor instead.', {
       by: 'alice',
       via: 'cli',
     });
@@ -247,7 +324,7 @@ describe('supervise: propose, decide, answer', () => {
     await expect(
       d.approve(a.request_id, { by: 'alice', via: 'cli', edited: '{"allow": ["*"]}' }),
     ).rejects.toThrow(/allows too much/);
-    expect(d.show(a.request_id).status).toBe('pending');
+    expect((await d.show(a.request_id)).status).toBe('pending');
     const edited = JSON.stringify({ allow: ['registry.npmjs.org', 'pypi.org:443'] });
     await d.approve(a.request_id, { by: 'alice', via: 'cli', edited });
     expect(await client.wait(a.request_id)).toMatchObject({ status: 'modified', file: edited });
@@ -257,7 +334,7 @@ describe('supervise: propose, decide, answer', () => {
   it('a decision is bound to the files the operator saw', async () => {
     const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
     const d = desk();
-    const v = d.show(a.request_id);
+    const v = await d.show(a.request_id);
     await expect(
       d.approve(a.request_id, { by: 'alice', via: 'cli', expect: { candidateHash: 'ffff' } }),
     ).rejects.toThrow(/not the one you reviewed/);
@@ -271,7 +348,7 @@ describe('supervise: propose, decide, answer', () => {
       }),
     ).rejects.toThrow(/changed since the agent proposed this/);
     expect(applied).toEqual([]);
-    expect(d.show(a.request_id).status).toBe('pending');
+    expect((await d.show(a.request_id)).status).toBe('pending');
   });
 
   it("the operator's ceiling holds unless overridden", async () => {
@@ -280,14 +357,14 @@ describe('supervise: propose, decide, answer', () => {
     });
     const a = await client.propose('pipelock-block', { allowlist: wide, justification: WHY });
     const d = desk();
-    expect(d.show(a.request_id).beyondCeiling).toEqual([
+    expect((await d.show(a.request_id)).beyondCeiling).toEqual([
       expect.stringContaining('collector.evil.test'),
     ]);
     const err = await d.approve(a.request_id, { by: 'alice', via: 'cli' }).catch((e) => e);
     expect(isBbError(err, 'SCOPE_DENIED')).toBe(true);
     expect(applied).toEqual([]);
     await d.approve(a.request_id, { by: 'alice', via: 'cli', override: true });
-    expect(new SuperviseStore(db).get(a.request_id)!.override).toBe(true);
+    expect((await new SuperviseStore(db).get(a.request_id))!.override).toBe(true);
   });
 
   it('routes: a credential to a host the ceiling does not name needs an override', async () => {
@@ -305,7 +382,7 @@ describe('supervise: propose, decide, answer', () => {
       justification: 'the svc API needs its key',
     });
     const d = desk({ credentialHosts: { SVC_KEY: ['api.svc.test'] } });
-    expect(d.show(a.request_id).findings.map((f) => f.code)).toEqual(['secret-new']);
+    expect((await d.show(a.request_id)).findings.map((f) => f.code)).toEqual(['secret-new']);
     await d.approve(a.request_id, { by: 'alice', via: 'cli' });
     expect(applied[0]).toMatchObject({ kind: 'routes', text: routes });
   });
@@ -319,7 +396,7 @@ describe('supervise: propose, decide, answer', () => {
       justification: 'I need a relay out',
     });
     const d = desk();
-    expect(d.show(a.request_id).beyondCeiling).toEqual([
+    expect((await d.show(a.request_id)).beyondCeiling).toEqual([
       expect.stringContaining('https://collector.evil.test'),
     ]);
     await expect(d.approve(a.request_id, { by: 'alice', via: 'cli' })).rejects.toThrow(
@@ -333,7 +410,7 @@ describe('supervise: propose, decide, answer', () => {
       routes: ok,
       justification: 'the simple index',
     });
-    expect(d.show(b.request_id).beyondCeiling).toEqual([]);
+    expect((await d.show(b.request_id)).beyondCeiling).toEqual([]);
   });
 
   it('a request expires after its TTL, and pending survives a sidecar and a desk restart', async () => {
@@ -341,16 +418,12 @@ describe('supervise: propose, decide, answer', () => {
     // The sidecar restarts: the request is on disk, not in its memory.
     await start(sidecar());
     expect(await client.wait(a.request_id, 0)).toMatchObject({ status: 'pending' });
-    desk().sync();
+    await desk().sync();
     // A new desk on the same database (an orchestrator restart).
-    expect(
-      desk()
-        .list({ status: 'pending' })
-        .map((r) => r.id),
-    ).toEqual([a.request_id]);
+    expect((await desk().list({ status: 'pending' })).map((r) => r.id)).toEqual([a.request_id]);
     now += 24 * 3600_000 + 1;
     expect(await client.wait(a.request_id, 0)).toMatchObject({ status: 'expired' });
-    expect(desk().sync().expired).toEqual([a.request_id]);
+    expect((await desk().sync()).expired).toEqual([a.request_id]);
     expect(await client.wait(a.request_id, 0)).toMatchObject({ status: 'expired' });
     // An expired request is not the answer to a new identical one.
     const b = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
@@ -365,10 +438,10 @@ describe('supervise: propose, decide, answer', () => {
         allowlist: JSON.stringify({ allow: ['registry.npmjs.org', `h${i}.example.com`] }),
         justification: WHY,
       });
-      d.reject(a.request_id, 'no', { by: 'alice', via: 'cli' });
+      await d.reject(a.request_id, 'no', { by: 'alice', via: 'cli' });
       now += 1000;
     }
-    expect(d.list().at(-1)!.rejections).toBe(3);
+    expect((await d.list()).at(-1)!.rejections).toBe(3);
     const err = await askToAllow(client, 'x.example.com').catch((e) => e);
     expect(isBbError(err, 'CONFLICT')).toBe(true);
     expect((err as Error).message).toMatch(/you are looping/);
@@ -387,7 +460,7 @@ describe('supervise: propose, decide, answer', () => {
     });
     const a = await client.propose('pipelock-block', { allowlist: routes, justification: WHY });
     expect(a.kind).toBe('routes');
-    expect(desk().show(a.request_id)).toMatchObject({
+    expect(await desk().show(a.request_id)).toMatchObject({
       kind: 'routes',
       rerouted: true,
       tool: 'pipelock-block',
@@ -403,7 +476,7 @@ describe('supervise: propose, decide, answer', () => {
       .propose('pipelock-block', { allowlist: ALLOW, justification: WHY })
       .catch((e) => e);
     expect((same as Error).message).toMatch(/already runs with/);
-    expect(desk().list()).toHaveLength(1);
+    expect(await desk().list()).toHaveLength(1);
   });
 
   it('the agent cannot decide: its sidecar has no way to approve, reject or cancel', async () => {
@@ -413,7 +486,7 @@ describe('supervise: propose, decide, answer', () => {
         /Method not found/,
       );
     // Nor can it forge a decision: the host never reads the exchange's decisions, only writes them.
-    expect(desk().show(a.request_id).status).toBe('pending');
+    expect((await desk().show(a.request_id)).status).toBe('pending');
   });
 
   it('two approvals of the same file at once: the first applies, the second is checked against it', async () => {
@@ -466,7 +539,7 @@ describe('supervise: propose, decide, answer', () => {
     const err = await askToAllow(client, 'h9.example.com').catch((e) => e);
     expect(isBbError(err, 'CONFLICT')).toBe(true);
     expect((err as Error).message).toMatch(/5 of your requests already wait/);
-    expect(desk().list()).toHaveLength(5);
+    expect(await desk().list()).toHaveLength(5);
   });
 
   it('a remediation that fails tells the agent so and is recorded', async () => {

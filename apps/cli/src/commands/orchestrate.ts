@@ -333,7 +333,7 @@ async function status(argv: string[], io: CliIo): Promise<number> {
   const state = await openState(io);
   try {
     const rows = (await state.store.all()).sort((a, b) => b.updatedAt.localeCompare(a.updatedAt));
-    const pending = new SuperviseDesk({
+    const pending = await new SuperviseDesk({
       store: new SuperviseStore(state.database),
       bottles: supervisedBottles(io.env),
       policy: loadPolicy(state.home),

@@ -270,7 +270,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
       // Decided elsewhere (another operator, over the API or on the forge).
       const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
       try {
-        new SuperviseDesk({
+        await new SuperviseDesk({
           store: new SuperviseStore(db),
           bottles: supervisedBottles({ BB_HOME: home }),
           policy: loadPolicy(home),

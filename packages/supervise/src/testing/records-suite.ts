@@ -6,14 +6,14 @@ import type { IngestExtra, SuperviseRecords } from '../store';
 const T0 = Date.parse('2026-12-01T10:00:00.000Z');
 const at = (ms: number) => new Date(T0 + ms).toISOString();
 
-/** A request as a sidecar writes it: `n` orders them, `ttl` from its creation. */
+/** A request as a sidecar writes it (id `sr_` and `n` in 20 digits): `n` orders them, `ttl` from its creation. */
 export function sampleRequest(
   n: number,
   over: Partial<RequestFile> = {},
   ttlMs = 3600_000,
 ): RequestFile {
   return {
-    id: `req-${String(n).padStart(4, '0')}`,
+    id: `sr_${String(n).padStart(20, '0')}`,
     slug: 'impl-1',
     kind: 'allowlist',
     tool: 'pipelock-block',
@@ -44,9 +44,9 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
       const s = await make();
       expect(await s.ingest(sampleRequest(1), EXTRA)).toBe(true);
       expect(await s.ingest(sampleRequest(1, { justification: 'again' }), EXTRA)).toBe(false);
-      const r = await s.get('req-0001');
+      const r = await s.get('sr_00000000000000000001');
       expect(r).toMatchObject({
-        id: 'req-0001',
+        id: 'sr_00000000000000000001',
         slug: 'impl-1',
         kind: 'allowlist',
         status: 'pending',
@@ -61,8 +61,10 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
         remediation: null,
         override: false,
       });
-      expect(await s.get('req-9999')).toBeUndefined();
-      expect([...(await s.known(['req-0001', 'req-9999']))]).toEqual(['req-0001']);
+      expect(await s.get('sr_00000000000000009999')).toBeUndefined();
+      expect([...(await s.known(['sr_00000000000000000001', 'sr_00000000000000009999']))]).toEqual([
+        'sr_00000000000000000001',
+      ]);
     });
 
     test('lists oldest first, by status and by bottle', async () => {
@@ -70,9 +72,16 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
       await s.ingest(sampleRequest(3), EXTRA);
       await s.ingest(sampleRequest(1, { slug: 'other-1' }), EXTRA);
       await s.ingest(sampleRequest(2), EXTRA);
-      expect((await s.list()).map((r) => r.id)).toEqual(['req-0001', 'req-0002', 'req-0003']);
-      expect((await s.list({ slug: 'impl-1' })).map((r) => r.id)).toEqual(['req-0002', 'req-0003']);
-      await s.decide('req-0002', {
+      expect((await s.list()).map((r) => r.id)).toEqual([
+        'sr_00000000000000000001',
+        'sr_00000000000000000002',
+        'sr_00000000000000000003',
+      ]);
+      expect((await s.list({ slug: 'impl-1' })).map((r) => r.id)).toEqual([
+        'sr_00000000000000000002',
+        'sr_00000000000000000003',
+      ]);
+      await s.decide('sr_00000000000000000002', {
         status: 'rejected',
         by: 'alice',
         via: 'cli',
@@ -80,7 +89,7 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
         reason: 'no',
       });
       expect((await s.list({ slug: 'impl-1', status: 'pending' })).map((r) => r.id)).toEqual([
-        'req-0003',
+        'sr_00000000000000000003',
       ]);
     });
 
@@ -89,7 +98,7 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
       await s.ingest(sampleRequest(1), EXTRA);
       const final = { text: '{"allow":["x"]}', hash: 'f'.repeat(64) };
       expect(
-        await s.decide('req-0001', {
+        await s.decide('sr_00000000000000000001', {
           status: 'modified',
           by: 'alice',
           via: 'api',
@@ -100,7 +109,7 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
         }),
       ).toBe(true);
       expect(
-        await s.decide('req-0001', {
+        await s.decide('sr_00000000000000000001', {
           status: 'rejected',
           by: 'bob',
           via: 'forge',
@@ -108,7 +117,7 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
           reason: 'no',
         }),
       ).toBe(false);
-      expect(await s.get('req-0001')).toMatchObject({
+      expect(await s.get('sr_00000000000000000001')).toMatchObject({
         status: 'modified',
         decidedBy: 'alice',
         decidedVia: 'api',
@@ -120,7 +129,7 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
         reason: null,
       });
       expect(
-        await s.decide('req-9999', {
+        await s.decide('sr_00000000000000009999', {
           status: 'cancelled',
           by: 'x',
           via: 'system',
@@ -133,39 +142,50 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
     test('a decided request waits to be applied until its remediation is recorded, once', async () => {
       const s = await make();
       for (const n of [1, 2, 3]) await s.ingest(sampleRequest(n), EXTRA);
-      await s.decide('req-0002', {
+      await s.decide('sr_00000000000000000002', {
         status: 'approved',
         by: 'a',
         via: 'cli',
         at: at(5000),
         scope: 'turn',
       });
-      await s.decide('req-0001', {
+      await s.decide('sr_00000000000000000001', {
         status: 'modified',
         by: 'a',
         via: 'api',
         at: at(6000),
         scope: 'bottle',
       });
-      await s.decide('req-0003', {
+      await s.decide('sr_00000000000000000003', {
         status: 'rejected',
         by: 'a',
         via: 'cli',
         at: at(7000),
         reason: 'no',
       });
-      expect((await s.unapplied()).map((r) => r.id)).toEqual(['req-0002', 'req-0001']);
+      expect((await s.unapplied()).map((r) => r.id)).toEqual([
+        'sr_00000000000000000002',
+        'sr_00000000000000000001',
+      ]);
       expect(
-        await s.recordRemediation('req-0002', { ok: true, detail: 'reloaded' }, at(8000)),
+        await s.recordRemediation(
+          'sr_00000000000000000002',
+          { ok: true, detail: 'reloaded' },
+          at(8000),
+        ),
       ).toBe(true);
-      expect(await s.recordRemediation('req-0002', { ok: false, detail: 'twice' }, at(9000))).toBe(
-        false,
-      );
-      expect(await s.get('req-0002')).toMatchObject({
+      expect(
+        await s.recordRemediation(
+          'sr_00000000000000000002',
+          { ok: false, detail: 'twice' },
+          at(9000),
+        ),
+      ).toBe(false);
+      expect(await s.get('sr_00000000000000000002')).toMatchObject({
         remediation: { ok: true, detail: 'reloaded' },
         remediatedAt: at(8000),
       });
-      expect((await s.unapplied()).map((r) => r.id)).toEqual(['req-0001']);
+      expect((await s.unapplied()).map((r) => r.id)).toEqual(['sr_00000000000000000001']);
     });
 
     test('pending until its time is up: then expired, and no longer waited for', async () => {
@@ -175,7 +195,7 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
       expect(await s.hasPending('impl-1', T0 + 5000)).toBe(true);
       expect(await s.hasPending('impl-1', T0 + 11_001)).toBe(false);
       expect(await s.hasPending('nobody', T0)).toBe(false);
-      expect((await s.expired(T0 + 11_001)).map((r) => r.id)).toEqual(['req-0001']);
+      expect((await s.expired(T0 + 11_001)).map((r) => r.id)).toEqual(['sr_00000000000000000001']);
       expect(await s.expired(T0 + 5000)).toEqual([]);
     });
 

@@ -92,6 +92,8 @@ const PLANS: TablePlan[] = [
       'override',
       'remediation',
       'remediated_at',
+      'applying_by',
+      'applying_at',
     ],
     order: 'created_at, id',
     optional: true,

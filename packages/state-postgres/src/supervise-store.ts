@@ -47,7 +47,9 @@ export const SUPERVISE_PG_MIGRATIONS: readonly PgMigration[] = [
         reason TEXT,
         override INTEGER NOT NULL DEFAULT 0,
         remediation TEXT,
-        remediated_at TEXT
+        remediated_at TEXT,
+        applying_by TEXT,
+        applying_at TEXT COLLATE "C"
       );
       CREATE INDEX supervise_requests_status ON supervise_requests (status, created_at);
       CREATE INDEX supervise_requests_slug ON supervise_requests (slug, created_at);
@@ -155,7 +157,8 @@ export class PostgresSuperviseStore implements SuperviseRecords {
     const r = await this.database.query(
       'decide a supervise request in',
       `UPDATE supervise_requests SET status = $1, decided_by = $2, decided_via = $3, decided_at = $4,
-         scope = $5, final_text = $6, final_hash = $7, reason = $8, override = $9
+         scope = $5, final_text = $6, final_hash = $7, reason = $8, override = $9,
+         applying_by = $11, applying_at = $12
        WHERE id = $10 AND status = 'pending'`,
       [
         d.status,
@@ -168,7 +171,20 @@ export class PostgresSuperviseStore implements SuperviseRecords {
         d.reason ?? null,
         d.override ? 1 : 0,
         id,
+        d.applying?.by ?? null,
+        d.applying?.at ?? null,
       ],
+    );
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async claimApply(id: string, by: string, at: string, staleBefore: string): Promise<boolean> {
+    const r = await this.database.query(
+      'claim the applying of a decision in',
+      `UPDATE supervise_requests SET applying_by = $1, applying_at = $2
+       WHERE id = $3 AND status IN ('approved', 'modified') AND remediation IS NULL
+         AND (applying_by IS NULL OR applying_by = $1 OR applying_at < $4)`,
+      [by, at, id, staleBefore],
     );
     return (r.rowCount ?? 0) > 0;
   }

@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { BbError } from '@bb/errors';
 import { createTwoFilesPatch } from 'diff';
@@ -109,6 +111,8 @@ export interface AuditEntry {
 }
 
 export const CURRENT_CONFIG = 'current-config';
+/** How long a desk's claim on applying a decision holds (a rebuild included) before another may take it. */
+export const APPLY_STALE_MS = 30 * 60_000;
 /** The tool an operator's own edit made over the API is recorded as (checked as a proposal). */
 export const REMOTE_EDIT = 'operator-edit-api';
 export const EXCHANGE = 'supervise';
@@ -230,6 +234,8 @@ export class SuperviseDesk {
 
   /** Requests this desk is applying now: a sync meanwhile leaves them alone. */
   readonly #inFlight = new Set<string>();
+  /** This desk, as its claims on applying name it. */
+  readonly #me = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 
   /**
    * One approval of a bottle's proxies (allowlist and routes reload together) or image
@@ -330,22 +336,27 @@ export class SuperviseDesk {
       throw new BbError('INVALID_INPUT', 'this desk cannot rebuild images: nothing was decided');
     if (here) this.#inFlight.add(id);
     try {
+      const at = new Date(this.#now()).toISOString();
       const decided = await this.#o.store.decide(id, {
         status: modified ? 'modified' : 'approved',
         by: d.by,
         via: d.via,
-        at: new Date(this.#now()).toISOString(),
+        at,
         scope,
         final: { text: final, hash: sha256(final) },
         override: !!d.override && beyond.length > 0,
+        // Claimed with the decision: no other desk's sync applies it meanwhile.
+        ...(here ? { applying: { by: this.#me, at } } : {}),
       });
       if (!decided)
         throw new BbError(
           'CONFLICT',
           `request ${id} was decided meanwhile: ${(await this.#get(id)).status}`,
         );
-      if (!here) return { request: await this.#get(id), remediation: null };
-      return (await this.#applyDecided(id))!;
+      const out = here ? await this.#applyDecided(id) : undefined;
+      if (out) return out;
+      const now = await this.#get(id);
+      return { request: now, remediation: now.remediation };
     } finally {
       this.#inFlight.delete(id);
     }
@@ -359,6 +370,17 @@ export class SuperviseDesk {
   async #applyDecided(id: string): Promise<DecisionOutcome | undefined> {
     const r = await this.#get(id);
     if ((r.status !== 'approved' && r.status !== 'modified') || r.remediation) return undefined;
+    // One desk applies it, of every process and replica that sees it.
+    const now = this.#now();
+    if (
+      !(await this.#o.store.claimApply(
+        id,
+        this.#me,
+        new Date(now).toISOString(),
+        new Date(now - APPLY_STALE_MS).toISOString(),
+      ))
+    )
+      return undefined;
     const remediator = this.#o.remediator!;
     const final = r.final ?? r.candidate;
     const scope = r.scope ?? (r.kind === 'dockerfile' ? 'bottle' : 'turn');

@@ -48,6 +48,14 @@ const MIGRATIONS: Migration[] = [
     version: 2,
     up: 'ALTER TABLE supervise_requests ADD COLUMN decided_via TEXT;',
   },
+  {
+    // Who applies a decision now (one desk of all the processes and replicas that see it).
+    version: 3,
+    up: `
+      ALTER TABLE supervise_requests ADD COLUMN applying_by TEXT;
+      ALTER TABLE supervise_requests ADD COLUMN applying_at TEXT;
+    `,
+  },
 ];
 
 /** A denial the proxies logged before the proposal: the evidence that triggered it. */
@@ -119,6 +127,8 @@ export interface RequestDecision {
   final?: { text: string; hash: string } | undefined;
   reason?: string | undefined;
   override?: boolean | undefined;
+  /** The desk that applies it, claimed with the decision (see `claimApply`). */
+  applying?: { by: string; at: string } | undefined;
 }
 
 /** What a request holds beyond its file, as the desk takes it in. */
@@ -151,6 +161,12 @@ export interface SuperviseRecords {
    * (by another operator or replica, or expired) is left as it is and `false` returned.
    */
   decide(id: string, d: RequestDecision): Promise<boolean>;
+  /**
+   * Claim the applying of a decided, unapplied request for desk `by`: refused (`false`)
+   * while another desk's claim is newer than `staleBefore` (a desk that died applying
+   * leaves a claim that goes stale). Of several processes or replicas, one applies.
+   */
+  claimApply(id: string, by: string, at: string, staleBefore: string): Promise<boolean>;
   /** What applying an approved request did, once: a second report is ignored (`false`). */
   recordRemediation(id: string, r: Remediation, at: string): Promise<boolean>;
   /** Approved (or modified) requests not applied yet, oldest first: for the replica that runs their bottle. */
@@ -294,7 +310,8 @@ export class SuperviseStore implements SuperviseRecords {
       this.#db.db
         .prepare(
           `UPDATE supervise_requests SET status = ?, decided_by = ?, decided_via = ?, decided_at = ?,
-             scope = ?, final_text = ?, final_hash = ?, reason = ?, override = ?
+             scope = ?, final_text = ?, final_hash = ?, reason = ?, override = ?,
+             applying_by = ?, applying_at = ?
            WHERE id = ? AND status = 'pending'`,
         )
         .run(
@@ -307,8 +324,22 @@ export class SuperviseStore implements SuperviseRecords {
           d.final?.hash ?? null,
           d.reason ?? null,
           d.override ? 1 : 0,
+          d.applying?.by ?? null,
+          d.applying?.at ?? null,
           id,
         ).changes > 0
+    );
+  }
+
+  async claimApply(id: string, by: string, at: string, staleBefore: string): Promise<boolean> {
+    return (
+      this.#db.db
+        .prepare(
+          `UPDATE supervise_requests SET applying_by = ?, applying_at = ?
+           WHERE id = ? AND status IN ('approved', 'modified') AND remediation IS NULL
+             AND (applying_by IS NULL OR applying_by = ? OR applying_at < ?)`,
+        )
+        .run(by, at, id, by, staleBefore).changes > 0
     );
   }
 

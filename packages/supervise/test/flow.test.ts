@@ -181,6 +181,21 @@ describe('supervise: propose, decide, answer', () => {
     }
   });
 
+  it('a decision being applied by one desk is not applied again by another desk syncing meanwhile', async () => {
+    const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    // The CLI's desk approves (and applies, slowly) while the service's desk looks.
+    applyMs = 300;
+    const cli = desk();
+    const service = desk();
+    const approving = cli.approve(a.request_id, { by: 'alice', via: 'cli' });
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await service.sync()).applied).toEqual([]);
+    expect((await approving).remediation).toEqual({ ok: true, detail: 'reloaded' });
+    expect((await service.sync()).applied).toEqual([]);
+    expect(applied.map((x) => x.text)).toEqual([WANT]);
+    expect(overlapped).toBe(false);
+  });
+
   it('in a fleet, a decision whose bottle changed before it could be applied is not applied, and the agent is told', async () => {
     const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
     const runs = desk();

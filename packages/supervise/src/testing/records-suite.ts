@@ -188,6 +188,40 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
       expect((await s.unapplied()).map((r) => r.id)).toEqual(['sr_00000000000000000001']);
     });
 
+    test('one desk applies a decision: claimed with it or after it, until the claim goes stale', async () => {
+      const s = await make();
+      for (const n of [1, 2]) await s.ingest(sampleRequest(n), EXTRA);
+      const stale = at(-1);
+      // Claimed with the decision by desk a: b cannot take it, a can again.
+      await s.decide(sampleRequest(1).id, {
+        status: 'approved',
+        by: 'op',
+        via: 'cli',
+        at: at(5000),
+        applying: { by: 'a', at: at(5000) },
+      });
+      expect(await s.claimApply(sampleRequest(1).id, 'b', at(6000), stale)).toBe(false);
+      expect(await s.claimApply(sampleRequest(1).id, 'a', at(6000), stale)).toBe(true);
+      // Once a's claim is older than the stale mark (a died applying), b may take it.
+      expect(await s.claimApply(sampleRequest(1).id, 'b', at(7000), at(6500))).toBe(true);
+      expect(await s.claimApply(sampleRequest(1).id, 'a', at(7100), at(6500))).toBe(false);
+      // Decided with no claim: the first to ask has it. Applied: nobody.
+      await s.decide(sampleRequest(2).id, {
+        status: 'modified',
+        by: 'op',
+        via: 'api',
+        at: at(8000),
+      });
+      expect(await s.claimApply(sampleRequest(2).id, 'b', at(8100), stale)).toBe(true);
+      expect(await s.claimApply(sampleRequest(2).id, 'c', at(8200), stale)).toBe(false);
+      await s.recordRemediation(sampleRequest(2).id, { ok: true, detail: 'reloaded' }, at(8300));
+      expect(await s.claimApply(sampleRequest(2).id, 'b', at(8400), at(9999_000))).toBe(false);
+      // Never a pending, rejected or unknown one.
+      await s.ingest(sampleRequest(3), EXTRA);
+      expect(await s.claimApply(sampleRequest(3).id, 'a', at(9000), stale)).toBe(false);
+      expect(await s.claimApply('sr_00000000000000009999', 'a', at(9000), stale)).toBe(false);
+    });
+
     test('pending until its time is up: then expired, and no longer waited for', async () => {
       const s = await make();
       await s.ingest(sampleRequest(1, {}, 10_000), EXTRA);

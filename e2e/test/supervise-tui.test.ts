@@ -167,7 +167,7 @@ describe.skipIf(!hasTmux)('bb supervise: the inbox in a real terminal', () => {
 
   it("against a remote orchestrator: the diff scrolls a page at a time, and the approval is the token's operator's, through the API", async () => {
     const db = BbDatabase.open({ path: join(home, 'bot-bottle.db') });
-    const token = new OperatorTokens(db).add('dana');
+    const token = await new OperatorTokens(db).add('dana');
     const desk = new SuperviseDesk({
       store: new SuperviseStore(db),
       bottles: supervisedBottles({ BB_HOME: home }),

@@ -31,11 +31,15 @@ export async function openState(io: CliIo) {
     home,
     /** Where the state is: the SQLite file, or the database URL without its password. */
     where: state.where,
-    /** This machine's SQLite file (supervise requests). */
+    /** This machine's SQLite file. */
     database: state.local,
     store: state.store,
     provenance: state.runs,
     leases: state.leases,
+    /** Operators' tokens for the API. */
+    operators: state.operators,
+    /** Supervise requests and decisions. */
+    supervise: state.supervise,
     key: () => loadOrCreateSigningKey(home),
     scanner: () => new GitleaksScanner(),
     close: () => state.close(),

@@ -317,9 +317,10 @@ Exit: 0 done; 1 failed (nothing decided, or decided but not applied); 2 usage.
 
 export const OPERATOR_USAGE = `Usage: bb operator add <name> | list [--json] | revoke <name>
 
-Operators' own tokens for the orchestrator's API, kept in this BB_HOME (the
-orchestrator's): a decision made with one (bb supervise --server URL, or
-/api/supervise) is recorded as made by its name, through the API. Only the
+Operators' own tokens for the orchestrator's API, kept where the orchestrator
+keeps its state: BB_DATABASE_URL's PostgreSQL (a token then works on every
+replica), else this BB_HOME. A decision made with one (bb supervise --server URL,
+or /api/supervise) is recorded as made by its name, through the API. Only the
 token's SHA-256 hash is kept: add prints the token once.
 
   bb operator add <name>       make a token for <name> (1-39 of a-z 0-9 . _ -) and

@@ -20,7 +20,7 @@ export interface AccessPolicy {
    * The operator a bearer token belongs to (their own, from `bb operator add`):
    * it lets them in on any address, and names them, so their decisions are theirs.
    */
-  operator?: ((token: string) => string | undefined) | undefined;
+  operator?: ((token: string) => string | undefined | Promise<string | undefined>) | undefined;
 }
 
 /** Whether a request may go on, and as which operator (null: nobody named, so it may only read). */
@@ -67,8 +67,11 @@ function presented(req: Request): string | undefined {
  * browser's `/?token=` visit with the right token gets the cookie and a
  * redirect to `/` (so the token leaves the address bar and the history).
  */
-export function checkAccess(req: Request, policy: AccessPolicy): Response | undefined {
-  const a = authenticate(req, policy);
+export async function checkAccess(
+  req: Request,
+  policy: AccessPolicy,
+): Promise<Response | undefined> {
+  const a = await authenticate(req, policy);
   return a.ok ? undefined : a.response;
 }
 
@@ -78,10 +81,10 @@ export function checkAccess(req: Request, policy: AccessPolicy): Response | unde
  * browser's name) is let in on any address and names its operator. A token that
  * looks like an operator's and is not one (wrong, revoked) is refused, on loopback too.
  */
-export function authenticate(req: Request, policy: AccessPolicy): Access {
+export async function authenticate(req: Request, policy: AccessPolicy): Promise<Access> {
   const token = bearer(req);
   if (token && policy.operator) {
-    const name = policy.operator(token);
+    const name = await policy.operator(token);
     if (name) return { ok: true, operator: name };
     if (token.startsWith('bbop_'))
       return {

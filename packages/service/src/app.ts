@@ -42,7 +42,7 @@ export function createApp(parts: {
     const { pathname } = new URL(req.url);
     if (pathname === parts.webhook.path) return parts.webhook.handle(req);
     if (pathname === '/healthz') return json(200, { ok: true, version: parts.version });
-    const access = authenticate(req, parts.access ?? { loopback: true });
+    const access = await authenticate(req, parts.access ?? { loopback: true });
     if (!access.ok) return access.response;
     if (pathname === '/' && (req.method === 'GET' || req.method === 'HEAD'))
       return new Response(

@@ -41,7 +41,6 @@ import { createApp } from './app';
 import { backendKinds } from './backends';
 import { loadConfig, type OrchestratorConfig, webhookSecretsOf } from './config';
 import { awaitAgreement, configHash, keepCheckingIn } from './fleet-config';
-import { OperatorTokens } from './operators';
 import { type OrchestratorState, openState } from './state';
 
 export interface ServeOptions {
@@ -121,7 +120,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   const bottleEnv = { ...env, BB_HOME: home };
 
   const state = options.state ?? (await openState(config.BB_DATABASE_URL, home));
-  const { store, runs: provStore, local: db } = state;
+  const { store, runs: provStore } = state;
   const key = loadOrCreateSigningKey(home);
   // Unique among orchestrators on this machine (no two listen on one port) and the
   // same across a restart, so it takes its own leases back at once.
@@ -160,7 +159,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   });
   if (!runner.isolates) log.warn(LOCAL_BACKEND_WARNING);
   // What stuck agents ask for: kept in this database, decided with `bb supervise`.
-  const operators = new OperatorTokens(db);
+  const operators = state.operators;
   // The engine this replica runs bottles on: in a fleet sharing a bottle store, a
   // decision is applied where its bottle runs (its meta's engine), by that replica.
   const engine = homeLayout(bottleEnv).shared ? await backend?.identity?.() : undefined;

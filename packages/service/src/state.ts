@@ -8,9 +8,11 @@ import {
   type FleetRoster,
   type ForgeStateStore,
   type LeaseStore,
+  type OperatorTokenStore,
   SqliteFleetRoster,
   SqliteForgeStateStore,
   SqliteLeaseStore,
+  SqliteOperatorTokens,
   type UnleasedWork,
 } from '@bb/state';
 import { type SuperviseRecords, SuperviseStore } from '@bb/supervise';
@@ -32,7 +34,9 @@ export interface OrchestratorState {
   unleased?: UnleasedWork;
   /** Supervise requests, decisions and remediations (the fleet's, on PostgreSQL). */
   supervise: SuperviseRecords;
-  /** This machine's own SQLite file (what stays with it: operator tokens). */
+  /** Operators' tokens for the API (the fleet's, on PostgreSQL). */
+  operators: OperatorTokenStore;
+  /** This machine's own SQLite file. */
   local: BbDatabase;
   close(): Promise<void>;
 }
@@ -57,6 +61,7 @@ export async function openState(
       leases: new SqliteLeaseStore(local),
       roster: new SqliteFleetRoster(local),
       supervise: new SuperviseStore(local),
+      operators: new SqliteOperatorTokens(local),
       local,
       close: async () => local.close(),
     };
@@ -75,6 +80,7 @@ export async function openState(
       roster: pg.roster,
       unleased: pg.store,
       supervise: pg.supervise,
+      operators: pg.operators,
       local,
       close: async () => {
         await pg.close();

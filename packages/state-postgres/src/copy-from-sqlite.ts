@@ -98,6 +98,13 @@ const PLANS: TablePlan[] = [
     order: 'created_at, id',
     optional: true,
   },
+  {
+    // Operators' tokens (their hashes): a token works on every replica.
+    table: 'operator_tokens',
+    columns: ['name', 'token_hash', 'created_at', 'last_used_at', 'revoked_at'],
+    order: 'created_at, name',
+    optional: true,
+  },
 ];
 
 /**
@@ -105,7 +112,7 @@ const PLANS: TablePlan[] = [
  * ledger, the event inbox, run records, supervise requests) into an empty, migrated PostgreSQL
  * state, in one transaction: on any failure PostgreSQL is left as it was, and
  * the SQLite file is only read. Refuses (`CONFLICT`) a target that has rows.
- * Supervise requests are copied too (a fleet shares them).
+ * Supervise requests and operators' tokens are copied too (a fleet shares them).
  */
 export async function copySqliteToPostgres(options: CopyOptions): Promise<CopiedTable[]> {
   const { from, to } = options;

@@ -26,6 +26,7 @@ export {
 export { PG_LEASE_SQL, PostgresLeaseStore } from './leases';
 export { LEASES_PG_MIGRATIONS, RUNS_PG_MIGRATIONS, STATE_PG_MIGRATIONS } from './migrations';
 export { openPostgresState, type PostgresState } from './open';
+export { OPERATORS_PG_MIGRATIONS, PostgresOperatorTokens } from './operators';
 export { PostgresFleetRoster, ROSTER_PG_MIGRATIONS } from './roster';
 export { PostgresRunRecordStore } from './run-store';
 export { PG_STATE_SQL, PostgresForgeStateStore, rowValues } from './state-store';

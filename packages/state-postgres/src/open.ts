@@ -1,5 +1,6 @@
 import { type OpenPostgresOptions, PostgresDatabase } from './database';
 import { PostgresLeaseStore } from './leases';
+import { PostgresOperatorTokens } from './operators';
 import { PostgresFleetRoster } from './roster';
 import { PostgresRunRecordStore } from './run-store';
 import { PostgresForgeStateStore } from './state-store';
@@ -18,6 +19,8 @@ export interface PostgresState {
   roster: PostgresFleetRoster;
   /** Supervise requests, decisions and remediations, shared by every replica. */
   supervise: PostgresSuperviseStore;
+  /** Operators' tokens for the API: one made on any replica works on all. */
+  operators: PostgresOperatorTokens;
   close(): Promise<void>;
 }
 
@@ -30,7 +33,17 @@ export async function openPostgresState(options: OpenPostgresOptions): Promise<P
     const leases = await PostgresLeaseStore.open(database);
     const roster = await PostgresFleetRoster.open(database);
     const supervise = await PostgresSuperviseStore.open(database);
-    return { database, store, runs, leases, roster, supervise, close: () => database.close() };
+    const operators = await PostgresOperatorTokens.open(database);
+    return {
+      database,
+      store,
+      runs,
+      leases,
+      roster,
+      supervise,
+      operators,
+      close: () => database.close(),
+    };
   } catch (err) {
     await database.close();
     throw err;

@@ -6,6 +6,7 @@ import {
   describeInboxConformance,
   describeLeaseConformance,
   describeLedgerConformance,
+  describeOperatorTokensConformance,
   describeRosterConformance,
   describeRoutedInboxConformance,
   describeStoreConformance,
@@ -17,6 +18,7 @@ import {
   PostgresFleetRoster,
   PostgresForgeStateStore,
   PostgresLeaseStore,
+  PostgresOperatorTokens,
   PostgresRunRecordStore,
   PostgresSuperviseStore,
 } from '../src/index';
@@ -59,6 +61,10 @@ if (!skipped) {
   });
   describeRunStoreConformance('PostgresRunRecordStore', {
     create: async () => PostgresRunRecordStore.open(await freshSchema()),
+    dispose: (s) => s.database.close(),
+  });
+  describeOperatorTokensConformance('PostgresOperatorTokens', {
+    create: async () => PostgresOperatorTokens.open(await freshSchema()),
     dispose: (s) => s.database.close(),
   });
   describeSuperviseRecords('PostgresSuperviseStore', {

@@ -68,6 +68,18 @@ export {
 } from './leases';
 export { MemoryForgeStateStore } from './memory-store';
 export {
+  newOperatorToken,
+  noLiveOperator,
+  OPERATOR_MIGRATIONS,
+  OPERATOR_NAME,
+  OPERATOR_TOKEN,
+  type OperatorInfo,
+  type OperatorTokenStore,
+  operatorTaken,
+  operatorTokenHash,
+  SqliteOperatorTokens,
+} from './operators';
+export {
   agreement,
   checkConfigHash,
   type FleetRoster,

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SqliteOperatorTokens } from './operators';
 import { SqliteFleetRoster } from './roster';
 import { SqliteLeaseStore } from './sqlite-leases';
 import { SqliteForgeStateStore } from './sqlite-store';
@@ -8,6 +9,7 @@ import {
   describeInboxConformance,
   describeLeaseConformance,
   describeLedgerConformance,
+  describeOperatorTokensConformance,
   describeRosterConformance,
   describeRoutedInboxConformance,
   describeStoreConformance,
@@ -54,5 +56,19 @@ describeRosterConformance('SqliteFleetRoster', {
   dispose: (roster) => {
     dispose(rosterFiles.get(roster)!);
     rosterFiles.delete(roster);
+  },
+});
+
+const operatorFiles = new Map<SqliteOperatorTokens, SqliteForgeStateStore>();
+describeOperatorTokensConformance('SqliteOperatorTokens', {
+  create: () => {
+    const store = create();
+    const tokens = new SqliteOperatorTokens(store.database);
+    operatorFiles.set(tokens, store);
+    return tokens;
+  },
+  dispose: (tokens) => {
+    dispose(operatorFiles.get(tokens)!);
+    operatorFiles.delete(tokens);
   },
 });

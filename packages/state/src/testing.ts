@@ -13,6 +13,7 @@
 export { describeInboxConformance, describeRoutedInboxConformance } from './testing/inbox-suite';
 export { describeLeaseConformance } from './testing/lease-suite';
 export { describeLedgerConformance } from './testing/ledger-suite';
+export { describeOperatorTokensConformance } from './testing/operators-suite';
 export { describeRosterConformance } from './testing/roster-suite';
 export {
   type ConformanceOptions,

@@ -1,6 +1,5 @@
-import { OperatorTokens } from '@bb/service';
 import { jsonText } from '@bb/wall';
-import { openLocal } from '../deps';
+import { openState } from '../deps';
 import { bold, type CliIo, dim, parse, UsageError } from '../io';
 import { OPERATOR_USAGE } from '../usage';
 
@@ -14,9 +13,10 @@ export async function operatorCommand(argv: string[], io: CliIo): Promise<number
   const { values, positionals } = parse(rest, { json: { type: 'boolean' } }, OPERATOR_USAGE, {
     positionals: sub === 'list' ? 0 : 1,
   });
-  const state = openLocal(io);
+  // Where the orchestrator keeps them: BB_DATABASE_URL's PostgreSQL (every replica's), else $BB_HOME.
+  const state = await openState(io);
   try {
-    const tokens = new OperatorTokens(state.database);
+    const tokens = state.operators;
     const name = () => {
       const n = positionals[0];
       if (!n) throw new UsageError(`bb operator ${sub} needs an operator's name`, OPERATOR_USAGE);
@@ -25,7 +25,7 @@ export async function operatorCommand(argv: string[], io: CliIo): Promise<number
     switch (sub) {
       case 'add': {
         const n = name();
-        const token = tokens.add(n);
+        const token = await tokens.add(n);
         if (values['json']) io.stdout(`${jsonText({ name: n, token })}\n`);
         else {
           io.stdout(`${token}\n`);
@@ -36,7 +36,7 @@ export async function operatorCommand(argv: string[], io: CliIo): Promise<number
         return 0;
       }
       case 'list': {
-        const all = tokens.list();
+        const all = await tokens.list();
         if (values['json']) io.stdout(`${jsonText(all, 2)}\n`);
         else if (!all.length) io.stdout('no operators: bb operator add NAME makes one\n');
         else
@@ -52,7 +52,7 @@ export async function operatorCommand(argv: string[], io: CliIo): Promise<number
       }
       case 'revoke': {
         const n = name();
-        tokens.revoke(n);
+        await tokens.revoke(n);
         io.stdout(`revoked ${n}'s token\n`);
         return 0;
       }

@@ -12,10 +12,11 @@ import {
   localDesk,
   RemoteDesk,
   SuperviseDesk,
+  type SuperviseRecords,
   SuperviseStore,
 } from '@bb/supervise';
 import { forTerminalDeep, forTerminal as printable } from '@bb/wall';
-import { type CliDeps, makeBackend, openLocal } from '../deps';
+import { type CliDeps, makeBackend, openLocal, openState } from '../deps';
 import { type CliIo, dim, UsageError } from '../io';
 import { SUPERVISE_USAGE } from '../usage';
 
@@ -108,26 +109,67 @@ export function openPort(
       close: () => {},
     };
   }
-  const { desk, close } = openDesk(io, deps, o.onProgress);
-  return { port: localDesk(desk, { by: o.by, via: o.via }), remote: false, close };
+  const who = { by: o.by, via: o.via };
+  if (!io.env['BB_DATABASE_URL']) {
+    const { desk, close } = openDesk(io, deps, o.onProgress);
+    return { port: localDesk(desk, who), remote: false, close };
+  }
+  // The fleet's requests, in its PostgreSQL: connected on first use.
+  const ready = openState(io).then((state) => ({
+    state,
+    port: localDesk(deskOver(io, deps, state.home, state.supervise, o.onProgress), who),
+  }));
+  const lazy = <K extends keyof DeskPort>(k: K) =>
+    (async (...args: unknown[]) =>
+      ((await ready).port[k] as (...a: unknown[]) => unknown)(...args)) as unknown as DeskPort[K];
+  const port: DeskPort = {
+    where: 'the fleet (BB_DATABASE_URL)',
+    list: lazy('list'),
+    show: lazy('show'),
+    approve: lazy('approve'),
+    reject: lazy('reject'),
+    cancel: lazy('cancel'),
+    current: lazy('current'),
+    edit: lazy('edit'),
+  };
+  return {
+    port,
+    remote: false,
+    close: () => {
+      ready.then(
+        (r) => r.state.close(),
+        () => {},
+      );
+    },
+  };
 }
 
-/** The desk over this BB_HOME's database and bottles; close the state when done. */
-export function openDesk(io: CliIo, deps: CliDeps, onProgress?: (line: string) => void) {
-  const state = openLocal(io);
-  const backend = makeBackend(io, 'docker', deps);
-  const desk = new SuperviseDesk({
-    store: new SuperviseStore(state.database),
+/** A desk over `store` and this BB_HOME's bottles, applying decisions with Docker. */
+function deskOver(
+  io: CliIo,
+  deps: CliDeps,
+  home: string,
+  store: SuperviseRecords,
+  onProgress?: (line: string) => void,
+): SuperviseDesk {
+  return new SuperviseDesk({
+    store,
     bottles: supervisedBottles(io.env),
-    policy: loadPolicy(state.home),
+    policy: loadPolicy(home),
     remediator: bottleRemediator({
-      backend,
+      backend: makeBackend(io, 'docker', deps),
       env: io.env,
       // A build's lines are the agent's words: shown printable, never interpreted.
       onProgress: (l) =>
         onProgress ? onProgress(printable(l)) : io.isTTY && io.stderr(dim(io, `${printable(l)}\n`)),
     }),
   });
+}
+
+/** The desk over this BB_HOME's SQLite database and bottles; close the state when done. */
+export function openDesk(io: CliIo, deps: CliDeps, onProgress?: (line: string) => void) {
+  const state = openLocal(io);
+  const desk = deskOver(io, deps, state.home, new SuperviseStore(state.database), onProgress);
   return { desk, state, close: () => state.close() };
 }
 

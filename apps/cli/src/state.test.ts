@@ -137,5 +137,26 @@ describe.skipIf(!!skipped)(
         'postgres://bb@db:5432/x?schema=s',
       );
     });
+
+    it("keeps operators' tokens in the fleet's database: one made through one replica's bb works on another", async () => {
+      const url = urlFor('operators');
+      const a = io({ BB_HOME: mkdtempSync(join(tmpdir(), 'bb-op-a-')), BB_DATABASE_URL: url });
+      expect(await runCli(['operator', 'add', 'carol'], a.io)).toBe(EXIT.OK);
+      const token = a.out.trim();
+      // Another replica: its own BB_HOME, the same database.
+      const other = await openPostgresState({ url });
+      try {
+        expect(await other.operators.verify(token)).toBe('carol');
+        const b = io({ BB_HOME: mkdtempSync(join(tmpdir(), 'bb-op-b-')), BB_DATABASE_URL: url });
+        expect(await runCli(['operator', 'list', '--json'], b.io)).toBe(EXIT.OK);
+        expect((JSON.parse(b.out) as Array<{ name: string }>).map((o) => o.name)).toEqual([
+          'carol',
+        ]);
+        expect(await runCli(['operator', 'revoke', 'carol'], b.io)).toBe(EXIT.OK);
+        expect(await other.operators.verify(token)).toBeUndefined();
+      } finally {
+        await other.close();
+      }
+    });
   },
 );

@@ -35,13 +35,14 @@ trap 'rm -rf "$ctx"' EXIT
 # build <name> <context dir>: tag $prefix/<name>:<hash of the context and base> and :latest.
 build() {
   name=$1 dir=$2
-  hash=$( { echo "$base_id"; cat "$0"; cd "$dir" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
+  # pnpm's .modules.yaml records when it ran: not an input.
+  hash=$( { echo "$base_id"; cat "$0"; cd "$dir" && find . -type f ! -name .modules.yaml -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
   if docker image inspect "$prefix/$name:$hash" >/dev/null 2>&1; then
     echo "[k8s-images] $prefix/$name:$hash is up to date"
   else
     echo "[k8s-images] building $prefix/$name:$hash"
-    # Older builds of this image only take disk space.
-    docker image ls "$prefix/$name" --format '{{.Tag}}' | grep -v -e latest -e "$hash" | while read -r old; do
+    # Older builds of this script's (their tags are 16 hex digits) only take disk space.
+    docker image ls "$prefix/$name" --format '{{.Tag}}' | grep -E '^[0-9a-f]{16}$' | grep -v "$hash" | while read -r old; do
       docker rmi "$prefix/$name:$old" >/dev/null 2>&1 || true
     done
     out=$(docker build -q -t "$prefix/$name:$hash" "$dir" 2>&1) || { echo "$out" >&2; exit 1; }
@@ -66,7 +67,10 @@ build gate "$ctx/gate"
 # The orchestrator: the bb command with its production dependencies alone.
 mkdir -p "$ctx/orchestrator"
 CI=true pnpm --filter @bb/cli deploy --prod --legacy --prefer-offline "$ctx/orchestrator/app" >/dev/null
-rm -rf "$ctx/orchestrator/app/src" "$ctx/orchestrator/app/bench" "$ctx/orchestrator/app/test"
+# What runs is dist/ and node_modules/: sources, tests, benchmarks and build files stay out.
+rm -rf "$ctx/orchestrator/app/src" "$ctx/orchestrator/app/bench" "$ctx/orchestrator/app/test" \
+  "$ctx/orchestrator/app/build" "$ctx/orchestrator/app/scripts" "$ctx/orchestrator/app/.turbo" \
+  "$ctx/orchestrator/app"/*.config.ts "$ctx/orchestrator/app"/tsconfig*.json
 mkdir -p "$ctx/orchestrator/bin"
 printf '#!/bin/sh\nexec node /opt/bb/app/dist/bin.js "$@"\n' > "$ctx/orchestrator/bin/bb"
 printf '#!/bin/sh\nexec node /opt/bb/app/dist/bin.js orchestrate serve "$@"\n' > "$ctx/orchestrator/bin/bb-orchestrator"

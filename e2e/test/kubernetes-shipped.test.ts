@@ -4,7 +4,7 @@
 //   server, and the gate's image runs its network probe in a pod (the kubelet double
 //   runs pods on Docker). The double enforces no network policy, so a reachable target
 //   must be reported as reached (doctor fails, as it would on a cluster whose CNI
-//   ignores policies) and a closed one as blocked.
+//   ignores policies) and a closed one as inconclusive (a host answered; a policy drops).
 // - The Deployment's container (its image, command, user, read-only root, environment
 //   and volumes, as a kubelet would give them; the API server's address is the one
 //   setting added, where a cluster gives a service account) runs the whole service
@@ -186,12 +186,14 @@ describe.skipIf(!docker.ok)('the Kubernetes images, built from this checkout', (
     expect(kubelet.errors).toEqual([]);
   }, 240_000);
 
-  it('reports a target the probe cannot reach as blocked, and leaves no probe pod', async () => {
+  it('calls a target that refuses the connection inconclusive (a host answered), and leaves no probe pod', async () => {
     const closed = await freePort();
-    const blocked = await doctor(`127.0.0.1:${closed}`);
-    expect(blocked.checks['network policy']).toMatchObject({
-      ok: true,
-      detail: expect.stringContaining(`127.0.0.1:${closed}`),
+    const refused = await doctor(`127.0.0.1:${closed}`);
+    expect(refused.checks['network policy']).toMatchObject({
+      ok: null,
+      detail: expect.stringContaining(
+        `127.0.0.1:${closed} was answered (ECONNREFUSED), not dropped`,
+      ),
     });
     expect(api.objects('pods', NS)).toEqual([]);
   }, 240_000);

@@ -50,9 +50,11 @@ const IMAGE_FAILURES = new Set([
 /**
  * Run by the gate's image in a pod of the bottles' namespace that no policy allows
  * anything: the runtime must be there, and a connection to the target must fail.
- * Exit 0 blocked, 2 reached, 3 no runtime, 4 no target.
+ * Exit 0 blocked (a timeout, or the network refusing to route), 2 reached, 3 no
+ * runtime, 4 no target, 5 inconclusive (a refused connection reached a host: point the
+ * probe at a port that listens).
  */
-const NETWORK_PROBE = `
+export const NETWORK_PROBE = `
 const fs = require('node:fs'), net = require('node:net');
 const rt = process.env.BB_PROBE_RUNTIME;
 if (rt) { if (!fs.existsSync(rt + '/bb-gate.mjs')) { console.log('RUNTIME missing ' + rt); process.exit(3); } console.log('RUNTIME ok'); }
@@ -61,9 +63,13 @@ const port = Number(process.env.BB_PROBE_PORT || process.env.KUBERNETES_SERVICE_
 if (!host) { console.log('NOTARGET'); process.exit(4); }
 const s = net.connect({ host, port, timeout: 3000 });
 s.on('connect', () => { console.log('REACHED ' + host + ':' + port); process.exit(2); });
-const blocked = (why) => { console.log('BLOCKED ' + host + ':' + port + ' ' + why); process.exit(0); };
-s.on('timeout', () => blocked('timeout'));
-s.on('error', (e) => blocked(e.code || e.message));
+const where = host + ':' + port;
+s.on('timeout', () => { console.log('BLOCKED ' + where + ' timeout'); process.exit(0); });
+s.on('error', (e) => {
+  const dropped = ['EHOSTUNREACH', 'ENETUNREACH', 'EPERM', 'EACCES', 'ETIMEDOUT'].includes(e.code);
+  console.log((dropped ? 'BLOCKED ' : 'INCONCLUSIVE ') + where + ' ' + (e.code || e.message));
+  process.exit(dropped ? 0 : 5);
+});
 `;
 
 /** A pod Pod Security "restricted" admits: no root, nothing added, no way out of its sandbox. */
@@ -146,7 +152,7 @@ async function accessCheck(o: ClusterCheckOptions): Promise<ClusterCheck> {
       return {
         check: 'kubernetes access',
         ok: true,
-        detail: `in ${o.namespace}: all ${ORCHESTRATOR_ACCESS.length} of what bottles need, none of the ${ORCHESTRATOR_FORBIDDEN.length} ways into a pod or a Secret`,
+        detail: `in ${o.namespace}: all ${ORCHESTRATOR_ACCESS.length} of what bottles need, and none of the ${ORCHESTRATOR_FORBIDDEN.length} forbidden (exec, attach, port-forward, proxy, ephemeral containers, reading Secrets, making Roles). Making pods there is still a way to any Secret of that namespace: keep only bottles' own in it`,
       };
     return {
       check: 'kubernetes access',
@@ -173,45 +179,47 @@ async function accessCheck(o: ClusterCheckOptions): Promise<ClusterCheck> {
   }
 }
 
-/** A privileged pod, asked for as a dry run: Pod Security "restricted" must refuse it. */
+/**
+ * A pod "baseline" admits and "restricted" refuses (root allowed, privilege escalation
+ * not ruled out, no capability dropped, no seccomp profile), asked for as a dry run:
+ * the bottles' namespace must refuse it as "restricted".
+ */
 async function podSecurityCheck(o: ClusterCheckOptions, core: CoreV1Api): Promise<ClusterCheck> {
-  const name = `bb-doctor-${randomBytes(3).toString('hex')}-privileged`;
+  const name = `bb-doctor-${randomBytes(3).toString('hex')}-loose`;
   const body: V1Pod = {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, labels: { [PROBE_LABEL]: 'dry-run' } },
-    spec: {
-      restartPolicy: 'Never',
-      containers: [
-        {
-          name: 'main',
-          image: o.gateImage,
-          securityContext: { privileged: true, runAsUser: 0 },
-        },
-      ],
-    },
+    spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: o.gateImage }] },
   };
   try {
     await core.createNamespacedPod({ namespace: o.namespace, body, dryRun: 'All' });
   } catch (err) {
     const message = apiMessage(err);
-    if (err instanceof ApiException && err.code === 403 && /PodSecurity/.test(message))
+    if (err instanceof ApiException && err.code === 403 && /PodSecurity "restricted/.test(message))
       return {
         check: 'pod security',
         ok: true,
-        detail: `${o.namespace} refuses a privileged pod (${message.slice(0, 160)})`,
+        detail: `${o.namespace} enforces "restricted": a pod that runs as root is refused (${message.slice(0, 160)})`,
+      };
+    if (err instanceof ApiException && err.code === 403 && /PodSecurity/.test(message))
+      return {
+        check: 'pod security',
+        ok: false,
+        detail: `${o.namespace} enforces a looser level than "restricted": ${message.slice(0, 200)}`,
+        fix: `kubectl label --overwrite namespace ${o.namespace} pod-security.kubernetes.io/enforce=restricted (deploy/namespaces.yaml does)`,
       };
     return {
       check: 'pod security',
       ok: false,
-      detail: `a dry run of a privileged pod failed for another reason: ${message}`,
+      detail: `a dry run of a pod failed for another reason: ${message}`,
       fix: 'check the access above; the dry run needs create on pods',
     };
   }
   return {
     check: 'pod security',
     ok: false,
-    detail: `${o.namespace} admits a privileged pod running as root (dry run, nothing was made): Pod Security is not enforced there`,
+    detail: `${o.namespace} admits a pod that may run as root with every default capability (dry run, nothing was made): Pod Security "restricted" is not enforced there`,
     fix: `label it: kubectl label namespace ${o.namespace} pod-security.kubernetes.io/enforce=restricted (deploy/namespaces.yaml does)`,
   };
 }
@@ -227,9 +235,9 @@ interface PodEnd {
 async function runPod(o: ClusterCheckOptions, core: CoreV1Api, pod: V1Pod): Promise<PodEnd> {
   const name = pod.metadata!.name!;
   const { namespace } = o;
-  await core.createNamespacedPod({ namespace, body: pod });
   const deadline = Date.now() + (o.timeoutMs ?? 120_000);
   try {
+    await core.createNamespacedPod({ namespace, body: pod });
     for (;;) {
       const now = await core.readNamespacedPod({ name, namespace });
       const status = now.status?.containerStatuses?.[0];
@@ -263,8 +271,8 @@ async function runPod(o: ClusterCheckOptions, core: CoreV1Api, pod: V1Pod): Prom
 async function gateProbe(o: ClusterCheckOptions, core: CoreV1Api): Promise<ClusterCheck[]> {
   const env: Record<string, string> = { BB_PROBE_RUNTIME: RUNTIME_DIR };
   if (o.probeTarget) {
-    const m = /^(.+):(\d{1,5})$/.exec(o.probeTarget);
-    if (!m)
+    const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(o.probeTarget);
+    if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535)
       return [
         {
           check: 'network policy',
@@ -326,27 +334,35 @@ async function gateProbe(o: ClusterCheckOptions, core: CoreV1Api): Promise<Clust
     ];
   const blocked = line('BLOCKED');
   const reached = line('REACHED');
-  const network: ClusterCheck = blocked
+  const unsure = line('INCONCLUSIVE');
+  const network: ClusterCheck = unsure
     ? {
         check: 'network policy',
-        ok: true,
-        detail: `a pod no policy allows was kept from ${blocked.slice(8)}`,
+        ok: null,
+        detail: `cannot be told: the probe's connection to ${unsure.split(' ')[1]} was answered (${unsure.split(' ')[2] ?? 'refused'}), not dropped: nothing listens there`,
+        fix: 'set BB_K8S_PROBE_TARGET to host:port of something that listens and that pods reach without a policy',
       }
-    : reached
+    : blocked
       ? {
           check: 'network policy',
-          ok: false,
-          detail: `a pod no policy allows reached ${reached.slice(8)}: network policies are not enforced in ${o.namespace}`,
-          fix: 'use a CNI that enforces NetworkPolicy (Calico, Cilium), and apply deploy/namespaces.yaml (its default-deny policy); until then an agent reaches anything its node does',
+          ok: true,
+          detail: `a pod no policy allows was kept from ${blocked.slice(8)}`,
         }
-      : {
-          check: 'network policy',
-          ok: false,
-          detail: `the probe gave no answer (exit ${end.exitCode}: ${end.log.trim().slice(0, 200) || 'no output'})`,
-          fix: line('NOTARGET')
-            ? 'set BB_K8S_PROBE_TARGET to host:port of something pods reach without a policy'
-            : 'see the probe pod output above',
-        };
+      : reached
+        ? {
+            check: 'network policy',
+            ok: false,
+            detail: `a pod no policy allows reached ${reached.slice(8)}: network policies are not enforced in ${o.namespace}`,
+            fix: 'use a CNI that enforces NetworkPolicy (Calico, Cilium), and apply deploy/namespaces.yaml (its default-deny policy); until then an agent reaches anything its node does',
+          }
+        : {
+            check: 'network policy',
+            ok: false,
+            detail: `the probe gave no answer (exit ${end.exitCode}: ${end.log.trim().slice(0, 200) || 'no output'})`,
+            fix: line('NOTARGET')
+              ? 'set BB_K8S_PROBE_TARGET to host:port of something pods reach without a policy'
+              : 'see the probe pod output above',
+          };
   return [image, network];
 }
 
@@ -398,6 +414,10 @@ async function agentImageCheck(
  */
 export async function clusterChecks(o: ClusterCheckOptions): Promise<ClusterCheck[]> {
   const core = o.kubeConfig.makeApiClient(CoreV1Api);
+  // What an earlier run left (stopped mid-probe): gone before this one starts.
+  await core
+    .deleteCollectionNamespacedPod({ namespace: o.namespace, labelSelector: PROBE_LABEL })
+    .catch(() => {});
   const [access, security, gate, ...agents] = await Promise.all([
     accessCheck(o),
     podSecurityCheck(o, core),

@@ -10,7 +10,7 @@ import {
   type PolicyRule,
   rulesAllow,
 } from '../src/access';
-import { type ClusterCheck, clusterChecks } from '../src/doctor';
+import { type ClusterCheck, clusterChecks, NETWORK_PROBE } from '../src/doctor';
 import { kubeConfigFor } from '../src/kubernetes-bottles';
 import { planBottle } from '../src/manifests';
 import {
@@ -142,6 +142,92 @@ describe('clusterChecks', () => {
     expect(checks['gate image']).toMatchObject({ ok: false });
     expect(checks['gate image']!.detail).toMatch(/did not end in 1 s \(phase Running\)/);
     expect(api.objects('pods', NS)).toEqual([]);
+  });
+});
+
+describe('what the checks tell apart', () => {
+  it('a namespace that enforces only "baseline" fails the Pod Security check, naming the level', async () => {
+    const a = await cluster({ podSecurity: { [NS]: 'baseline' } }, () => ({
+      exit: 0,
+      log: 'RUNTIME ok\nBLOCKED 10.96.0.1:443 timeout\n',
+    }));
+    const checks = byName(
+      await clusterChecks({
+        kubeConfig: kubeConfigFor(a.url),
+        namespace: NS,
+        gateImage: 'g:1',
+        timeoutMs: 10_000,
+      }),
+    );
+    expect(checks['pod security']).toMatchObject({ ok: false });
+    expect(checks['pod security']!.detail).toMatch(/looser level than "restricted"|admits a pod/);
+  });
+
+  it('a probe refused by a host is inconclusive, not blocked; a bad target is named; leftovers of a stopped run are removed', async () => {
+    const a = await cluster({}, () => ({
+      exit: 5,
+      log: 'RUNTIME ok\nINCONCLUSIVE 10.0.0.9:80 ECONNREFUSED\n',
+    }));
+    a.seed('pods', NS, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'bb-doctor-old-network', labels: { 'bb.doctor': 'probe' } },
+      spec: { containers: [{ name: 'main', image: 'g:1' }] },
+    });
+    const o = {
+      kubeConfig: kubeConfigFor(a.url),
+      namespace: NS,
+      gateImage: 'g:1',
+      timeoutMs: 10_000,
+    };
+    const checks = byName(await clusterChecks({ ...o, probeTarget: '[fd00::1]:80' }));
+    expect(checks['network policy']).toMatchObject({ ok: null });
+    expect(checks['network policy']!.detail).toContain(
+      '10.0.0.9:80 was answered (ECONNREFUSED), not dropped',
+    );
+    expect(a.objects('pods', NS)).toEqual([]);
+    for (const bad of ['10.0.0.9', '10.0.0.9:0', '10.0.0.9:70000'])
+      expect(
+        byName(await clusterChecks({ ...o, probeTarget: bad }))['network policy'],
+      ).toMatchObject({
+        ok: false,
+        detail: expect.stringContaining('is not host:port'),
+      });
+  });
+
+  it("the probe's own script: reached, refused (inconclusive), and no runtime, as node runs it", async () => {
+    const { execFile } = await import('node:child_process');
+    const { createServer } = await import('node:net');
+    const server = createServer((c) => c.end());
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    const probe = (env: Record<string, string>) =>
+      new Promise<{ code: number; out: string }>((resolve) =>
+        execFile(process.execPath, ['-e', NETWORK_PROBE], { env }, (err, out) =>
+          resolve({ code: (err as { code?: number } | null)?.code ?? 0, out }),
+        ),
+      );
+    try {
+      expect(await probe({ BB_PROBE_HOST: '127.0.0.1', BB_PROBE_PORT: String(port) })).toEqual({
+        code: 2,
+        out: `REACHED 127.0.0.1:${port}\n`,
+      });
+      server.close();
+      await new Promise((r) => setTimeout(r, 50));
+      expect(await probe({ BB_PROBE_HOST: '127.0.0.1', BB_PROBE_PORT: String(port) })).toEqual({
+        code: 5,
+        out: `INCONCLUSIVE 127.0.0.1:${port} ECONNREFUSED\n`,
+      });
+      expect(await probe({ BB_PROBE_RUNTIME: '/nonexistent', BB_PROBE_HOST: '127.0.0.1' })).toEqual(
+        {
+          code: 3,
+          out: 'RUNTIME missing /nonexistent\n',
+        },
+      );
+      expect(await probe({})).toEqual({ code: 4, out: 'NOTARGET\n' });
+    } finally {
+      server.close();
+    }
   });
 });
 

@@ -78,7 +78,18 @@ export async function checkWatchdog(core: Core, now: number): Promise<void> {
     if (s.fired) continue;
     // Waiting for the operator is not silence: the clock starts again once decided.
     // At most `superviseMaxPauseMs` in a turn: chained requests do not keep an agent alive for ever.
-    if (await core.o.supervise?.awaitingOperator(s.slug)) {
+    // A supervise store that does not answer now is not a pause (nor a stop to this pass).
+    const awaiting = await Promise.resolve(core.o.supervise?.awaitingOperator(s.slug)).catch(
+      (err) => {
+        core.log({
+          msg: 'could not ask the supervise desk',
+          slug: s.slug,
+          error: errorMessage(err),
+        });
+        return false;
+      },
+    );
+    if (awaiting) {
       const since = s.pause?.since ?? now;
       s.pause = { since, last: s.pause?.last ?? 0 };
       if (now - since <= (core.o.superviseMaxPauseMs ?? 24 * 3600_000)) {

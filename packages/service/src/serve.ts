@@ -168,10 +168,8 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
     bottles: supervisedBottles(bottleEnv),
     ...(engine
       ? {
-          appliesTo: (slug: string) => {
-            const ran = readMeta(slug, bottleEnv)?.engine;
-            return !ran || ran === engine;
-          },
+          // A bottle whose meta names no engine is nobody's to apply to (no replica guesses).
+          appliesTo: (slug: string) => readMeta(slug, bottleEnv)?.engine === engine,
         }
       : {}),
     policy: loadPolicy(home),
@@ -365,6 +363,22 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
   };
   await prune();
   const pruneTimer = setInterval(prune, 3_600_000);
+  // New requests taken in, old ones expired, and decisions made elsewhere (another
+  // replica, the host's bb supervise) applied here when their bottle runs here.
+  let deskBusy = false;
+  const deskTimer = setInterval(() => {
+    if (deskBusy) return;
+    deskBusy = true;
+    desk
+      .sync()
+      .catch((err) =>
+        log.warn({ msg: 'could not look at the supervise requests', error: errorMessage(err) }),
+      )
+      .finally(() => {
+        deskBusy = false;
+      });
+  }, 2_000);
+  deskTimer.unref();
   pruneTimer.unref();
   log.info({
     msg: 'listening',
@@ -391,6 +405,7 @@ export async function serve(options: ServeOptions = {}): Promise<RunningOrchestr
         log.info({ msg: 'shutting down; running bottles keep running, warm ones are cooled' });
         if (sweepTimer) clearInterval(sweepTimer);
         clearInterval(pruneTimer);
+        clearInterval(deskTimer);
         await orchestrator.coolAll();
         orchestrator.close();
         // Nothing stays pooled with nobody to hand it out.

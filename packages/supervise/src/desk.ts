@@ -113,6 +113,8 @@ export interface AuditEntry {
 export const CURRENT_CONFIG = 'current-config';
 /** How long a desk's claim on applying a decision holds (a rebuild included) before another may take it. */
 export const APPLY_STALE_MS = 30 * 60_000;
+/** A decision's remediation when its file was in place already (applied, then its record failed). */
+const IN_PLACE = 'in place already';
 /** The tool an operator's own edit made over the API is recorded as (checked as a proposal). */
 export const REMOTE_EDIT = 'operator-edit-api';
 export const EXCHANGE = 'supervise';
@@ -156,16 +158,41 @@ export class SuperviseDesk {
   }
 
   /**
-   * Take in every new request of every bottle (with its evidence and findings),
-   * and expire what waited past its TTL. Returns what changed.
+   * Take in every new request of every bottle (with its evidence and findings), expire
+   * what waited past its TTL, and apply what was decided elsewhere (on another replica,
+   * or by a desk that died applying) for bottles this desk applies to. Returns what
+   * changed. The orchestrator calls it every few seconds; reading (`list`, `show`,
+   * `awaitingOperator`) only takes requests in.
    */
   async sync(
     only?: string,
   ): Promise<{ ingested: string[]; expired: string[]; applied: string[]; bad: string[] }> {
+    const taken = await this.#takeIn(only, { expire: true });
+    const applied: string[] = [];
+    if (!this.#o.remediator) return { ...taken, applied };
+    const mine = new Set(only ? [only] : this.#o.bottles.slugs());
+    for (const r of await this.#o.store.unapplied()) {
+      if (!mine.has(r.slug) || this.#inFlight.has(r.id)) continue;
+      try {
+        if (!(await this.#appliesTo(r.slug))) continue;
+        const out = await this.#serial(r.slug, r.kind, () => this.#applyDecided(r.id));
+        if (out?.remediation) applied.push(r.id);
+      } catch (err) {
+        // One that cannot be applied now is tried again at the next sync.
+        taken.bad.push(`${r.slug}/${r.id}: ${(err as Error).message}`);
+      }
+    }
+    return { ...taken, applied };
+  }
+
+  /** Take in new requests (of `only`, or of every bottle), and with `expire` expire old ones. */
+  async #takeIn(
+    only?: string,
+    o: { expire?: boolean } = {},
+  ): Promise<{ ingested: string[]; expired: string[]; bad: string[] }> {
     const ingested: string[] = [];
     const bad: string[] = [];
-    const slugs = only ? [only] : this.#o.bottles.slugs();
-    for (const slug of slugs) {
+    for (const slug of only ? [only] : this.#o.bottles.slugs()) {
       const ex = this.exchange(slug);
       const seen: string[] = [];
       const ids = ex.requestIds();
@@ -194,37 +221,29 @@ export class SuperviseDesk {
       bad.push(...seen.map((n) => `${slug}/${n}`));
     }
     const expired: string[] = [];
-    for (const r of await this.#o.store.expired(this.#now())) {
-      if (
-        await this.#decide(r, {
-          status: 'expired',
-          by: 'bot-bottle',
-          via: 'system',
-          reason: 'nobody decided before the TTL',
-        })
-      )
-        expired.push(r.id);
-    }
-    // Decisions made on another replica, for bottles this one runs.
-    const applied: string[] = [];
-    const mine = new Set(slugs);
-    for (const r of await this.#o.store.unapplied()) {
-      if (!mine.has(r.slug) || this.#inFlight.has(r.id) || !(await this.#appliesTo(r.slug)))
-        continue;
-      if (!this.#o.remediator) continue;
-      const out = await this.#serial(r.slug, r.kind, () => this.#applyDecided(r.id));
-      if (out?.remediation) applied.push(r.id);
-    }
-    return { ingested, expired, applied, bad };
+    if (o.expire)
+      for (const r of await this.#o.store.expired(this.#now())) {
+        if (only && r.slug !== only) continue;
+        if (
+          await this.#decide(r, {
+            status: 'expired',
+            by: 'bot-bottle',
+            via: 'system',
+            reason: 'nobody decided before the TTL',
+          })
+        )
+          expired.push(r.id);
+      }
+    return { ingested, expired, bad };
   }
 
   async list(filter: RequestFilter = {}): Promise<RequestView[]> {
-    await this.sync();
+    await this.#takeIn(undefined, { expire: true });
     return Promise.all((await this.#o.store.list(filter)).map((r) => this.#view(r)));
   }
 
   async show(id: string): Promise<RequestView> {
-    await this.sync();
+    await this.#takeIn(undefined, { expire: true });
     return this.#view(await this.#get(id));
   }
 
@@ -259,7 +278,7 @@ export class SuperviseDesk {
    * if either changed since, it must be reviewed again.
    */
   async approve(id: string, d: Decision): Promise<DecisionOutcome> {
-    await this.sync();
+    await this.#takeIn(undefined, { expire: true });
     const r = await this.#pending(id);
     return this.#serial(r.slug, r.kind, () => this.#approve(id, d));
   }
@@ -267,7 +286,8 @@ export class SuperviseDesk {
   readonly #applying = new Map<string, Promise<unknown>>();
 
   async #approve(id: string, d: Decision): Promise<DecisionOutcome> {
-    await this.sync();
+    // Never the applying of others here: this runs in its bottle's turn of #serial.
+    await this.#takeIn(undefined, { expire: true });
     const r = await this.#pending(id);
     if (d.expect?.baseHash && !r.baseHash.startsWith(d.expect.baseHash))
       throw new BbError(
@@ -371,43 +391,20 @@ export class SuperviseDesk {
     const r = await this.#get(id);
     if ((r.status !== 'approved' && r.status !== 'modified') || r.remediation) return undefined;
     // One desk applies it, of every process and replica that sees it.
-    const now = this.#now();
-    if (
-      !(await this.#o.store.claimApply(
-        id,
-        this.#me,
-        new Date(now).toISOString(),
-        new Date(now - APPLY_STALE_MS).toISOString(),
-      ))
-    )
-      return undefined;
+    if (!(await this.#claim(id))) return undefined;
+    // Held while it is applied (a rebuild can take long): no other desk takes it over.
+    const renew = setInterval(() => void this.#claim(id).catch(() => {}), APPLY_STALE_MS / 6);
+    renew.unref();
     const remediator = this.#o.remediator!;
     const final = r.final ?? r.candidate;
     const scope = r.scope ?? (r.kind === 'dockerfile' ? 'bottle' : 'turn');
     let remediation: Remediation;
     try {
-      // Decided elsewhere, perhaps a while ago: checked again on this bottle as it is now.
-      if (r.kind !== 'dockerfile' && sha256(this.current(r.slug, r.kind)) !== r.baseHash)
-        throw new Error(
-          `${r.slug}'s ${KINDS[r.kind].file} changed between the proposal and the decision's being applied`,
-        );
-      validateProposal(r.kind, final, {
-        allowedBases: this.#o.bottles.allowedBases(r.slug),
-        operator: r.tool === 'operator-edit',
-      });
-      remediation =
-        r.kind === 'dockerfile'
-          ? remediator.rebuild
-            ? await remediator.rebuild(
-                r.slug,
-                final,
-                id,
-                `the operator ${r.status === 'modified' ? 'approved with changes' : 'approved'} your capability-block request ${id}`,
-              )
-            : { ok: false, detail: 'this replica cannot rebuild images' }
-          : await remediator.reloadProxies(r.slug, r.kind, final, scope);
+      remediation = await this.#remediate(r, final, scope, remediator);
     } catch (err) {
       remediation = { ok: false, detail: (err as Error).message };
+    } finally {
+      clearInterval(renew);
     }
     if (
       !(await this.#o.store.recordRemediation(id, remediation, new Date(this.#now()).toISOString()))
@@ -422,7 +419,8 @@ export class SuperviseDesk {
         file: final,
         decidedAt: after.decidedAt!,
       });
-    if (remediation.ok && r.kind === 'dockerfile') await remediator.afterRebuild?.(r.slug);
+    if (remediation.ok && r.kind === 'dockerfile' && remediation.detail !== IN_PLACE)
+      await remediator.afterRebuild?.(r.slug);
     if (!remediation.ok)
       this.exchange(r.slug).writeDecision({
         id,
@@ -431,6 +429,65 @@ export class SuperviseDesk {
         decidedAt: after.decidedAt!,
       });
     return { request: after, remediation };
+  }
+
+  /** Claim (or renew this desk's claim on) applying `id`. */
+  #claim(id: string): Promise<boolean> {
+    const now = this.#now();
+    return this.#o.store.claimApply(
+      id,
+      this.#me,
+      new Date(now).toISOString(),
+      new Date(now - APPLY_STALE_MS).toISOString(),
+    );
+  }
+
+  /**
+   * Apply a decided request to its bottle as it is now. Decided elsewhere, perhaps a
+   * while ago, by a replica with its own configuration: checked again here by this
+   * desk's rules (the file it was proposed from, the turn a turn's grant was for, the
+   * proposal's validity, the secrets offered and the ceiling). A file already in
+   * place (applied, then the record failed) is not applied again.
+   */
+  async #remediate(
+    r: SuperviseRequest,
+    final: string,
+    scope: DecisionScope,
+    remediator: Remediator,
+  ): Promise<Remediation> {
+    const current = this.current(r.slug, r.kind);
+    if (r.finalHash && sha256(current) === r.finalHash && r.finalHash !== r.baseHash)
+      return { ok: true, detail: IN_PLACE };
+    if (sha256(current) !== r.baseHash)
+      throw new Error(
+        `${r.slug}'s ${KINDS[r.kind].file} changed between the proposal and the decision's being applied`,
+      );
+    if (scope === 'turn' && r.turn !== null && r.turn !== this.#o.bottles.turn(r.slug))
+      throw new Error(`it was for turn ${r.turn}, which ended before it could be applied`);
+    validateProposal(r.kind, final, {
+      allowedBases: this.#o.bottles.allowedBases(r.slug),
+      operator: r.tool === 'operator-edit',
+    });
+    const undeclared = newSecrets(
+      r.kind,
+      current,
+      r.tool === 'operator-edit' ? current : final,
+    ).filter((n) => !(n in this.#o.policy.credentialHosts));
+    if (undeclared.length)
+      throw new Error(
+        `it names ${undeclared.map((n) => `env:${n}`).join(', ')}, which this orchestrator does not offer bottles (credentialHosts)`,
+      );
+    const beyond = beyondCeiling(r.kind, current, final, this.#o.policy);
+    if (beyond.length && !r.override)
+      throw new Error(`it goes beyond this orchestrator's ceiling: ${beyond.join('; ')}`);
+    if (r.kind !== 'dockerfile') return remediator.reloadProxies(r.slug, r.kind, final, scope);
+    if (!remediator.rebuild) return { ok: false, detail: 'this replica cannot rebuild images' };
+    return remediator.rebuild(
+      r.slug,
+      final,
+      r.id,
+      `the operator ${r.status === 'modified' ? 'approved with changes' : 'approved'} your capability-block request ${r.id}`,
+    );
   }
 
   /**
@@ -477,7 +534,7 @@ export class SuperviseDesk {
   async reject(id: string, reason: string, who: Decider): Promise<SuperviseRequest> {
     if (!reason.trim())
       throw new BbError('INVALID_INPUT', 'a rejection needs a reason: the agent is told it');
-    await this.sync();
+    await this.#takeIn(undefined, { expire: true });
     const r = await this.#pending(id);
     if (!(await this.#decide(r, { status: 'rejected', ...who, reason })))
       throw new BbError(
@@ -493,7 +550,7 @@ export class SuperviseDesk {
     who: Decider,
     reason = 'cancelled by the operator',
   ): Promise<SuperviseRequest> {
-    await this.sync();
+    await this.#takeIn(undefined, { expire: true });
     const r = await this.#pending(id);
     await this.#decide(r, { status: 'cancelled', ...who, reason });
     return this.#get(id);
@@ -501,11 +558,32 @@ export class SuperviseDesk {
 
   /** Cancel every pending request of a bottle (destroyed, or its turn ended for good). */
   async cancelAll(slug: string, reason: string): Promise<string[]> {
-    await this.sync();
+    // What cannot be taken in now is cancelled by its TTL; what is known is cancelled here.
+    await this.#takeIn(slug).catch(() => {});
     const cancelled: string[] = [];
     for (const r of await this.#o.store.list({ slug, status: 'pending' }))
       if (await this.#decide(r, { status: 'cancelled', by: 'bot-bottle', via: 'system', reason }))
         cancelled.push(r.id);
+    // Decided and not applied yet (nobody applying it now): never applied after this.
+    for (const r of await this.#o.store.unapplied()) {
+      if (r.slug !== slug || this.#inFlight.has(r.id) || !(await this.#claim(r.id))) continue;
+      const at = new Date(this.#now()).toISOString();
+      if (
+        !(await this.#o.store.recordRemediation(
+          r.id,
+          { ok: false, detail: `not applied: ${reason}` },
+          at,
+        ))
+      )
+        continue;
+      this.exchange(slug).writeDecision({
+        id: r.id,
+        status: 'cancelled',
+        reason: `approved, but not applied: ${reason}`,
+        decidedAt: r.decidedAt ?? at,
+      });
+      cancelled.push(r.id);
+    }
     return cancelled;
   }
 
@@ -514,7 +592,7 @@ export class SuperviseDesk {
    * provenance record: each with its decision and what the remediation did.
    */
   async auditTurn(slug: string, startedAt: string): Promise<AuditEntry[]> {
-    await this.sync(slug);
+    await this.#takeIn(slug, { expire: true });
     return (await this.#o.store.list({ slug }))
       .filter((r) => r.createdAt >= startedAt)
       .map((r) => ({
@@ -544,7 +622,7 @@ export class SuperviseDesk {
 
   /** Whether a bottle waits for the operator now (its watchdog pauses meanwhile). */
   async awaitingOperator(slug: string): Promise<boolean> {
-    await this.sync(slug);
+    await this.#takeIn(slug);
     return this.#o.store.hasPending(slug, this.#now());
   }
 

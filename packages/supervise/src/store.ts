@@ -54,6 +54,12 @@ const MIGRATIONS: Migration[] = [
     up: `
       ALTER TABLE supervise_requests ADD COLUMN applying_by TEXT;
       ALTER TABLE supervise_requests ADD COLUMN applying_at TEXT;
+      -- Before this, a decision was applied as it was made: one with no remediation was
+      -- interrupted (the orchestrator stopped), and is not applied now, long after.
+      UPDATE supervise_requests
+        SET remediation = '{"ok":false,"detail":"interrupted: bot-bottle stopped before it was applied"}',
+            remediated_at = decided_at
+        WHERE status IN ('approved', 'modified') AND remediation IS NULL;
     `,
   },
 ];

@@ -196,6 +196,62 @@ describe('supervise: propose, decide, answer', () => {
     expect(overlapped).toBe(false);
   });
 
+  it('in a fleet, approving while another desk holds the claim on an earlier decision of the same bottle does not wait for it', async () => {
+    const first = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    const runs = desk();
+    await runs.sync();
+    await elsewhere({ sees: true }).desk.approve(first.request_id, { by: 'bob', via: 'api' });
+    // A desk that is applying it now (or died doing so, a moment ago).
+    const store = new SuperviseStore(db);
+    expect(
+      await store.claimApply(
+        first.request_id,
+        'another-desk',
+        new Date(now).toISOString(),
+        new Date(now - 1).toISOString(),
+      ),
+    ).toBe(true);
+    const second = await client.propose('pipelock-block', {
+      allowlist: JSON.stringify({ allow: ['registry.npmjs.org', 'pypi.org'] }),
+      justification: `${WHY} (second)`,
+    });
+    const out = await Promise.race([
+      runs.approve(second.request_id, { by: 'alice', via: 'cli' }),
+      new Promise<'stuck'>((r) => setTimeout(() => r('stuck'), 5000)),
+    ]);
+    expect(out).not.toBe('stuck');
+    expect(applied).toHaveLength(1);
+    // The claimed one is left to its desk.
+    expect((await runs.sync()).applied).toEqual([]);
+  });
+
+  it('in a fleet, the replica that applies a decision holds it to its own rules, and a turn that ends closes what was not applied', async () => {
+    const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
+    // This replica's ceiling does not have pypi.org; the deciding one's does.
+    const runs = desk({ egressCeiling: [] });
+    await runs.sync();
+    await elsewhere({ sees: true }).desk.approve(a.request_id, { by: 'bob', via: 'api' });
+    expect((await runs.sync()).applied).toEqual([a.request_id]);
+    expect(applied).toEqual([]);
+    expect(await client.wait(a.request_id, 0)).toMatchObject({
+      status: 'cancelled',
+      reason: expect.stringContaining("beyond this orchestrator's ceiling"),
+    });
+    // Approved elsewhere, and the turn ends before this replica applies it: never applied.
+    const b = await client.propose('pipelock-block', {
+      allowlist: JSON.stringify({ allow: ['registry.npmjs.org', 'pypi.org'] }),
+      justification: WHY,
+    });
+    await runs.sync();
+    await elsewhere({ sees: true }).desk.approve(b.request_id, { by: 'bob', via: 'api' });
+    expect(await runs.cancelAll(SLUG, 'the turn it was asked in ended before a decision')).toEqual([
+      b.request_id,
+    ]);
+    expect((await desk().sync()).applied).toEqual([]);
+    expect(applied).toEqual([]);
+    expect(await client.wait(b.request_id, 0)).toMatchObject({ status: 'cancelled' });
+  });
+
   it('in a fleet, a decision whose bottle changed before it could be applied is not applied, and the agent is told', async () => {
     const a = await client.propose('pipelock-block', { allowlist: WANT, justification: WHY });
     const runs = desk();

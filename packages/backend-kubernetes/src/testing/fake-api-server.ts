@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { type Access, type PolicyRule, rulesAllow } from '../access';
-import { restrictedViolations } from './pod-security';
+import { baselineViolations, restrictedViolations } from './pod-security';
 
 /** One request the fake API server answered. */
 export interface ApiCall {
@@ -67,8 +67,8 @@ export interface FakeClusterOptions {
    * Unset: the caller may do anything (a cluster admin).
    */
   access?: Record<string, PolicyRule[]>;
-  /** Namespaces where Pod Security admission enforces "restricted" on every pod made. */
-  podSecurity?: Record<string, 'restricted'>;
+  /** Namespaces where Pod Security admission enforces a level on every pod made. */
+  podSecurity?: Record<string, 'restricted' | 'baseline'>;
   /**
    * Plays the kubelet for pods once they run: how each ends (`exit` with its `log`),
    * or why it cannot start (`stall`, as `stallPod`); `undefined` leaves it running.
@@ -389,13 +389,16 @@ export class FakeKubernetesApi {
       }
       const n = obj.metadata?.name;
       if (!n) return status(422, 'Invalid', 'metadata.name is required');
-      if (resource.kind === 'Pod' && this.o.podSecurity?.[namespace] === 'restricted') {
-        const refused = restrictedViolations((obj.spec ?? {}) as never);
+      const level = resource.kind === 'Pod' ? this.o.podSecurity?.[namespace] : undefined;
+      if (level) {
+        const refused = (level === 'restricted' ? restrictedViolations : baselineViolations)(
+          (obj.spec ?? {}) as never,
+        );
         if (refused.length)
           return status(
             403,
             'Forbidden',
-            `pods "${n}" is forbidden: violates PodSecurity "restricted:latest": ${refused.join(', ')}`,
+            `pods "${n}" is forbidden: violates PodSecurity "${level}:latest": ${refused.join(', ')}`,
           );
       }
       if (this.#objects.has(key(n)))

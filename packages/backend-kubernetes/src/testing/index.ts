@@ -16,5 +16,5 @@ export {
   type SchemaCheck,
 } from './fake-api-server';
 export { describeKubernetesIsolation, type KubernetesIsolationOptions } from './isolation';
-export { restrictedViolations } from './pod-security';
+export { baselineViolations, restrictedViolations } from './pod-security';
 export { publishedSchemas } from './schemas';

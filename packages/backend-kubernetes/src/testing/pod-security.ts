@@ -37,6 +37,47 @@ const VOLUME_TYPES = new Set([
   'secret',
 ]);
 
+const BASELINE_CAPS = new Set([
+  'AUDIT_WRITE',
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'FOWNER',
+  'FSETID',
+  'KILL',
+  'MKNOD',
+  'NET_BIND_SERVICE',
+  'SETFCAP',
+  'SETGID',
+  'SETPCAP',
+  'SETUID',
+  'SYS_CHROOT',
+]);
+
+/** What "baseline" refuses in `spec` (the host's namespaces, ports and paths, privilege, added capabilities). */
+export function baselineViolations(spec: PodSpec): string[] {
+  const out: string[] = [];
+  const containers = [...(spec.initContainers ?? []), ...(spec.containers ?? [])];
+  const host = (['hostNetwork', 'hostPID', 'hostIPC'] as const).filter((k) => spec[k]);
+  if (host.length) out.push(`host namespaces (${host.map((k) => `${k}=true`).join(', ')})`);
+  const who = (pred: (c: Container) => boolean) =>
+    containers
+      .filter(pred)
+      .map((c) => `"${c.name}"`)
+      .join(', ');
+  const privileged = who((c) => c.securityContext?.privileged === true);
+  if (privileged)
+    out.push(`privileged (container ${privileged} must not set securityContext.privileged=true)`);
+  const ports = who((c) => (c.ports ?? []).some((p) => p.hostPort));
+  if (ports) out.push(`hostPort (container ${ports} must not set hostPort)`);
+  const paths = (spec.volumes ?? []).filter((v) => 'hostPath' in v);
+  if (paths.length) out.push(`hostPath volumes (${paths.map((v) => `"${v.name}"`).join(', ')})`);
+  const caps = who((c) =>
+    (c.securityContext?.capabilities?.add ?? []).some((a) => !BASELINE_CAPS.has(a)),
+  );
+  if (caps) out.push(`non-default capabilities (container ${caps})`);
+  return out;
+}
+
 /** What "restricted" refuses in `spec`, one phrase per failed check; empty when admitted. */
 export function restrictedViolations(spec: PodSpec): string[] {
   const out: string[] = [];

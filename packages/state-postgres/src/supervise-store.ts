@@ -9,7 +9,7 @@ import type {
   SuperviseRecords,
   SuperviseRequest,
 } from '@bb/supervise';
-import { requestFromRow, streakOf } from '@bb/supervise';
+import { decisionValues, ingestValues, requestFromRow, streakOf } from '@bb/supervise';
 import type { PgMigration, PostgresDatabase } from './database';
 
 /**
@@ -86,23 +86,7 @@ export class PostgresSuperviseStore implements SuperviseRecords {
           candidate_text, candidate_hash, justification, rerouted, evidence, findings)
        VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
        ON CONFLICT (id) DO NOTHING`,
-      [
-        r.id,
-        r.slug,
-        r.kind,
-        r.tool,
-        r.createdAt,
-        r.expiresAt,
-        extra.turn,
-        extra.base,
-        r.baseHash,
-        r.file,
-        r.candidateHash,
-        r.justification,
-        r.rerouted ? 1 : 0,
-        JSON.stringify(extra.evidence),
-        JSON.stringify(extra.findings),
-      ],
+      ingestValues(r, extra),
     );
     return (res.rowCount ?? 0) > 0;
   }
@@ -158,22 +142,9 @@ export class PostgresSuperviseStore implements SuperviseRecords {
       'decide a supervise request in',
       `UPDATE supervise_requests SET status = $1, decided_by = $2, decided_via = $3, decided_at = $4,
          scope = $5, final_text = $6, final_hash = $7, reason = $8, override = $9,
-         applying_by = $11, applying_at = $12
-       WHERE id = $10 AND status = 'pending'`,
-      [
-        d.status,
-        d.by,
-        d.via,
-        d.at,
-        d.scope ?? null,
-        d.final?.text ?? null,
-        d.final?.hash ?? null,
-        d.reason ?? null,
-        d.override ? 1 : 0,
-        id,
-        d.applying?.by ?? null,
-        d.applying?.at ?? null,
-      ],
+         applying_by = $10, applying_at = $11
+       WHERE id = $12 AND status = 'pending'`,
+      [...decisionValues(d), id],
     );
     return (r.rowCount ?? 0) > 0;
   }

@@ -65,8 +65,10 @@ export { RemoteDesk, type RemoteDeskOptions } from './remote';
 export { type RunningSuperviseServer, serveSupervise } from './server';
 export { SuperviseSidecar, type SuperviseSidecarOptions } from './sidecar';
 export {
+  decisionValues,
   type Evidence,
   type IngestExtra,
+  ingestValues,
   type Remediation,
   type RequestDecision,
   type RequestFilter,

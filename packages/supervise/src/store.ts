@@ -183,6 +183,51 @@ export interface SuperviseRecords {
   rejectionStreak(slug: string, kind: ProposalKind): Promise<number>;
 }
 
+/**
+ * A request's columns in `INSERT` order (id, slug, kind, tool, created_at, expires_at,
+ * turn, base_text, base_hash, candidate_text, candidate_hash, justification,
+ * rerouted, evidence, findings): the same for SQLite and PostgreSQL.
+ */
+export function ingestValues(r: RequestFile, extra: IngestExtra): unknown[] {
+  return [
+    r.id,
+    r.slug,
+    r.kind,
+    r.tool,
+    r.createdAt,
+    r.expiresAt,
+    extra.turn,
+    extra.base,
+    r.baseHash,
+    r.file,
+    r.candidateHash,
+    r.justification,
+    r.rerouted ? 1 : 0,
+    JSON.stringify(extra.evidence),
+    JSON.stringify(extra.findings),
+  ];
+}
+
+/**
+ * A decision's columns in `UPDATE` order (status, decided_by, decided_via, decided_at,
+ * scope, final_text, final_hash, reason, override, applying_by, applying_at).
+ */
+export function decisionValues(d: RequestDecision): unknown[] {
+  return [
+    d.status,
+    d.by,
+    d.via,
+    d.at,
+    d.scope ?? null,
+    d.final?.text ?? null,
+    d.final?.hash ?? null,
+    d.reason ?? null,
+    d.override ? 1 : 0,
+    d.applying?.by ?? null,
+    d.applying?.at ?? null,
+  ];
+}
+
 /** How many of `statuses` (newest first) are rejections or expiries in a row. */
 export function streakOf(statuses: readonly string[]): number {
   let n = 0;
@@ -251,23 +296,7 @@ export class SuperviseStore implements SuperviseRecords {
            candidate_text, candidate_hash, justification, rerouted, evidence, findings)
          VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
-      .run(
-        r.id,
-        r.slug,
-        r.kind,
-        r.tool,
-        r.createdAt,
-        r.expiresAt,
-        extra.turn,
-        extra.base,
-        r.baseHash,
-        r.file,
-        r.candidateHash,
-        r.justification,
-        r.rerouted ? 1 : 0,
-        JSON.stringify(extra.evidence),
-        JSON.stringify(extra.findings),
-      );
+      .run(...ingestValues(r, extra));
     return res.changes > 0;
   }
 
@@ -320,20 +349,7 @@ export class SuperviseStore implements SuperviseRecords {
              applying_by = ?, applying_at = ?
            WHERE id = ? AND status = 'pending'`,
         )
-        .run(
-          d.status,
-          d.by,
-          d.via,
-          d.at,
-          d.scope ?? null,
-          d.final?.text ?? null,
-          d.final?.hash ?? null,
-          d.reason ?? null,
-          d.override ? 1 : 0,
-          d.applying?.by ?? null,
-          d.applying?.at ?? null,
-          id,
-        ).changes > 0
+        .run(...decisionValues(d), id).changes > 0
     );
   }
 

@@ -67,6 +67,12 @@ build gate "$ctx/gate"
 # The orchestrator: the bb command with its production dependencies alone.
 mkdir -p "$ctx/orchestrator"
 CI=true pnpm --filter @bb/cli deploy --prod --legacy --prefer-offline "$ctx/orchestrator/app" >/dev/null
+# pnpm writes the deploy's node_modules/.bin links to the target's path taken relative to
+# the workspace and resolved from apps/cli (a pnpm bug): remove that stray copy.
+stray=$(realpath -m "apps/cli/$(realpath -m --relative-to="$PWD" "$ctx")")
+case "$stray" in
+  "$PWD"/*/tmp.*|"$PWD"/tmp/tmp.*) rm -rf "$stray"; rmdir "$(dirname "$stray")" 2>/dev/null || true ;;
+esac
 # What runs is dist/ and node_modules/: sources, tests, benchmarks and build files stay out.
 rm -rf "$ctx/orchestrator/app/src" "$ctx/orchestrator/app/bench" "$ctx/orchestrator/app/test" \
   "$ctx/orchestrator/app/build" "$ctx/orchestrator/app/scripts" "$ctx/orchestrator/app/.turbo" \

@@ -6,8 +6,11 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const root = resolve(import.meta.dirname, '..', '..');
+// Packages are the folders with a package.json (a build may leave a scratch folder a moment).
 const packageDirs = ['packages', 'apps'].flatMap((d) =>
-  readdirSync(join(root, d)).map((p) => join(root, d, p)),
+  readdirSync(join(root, d))
+    .map((p) => join(root, d, p))
+    .filter((p) => existsSync(join(p, 'package.json'))),
 );
 
 function sources(dir: string): string[] {

@@ -6,7 +6,6 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadAgentManifest, loadBottleManifest } from '@bb/headless';
-import { loadAllYaml } from '@kubernetes/client-node';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
@@ -21,7 +20,7 @@ import {
 } from 'kubernetes-models/v1';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KubernetesBottles, kubeConfigFor } from '../src/kubernetes-bottles';
-import { FakeKubernetesApi, publishedSchemas } from '../src/testing/index';
+import { deployedObjects, FakeKubernetesApi, publishedSchemas } from '../src/testing/index';
 
 const deploy = join(dirname(fileURLToPath(import.meta.url)), '..', 'deploy');
 type Doc = {
@@ -34,7 +33,7 @@ type Doc = {
   spec?: { podSelector?: object; policyTypes?: string[]; ingress?: unknown[]; egress?: unknown[] };
 };
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
-const load = (f: string) => loadAllYaml(readFileSync(join(deploy, f), 'utf8')) as Doc[];
+const load = (f: string) => deployedObjects(f) as unknown as Doc[];
 const MODELS: Record<string, new (d: never) => { validate(): void }> = {
   ServiceAccount,
   Role,

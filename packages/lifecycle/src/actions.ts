@@ -7,7 +7,7 @@ import { FORGE_PROMPT_OVERLAY } from '@bb/forge-sidecar';
 import { supervises } from '@bb/headless';
 import { SUPERVISE_PROMPT_OVERLAY } from '@bb/supervise';
 import { issueText, mayDrive, rotationPrompt } from './conversation';
-import type { Core } from './core';
+import { type Core, cancelSupervise } from './core';
 import { INITIAL, type LifecycleAction } from './machine';
 import type { BottleSession } from './session';
 import { noteHidden, takeHidden, updateTurnLog } from './turn-log';
@@ -65,15 +65,7 @@ export async function carryOut(
         if (s.state.status !== 'frozen') await s.commit({ ...s.state, status: 'frozen' });
         break;
       case 'destroy':
-        await Promise.resolve(
-          core.o.supervise?.cancelAll?.(s.slug, 'the bottle was destroyed'),
-        ).catch((err) =>
-          core.log({
-            msg: 'could not cancel the supervise requests',
-            slug: s.slug,
-            error: errorMessage(err),
-          }),
-        );
+        await cancelSupervise(core, s.slug, 'the bottle was destroyed');
         core.warm.forget(s.slug);
         await core.warm.cooling(s.slug);
         // Never another orchestrator's bottle: one that stalled past its lease removes nothing.

@@ -1,3 +1,4 @@
+import { errorMessage } from '@bb/errors';
 import type { Forge, ForgeKind, ForgeSite } from '@bb/forge';
 import type { BottleRunner, SessionLimits } from '@bb/headless';
 import type { EventInbox, ForgeStateStore } from '@bb/state';
@@ -128,6 +129,13 @@ export interface SupervisePlane {
   show?: ThreadDesk['show'];
   approve?: ThreadDesk['approve'];
   reject?: ThreadDesk['reject'];
+}
+
+/** Cancel a bottle's supervise requests: a desk that does not answer is logged, never thrown. */
+export async function cancelSupervise(core: Core, slug: string, reason: string): Promise<void> {
+  await Promise.resolve(core.o.supervise?.cancelAll?.(slug, reason)).catch((err) =>
+    core.log({ msg: 'could not cancel the supervise requests', slug, error: errorMessage(err) }),
+  );
 }
 
 /** The plane as a desk the forge thread can use, when it is one. */

@@ -8,7 +8,7 @@ import { errorMessage } from '@bb/errors';
 import type { TurnOutcome } from '@bb/headless';
 import { carryOut, resumeBottle } from './actions';
 import { holdBack, idleCheck } from './budget-watch';
-import type { Core } from './core';
+import { type Core, cancelSupervise } from './core';
 import { routeParked } from './intake';
 import { type LifecycleInput, transition } from './machine';
 import { turnOutcomeMessage } from './outcome';
@@ -100,15 +100,8 @@ async function turnEnded(core: Core, s: BottleSession, outcome: TurnOutcome): Pr
   s.fired = undefined;
   s.pause = undefined;
   // A request the turn left waiting has no one to answer: the next turn asks again if it must.
-  await Promise.resolve(
-    core.o.supervise?.cancelAll?.(s.slug, 'the turn it was asked in ended before a decision'),
-  ).catch((err) =>
-    core.log({
-      msg: 'could not cancel the supervise requests',
-      slug: s.slug,
-      error: errorMessage(err),
-    }),
-  );
+  await cancelSupervise(core, s.slug, 'the turn it was asked in ended before a decision');
+
   const rebuilt = runner.takeResumeRequest?.(s.slug);
   const fired = whyStopped(s, stopped, outcome, rebuilt);
   let done: Awaited<ReturnType<typeof recordTurn>>['done'] = null;

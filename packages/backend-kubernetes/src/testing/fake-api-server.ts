@@ -79,6 +79,14 @@ export interface FakeClusterOptions {
 /** What `FakeClusterOptions.kubelet` makes of a pod. */
 export type PodFate = { exit: number; log?: string } | { stall: string; message?: string };
 
+/** A pod's status with its only container (`main`) in `state`, as a kubelet reports it. */
+const mainContainer = (phase: string, state: Record<string, unknown>) => ({
+  phase,
+  containerStatuses: [
+    { name: 'main', ready: false, restartCount: 0, image: '', imageID: '', state },
+  ],
+});
+
 /** `a=b,c=d` (equality only, what bot-bottle uses) as a predicate. */
 function selects(selector: string | undefined, labels: Record<string, string> = {}): boolean {
   if (!selector) return true;
@@ -212,19 +220,7 @@ export class FakeKubernetesApi {
   stallPod(namespace: string, name: string, reason: string, message = ''): void {
     const pod = this.#objects.get(`pods/${namespace}/${name}`);
     if (!pod) throw new Error(`no pod ${namespace}/${name}`);
-    pod.status = {
-      phase: 'Pending',
-      containerStatuses: [
-        {
-          name: 'main',
-          ready: false,
-          restartCount: 0,
-          image: '',
-          imageID: '',
-          state: { waiting: { reason, message } },
-        },
-      ],
-    };
+    pod.status = mainContainer('Pending', { waiting: { reason, message } });
     this.#touch('pods', pod, 'MODIFIED');
   }
 
@@ -236,19 +232,9 @@ export class FakeKubernetesApi {
     const pod = this.#objects.get(`pods/${namespace}/${name}`);
     if (!pod) throw new Error(`no pod ${namespace}/${name}`);
     this.#logs.set(pod, log);
-    pod.status = {
-      phase: exitCode === 0 ? 'Succeeded' : 'Failed',
-      containerStatuses: [
-        {
-          name: 'main',
-          ready: false,
-          restartCount: 0,
-          image: '',
-          imageID: '',
-          state: { terminated: { exitCode, reason: exitCode === 0 ? 'Completed' : 'Error' } },
-        },
-      ],
-    };
+    pod.status = mainContainer(exitCode === 0 ? 'Succeeded' : 'Failed', {
+      terminated: { exitCode, reason: exitCode === 0 ? 'Completed' : 'Error' },
+    });
     this.#touch('pods', pod, 'MODIFIED');
   }
 

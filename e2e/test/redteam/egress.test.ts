@@ -33,6 +33,11 @@ describe.skipIf(!docker.ok)('red team: egress', () => {
       // Names only: each resolves to loopback on this host.
       egress: { allow: [`localhost:${rt.listener.port}`, `ip6-localhost:${rt.listener.port}`] },
     });
+    // The upstream listed by its address: the one way a loopback destination is allowed.
+    rt.bottle('listed', {
+      image: process.env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
+      egress: { allow: [`127.0.0.1:${port}`] },
+    });
     rt.bottle('routed', {
       image: process.env['BB_BASE_IMAGE'] ?? 'bb-base:latest',
       credentials: [
@@ -89,6 +94,36 @@ describe.skipIf(!docker.ok)('red team: egress', () => {
     expect(out.split('=====').filter((x) => x.includes(' 403 ')).length).toBe(3);
     expect((await rt.readWorkspace(run, 'relays.txt'))?.trim()).toBe('2');
     expect(rt.listener.heard.slice(heard)).toBe('');
+  });
+
+  it('an allowed tunnel carries the bytes sent behind its CONNECT and is logged once with them', async () => {
+    seen.length = 0;
+    const run = await rt.launch(
+      [
+        [
+          {
+            do: 'sh',
+            // The request inside the tunnel sent at once behind the CONNECT head.
+            cmd: request(
+              3128,
+              `CONNECT 127.0.0.1:${port} HTTP/1.1~Host: 127.0.0.1:${port}~~GET /tunnelled HTTP/1.1~Host: x~Connection: close~~`,
+              'out.txt',
+            ),
+          },
+        ],
+      ],
+      { bottles: ['listed'] },
+    );
+    const out = (await rt.readWorkspace(run, 'out.txt')) ?? '';
+    expect(out).toMatch(/^HTTP\/1\.1 200 Connection Established\r\n\r\nHTTP\/1\.1 200 OK/);
+    expect(out).toContain('upstream answered');
+    expect(seen.map((x) => x.url)).toEqual(['/tunnelled']);
+    const { record } = await rt.record(run);
+    const egress = record.egress as { allowed: Array<Record<string, number | string>> } | undefined;
+    const dest = egress?.allowed.find((d) => d['host'] === '127.0.0.1');
+    expect(dest).toMatchObject({ port, connections: 1 });
+    expect(dest!['bytesUp']).toBeGreaterThan(40);
+    expect(dest!['bytesDown']).toBeGreaterThan(40);
   });
 
   it('a credential route cannot be left with dot segments, encoded or not', async () => {

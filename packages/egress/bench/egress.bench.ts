@@ -4,9 +4,12 @@
 // (bb-relay from TCP to a Unix socket, the same source built the other way from the
 // socket to the server: nothing parsed, checked or logged), the floor. Against a loopback server: 1 MiB downloads
 // through a CONNECT tunnel, and small absolute-form requests. Goal: >= 0.9x that
-// floor. Reported beside it: one blind relay between client and server (the floor of
-// any design with one process in the path), the bridge relaying in Node (a bottle
-// without bb-relay), direct (no process between) and the proxy alone.
+// floor. Reported beside it: the floor of any CONNECT proxy (the same two C relays,
+// the second answering the CONNECT head with 200 unchecked: the client's extra round
+// trip is in it), the proxy carrying its tunnels in Node (BB_TUNNEL=), one blind relay
+// between client and server (the floor of any design with one process in the path),
+// the bridge relaying in Node (a bottle without bb-relay), direct (no process between)
+// and the proxy alone.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request } from 'node:http';
@@ -33,24 +36,33 @@ for (const f of [bundle, join(dirname(bundle), 'bb-relay')])
 // The target is listed by its address: the proxy lets a loopback address through only when a rule names it.
 writeFileSync(join(dir, 'rules.json'), JSON.stringify({ allow: [`127.0.0.1:${port}`] }));
 writeFileSync(join(dir, 'routes.json'), JSON.stringify({ routes: [] }));
-const child = killOnExit(
-  spawn(
-    process.execPath,
-    [...(process.env['BB_PROF'] ? ['--cpu-prof', '--cpu-prof-dir=/tmp/egprof'] : []), bundle],
-    {
-      env: {
-        PATH: process.env['PATH'],
-        BB_EGRESS_RULES: join(dir, 'rules.json'),
-        BB_CRED_ROUTES: join(dir, 'routes.json'),
-        BB_EGRESS_SOCKET: socket,
-        BB_CRED_SOCKET: join(dir, 'cred.sock'),
-        BB_EGRESS_LOG: join(dir, 'egress.jsonl'),
+/** The bundled bb-egress on `egress` (BB_TUNNEL from `tunnel`); resolves once it listens. */
+async function startProxy(egress: string, name: string, tunnel?: string) {
+  const child = killOnExit(
+    spawn(
+      process.execPath,
+      [...(process.env['BB_PROF'] ? ['--cpu-prof', '--cpu-prof-dir=/tmp/egprof'] : []), bundle],
+      {
+        env: {
+          PATH: process.env['PATH'],
+          BB_EGRESS_RULES: join(dir, 'rules.json'),
+          BB_CRED_ROUTES: join(dir, 'routes.json'),
+          BB_EGRESS_SOCKET: egress,
+          BB_CRED_SOCKET: join(dir, `${name}-cred.sock`),
+          BB_EGRESS_LOG: join(dir, `${name}.jsonl`),
+          ...(tunnel === undefined ? {} : { BB_TUNNEL: tunnel }),
+        },
+        stdio: 'ignore',
       },
-      stdio: 'ignore',
-    },
-  ),
-);
-await waitForPath(join(dir, 'cred.sock'));
+    ),
+  );
+  await waitForPath(join(dir, `${name}-cred.sock`));
+  return child;
+}
+const child = await startProxy(socket, 'proxy');
+// The same proxy carrying its tunnels in Node, as it does where bb-tunnel was not built.
+const nodeTunnelSocket = join(dir, 'node-tunnels.sock');
+const nodeTunnels = await startProxy(nodeTunnelSocket, 'node-tunnels', '');
 
 /**
  * A blind relay in its own node process (nothing parsed, checked or logged): each
@@ -88,28 +100,33 @@ async function cRelay(bin: string, args: string[]) {
   return child;
 }
 const relayBin = join(dirname(bundle), 'bb-relay');
-const floorBin = join(dir, 'bb-relay-floor');
-const cc = spawnSync(
-  process.env['CC'] || 'cc',
-  [
-    '-O2',
-    '-DBB_RELAY_FLOOR',
-    '-o',
-    floorBin,
-    fileURLToPath(new URL('../native/bb-relay.c', import.meta.url)),
-  ],
-  { stdio: 'inherit' },
-);
-if (cc.status !== 0)
-  throw new Error(
-    'the floor relay (native/bb-relay.c, -DBB_RELAY_FLOOR) did not build: it needs a C compiler',
-  );
+/** bb-relay.c built as a floor relay (`defines` say which), into the bench's directory. */
+function buildFloor(name: string, defines: string[]): string {
+  const out = join(dir, name);
+  const source = fileURLToPath(new URL('../native/bb-relay.c', import.meta.url));
+  const cc = spawnSync(process.env['CC'] || 'cc', ['-O2', ...defines, '-o', out, source], {
+    stdio: 'inherit',
+  });
+  if (cc.status !== 0)
+    throw new Error(
+      `the floor relay (native/bb-relay.c, ${defines.join(' ')}) did not build: it needs a C compiler`,
+    );
+  return out;
+}
+const floorBin = buildFloor('bb-relay-floor', ['-DBB_RELAY_FLOOR']);
+const connectFloorBin = buildFloor('bb-relay-floor-connect', [
+  '-DBB_RELAY_FLOOR',
+  '-DBB_RELAY_FLOOR_CONNECT',
+]);
 
 // The floor under any proxy that is its own process: a blind relay from a Unix socket
 // to the server's port, the same C relay as the bridge's. Measured in the same rounds,
 // so the gap between it and the proxy is what the proxy's own work costs.
 const relaySocket = join(dir, 'relay.sock');
 const relay = await cRelay(floorBin, [relaySocket, String(port)]);
+// The floor of any CONNECT proxy: the same, its second relay answering the CONNECT unchecked.
+const connectFloorSocket = join(dir, 'connect-floor.sock');
+const connectFloor = await cRelay(connectFloorBin, [connectFloorSocket, String(port)]);
 
 // The bridge, as in a bottle: the bundled bb-bridge from a TCP port to the proxy's socket;
 // and the floor's first hop, a blind TCP relay to the blind Unix relay.
@@ -139,24 +156,46 @@ const floorPort = await freePort();
 // The floor's first hop is bb-relay, the very relay the bridge runs.
 const floorRelay = await cRelay(relayBin, [String(floorPort), relaySocket]);
 
+const connectFloorPort = await freePort();
+const connectFloorRelay = await cRelay(relayBin, [String(connectFloorPort), connectFloorSocket]);
+const { port: nodeTunnelPort, child: nodeTunnelBridge } = await bridgeTo(
+  nodeTunnelSocket,
+  'node-tunnels-bridge',
+);
+
 // The bridge relaying in Node, and one blind relay from a TCP port to the server.
 const { port: nodeBridgePort, child: nodeBridge } = await bridgeTo(socket, 'node-bridge', true);
 const onePort = await freePort();
 const oneRelay = await blindRelay(onePort, port, 'one');
 
-type Via = 'direct' | 'proxy' | 'relay' | 'bridge' | 'floor' | 'node-bridge' | 'one';
-// A raw GET of /big over a socket; resolves when the whole body arrived.
+type Via =
+  | 'direct'
+  | 'proxy'
+  | 'relay'
+  | 'bridge'
+  | 'floor'
+  | 'connect-floor'
+  | 'node-tunnels'
+  | 'node-bridge'
+  | 'one';
+/** The TCP port on 127.0.0.1 a path starts at (the others start at a Unix socket). */
+const ports: Partial<Record<Via, number>> = {
+  bridge: bridgePort,
+  floor: floorPort,
+  'connect-floor': connectFloorPort,
+  'node-tunnels': nodeTunnelPort,
+};
+// A raw GET of /big over a socket (in a tunnel it opens first on the paths that
+// take CONNECT); resolves when the whole body arrived.
 function bigVia(via: Via): Promise<void> {
-  const tunnel = via === 'proxy' || via === 'bridge';
+  const tunnel = via !== 'direct' && via !== 'relay' && via !== 'floor';
   return new Promise((resolve, reject) => {
     const s =
       via === 'direct'
         ? connect(port, '127.0.0.1')
-        : via === 'bridge'
-          ? connect(bridgePort, '127.0.0.1')
-          : via === 'floor'
-            ? connect(floorPort, '127.0.0.1')
-            : connect(via === 'proxy' ? socket : relaySocket);
+        : ports[via] !== undefined
+          ? connect(ports[via]!, '127.0.0.1')
+          : connect(via === 'proxy' ? socket : relaySocket);
     let got = 0;
     let established = !tunnel;
     const ask = () =>
@@ -226,6 +265,8 @@ await time(() => bigVia('proxy'), 5);
 await time(() => smallVia('proxy'), 100);
 await time(() => bigVia('relay'), 5);
 await time(() => bigVia('bridge'), 5);
+await time(() => bigVia('connect-floor'), 5);
+await time(() => bigVia('node-tunnels'), 5);
 await time(() => smallVia('bridge'), 100);
 await time(() => smallVia('floor'), 100);
 await time(() => smallVia('node-bridge'), 100);
@@ -236,6 +277,8 @@ const bigRelay: number[] = [];
 const smallRelay: number[] = [];
 // The real path against its floor, per round: floor time / bridge time.
 const bigPath: number[] = [];
+const bigConnectFloor: number[] = [];
+const bigNodeTunnels: number[] = [];
 const smallPath: number[] = [];
 const nodeBridgePath: number[] = [];
 const onePath: number[] = [];
@@ -257,11 +300,18 @@ async function interleaved<K extends string>(
 }
 for (let r = 0; r < benchRounds(9, 2); r++) {
   const bigRound = await interleaved(
-    { floor: () => bigVia('floor'), bridge: () => bigVia('bridge') },
+    {
+      floor: () => bigVia('floor'),
+      bridge: () => bigVia('bridge'),
+      connectFloor: () => bigVia('connect-floor'),
+      nodeTunnels: () => bigVia('node-tunnels'),
+    },
     4,
     5,
   );
   bigPath.push(bigRound.floor / bigRound.bridge);
+  bigConnectFloor.push(bigRound.connectFloor / bigRound.bridge);
+  bigNodeTunnels.push(bigRound.floor / bigRound.nodeTunnels);
   const t = await interleaved(
     {
       floor: () => smallVia('floor'),
@@ -300,6 +350,10 @@ reportBench({
   goal: 0.9,
   higherIsBetter: true,
   extra: {
+    oursVsConnectFloor: r2(median(bigConnectFloor)),
+    connectFloor:
+      'the same two C relays, the second answering the CONNECT head with 200 unchecked: the floor of any CONNECT proxy, the round trip the plain floor does not make included',
+    tunnelsInNodeVsFloor: r2(median(bigNodeTunnels)),
     directMBps: Math.round(bigDirectMBps),
     bridgePathVsDirect: r2((floorBigMBps * median(bigPath)) / bigDirectMBps),
     proxyAloneVsDirect: r2(median(big)),
@@ -331,6 +385,10 @@ reportBench({
 });
 child.kill('SIGTERM');
 relay.kill();
+connectFloor.kill();
+connectFloorRelay.kill();
+nodeTunnels.kill();
+nodeTunnelBridge.kill();
 bridge.kill();
 floorRelay.kill();
 nodeBridge.kill();

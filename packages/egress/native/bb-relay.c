@@ -34,22 +34,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BUF (64 * 1024)
+#include "relay.h"
+
 #define MAX_CONNS 1024
-
-/** One direction: bytes read from `from`, waiting to be written to the other side. */
-struct half {
-  char *buf;
-  size_t len, off;
-  int eof;   // `from` ended its writing
-  int shut;  // and that end was passed on
-};
-
-/** A connection: fd[0] the client, fd[1] the gate; half[i] carries fd[i] to fd[1 - i]. */
-struct conn {
-  int fd[2];
-  struct half half[2];
-};
 
 static int ep;
 static int conns;
@@ -58,7 +45,9 @@ static int listening = 1;  // the listener is in the epoll set
 #ifdef BB_RELAY_FLOOR
 // Built so (-DBB_RELAY_FLOOR) only by the egress benchmark: the same relay the other
 // way round, from a Unix socket to 127.0.0.1:PORT (`bb-relay-floor SOCKET PORT`),
-// the blind hop its floor puts where the proxy is. Never shipped.
+// the blind hop its floor puts where the proxy is. Never shipped. With
+// -DBB_RELAY_FLOOR_CONNECT too, it first reads a request head and answers it `200
+// Connection Established`, checking nothing: the floor of any CONNECT proxy.
 static struct sockaddr_in target;
 #else
 static struct sockaddr_un target;
@@ -88,59 +77,32 @@ static void drop(struct conn *c) {
   listen_for(1);
 }
 
-/**
- * Move what can move now, both ways, until nothing can (every read and write
- * would block: edge-triggered, a later event brings the rest). 0 while the
- * connection goes on, -1 when it is over or failed.
- */
-static int serve(struct conn *c) {
-  for (int moved = 1; moved;) {
-    moved = 0;
-    for (int i = 0; i < 2; i++) {
-      struct half *h = &c->half[i];
-      while (h->len > 0) {
-        ssize_t w = send(c->fd[1 - i], h->buf + h->off, h->len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (w < 0) {
-          if (i == 1) return -1;  // the client is gone: nothing more can reach it
-          // The gate stopped reading: what the client still sends is dropped, but
-          // what the gate said (e.g. a 403 before it closed) still goes out.
-          h->len = 0, h->eof = 1, h->shut = 1;
-          moved = 1;
-          break;
-        }
-        h->off += (size_t)w;
-        h->len -= (size_t)w;
-        moved = 1;
-      }
-      if (h->len == 0) h->off = 0;
-      if (h->len == 0 && h->eof && !h->shut) {
-        shutdown(c->fd[1 - i], SHUT_WR);
-        h->shut = 1;
-      }
-      if (h->len == 0 && !h->eof) {
-        ssize_t n = recv(c->fd[i], h->buf, BUF, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR) n = recv(c->fd[i], h->buf, BUF, MSG_DONTWAIT);
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-          if (i == 0) return -1;
-          n = 0;  // the gate reset (closed with unread bytes): its bytes were read, it ended
-        }
-        if (n == 0) h->eof = 1;
-        if (n > 0) h->len = (size_t)n;
-        if (n >= 0) moved = 1;
-      }
-    }
-  }
-  // Both ends passed on: nothing more can come either way.
-  return c->half[0].shut && c->half[1].shut ? -1 : 0;
-}
-
 static void open_conn(int client) {
   if (conns >= MAX_CONNS) {
     close(client);
     return;
   }
+#ifdef BB_RELAY_FLOOR_CONNECT
+  // The head read at once (the client's socket still blocks), then answered.
+  static const char established[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+  char head[BUF];
+  size_t got = 0;
+  char *end = NULL;
+  while (!end) {
+    ssize_t n = got < sizeof head ? recv(client, head + got, sizeof head - got, 0) : -1;
+    if (n <= 0) {
+      close(client);
+      return;
+    }
+    got += (size_t)n;
+    end = memmem(head, got, "\r\n\r\n", 4);
+  }
+  size_t early = got - (size_t)(end + 4 - head);
+  if (send(client, established, sizeof established - 1, MSG_NOSIGNAL) < 0) {
+    close(client);
+    return;
+  }
+#endif
 #ifdef BB_RELAY_FLOOR
   int gate = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // loopback: connected at once
 #else
@@ -178,6 +140,10 @@ static void open_conn(int client) {
   c->fd[1] = gate;
   c->half[0].buf = a;
   c->half[1].buf = b;
+#ifdef BB_RELAY_FLOOR_CONNECT
+  memcpy(a, end + 4, early);
+  c->half[0].len = early;
+#endif
   conns++;
   if (serve(c) < 0) drop(c);
 }

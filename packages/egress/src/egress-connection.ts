@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { resolveDestination } from './addresses';
 import { DENIAL_FIX, denialBody } from './denial';
-import { openTunnel } from './egress-tunnel';
+import { carryTunnel } from './egress-tunnel';
 import { CONNECTION_HEADERS } from './headers';
 import {
   ChunkedScanner,
@@ -15,6 +15,7 @@ import {
 import { type EgressLogger, type LogTicket, plainTicket } from './log';
 import { ResponseMeter } from './response-meter';
 import { decide, type EgressRule } from './rules';
+import type { TunnelCarrier } from './tunnel-carrier';
 
 /** What every connection of one proxy shares. */
 export interface EgressContext {
@@ -28,6 +29,8 @@ export interface EgressContext {
   reserve?: (() => LogTicket) | undefined;
   /** Every upstream socket open, so closing the proxy cuts them. */
   upstreams: Set<Socket>;
+  /** Carries allowed tunnels outside Node when it can. */
+  tunnels?: TunnelCarrier | undefined;
 }
 
 /** Requests sent on one connection and not answered yet: the next one waits past this. */
@@ -544,18 +547,21 @@ export class EgressConnection {
       }
       const early = this.pending;
       this.pending = Buffer.alloc(0);
-      openTunnel({
-        client: this.client,
-        early,
-        address: where.address,
-        host,
-        port,
-        rule: d.rule,
-        connectTimeoutMs: this.ctx.connectTimeoutMs,
-        upstreams: this.ctx.upstreams,
-        ticket,
-        refuse: (status, reason) => this.refuse(status, reason),
-      });
+      carryTunnel(
+        {
+          client: this.client,
+          early,
+          address: where.address,
+          host,
+          port,
+          rule: d.rule,
+          connectTimeoutMs: this.ctx.connectTimeoutMs,
+          upstreams: this.ctx.upstreams,
+          ticket,
+          refuse: (status, reason) => this.refuse(status, reason),
+        },
+        this.ctx.tunnels,
+      );
     });
   }
 

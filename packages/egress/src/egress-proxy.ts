@@ -2,6 +2,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { EgressConnection } from './egress-connection';
 import type { EgressLogger, LogTicket } from './log';
 import type { EgressRule } from './rules';
+import { TunnelCarrier } from './tunnel-carrier';
 
 export interface EgressProxyOptions {
   rules: EgressRule[];
@@ -24,6 +25,11 @@ export interface EgressProxyOptions {
   reserve?: () => LogTicket;
   /** Agent connections served at once; more are closed as they come. @default 256 */
   maxConnections?: number;
+  /**
+   * The bb-tunnel program that carries allowed tunnels (see `TunnelCarrier`), or
+   * false to carry them in this process. @default the one the build made, if any
+   */
+  tunnelProgram?: string | false;
 }
 
 export interface EgressProxy {
@@ -49,6 +55,10 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
   let rules = options.rules;
   const clients = new Set<Socket>();
   const upstreams = new Set<Socket>();
+  const tunnels =
+    options.tunnelProgram === false
+      ? undefined
+      : new TunnelCarrier(options.tunnelProgram ?? undefined);
   const ctx = {
     rules: () => rules,
     log: options.log ?? (() => {}),
@@ -59,6 +69,7 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     canLog: options.canLog,
     reserve: options.reserve,
     upstreams,
+    tunnels,
   };
   const server = createServer({ allowHalfOpen: true }, (client) => {
     clients.add(client);
@@ -72,10 +83,10 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
       rules = next;
     },
     rules: () => rules,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of [...upstreams, ...clients]) s.destroy();
-        server.close(() => resolve());
-      }),
+    close: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of [...upstreams, ...clients]) s.destroy();
+      await Promise.all([closed, tunnels?.close()]);
+    },
   };
 }

@@ -21,6 +21,8 @@ export interface EgressLogEntry {
   bytesUp: number;
   bytesDown: number;
   durationMs: number;
+  /** What else the line must say (a tunnel whose bytes could not be counted). */
+  note?: string;
 }
 
 export type EgressLogger = (entry: EgressLogEntry) => void;

@@ -15,7 +15,8 @@ const REQUIRED = [
  * `bb-egress` command does (and a bottle's gate, which runs them beside its
  * other surfaces in one process): `BB_EGRESS_RULES`, `BB_CRED_ROUTES`,
  * `BB_EGRESS_SOCKET`, `BB_CRED_SOCKET`, `BB_EGRESS_LOG`, and optionally
- * `BB_CRED_SECRETS_FILE`, `BB_PROXY_STATUS`, `BB_EGRESS_LOG_MAX`.
+ * `BB_CRED_SECRETS_FILE`, `BB_PROXY_STATUS`, `BB_EGRESS_LOG_MAX`, and `BB_TUNNEL`
+ * (the bb-tunnel program that carries allowed tunnels; empty: node carries them).
  */
 export async function runProxiesFromEnv(
   env: Record<string, string | undefined>,
@@ -48,5 +49,6 @@ export async function runProxiesFromEnv(
     secretsFile: env['BB_CRED_SECRETS_FILE'],
     statusFile: env['BB_PROXY_STATUS'],
     logMaxBytes: max ? Number(max) : undefined,
+    tunnelProgram: env['BB_TUNNEL'] === '' ? false : env['BB_TUNNEL'],
   });
 }

@@ -17,6 +17,8 @@ export interface ProxiesOptions {
   logFile: string;
   /** The log's size limit: past it, requests are refused. @default 64 MiB */
   logMaxBytes?: number | undefined;
+  /** See `EgressProxyOptions.tunnelProgram`. */
+  tunnelProgram?: string | false | undefined;
   /** Where `env:NAME` secret references are looked up. @default process.env */
   env?: Record<string, string | undefined>;
   /**
@@ -96,6 +98,7 @@ export async function startProxies(options: ProxiesOptions) {
     log,
     canLog,
     reserve: () => log.reserve(),
+    ...(options.tunnelProgram === undefined ? {} : { tunnelProgram: options.tunnelProgram }),
   });
   const cred = createCredentialProxy({
     routes: loadRoutes(options.routesFile, env, { secretsOnly: options.secretsOnly }),

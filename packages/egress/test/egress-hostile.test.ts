@@ -394,9 +394,12 @@ describe('the egress proxy against a hostile client, second review', () => {
     expect(log.held).toBe(0);
   });
 
-  it('cuts a refused connection whose client keeps its side open', async () => {
+  it('cuts a refused connection whose client keeps its side open (a tunnel carried in node)', async () => {
     const port = await deadPort();
-    const { proxy, socket } = await proxyFor([`127.0.0.1:${port}`], { idleTimeoutMs: 60_000 });
+    const { proxy, socket } = await proxyFor([`127.0.0.1:${port}`], {
+      idleTimeoutMs: 60_000,
+      tunnelProgram: false,
+    });
     const c = connect({ path: socket, allowHalfOpen: true });
     closers.push(() => c.destroy());
     let out = '';

@@ -77,10 +77,13 @@ export function prepareRuntime(env: Record<string, string | undefined>): string 
   for (const [dir, f] of files) copyIfChanged(join(dir, f), join(target, f));
   // Read by bash in a supervised bottle (BASH_ENV): what a missing command means there.
   writeIfChanged(join(target, HINTS_FILE), COMMAND_NOT_FOUND_HINT);
-  // Optional: where no C compiler built it, bb-bridge carries its ports itself.
-  const relay = join(egressDir, 'bb-relay');
-  if (existsSync(relay)) copyIfChanged(relay, join(target, 'bb-relay'));
-  else rmSync(join(target, 'bb-relay'), { force: true });
+  // Optional: where no C compiler built them, bb-bridge carries its ports itself and
+  // the gate's egress proxy its tunnels.
+  for (const program of ['bb-relay', 'bb-tunnel']) {
+    const built = join(egressDir, program);
+    if (existsSync(built)) copyIfChanged(built, join(target, program));
+    else rmSync(join(target, program), { force: true });
+  }
   return target;
 }
 

@@ -15,6 +15,14 @@ const forge = new GiteaForge({
   owner: 'acme',
   repo: 'widgets',
 });
+// The same forge on node's own HTTP client (what a bottle's gate uses), reported beside.
+const nodeForge = new GiteaForge({
+  baseUrl: server.apiUrl,
+  token: TOKENS.bot,
+  owner: 'acme',
+  repo: 'widgets',
+  clientOptions: { transport: 'node' },
+});
 const url = new URL(`${server.apiUrl}/repos/acme/widgets/issues/1`);
 const raw = new Pool(url.origin, { connections: 8 });
 
@@ -24,6 +32,7 @@ async function timeIt(fn: () => Promise<unknown>): Promise<number> {
   return Number(process.hrtime.bigint() - t0) / 1e3 / N; // µs per call
 }
 const ours = () => forge.readIssue(1);
+const oursNode = () => nodeForge.readIssue(1);
 const baseline = async () => {
   const res = await raw.request({
     method: 'GET',
@@ -34,9 +43,11 @@ const baseline = async () => {
 };
 
 await timeIt(ours);
-await timeIt(baseline); // warm both paths
+await timeIt(oursNode);
+await timeIt(baseline); // warm every path
 const o: number[] = [];
 const b: number[] = [];
+const n: number[] = [];
 for (let r = 0; r < ROUNDS; r++) {
   if (r % 2 === 0) {
     o.push(await timeIt(ours));
@@ -45,6 +56,7 @@ for (let r = 0; r < ROUNDS; r++) {
     b.push(await timeIt(baseline));
     o.push(await timeIt(ours));
   }
+  n.push(await timeIt(oursNode));
 }
 const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 const ratio = median(o.map((x, i) => x / b[i]!));
@@ -55,7 +67,12 @@ reportBench({
   baseline: median(b),
   goal: 1.1,
   higherIsBetter: false,
-  extra: { callsPerRound: N, rounds: ROUNDS },
+  extra: {
+    callsPerRound: N,
+    rounds: ROUNDS,
+    nodeTransportVsBaseline: Math.round(median(n.map((x, i) => x / b[i]!)) * 100) / 100,
+    nodeTransport: "the same forge on node's own HTTP client, as a bottle's gate runs it",
+  },
 });
 await raw.close();
 await closeGiteaPools();

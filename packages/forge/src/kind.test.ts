@@ -1,5 +1,6 @@
 import { isBbError } from '@bb/errors';
 import { describe, expect, it } from 'vitest';
+import type { GiteaForge } from './gitea/gitea-forge';
 import { giteaKind } from './gitea/kind';
 import { checkBottleBranch, checkSiteEnv, defaultBottleBranches, ForgeKindRegistry } from './kind';
 
@@ -35,6 +36,18 @@ describe('forge kinds', () => {
     // The built-in kind's own site passes its own check.
     const site = giteaKind.fromEnv({ FORGE_GITEA_API: 'http://g/api/v1' });
     expect(refused(() => checkSiteEnv('gitea', site.env()))).toBe('accepted');
+  });
+
+  it('takes the HTTP client from BB_FORGE_HTTP_CLIENT and refuses one it does not have', () => {
+    const api = { FORGE_GITEA_API: 'http://g/api/v1' };
+    const node = giteaKind.fromEnv({ ...api, BB_FORGE_HTTP_CLIENT: 'node' });
+    expect((node.forgeFor({ owner: 'o', repo: 'r' }) as GiteaForge).client.transport).toBe('node');
+    const plain = giteaKind.fromEnv(api).forgeFor({ owner: 'o', repo: 'r' }) as GiteaForge;
+    expect(plain.client.transport).toBe('undici');
+    expect(node.env()).toEqual(api); // not a site variable: the gate sets it itself
+    expect(refused(() => giteaKind.fromEnv({ ...api, BB_FORGE_HTTP_CLIENT: 'curl' }))).toMatch(
+      /BB_FORGE_HTTP_CLIENT "curl" must be undici or node/,
+    );
   });
 
   it('refuses a bottle branch convention that does not lead back to its issue', () => {

@@ -15,13 +15,22 @@ export function recordExchange(x: ApiExchange): void {
     swaggerProblems.push(p);
 }
 
-describeForgeConformance('GiteaForge on the Gitea-compatible test server', {
-  create: () =>
-    giteaConformanceWorld(
-      (baseUrl) => new GiteaForge({ baseUrl, token: TOKENS.bot, owner: 'acme', repo: 'widgets' }),
-      { onResponse: recordExchange },
-    ),
-});
+// On each HTTP client GiteaClient offers (undici's, and node's own, which a bottle's gate uses).
+for (const transport of ['undici', 'node'] as const)
+  describeForgeConformance(`GiteaForge on the Gitea-compatible test server (${transport})`, {
+    create: () =>
+      giteaConformanceWorld(
+        (baseUrl) =>
+          new GiteaForge({
+            baseUrl,
+            token: TOKENS.bot,
+            owner: 'acme',
+            repo: 'widgets',
+            clientOptions: { transport },
+          }),
+        { onResponse: recordExchange },
+      ),
+  });
 
 afterAll(async () => {
   await closeGiteaPools();

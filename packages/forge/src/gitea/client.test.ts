@@ -26,10 +26,12 @@ beforeEach(() => {
 });
 
 const TOKEN = 'super-secret-token-value-42';
-const client = (extra = {}) =>
-  new GiteaClient({ baseUrl: base, token: TOKEN, retryBaseMs: 5, ...extra });
 
-describe('GiteaClient', () => {
+// Each transport the client offers meets the same contract.
+describe.each(['undici', 'node'] as const)('GiteaClient on %s', (transport) => {
+  const client = (extra = {}) =>
+    new GiteaClient({ baseUrl: base, token: TOKEN, retryBaseMs: 5, transport, ...extra });
+
   it('adds /api/v1, sends the token as a header only, and parses JSON', async () => {
     handler = (_req, res) =>
       res
@@ -127,6 +129,34 @@ describe('GiteaClient', () => {
       .catch((e) => e);
     expect(err.code).toBe('FORGE_UNAVAILABLE');
   }, 10_000);
+
+  it('times out a body that stops coming, as FORGE_UNAVAILABLE', async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"partial":');
+    };
+    const err = await client({ bodyTimeoutMs: 200, retries: 0 })
+      .request({ method: 'GET', path: '/stalls' })
+      .catch((e) => e);
+    expect(err.code).toBe('FORGE_UNAVAILABLE');
+  }, 10_000);
+
+  it('sends a JSON body with its length', async () => {
+    let got = '';
+    handler = (req, res) => {
+      req.setEncoding('utf8');
+      req.on('data', (d) => (got += d));
+      req.on('end', () =>
+        res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":7}'),
+      );
+    };
+    const res = await client().request<{ id: number }>(
+      { method: 'POST', path: '/repos/o/r/issues/1/comments', body: { body: 'héllo' } },
+      [201],
+    );
+    expect(res.body.id).toBe(7);
+    expect(JSON.parse(got)).toEqual({ body: 'héllo' });
+  });
 
   it('does not follow redirects', async () => {
     handler = (_req, res) => res.writeHead(303, { location: '/elsewhere' }).end();

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BbError, type BbErrorCode, redactString, registerSecret } from '@bb/errors';
-import type { Dispatcher, Pool } from 'undici';
+import type { Dispatcher } from 'undici';
+import { type GiteaTransport, nodeTransport } from './node-transport';
 
 export interface GiteaClientOptions {
   /** Gitea's API base, e.g. `https://gitea.example.com/api/v1` (`/api/v1` is added when missing). */
@@ -21,6 +22,11 @@ export interface GiteaClientOptions {
   retryMaxMs?: number;
   /** Keep-alive connections per origin. @default 8 */
   connections?: number;
+  /**
+   * The HTTP client: undici's pool, or node's own (`nodeTransport`: about 20 MB less
+   * per process, which a bottle's gate, one per bottle, takes). @default 'undici'
+   */
+  transport?: GiteaHttpClient | undefined;
   /** Called on each retry, for logs. */
   onRetry?: (info: {
     method: string;
@@ -30,6 +36,9 @@ export interface GiteaClientOptions {
     reason: string;
   }) => void;
 }
+
+/** What `GiteaClientOptions.transport` may name. */
+export type GiteaHttpClient = 'undici' | 'node';
 
 export interface GiteaRequest {
   method: Dispatcher.HttpMethod;
@@ -57,27 +66,35 @@ const loadUndici = (): Promise<Undici> =>
   import('undici').then((m) => ('Pool' in m ? m : (m as unknown as { default: Undici }).default));
 
 // One pool per origin (and timeouts) for the whole process, shared by every client of it.
-const pools = new Map<string, Pool | Promise<Pool>>();
-function poolFor(origin: string, options: GiteaClientOptions): Pool | Promise<Pool> {
+const pools = new Map<string, GiteaTransport | Promise<GiteaTransport>>();
+function poolFor(
+  origin: string,
+  options: GiteaClientOptions,
+): GiteaTransport | Promise<GiteaTransport> {
+  const transport = options.transport ?? 'undici';
+  const timeouts = {
+    connections: options.connections ?? 8,
+    connectTimeoutMs: options.connectTimeoutMs ?? 5000,
+    headersTimeoutMs: options.headersTimeoutMs ?? 15_000,
+    bodyTimeoutMs: options.bodyTimeoutMs ?? 15_000,
+  };
   // Timeouts are the pool's: clients that ask for other ones get a pool of their own.
-  const key = [
-    origin,
-    options.connections ?? 8,
-    options.connectTimeoutMs ?? 5000,
-    options.headersTimeoutMs ?? 15_000,
-    options.bodyTimeoutMs ?? 15_000,
-  ].join('|');
+  const key = [origin, transport, ...Object.values(timeouts)].join('|');
   let pool = pools.get(key);
+  if (!pool && transport === 'node') {
+    pool = nodeTransport(origin, timeouts);
+    pools.set(key, pool);
+  }
   if (!pool) {
     undici ??= loadUndici();
     const made = undici.then(({ Pool }) => {
       const p = new Pool(origin, {
-        connections: options.connections ?? 8,
-        connect: { timeout: options.connectTimeoutMs ?? 5000 },
+        connections: timeouts.connections,
+        connect: { timeout: timeouts.connectTimeoutMs },
         keepAliveTimeout: 30_000,
-        headersTimeout: options.headersTimeoutMs ?? 15_000,
-        bodyTimeout: options.bodyTimeoutMs ?? 15_000,
-      });
+        headersTimeout: timeouts.headersTimeoutMs,
+        bodyTimeout: timeouts.bodyTimeoutMs,
+      }) as unknown as GiteaTransport;
       // Later callers get the pool itself, without a promise in between.
       if (pools.get(key) === made) pools.set(key, p);
       return p;
@@ -132,7 +149,7 @@ export function giteaCloneUrl(webBase: string, owner: string, repo: string): str
 }
 
 /**
- * A small Gitea REST client on undici: keep-alive, timeouts, bounded retries with
+ * A small Gitea REST client on undici (or node's own HTTP client): keep-alive, timeouts, bounded retries with
  * jittered backoff (idempotent requests only), pagination, redirects not
  * followed, and errors that name the request but never the token.
  */
@@ -140,7 +157,7 @@ export class GiteaClient {
   readonly apiBase: URL;
   readonly #options: GiteaClientOptions;
   readonly #auth: string | undefined;
-  #pool: Pool | Promise<Pool>;
+  #pool: GiteaTransport | Promise<GiteaTransport>;
 
   constructor(options: GiteaClientOptions) {
     const base = giteaApiBase(options.baseUrl);
@@ -149,6 +166,11 @@ export class GiteaClient {
     registerSecret(options.token);
     this.#auth = options.token ? `token ${options.token}` : undefined;
     this.#pool = poolFor(base.origin, options);
+  }
+
+  /** The HTTP client its requests go through. */
+  get transport(): GiteaHttpClient {
+    return this.#options.transport ?? 'undici';
   }
 
   /** The `Authorization` header value this client sends, for git pushes. Never log it. */

@@ -9,7 +9,14 @@ import {
   type SiteCheck,
   type WebTarget,
 } from '../kind';
-import { closeGiteaPools, GiteaClient, giteaApiBase, giteaCloneUrl, giteaWebBase } from './client';
+import {
+  closeGiteaPools,
+  GiteaClient,
+  type GiteaHttpClient,
+  giteaApiBase,
+  giteaCloneUrl,
+  giteaWebBase,
+} from './client';
 import { GiteaForge } from './gitea-forge';
 import { adminCheck, scopeCheck } from './site-checks';
 import { parseGiteaWebhook, verifyGiteaWebhook } from './webhooks';
@@ -31,6 +38,22 @@ function apiUrlFrom(env: Record<string, string | undefined>): string {
   return v;
 }
 
+/**
+ * The variable choosing the HTTP client (`undici`, the default, or `node`; see
+ * `GiteaClientOptions.transport`): bot-bottle's own setting, not one of the site's.
+ */
+export const HTTP_CLIENT_VAR = 'BB_FORGE_HTTP_CLIENT';
+
+function httpClientFrom(env: Record<string, string | undefined>): GiteaHttpClient | undefined {
+  const v = env[HTTP_CLIENT_VAR];
+  if (v === undefined || v === '') return undefined;
+  if (v === 'undici' || v === 'node') return v;
+  throw new BbError(
+    'INVALID_INPUT',
+    `${HTTP_CLIENT_VAR} ${JSON.stringify(v)} must be undici or node (or unset: undici)`,
+  );
+}
+
 const enc = (s: string) => encodeURIComponent(s);
 
 /** One Gitea (or Forgejo) server. */
@@ -39,7 +62,10 @@ export class GiteaSite implements ForgeSite {
   readonly location: string;
   readonly #web: string;
 
-  constructor(readonly apiUrl: string) {
+  constructor(
+    readonly apiUrl: string,
+    private readonly options: { transport?: GiteaHttpClient | undefined } = {},
+  ) {
     this.location = apiUrl;
     // Worked out as a client would, without making one (nor its connection pool).
     this.#web = giteaWebBase(giteaApiBase(apiUrl));
@@ -50,7 +76,7 @@ export class GiteaSite implements ForgeSite {
   }
 
   client(token: string): GiteaClient {
-    return new GiteaClient({ baseUrl: this.apiUrl, token });
+    return new GiteaClient({ baseUrl: this.apiUrl, token, transport: this.options.transport });
   }
 
   forgeFor(target: RepoName & { token?: string | undefined }): GiteaForge {
@@ -59,6 +85,7 @@ export class GiteaSite implements ForgeSite {
       token: target.token,
       owner: target.owner,
       repo: target.repo,
+      clientOptions: { transport: this.options.transport },
     });
   }
 
@@ -142,7 +169,7 @@ export const giteaKind: ForgeKind = {
   name: 'gitea',
   summary:
     'Gitea or Forgejo; FORGE_GITEA_API is its API URL, e.g. https://gitea.example.com/api/v1',
-  fromEnv: (env) => new GiteaSite(apiUrlFrom(env)),
+  fromEnv: (env) => new GiteaSite(apiUrlFrom(env), { transport: httpClientFrom(env) }),
   // Gitea's API is under the web root.
   siteAt: (webBase) =>
     new GiteaSite(apiUrlFrom({ FORGE_GITEA_API: `${webBase.replace(/\/$/, '')}/api/v1` })),

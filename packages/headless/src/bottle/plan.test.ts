@@ -127,6 +127,8 @@ describe('planBottle', () => {
         // Every path the gate is told of is in something it mounts (or its own /tmp).
         for (const [k, v] of pathsIn(plan.gate.env))
           if (!v.startsWith('/tmp')) expect(under(v, plan.gate.mounts), `${k}=${v}`).toBeDefined();
+        // Its forge calls go through node's own HTTP client (undici's would cost ~20 MB a gate).
+        expect(plan.gate.env['BB_FORGE_HTTP_CLIENT']).toBe(forgeServed ? 'node' : undefined);
         // The workspace is the agent's: the gate only reads it.
         const ws = plan.gate.mounts.find((m) => m.role === 'workspace');
         if (ws) expect(ws.readOnly).toBe(true);

@@ -186,6 +186,8 @@ export function forgeSidecarEnv(
   return {
     // The kind's own variables (FORGE_<KIND>_…, checked by the caller): none stands for one set here.
     ...forge.site,
+    // Node's own HTTP client: one gate per bottle, and undici's pool would add about 20 MB to each.
+    BB_FORGE_HTTP_CLIENT: 'node',
     FORGE_KIND: forge.kind,
     FORGE_OWNER: forge.owner,
     FORGE_REPO: forge.repo,

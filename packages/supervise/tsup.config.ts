@@ -3,7 +3,7 @@ import { defineConfig } from 'tsup';
 
 export default defineConfig([
   packageBuild(
-    { index: 'src/index.ts', testing: 'src/testing/index.ts' },
+    { index: 'src/index.ts', testing: 'src/testing/index.ts', mcp: 'src/mcp.ts' },
     { external: ['vitest'] },
   ),
   bundleBuild({

@@ -1,4 +1,4 @@
-import { Pool } from 'undici';
+import type { Pool } from 'undici';
 import type { MethodName, ParamsOf, ResultOf } from './contract';
 import { untilListening } from './line-client';
 import { RpcSocketClient } from './rpc-client';
@@ -24,7 +24,10 @@ export interface ForgeSidecarClientOptions {
  */
 export class ForgeSidecarClient {
   readonly socketPath: string;
-  readonly #client: Pool;
+  // undici loads at the first health check, not with the package: the orchestrator,
+  // which imports this package and never calls it, does not carry it.
+  #client: Pool | Promise<Pool> | undefined;
+  readonly #poolOptions: { connections: number; timeoutMs: number };
   readonly #rpc: RpcSocketClient;
   readonly #connectWait: number;
 
@@ -38,12 +41,26 @@ export class ForgeSidecarClient {
       connections: options.connections ?? 4,
       connectWaitMs: this.#connectWait,
     });
-    this.#client = new Pool('http://sidecar', {
-      socketPath: this.socketPath,
+    this.#poolOptions = {
       connections: options.connections ?? 4,
-      headersTimeout: options.timeoutMs ?? 120_000,
-      bodyTimeout: options.timeoutMs ?? 120_000,
+      timeoutMs: options.timeoutMs ?? 120_000,
+    };
+  }
+
+  #pool(): Pool | Promise<Pool> {
+    this.#client ??= import('undici').then((m) => {
+      // A bundler may hand the CommonJS module over as its default export only.
+      const { Pool } = 'Pool' in m ? m : (m as unknown as { default: typeof m }).default;
+      const pool = new Pool('http://sidecar', {
+        socketPath: this.socketPath,
+        connections: this.#poolOptions.connections,
+        headersTimeout: this.#poolOptions.timeoutMs,
+        bodyTimeout: this.#poolOptions.timeoutMs,
+      });
+      this.#client = pool;
+      return pool;
     });
+    return this.#client;
   }
 
   /**
@@ -69,7 +86,9 @@ export class ForgeSidecarClient {
   }
 
   #request(options: Parameters<Pool['request']>[0]): Promise<Awaited<ReturnType<Pool['request']>>> {
-    return untilListening(this.socketPath, this.#connectWait, () => this.#client.request(options));
+    return untilListening(this.socketPath, this.#connectWait, async () =>
+      (await this.#pool()).request(options),
+    );
   }
 
   readIssue(number: number) {
@@ -101,8 +120,10 @@ export class ForgeSidecarClient {
     return this.call('signal_done', { status, summary });
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
     this.#rpc.close();
-    return this.#client.close();
+    const pool = this.#client;
+    this.#client = undefined;
+    if (pool) await (await pool).close();
   }
 }

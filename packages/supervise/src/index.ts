@@ -57,7 +57,6 @@ export {
 } from './desk';
 export { Exchange } from './exchange';
 export { runSuperviseFromEnv } from './main';
-export { createSuperviseMcpServer, MCP_WAIT_MS } from './mcp';
 export { defaultPolicy, loadPolicy, type Policy, PolicySchema, policyPath } from './policy';
 export { type Approval, type DeskPort, type ListFilter, localDesk } from './port';
 export { COMMAND_NOT_FOUND_HINT, SUPERVISE_PROMPT_OVERLAY } from './prompt';

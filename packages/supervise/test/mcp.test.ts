@@ -8,13 +8,13 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
-  createSuperviseMcpServer,
   Exchange,
   type RunningSuperviseServer,
   SuperviseClient,
   SuperviseSidecar,
   serveSupervise,
 } from '../src/index';
+import { createSuperviseMcpServer } from '../src/mcp';
 
 describe('supervise over MCP', () => {
   let root: string;

@@ -92,6 +92,13 @@ static void say(const char *s, size_t n) {
   }
 }
 
+/** A tunnel that never started: said so, so the proxy gives its log room back. */
+static void never(unsigned long id) {
+  char msg[64];
+  int n = snprintf(msg, sizeof msg, "{\"bb\":\"%lu 0 0 0\"}\n", id);
+  say(msg, (size_t)n);
+}
+
 static void unlist(struct tunnel *t) {
   for (struct tunnel **p = &connecting; *p; p = &(*p)->next)
     if (*p == t) {
@@ -158,17 +165,20 @@ static void start(int fd, char *fields) {
   char *id_s = strtok_r(fields, " ", &save), *addr = strtok_r(NULL, " ", &save),
        *port_s = strtok_r(NULL, " ", &save), *ms_s = strtok_r(NULL, " ", &save),
        *early_s = strtok_r(NULL, " ", &save), *host_s = strtok_r(NULL, " ", &save);
+  unsigned long id = id_s ? strtoul(id_s, NULL, 10) : 0;
   if (!host_s) {
     close(fd);
+    if (id) never(id);
     return;
   }
   struct tunnel *t = calloc(1, sizeof *t);
   char *a = malloc(BUF), *b = malloc(BUF);
   if (!t || !a || !b) {
     free(t), free(a), free(b), close(fd);
+    never(id);
     return;
   }
-  t->id = strtoul(id_s, NULL, 10);
+  t->id = id;
   t->c.fd[0] = fd;
   t->c.fd[1] = -1;
   t->c.half[0].buf = a;
@@ -251,14 +261,18 @@ static void serve_tunnel(struct tunnel *t, uint32_t ev) {
 static void read_channel(void) {
   for (;;) {
     if (line_len == sizeof line) exit(1);  // no line is this long: not the protocol
-    char control[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+    union {
+      char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+      struct cmsghdr align;
+    } control;
     struct iovec io = {.iov_base = line + line_len, .iov_len = sizeof line - line_len};
-    struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = control,
-                       .msg_controllen = sizeof control};
+    struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = control.buf,
+                       .msg_controllen = sizeof control.buf};
     ssize_t n = recvmsg(ipc, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) exit(0);  // the proxy closed the channel
+    if (m.msg_flags & MSG_CTRUNC) exit(1);  // handles lost: fds and messages no longer pair
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
       int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
@@ -286,8 +300,10 @@ static void read_channel(void) {
         if (q && fd >= 0) {
           *q = 0;
           start(fd, f + 6);
-        } else if (fd >= 0) {
-          close(fd);
+        } else {
+          // A message without its handle (or the other way round): nothing to carry.
+          if (fd >= 0) close(fd);
+          if (q) never(strtoul(f + 6, NULL, 10));
         }
       }
       from = nl + 1;
@@ -323,6 +339,13 @@ int main(void) {
   // Asked to stop (its proxy closes), every tunnel ends and says what it carried.
   struct sigaction sa = {.sa_handler = stop};
   sigaction(SIGTERM, &sa, NULL);
+  // SIGTERM is taken only while waiting (epoll_pwait): it is never missed between a
+  // check of `stopping` and the wait.
+  sigset_t term, waiting;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigprocmask(SIG_BLOCK, &term, &waiting);
+  sigdelset(&waiting, SIGTERM);
   fcntl(ipc, F_SETFD, FD_CLOEXEC);
   fcntl(ipc, F_SETFL, fcntl(ipc, F_GETFL) | O_NONBLOCK);
   ep = epoll_create1(EPOLL_CLOEXEC);
@@ -333,7 +356,7 @@ int main(void) {
   }
   struct epoll_event events[64];
   for (;;) {
-    int n = epoll_wait(ep, events, 64, connecting ? 100 : -1);
+    int n = epoll_pwait(ep, events, 64, connecting ? 100 : -1, &waiting);
     if (stopping) {
       while (every) end_tunnel(every);
       return 0;

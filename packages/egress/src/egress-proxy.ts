@@ -71,12 +71,15 @@ export function createEgressProxy(options: EgressProxyOptions): EgressProxy {
     upstreams,
     tunnels,
   };
+  const maxConnections = options.maxConnections ?? 256;
   const server = createServer({ allowHalfOpen: true }, (client) => {
+    // Tunnels handed to bb-tunnel left the server's count: they still count here.
+    if (clients.size + (tunnels?.open ?? 0) >= maxConnections) return void client.destroy();
     clients.add(client);
     client.once('close', () => clients.delete(client));
     new EgressConnection(client, ctx);
   });
-  server.maxConnections = options.maxConnections ?? 256;
+  server.maxConnections = maxConnections;
   return {
     server,
     reload(next) {

@@ -58,7 +58,9 @@ export function carryTunnel(o: TunnelOptions, carrier: TunnelCarrier | undefined
           : {}),
       });
     },
-    (early) => openTunnel({ ...o, early }),
+    // Given back (bb-tunnel went before it took the socket): carried here, unless the
+    // client is gone meanwhile.
+    (early) => (o.client.destroyed ? o.ticket() : openTunnel({ ...o, early })),
   );
   if (!handed) openTunnel(o);
 }

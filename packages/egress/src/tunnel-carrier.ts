@@ -40,9 +40,19 @@ export function findTunnelProgram(): string | undefined {
 
 interface Handed {
   end: (e: TunnelEnd) => void;
-  /** Called when the handle could not be sent: the socket is still ours to carry. */
+  /** Called when the handle was not sent: the socket is still ours to carry. */
   back: () => void;
-  sent: boolean;
+  /** queued: not written yet; sent: bb-tunnel has the fd; ended: it said how; back: given back. */
+  state: 'queued' | 'sent' | 'ended' | 'back';
+}
+
+/** How long a handle may wait to be written before bb-tunnel is taken for stuck. */
+const SEND_WAIT_MS = 5000;
+
+/** Undo the readStop behind the stream's back, so resuming the stream reads again. */
+function readAgain(client: Socket): void {
+  const state = (client as Socket & { _readableState?: { reading: boolean } })._readableState;
+  if (state) state.reading = false;
 }
 
 /**
@@ -91,8 +101,11 @@ export class TunnelCarrier {
   ): boolean {
     const handle = (client as Socket & { _handle?: { readStop(): number; reading?: boolean } })
       ._handle;
+    // Answers still being written to the client (to requests pipelined before the
+    // CONNECT) would be lost with our copy of the socket: such a tunnel stays here.
+    if (!handle || client.writableLength > 0) return false;
     const child = this.#childProcess();
-    if (!child || !handle) return false;
+    if (!child) return false;
     // What the client sent while the destination was being checked is read from its
     // stream here; then its handle stops reading, so no byte is read into Node after.
     const parts = [early];
@@ -101,8 +114,12 @@ export class TunnelCarrier {
     handle.reading = false;
     handle.readStop();
     const all = parts.length === 1 ? early : Buffer.concat(parts);
-    if (all.length > EARLY_MAX) {
+    const giveBack = () => {
+      readAgain(client);
       back(all);
+    };
+    if (all.length > EARLY_MAX) {
+      giveBack();
       return true;
     }
     const id = this.#next++;
@@ -110,17 +127,24 @@ export class TunnelCarrier {
     const msg = {
       bb: `${id} ${to.address} ${to.port} ${to.connectTimeoutMs} ${hex(all)} ${hex(Buffer.from(to.host))}`,
     };
-    const handed: Handed = { end, back: () => back(all), sent: false };
+    const handed: Handed = { end, back: giveBack, state: 'queued' };
     this.#open.set(id, handed);
+    // A bb-tunnel that stops taking handles (each waits for the last one's
+    // acknowledgement) is killed: what it held comes back, as when it dies.
+    const stuck = setTimeout(() => child.kill('SIGKILL'), SEND_WAIT_MS);
+    stuck.unref();
     child.send(msg, handle as never, (err) => {
-      if (this.#open.get(id) !== handed) return;
+      clearTimeout(stuck);
+      if (handed.state === 'back') return; // carried here already (bb-tunnel went)
       if (err) {
+        if (handed.state !== 'queued') return;
+        handed.state = 'back';
         this.#open.delete(id);
         return handed.back();
       }
       // The fd is bb-tunnel's now (the kernel holds it in flight): ours is closed, which
-      // leaves the connection open.
-      handed.sent = true;
+      // leaves the connection open. (Its end may have been told already.)
+      if (handed.state === 'queued') handed.state = 'sent';
       client.destroy();
     });
     return true;
@@ -142,7 +166,8 @@ export class TunnelCarrier {
   }
 
   #childProcess(): ChildProcess | undefined {
-    if (this.#child || this.#failed || this.#closing || !this.program) return this.#child;
+    if (this.#closing) return undefined;
+    if (this.#child || this.#failed || !this.program) return this.#child;
     const child = spawn(this.program, [], {
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       env: { BB_RELAY_PARENT: String(process.pid) },
@@ -157,6 +182,7 @@ export class TunnelCarrier {
       const t = this.#open.get(id!);
       if (!t) return;
       this.#open.delete(id!);
+      t.state = 'ended';
       t.end({ bytesUp: up!, bytesDown: down!, reached: reached === 1 });
     });
     child.on('error', (err) => {
@@ -170,8 +196,18 @@ export class TunnelCarrier {
       if (!this.#closing) this.#failed = true;
       for (const [id, t] of this.#open) {
         this.#open.delete(id);
-        if (t.sent) t.end({ bytesUp: 0, bytesDown: 0, reached: true, lost: true });
-        else t.back();
+        // Handed over: whether it was reached is not known either; the line says so.
+        if (t.state === 'sent') {
+          t.state = 'ended';
+          t.end({ bytesUp: 0, bytesDown: 0, reached: true, lost: true });
+        } else if (this.#closing) {
+          // Never handed, and the proxy is closing: its clients go too.
+          t.state = 'ended';
+          t.end({ bytesUp: 0, bytesDown: 0, reached: false });
+        } else {
+          t.state = 'back';
+          t.back();
+        }
       }
     });
     return child;

@@ -186,6 +186,63 @@ describe.skipIf(process.platform !== 'linux')('tunnels carried by bb-tunnel', ()
     expect(tunnelPids()).toEqual([]);
   });
 
+  it('carries in node a tunnel whose client sent more behind its head than bb-tunnel takes, and keeps reading it', async () => {
+    const { port, got } = await echo();
+    const { socket, held } = await proxy([`127.0.0.1:${port}`]);
+    const early = 'e'.repeat(70 * 1024);
+    const t = await tunnel(socket, `127.0.0.1:${port}`, early);
+    await t.until(/^HTTP\/1\.1 200 Connection Established\r\n\r\nE{70}/);
+    t.c.write('after');
+    await t.until(/AFTER$/);
+    expect(got.join('')).toBe(`${early}after`);
+    expect(await held()).toBe(1);
+  });
+
+  it('counts handed tunnels against maxConnections', async () => {
+    const { port } = await echo();
+    const { socket } = await proxy([`127.0.0.1:${port}`], { maxConnections: 2 });
+    const a = await tunnel(socket, `127.0.0.1:${port}`, 'a');
+    const b = await tunnel(socket, `127.0.0.1:${port}`, 'b');
+    await a.until(/A$/);
+    await b.until(/B$/);
+    const c = connect(socket);
+    closers.push(() => c.destroy());
+    let answered = '';
+    c.on('data', (d) => (answered += d));
+    c.on('error', () => {});
+    c.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n`);
+    const closed = await new Promise<boolean>((r) => {
+      c.once('close', () => r(true));
+      setTimeout(() => r(false), 2000);
+    });
+    expect(closed).toBe(true);
+    expect(answered).toBe('');
+  });
+
+  it('takes back the tunnels of a bb-tunnel that stops taking them, and carries them itself', async () => {
+    const { port } = await echo();
+    const { socket, log } = await proxy([`127.0.0.1:${port}`]);
+    const first = await tunnel(socket, `127.0.0.1:${port}`, 'one');
+    await first.until(/ONE$/);
+    const [pid] = tunnelPids();
+    process.kill(pid!, 'SIGSTOP');
+    try {
+      // Written to a stopped bb-tunnel: it has the fd, never acknowledges it.
+      const lost = await tunnel(socket, `127.0.0.1:${port}`, 'two');
+      // Waits for that acknowledgement, until bb-tunnel is taken for stuck and killed.
+      const next = await tunnel(socket, `127.0.0.1:${port}`, 'three');
+      for (let i = 0; i < 800 && !/THREE$/.test(next.text()); i++) await sleep(10);
+      expect(next.text()).toMatch(/^HTTP\/1\.1 200 Connection Established\r\n\r\nTHREE$/);
+      expect(tunnelPids()).toEqual([]);
+      expect(log.filter((e) => e.note !== undefined).length).toBeGreaterThanOrEqual(1);
+      void lost;
+    } finally {
+      try {
+        process.kill(pid!, 'SIGCONT');
+      } catch {}
+    }
+  }, 20_000);
+
   it('carries tunnels in node when told to (tunnelProgram: false)', async () => {
     const { port } = await echo();
     const { socket, held } = await proxy([`127.0.0.1:${port}`], { tunnelProgram: false });

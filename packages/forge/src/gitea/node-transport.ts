@@ -30,16 +30,28 @@ function timeout(code: string, message: string): Error {
   return Object.assign(new Error(message), { code });
 }
 
+/** The most of an answer's body that is read; a bigger one fails the request. */
+const MAX_BODY_BYTES = 32 * 1024 * 1024;
+
 function readBody(res: IncomingMessage, idleMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
+    let size = 0;
     res.setTimeout(idleMs, () =>
       res.destroy(timeout('BODY_TIMEOUT', `no body byte for ${idleMs} ms`)),
     );
-    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES)
+        return res.destroy(timeout('BODY_TOO_LARGE', `the answer is over ${MAX_BODY_BYTES} bytes`));
+      chunks.push(c);
+    });
     res.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    res.once('error', reject);
-    res.once('aborted', () => reject(new Error('the response was cut off')));
+    res.on('error', reject);
+    // Ended without 'end' (cut off, or destroyed above): settled either way.
+    res.once('close', () => {
+      if (!res.complete) reject(new Error('the answer was cut off'));
+    });
   });
 }
 
@@ -92,7 +104,7 @@ export function nodeTransport(origin: string, o: NodeTransportOptions): GiteaTra
             body: { text: () => readBody(res, o.bodyTimeoutMs) },
           });
         });
-        req.once('error', (err) => {
+        req.on('error', (err) => {
           clearTimeout(headersTimer);
           reject(err);
         });

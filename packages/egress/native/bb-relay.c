@@ -181,21 +181,9 @@ int main(int argc, char **argv) {
   target = path;
 #endif
   // Started by a bridge (BB_RELAY_PARENT names it), it serves that parent and goes
-  // with it, even when the parent went before this could be asked. Started on its own
-  // (a bottle's shell, which leaves it to the container's init), it lives as long as
-  // the container.
-  const char *parent = getenv("BB_RELAY_PARENT");
-  if (parent) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (atol(parent) != (long)getppid()) return 0;
-  }
-  // Two fds per connection: as many as the hard limit allows.
-  struct rlimit nofile;
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-    nofile.rlim_cur = nofile.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &nofile);
-  }
-  signal(SIGPIPE, SIG_IGN);
+  // with it. Started on its own (a bottle's shell, which leaves it to the container's
+  // init), it lives as long as the container.
+  if (!relay_setup()) return 0;
 #ifdef BB_RELAY_FLOOR
   int l = listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (l < 0 || bind(l, (struct sockaddr *)&path, sizeof path) < 0 || listen(l, 511) < 0) {

@@ -325,17 +325,7 @@ int main(void) {
     return 2;
   }
   ipc = atoi(channel);
-  const char *parent = getenv("BB_RELAY_PARENT");
-  if (parent) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (atol(parent) != (long)getppid()) return 0;
-  }
-  struct rlimit nofile;
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-    nofile.rlim_cur = nofile.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &nofile);
-  }
-  signal(SIGPIPE, SIG_IGN);
+  if (!relay_setup()) return 0;
   // Asked to stop (its proxy closes), every tunnel ends and says what it carried.
   struct sigaction sa = {.sa_handler = stop};
   sigaction(SIGTERM, &sa, NULL);

@@ -3,9 +3,14 @@
 #ifndef BB_RELAY_H
 #define BB_RELAY_H
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #define BUF (64 * 1024)
 
@@ -76,4 +81,24 @@ static inline int serve(struct conn *c) {
   return c->half[0].shut && c->half[1].shut ? -1 : 0;
 }
 
+/**
+ * What both programs do first. Started by a parent that names itself
+ * (BB_RELAY_PARENT), it goes with that parent, even when the parent went before this
+ * could be asked: 0 then, and the program ends. Two fds per connection: as many as
+ * the hard limit allows. A peer gone while written to is an error, not a signal.
+ */
+static inline int relay_setup(void) {
+  const char *parent = getenv("BB_RELAY_PARENT");
+  if (parent) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (atol(parent) != (long)getppid()) return 0;
+  }
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  signal(SIGPIPE, SIG_IGN);
+  return 1;
+}
 #endif

@@ -160,11 +160,12 @@ export class PostgresSuperviseStore implements SuperviseRecords {
     return (r.rowCount ?? 0) > 0;
   }
 
-  async recordRemediation(id: string, rem: Remediation, at: string): Promise<boolean> {
+  async recordRemediation(id: string, rem: Remediation, at: string, by?: string): Promise<boolean> {
     const r = await this.database.query(
       'record a remediation in',
-      'UPDATE supervise_requests SET remediation = $1, remediated_at = $2 WHERE id = $3 AND remediation IS NULL',
-      [JSON.stringify(rem), at, id],
+      `UPDATE supervise_requests SET remediation = $1, remediated_at = $2
+       WHERE id = $3 AND remediation IS NULL AND ($4::text IS NULL OR applying_by = $4)`,
+      [JSON.stringify(rem), at, id, by ?? null],
     );
     return (r.rowCount ?? 0) > 0;
   }

@@ -406,10 +406,9 @@ export class SuperviseDesk {
     } finally {
       clearInterval(renew);
     }
-    if (
-      !(await this.#o.store.recordRemediation(id, remediation, new Date(this.#now()).toISOString()))
-    )
-      return undefined;
+    // Recorded only while the claim is still this desk's (one that took it over records).
+    const at = new Date(this.#now()).toISOString();
+    if (!(await this.#o.store.recordRemediation(id, remediation, at, this.#me))) return undefined;
     const after = await this.#get(id);
     if (remediation.ok)
       this.exchange(r.slug).writeDecision({
@@ -573,6 +572,7 @@ export class SuperviseDesk {
           r.id,
           { ok: false, detail: `not applied: ${reason}` },
           at,
+          this.#me,
         ))
       )
         continue;

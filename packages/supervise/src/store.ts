@@ -173,8 +173,12 @@ export interface SuperviseRecords {
    * leaves a claim that goes stale). Of several processes or replicas, one applies.
    */
   claimApply(id: string, by: string, at: string, staleBefore: string): Promise<boolean>;
-  /** What applying an approved request did, once: a second report is ignored (`false`). */
-  recordRemediation(id: string, r: Remediation, at: string): Promise<boolean>;
+  /**
+   * What applying an approved request did, once: a second report is ignored
+   * (`false`). With `by`, only while the applying is `by`'s claim: a desk whose claim
+   * went stale and was taken over records nothing (the one that took it does).
+   */
+  recordRemediation(id: string, r: Remediation, at: string, by?: string): Promise<boolean>;
   /** Approved (or modified) requests not applied yet, oldest first: for the replica that runs their bottle. */
   unapplied(): Promise<SuperviseRequest[]>;
   /** Pending requests past their TTL. */
@@ -365,13 +369,14 @@ export class SuperviseStore implements SuperviseRecords {
     );
   }
 
-  async recordRemediation(id: string, r: Remediation, at: string): Promise<boolean> {
+  async recordRemediation(id: string, r: Remediation, at: string, by?: string): Promise<boolean> {
     return (
       this.#db.db
         .prepare(
-          'UPDATE supervise_requests SET remediation = ?, remediated_at = ? WHERE id = ? AND remediation IS NULL',
+          `UPDATE supervise_requests SET remediation = ?, remediated_at = ?
+           WHERE id = ? AND remediation IS NULL AND (? IS NULL OR applying_by = ?)`,
         )
-        .run(JSON.stringify(r), at, id).changes > 0
+        .run(JSON.stringify(r), at, id, by ?? null, by ?? null).changes > 0
     );
   }
 

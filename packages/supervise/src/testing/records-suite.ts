@@ -222,6 +222,27 @@ export const describeSuperviseRecords = conformanceSuite<SuperviseRecords>(
       expect(await s.claimApply('sr_00000000000000009999', 'a', at(9000), stale)).toBe(false);
     });
 
+    test('records what was applied only for the desk that holds the claim', async () => {
+      const s = await make();
+      await s.ingest(sampleRequest(1), EXTRA);
+      await s.decide(sampleRequest(1).id, {
+        status: 'approved',
+        by: 'op',
+        via: 'tui',
+        at: at(7000),
+        scope: 'turn',
+      });
+      const id = sampleRequest(1).id;
+      expect(await s.claimApply(id, 'a', at(8000), at(0))).toBe(true);
+      // a paused past the claim's staleness; b takes it over.
+      expect(await s.claimApply(id, 'b', at(70_000), at(60_000))).toBe(true);
+      expect(await s.recordRemediation(id, { ok: true, detail: 'a woke' }, at(71_000), 'a')).toBe(
+        false,
+      );
+      expect(await s.recordRemediation(id, { ok: true, detail: 'b' }, at(72_000), 'b')).toBe(true);
+      expect(await s.get(id)).toMatchObject({ remediation: { ok: true, detail: 'b' } });
+    });
+
     test('pending until its time is up: then expired, and no longer waited for', async () => {
       const s = await make();
       await s.ingest(sampleRequest(1, {}, 10_000), EXTRA);
